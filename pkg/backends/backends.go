@@ -1,0 +1,134 @@
+// Package backends is the contract between the router and the clouds behind
+// it. A backend is a cloudprovider.Interface built from its config section:
+// the router uses its InstancesV2, LoadBalancer and Routes, forwards
+// Initialize and (for backends implementing cloudprovider.InformerUser)
+// SetInformers, and never calls Instances, Zones or Clusters. Each backend
+// package registers its type here and its config section with
+// config.RegisterSection, from init.
+//
+// The contract a backend keeps, beyond cloudprovider's own:
+//
+//   - InstanceExists returns (false, nil) only when the backend positively
+//     knows the instance is gone. Any doubt (an API error, a timeout, an
+//     unreachable endpoint) is an error. A false deletes the Node.
+//   - For a node with no providerID, InstanceExists answers whether the
+//     backend has an instance matching the node (by name, address or what
+//     else the cloud offers): true claims the node. InstanceMetadata for such
+//     a node returns the ProviderID it found.
+//   - InstanceMetadata never returns (nil, nil).
+//   - Errors a user can fix (a VM without guest tools, a bad annotation) are
+//     wrapped with NewUserError so the router can put a Warning event on the
+//     object.
+//   - A LoadBalancer's GetLoadBalancer reports exists=true while any part of
+//     the load balancer is left in the cloud; EnsureLoadBalancerDeleted is
+//     idempotent and removes every part.
+//   - With nothing changed, EnsureLoadBalancer and UpdateLoadBalancer make no
+//     mutating cloud call.
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// Options is what a backend constructor receives.
+type Options struct {
+	// Name is the backend's unique name from the config.
+	Name string
+	// ClusterID names and tags what the backend creates.
+	ClusterID string
+	// Settings is the value the type's config.SectionParser returned.
+	Settings any
+}
+
+// Factory builds a backend. It must not block on the cloud for long: a
+// cloud that is unreachable at start-up makes calls fail later, it does not
+// stop the CCM from starting.
+type Factory func(ctx context.Context, o Options) (cloudprovider.Interface, error)
+
+// Registration describes a backend type.
+type Registration struct {
+	// Type is the value of a backend's type field (aws, openstack, ...).
+	Type string
+	// Scheme is the providerID scheme the type's nodes carry ("aws" for
+	// aws:///zone/i-123), or "" when the type owns no nodes.
+	Scheme string
+	// New builds a backend of this type.
+	New Factory
+}
+
+var (
+	mu            sync.RWMutex
+	registrations = map[string]Registration{}
+)
+
+// Register makes a backend type available. Registering a type twice panics.
+func Register(r Registration) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registrations[r.Type]; dup {
+		panic(fmt.Sprintf("backends: type %q registered twice", r.Type))
+	}
+	registrations[r.Type] = r
+}
+
+// Lookup returns the registration of a backend type.
+func Lookup(typ string) (Registration, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	r, ok := registrations[typ]
+	return r, ok
+}
+
+// Types lists the registered backend types, sorted.
+func Types() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]string, 0, len(registrations))
+	for t := range registrations {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NodeTargeter is implemented by a backend's LoadBalancer when it chooses
+// which nodes it can send traffic to. The router hands EnsureLoadBalancer and
+// UpdateLoadBalancer only the nodes for which CanTarget is true. A load
+// balancer that does not implement it receives only the backend's own nodes
+// (those whose providerID has the backend's scheme and whose
+// multicloud-ccm.io/backend label, if any, names the backend).
+type NodeTargeter interface {
+	CanTarget(service *corev1.Service, node *corev1.Node) bool
+}
+
+// UserError is an error the user can fix. The router records it as a
+// Warning event with Reason on the Node or Service concerned.
+type UserError struct {
+	// Reason is a stable CamelCase event reason.
+	Reason string
+	Err    error
+}
+
+// NewUserError wraps err as a user-fixable error with an event reason.
+func NewUserError(reason string, err error) error {
+	return &UserError{Reason: reason, Err: err}
+}
+
+func (e *UserError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *UserError) Unwrap() error { return e.Err }
+
+// AsUserError returns the UserError in err's chain, if any.
+func AsUserError(err error) (*UserError, bool) {
+	var ue *UserError
+	ok := errors.As(err, &ue)
+	return ue, ok
+}

@@ -1,0 +1,425 @@
+// Package config reads the multicloud-ccm cloud-config file: one YAML document
+// that names the cluster, says how Services and Nodes are routed, and lists the
+// backends. Parse decodes strictly (an unknown or misspelt key is an error that
+// names its path), applies defaults and validates, reporting every problem at
+// once. Each backend type decodes and validates its own section through a
+// SectionParser registered with RegisterSection.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// APIVersion is the only apiVersion this release reads.
+	APIVersion = "multicloud-ccm.io/v1alpha1"
+	// Kind is the only kind this release reads.
+	Kind = "CloudConfig"
+)
+
+// UnmanagedPolicy says what the router does with a node whose providerID
+// scheme no backend owns.
+type UnmanagedPolicy string
+
+const (
+	// UnmanagedError reports such nodes as errors (and Warning events); they
+	// are never deleted, shutdown-tainted or changed.
+	UnmanagedError UnmanagedPolicy = "error"
+	// UnmanagedIgnore leaves such nodes alone without reporting anything.
+	UnmanagedIgnore UnmanagedPolicy = "ignore"
+)
+
+// CloudConfig is the whole cloud-config file.
+type CloudConfig struct {
+	// APIVersion must be multicloud-ccm.io/v1alpha1.
+	APIVersion string `json:"apiVersion"`
+	// Kind must be CloudConfig.
+	Kind string `json:"kind"`
+	// ClusterID names and tags everything multicloud-ccm creates. Required.
+	ClusterID string `json:"clusterID"`
+	// LoadBalancer holds settings for Services of type LoadBalancer.
+	LoadBalancer LoadBalancer `json:"loadBalancer"`
+	// Nodes holds settings for Node routing.
+	Nodes Nodes `json:"nodes"`
+	// Backends lists the clouds behind the router. At least one is required.
+	Backends []Backend `json:"backends"`
+}
+
+// LoadBalancer holds settings for Services of type LoadBalancer.
+type LoadBalancer struct {
+	// DefaultBackend serves Services without the
+	// multicloud-ccm.io/load-balancer-backend annotation. Empty: such
+	// Services are left to whatever else implements load balancers.
+	DefaultBackend string `json:"defaultBackend,omitempty"`
+}
+
+// Nodes holds settings for Node routing.
+type Nodes struct {
+	// Unmanaged is error (default) or ignore.
+	Unmanaged UnmanagedPolicy `json:"unmanaged,omitempty"`
+	// Rules choose the backend of a node that has no providerID yet and no
+	// multicloud-ccm.io/backend label. The first matching rule wins.
+	Rules []NodeRule `json:"rules,omitempty"`
+}
+
+// NodeRule matches nodes by name and/or labels. A rule with both matches a
+// node only when both match.
+type NodeRule struct {
+	// Backend is the name of the backend that owns matching nodes.
+	Backend string `json:"backend"`
+	// NodeNameRegex is an RE2 expression matched against the node name.
+	NodeNameRegex string `json:"nodeNameRegex,omitempty"`
+	// MatchLabels must all be present on the node with these values.
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+
+	nameRE *regexp.Regexp
+}
+
+// Matches reports whether the rule matches a node with this name and labels.
+func (r *NodeRule) Matches(name string, labels map[string]string) bool {
+	if r.nameRE != nil && !r.nameRE.MatchString(name) {
+		return false
+	}
+	for k, v := range r.MatchLabels {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Backend is one entry of the backends list. Exactly one section, the one
+// named after Type, carries the backend's settings.
+type Backend struct {
+	// Name is unique, a DNS label; Services name it in the
+	// multicloud-ccm.io/load-balancer-backend annotation.
+	Name string `json:"name"`
+	// Type is one of the registered backend types (baremetal, vsphere, aws, openstack).
+	Type string `json:"type"`
+
+	Baremetal json.RawMessage `json:"baremetal,omitempty"`
+	VSphere   json.RawMessage `json:"vsphere,omitempty"`
+	AWS       json.RawMessage `json:"aws,omitempty"`
+	OpenStack json.RawMessage `json:"openstack,omitempty"`
+
+	// Settings is what the type's SectionParser returned. Set by Parse.
+	Settings any `json:"-"`
+}
+
+// sections returns the raw sections by key, in a fixed order.
+func (b *Backend) sections() map[string]json.RawMessage {
+	return map[string]json.RawMessage{
+		"baremetal": b.Baremetal,
+		"vsphere":   b.VSphere,
+		"aws":       b.AWS,
+		"openstack": b.OpenStack,
+	}
+}
+
+// SectionParser decodes and validates one backend type's section. raw is the
+// section as JSON (nil when absent); path names it for error messages; dir
+// is the folder of the config file, against which relative file paths in the
+// section resolve. It returns the settings the backend's constructor reads.
+type SectionParser func(raw []byte, path *field.Path, dir string) (any, field.ErrorList)
+
+var (
+	sectionsMu sync.RWMutex
+	parsers    = map[string]SectionParser{}
+)
+
+// RegisterSection makes a backend type known to the config parser. It panics
+// when the type is registered twice, as that is a programming error.
+func RegisterSection(typ string, p SectionParser) {
+	sectionsMu.Lock()
+	defer sectionsMu.Unlock()
+	if _, dup := parsers[typ]; dup {
+		panic(fmt.Sprintf("config: section parser for backend type %q registered twice", typ))
+	}
+	parsers[typ] = p
+}
+
+func sectionParser(typ string) (SectionParser, bool) {
+	sectionsMu.RLock()
+	defer sectionsMu.RUnlock()
+	p, ok := parsers[typ]
+	return p, ok
+}
+
+// RegisteredTypes lists the backend types this binary knows, sorted.
+func RegisteredTypes() []string {
+	sectionsMu.RLock()
+	defer sectionsMu.RUnlock()
+	types := make([]string, 0, len(parsers))
+	for t := range parsers {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	return types
+}
+
+// Load reads and parses the config file at path.
+func Load(path string) (*CloudConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading cloud-config: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("reading cloud-config: %w", err)
+	}
+	return Parse(data, dir)
+}
+
+// Parse decodes, defaults and validates a config document. dir is where
+// relative file paths resolve. The error, if any, joins every problem found,
+// each naming its field path.
+func Parse(data []byte, dir string) (*CloudConfig, error) {
+	cfg, errs := decode(data)
+	if cfg == nil {
+		return nil, errs.ToAggregate()
+	}
+	cfg.setDefaults()
+	errs = append(errs, cfg.validate(dir)...)
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return cfg, nil
+}
+
+// decode turns YAML into the typed config. A nil config means the document
+// could not be read at all; otherwise errs holds unknown and duplicate keys.
+func decode(data []byte) (*CloudConfig, field.ErrorList) {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil, field.ErrorList{field.Required(field.NewPath("apiVersion"), "the cloud-config file is empty")}
+	}
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, field.ErrorList{field.Invalid(field.NewPath("<file>"), "", "not valid YAML: "+err.Error())}
+	}
+	cfg := &CloudConfig{}
+	strict, err := kjson.UnmarshalStrict(js, cfg)
+	if err != nil {
+		p, msg := decodeMessage(nil, err)
+		return nil, field.ErrorList{field.Invalid(p, "", msg)}
+	}
+	return cfg, strictErrors(nil, strict)
+}
+
+// typeErrorRE matches encoding/json's type errors, which name the field path.
+var typeErrorRE = regexp.MustCompile(`^json: cannot unmarshal (.+) into Go struct field [^.]*\.(\S+) of type (\S+)$`)
+
+// decodeMessage rewrites a decoder error as "path: must be X, not a JSON Y"
+// when it is a type error, prefixing base to the path.
+func decodeMessage(base *field.Path, err error) (*field.Path, string) {
+	m := typeErrorRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		if base == nil {
+			base = field.NewPath("<file>")
+		}
+		return base, err.Error()
+	}
+	p := field.NewPath(m[2])
+	if base != nil {
+		p = base.Child(m[2])
+	}
+	return p, fmt.Sprintf("must be %s, not a JSON %s", friendlyType(m[3]), m[1])
+}
+
+func friendlyType(t string) string {
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a map"
+	case t == "string" || strings.HasSuffix(t, "Policy"):
+		return "a string"
+	case t == "bool":
+		return "true or false"
+	case strings.Contains(t, "int") || strings.Contains(t, "float") || strings.Contains(t, "Duration"):
+		return "a number"
+	}
+	return "an object"
+}
+
+// strictErrors turns the decoder's unknown/duplicate field errors into field
+// errors under base.
+func strictErrors(base *field.Path, strict []error) field.ErrorList {
+	var errs field.ErrorList
+	for _, e := range strict {
+		msg := e.Error()
+		if base != nil {
+			msg = strings.Replace(msg, `field "`, `field "`+base.String()+".", 1)
+		}
+		errs = append(errs, field.Forbidden(field.NewPath(fieldFromStrict(msg)), msg+": remove it or fix its spelling"))
+	}
+	return errs
+}
+
+// fieldFromStrict pulls the quoted path out of `unknown field "a.b"`.
+func fieldFromStrict(msg string) string {
+	i := strings.IndexByte(msg, '"')
+	j := strings.LastIndexByte(msg, '"')
+	if i < 0 || j <= i {
+		return ""
+	}
+	return msg[i+1 : j]
+}
+
+// DecodeSection strictly decodes a backend section into v. Unknown and
+// duplicate keys come back as errors named under path.
+func DecodeSection(raw []byte, path *field.Path, v any) field.ErrorList {
+	if len(raw) == 0 {
+		return field.ErrorList{field.Required(path, "the backend's settings are missing")}
+	}
+	strict, err := kjson.UnmarshalStrict(raw, v)
+	if err != nil {
+		p, msg := decodeMessage(path, err)
+		return field.ErrorList{field.Invalid(p, "", msg)}
+	}
+	return strictErrors(path, strict)
+}
+
+func (c *CloudConfig) setDefaults() {
+	if c.Nodes.Unmanaged == "" {
+		c.Nodes.Unmanaged = UnmanagedError
+	}
+}
+
+func (c *CloudConfig) validate(dir string) field.ErrorList {
+	var errs field.ErrorList
+	if c.APIVersion != APIVersion {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), c.APIVersion, "must be "+APIVersion))
+	}
+	if c.Kind != Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), c.Kind, "must be "+Kind))
+	}
+	errs = append(errs, validateClusterID(c.ClusterID)...)
+	names := map[string]*Backend{}
+	errs = append(errs, c.validateBackends(dir, names)...)
+	errs = append(errs, c.validateLoadBalancer(names)...)
+	errs = append(errs, c.validateNodes(names)...)
+	return errs
+}
+
+func validateClusterID(id string) field.ErrorList {
+	p := field.NewPath("clusterID")
+	if id == "" {
+		return field.ErrorList{field.Required(p, "set clusterID to a short name for this cluster, e.g. prod-eu-1; it names and tags the cloud resources created for it")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(id) {
+		errs = append(errs, field.Invalid(p, id, msg))
+	}
+	return errs
+}
+
+func (c *CloudConfig) validateBackends(dir string, names map[string]*Backend) field.ErrorList {
+	p := field.NewPath("backends")
+	if len(c.Backends) == 0 {
+		return field.ErrorList{field.Required(p, "list at least one backend")}
+	}
+	var errs field.ErrorList
+	for i := range c.Backends {
+		b := &c.Backends[i]
+		bp := p.Index(i)
+		for _, msg := range validation.IsDNS1123Label(b.Name) {
+			errs = append(errs, field.Invalid(bp.Child("name"), b.Name, msg))
+		}
+		if _, dup := names[b.Name]; dup && b.Name != "" {
+			errs = append(errs, field.Duplicate(bp.Child("name"), b.Name))
+		}
+		names[b.Name] = b
+		errs = append(errs, b.parseSection(bp, dir)...)
+	}
+	return errs
+}
+
+// parseSection checks that exactly the section named by Type is present and
+// hands it to the type's parser.
+func (b *Backend) parseSection(bp *field.Path, dir string) field.ErrorList {
+	var errs field.ErrorList
+	for key, raw := range b.sections() {
+		if len(raw) > 0 && key != b.Type {
+			errs = append(errs, field.Forbidden(bp.Child(key), fmt.Sprintf("a backend of type %q takes its settings under %q; remove %q", b.Type, b.Type, key)))
+		}
+	}
+	parse, ok := sectionParser(b.Type)
+	if !ok {
+		return append(errs, field.NotSupported(bp.Child("type"), b.Type, RegisteredTypes()))
+	}
+	settings, serrs := parse(b.sections()[b.Type], bp.Child(b.Type), dir)
+	b.Settings = settings
+	return append(errs, serrs...)
+}
+
+func (c *CloudConfig) validateLoadBalancer(names map[string]*Backend) field.ErrorList {
+	if c.LoadBalancer.DefaultBackend == "" {
+		return nil
+	}
+	if _, ok := names[c.LoadBalancer.DefaultBackend]; !ok {
+		return field.ErrorList{field.NotSupported(field.NewPath("loadBalancer", "defaultBackend"), c.LoadBalancer.DefaultBackend, backendNames(names))}
+	}
+	return nil
+}
+
+func (c *CloudConfig) validateNodes(names map[string]*Backend) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("nodes")
+	switch c.Nodes.Unmanaged {
+	case UnmanagedError, UnmanagedIgnore:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("unmanaged"), c.Nodes.Unmanaged, []UnmanagedPolicy{UnmanagedError, UnmanagedIgnore}))
+	}
+	for i := range c.Nodes.Rules {
+		errs = append(errs, c.Nodes.Rules[i].validate(p.Child("rules").Index(i), names)...)
+	}
+	return errs
+}
+
+func (r *NodeRule) validate(p *field.Path, names map[string]*Backend) field.ErrorList {
+	var errs field.ErrorList
+	if _, ok := names[r.Backend]; !ok {
+		errs = append(errs, field.NotSupported(p.Child("backend"), r.Backend, backendNames(names)))
+	}
+	if r.NodeNameRegex == "" && len(r.MatchLabels) == 0 {
+		errs = append(errs, field.Required(p, "a rule needs nodeNameRegex, matchLabels or both"))
+	}
+	if r.NodeNameRegex != "" {
+		re, err := regexp.Compile(r.NodeNameRegex)
+		if err != nil {
+			errs = append(errs, field.Invalid(p.Child("nodeNameRegex"), r.NodeNameRegex, "not an RE2 regular expression: "+err.Error()))
+		}
+		r.nameRE = re
+	}
+	if len(r.MatchLabels) > 0 {
+		sel := &metav1.LabelSelector{MatchLabels: r.MatchLabels}
+		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+			errs = append(errs, field.Invalid(p.Child("matchLabels"), r.MatchLabels, err.Error()))
+		}
+	}
+	return errs
+}
+
+func backendNames(names map[string]*Backend) []string {
+	out := make([]string, 0, len(names))
+	for n := range names {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
