@@ -145,7 +145,7 @@ func (c *CCM) Restart(ctx context.Context) error {
 // insecureClient talks to the CCM's self-signed serving certificate.
 func insecureClient() *http.Client {
 	return &http.Client{
-		Timeout: 5 * time.Second,
+		Timeout:   5 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: insecureTLS()},
 	}
 }

@@ -115,7 +115,9 @@ func NewLoadBalancerService(namespace, name string, tweaks ...ServiceTweak) *cor
 }
 
 // WithAnnotation sets a Service annotation.
-func WithAnnotation(k, v string) ServiceTweak { return func(s *corev1.Service) { s.Annotations[k] = v } }
+func WithAnnotation(k, v string) ServiceTweak {
+	return func(s *corev1.Service) { s.Annotations[k] = v }
+}
 
 // WithPort replaces the Service's ports with one port of protocol proto.
 func WithPort(name string, port int32, proto corev1.Protocol) ServiceTweak {

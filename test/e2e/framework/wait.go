@@ -156,4 +156,3 @@ func EventSeen(c kubernetes.Interface, kind, namespace, name, eventType, reason 
 		return FindEvent(evs, eventType, reason) != nil, "events:\n" + DescribeEvents(evs), nil
 	}
 }
-
