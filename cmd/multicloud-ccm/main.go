@@ -1,3 +1,8 @@
+// Command multicloud-ccm is the Kubernetes cloud-controller-manager for
+// clusters whose machines live in more than one cloud. It is the upstream
+// cloud-controller-manager command with the "multicloud" provider compiled
+// in, so every standard flag works; "multicloud-ccm config validate" checks a
+// cloud-config file offline.
 package main
 
 import (
@@ -9,19 +14,32 @@ import (
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
 	cliflag "k8s.io/component-base/cli/flag"
-	_ "k8s.io/component-base/logs/json/register"
-	_ "k8s.io/component-base/metrics/prometheus/clientgo"
-	_ "k8s.io/component-base/metrics/prometheus/version"
-	_ "k8s.io/cloud-provider/controllers/node"
-	_ "k8s.io/cloud-provider/controllers/nodelifecycle"
-	_ "k8s.io/cloud-provider/controllers/route"
-	_ "k8s.io/cloud-provider/controllers/service"
-	_ "k8s.io/cloud-provider/fake"
-	_ "k8s.io/client-go/kubernetes/fake"
+	_ "k8s.io/component-base/logs/json/register"          // JSON log format.
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics.
+	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric.
+	"k8s.io/klog/v2"
+
+	_ "github.com/multicloud-ccm/multicloud-ccm/pkg/router" // registers the "multicloud" provider.
 )
 
 func main() {
-	o, _ := options.NewCloudControllerManagerOptions()
-	cmd := app.NewCloudControllerManagerCommand(o, nil, app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
+	opts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		klog.Fatalf("Unable to initialise command options: %v", err)
+	}
+	opts.KubeCloudShared.CloudProvider.Name = "multicloud"
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, app.DefaultInitFuncConstructors,
+		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
+	cmd.Use = "multicloud-ccm"
+	cmd.Short = "Kubernetes cloud-controller-manager for clusters spanning several clouds"
+	cmd.Long = `multicloud-ccm is the Kubernetes cloud-controller-manager for clusters whose
+machines live in more than one cloud. It routes every node, load-balancer and
+route call to the backend (aws, openstack, vsphere, baremetal) it concerns.
+
+Run it with --cloud-provider=multicloud --cloud-config=FILE and the usual
+cloud-controller-manager flags. Check a cloud-config file offline with:
+
+  multicloud-ccm config validate --cloud-config FILE`
+	cmd.AddCommand(newConfigCommand())
 	os.Exit(cli.Run(cmd))
 }

@@ -119,7 +119,10 @@ type Backend struct {
 	Settings any `json:"-"`
 }
 
-// sections returns the raw sections by key, in a fixed order.
+// sectionKeys are the section keys, in the order errors are reported.
+var sectionKeys = []string{"baremetal", "vsphere", "aws", "openstack"}
+
+// sections returns the raw sections by key.
 func (b *Backend) sections() map[string]json.RawMessage {
 	return map[string]json.RawMessage{
 		"baremetal": b.Baremetal,
@@ -350,15 +353,15 @@ func (c *CloudConfig) validateBackends(dir string, names map[string]*Backend) fi
 // parseSection checks that exactly the section named by Type is present and
 // hands it to the type's parser.
 func (b *Backend) parseSection(bp *field.Path, dir string) field.ErrorList {
-	var errs field.ErrorList
-	for key, raw := range b.sections() {
-		if len(raw) > 0 && key != b.Type {
-			errs = append(errs, field.Forbidden(bp.Child(key), fmt.Sprintf("a backend of type %q takes its settings under %q; remove %q", b.Type, b.Type, key)))
-		}
-	}
 	parse, ok := sectionParser(b.Type)
 	if !ok {
-		return append(errs, field.NotSupported(bp.Child("type"), b.Type, RegisteredTypes()))
+		return field.ErrorList{field.NotSupported(bp.Child("type"), b.Type, RegisteredTypes())}
+	}
+	var errs field.ErrorList
+	for _, key := range sectionKeys {
+		if raw := b.sections()[key]; len(raw) > 0 && key != b.Type {
+			errs = append(errs, field.Forbidden(bp.Child(key), fmt.Sprintf("a backend of type %q takes its settings under %q; remove %q", b.Type, b.Type, key)))
+		}
 	}
 	settings, serrs := parse(b.sections()[b.Type], bp.Child(b.Type), dir)
 	b.Settings = settings

@@ -1,0 +1,112 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+)
+
+// Deadlines the router puts on every backend call. The upstream controllers
+// pass contexts without deadlines; a cloud that hangs must not hold a
+// controller worker for ever.
+const (
+	// instanceCallTimeout bounds InstanceExists, InstanceShutdown and
+	// InstanceMetadata, and each backend's answer while claiming a node.
+	instanceCallTimeout = 30 * time.Second
+	// loadBalancerCallTimeout bounds load-balancer calls, which may create
+	// several cloud resources in one call.
+	loadBalancerCallTimeout = 5 * time.Minute
+	// routeCallTimeout bounds route calls.
+	routeCallTimeout = time.Minute
+	// maxFanOut bounds how many backends are asked at once.
+	maxFanOut = 8
+)
+
+// Backend is one cloud behind the router, as New receives it.
+type Backend struct {
+	// Name is unique; Services and Node labels refer to it.
+	Name string
+	// Type is the backend type (aws, baremetal, ...), for logs.
+	Type string
+	// Scheme is the providerID scheme of the backend's nodes, or "".
+	Scheme string
+	// Cloud is the backend itself.
+	Cloud cloudprovider.Interface
+}
+
+// backend is a Backend with its capabilities resolved once.
+type backend struct {
+	Backend
+	instances cloudprovider.InstancesV2
+	lb        cloudprovider.LoadBalancer
+	routes    cloudprovider.Routes
+	metrics   *backendMetrics
+}
+
+func newBackend(b Backend) *backend {
+	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name)}
+	if i, ok := b.Cloud.InstancesV2(); ok && i != nil {
+		nb.instances = i
+	}
+	if lb, ok := b.Cloud.LoadBalancer(); ok && lb != nil {
+		nb.lb = lb
+	}
+	if r, ok := b.Cloud.Routes(); ok && r != nil {
+		nb.routes = r
+	}
+	return nb
+}
+
+// done records a finished call in the backend's metrics.
+func (b *backend) done(op operation, start time.Time, err error) {
+	res := resultSuccess
+	if err != nil {
+		res = resultError
+	}
+	b.metrics.requests[op][res].Inc()
+	b.metrics.duration[op].Observe(time.Since(start).Seconds())
+}
+
+// wrap prefixes a backend's error with the backend and operation, leaving
+// cloudprovider.ImplementedElsewhere unwrapped as upstream compares it with ==.
+func (b *backend) wrap(op operation, err error) error {
+	if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream compares with ==.
+		return err
+	}
+	return fmt.Errorf("backend %s: %s: %w", b.Name, op, err)
+}
+
+// owns reports whether node is one of this backend's own nodes: its
+// backend label names this backend, or it has no such label and its
+// providerID carries the backend's scheme.
+func (b *backend) owns(node *corev1.Node) bool {
+	if name, ok := node.Labels[annotation.NodeBackend]; ok {
+		return name == b.Name
+	}
+	if b.Scheme == "" || node.Spec.ProviderID == "" {
+		return false
+	}
+	scheme, err := providerid.Scheme(node.Spec.ProviderID)
+	return err == nil && scheme == b.Scheme
+}
+
+// canTarget reports whether the backend's load balancer can send service's
+// traffic to node.
+func (b *backend) canTarget(service *corev1.Service, node *corev1.Node) bool {
+	if t, ok := b.lb.(backends.NodeTargeter); ok {
+		return t.CanTarget(service, node)
+	}
+	return b.owns(node)
+}
+
+// withTimeout gives a backend call its deadline.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}

@@ -1,0 +1,206 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+)
+
+// InstanceExists reports whether the node's instance exists in its backend.
+// It answers (false, nil) only when the owning backend positively reports the
+// instance gone; every doubt is an error, which upstream only logs.
+func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+	res, err := r.resolve(ctx, node)
+	if err != nil {
+		return r.unresolved(ctx, node, err, true)
+	}
+	if res.candidates != nil {
+		return r.existsAmong(ctx, node, res.candidates)
+	}
+	if res.claimed {
+		return true, nil
+	}
+	exists, err := res.b.instanceExists(ctx, node)
+	if err != nil {
+		r.recordNodeError(ctx, node, err)
+		return false, err
+	}
+	if !exists && node.Spec.ProviderID == "" {
+		err := userErr(reasonNodeNotClaimed, "node %s has no providerID and backend %s, chosen by its %s label or a nodes.rules entry, has no instance matching it; fix the label or rule",
+			node.Name, res.b.Name, annotation.NodeBackend)
+		r.recordNodeError(ctx, node, err)
+		return false, err
+	}
+	return exists, nil
+}
+
+// InstanceShutdown reports whether the node's instance is shut down.
+// Unmanaged nodes are never reported shut down.
+func (r *Router) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+	b, err := r.owner(ctx, node)
+	if err != nil {
+		return r.unresolved(ctx, node, err, false)
+	}
+	shutdown, err := b.instanceShutdown(ctx, node)
+	if err != nil {
+		r.recordNodeError(ctx, node, err)
+	}
+	return shutdown, err
+}
+
+// InstanceMetadata returns the node's metadata from its backend, labelled
+// with the backend's name. It never returns (nil, nil).
+func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	b, err := r.owner(ctx, node)
+	if errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore {
+		return unmanagedMetadata(node, err)
+	}
+	if err != nil {
+		r.recordNodeError(ctx, node, err)
+		return nil, err
+	}
+	md, err := b.instanceMetadata(ctx, node)
+	if err == nil {
+		err = b.checkProviderID(node, md.ProviderID)
+	}
+	if err != nil {
+		r.recordNodeError(ctx, node, err)
+		return nil, err
+	}
+	return withBackendLabel(md, b.Name), nil
+}
+
+// checkProviderID makes sure the providerID a backend reports for a node
+// will route back to it: a node that had none must get one, with the
+// backend's scheme.
+func (b *backend) checkProviderID(node *corev1.Node, got string) error {
+	if node.Spec.ProviderID != "" || b.Scheme == "" {
+		return nil
+	}
+	scheme, err := providerid.Scheme(got)
+	if err != nil || scheme != b.Scheme {
+		return fmt.Errorf("backend %s: InstanceMetadata for node %s returned providerID %q, want one with scheme %s://", b.Name, node.Name, got, b.Scheme)
+	}
+	return nil
+}
+
+// owner resolves node to the one backend that owns it, asking the
+// candidates when several backends share its scheme.
+func (r *Router) owner(ctx context.Context, node *corev1.Node) (*backend, error) {
+	res, err := r.resolve(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	if res.candidates != nil {
+		return r.claim(ctx, node, res.candidates)
+	}
+	return res.b, nil
+}
+
+// unresolved answers InstanceExists (exists=true) or InstanceShutdown for a
+// node whose backend could not be found: unmanaged nodes under
+// "unmanaged: ignore" exist and are running; anything else is an error,
+// never a false that would delete the node.
+func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, exists bool) (bool, error) {
+	if errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore {
+		return exists, nil
+	}
+	r.recordNodeError(ctx, node, err)
+	return false, err
+}
+
+// existsAmong asks every backend sharing the node's scheme: the instance
+// exists if any has it, is gone only if all answer that they do not.
+func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend) (bool, error) {
+	var (
+		mu       sync.Mutex
+		found    bool
+		failures []error
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxFanOut)
+	for _, b := range candidates {
+		g.Go(func() error {
+			ok, err := b.instanceExists(gctx, node)
+			mu.Lock()
+			defer mu.Unlock()
+			found = found || ok
+			if err != nil {
+				failures = append(failures, err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if found {
+		return true, nil
+	}
+	if len(failures) > 0 {
+		return false, errors.Join(failures...)
+	}
+	return false, nil
+}
+
+// unmanagedMetadata is the metadata of an unmanaged node under
+// "unmanaged: ignore": its own providerID and nothing else, so upstream
+// changes nothing on an initialised node. A node still carrying the
+// uninitialized taint is left for whichever controller owns its scheme.
+func unmanagedMetadata(node *corev1.Node, err error) (*cloudprovider.InstanceMetadata, error) {
+	for _, t := range node.Spec.Taints {
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
+			return nil, fmt.Errorf("%w: leaving it uninitialised for the controller that owns its scheme", err)
+		}
+	}
+	return &cloudprovider.InstanceMetadata{ProviderID: node.Spec.ProviderID}, nil
+}
+
+// withBackendLabel returns a copy of md with the backend label added.
+func withBackendLabel(md *cloudprovider.InstanceMetadata, name string) *cloudprovider.InstanceMetadata {
+	out := *md
+	out.AdditionalLabels = make(map[string]string, len(md.AdditionalLabels)+1)
+	maps.Copy(out.AdditionalLabels, md.AdditionalLabels)
+	out.AdditionalLabels[annotation.NodeBackend] = name
+	return &out
+}
+
+func (b *backend) instanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+	ctx, cancel := withTimeout(ctx, instanceCallTimeout)
+	defer cancel()
+	start := time.Now()
+	ok, err := b.instances.InstanceExists(ctx, node)
+	b.done(opInstanceExists, start, err)
+	return ok, b.wrap(opInstanceExists, err)
+}
+
+func (b *backend) instanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+	ctx, cancel := withTimeout(ctx, instanceCallTimeout)
+	defer cancel()
+	start := time.Now()
+	ok, err := b.instances.InstanceShutdown(ctx, node)
+	b.done(opInstanceShutdown, start, err)
+	return ok, b.wrap(opInstanceShutdown, err)
+}
+
+func (b *backend) instanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	ctx, cancel := withTimeout(ctx, instanceCallTimeout)
+	defer cancel()
+	start := time.Now()
+	md, err := b.instances.InstanceMetadata(ctx, node)
+	if err == nil && md == nil {
+		err = errors.New("returned no metadata and no error")
+	}
+	b.done(opInstanceMetadata, start, err)
+	return md, b.wrap(opInstanceMetadata, err)
+}

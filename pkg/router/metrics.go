@@ -1,0 +1,87 @@
+package router
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// operation names one kind of backend call, as it appears in metrics.
+type operation int
+
+const (
+	opInstanceExists operation = iota
+	opInstanceShutdown
+	opInstanceMetadata
+	opGetLoadBalancer
+	opEnsureLoadBalancer
+	opUpdateLoadBalancer
+	opEnsureLoadBalancerDeleted
+	opListRoutes
+	opCreateRoute
+	opDeleteRoute
+	numOperations
+)
+
+var operationNames = [numOperations]string{
+	"InstanceExists", "InstanceShutdown", "InstanceMetadata",
+	"GetLoadBalancer", "EnsureLoadBalancer", "UpdateLoadBalancer", "EnsureLoadBalancerDeleted",
+	"ListRoutes", "CreateRoute", "DeleteRoute",
+}
+
+func (o operation) String() string { return operationNames[o] }
+
+const (
+	resultSuccess = iota
+	resultError
+	numResults
+)
+
+var resultNames = [numResults]string{"success", "error"}
+
+var (
+	backendRequests = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "backend",
+		Name:           "requests_total",
+		Help:           "Calls the router made to a backend, by backend, operation and result (success or error).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"backend", "operation", "result"})
+
+	backendDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "backend",
+		Name:           "request_duration_seconds",
+		Help:           "Duration of the router's calls to a backend, by backend and operation.",
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"backend", "operation"})
+
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(backendRequests, backendDuration)
+	})
+}
+
+// backendMetrics holds one backend's metric children, resolved once so that
+// recording a call allocates nothing.
+type backendMetrics struct {
+	requests [numOperations][numResults]metrics.CounterMetric
+	duration [numOperations]metrics.ObserverMetric
+}
+
+func newBackendMetrics(backend string) *backendMetrics {
+	registerMetrics()
+	m := &backendMetrics{}
+	for op := operation(0); op < numOperations; op++ {
+		for res := 0; res < numResults; res++ {
+			m.requests[op][res] = backendRequests.WithLabelValues(backend, op.String(), resultNames[res])
+		}
+		m.duration[op] = backendDuration.WithLabelValues(backend, op.String())
+	}
+	return m
+}

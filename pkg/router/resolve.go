@@ -1,0 +1,189 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+)
+
+// Event reasons for Node problems a user can fix. They are stable.
+const (
+	reasonInvalidProviderID = "InvalidProviderID"
+	reasonUnmanagedNode     = "UnmanagedNode"
+	reasonUnknownBackend    = "UnknownBackend"
+	reasonAmbiguousNode     = "AmbiguousNodeOwner"
+	reasonNodeNotClaimed    = "NodeOwnerNotFound"
+	reasonBackendLookup     = "BackendLookupFailed"
+)
+
+// errUnmanaged marks a node whose providerID scheme no backend owns.
+var errUnmanaged = errors.New("no backend owns this providerID scheme")
+
+// resolution is the outcome of finding a node's backend.
+type resolution struct {
+	// b is the backend owning the node, when one was found.
+	b *backend
+	// candidates are the backends sharing the node's scheme when more than
+	// one does and neither label nor claim settled it.
+	candidates []*backend
+	// claimed is true when b was found by asking the backends, so b already
+	// answered that the instance exists.
+	claimed bool
+}
+
+// nodeError is a node-routing failure a user can fix: it carries the event
+// reason to record on the node.
+type nodeError struct {
+	reason string
+	err    error
+}
+
+func (e *nodeError) Error() string { return e.err.Error() }
+func (e *nodeError) Unwrap() error { return e.err }
+
+func userErr(reason, format string, args ...any) error {
+	return &nodeError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// resolve finds the backend that owns node.
+func (r *Router) resolve(ctx context.Context, node *corev1.Node) (resolution, error) {
+	if node.Spec.ProviderID != "" {
+		return r.resolveByProviderID(ctx, node)
+	}
+	return r.resolveUnowned(ctx, node)
+}
+
+func (r *Router) resolveByProviderID(ctx context.Context, node *corev1.Node) (resolution, error) {
+	scheme, err := providerid.Scheme(node.Spec.ProviderID)
+	if err != nil {
+		return resolution{}, &nodeError{reason: reasonInvalidProviderID, err: fmt.Errorf("node %s: spec.providerID: %w", node.Name, err)}
+	}
+	owners := r.byScheme[scheme]
+	switch len(owners) {
+	case 0:
+		return resolution{}, fmt.Errorf("node %s: providerID %q: %w (schemes served: %s); set nodes.unmanaged: ignore to leave such nodes alone quietly",
+			node.Name, node.Spec.ProviderID, errUnmanaged, strings.Join(r.schemes(), ", "))
+	case 1:
+		return resolution{b: owners[0]}, nil
+	}
+	if name, ok := node.Labels[annotation.NodeBackend]; ok {
+		for _, b := range owners {
+			if b.Name == name {
+				return resolution{b: b}, nil
+			}
+		}
+		return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no backend serving %s:// (those are %v); fix or remove the label",
+			node.Name, annotation.NodeBackend, name, scheme, names(owners))
+	}
+	return resolution{candidates: owners}, nil
+}
+
+// resolveUnowned finds the backend of a node with no providerID: the label
+// hint, then the config's rules, then asking every instance backend.
+func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolution, error) {
+	if name, ok := node.Labels[annotation.NodeBackend]; ok {
+		b, found := r.byName[name]
+		if !found || b.instances == nil {
+			return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no backend with instances (have: %v); fix the kubelet's --node-labels",
+				node.Name, annotation.NodeBackend, name, names(r.instances))
+		}
+		return resolution{b: b}, nil
+	}
+	for i := range r.cfg.Nodes.Rules {
+		rule := &r.cfg.Nodes.Rules[i]
+		if rule.Matches(node.Name, node.Labels) {
+			if b, ok := r.byName[rule.Backend]; ok && b.instances != nil {
+				return resolution{b: b}, nil
+			}
+		}
+	}
+	v, err, _ := r.claims.Do(node.Name, func() (any, error) {
+		return r.claim(ctx, node, r.instances)
+	})
+	if err != nil {
+		return resolution{}, err
+	}
+	return resolution{b: v.(*backend), claimed: true}, nil
+}
+
+// claim asks every candidate, concurrently, whether node is one of its
+// instances. Exactly one must say yes. A backend that fails to answer makes
+// the claim fail: another backend's yes cannot be trusted while one that
+// might also say yes is silent.
+func (r *Router) claim(ctx context.Context, node *corev1.Node, candidates []*backend) (*backend, error) {
+	var (
+		mu       sync.Mutex
+		claimers []*backend
+		failures []error
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxFanOut)
+	for _, b := range candidates {
+		g.Go(func() error {
+			ok, err := b.instanceExists(gctx, node)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				failures = append(failures, err)
+			case ok:
+				claimers = append(claimers, b)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return pickClaimer(node, claimers, failures)
+}
+
+func pickClaimer(node *corev1.Node, claimers []*backend, failures []error) (*backend, error) {
+	hint := fmt.Sprintf("label the node %s=<backend> (kubelet --node-labels) or add a nodes.rules entry", annotation.NodeBackend)
+	switch {
+	case len(claimers) > 1:
+		return nil, userErr(reasonAmbiguousNode, "node %s has no providerID and backends %v all claim it; %s", node.Name, names(claimers), hint)
+	case len(failures) > 0:
+		return nil, &nodeError{reason: reasonBackendLookup, err: fmt.Errorf("node %s has no providerID and not every backend could be asked about it; %s: %w", node.Name, hint, errors.Join(failures...))}
+	case len(claimers) == 0:
+		return nil, userErr(reasonNodeNotClaimed, "node %s has no providerID and no backend has an instance matching it; %s, or check the node's name and addresses", node.Name, hint)
+	}
+	return claimers[0], nil
+}
+
+func (r *Router) schemes() []string {
+	out := make([]string, 0, len(r.byScheme))
+	for s := range r.byScheme {
+		out = append(out, s+"://")
+	}
+	return sortStrings(out)
+}
+
+// recordNodeError puts a Warning event on node for errors a user can fix.
+func (r *Router) recordNodeError(ctx context.Context, node *corev1.Node, err error) {
+	var ne *nodeError
+	if errors.As(err, &ne) {
+		r.warn(ctx, nodeRef(node), ne.reason, err.Error())
+		return
+	}
+	if ue, ok := backends.AsUserError(err); ok {
+		r.warn(ctx, nodeRef(node), ue.Reason, err.Error())
+		return
+	}
+	if errors.Is(err, errUnmanaged) {
+		r.warn(ctx, nodeRef(node), reasonUnmanagedNode, err.Error())
+	}
+}
+
+func sortStrings(s []string) []string {
+	sort.Strings(s)
+	return s
+}

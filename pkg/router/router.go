@@ -1,0 +1,235 @@
+// Package router is the multicloud cloud provider: one
+// cloudprovider.Interface that dispatches every call to the backend it
+// concerns. Nodes go by their providerID scheme (or, before they have one,
+// by label hint, config rule, or by asking the backends); Services go by the
+// multicloud-ccm.io/load-balancer-backend annotation or the configured
+// default; routes go by their target node. Importing this package registers
+// the provider "multicloud" with every backend type compiled in.
+//
+// The contracts it keeps are in DESIGN.md section 3; the one that matters
+// most: InstanceExists answers (false, nil) only when the owning backend
+// positively reports the instance gone.
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+)
+
+// ProviderName is the name the provider registers under (--cloud-provider).
+const ProviderName = "multicloud"
+
+func init() {
+	cloudprovider.RegisterCloudProvider(ProviderName, newFromReader)
+}
+
+// Router is the multicloud cloudprovider.Interface.
+type Router struct {
+	clusterID string
+	cfg       *config.CloudConfig
+
+	backends  []*backend
+	byName    map[string]*backend
+	byScheme  map[string][]*backend
+	instances []*backend
+	lbs       []*backend
+	routes    []*backend
+
+	recorder   record.EventRecorder
+	nodeLister corelisters.NodeLister
+
+	// claims merges concurrent resolutions of the same providerID-less node.
+	claims singleflight.Group
+
+	lbMu sync.Mutex
+	// lbHome records, per Service UID, the one backend verified to hold its
+	// load balancer ("" for none), so steady-state Ensure calls need not ask
+	// the other backends again.
+	lbHome map[types.UID]string
+
+	routeMu sync.Mutex
+	// routeOwner remembers which backend listed a route, for DeleteRoute of
+	// routes whose node is gone.
+	routeOwner map[string]*backend
+}
+
+var (
+	_ cloudprovider.Interface    = (*Router)(nil)
+	_ cloudprovider.InstancesV2  = (*Router)(nil)
+	_ cloudprovider.LoadBalancer = (*Router)(nil)
+	_ cloudprovider.Routes       = (*Router)(nil)
+	_ cloudprovider.InformerUser = (*Router)(nil)
+)
+
+// newFromReader is the factory registered with cloudprovider: it reads the
+// --cloud-config file and builds every backend it lists.
+func newFromReader(r io.Reader) (cloudprovider.Interface, error) {
+	if r == nil {
+		return nil, errors.New("multicloud: --cloud-config is required: pass the path of the multicloud-ccm CloudConfig YAML file")
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("multicloud: reading --cloud-config: %w", err)
+	}
+	dir, _ := os.Getwd()
+	if f, ok := r.(*os.File); ok {
+		if abs, err := filepath.Abs(filepath.Dir(f.Name())); err == nil {
+			dir = abs
+		}
+	}
+	cfg, err := config.Parse(data, dir)
+	if err != nil {
+		return nil, fmt.Errorf("multicloud: invalid --cloud-config: %w", err)
+	}
+	return NewFromConfig(context.Background(), cfg)
+}
+
+// NewFromConfig builds every backend the config lists, through the types
+// registered with package backends, and returns the router over them.
+func NewFromConfig(ctx context.Context, cfg *config.CloudConfig) (*Router, error) {
+	bs := make([]Backend, 0, len(cfg.Backends))
+	for _, bc := range cfg.Backends {
+		reg, ok := backends.Lookup(bc.Type)
+		if !ok {
+			return nil, fmt.Errorf("backend %s: type %q is not compiled into this binary (known: %v)", bc.Name, bc.Type, backends.Types())
+		}
+		cloud, err := reg.New(ctx, backends.Options{Name: bc.Name, ClusterID: cfg.ClusterID, Settings: bc.Settings})
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", bc.Name, err)
+		}
+		bs = append(bs, Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud})
+	}
+	return New(cfg, bs)
+}
+
+// New returns a router over already-built backends, in config order. cfg
+// supplies the cluster ID and the routing settings; backend names must be
+// unique.
+func New(cfg *config.CloudConfig, bs []Backend) (*Router, error) {
+	r := &Router{
+		clusterID:  cfg.ClusterID,
+		cfg:        cfg,
+		byName:     map[string]*backend{},
+		byScheme:   map[string][]*backend{},
+		lbHome:     map[types.UID]string{},
+		routeOwner: map[string]*backend{},
+	}
+	for _, b := range bs {
+		if _, dup := r.byName[b.Name]; dup {
+			return nil, fmt.Errorf("backend name %q is used twice", b.Name)
+		}
+		nb := newBackend(b)
+		r.backends = append(r.backends, nb)
+		r.byName[b.Name] = nb
+		r.addCapabilities(nb)
+	}
+	if d := cfg.LoadBalancer.DefaultBackend; d != "" {
+		if b, ok := r.byName[d]; !ok || b.lb == nil {
+			return nil, fmt.Errorf("loadBalancer.defaultBackend: %q is not a backend with load balancers (have: %v)", d, names(r.lbs))
+		}
+	}
+	return r, nil
+}
+
+func (r *Router) addCapabilities(b *backend) {
+	if b.instances != nil {
+		r.instances = append(r.instances, b)
+		if b.Scheme != "" {
+			r.byScheme[b.Scheme] = append(r.byScheme[b.Scheme], b)
+		}
+	}
+	if b.lb != nil {
+		r.lbs = append(r.lbs, b)
+	}
+	if b.routes != nil {
+		r.routes = append(r.routes, b)
+	}
+}
+
+// Initialize starts the router's event recorder and initialises every
+// backend with the same client builder.
+func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	client, err := clientBuilder.Client("multicloud-ccm")
+	if err != nil {
+		klog.ErrorS(err, "Cannot create a client for events; Warning events will only be logged")
+	} else {
+		r.recorder = newRecorder(client, stop)
+	}
+	for _, b := range r.backends {
+		b.Cloud.Initialize(clientBuilder, stop)
+	}
+}
+
+// SetInformers keeps a Node lister for route dispatch and hands the
+// informers to every backend that uses them.
+func (r *Router) SetInformers(factory informers.SharedInformerFactory) {
+	r.nodeLister = factory.Core().V1().Nodes().Lister()
+	for _, b := range r.backends {
+		if u, ok := b.Cloud.(cloudprovider.InformerUser); ok {
+			u.SetInformers(factory)
+		}
+	}
+}
+
+// Instances is not offered: with it, upstream builds providerIDs of its own
+// and deletes nodes on InstanceNotFound. The router offers InstancesV2 only.
+func (r *Router) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 is offered when any backend has instances.
+func (r *Router) InstancesV2() (cloudprovider.InstancesV2, bool) { return r, len(r.instances) > 0 }
+
+// LoadBalancer is offered when any backend has load balancers.
+func (r *Router) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return r, len(r.lbs) > 0 }
+
+// Routes is offered only when some backend really handles routes.
+func (r *Router) Routes() (cloudprovider.Routes, bool) { return r, len(r.routes) > 0 }
+
+// Zones is not offered; InstancesV2 carries zones.
+func (r *Router) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not offered.
+func (r *Router) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// ProviderName returns "multicloud".
+func (r *Router) ProviderName() string { return ProviderName }
+
+// HasClusterID is true: the config requires clusterID.
+func (r *Router) HasClusterID() bool { return r.clusterID != "" }
+
+// ClusterID returns the configured cluster ID.
+func (r *Router) ClusterID() string { return r.clusterID }
+
+func names(bs []*backend) []string {
+	out := make([]string, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, b.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// warn records a Warning event on obj and logs it.
+func (r *Router) warn(ctx context.Context, obj *corev1.ObjectReference, reason, msg string) {
+	klog.FromContext(ctx).Info("Warning: "+msg, "reason", reason, "kind", obj.Kind, "name", obj.Name)
+	if r.recorder != nil {
+		r.recorder.Event(obj, corev1.EventTypeWarning, reason, msg)
+	}
+}
