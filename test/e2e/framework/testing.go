@@ -79,6 +79,22 @@ type Shared struct {
 	err    error
 	failed bool
 	mu     sync.Mutex
+	onStop []func()
+}
+
+// OnStop registers fn to run after the tests and before the control plane
+// stops (last registered first), for processes shared by the tests.
+func (s *Shared) OnStop(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onStop = append(s.onStop, fn)
+}
+
+// Failed reports whether a test using the shared control plane failed.
+func (s *Shared) Failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
 }
 
 // ControlPlane returns the shared control plane, starting it on the first
@@ -118,16 +134,18 @@ type missingError struct{ err error }
 
 func (e *missingError) Error() string { return e.err.Error() }
 
-// Run runs the tests, then stops the shared control plane, printing its
-// logs' tails and keeping its folder when a test failed. Processes the
-// tests started (a CCM) must be stopped by then, typically in TestMain
-// after Run's m.Run via their own cleanup.
+// Run runs the tests, then the OnStop functions, then stops the shared
+// control plane, printing its logs' tails and keeping its folder when a
+// test failed.
 func (s *Shared) Run(m *testing.M) int {
 	code := m.Run()
+	for i := len(s.onStop) - 1; i >= 0; i-- {
+		s.onStop[i]()
+	}
 	if s.cp == nil {
 		return code
 	}
-	failed := code != 0 || s.failed
+	failed := code != 0 || s.Failed()
 	if failed {
 		fmt.Fprint(os.Stderr, s.cp.Logs(LogLines))
 		fmt.Fprintf(os.Stderr, "e2e: files kept in %s\n", s.cp.Dir)

@@ -1,0 +1,90 @@
+package foundation
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+// TestRestartKeepsAddresses restarts the CCM: a Service keeps its address
+// and a Service created afterwards gets another one. It runs alone.
+func TestRestartKeepsAddresses(t *testing.T) {
+	exclusive.Lock()
+	defer exclusive.Unlock()
+	cp, ccm := env(t)
+	ctx := ctxFor(t)
+	createService(ctx, t, "keep")
+	framework.Eventually(t, settle, "keep load balancer", framework.ServiceMatches(cp.Client, ns, "keep", oneIngressIn(metalPool)))
+	framework.Eventually(t, settle, "keep's EnsuredLoadBalancer event", ensuredMoreThan(cp, "keep", 0))
+	before := ingressOf(ctx, t, "keep")
+	ensured := ensuredCount(ctx, t, cp, "keep")
+
+	if err := ccm.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	createService(ctx, t, "after-restart")
+	framework.Eventually(t, settle, "after-restart load balancer", framework.ServiceMatches(cp.Client, ns, "after-restart", oneIngressIn(metalPool)))
+	framework.Eventually(t, settle, "keep ensured again by the new process", ensuredMoreThan(cp, "keep", ensured))
+	if got := ingressOf(ctx, t, "keep"); got != before {
+		t.Errorf("keep's address changed across the restart: %s, was %s", got, before)
+	}
+	if got := ingressOf(ctx, t, "after-restart"); got == before {
+		t.Errorf("after-restart got %s, the address keep already holds", got)
+	}
+}
+
+// ensuredCount counts the EnsuredLoadBalancer events on Service name.
+func ensuredCount(ctx context.Context, t *testing.T, cp *framework.ControlPlane, name string) int32 {
+	t.Helper()
+	evs, err := framework.Events(ctx, cp.Client, "Service", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return countEvents(evs, "EnsuredLoadBalancer")
+}
+
+func countEvents(evs []corev1.Event, reason string) int32 {
+	var n int32
+	for _, e := range evs {
+		if e.Reason == reason {
+			n += max(e.Count, 1)
+		}
+	}
+	return n
+}
+
+// ensuredMoreThan holds once Service name has more than n
+// EnsuredLoadBalancer events.
+func ensuredMoreThan(cp *framework.ControlPlane, name string, n int32) framework.Condition {
+	return func(ctx context.Context) (bool, string, error) {
+		evs, err := framework.Events(ctx, cp.Client, "Service", ns, name)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		got := countEvents(evs, "EnsuredLoadBalancer")
+		return got > n, fmt.Sprintf("%d EnsuredLoadBalancer events, want more than %d", got, n), nil
+	}
+}
+
+func TestSecurePort(t *testing.T) {
+	t.Parallel()
+	_, ccm := shared(t)
+	ctx := ctxFor(t)
+	code, body, err := ccm.Get(ctx, "/healthz")
+	if err != nil || code != http.StatusOK || string(body) != "ok" {
+		t.Fatalf("/healthz = %d %q, %v; want 200 ok", code, body, err)
+	}
+	framework.Eventually(t, settle, "multicloud_ccm_backend_requests_total in /metrics", func(ctx context.Context) (bool, string, error) {
+		code, body, err := ccm.Get(ctx, "/metrics")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return code == http.StatusOK && strings.Contains(string(body), "multicloud_ccm_backend_requests_total{"), "status " + http.StatusText(code), nil
+	})
+}
