@@ -1,0 +1,457 @@
+package baremetal
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// Event reasons of the user-fixable load-balancer errors. They are stable.
+const (
+	ReasonInvalidLoadBalancerIPs = "InvalidLoadBalancerIPs"
+	ReasonInvalidAllowSharedIP   = "InvalidAllowSharedIP"
+	ReasonUnknownAddressPool     = "UnknownAddressPool"
+	ReasonAddressPoolNotAllowed  = "AddressPoolNotAllowed"
+	ReasonIPNotInPool            = "LoadBalancerIPNotInPool"
+	ReasonIPInUse                = "LoadBalancerIPInUse"
+	ReasonIPFamilyUnavailable    = "IPFamilyUnavailable"
+	ReasonAddressPoolExhausted   = "AddressPoolExhausted"
+)
+
+// errNoPool marks a family that no pool can serve for a Service; a
+// PreferDualStack Service then does without that family.
+var errNoPool = errors.New("no address pool serves this IP family")
+
+// portProto is one Service port as far as sharing is concerned.
+type portProto struct {
+	port     int32
+	protocol corev1.Protocol
+}
+
+func (p portProto) String() string { return fmt.Sprintf("%d/%s", p.port, p.protocol) }
+
+// shareInfo is what decides whether two Services may share an address.
+type shareInfo struct {
+	// key is the allow-shared-ip key; "" never shares.
+	key   string
+	ports []portProto
+	// local is externalTrafficPolicy Local; such Services share only with
+	// Services selecting the same pods.
+	local    bool
+	selector string
+}
+
+// holding is what one Service holds.
+type holding struct {
+	name  string // namespace/name
+	uid   types.UID
+	addrs []netip.Addr // in the Service's family order
+	share shareInfo
+}
+
+// lease is one address in use, by one Service or by several sharing it.
+type lease struct {
+	pool *poolState
+	// counted is false for addresses found in a Service's status that lie in
+	// a pool but outside its usable part (an IPv4 network address).
+	counted bool
+	holders map[string]*holding
+}
+
+// allocator hands out pool addresses to Services. It is not safe for
+// concurrent use; the load balancer serialises calls.
+type allocator struct {
+	pools    []*poolState
+	byName   map[string]*poolState
+	leases   map[netip.Addr]*lease
+	services map[string]*holding
+	// shared indexes the addresses held by Services with each sharing key.
+	shared map[string]map[netip.Addr]bool
+	// probes counts addresses looked at by fresh allocations.
+	probes uint64
+}
+
+func newAllocator(pools []*pool) *allocator {
+	a := &allocator{
+		byName:   map[string]*poolState{},
+		leases:   map[netip.Addr]*lease{},
+		services: map[string]*holding{},
+		shared:   map[string]map[netip.Addr]bool{},
+	}
+	for _, p := range pools {
+		ps := newPoolState(p)
+		a.pools = append(a.pools, ps)
+		a.byName[p.name] = ps
+	}
+	return a
+}
+
+// request is what a Service asks of the allocator.
+type request struct {
+	name      string // namespace/name
+	uid       types.UID
+	namespace string
+	// families in the Service's order; the first is its primary family.
+	families []corev1.IPFamily
+	// requireAll is false for PreferDualStack: a family no pool serves is
+	// skipped unless an address of it is requested.
+	requireAll bool
+	requested  map[corev1.IPFamily]netip.Addr
+	// poolName restricts the Service to one pool ("" any).
+	poolName string
+	share    shareInfo
+}
+
+// holdingOf returns what a Service holds, or nil.
+func (a *allocator) holdingOf(name string) *holding { return a.services[name] }
+
+// assign gives the Service one address per family it wants, keeping what it
+// already holds where still allowed. It changes nothing when it fails.
+func (a *allocator) assign(req *request) ([]netip.Addr, error) {
+	if req.poolName != "" {
+		if err := a.checkNamedPool(req); err != nil {
+			return nil, err
+		}
+	}
+	var want []netip.Addr
+	for i, f := range req.families {
+		ip, err := a.choose(req, f)
+		if errors.Is(err, errNoPool) && !req.requireAll && i > 0 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		want = append(want, ip)
+	}
+	a.commit(req, want)
+	return want, nil
+}
+
+func (a *allocator) checkNamedPool(req *request) error {
+	ps, ok := a.byName[req.poolName]
+	if !ok {
+		return backends.NewUserError(ReasonUnknownAddressPool, fmt.Errorf("annotation %s=%q names no address pool; use one of %v", AddressPoolAnnotation, req.poolName, a.poolNames()))
+	}
+	if !ps.allows(req.namespace) {
+		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("annotation %s=%q: the pool serves only namespaces %v, not %q", AddressPoolAnnotation, req.poolName, ps.namespaceList(), req.namespace))
+	}
+	return nil
+}
+
+func (a *allocator) poolNames() []string {
+	out := make([]string, 0, len(a.pools))
+	for _, p := range a.pools {
+		out = append(out, p.name)
+	}
+	return out
+}
+
+// choose picks the Service's address of family f: the requested one, else
+// the one it holds, else one shared with Services of the same key, else a
+// fresh one.
+func (a *allocator) choose(req *request, f corev1.IPFamily) (netip.Addr, error) {
+	if ip, ok := req.requested[f]; ok {
+		return ip, a.checkRequested(req, ip)
+	}
+	if ip, ok := a.keep(req, f); ok {
+		return ip, nil
+	}
+	if ip, ok := a.joinShared(req, f); ok {
+		return ip, nil
+	}
+	return a.fresh(req, f)
+}
+
+// eligible reports whether the Service may hold an address of ps without
+// having requested it.
+func (a *allocator) eligible(req *request, ps *poolState) bool {
+	if req.poolName != "" {
+		return ps.name == req.poolName
+	}
+	return ps.allows(req.namespace)
+}
+
+func (a *allocator) checkRequested(req *request, ip netip.Addr) error {
+	ps := a.poolCovering(ip)
+	switch {
+	case ps == nil:
+		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is in none of the address pools %v; request an address from a pool, or remove the request", ip, a.poolNames()))
+	case !ps.usable(ip):
+		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is the network or broadcast address of a CIDR of pool %q, which is never handed out; request another address", ip, ps.name))
+	case req.poolName != "" && ps.name != req.poolName:
+		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is in pool %q, but annotation %s names pool %q; make them agree", ip, ps.name, AddressPoolAnnotation, req.poolName))
+	case !ps.allows(req.namespace):
+		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("requested address %s is in pool %q, which serves only namespaces %v, not %q", ip, ps.name, ps.namespaceList(), req.namespace))
+	}
+	if err := a.compatible(req, ip); err != nil {
+		return backends.NewUserError(ReasonIPInUse, fmt.Errorf("requested address %s: %w", ip, err))
+	}
+	return nil
+}
+
+// keep returns the address of family f the Service holds, if it may keep it.
+func (a *allocator) keep(req *request, f corev1.IPFamily) (netip.Addr, bool) {
+	h := a.services[req.name]
+	if h == nil {
+		return netip.Addr{}, false
+	}
+	for _, ip := range h.addrs {
+		l := a.leases[ip]
+		if familyOf(ip) == f && l.counted && a.eligible(req, l.pool) && a.compatible(req, ip) == nil {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// joinShared returns the lowest address of family f held by Services with
+// the request's sharing key that the Service may share.
+func (a *allocator) joinShared(req *request, f corev1.IPFamily) (netip.Addr, bool) {
+	if req.share.key == "" {
+		return netip.Addr{}, false
+	}
+	var best netip.Addr
+	for ip := range a.shared[req.share.key] {
+		l := a.leases[ip]
+		if familyOf(ip) != f || !l.counted || !a.eligible(req, l.pool) || a.compatible(req, ip) != nil {
+			continue
+		}
+		if !best.IsValid() || ip.Less(best) {
+			best = ip
+		}
+	}
+	return best, best.IsValid()
+}
+
+// fresh allocates an unleased address of family f from the first eligible
+// pool with one free.
+func (a *allocator) fresh(req *request, f corev1.IPFamily) (netip.Addr, error) {
+	var tried []string
+	var free uint64
+	for _, ps := range a.pools {
+		if !a.eligible(req, ps) || !ps.hasFamily(f) || (req.poolName == "" && !ps.autoAssign) {
+			continue
+		}
+		fs := &ps.fams[familyIndex(f)]
+		if ip, ok := fs.pick(a.taken, &a.probes); ok {
+			return ip, nil
+		}
+		tried = append(tried, fmt.Sprintf("%s (%d of %d in use)", ps.name, fs.used, fs.size))
+		free += fs.free()
+	}
+	if len(tried) == 0 {
+		return netip.Addr{}, backends.NewUserError(ReasonIPFamilyUnavailable, fmt.Errorf("%w: no %s address pool with autoAssign serves namespace %q%s; add one, request an address, or change the Service's ipFamilies/ipFamilyPolicy", errNoPool, f, req.namespace, a.poolHint(req)))
+	}
+	return netip.Addr{}, backends.NewUserError(ReasonAddressPoolExhausted, fmt.Errorf("no free %s address: pools %s are exhausted; add addresses to a pool or delete unused Services", f, strings.Join(tried, ", ")))
+}
+
+func (a *allocator) poolHint(req *request) string {
+	if req.poolName != "" {
+		return fmt.Sprintf(" in pool %q named by annotation %s", req.poolName, AddressPoolAnnotation)
+	}
+	return ""
+}
+
+func (a *allocator) taken(ip netip.Addr) bool {
+	_, ok := a.leases[ip]
+	return ok
+}
+
+// poolCovering returns the pool whose entries include ip, or nil.
+func (a *allocator) poolCovering(ip netip.Addr) *poolState {
+	for _, ps := range a.pools {
+		if ps.covers(ip) {
+			return ps
+		}
+	}
+	return nil
+}
+
+// compatible checks that the Service may hold ip alongside its other
+// holders, naming the first one that forbids it.
+func (a *allocator) compatible(req *request, ip netip.Addr) error {
+	l := a.leases[ip]
+	if l == nil {
+		return nil
+	}
+	for _, name := range sortedHolders(l) {
+		if name == req.name {
+			continue
+		}
+		if err := canShare(req.share, l.holders[name].share); err != nil {
+			return fmt.Errorf("in use by Service %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func sortedHolders(l *lease) []string {
+	names := make([]string, 0, len(l.holders))
+	for n := range l.holders {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// canShare reports why two Services may not share an address, or nil.
+func canShare(mine, theirs shareInfo) error {
+	switch {
+	case mine.key == "" || theirs.key == "":
+		return fmt.Errorf("addresses are shared only between Services with the same %s annotation", annotation.AllowSharedIP)
+	case mine.key != theirs.key:
+		return fmt.Errorf("its %s key %q differs from this Service's %q", annotation.AllowSharedIP, theirs.key, mine.key)
+	case (mine.local || theirs.local) && !(mine.local && theirs.local && mine.selector == theirs.selector):
+		return fmt.Errorf("a Service with externalTrafficPolicy Local shares an address only with Services of the same policy and selector")
+	}
+	for _, p := range mine.ports {
+		if slices.Contains(theirs.ports, p) {
+			return fmt.Errorf("both use port %s", p)
+		}
+	}
+	return nil
+}
+
+// commit makes want the Service's addresses.
+func (a *allocator) commit(req *request, want []netip.Addr) {
+	h := a.services[req.name]
+	if h != nil {
+		a.unindex(h)
+		a.release(h, func(ip netip.Addr) bool { return !slices.Contains(want, ip) })
+	} else {
+		h = &holding{name: req.name}
+		a.services[req.name] = h
+	}
+	h.uid, h.share = req.uid, req.share
+	for _, ip := range want {
+		if !slices.Contains(h.addrs, ip) {
+			a.hold(h, ip, a.poolCovering(ip))
+		}
+	}
+	h.addrs = slices.Clone(want)
+	a.index(h)
+}
+
+// hold adds h to ip's holders, leasing ip if it was free.
+func (a *allocator) hold(h *holding, ip netip.Addr, ps *poolState) {
+	l := a.leases[ip]
+	if l == nil {
+		l = &lease{pool: ps, counted: ps.usable(ip), holders: map[string]*holding{}}
+		a.leases[ip] = l
+		if l.counted {
+			ps.fams[familyIndex(familyOf(ip))].used++
+		}
+	}
+	l.holders[h.name] = h
+}
+
+// release drops h's hold on the addresses drop selects.
+func (a *allocator) release(h *holding, drop func(netip.Addr) bool) {
+	kept := h.addrs[:0]
+	for _, ip := range h.addrs {
+		if !drop(ip) {
+			kept = append(kept, ip)
+			continue
+		}
+		l := a.leases[ip]
+		delete(l.holders, h.name)
+		if len(l.holders) == 0 {
+			delete(a.leases, ip)
+			if l.counted {
+				l.pool.fams[familyIndex(familyOf(ip))].used--
+			}
+		}
+	}
+	h.addrs = kept
+}
+
+// releaseAll frees everything the Service holds. It reports whether the
+// Service held anything.
+func (a *allocator) releaseAll(name string) bool {
+	h := a.services[name]
+	if h == nil {
+		return false
+	}
+	a.unindex(h)
+	a.release(h, func(netip.Addr) bool { return true })
+	delete(a.services, name)
+	return true
+}
+
+// index records h's addresses under its sharing key.
+func (a *allocator) index(h *holding) {
+	if h.share.key == "" {
+		return
+	}
+	m := a.shared[h.share.key]
+	if m == nil {
+		m = map[netip.Addr]bool{}
+		a.shared[h.share.key] = m
+	}
+	for _, ip := range h.addrs {
+		m[ip] = true
+	}
+}
+
+// unindex removes h's addresses from its key's index unless another holder
+// with the key keeps them there.
+func (a *allocator) unindex(h *holding) {
+	m := a.shared[h.share.key]
+	if m == nil {
+		return
+	}
+	for _, ip := range h.addrs {
+		if !a.otherHolderWithKey(ip, h) {
+			delete(m, ip)
+		}
+	}
+	if len(m) == 0 {
+		delete(a.shared, h.share.key)
+	}
+}
+
+func (a *allocator) otherHolderWithKey(ip netip.Addr, h *holding) bool {
+	l := a.leases[ip]
+	if l == nil {
+		return false
+	}
+	for name, o := range l.holders {
+		if name != h.name && o.share.key == h.share.key {
+			return true
+		}
+	}
+	return false
+}
+
+// seed records a Service's status addresses that lie in the pools as held
+// by it, without any check: what is in a status is taken. A Service already
+// known is left as it is.
+func (a *allocator) seed(name string, uid types.UID, ips []netip.Addr, share shareInfo) bool {
+	if a.services[name] != nil {
+		return false
+	}
+	h := &holding{name: name, uid: uid, share: share}
+	for _, ip := range ips {
+		ps := a.poolCovering(ip)
+		if ps == nil || slices.Contains(h.addrs, ip) {
+			continue
+		}
+		a.hold(h, ip, ps)
+		h.addrs = append(h.addrs, ip)
+	}
+	if len(h.addrs) == 0 {
+		return false
+	}
+	a.services[name] = h
+	a.index(h)
+	return true
+}

@@ -1,0 +1,9 @@
+package baremetal
+
+// AddressPoolAnnotation (Service annotation, string, default: none, meaning every pool
+// with autoAssign true that serves the Service's namespace, in config order)
+// names the pool of a baremetal backend the Service's addresses come from.
+// It may name a pool with autoAssign false. A name no pool has, or a pool
+// that does not serve the Service's namespace, is an error (event reason
+// UnknownAddressPool or AddressPoolNotAllowed) and nothing is allocated.
+const AddressPoolAnnotation = "multicloud-ccm.io/address-pool"

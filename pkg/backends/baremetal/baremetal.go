@@ -1,0 +1,122 @@
+// Package baremetal is the backend for machines without a cloud API: the
+// nodes come from an inventory in the cloud-config, and load-balancer
+// addresses from address pools in it.
+//
+// Instances: a Node is the inventory entry named by its providerID
+// (baremetal://<name>) or, before it has one, by its Node name. The
+// inventory is configuration, so it is always loaded: InstanceExists is
+// false only for a node the inventory does not list. InstanceShutdown is
+// always false, as the inventory knows no power state.
+//
+// Load balancers: the backend only allocates addresses. It returns them as
+// the Service's status.loadBalancer.ingress; a speaker (MetalLB's speaker,
+// or kube-vip in services mode) announces them over ARP, NDP or BGP. See
+// docs/baremetal.md. The Service statuses are the source of truth: before
+// its first allocation the backend waits for the Service informer to sync
+// and records every pool address found in any Service's status as taken, so
+// a restart never hands out an address twice.
+package baremetal
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/informers"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+)
+
+const (
+	// Type is the backend type in the cloud-config file.
+	Type = "baremetal"
+	// Scheme is the providerID scheme of bare-metal nodes, as in
+	// baremetal://bm-1. It never changes: Nodes carry it.
+	Scheme = "baremetal"
+)
+
+func init() {
+	config.RegisterSection(Type, ParseSection)
+	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, New: New})
+}
+
+var (
+	_ cloudprovider.Interface    = (*Cloud)(nil)
+	_ cloudprovider.InformerUser = (*Cloud)(nil)
+	_ backends.Factory           = New
+)
+
+// Cloud is a baremetal backend.
+type Cloud struct {
+	name      string
+	instances *Instances
+	lb        *LoadBalancer
+}
+
+// New builds a baremetal backend from its Settings.
+func New(_ context.Context, o backends.Options) (cloudprovider.Interface, error) {
+	s, ok := o.Settings.(*Settings)
+	if !ok || s == nil {
+		return nil, fmt.Errorf("baremetal backend %q: settings are %T, want *baremetal.Settings", o.Name, o.Settings)
+	}
+	if s.compiled == nil {
+		if errs := s.Validate(field.NewPath(Type)); len(errs) > 0 {
+			return nil, fmt.Errorf("baremetal backend %q: %w", o.Name, errs.ToAggregate())
+		}
+	}
+	c := &Cloud{name: o.Name}
+	if len(s.compiled.inventory) > 0 {
+		c.instances = &Instances{backend: o.Name, inventory: s.compiled.inventory}
+	}
+	if len(s.compiled.pools) > 0 {
+		c.lb = newLoadBalancer(o.Name, s.compiled.pools)
+	}
+	return c, nil
+}
+
+// Initialize does nothing: the backend needs no client of its own.
+func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// SetInformers hands the load balancer its Service informer. It must be
+// called before the factory is started.
+func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
+	if c.lb != nil {
+		c.lb.SetInformers(factory)
+	}
+}
+
+// LoadBalancer returns the address allocator, if the backend has pools.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	if c.lb == nil {
+		return nil, false
+	}
+	return c.lb, true
+}
+
+// Instances is not supported: the router uses InstancesV2.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 returns the inventory, if the backend has one.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	if c.instances == nil {
+		return nil, false
+	}
+	return c.instances, true
+}
+
+// Zones is not supported: zones come from InstanceMetadata.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not supported.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes is not supported: bare-metal pod networks are the CNI's business.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+
+// ProviderName returns the backend type.
+func (c *Cloud) ProviderName() string { return Type }
+
+// HasClusterID returns true: the router always has a cluster ID.
+func (c *Cloud) HasClusterID() bool { return true }
