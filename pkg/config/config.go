@@ -88,6 +88,17 @@ type NodeRule struct {
 	nameRE *regexp.Regexp
 }
 
+// NewNodeRule returns a compiled rule, as Parse would produce it.
+func NewNodeRule(backend, nodeNameRegex string, matchLabels map[string]string) (NodeRule, error) {
+	r := NodeRule{Backend: backend, NodeNameRegex: nodeNameRegex, MatchLabels: matchLabels}
+	if nodeNameRegex == "" {
+		return r, nil
+	}
+	re, err := regexp.Compile(nodeNameRegex)
+	r.nameRE = re
+	return r, err
+}
+
 // Matches reports whether the rule matches a node with this name and labels.
 func (r *NodeRule) Matches(name string, labels map[string]string) bool {
 	if r.nameRE != nil && !r.nameRE.MatchString(name) {

@@ -1,0 +1,200 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientset "k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/cloud-provider/fake"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+)
+
+// newNode builds a Node; tweaks adjust it.
+func newNode(name string, tweaks ...func(*corev1.Node)) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{}}}
+	for _, t := range tweaks {
+		t(n)
+	}
+	return n
+}
+
+func withProviderID(id string) func(*corev1.Node) {
+	return func(n *corev1.Node) { n.Spec.ProviderID = id }
+}
+
+func withLabel(k, v string) func(*corev1.Node) {
+	return func(n *corev1.Node) { n.Labels[k] = v }
+}
+
+func withNodeBackend(name string) func(*corev1.Node) { return withLabel(annotation.NodeBackend, name) }
+
+func uninitialized(n *corev1.Node) {
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+}
+
+func notReady(n *corev1.Node) {
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+}
+
+func ready(n *corev1.Node) {
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+}
+
+// newService builds a LoadBalancer Service; tweaks adjust it.
+func newService(name string, tweaks ...func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), Annotations: map[string]string{}},
+		Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080}},
+		},
+	}
+	for _, t := range tweaks {
+		t(s)
+	}
+	return s
+}
+
+func withLBBackend(name string) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Annotations[annotation.LoadBalancerBackend] = name }
+}
+
+// testConfig is a config with the routing settings the tests tweak.
+func testConfig(tweaks ...func(*config.CloudConfig)) *config.CloudConfig {
+	c := &config.CloudConfig{ClusterID: "test", Nodes: config.Nodes{Unmanaged: config.UnmanagedError}}
+	for _, t := range tweaks {
+		t(c)
+	}
+	return c
+}
+
+// instanceCloud is an upstream fake cloud with InstancesV2 on, reporting the
+// given existence.
+func instanceCloud(exists bool, err error) *fake.Cloud {
+	return &fake.Cloud{EnableInstancesV2: true, ExistsByProviderID: exists, ErrByProviderID: err, DisableLoadBalancers: true, DisableRoutes: true}
+}
+
+// lbCloud is a stateful load-balancer backend over the upstream fake: it
+// remembers which Services it holds a load balancer for, so tests can see
+// what is left behind.
+type lbCloud struct {
+	*fake.Cloud
+	name string
+	ip   string
+
+	mu      sync.Mutex
+	held    map[types.UID]bool
+	failGet error
+	gets    int
+	nodes   map[types.UID][]string
+}
+
+func newLBCloud(name, ip string) *lbCloud {
+	return &lbCloud{
+		Cloud: &fake.Cloud{DisableInstances: true, DisableRoutes: true, ExternalIP: net.ParseIP(ip)},
+		name:  name, ip: ip, held: map[types.UID]bool{}, nodes: map[types.UID][]string{},
+	}
+}
+
+func (c *lbCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+
+func (c *lbCloud) GetLoadBalancer(_ context.Context, _ string, s *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gets++
+	if c.failGet != nil {
+		return nil, false, c.failGet
+	}
+	if !c.held[s.UID] {
+		return nil, false, nil
+	}
+	return c.status(), true, nil
+}
+
+func (c *lbCloud) status() *corev1.LoadBalancerStatus {
+	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: c.ip}}}
+}
+
+func (c *lbCloud) EnsureLoadBalancer(_ context.Context, _ string, s *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held[s.UID] = true
+	c.nodes[s.UID] = nodeNames(nodes)
+	return c.status(), nil
+}
+
+func (c *lbCloud) UpdateLoadBalancer(_ context.Context, _ string, s *corev1.Service, nodes []*corev1.Node) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.held[s.UID] {
+		return fmt.Errorf("%s: no load balancer for %s", c.name, s.Name)
+	}
+	c.nodes[s.UID] = nodeNames(nodes)
+	return nil
+}
+
+func (c *lbCloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, s *corev1.Service) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failGet != nil {
+		return c.failGet
+	}
+	delete(c.held, s.UID)
+	delete(c.nodes, s.UID)
+	return nil
+}
+
+func (c *lbCloud) holds(s *corev1.Service) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held[s.UID]
+}
+
+func (c *lbCloud) heldCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held)
+}
+
+func (c *lbCloud) setFail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failGet = err
+}
+
+func nodeNames(nodes []*corev1.Node) []string {
+	out := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// mustRouter builds a router or fails the test.
+func mustRouter(t testing.TB, cfg *config.CloudConfig, bs ...Backend) *Router {
+	t.Helper()
+	r, err := New(cfg, bs)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return r
+}
+
+// clientBuilder hands out one clientset, as the upstream builder would.
+type clientBuilder struct{ client clientset.Interface }
+
+func (b clientBuilder) Config(string) (*restclient.Config, error)  { return &restclient.Config{}, nil }
+func (b clientBuilder) ConfigOrDie(string) *restclient.Config      { return &restclient.Config{} }
+func (b clientBuilder) Client(string) (clientset.Interface, error) { return b.client, nil }
+func (b clientBuilder) ClientOrDie(string) clientset.Interface     { return b.client }
