@@ -1,0 +1,90 @@
+package vsphere
+
+import (
+	"net"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// nodeAddresses chooses a VM's node addresses by the rules: per IP family,
+// one InternalIP and one ExternalIP, then the guest's DNS name as Hostname.
+func (a *AddressRules) nodeAddresses(vm *vmInfo) []corev1.NodeAddress {
+	usable := a.usable(vm.IPs)
+	var internal, external []corev1.NodeAddress
+	for _, family := range a.IPFamilies {
+		in, ex := a.pick(usable, family)
+		if in != "" {
+			internal = append(internal, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: in})
+		}
+		if ex != "" {
+			external = append(external, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ex})
+		}
+	}
+	out := append(internal, external...)
+	if len(out) > 0 && vm.HostName != "" {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: vm.HostName})
+	}
+	return out
+}
+
+// usableIP is a guest address that may become a node address.
+type usableIP struct {
+	ip      net.IP
+	network string
+}
+
+// usable drops addresses that are malformed, loopback, link-local,
+// unspecified, multicast or excluded.
+func (a *AddressRules) usable(ips []guestIP) []usableIP {
+	var out []usableIP
+	for _, g := range ips {
+		ip := net.ParseIP(g.IP)
+		if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+			continue
+		}
+		if inAny(ip, a.exclude) {
+			continue
+		}
+		out = append(out, usableIP{ip: ip, network: g.Network})
+	}
+	return out
+}
+
+// pick returns the internal and external address of one family.
+func (a *AddressRules) pick(ips []usableIP, family string) (internal, external string) {
+	var ofFamily []usableIP
+	for _, u := range ips {
+		if (u.ip.To4() != nil) == (family == FamilyIPv4) {
+			ofFamily = append(ofFamily, u)
+		}
+	}
+	internalRules := len(a.internal) > 0 || len(a.InternalNetworks) > 0
+	externalRules := len(a.external) > 0 || len(a.ExternalNetworks) > 0
+	for _, u := range ofFamily {
+		isIn := inAny(u.ip, a.internal) || slices.Contains(a.InternalNetworks, u.network)
+		isEx := inAny(u.ip, a.external) || slices.Contains(a.ExternalNetworks, u.network)
+		if internal == "" && (isIn || (!internalRules && !isEx)) {
+			internal = u.ip.String()
+		}
+		if external == "" && isEx {
+			external = u.ip.String()
+		}
+	}
+	if internal == "" && !internalRules && len(ofFamily) > 0 {
+		internal = ofFamily[0].ip.String()
+	}
+	if !externalRules {
+		external = internal
+	}
+	return internal, external
+}
+
+func inAny(ip net.IP, nets []*net.IPNet) bool {
+	for _, n := range nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}

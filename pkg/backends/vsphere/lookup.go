@@ -1,0 +1,252 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Event reasons of lookups.
+const (
+	// ReasonProviderIDMalformed: the node's providerID is not
+	// vsphere://<bios-uuid>.
+	ReasonProviderIDMalformed = "VSphereProviderIDMalformed"
+	// ReasonNodeAmbiguous: two VMs match one node.
+	ReasonNodeAmbiguous = "VSphereNodeAmbiguous"
+)
+
+// errNotFound means every vCenter was searched and none has the VM.
+var errNotFound = errors.New("no VM in any vCenter matches the node")
+
+// match is a VM found for a node and the snapshot it was found in.
+type match struct {
+	vm   *vmInfo
+	snap *snapshot
+}
+
+// stage is one way of matching a node to VMs. Weak stages (names and
+// addresses) are trusted only when every vCenter answered.
+type stage struct {
+	by     string
+	weak   bool
+	search func(s *snapshot) []*vmInfo
+}
+
+// find returns the node's VM. It first searches inventories younger than the
+// refresh interval; when nothing matches, it searches inventories retrieved
+// after the call began, so a VM created a moment ago is found and a VM
+// reported gone is gone.
+func (c *Cloud) find(ctx context.Context, node *corev1.Node) (match, error) {
+	stages, err := stagesFor(node)
+	if err != nil {
+		return match{}, err
+	}
+	start := time.Now()
+	m, err := c.search(ctx, start.Add(-c.settings.RefreshInterval.Duration), stages, node)
+	if !errors.Is(err, errNotFound) {
+		return m, err
+	}
+	return c.search(ctx, start, stages, node)
+}
+
+// search matches the node against every vCenter's inventory, stage by
+// stage: the first stage with one match wins, two matches are an error.
+func (c *Cloud) search(ctx context.Context, notBefore time.Time, stages []stage, node *corev1.Node) (match, error) {
+	snaps, failures := c.snapshots(ctx, notBefore)
+	for _, st := range stages {
+		var found []match
+		for _, s := range snaps {
+			for _, vm := range st.search(s) {
+				found = append(found, match{vm: vm, snap: s})
+			}
+		}
+		if len(found) == 0 || (st.weak && len(failures) > 0) {
+			continue
+		}
+		if len(found) > 1 {
+			return match{}, ambiguous(node, st.by, found)
+		}
+		return found[0], nil
+	}
+	if len(failures) > 0 {
+		return match{}, joinErrors(failures)
+	}
+	for _, s := range snaps {
+		if len(s.unreadable) > 0 {
+			return match{}, fmt.Errorf("no readable VM matches node %s, and VMs %s in a vCenter could not be read", node.Name, strings.Join(s.unreadable, ", "))
+		}
+	}
+	return match{}, errNotFound
+}
+
+// snapshots returns the inventory of every vCenter that answers, and the
+// errors of those that do not, asking them all at once.
+func (c *Cloud) snapshots(ctx context.Context, notBefore time.Time) ([]*snapshot, []error) {
+	snaps := make([]*snapshot, len(c.vcenters))
+	errs := make([]error, len(c.vcenters))
+	var wg sync.WaitGroup
+	for i, v := range c.vcenters {
+		wg.Go(func() { snaps[i], errs[i] = v.snapshotSince(ctx, notBefore) })
+	}
+	wg.Wait()
+	var okSnaps []*snapshot
+	var failures []error
+	for i := range snaps {
+		if errs[i] != nil {
+			failures = append(failures, errs[i])
+			continue
+		}
+		okSnaps = append(okSnaps, snaps[i])
+	}
+	return okSnaps, failures
+}
+
+func ambiguous(node *corev1.Node, by string, found []match) error {
+	names := make([]string, 0, len(found))
+	for _, m := range found {
+		names = append(names, fmt.Sprintf("%s/%s/%s (%s)", m.vm.VCenter, m.vm.Datacenter, m.vm.Name, m.vm.UUID))
+	}
+	return newUserError(ReasonNodeAmbiguous, "node %s matches %d VMs by %s: %s; set the node's providerID to vsphere://<bios-uuid> of the right one",
+		node.Name, len(found), by, strings.Join(names, ", "))
+}
+
+// stagesFor returns how to find the node: by its providerID, or, without
+// one, by system UUID, then guest DNS name, then address.
+func stagesFor(node *corev1.Node) ([]stage, error) {
+	if node.Spec.ProviderID != "" {
+		uuid, err := uuidFromProviderID(node.Spec.ProviderID)
+		if err != nil {
+			return nil, newUserError(ReasonProviderIDMalformed, "node %s: %w", node.Name, err)
+		}
+		return []stage{{by: "providerID", search: func(s *snapshot) []*vmInfo { return s.byUUID[uuid] }}}, nil
+	}
+	return []stage{
+		{by: "system UUID", search: bySystemUUID(node.Status.NodeInfo.SystemUUID)},
+		{by: "guest DNS name", weak: true, search: byDNSName(nodeNames(node))},
+		{by: "address", weak: true, search: byAddress(nodeIPs(node))},
+	}, nil
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// uuidFromProviderID returns the BIOS UUID of a vsphere://<uuid> providerID.
+func uuidFromProviderID(providerID string) (string, error) {
+	rest, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	uuid := strings.ToLower(strings.TrimSpace(rest))
+	if !ok || !uuidRE.MatchString(uuid) {
+		return "", fmt.Errorf("malformed providerID %q: want %s<bios-uuid>, e.g. %s4237c7d5-3b7e-4c26-9a0e-8f3c1a2b3c4d", providerID, ProviderIDPrefix, ProviderIDPrefix)
+	}
+	return uuid, nil
+}
+
+// systemUUIDs are the BIOS UUIDs a reported system UUID may stand for: as
+// written, and with its first three fields byte-swapped, as SMBIOS before
+// 2.6 (older VM hardware) reports them.
+func systemUUIDs(reported string) []string {
+	u := strings.ToLower(strings.TrimSpace(reported))
+	if !uuidRE.MatchString(u) {
+		return nil
+	}
+	swapped := swapBytes(u[0:8]) + "-" + swapBytes(u[9:13]) + "-" + swapBytes(u[14:18]) + u[18:]
+	if swapped == u {
+		return []string{u}
+	}
+	return []string{u, swapped}
+}
+
+// swapBytes reverses the byte order of a hex string.
+func swapBytes(hex string) string {
+	b := make([]byte, 0, len(hex))
+	for i := len(hex) - 2; i >= 0; i -= 2 {
+		b = append(b, hex[i], hex[i+1])
+	}
+	return string(b)
+}
+
+func bySystemUUID(reported string) func(*snapshot) []*vmInfo {
+	uuids := systemUUIDs(reported)
+	return func(s *snapshot) []*vmInfo {
+		var out []*vmInfo
+		for _, u := range uuids {
+			out = append(out, s.byUUID[u]...)
+		}
+		return out
+	}
+}
+
+// nodeNames are the node's name and its Hostname addresses, lower case.
+func nodeNames(node *corev1.Node) []string {
+	names := []string{strings.ToLower(node.Name)}
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeHostName && a.Address != "" {
+			names = append(names, strings.ToLower(a.Address))
+		}
+	}
+	return names
+}
+
+func byDNSName(names []string) func(*snapshot) []*vmInfo {
+	return func(s *snapshot) []*vmInfo {
+		var out []*vmInfo
+		for _, vm := range s.vms {
+			if vm.HostName != "" && dnsNameMatches(strings.ToLower(vm.HostName), names) {
+				out = append(out, vm)
+			}
+		}
+		return out
+	}
+}
+
+// dnsNameMatches is true when the guest's name is one of names, or a fully
+// qualified form of one.
+func dnsNameMatches(guest string, names []string) bool {
+	for _, n := range names {
+		if guest == n || strings.HasPrefix(guest, n+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeIPs are the node's InternalIP and ExternalIP addresses.
+func nodeIPs(node *corev1.Node) []string {
+	var ips []string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
+			ips = append(ips, a.Address)
+		}
+	}
+	return ips
+}
+
+func byAddress(ips []string) func(*snapshot) []*vmInfo {
+	return func(s *snapshot) []*vmInfo {
+		if len(ips) == 0 {
+			return nil
+		}
+		var out []*vmInfo
+		for _, vm := range s.vms {
+			if hasIP(vm, ips) {
+				out = append(out, vm)
+			}
+		}
+		return out
+	}
+}
+
+func hasIP(vm *vmInfo, ips []string) bool {
+	for _, g := range vm.IPs {
+		for _, ip := range ips {
+			if g.IP == ip {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,439 @@
+package vsphere
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+
+	_ "github.com/vmware/govmomi/vapi/simulator" // the vAPI (tagging) endpoints of the simulator
+)
+
+const (
+	simUser     = "k8s@vsphere.local"
+	simPassword = "s3cret"
+)
+
+// sim is one in-process vCenter simulator behind a proxy that counts the
+// requests reaching it and can simulate an outage.
+type sim struct {
+	model  *simulator.Model
+	server *simulator.Server
+	proxy  *httptest.Server
+	// down makes the proxy drop every connection, as an unreachable vCenter.
+	down atomic.Bool
+	// requests counts the HTTP requests (SOAP and vAPI) that reached it.
+	requests atomic.Int64
+
+	client *govmomi.Client
+	rest   *rest.Client
+}
+
+// simOption tweaks the simulator's model before it starts.
+type simOption func(*simulator.Model)
+
+func withClusters(clusters, hostsPerCluster, vmsPerCluster int) simOption {
+	return func(m *simulator.Model) {
+		m.Cluster, m.ClusterHost, m.Machine, m.Host = clusters, hostsPerCluster, vmsPerCluster, 0
+	}
+}
+
+func withDatacenters(n int) simOption { return func(m *simulator.Model) { m.Datacenter = n } }
+
+// startSim starts a VPX simulator (by default one datacenter, two clusters
+// of two hosts, three VMs per cluster) and logs a client in.
+func startSim(t testing.TB, opts ...simOption) *sim {
+	t.Helper()
+	m := simulator.VPX()
+	m.Datacenter, m.Cluster, m.ClusterHost, m.Host, m.Machine = 1, 2, 2, 0, 3
+	for _, o := range opts {
+		o(m)
+	}
+	if err := m.Create(); err != nil {
+		t.Fatalf("creating the simulator: %v", err)
+	}
+	m.Service.Listen = &url.URL{User: url.UserPassword(simUser, simPassword)}
+	m.Service.RegisterEndpoints = true
+	s := &sim{model: m, server: m.Service.NewServer()}
+	t.Cleanup(func() {
+		s.server.Close()
+		m.Remove()
+	})
+	s.startProxy(t)
+	s.login(t)
+	return s
+}
+
+func (s *sim) startProxy(t testing.TB) {
+	target, err := url.Parse(s.server.URL.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.Path, target.User = "", nil
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
+	s.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.down.Load() {
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+					return
+				}
+			}
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		s.requests.Add(1)
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.proxy.Close)
+}
+
+func (s *sim) login(t testing.TB) {
+	ctx := context.Background()
+	u := *s.server.URL
+	u.User = url.UserPassword(simUser, simPassword)
+	c, err := govmomi.NewClient(ctx, &u, true)
+	if err != nil {
+		t.Fatalf("logging in to the simulator: %v", err)
+	}
+	s.client = c
+	s.rest = rest.NewClient(c.Client)
+	if err := s.rest.Login(ctx, u.User); err != nil {
+		t.Fatalf("logging in to the simulator's vAPI: %v", err)
+	}
+}
+
+// host is the proxy's host:port, the server the backend is configured with.
+func (s *sim) host() string { return strings.TrimPrefix(s.proxy.URL, "http://") }
+
+// vm is a simulator VM as a test sees it.
+type vm struct {
+	obj  *object.VirtualMachine
+	name string
+	uuid string
+}
+
+// vms lists the simulator's VMs in a datacenter, sorted by name.
+func (s *sim) vms(t testing.TB, dc string) []vm {
+	t.Helper()
+	ctx := context.Background()
+	f := find.NewFinder(s.client.Client, false)
+	d, err := f.Datacenter(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetDatacenter(d)
+	list, err := f.VirtualMachineList(ctx, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]vm, 0, len(list))
+	for _, o := range list {
+		out = append(out, vm{obj: o, name: o.Name(), uuid: strings.ToLower(o.UUID(ctx))})
+	}
+	return out
+}
+
+// setGuest sets a VM's guest IP and DNS name through the API, as VMware
+// Tools would report them.
+func (s *sim) setGuest(t testing.TB, v vm, ip, hostname string) {
+	t.Helper()
+	var opts []types.BaseOptionValue
+	if ip != "" {
+		opts = append(opts, &types.OptionValue{Key: "SET.guest.ipAddress", Value: ip})
+	}
+	if hostname != "" {
+		opts = append(opts, &types.OptionValue{Key: "SET.guest.hostName", Value: hostname})
+	}
+	s.reconfigure(t, v, types.VirtualMachineConfigSpec{ExtraConfig: opts})
+}
+
+func (s *sim) reconfigure(t testing.TB, v vm, spec types.VirtualMachineConfigSpec) {
+	t.Helper()
+	ctx := context.Background()
+	task, err := v.obj.Reconfigure(ctx, spec)
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatalf("reconfiguring VM %s: %v", v.name, err)
+	}
+}
+
+func (s *sim) powerOff(t testing.TB, v vm) {
+	t.Helper()
+	ctx := context.Background()
+	task, err := v.obj.PowerOff(ctx)
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatalf("powering off %s: %v", v.name, err)
+	}
+}
+
+func (s *sim) destroy(t testing.TB, v vm) {
+	t.Helper()
+	ctx := context.Background()
+	if st, _ := v.obj.PowerState(ctx); st == types.VirtualMachinePowerStatePoweredOn {
+		s.powerOff(t, v)
+	}
+	task, err := v.obj.Destroy(ctx)
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatalf("destroying %s: %v", v.name, err)
+	}
+}
+
+// tag creates (once) a category and a tag in it, and attaches the tag to
+// the object at path (a datacenter, cluster or host inventory path).
+func (s *sim) tag(t testing.TB, category, tag, path string) {
+	t.Helper()
+	ctx := context.Background()
+	m := tags.NewManager(s.rest)
+	catID := category
+	if c, err := m.GetCategory(ctx, category); err == nil {
+		catID = c.ID
+	} else if catID, err = m.CreateCategory(ctx, &tags.Category{Name: category, Cardinality: "SINGLE", AssociableTypes: []string{}}); err != nil {
+		t.Fatalf("creating category %s: %v", category, err)
+	}
+	tagID := ""
+	if tg, err := m.GetTagForCategory(ctx, tag, catID); err == nil {
+		tagID = tg.ID
+	} else if tagID, err = m.CreateTag(ctx, &tags.Tag{Name: tag, CategoryID: catID}); err != nil {
+		t.Fatalf("creating tag %s: %v", tag, err)
+	}
+	ref := s.ref(t, path)
+	if err := m.AttachTag(ctx, tagID, ref); err != nil {
+		t.Fatalf("attaching %s to %s: %v", tag, path, err)
+	}
+}
+
+// ref finds an inventory object by path, e.g. /DC0/host/DC0_C0.
+func (s *sim) ref(t testing.TB, path string) types.ManagedObjectReference {
+	t.Helper()
+	ref, err := object.NewSearchIndex(s.client.Client).FindByInventoryPath(context.Background(), path)
+	if err != nil || ref == nil {
+		t.Fatalf("finding %s: %v", path, err)
+	}
+	return ref.Reference()
+}
+
+// settingsJSON is the vsphere section for a set of simulators.
+type settingsJSON struct {
+	VCenters        []map[string]any `json:"vcenters"`
+	ZoneCategory    string           `json:"zoneCategory,omitempty"`
+	RegionCategory  string           `json:"regionCategory,omitempty"`
+	Addresses       map[string]any   `json:"addresses,omitempty"`
+	RefreshInterval string           `json:"refreshInterval,omitempty"`
+	RequestTimeout  string           `json:"requestTimeout,omitempty"`
+}
+
+// credentialFiles writes a username and password file and returns the
+// folder holding them.
+func credentialFiles(t testing.TB, user, password string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, v := range map[string]string{"user": user, "password": password} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// vcenterEntry is a vcenters entry for a simulator reached through its proxy.
+func vcenterEntry(s *sim, dcs ...string) map[string]any {
+	if len(dcs) == 0 {
+		dcs = []string{"DC0"}
+	}
+	return map[string]any{
+		"server":      "http://" + s.host(),
+		"datacenters": dcs,
+		"username":    map[string]string{"file": "user"},
+		"password":    map[string]string{"file": "password"},
+	}
+}
+
+// settingsTweak changes the section before it is parsed.
+type settingsTweak func(*settingsJSON)
+
+func withZones() settingsTweak {
+	return func(s *settingsJSON) { s.ZoneCategory, s.RegionCategory = "k8s-zone", "k8s-region" }
+}
+
+func withAddresses(a map[string]any) settingsTweak {
+	return func(s *settingsJSON) { s.Addresses = a }
+}
+
+// parseSettings parses a vsphere section as the config file would.
+func parseSettings(t testing.TB, dir string, sj settingsJSON) *Settings {
+	t.Helper()
+	raw, err := json.Marshal(sj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := parseSection(raw, field.NewPath("backends").Index(0).Child("vsphere"), dir)
+	if len(errs) > 0 {
+		t.Fatalf("parsing settings: %v", errs.ToAggregate())
+	}
+	return v.(*Settings)
+}
+
+// newCloud builds a backend for the simulators with the default credentials.
+func newCloud(t testing.TB, sims []*sim, tweaks ...settingsTweak) *Cloud {
+	t.Helper()
+	dir := credentialFiles(t, simUser, simPassword)
+	sj := settingsJSON{RequestTimeout: "10s"}
+	for _, s := range sims {
+		sj.VCenters = append(sj.VCenters, vcenterEntry(s))
+	}
+	for _, tw := range tweaks {
+		tw(&sj)
+	}
+	return newCloudFrom(t, parseSettings(t, dir, sj))
+}
+
+func newCloudFrom(t testing.TB, s *Settings) *Cloud {
+	t.Helper()
+	c, err := New(context.Background(), newOptions(s))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	cloud := c.(*Cloud)
+	t.Cleanup(func() { cloud.close(context.Background()) })
+	return cloud
+}
+
+func newOptions(s *Settings) backends.Options {
+	return backends.Options{Name: "onprem", ClusterID: "test", Settings: s}
+}
+
+// nodeTweak changes a test node.
+type nodeTweak func(*corev1.Node)
+
+func newNode(name string, tweaks ...nodeTweak) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	for _, tw := range tweaks {
+		tw(n)
+	}
+	return n
+}
+
+func withProviderID(id string) nodeTweak { return func(n *corev1.Node) { n.Spec.ProviderID = id } }
+
+func withVM(v vm) nodeTweak { return withProviderID(ProviderIDPrefix + v.uuid) }
+
+func withSystemUUID(u string) nodeTweak {
+	return func(n *corev1.Node) { n.Status.NodeInfo.SystemUUID = u }
+}
+
+func withAddress(typ corev1.NodeAddressType, addr string) nodeTweak {
+	return func(n *corev1.Node) {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: typ, Address: addr})
+	}
+}
+
+// guestAll gives every VM of the simulator a guest address 10.<net>.0.<i+1>
+// and a DNS name equal to its VM name, and returns the VMs.
+func guestAll(t testing.TB, s *sim, netByte int) []vm {
+	t.Helper()
+	vms := s.vms(t, "DC0")
+	var wg sync.WaitGroup
+	for i, v := range vms {
+		wg.Go(func() { s.setGuest(t, v, fmt.Sprintf("10.%d.0.%d", netByte, i+1), strings.ToLower(v.name)) })
+	}
+	wg.Wait()
+	return vms
+}
+
+// freePort returns a loopback address nothing listens on.
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// cloneVM clones v into the same folder, powered on, and returns the clone.
+func cloneVM(t testing.TB, s *sim, v vm, name string) vm {
+	t.Helper()
+	ctx := context.Background()
+	folders, err := object.NewDatacenter(s.client.Client, s.ref(t, "/DC0")).Folders(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := v.obj.Clone(ctx, folders.VmFolder, name, types.VirtualMachineCloneSpec{PowerOn: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := task.WaitForResult(ctx)
+	if err != nil {
+		t.Fatalf("cloning %s: %v", v.name, err)
+	}
+	obj := object.NewVirtualMachine(s.client.Client, info.Result.(types.ManagedObjectReference))
+	return vm{obj: obj, name: name, uuid: strings.ToLower(obj.UUID(ctx))}
+}
+
+// typesUUID is a spec setting a VM's BIOS UUID.
+func typesUUID(u string) types.VirtualMachineConfigSpec {
+	return types.VirtualMachineConfigSpec{Uuid: u}
+}
+
+func sessionManager(c *connection) *session.Manager { return session.NewManager(c.vim) }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func equalAddrs(a, b []corev1.NodeAddress) bool {
+	return slices.Equal(a, b)
+}
+
+// randomizeUUIDs gives every VM of the simulator a new random BIOS UUID:
+// simulators derive UUIDs from names, so two simulators would share them.
+func randomizeUUIDs(t testing.TB, s *sim) {
+	t.Helper()
+	for _, v := range s.vms(t, "DC0") {
+		s.reconfigure(t, v, typesUUID(randomUUID(t)))
+	}
+}
+
+func randomUUID(t testing.TB) string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

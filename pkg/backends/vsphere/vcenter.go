@@ -1,0 +1,313 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+	"golang.org/x/sync/singleflight"
+	"k8s.io/klog/v2"
+)
+
+// Event reasons of user-fixable vCenter problems.
+const (
+	// ReasonLoginFailed: the vCenter refused the configured credentials.
+	ReasonLoginFailed = "VSphereLoginFailed"
+	// ReasonDatacenterNotFound: a configured datacenter does not exist.
+	ReasonDatacenterNotFound = "VSphereDatacenterNotFound"
+	// ReasonTLSConfig: the configured CA file cannot be used.
+	ReasonTLSConfig = "VSphereTLSConfig"
+)
+
+// userAgent identifies the backend's sessions in vCenter's session list.
+const userAgent = "multicloud-ccm/vsphere"
+
+// vcenter is one vCenter: its session, kept and re-established on expiry,
+// and a cache of its VM inventory, refreshed at most once at a time.
+type vcenter struct {
+	// name is the server's host[:port], used in errors and VMs.
+	name string
+	cfg  *VCenter
+	// path names the vCenter's config entry in errors.
+	path     string
+	user     string
+	password string
+	timeout  time.Duration
+	tags     *tagReader
+
+	connMu sync.Mutex
+	conn   *connection
+
+	mu   sync.Mutex
+	snap *snapshot
+	sf   singleflight.Group
+
+	// logins and refreshes count sessions and retrievals, for tests.
+	logins, refreshes atomic.Int64
+}
+
+// connection is an authenticated session with the resolved datacenters.
+type connection struct {
+	vim  *vim25.Client
+	rest *rest.Client
+	dcs  []dcRef
+	cats categories
+	// tagErr is why the tagging session or categories are not usable; they
+	// are tried again at the next refresh.
+	tagErr error
+}
+
+// snapshotSince returns the inventory, refreshing it unless the cached one
+// was retrieved from notBefore on. Concurrent callers share one refresh; a
+// caller whose deadline passes returns while the refresh carries on.
+func (v *vcenter) snapshotSince(ctx context.Context, notBefore time.Time) (*snapshot, error) {
+	for range 2 {
+		if s := v.cached(); s != nil && !s.started.Before(notBefore) {
+			return s, nil
+		}
+		ch := v.sf.DoChan("refresh", func() (any, error) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout)
+			defer cancel()
+			return v.refresh(rctx)
+		})
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				return nil, r.Err
+			}
+			if s := r.Val.(*snapshot); !s.started.Before(notBefore) {
+				return s, nil
+			}
+			// The refresh joined began before notBefore: start another.
+		case <-ctx.Done():
+			return nil, fmt.Errorf("vCenter %s: waiting for the inventory: %w", v.name, ctx.Err())
+		}
+	}
+	return nil, fmt.Errorf("vCenter %s: no inventory newer than %s", v.name, notBefore.Format(time.RFC3339Nano))
+}
+
+func (v *vcenter) cached() *snapshot {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.snap
+}
+
+// invalidate forgets the cached inventory, so the next lookup refreshes.
+func (v *vcenter) invalidate() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.snap = nil
+}
+
+// refresh retrieves the inventory, re-establishing an expired session once.
+func (v *vcenter) refresh(ctx context.Context) (*snapshot, error) {
+	v.refreshes.Add(1)
+	started := time.Now()
+	conn, inv, err := v.retrieve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("vCenter %s: %w", v.name, err)
+	}
+	s := newSnapshot(started, inv)
+	s.topology, s.tagErr = v.readTopology(ctx, conn, inv.vms)
+	if s.tagErr != nil {
+		klog.FromContext(ctx).Error(s.tagErr, "Reading zones and regions failed", "vcenter", v.name)
+	}
+	v.mu.Lock()
+	v.snap = s
+	v.mu.Unlock()
+	return s, nil
+}
+
+func (v *vcenter) retrieve(ctx context.Context) (*connection, *inventory, error) {
+	conn, err := v.connection(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	inv, err := retrieveInventory(ctx, conn.vim, v.name, conn.dcs)
+	if err != nil && fault.Is(err, &types.NotAuthenticated{}) {
+		klog.FromContext(ctx).V(2).Info("vCenter session expired, logging in again", "vcenter", v.name)
+		v.drop(conn)
+		if conn, err = v.connection(ctx); err != nil {
+			return nil, nil, err
+		}
+		inv, err = retrieveInventory(ctx, conn.vim, v.name, conn.dcs)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, inv, nil
+}
+
+// connection returns the current session, logging in when there is none.
+func (v *vcenter) connection(ctx context.Context) (*connection, error) {
+	v.connMu.Lock()
+	defer v.connMu.Unlock()
+	if v.conn != nil {
+		return v.conn, nil
+	}
+	c, err := v.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v.conn = c
+	return c, nil
+}
+
+// drop forgets conn if it is still the current session.
+func (v *vcenter) drop(conn *connection) {
+	v.connMu.Lock()
+	defer v.connMu.Unlock()
+	if v.conn == conn {
+		v.conn = nil
+	}
+}
+
+func (v *vcenter) connect(ctx context.Context) (*connection, error) {
+	sc := soap.NewClient(v.cfg.url, v.cfg.Insecure)
+	sc.UserAgent = userAgent
+	if v.cfg.CAFile != "" {
+		if err := sc.SetRootCAs(v.cfg.CAFile); err != nil {
+			return nil, newUserError(ReasonTLSConfig, "%s.caFile: %w", v.path, err)
+		}
+	}
+	if v.cfg.Thumbprint != "" {
+		sc.SetThumbprint(v.cfg.url.Host, v.cfg.Thumbprint)
+	}
+	vim, err := vim25.NewClient(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("connecting: %w", err)
+	}
+	v.logins.Add(1)
+	if err := session.NewManager(vim).Login(ctx, url.UserPassword(v.user, v.password)); err != nil {
+		return nil, v.loginError(err)
+	}
+	dcs, err := v.resolveDatacenters(ctx, vim)
+	if err != nil {
+		return nil, err
+	}
+	c := &connection{vim: vim, dcs: dcs}
+	if v.tags.enabled() {
+		c.rest = rest.NewClient(vim)
+		c.tagErr = v.loginTags(ctx, c)
+	}
+	return c, nil
+}
+
+func (v *vcenter) loginError(err error) error {
+	if fault.Is(err, &types.InvalidLogin{}) {
+		return newUserError(ReasonLoginFailed, "%s: vCenter %s refused the login of user %q: %w; check the username and password", v.path, v.name, v.user, err)
+	}
+	return fmt.Errorf("logging in: %w", err)
+}
+
+// loginTags opens the tagging (vAPI) session and resolves the categories.
+func (v *vcenter) loginTags(ctx context.Context, c *connection) error {
+	if err := c.rest.Login(ctx, url.UserPassword(v.user, v.password)); err != nil {
+		if isUnauthorized(err) {
+			return newUserError(ReasonLoginFailed, "%s: the tagging service of vCenter %s refused the login of user %q: %w", v.path, v.name, v.user, err)
+		}
+		return fmt.Errorf("logging in to the tagging service: %w", err)
+	}
+	cats, err := v.tags.resolveCategories(ctx, tags.NewManager(c.rest), v.name)
+	if err != nil {
+		return err
+	}
+	c.cats = cats
+	return nil
+}
+
+// readTopology reads the zones and regions of vms, retrying the tagging
+// session if it failed before or expired.
+func (v *vcenter) readTopology(ctx context.Context, c *connection, vms []*vmInfo) (map[types.ManagedObjectReference]topology, error) {
+	if !v.tags.enabled() {
+		return map[types.ManagedObjectReference]topology{}, nil
+	}
+	v.connMu.Lock()
+	defer v.connMu.Unlock()
+	if c.tagErr != nil {
+		if c.tagErr = v.loginTags(ctx, c); c.tagErr != nil {
+			return nil, c.tagErr
+		}
+	}
+	topo, err := v.tags.read(ctx, c.rest, c.cats, vms)
+	if err != nil && isUnauthorized(err) {
+		if c.tagErr = v.loginTags(ctx, c); c.tagErr != nil {
+			return nil, c.tagErr
+		}
+		topo, err = v.tags.read(ctx, c.rest, c.cats, vms)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("vCenter %s: %w", v.name, err)
+	}
+	return topo, nil
+}
+
+// isUnauthorized reports whether a vAPI call failed for want of a session.
+func isUnauthorized(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if rest.IsStatusError(e, http.StatusUnauthorized) {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *vcenter) resolveDatacenters(ctx context.Context, vim *vim25.Client) ([]dcRef, error) {
+	f := find.NewFinder(vim, false)
+	out := make([]dcRef, 0, len(v.cfg.Datacenters))
+	for i, name := range v.cfg.Datacenters {
+		dc, err := f.Datacenter(ctx, name)
+		var nf *find.NotFoundError
+		if errors.As(err, &nf) {
+			return nil, newUserError(ReasonDatacenterNotFound, "%s.datacenters[%d]: datacenter %q not found in vCenter %s (it has: %s)", v.path, i, name, v.name, v.datacenterNames(ctx, f))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("finding datacenter %q: %w", name, err)
+		}
+		out = append(out, dcRef{Name: name, Ref: dc.Reference()})
+	}
+	return out, nil
+}
+
+func (v *vcenter) datacenterNames(ctx context.Context, f *find.Finder) string {
+	dcs, err := f.DatacenterList(ctx, "*")
+	if err != nil || len(dcs) == 0 {
+		return "none found"
+	}
+	names := make([]string, 0, len(dcs))
+	for _, dc := range dcs {
+		names = append(names, dc.Name())
+	}
+	return strings.Join(names, ", ")
+}
+
+// logout ends the sessions, if any.
+func (v *vcenter) logout(ctx context.Context) {
+	v.connMu.Lock()
+	c := v.conn
+	v.conn = nil
+	v.connMu.Unlock()
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, v.timeout)
+	defer cancel()
+	if c.rest != nil && c.tagErr == nil {
+		_ = c.rest.Logout(ctx)
+	}
+	_ = session.NewManager(c.vim).Logout(ctx)
+}
