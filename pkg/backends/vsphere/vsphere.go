@@ -21,8 +21,8 @@ import (
 	"fmt"
 	"time"
 
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
