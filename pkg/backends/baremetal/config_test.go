@@ -31,7 +31,7 @@ addressPools:
   autoAssign: false
 `
 
-func parseYAML(t *testing.T, section string) (*Settings, field.ErrorList) {
+func parseYAML(t testing.TB, section string) (*Settings, field.ErrorList) {
 	t.Helper()
 	js, err := yaml.YAMLToJSON([]byte(section))
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
-func newTestCloud(t *testing.T, section string) *Cloud {
+func newTestCloud(t testing.TB, section string) *Cloud {
 	t.Helper()
 	s, errs := parseYAML(t, section)
 	if len(errs) > 0 {
