@@ -1,0 +1,222 @@
+package awsfake
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+type xmlAction struct {
+	Type           string `xml:"Type"`
+	TargetGroupArn string `xml:"TargetGroupArn"`
+}
+
+type xmlListener struct {
+	ListenerArn     string      `xml:"ListenerArn"`
+	LoadBalancerArn string      `xml:"LoadBalancerArn"`
+	Port            int         `xml:"Port"`
+	Protocol        string      `xml:"Protocol"`
+	DefaultActions  []xmlAction `xml:"DefaultActions>member"`
+}
+
+type listenersResult struct {
+	Listeners  []xmlListener `xml:"Listeners>member"`
+	NextMarker string        `xml:"NextMarker,omitempty"`
+}
+
+func (l *listener) xml() xmlListener {
+	return xmlListener{ListenerArn: l.arn, LoadBalancerArn: l.lbARN, Port: l.port, Protocol: l.protocol,
+		DefaultActions: []xmlAction{{Type: "forward", TargetGroupArn: l.tgARN}}}
+}
+
+// readListener reads Port, Protocol and a single forward default action.
+func (s *Server) readListener(f url.Values, base listener) (listener, *Error) {
+	l := base
+	if v := f.Get("Port"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 65535 {
+			return l, errorf("ValidationError", "Port must be 1 to 65535")
+		}
+		l.port = n
+	}
+	if v := f.Get("Protocol"); v != "" {
+		l.protocol = v
+	}
+	if acts := items(f, "DefaultActions.member"); len(acts) > 0 {
+		if len(acts) != 1 || f.Get(acts[0]+".Type") != "forward" {
+			return l, errorf("ValidationError", "this fake supports exactly one forward default action")
+		}
+		l.tgARN = f.Get(acts[0] + ".TargetGroupArn")
+	}
+	tg, err := s.targetGroup(l.tgARN)
+	if err != nil {
+		return l, err
+	}
+	if tg.protocol != l.protocol {
+		return l, errorf("ValidationError", "The listener protocol '%s' must match the target group protocol '%s'", l.protocol, tg.protocol)
+	}
+	if other := s.lbOf(tg.arn); other != "" && other != l.lbARN {
+		return l, errorf("TargetGroupAssociationLimit", "The target group '%s' is already associated with a different load balancer", tg.name)
+	}
+	return l, nil
+}
+
+// createListener adds a listener; the same settings again return the
+// existing one, as in AWS. Network load balancers take one listener per port.
+func (s *Server) createListener(f url.Values) (any, *Error) {
+	lb, found := s.lbs[f.Get("LoadBalancerArn")]
+	if !found {
+		return nil, &Error{Status: 400, Code: "LoadBalancerNotFound", Message: fmt.Sprintf("Load balancer '%s' not found", f.Get("LoadBalancerArn"))}
+	}
+	l, err := s.readListener(f, listener{lbARN: lb.arn})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range s.listeners {
+		if o.lbARN == lb.arn && o.port == l.port {
+			if o.protocol == l.protocol && o.tgARN == l.tgARN {
+				return elbResult("CreateListener", listenersResult{Listeners: []xmlListener{o.xml()}}), nil
+			}
+			return nil, errorf("DuplicateListener", "A listener already exists on port %d of this load balancer", l.port)
+		}
+	}
+	l.arn = strings.Replace(lb.arn, ":loadbalancer/", ":listener/", 1) + "/" + s.nextID()[1:]
+	l.tags = elbTagsFrom(f)
+	s.listeners[l.arn] = &l
+	return elbResult("CreateListener", listenersResult{Listeners: []xmlListener{l.xml()}}), nil
+}
+
+func (s *Server) describeListeners(f url.Values) (any, *Error) {
+	lbARN, arns := f.Get("LoadBalancerArn"), list(f, "ListenerArns.member")
+	if lbARN != "" && s.lbs[lbARN] == nil {
+		return nil, &Error{Status: 400, Code: "LoadBalancerNotFound", Message: fmt.Sprintf("Load balancer '%s' not found", lbARN)}
+	}
+	if lbARN == "" && len(arns) == 0 {
+		return nil, errorf("ValidationError", "You must specify either listener ARNs or a load balancer ARN")
+	}
+	var matched []*listener
+	for _, arn := range sortedKeys(s.listeners) {
+		l := s.listeners[arn]
+		if (lbARN == "" || l.lbARN == lbARN) && (len(arns) == 0 || contains(arns, l.arn)) {
+			matched = append(matched, l)
+		}
+	}
+	if len(arns) > 0 && len(matched) < len(arns) {
+		return nil, &Error{Status: 400, Code: "ListenerNotFound", Message: "One or more listeners not found"}
+	}
+	size, err := pageSize(f)
+	if err != nil {
+		return nil, err
+	}
+	page, next, err := paginate(len(matched), f.Get("Marker"), size)
+	if err != nil {
+		return nil, err
+	}
+	res := listenersResult{NextMarker: next}
+	for _, l := range matched[page[0]:page[1]] {
+		res.Listeners = append(res.Listeners, l.xml())
+	}
+	return elbResult("DescribeListeners", res), nil
+}
+
+func (s *Server) listener(arn string) (*listener, *Error) {
+	l, found := s.listeners[arn]
+	if !found {
+		return nil, &Error{Status: 400, Code: "ListenerNotFound", Message: fmt.Sprintf("Listener '%s' not found", arn)}
+	}
+	return l, nil
+}
+
+func (s *Server) modifyListener(f url.Values) (any, *Error) {
+	l, err := s.listener(f.Get("ListenerArn"))
+	if err != nil {
+		return nil, err
+	}
+	nl, err := s.readListener(f, *l)
+	if err != nil {
+		return nil, err
+	}
+	*l = nl
+	return elbResult("ModifyListener", listenersResult{Listeners: []xmlListener{l.xml()}}), nil
+}
+
+func (s *Server) deleteListener(f url.Values) (any, *Error) {
+	l, err := s.listener(f.Get("ListenerArn"))
+	if err != nil {
+		return nil, err
+	}
+	delete(s.listeners, l.arn)
+	return elbResult("DeleteListener", nil), nil
+}
+
+// tagsOf returns the tag map of an ELBv2 resource.
+func (s *Server) tagsOf(arn string) (map[string]string, *Error) {
+	switch {
+	case s.lbs[arn] != nil:
+		return s.lbs[arn].tags, nil
+	case s.tgs[arn] != nil:
+		return s.tgs[arn].tags, nil
+	case s.listeners[arn] != nil:
+		return s.listeners[arn].tags, nil
+	case strings.Contains(arn, ":targetgroup/"):
+		return nil, &Error{Status: 400, Code: "TargetGroupNotFound", Message: fmt.Sprintf("Target group '%s' not found", arn)}
+	case strings.Contains(arn, ":listener/"):
+		return nil, &Error{Status: 400, Code: "ListenerNotFound", Message: fmt.Sprintf("Listener '%s' not found", arn)}
+	}
+	return nil, &Error{Status: 400, Code: "LoadBalancerNotFound", Message: fmt.Sprintf("Load balancer '%s' not found", arn)}
+}
+
+func (s *Server) addTags(f url.Values) (any, *Error) {
+	tags := elbTagsFrom(f)
+	for _, arn := range list(f, "ResourceArns.member") {
+		m, err := s.tagsOf(arn)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range tags {
+			m[k] = v
+		}
+	}
+	return elbResult("AddTags", nil), nil
+}
+
+func (s *Server) removeTags(f url.Values) (any, *Error) {
+	keys := list(f, "TagKeys.member")
+	for _, arn := range list(f, "ResourceArns.member") {
+		m, err := s.tagsOf(arn)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			delete(m, k)
+		}
+	}
+	return elbResult("RemoveTags", nil), nil
+}
+
+type xmlTagDescription struct {
+	ResourceArn string      `xml:"ResourceArn"`
+	Tags        []memberTag `xml:"Tags>member"`
+}
+
+type tagsResult struct {
+	TagDescriptions []xmlTagDescription `xml:"TagDescriptions>member"`
+}
+
+// describeTags answers for up to 20 resources, as AWS does.
+func (s *Server) describeTags(f url.Values) (any, *Error) {
+	arns := list(f, "ResourceArns.member")
+	if len(arns) == 0 || len(arns) > 20 {
+		return nil, errorf("ValidationError", "ResourceArns must list 1 to 20 ARNs")
+	}
+	var res tagsResult
+	for _, arn := range arns {
+		m, err := s.tagsOf(arn)
+		if err != nil {
+			return nil, err
+		}
+		res.TagDescriptions = append(res.TagDescriptions, xmlTagDescription{ResourceArn: arn, Tags: elbTags(m)})
+	}
+	return elbResult("DescribeTags", res), nil
+}

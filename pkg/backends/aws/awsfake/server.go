@@ -1,0 +1,279 @@
+// Package awsfake is a stateful, in-process fake of the parts of the Amazon
+// EC2, Elastic Load Balancing v2 and STS APIs the AWS backend uses. It speaks
+// the real wire protocols (form-encoded Query requests, XML responses, AWS
+// error codes, pagination) so that aws-sdk-go-v2 clients pointed at it with
+// BaseEndpoint exercise their real signing, encoding, retries and error
+// mapping. It records every call by action and can throttle or fail on
+// demand. Shapes follow the AWS API reference; where the fake simplifies
+// (no real networking, one account), it says so on the method.
+package awsfake
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// API versions the SDK sends in the Version parameter; they tell the
+// services apart on one endpoint.
+const (
+	ec2Version   = "2016-11-15"
+	elbv2Version = "2015-12-01"
+	stsVersion   = "2011-06-15"
+)
+
+// Account is the fake's account ID, used in ARNs and owner IDs.
+const Account = "123456789012"
+
+// Server is the fake. The zero value is not usable: call New.
+type Server struct {
+	mu     sync.Mutex
+	region string
+	seq    int
+
+	instances map[string]*Instance
+	vpcs      map[string]string // VPC ID to CIDR.
+	subnets   map[string]*Subnet
+	sgs       map[string]*securityGroup
+	routes    map[string]*RouteTable
+	lbs       map[string]*loadBalancer // by ARN.
+	tgs       map[string]*targetGroup  // by ARN.
+	listeners map[string]*listener     // by ARN.
+
+	calls    map[string]int
+	log      []string
+	throttle int
+	outage   bool
+	failNext map[string]string
+
+	provisioningPolls int
+	sgReleasePolls    int
+}
+
+// New returns an empty fake for region.
+func New(region string) *Server {
+	return &Server{
+		region:    region,
+		instances: map[string]*Instance{},
+		vpcs:      map[string]string{},
+		subnets:   map[string]*Subnet{},
+		sgs:       map[string]*securityGroup{},
+		routes:    map[string]*RouteTable{},
+		lbs:       map[string]*loadBalancer{},
+		tgs:       map[string]*targetGroup{},
+		listeners: map[string]*listener{},
+		calls:     map[string]int{},
+		failNext:  map[string]string{},
+	}
+}
+
+// ServeHTTP answers one Query-protocol request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	action, version := r.PostForm.Get("Action"), r.PostForm.Get("Version")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[action]++
+	s.log = append(s.log, action)
+	if e := s.injectedError(action); e != nil {
+		writeError(w, version, e)
+		return
+	}
+	var (
+		body any
+		err  *Error
+	)
+	switch version {
+	case ec2Version:
+		body, err = s.ec2(action, r.PostForm)
+	case elbv2Version:
+		body, err = s.elbv2(action, r.PostForm)
+	case stsVersion:
+		body, err = s.sts(action, r.PostForm)
+	default:
+		err = &Error{Status: http.StatusBadRequest, Code: "InvalidAction", Message: fmt.Sprintf("unknown API version %q", version)}
+	}
+	if err != nil {
+		writeError(w, version, err)
+		return
+	}
+	writeXML(w, body)
+}
+
+// injectedError returns the error an outage, throttling or FailNext asks for.
+func (s *Server) injectedError(action string) *Error {
+	switch {
+	case s.outage:
+		return &Error{Status: http.StatusServiceUnavailable, Code: "ServiceUnavailable", Message: "the service is unavailable (simulated outage)"}
+	case s.throttle > 0:
+		s.throttle--
+		return &Error{Status: http.StatusBadRequest, Code: "Throttling", Message: "Rate exceeded"}
+	case s.failNext[action] != "":
+		code := s.failNext[action]
+		delete(s.failNext, action)
+		return &Error{Status: http.StatusBadRequest, Code: code, Message: "injected failure"}
+	}
+	return nil
+}
+
+// Throttle makes the next n calls, whatever their action, fail with a
+// throttling error (Throttling for ELBv2, RequestLimitExceeded for EC2).
+func (s *Server) Throttle(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttle = n
+}
+
+// SetOutage makes every call fail with 503 ServiceUnavailable while on.
+func (s *Server) SetOutage(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outage = on
+}
+
+// FailNext makes the next call of action fail with the error code.
+func (s *Server) FailNext(action, code string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext[action] = code
+}
+
+// SetProvisioningPolls makes new load balancers stay in state provisioning
+// for n DescribeLoadBalancers answers before turning active (default 0).
+func (s *Server) SetProvisioningPolls(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.provisioningPolls = n
+}
+
+// SetSecurityGroupReleasePolls makes DeleteSecurityGroup answer
+// DependencyViolation n times for a group whose load balancer was just
+// deleted, as AWS does while the load balancer's network interfaces linger.
+func (s *Server) SetSecurityGroupReleasePolls(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sgReleasePolls = n
+}
+
+// Calls returns how many times action was called.
+func (s *Server) Calls(action string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[action]
+}
+
+// CallCounts returns a copy of the call counts by action.
+func (s *Server) CallCounts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// TotalCalls returns the number of calls of every action.
+func (s *Server) TotalCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.calls {
+		n += v
+	}
+	return n
+}
+
+// MutatingCalls returns the calls, in order, whose action changes state.
+func (s *Server) MutatingCalls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, a := range s.log {
+		if IsMutating(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// ResetCalls forgets the recorded calls.
+func (s *Server) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = map[string]int{}
+	s.log = nil
+}
+
+// IsMutating reports whether an action changes state.
+func IsMutating(action string) bool {
+	for _, p := range []string{"Describe", "Get", "List", "AssumeRole"} {
+		if strings.HasPrefix(action, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// nextID returns a new hex suffix for resource IDs.
+func (s *Server) nextID() string {
+	s.seq++
+	return fmt.Sprintf("%017x", s.seq)
+}
+
+// indices returns the sorted list indices N present as prefix.N or
+// prefix.N.* in the form.
+func indices(form url.Values, prefix string) []int {
+	seen := map[int]bool{}
+	for k := range form {
+		rest, ok := strings.CutPrefix(k, prefix+".")
+		if !ok {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, ".")
+		var n int
+		if _, err := fmt.Sscanf(num, "%d", &n); err == nil && fmt.Sprint(n) == num {
+			seen[n] = true
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// list returns the values of prefix.1, prefix.2, ...
+func list(form url.Values, prefix string) []string {
+	var out []string
+	for _, i := range indices(form, prefix) {
+		out = append(out, form.Get(fmt.Sprintf("%s.%d", prefix, i)))
+	}
+	return out
+}
+
+// items returns the prefixes prefix.1, prefix.2, ... of a list of structures.
+func items(form url.Values, prefix string) []string {
+	var out []string
+	for _, i := range indices(form, prefix) {
+		out = append(out, fmt.Sprintf("%s.%d", prefix, i))
+	}
+	return out
+}
+
+// sortedKeys returns a map's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,265 @@
+package awsfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
+)
+
+type clients struct {
+	fake *Server
+	ec2  *ec2.Client
+	elb  *elbv2.Client
+	sts  *sts.Client
+}
+
+func newClients(t *testing.T) clients {
+	t.Helper()
+	fake := New("eu-west-1")
+	fake.AddVPC("vpc-1", "10.0.0.0/16")
+	fake.AddSubnet(Subnet{ID: "subnet-a", VPCID: "vpc-1", Zone: "eu-west-1a", ZoneID: "euw1-az1", CIDR: "10.0.1.0/24", Tags: map[string]string{"kubernetes.io/role/elb": "1"}})
+	fake.AddSubnet(Subnet{ID: "subnet-b", VPCID: "vpc-1", Zone: "eu-west-1b", ZoneID: "euw1-az2", CIDR: "10.0.2.0/24"})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	creds := credentials.NewStaticCredentialsProvider("AKIDFAKE", "secret", "")
+	retryer := func() awssdk.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts, o.MaxBackoff, o.RateLimiter = 10, time.Millisecond, ratelimit.None
+		})
+	}
+	return clients{
+		fake: fake,
+		ec2:  ec2.New(ec2.Options{Region: "eu-west-1", Credentials: creds, BaseEndpoint: awssdk.String(srv.URL), Retryer: retryer()}),
+		elb:  elbv2.New(elbv2.Options{Region: "eu-west-1", Credentials: creds, BaseEndpoint: awssdk.String(srv.URL), Retryer: retryer()}),
+		sts:  sts.New(sts.Options{Region: "eu-west-1", Credentials: creds, BaseEndpoint: awssdk.String(srv.URL), Retryer: retryer()}),
+	}
+}
+
+func errorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+func TestDescribeInstancesThroughSDK(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	for i := range 12 {
+		c.fake.AddInstance(Instance{ID: fmt.Sprintf("i-%03d", i), InstanceType: "m5.large", Zone: "eu-west-1a", ZoneID: "euw1-az1", VPCID: "vpc-1",
+			PrivateIPs: []string{fmt.Sprintf("10.0.1.%d", i+10), fmt.Sprintf("10.0.1.%d", i+100)}, PrivateDNSName: fmt.Sprintf("ip-10-0-1-%d.eu-west-1.compute.internal", i+10),
+			PublicIP: "54.0.0.1", PublicDNSName: "ec2-54-0-0-1.compute.amazonaws.com", Tags: map[string]string{"Name": "n"}})
+	}
+	c.fake.AddInstance(Instance{ID: "i-other", VPCID: "vpc-2", Zone: "eu-west-1a"})
+
+	t.Run("paginated with a VPC filter", func(t *testing.T) {
+		p := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(5),
+			Filters: []ec2types.Filter{{Name: awssdk.String("vpc-id"), Values: []string{"vpc-1"}}}})
+		var got []ec2types.Instance
+		pages := 0
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			for _, r := range out.Reservations {
+				got = append(got, r.Instances...)
+			}
+		}
+		if len(got) != 12 || pages != 3 {
+			t.Fatalf("got %d instances in %d pages, want 12 in 3", len(got), pages)
+		}
+		in := got[0]
+		if *in.InstanceId != "i-000" || *in.Placement.AvailabilityZone != "eu-west-1a" || *in.Placement.AvailabilityZoneId != "euw1-az1" ||
+			in.State.Name != ec2types.InstanceStateNameRunning || *in.PrivateIpAddress != "10.0.1.10" || *in.PublicIpAddress != "54.0.0.1" ||
+			len(in.NetworkInterfaces[0].PrivateIpAddresses) != 2 || in.InstanceType != ec2types.InstanceTypeM5Large || *in.Tags[0].Key != "Name" {
+			t.Errorf("instance decoded wrong: %+v", in)
+		}
+	})
+	t.Run("unknown ID is InvalidInstanceID.NotFound", func(t *testing.T) {
+		_, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{"i-000", "i-missing"}})
+		if errorCode(err) != "InvalidInstanceID.NotFound" {
+			t.Fatalf("err = %v, want InvalidInstanceID.NotFound", err)
+		}
+	})
+	t.Run("filter by private DNS name", func(t *testing.T) {
+		out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{{Name: awssdk.String("private-dns-name"), Values: []string{"ip-10-0-1-12.eu-west-1.compute.internal"}}}})
+		if err != nil || len(out.Reservations) != 1 || *out.Reservations[0].Instances[0].InstanceId != "i-002" {
+			t.Fatalf("out=%+v err=%v", out, err)
+		}
+	})
+	t.Run("throttling is retried by the SDK", func(t *testing.T) {
+		c.fake.ResetCalls()
+		c.fake.Throttle(3)
+		if _, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{"i-001"}}); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.fake.Calls("DescribeInstances"); n != 4 {
+			t.Errorf("calls = %d, want 4 (3 throttled + 1)", n)
+		}
+	})
+	t.Run("outage is an error with a 5xx code", func(t *testing.T) {
+		c.fake.SetOutage(true)
+		defer c.fake.SetOutage(false)
+		_, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{})
+		if errorCode(err) != "ServiceUnavailable" {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestSecurityGroupsThroughSDK(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	out, err := c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("g"), Description: awssdk.String("d"), VpcId: awssdk.String("vpc-1"),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: []ec2types.Tag{{Key: awssdk.String("k"), Value: awssdk.String("v")}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("g"), Description: awssdk.String("d"), VpcId: awssdk.String("vpc-1")})
+	if errorCode(err) != "InvalidGroup.Duplicate" {
+		t.Fatalf("duplicate: %v", err)
+	}
+	perm := []ec2types.IpPermission{{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(80), ToPort: awssdk.Int32(80), IpRanges: []ec2types.IpRange{{CidrIp: awssdk.String("10.0.0.0/8")}}}}
+	if _, err := c.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: out.GroupId, IpPermissions: perm}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{{Name: awssdk.String("tag:k"), Values: []string{"v"}}}})
+	if err != nil || len(d.SecurityGroups) != 1 || *d.SecurityGroups[0].IpPermissions[0].IpRanges[0].CidrIp != "10.0.0.0/8" || *d.SecurityGroups[0].IpPermissions[0].FromPort != 80 {
+		t.Fatalf("describe: %+v %v", d, err)
+	}
+	if _, err := c.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: out.GroupId, IpPermissions: perm}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: out.GroupId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: out.GroupId}); errorCode(err) != "InvalidGroup.NotFound" {
+		t.Fatalf("second delete: %v", err)
+	}
+	sn, err := c.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: awssdk.String("tag-key"), Values: []string{"kubernetes.io/role/elb"}}}})
+	if err != nil || len(sn.Subnets) != 1 || *sn.Subnets[0].AvailabilityZoneId != "euw1-az1" || *sn.Subnets[0].CidrBlock != "10.0.1.0/24" {
+		t.Fatalf("subnets: %+v %v", sn, err)
+	}
+}
+
+func TestLoadBalancerLifecycleThroughSDK(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	c.fake.AddInstance(Instance{ID: "i-1", VPCID: "vpc-1", Zone: "eu-west-1a", PrivateIPs: []string{"10.0.1.5"}})
+	c.fake.SetProvisioningPolls(1)
+	tags := []elbtypes.Tag{{Key: awssdk.String("owner"), Value: awssdk.String("me")}}
+	create := &elbv2.CreateLoadBalancerInput{Name: awssdk.String("lb-1"), Type: elbtypes.LoadBalancerTypeEnumNetwork, Scheme: elbtypes.LoadBalancerSchemeEnumInternal,
+		Subnets: []string{"subnet-a", "subnet-b"}, Tags: tags}
+	lbOut, err := c.elb.CreateLoadBalancer(ctx, create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := lbOut.LoadBalancers[0]
+	if lb.State.Code != elbtypes.LoadBalancerStateEnumProvisioning || *lb.DNSName == "" || len(lb.AvailabilityZones) != 2 || lb.CreatedTime == nil {
+		t.Fatalf("created: %+v", lb)
+	}
+	again, err := c.elb.CreateLoadBalancer(ctx, create)
+	if err != nil || *again.LoadBalancers[0].LoadBalancerArn != *lb.LoadBalancerArn {
+		t.Fatalf("idempotent create: %v", err)
+	}
+	create.Scheme = elbtypes.LoadBalancerSchemeEnumInternetFacing
+	if _, err := c.elb.CreateLoadBalancer(ctx, create); errorCode(err) != "DuplicateLoadBalancerName" {
+		t.Fatalf("conflicting create: %v", err)
+	}
+	var nf *elbtypes.LoadBalancerNotFoundException
+	if _, err := c.elb.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{"nope"}}); !errors.As(err, &nf) {
+		t.Fatalf("describe missing: %v", err)
+	}
+	states := []elbtypes.LoadBalancerStateEnum{}
+	for range 2 {
+		d, err := c.elb.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{"lb-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		states = append(states, d.LoadBalancers[0].State.Code)
+	}
+	if states[0] != elbtypes.LoadBalancerStateEnumProvisioning || states[1] != elbtypes.LoadBalancerStateEnumActive {
+		t.Errorf("states = %v, want provisioning then active", states)
+	}
+	tg, err := c.elb.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: awssdk.String("tg-1"), Protocol: elbtypes.ProtocolEnumTcp, Port: awssdk.Int32(30080),
+		VpcId: awssdk.String("vpc-1"), TargetType: elbtypes.TargetTypeEnumIp, HealthCheckProtocol: elbtypes.ProtocolEnumHttp, HealthCheckPort: awssdk.String("31000"), HealthCheckPath: awssdk.String("/healthz")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgARN := tg.TargetGroups[0].TargetGroupArn
+	_, err = c.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: tgARN, Targets: []elbtypes.TargetDescription{{Id: awssdk.String("192.168.10.4"), Port: awssdk.Int32(30080)}}})
+	var it *elbtypes.InvalidTargetException
+	if errorCode(err) != "ValidationError" && !errors.As(err, &it) {
+		t.Fatalf("outside-VPC IP without zone all: %v", err)
+	}
+	_, err = c.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: tgARN, Targets: []elbtypes.TargetDescription{
+		{Id: awssdk.String("192.168.10.4"), Port: awssdk.Int32(30080), AvailabilityZone: awssdk.String("all")}, {Id: awssdk.String("10.0.1.5")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: lb.LoadBalancerArn, Port: awssdk.Int32(80), Protocol: elbtypes.ProtocolEnumTcp,
+		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tgARN}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := c.elb.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: tgARN})
+	if err != nil || len(th.TargetHealthDescriptions) != 2 || th.TargetHealthDescriptions[1].TargetHealth.State != elbtypes.TargetHealthStateEnumHealthy {
+		t.Fatalf("health: %+v %v", th, err)
+	}
+	tgs, err := c.elb.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{LoadBalancerArn: lb.LoadBalancerArn})
+	if err != nil || len(tgs.TargetGroups) != 1 || *tgs.TargetGroups[0].HealthCheckPath != "/healthz" || tgs.TargetGroups[0].LoadBalancerArns[0] != *lb.LoadBalancerArn {
+		t.Fatalf("tgs: %+v %v", tgs, err)
+	}
+	td, err := c.elb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{*lb.LoadBalancerArn}})
+	if err != nil || *td.TagDescriptions[0].Tags[0].Value != "me" {
+		t.Fatalf("tags: %+v %v", td, err)
+	}
+	var inUse *elbtypes.ResourceInUseException
+	if _, err := c.elb.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: tgARN}); !errors.As(err, &inUse) {
+		t.Fatalf("delete TG in use: %v", err)
+	}
+	ls, err := c.elb.DescribeListeners(ctx, &elbv2.DescribeListenersInput{LoadBalancerArn: lb.LoadBalancerArn})
+	if err != nil || len(ls.Listeners) != 1 || *ls.Listeners[0].ListenerArn != *l.Listeners[0].ListenerArn || *ls.Listeners[0].DefaultActions[0].TargetGroupArn != *tgARN {
+		t.Fatalf("listeners: %+v %v", ls, err)
+	}
+	for _, step := range []func() error{
+		func() error { _, err := c.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn}); return err },
+		func() error { _, err := c.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn}); return err },
+		func() error { _, err := c.elb.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: tgARN}); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.fake.ResourceCount(); n != 0 {
+		t.Errorf("%d resources left", n)
+	}
+	if got := c.fake.MutatingCalls(); len(got) != 11 {
+		t.Errorf("mutating calls = %v", got)
+	}
+}
+
+func TestSTSThroughSDK(t *testing.T) {
+	c := newClients(t)
+	out, err := c.sts.AssumeRole(context.Background(), &sts.AssumeRoleInput{RoleArn: awssdk.String("arn:aws:iam::123456789012:role/ccm"), RoleSessionName: awssdk.String("s")})
+	if err != nil || *out.Credentials.AccessKeyId != "ASIAFAKE" || out.Credentials.Expiration == nil {
+		t.Fatalf("%+v %v", out, err)
+	}
+}
