@@ -16,10 +16,10 @@ const elbNS = "http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/"
 
 type loadBalancer struct {
 	arn, name, scheme, vpcID, dns, state string
-	subnets, securityGroups             []string
-	pollsLeft                           int
-	created                             time.Time
-	tags                                map[string]string
+	subnets, securityGroups              []string
+	pollsLeft                            int
+	created                              time.Time
+	tags                                 map[string]string
 }
 
 type healthCheck struct {
@@ -218,13 +218,13 @@ type xmlAZ struct {
 }
 
 type xmlLoadBalancer struct {
-	LoadBalancerArn       string   `xml:"LoadBalancerArn"`
-	DNSName               string   `xml:"DNSName"`
-	CanonicalHostedZoneID string   `xml:"CanonicalHostedZoneId"`
-	CreatedTime           string   `xml:"CreatedTime"`
-	LoadBalancerName      string   `xml:"LoadBalancerName"`
-	Scheme                string   `xml:"Scheme"`
-	VpcID                 string   `xml:"VpcId"`
+	LoadBalancerArn       string `xml:"LoadBalancerArn"`
+	DNSName               string `xml:"DNSName"`
+	CanonicalHostedZoneID string `xml:"CanonicalHostedZoneId"`
+	CreatedTime           string `xml:"CreatedTime"`
+	LoadBalancerName      string `xml:"LoadBalancerName"`
+	Scheme                string `xml:"Scheme"`
+	VpcID                 string `xml:"VpcId"`
 	State                 struct {
 		Code string `xml:"Code"`
 	} `xml:"State"`

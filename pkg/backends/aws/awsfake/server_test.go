@@ -240,9 +240,18 @@ func TestLoadBalancerLifecycleThroughSDK(t *testing.T) {
 		t.Fatalf("listeners: %+v %v", ls, err)
 	}
 	for _, step := range []func() error{
-		func() error { _, err := c.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn}); return err },
-		func() error { _, err := c.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn}); return err },
-		func() error { _, err := c.elb.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: tgARN}); return err },
+		func() error {
+			_, err := c.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
+			return err
+		},
+		func() error {
+			_, err := c.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
+			return err
+		},
+		func() error {
+			_, err := c.elb.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: tgARN})
+			return err
+		},
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)
