@@ -33,7 +33,12 @@ func TestNodeWithProviderIDIsInitialised(t *testing.T) {
 	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("bm-1", framework.WithProviderID("baremetal://bm-1"))); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, settle, "bm-1 initialised", framework.NodeMatches(cp.Client, "bm-1", initialised))
+	// The node controller removes the taint, then patches the addresses.
+	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.11"}, {Type: corev1.NodeHostName, Address: "bm-1"}}
+	framework.Eventually(t, settle, "bm-1 initialised with its addresses", framework.NodeMatches(cp.Client, "bm-1", func(n *corev1.Node) (bool, string) {
+		ok, seen := initialised(n)
+		return ok && reflect.DeepEqual(n.Status.Addresses, wantAddrs), fmt.Sprintf("%s addresses %v", seen, n.Status.Addresses)
+	}))
 
 	n := getNode(ctx, t, "bm-1")
 	wantLabels := map[string]string{
@@ -47,10 +52,6 @@ func TestNodeWithProviderIDIsInitialised(t *testing.T) {
 		if n.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q (labels %v)", k, n.Labels[k], v, n.Labels)
 		}
-	}
-	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.11"}, {Type: corev1.NodeHostName, Address: "bm-1"}}
-	if !reflect.DeepEqual(n.Status.Addresses, wantAddrs) {
-		t.Errorf("addresses = %v, want %v", n.Status.Addresses, wantAddrs)
 	}
 	if n.Spec.ProviderID != "baremetal://bm-1" {
 		t.Errorf("providerID = %q, want it unchanged", n.Spec.ProviderID)

@@ -66,32 +66,36 @@ func readyCondition(status corev1.ConditionStatus) corev1.NodeCondition {
 	}
 }
 
-// CreateNode creates node and then writes its status through the status
-// subresource, as a kubelet does.
+// CreateNode creates node and then writes its status (conditions and, if
+// any, addresses) through the status subresource with a patch, as a
+// kubelet does; a patch because the CCM may already have changed the node.
 func CreateNode(ctx context.Context, c kubernetes.Interface, node *corev1.Node) (*corev1.Node, error) {
-	status := node.Status
-	created, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
+	status := map[string]any{"conditions": node.Status.Conditions}
+	if len(node.Status.Addresses) > 0 {
+		status["addresses"] = node.Status.Addresses
+	}
+	if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create node %s: %w", node.Name, err)
 	}
-	created.Status = status
-	updated, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	return patchNodeStatus(ctx, c, node.Name, status)
+}
+
+func patchNodeStatus(ctx context.Context, c kubernetes.Interface, name string, status map[string]any) (*corev1.Node, error) {
+	patch, err := json.Marshal(map[string]any{"status": status})
 	if err != nil {
-		return nil, fmt.Errorf("create node %s: status: %w", node.Name, err)
+		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	return updated, nil
+	n, err := c.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return nil, fmt.Errorf("node %s: patch status: %w", name, err)
+	}
+	return n, nil
 }
 
 // SetNodeReady patches the node's Ready condition to status.
 func SetNodeReady(ctx context.Context, c kubernetes.Interface, name string, status corev1.ConditionStatus) error {
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{readyCondition(status)}}})
-	if err != nil {
-		return fmt.Errorf("node %s: %w", name, err)
-	}
-	if _, err := c.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("node %s: set Ready=%s: %w", name, status, err)
-	}
-	return nil
+	_, err := patchNodeStatus(ctx, c, name, map[string]any{"conditions": []corev1.NodeCondition{readyCondition(status)}})
+	return err
 }
 
 // ServiceTweak changes a Service built by NewLoadBalancerService.

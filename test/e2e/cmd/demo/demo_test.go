@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+// TestDemoOnce runs the demo as `make demo` would, with -once, and checks
+// the tables it prints.
+func TestDemoOnce(t *testing.T) {
+	framework.RequireBinaries(t, nil)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := run(ctx, options{once: true, timeout: 60 * time.Second, out: &out})
+	t.Log(out.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	rows := []struct{ name, re string }{
+		{"bm-1 by providerID", `(?m)^bm-1\s+baremetal://bm-1\s+rack-a\s+InternalIP=10\.0\.0\.11,Hostname=bm-1\s+metal\s+false$`},
+		{"bm-2 by the name rule", `(?m)^bm-2\s+baremetal://bm-2\s+rack-b\s+\S+\s+metal\s+false$`},
+		{"edge-1 by the label hint", `(?m)^edge-1\s+baremetal://edge-1\s+edge\s+\S+\s+metal\s+false$`},
+		{"web from the pool", `(?m)^default/web\s+80/TCP\s+metal \(default\)\s+192\.0\.2\.([1-9]|1[0-4])$`},
+		{"api at its requested address", `(?m)^default/api\s+80/TCP\s+metal \(default\)\s+192\.0\.2\.70$`},
+		{"kubectl hint", `export KUBECONFIG=\S+admin\.kubeconfig`},
+	}
+	for _, r := range rows {
+		if !regexp.MustCompile(r.re).MatchString(out.String()) {
+			t.Errorf("%s: no line matches %s", r.name, r.re)
+		}
+	}
+	shared := regexp.MustCompile(`(?m)^default/dns-(?:tcp|udp)\s+53/(?:TCP|UDP)\s+metal \(default\)\s+(\S+)$`).FindAllStringSubmatch(out.String(), -1)
+	if len(shared) != 2 || shared[0][1] != shared[1][1] || shared[0][1] == "-" {
+		t.Errorf("dns-tcp and dns-udp should share one address, got %v", shared)
+	}
+}

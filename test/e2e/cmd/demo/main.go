@@ -1,0 +1,125 @@
+// Command demo runs multicloud-ccm on this machine against a real
+// kube-apiserver and etcd: it starts the control plane on loopback, the CCM
+// with a bare-metal backend, creates a few Nodes (as kubelets would) and
+// LoadBalancer Services, waits until the CCM has handled them, prints what
+// it did, and keeps everything running for kubectl until Ctrl-C.
+//
+// It builds nothing: `make demo` builds the binaries first. They are found
+// like the e2e tests find them (MULTICLOUD_CCM_BIN, KUBE_APISERVER_BIN,
+// ETCD_BIN, KUBECTL_BIN, default _output/bin).
+//
+// Usage:
+//
+//	go run ./test/e2e/cmd/demo [-once] [-timeout 90s]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+func main() {
+	var opts options
+	flag.BoolVar(&opts.once, "once", false, "print the tables and exit instead of running until interrupted")
+	flag.DurationVar(&opts.timeout, "timeout", 90*time.Second, "how long to wait for the CCM to handle every object")
+	flag.Parse()
+	opts.out = os.Stdout
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, opts); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	once    bool
+	timeout time.Duration
+	out     io.Writer
+}
+
+// run starts everything, prints the result and, unless once, waits for
+// ctx to end. It always stops what it started.
+func run(ctx context.Context, o options) (err error) {
+	bins, err := framework.FindBinaries()
+	if err == nil {
+		err = bins.Check(bins.All())
+	}
+	if err != nil {
+		return errors.New(framework.MissingBinariesMessage(err))
+	}
+	fmt.Fprintln(o.out, "Starting etcd and kube-apiserver on loopback ...")
+	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Binaries: bins})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopAll(o.out, cp, err != nil)) }()
+
+	fmt.Fprintln(o.out, "Starting multicloud-ccm with a bare-metal backend ...")
+	ccm, err := cp.StartCCM(ctx, framework.CCMOptions{Name: "multicloud-ccm", CloudConfig: cloudConfig})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := ccm.Stop(15 * time.Second); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
+	if err := createObjects(ctx, cp); err != nil {
+		return err
+	}
+	settleErr := waitSettled(ctx, cp, o.timeout)
+	if err := printTables(ctx, o.out, cp); err != nil {
+		return err
+	}
+	if settleErr != nil {
+		fmt.Fprintf(o.out, "\nThe CCM's log: %s\n", ccm.LogPath())
+		return settleErr
+	}
+	printUsage(o.out, cp, ccm)
+	if o.once {
+		return nil
+	}
+	return waitForInterrupt(ctx, o.out, ccm)
+}
+
+func waitForInterrupt(ctx context.Context, out io.Writer, ccm *framework.CCM) error {
+	fmt.Fprintln(out, "\nRunning. Press Ctrl-C to stop and clean up.")
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out, "\nStopping ...")
+		return nil
+	case <-ccm.Done():
+		_, werr := ccm.Exited()
+		return fmt.Errorf("multicloud-ccm exited (%v); its log: %s", werr, ccm.LogPath())
+	}
+}
+
+func stopAll(out io.Writer, cp *framework.ControlPlane, failed bool) error {
+	if failed {
+		fmt.Fprintf(out, "Files (logs, kubeconfig) kept in %s\n", cp.Dir)
+	}
+	return cp.Stop(failed)
+}
+
+func printUsage(out io.Writer, cp *framework.ControlPlane, ccm *framework.CCM) {
+	fmt.Fprintf(out, `
+Try it with kubectl:
+  export KUBECONFIG=%s
+  %s get nodes -L topology.kubernetes.io/zone,multicloud-ccm.io/backend
+  %s get services -o wide
+  %s get events -A --sort-by=.lastTimestamp
+
+multicloud-ccm log: %s
+`, cp.AdminKubeconfig, cp.Binaries.Kubectl, cp.Binaries.Kubectl, cp.Binaries.Kubectl, ccm.LogPath())
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+// defaultBackend is the config's loadBalancer.defaultBackend.
+const defaultBackend = "metal"
+
+// cloudConfig is the demo's cloud-config: one bare-metal backend with three
+// machines and two address pools.
+const cloudConfig = `apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: demo
+loadBalancer:
+  defaultBackend: ` + defaultBackend + `
+nodes:
+  unmanaged: error
+  rules:
+  - backend: metal
+    nodeNameRegex: '^bm-'
+backends:
+- name: metal
+  type: baremetal
+  baremetal:
+    inventory:
+    - name: bm-1
+      addresses: [{type: InternalIP, address: 10.0.0.11}, {type: Hostname, address: bm-1}]
+      zone: rack-a
+      region: dc-1
+      instanceType: r650
+      labels: {example.com/tier: gold}
+    - name: bm-2
+      addresses: [{type: InternalIP, address: 10.0.0.12}, {type: Hostname, address: bm-2}]
+      zone: rack-b
+      region: dc-1
+      instanceType: r650
+    - name: edge-1
+      addresses: [{type: InternalIP, address: 10.0.1.21}, {type: ExternalIP, address: 203.0.113.21}]
+      zone: edge
+      region: dc-2
+      instanceType: nuc
+    addressPools:
+    - name: public
+      addresses: ["192.0.2.0/28"]
+      autoAssign: true
+    - name: reserved
+      addresses: ["192.0.2.64/28"]
+      autoAssign: false
+`
+
+// nodes are registered as kubelets with --cloud-provider=external would:
+// one with --provider-id, one matched by the name rule, one by the
+// multicloud-ccm.io/backend label hint.
+func nodes() []*corev1.Node {
+	return []*corev1.Node{
+		framework.NewNode("bm-1", framework.WithProviderID("baremetal://bm-1")),
+		framework.NewNode("bm-2"),
+		framework.NewNode("edge-1", framework.WithLabel(annotation.NodeBackend, "metal")),
+	}
+}
+
+// services: one from the default pool, one asking for an address, and two
+// sharing one address on different ports.
+func services() []*corev1.Service {
+	const ns = "default"
+	return []*corev1.Service{
+		framework.NewLoadBalancerService(ns, "web"),
+		framework.NewLoadBalancerService(ns, "api", framework.WithAnnotation(annotation.LoadBalancerIPs, "192.0.2.70")),
+		framework.NewLoadBalancerService(ns, "dns-tcp", framework.WithPort("dns", 53, corev1.ProtocolTCP),
+			framework.WithAnnotation(annotation.AllowSharedIP, "dns")),
+		framework.NewLoadBalancerService(ns, "dns-udp", framework.WithPort("dns", 53, corev1.ProtocolUDP),
+			framework.WithAnnotation(annotation.AllowSharedIP, "dns")),
+	}
+}
+
+func createObjects(ctx context.Context, cp *framework.ControlPlane) error {
+	for _, n := range nodes() {
+		if _, err := framework.CreateNode(ctx, cp.Client, n); err != nil {
+			return err
+		}
+	}
+	if err := createSharedPair(ctx, cp); err != nil {
+		return err
+	}
+	for _, s := range services()[:2] {
+		if _, err := framework.CreateService(ctx, cp.Client, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createSharedPair creates dns-tcp, waits for its address and asks for the
+// same one for dns-udp.
+func createSharedPair(ctx context.Context, cp *framework.ControlPlane) error {
+	svcs := services()
+	tcp, udp := svcs[2], svcs[3]
+	if _, err := framework.CreateService(ctx, cp.Client, tcp); err != nil {
+		return err
+	}
+	var ip string
+	err := framework.WaitFor(ctx, 60*time.Second, "an address for dns-tcp", func(ctx context.Context) (bool, string, error) {
+		s, err := cp.Client.CoreV1().Services(tcp.Namespace).Get(ctx, tcp.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if ips := framework.IngressIPs(s); len(ips) > 0 {
+			ip = ips[0]
+			return true, "", nil
+		}
+		return false, "no ingress yet", nil
+	})
+	if err != nil {
+		return err
+	}
+	udp.Annotations[annotation.LoadBalancerIPs] = ip
+	_, err = framework.CreateService(ctx, cp.Client, udp)
+	return err
+}
+
+// waitSettled waits until every node is initialised (untainted, with the
+// addresses the node controller patches in afterwards) and every Service
+// has an address.
+func waitSettled(ctx context.Context, cp *framework.ControlPlane, timeout time.Duration) error {
+	return framework.WaitFor(ctx, timeout, "every node initialised and every Service with an address", func(ctx context.Context) (bool, string, error) {
+		var pending []string
+		for _, n := range nodes() {
+			got, err := cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil || framework.HasTaint(got, framework.UninitializedTaint) || len(got.Status.Addresses) == 0 {
+				pending = append(pending, "node/"+n.Name)
+			}
+		}
+		for _, s := range services() {
+			got, err := cp.Client.CoreV1().Services(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+			if err != nil || len(framework.IngressIPs(got)) == 0 {
+				pending = append(pending, "service/"+s.Name)
+			}
+		}
+		return len(pending) == 0, "pending: " + strings.Join(pending, ", "), nil
+	})
+}
+
+func printTables(ctx context.Context, out io.Writer, cp *framework.ControlPlane) error {
+	nodeList, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	svcList, err := cp.Client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list services: %w", err)
+	}
+	fmt.Fprintln(out, "\nNODES")
+	writeNodes(out, nodeList.Items)
+	fmt.Fprintln(out, "\nSERVICES")
+	writeServices(out, svcList.Items)
+	return nil
+}
+
+func writeNodes(out io.Writer, items []corev1.Node) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tPROVIDER-ID\tZONE\tADDRESSES\tBACKEND\tTAINTED")
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	for _, n := range items {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\n", n.Name, orDash(n.Spec.ProviderID),
+			orDash(n.Labels[corev1.LabelTopologyZone]), orDash(addresses(n.Status.Addresses)),
+			orDash(n.Labels[annotation.NodeBackend]), framework.HasTaint(&n, framework.UninitializedTaint))
+	}
+	_ = w.Flush()
+}
+
+func writeServices(out io.Writer, items []corev1.Service) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAMESPACE/NAME\tPORTS\tBACKEND\tEXTERNAL-IP")
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	for _, s := range items {
+		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\n", s.Namespace, s.Name, ports(s.Spec.Ports), serviceBackend(&s),
+			orDash(strings.Join(framework.IngressIPs(&s), ",")))
+	}
+	_ = w.Flush()
+}
+
+func serviceBackend(s *corev1.Service) string {
+	if b := s.Annotations[annotation.LoadBalancerBackend]; b != "" {
+		return b
+	}
+	return defaultBackend + " (default)"
+}
+
+func addresses(addrs []corev1.NodeAddress) string {
+	parts := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		parts = append(parts, fmt.Sprintf("%s=%s", a.Type, a.Address))
+	}
+	return strings.Join(parts, ",")
+}
+
+func ports(ps []corev1.ServicePort) string {
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
+	}
+	return strings.Join(parts, ",")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
