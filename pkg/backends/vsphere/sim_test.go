@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -56,16 +57,23 @@ type sim struct {
 	rest   *rest.Client
 }
 
-// simOption tweaks the simulator's model before it starts.
-type simOption func(*simulator.Model)
+// simSetup is what a simOption tweaks before the simulator starts.
+type simSetup struct {
+	model *simulator.Model
+	tls   bool
+}
+
+// simOption tweaks the simulator before it starts.
+type simOption func(*simSetup)
 
 func withClusters(clusters, hostsPerCluster, vmsPerCluster int) simOption {
-	return func(m *simulator.Model) {
-		m.Cluster, m.ClusterHost, m.Machine, m.Host = clusters, hostsPerCluster, vmsPerCluster, 0
+	return func(s *simSetup) {
+		s.model.Cluster, s.model.ClusterHost, s.model.Machine, s.model.Host = clusters, hostsPerCluster, vmsPerCluster, 0
 	}
 }
 
-func withDatacenters(n int) simOption { return func(m *simulator.Model) { m.Datacenter = n } }
+// withTLS serves the simulator over HTTPS with a self-signed certificate.
+func withTLS() simOption { return func(s *simSetup) { s.tls = true } }
 
 // startSim starts a VPX simulator (by default one datacenter, two clusters
 // of two hosts, three VMs per cluster) and logs a client in.
@@ -73,11 +81,15 @@ func startSim(t testing.TB, opts ...simOption) *sim {
 	t.Helper()
 	m := simulator.VPX()
 	m.Datacenter, m.Cluster, m.ClusterHost, m.Host, m.Machine = 1, 2, 2, 0, 3
+	setup := &simSetup{model: m}
 	for _, o := range opts {
-		o(m)
+		o(setup)
 	}
 	if err := m.Create(); err != nil {
 		t.Fatalf("creating the simulator: %v", err)
+	}
+	if setup.tls {
+		m.Service.TLS = new(tls.Config)
 	}
 	m.Service.Listen = &url.URL{User: url.UserPassword(simUser, simPassword)}
 	m.Service.RegisterEndpoints = true

@@ -1,0 +1,123 @@
+package vsphere
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func TestUUIDFromProviderID(t *testing.T) {
+	tests := []struct {
+		in, want string
+		wantErr  bool
+	}{
+		{in: "vsphere://4237c7d5-3b7e-4c26-9a0e-8f3c1a2b3c4d", want: "4237c7d5-3b7e-4c26-9a0e-8f3c1a2b3c4d"},
+		{in: "vsphere://4237C7D5-3B7E-4C26-9A0E-8F3C1A2B3C4D", want: "4237c7d5-3b7e-4c26-9a0e-8f3c1a2b3c4d"},
+		{in: "vsphere:///4237c7d5-3b7e-4c26-9a0e-8f3c1a2b3c4d", wantErr: true},
+		{in: "vsphere://vm-42", wantErr: true},
+		{in: "aws:///us-east-1a/i-1", wantErr: true},
+		{in: "4237c7d5-3b7e-4c26-9a0e-8f3c1a2b3c4d", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := uuidFromProviderID(tt.in)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("uuidFromProviderID(%q) = %q, %v", tt.in, got, err)
+			}
+			if err != nil && !strings.Contains(err.Error(), "vsphere://<bios-uuid>") {
+				t.Errorf("error %q does not say what a providerID looks like", err)
+			}
+		})
+	}
+}
+
+func TestSystemUUIDs(t *testing.T) {
+	// The example of the upstream vSphere provider: SMBIOS before 2.6
+	// reports the first three fields byte-swapped.
+	got := systemUUIDs("56492E42-22AD-3911-6D72-59CC8F26BC90")
+	want := []string{"56492e42-22ad-3911-6d72-59cc8f26bc90", "422e4956-ad22-1139-6d72-59cc8f26bc90"}
+	if !slices.Equal(got, want) {
+		t.Errorf("systemUUIDs = %v, want %v", got, want)
+	}
+	if got := systemUUIDs("not-a-uuid"); got != nil {
+		t.Errorf("systemUUIDs(garbage) = %v, want none", got)
+	}
+}
+
+func TestInstanceType(t *testing.T) {
+	tests := []struct {
+		vm   vmInfo
+		want string
+	}{
+		{vmInfo{NumCPU: 4, MemoryMB: 8192, GuestID: "ubuntu64Guest"}, "vsphere-vm.cpu-4.mem-8gb.os-ubuntu"},
+		{vmInfo{NumCPU: 2, MemoryMB: 1536, GuestID: "rhel8_64Guest"}, "vsphere-vm.cpu-2.mem-1536mb.os-rhel"},
+		{vmInfo{NumCPU: 8, MemoryMB: 16384, GuestID: "windows2019srv_64Guest"}, "vsphere-vm.cpu-8.mem-16gb.os-windows"},
+		{vmInfo{NumCPU: 1, MemoryMB: 1024, GuestID: "otherGuest"}, "vsphere-vm.cpu-1.mem-1gb.os-other"},
+		{vmInfo{NumCPU: 1, MemoryMB: 1024}, "vsphere-vm.cpu-1.mem-1gb.os-unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := instanceType(&tt.vm); got != tt.want {
+				t.Errorf("instanceType = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// rules parses address rules as the config would.
+func rules(t *testing.T, r AddressRules) *AddressRules {
+	t.Helper()
+	if len(r.IPFamilies) == 0 {
+		r.IPFamilies = []string{FamilyIPv4}
+	}
+	if errs := r.validate(field.NewPath("addresses")); len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	return &r
+}
+
+func TestNodeAddresses(t *testing.T) {
+	guest := []guestIP{
+		{IP: "fe80::1", Network: "mgmt"},
+		{IP: "127.0.0.1", Network: "mgmt"},
+		{IP: "169.254.3.3", Network: "mgmt"},
+		{IP: "192.168.9.5", Network: "storage"},
+		{IP: "10.0.0.5", Network: "pods"},
+		{IP: "203.0.113.7", Network: "public"},
+		{IP: "2001:db8::5", Network: "pods"},
+	}
+	in := func(a string) corev1.NodeAddress { return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a} }
+	ex := func(a string) corev1.NodeAddress { return corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: a} }
+	host := corev1.NodeAddress{Type: corev1.NodeHostName, Address: "node-1"}
+	tests := []struct {
+		name  string
+		rules AddressRules
+		ips   []guestIP
+		want  []corev1.NodeAddress
+	}{
+		{"no rules: first usable is both", AddressRules{}, guest, []corev1.NodeAddress{in("192.168.9.5"), ex("192.168.9.5"), host}},
+		{"exclude", AddressRules{ExcludeSubnets: []string{"192.168.0.0/16"}}, guest, []corev1.NodeAddress{in("10.0.0.5"), ex("10.0.0.5"), host}},
+		{"subnets", AddressRules{InternalSubnets: []string{"10.0.0.0/8"}, ExternalSubnets: []string{"203.0.113.0/24"}}, guest,
+			[]corev1.NodeAddress{in("10.0.0.5"), ex("203.0.113.7"), host}},
+		{"networks", AddressRules{InternalNetworks: []string{"pods"}, ExternalNetworks: []string{"public"}}, guest,
+			[]corev1.NodeAddress{in("10.0.0.5"), ex("203.0.113.7"), host}},
+		{"external rule only: internal is another address", AddressRules{ExternalNetworks: []string{"storage"}}, guest,
+			[]corev1.NodeAddress{in("10.0.0.5"), ex("192.168.9.5"), host}},
+		{"dual stack", AddressRules{InternalNetworks: []string{"pods"}, IPFamilies: []string{FamilyIPv6, FamilyIPv4}}, guest,
+			[]corev1.NodeAddress{in("2001:db8::5"), in("10.0.0.5"), ex("2001:db8::5"), ex("10.0.0.5"), host}},
+		{"internal rule matches nothing", AddressRules{InternalSubnets: []string{"172.16.0.0/12"}}, guest, nil},
+		{"only unusable addresses", AddressRules{}, guest[:3], nil},
+		{"primary address without a NIC", AddressRules{}, []guestIP{{IP: "10.9.9.9"}}, []corev1.NodeAddress{in("10.9.9.9"), ex("10.9.9.9"), host}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := rules(t, tt.rules).nodeAddresses(&vmInfo{IPs: tt.ips, HostName: "node-1"})
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("nodeAddresses = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
