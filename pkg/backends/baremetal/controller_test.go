@@ -1,0 +1,153 @@
+package baremetal
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
+	"k8s.io/component-base/featuregate"
+	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
+)
+
+// restartPool holds exactly 128 addresses.
+const restartPool = "addressPools: [{name: p, addresses: [10.0.0.1-10.0.0.128]}]"
+
+// runServiceController starts the upstream service controller with a new
+// backend over client, the way the CCM wires them (SetInformers before the
+// factory starts). The returned stop function waits for it to end.
+func runServiceController(t *testing.T, client kubernetes.Interface) (*Cloud, func()) {
+	t.Helper()
+	cloud := newTestCloud(t, restartPool)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	cloud.SetInformers(factory)
+	ctrl, err := servicecontroller.New(cloud, client, factory.Core().V1().Services(), factory.Core().V1().Nodes(), "c1", featuregate.NewFeatureGate())
+	if err != nil {
+		t.Fatalf("service controller: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Go(func() { ctrl.Run(ctx, 5, controllersmetrics.NewControllerManagerMetrics("test")) })
+	return cloud, func() {
+		cancel()
+		wg.Wait()
+		factory.Shutdown()
+	}
+}
+
+func createServices(t *testing.T, client kubernetes.Interface, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		svc := newService(fmt.Sprintf("%s-%03d", prefix, i))
+		if _, err := client.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitForAddresses waits until want Services have an address and returns
+// the address of each.
+func waitForAddresses(t *testing.T, client kubernetes.Interface, want int) map[string]string {
+	t.Helper()
+	var got map[string]string
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = map[string]string{}
+		for _, s := range list.Items {
+			if ips := ingressIPs(&s.Status.LoadBalancer); ips != "" {
+				got[s.Name] = ips
+			}
+		}
+		return len(got) >= want, nil
+	})
+	if err != nil {
+		t.Fatalf("%d of %d Services got an address: %v", len(got), want, err)
+	}
+	return got
+}
+
+func assertUnique(t *testing.T, addrs map[string]string) {
+	t.Helper()
+	owner := map[string]string{}
+	for svc, ip := range addrs {
+		if prev, dup := owner[ip]; dup {
+			t.Fatalf("address %s given to both %s and %s", ip, prev, svc)
+		}
+		owner[ip] = svc
+	}
+}
+
+// TestServiceControllerRestart drives the upstream service controller: 100
+// Services get addresses; the controller and backend stop; 28 more Services
+// are created; a new controller and backend start over the same API state.
+// The new backend must know the 100 addresses before it hands out any, so
+// every Service ends with its own address, the first 100 unchanged, and a
+// 129th Service is refused with a clear exhaustion error.
+func TestServiceControllerRestart(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bm-1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	client := fake.NewClientset(node)
+
+	_, stop := runServiceController(t, client)
+	createServices(t, client, "before", 100)
+	first := waitForAddresses(t, client, 100)
+	stop()
+	assertUnique(t, first)
+
+	createServices(t, client, "after", 28)
+	cloud, stop := runServiceController(t, client)
+	defer stop()
+	all := waitForAddresses(t, client, 128)
+	assertUnique(t, all)
+	for name, ip := range first {
+		if all[name] != ip {
+			t.Errorf("%s moved from %s to %s across the restart", name, ip, all[name])
+		}
+	}
+	if n := cloud.lb.holders(); n != 128 {
+		t.Errorf("backend holds addresses for %d Services, want 128", n)
+	}
+
+	createServices(t, client, "overflow", 1)
+	waitForEvent(t, client, "overflow-000", "pools p (128 of 128 in use) are exhausted")
+	if got := waitForAddresses(t, client, 128); len(got) != 128 {
+		t.Errorf("%d Services have addresses after the overflow, want 128", len(got))
+	}
+}
+
+// waitForEvent waits for an event on the Service whose message contains msg.
+func waitForEvent(t *testing.T, client kubernetes.Interface, name, msg string) {
+	t.Helper()
+	var seen []string
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		seen = seen[:0]
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == name {
+				seen = append(seen, e.Reason+": "+e.Message)
+				if strings.Contains(e.Message, msg) {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no event on %s containing %q; saw %q", name, msg, seen)
+	}
+}

@@ -1,0 +1,76 @@
+package baremetal
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+)
+
+func TestReadyWaitsForInformer(t *testing.T) {
+	client := fake.NewClientset(newService("old", withStatus("192.0.2.1")))
+	lb := newTestCloud(t, lbSection).lb
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lb.SetInformers(factory)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := lb.EnsureLoadBalancer(ctx, "c1", newService("new"), nil); err == nil || !strings.Contains(err.Error(), "waiting for the Service informer to sync") {
+		t.Fatalf("EnsureLoadBalancer with an unstarted informer: %v", err)
+	}
+	if lb.holders() != 0 {
+		t.Fatal("allocated before the informer synced")
+	}
+
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	st, err := lb.EnsureLoadBalancer(context.Background(), "c1", newService("new"), nil)
+	if err != nil || ingressIPs(st) != "192.0.2.2" {
+		t.Fatalf("EnsureLoadBalancer after sync = %q, %v; want 192.0.2.2 (192.0.2.1 is in a status)", ingressIPs(st), err)
+	}
+	if _, exists, err := lb.GetLoadBalancer(context.Background(), "c1", newService("old")); !exists || err != nil {
+		t.Errorf("GetLoadBalancer(old) = %v, %v; want it seeded as ours", exists, err)
+	}
+}
+
+func TestDeletedServiceReleased(t *testing.T) {
+	old := newService("old", withStatus("192.0.2.1"))
+	client := fake.NewClientset(old)
+	lb := newTestCloud(t, lbSection).lb
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lb.SetInformers(factory)
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	ctx := context.Background()
+	if _, _, err := lb.GetLoadBalancer(ctx, "c1", old); err != nil {
+		t.Fatal(err)
+	}
+
+	// A Service recreated under the same name keeps its addresses when the
+	// old object's delete event arrives late.
+	lb.onDelete(cache.DeletedFinalStateUnknown{Key: "default/old", Obj: newService("old", func(s *corev1.Service) { s.UID = types.UID("other") })})
+	if _, exists, _ := lb.GetLoadBalancer(ctx, "c1", old); !exists {
+		t.Fatal("a delete event for another object with the same name released the Service")
+	}
+
+	if err := client.CoreV1().Services("default").Delete(ctx, "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, exists, err := lb.GetLoadBalancer(ctx, "c1", old)
+		return !exists, err
+	})
+	if err != nil {
+		t.Fatalf("deleted Service still holds its address: %v", err)
+	}
+}
