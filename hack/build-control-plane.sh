@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver and kubectl from the Go module proxy into
-# _output/bin (or $OUT). Each binary is built once; rerunning is cheap.
+# _output/bin (or $OUT). A binary is rebuilt only when it is missing or
+# reports another version than the one pinned here, so rerunning is cheap
+# (well under a second) and bumping a version below rebuilds what changed.
+#
+# The e2e tests (test/e2e) and the demo (test/e2e/cmd/demo) run these; see
+# docs/testing.md.
 #
 # kube-apiserver lives in k8s.io/kubernetes, which points its staging modules
 # (k8s.io/api, k8s.io/client-go, ...) at ./staging paths that Go ignores for a
@@ -18,8 +23,14 @@ export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
 mkdir -p "$OUT" "$WORK"
 
+# has_version BIN WANT: BIN exists and its version output contains WANT
+# (grep reads all of it: with pipefail, grep -q would SIGPIPE the binary).
+has_version() {
+  [ -x "$1" ] && "$1" --version 2>/dev/null | grep -F -- "$2" >/dev/null
+}
+
 build_etcd() {
-  [ -x "$OUT/etcd" ] && return
+  has_version "$OUT/etcd" "etcd Version: ${ETCD_VERSION#v}" && return
   local dir=$WORK/etcd
   mkdir -p "$dir"
   cd "$dir"
@@ -29,11 +40,13 @@ build_etcd() {
 }
 
 build_kube() {
-  [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kubectl" ] && return
+  has_version "$OUT/kube-apiserver" "Kubernetes $KUBE_VERSION" &&
+    [ -x "$OUT/kubectl" ] && "$OUT/kubectl" version --client 2>/dev/null | grep -F "Client Version: $KUBE_VERSION" >/dev/null && return
   local dir=$WORK/kube
   mkdir -p "$dir"
   cd "$dir"
-  if [ ! -f go.mod ]; then
+  if [ ! -f go.mod ] || ! grep -qF "k8s.io/kubernetes $KUBE_VERSION" go.mod; then
+    rm -f go.mod go.sum
     printf 'module kubebuild\n\ngo 1.26\n' > go.mod
     local modfile
     go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" > kubernetes.json

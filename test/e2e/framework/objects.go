@@ -213,3 +213,17 @@ func DescribeEvents(events []corev1.Event) string {
 	}
 	return out
 }
+
+// LeaseHolder returns the holder identity of the Lease namespace/name (the
+// CCM's leader election lock is kube-system/cloud-controller-manager by
+// default), or "" when it has none.
+func LeaseHolder(ctx context.Context, c kubernetes.Interface, namespace, name string) (string, error) {
+	l, err := c.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("lease %s/%s: %w", namespace, name, err)
+	}
+	if l.Spec.HolderIdentity == nil {
+		return "", nil
+	}
+	return *l.Spec.HolderIdentity, nil
+}

@@ -29,8 +29,9 @@ type ProcessOptions struct {
 	LogPath string
 }
 
-// Process is a running program whose output goes to a log file. It is
-// killed if the test process dies first (Pdeathsig).
+// Process is a running program whose output goes to a log file, in its
+// own process group. It is killed if the process that started it dies
+// first (Pdeathsig).
 type Process struct {
 	opts ProcessOptions
 	cmd  *exec.Cmd
@@ -49,7 +50,10 @@ func StartProcess(opts ProcessOptions) (*Process, error) {
 	}
 	cmd := exec.Command(opts.Path, opts.Args...) //nolint:gosec // The binaries come from the test configuration.
 	cmd.Stdout, cmd.Stderr, cmd.Env = log, log, opts.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Own process group: a Ctrl-C at the terminal reaches the parent only,
+	// which then stops its children in order. Pdeathsig kills the child if
+	// the parent dies without doing so.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	fmt.Fprintf(log, "+ %s %s\n", opts.Path, strings.Join(opts.Args, " "))
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
