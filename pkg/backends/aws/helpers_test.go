@@ -1,0 +1,151 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+)
+
+const (
+	testRegion  = "eu-west-1"
+	testVPC     = "vpc-0a1"
+	testCluster = "c1"
+)
+
+// env is a backend built by New against a fake AWS.
+type env struct {
+	fake  *awsfake.Server
+	cloud *Cloud
+	url   string
+}
+
+// newEnv starts a fake with a VPC (10.0.0.0/16) and two zones, each with a
+// public (role elb) and a private (role internal-elb) subnet, and builds the
+// backend through its config parser and Factory with static credentials.
+func newEnv(t testing.TB, tweaks ...func(*Settings)) *env {
+	t.Helper()
+	fake := awsfake.New(testRegion)
+	fake.AddVPC(testVPC, "10.0.0.0/16")
+	for i, z := range []string{"a", "b"} {
+		fake.AddSubnet(awsfake.Subnet{ID: "subnet-0" + z, VPCID: testVPC, Zone: testRegion + z, ZoneID: fmt.Sprintf("euw1-az%d", i+1),
+			CIDR: fmt.Sprintf("10.0.%d.0/24", i), Tags: map[string]string{tagRoleELB: "1", "Name": "public-" + z}})
+		fake.AddSubnet(awsfake.Subnet{ID: "subnet-1" + z, VPCID: testVPC, Zone: testRegion + z, ZoneID: fmt.Sprintf("euw1-az%d", i+1),
+			CIDR: fmt.Sprintf("10.0.%d.0/24", 10+i), Tags: map[string]string{tagRoleInternalELB: "1"}})
+	}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	return &env{fake: fake, cloud: buildCloud(t, srv.URL, tweaks...), url: srv.URL}
+}
+
+// buildCloud builds a backend for a fake at url, as the CCM would.
+func buildCloud(t testing.TB, url string, tweaks ...func(*Settings)) *Cloud {
+	t.Helper()
+	t.Setenv("TEST_AWS_KEY", "AKIDFAKE")
+	t.Setenv("TEST_AWS_SECRET", "fake-secret")
+	raw := fmt.Sprintf(`{"region": %q, "vpc": %q, "endpoints": {"ec2": %q, "elbv2": %q, "sts": %q},
+		"credentials": {"accessKeyID": {"env": "TEST_AWS_KEY"}, "secretAccessKey": {"env": "TEST_AWS_SECRET"}},
+		"retry": {"maxAttempts": 6, "maxBackoff": "5ms"}}`, testRegion, testVPC, url, url, url)
+	settings, errs := ParseSection([]byte(raw), field.NewPath("aws"), t.TempDir())
+	if len(errs) > 0 {
+		t.Fatalf("settings: %v", errs.ToAggregate())
+	}
+	s := settings.(*Settings)
+	for _, tw := range tweaks {
+		tw(s)
+	}
+	c, err := New(context.Background(), backends.Options{Name: "aws-1", ClusterID: testCluster, Settings: s})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c.(*Cloud)
+}
+
+// addInstance adds a running instance i-000000000000<n> in zone a or b.
+func (e *env) addInstance(n int, tweaks ...func(*awsfake.Instance)) awsfake.Instance {
+	z := []string{"a", "b"}[n%2]
+	in := awsfake.Instance{ID: instanceID(n), InstanceType: "m5.large", Zone: testRegion + z, ZoneID: fmt.Sprintf("euw1-az%d", n%2+1), VPCID: testVPC,
+		SubnetID: "subnet-1" + z, PrivateIPs: []string{fmt.Sprintf("10.0.%d.%d", 10+n%2, 10+n%200)}, State: "running",
+		PrivateDNSName: fmt.Sprintf("ip-10-0-%d-%d.eu-west-1.compute.internal", 10+n%2, 10+n%200), SourceDestCheck: true}
+	for _, tw := range tweaks {
+		tw(&in)
+	}
+	e.fake.AddInstance(in)
+	return in
+}
+
+func instanceID(n int) string { return fmt.Sprintf("i-%012x", n) }
+
+type nodeTweak func(*corev1.Node)
+
+// newNode returns a Ready node created an hour ago.
+func newNode(name string, tweaks ...nodeTweak) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour))},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	for _, tw := range tweaks {
+		tw(n)
+	}
+	return n
+}
+
+func withProviderID(id string) nodeTweak { return func(n *corev1.Node) { n.Spec.ProviderID = id } }
+
+func withAddress(t corev1.NodeAddressType, a string) nodeTweak {
+	return func(n *corev1.Node) { n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: t, Address: a}) }
+}
+
+func withInternalIP(ip string) nodeTweak { return withAddress(corev1.NodeInternalIP, ip) }
+
+func notReady(n *corev1.Node) {
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+}
+
+func createdNow(n *corev1.Node) { n.CreationTimestamp = metav1.Now() }
+
+type svcTweak func(*corev1.Service)
+
+// newService returns a LoadBalancer Service with port 80/TCP on nodePort 30080.
+func newService(name string, tweaks ...svcTweak) *corev1.Service {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080}}}}
+	for _, tw := range tweaks {
+		tw(s)
+	}
+	return s
+}
+
+func withAnnotation(k, v string) svcTweak {
+	return func(s *corev1.Service) {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[k] = v
+	}
+}
+
+func withPort(name string, proto corev1.Protocol, port, nodePort int32) svcTweak {
+	return func(s *corev1.Service) {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: name, Protocol: proto, Port: port, NodePort: nodePort})
+	}
+}
+
+func withLocalTraffic(hcPort int32) svcTweak {
+	return func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = hcPort
+	}
+}
+
+func withSourceRanges(r ...string) svcTweak {
+	return func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = r }
+}

@@ -1,0 +1,176 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+)
+
+func TestParseProviderID(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"aws:///eu-west-1a/i-0123456789abcdef0", "i-0123456789abcdef0"},
+		{"aws:////i-0123456789abcdef0", "i-0123456789abcdef0"},
+		{"aws:///i-01234567", "i-01234567"},
+		{"aws://eu-west-1a/i-01234567", "i-01234567"},
+		{"aws:///eu-west-1a/vol-01234567", ""},
+		{"aws:///a/b/i-01234567", ""},
+		{"gce:///p/z/i-01234567", ""},
+		{"aws:///eu-west-1a/", ""},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := parseProviderID(tc.in)
+			if got != tc.want || (err == nil) != (tc.want != "") {
+				t.Errorf("parseProviderID(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+	if got := providerID("eu-west-1a", "i-01234567"); got != "aws:///eu-west-1a/i-01234567" {
+		t.Errorf("providerID = %q", got)
+	}
+}
+
+func TestInstanceLookups(t *testing.T) {
+	e := newEnv(t)
+	in := e.addInstance(1, func(i *awsfake.Instance) {
+		i.PrivateIPs = append(i.PrivateIPs, "10.0.11.99")
+		i.PublicIP, i.PublicDNSName = "54.1.2.3", "ec2-54-1-2-3.eu-west-1.compute.amazonaws.com"
+	})
+	e.addInstance(2, func(i *awsfake.Instance) { i.State = "stopped" })
+	e.addInstance(3, func(i *awsfake.Instance) { i.State = "terminated" })
+	e.addInstance(4, func(i *awsfake.Instance) { i.VPCID = "vpc-0ther" })
+	want := "aws:///eu-west-1b/" + in.ID
+	inst, _ := e.cloud.InstancesV2()
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name                 string
+		node                 *corev1.Node
+		exists, shutdown     bool
+		providerID, errorMsg string
+	}{
+		{name: "providerID as written upstream", node: newNode("n", withProviderID(want)), exists: true, providerID: want},
+		{name: "providerID without zone", node: newNode("n", withProviderID("aws:////"+in.ID)), exists: true, providerID: want},
+		{name: "node named after the instance", node: newNode(in.ID), exists: true, providerID: want},
+		{name: "node named by private DNS", node: newNode(in.PrivateDNSName), exists: true, providerID: want},
+		{name: "node found by secondary IP", node: newNode("vm-1", withInternalIP("10.0.11.99")), exists: true, providerID: want},
+		{name: "stopped instance is shut down", node: newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(2))), exists: true, shutdown: true, providerID: "aws:///eu-west-1a/" + instanceID(2)},
+		{name: "terminated instance is gone", node: newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(3))), errorMsg: "not found"},
+		{name: "instance unknown to AWS is gone", node: newNode("n", withProviderID("aws:///eu-west-1b/i-0000000000ff")), errorMsg: "not found"},
+		{name: "instance in another VPC still exists", node: newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(4))), exists: true, providerID: "aws:///eu-west-1a/" + instanceID(4)},
+		{name: "node of another cloud is not ours", node: newNode("vsphere-1", withInternalIP("192.168.1.5")), errorMsg: "not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exists, err := inst.InstanceExists(ctx, tc.node)
+			if err != nil || exists != tc.exists {
+				t.Fatalf("InstanceExists = %v, %v; want %v", exists, err, tc.exists)
+			}
+			md, err := inst.InstanceMetadata(ctx, tc.node)
+			if tc.errorMsg != "" {
+				if !errors.Is(err, cloudprovider.InstanceNotFound) || md != nil {
+					t.Fatalf("InstanceMetadata = %+v, %v; want InstanceNotFound", md, err)
+				}
+				return
+			}
+			if err != nil || md.ProviderID != tc.providerID {
+				t.Fatalf("InstanceMetadata = %+v, %v; want providerID %s", md, err, tc.providerID)
+			}
+			shutdown, err := inst.InstanceShutdown(ctx, tc.node)
+			if err != nil || shutdown != tc.shutdown {
+				t.Errorf("InstanceShutdown = %v, %v; want %v", shutdown, err, tc.shutdown)
+			}
+		})
+	}
+
+	t.Run("metadata", func(t *testing.T) {
+		md, err := inst.InstanceMetadata(ctx, newNode("n", withProviderID(want)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.InstanceType != "m5.large" || md.Zone != "eu-west-1b" || md.Region != testRegion || md.AdditionalLabels[ZoneIDLabel] != "euw1-az2" {
+			t.Errorf("metadata = %+v", md)
+		}
+		wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: in.PrivateIPs[0]}, {Type: corev1.NodeInternalIP, Address: "10.0.11.99"},
+			{Type: corev1.NodeExternalIP, Address: "54.1.2.3"}, {Type: corev1.NodeInternalDNS, Address: in.PrivateDNSName},
+			{Type: corev1.NodeHostName, Address: in.PrivateDNSName}, {Type: corev1.NodeExternalDNS, Address: in.PublicDNSName}}
+		if len(md.NodeAddresses) != len(wantAddrs) {
+			t.Fatalf("addresses = %v, want %v", md.NodeAddresses, wantAddrs)
+		}
+		for i := range wantAddrs {
+			if md.NodeAddresses[i] != wantAddrs[i] {
+				t.Errorf("address %d = %v, want %v", i, md.NodeAddresses[i], wantAddrs[i])
+			}
+		}
+	})
+}
+
+func TestInstanceSafety(t *testing.T) {
+	ctx := context.Background()
+	t.Run("an outage is an error, never gone", func(t *testing.T) {
+		e := newEnv(t)
+		e.addInstance(1)
+		inst, _ := e.cloud.InstancesV2()
+		e.fake.SetOutage(true)
+		exists, err := inst.InstanceExists(ctx, newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(1))))
+		if err == nil || exists {
+			t.Fatalf("InstanceExists during outage = %v, %v; want an error", exists, err)
+		}
+		md, err := inst.InstanceMetadata(ctx, newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(1))))
+		if err == nil || md != nil || errors.Is(err, cloudprovider.InstanceNotFound) {
+			t.Fatalf("InstanceMetadata during outage = %+v, %v", md, err)
+		}
+	})
+	t.Run("a new node whose instance AWS does not show yet is an error", func(t *testing.T) {
+		e := newEnv(t)
+		inst, _ := e.cloud.InstancesV2()
+		exists, err := inst.InstanceExists(ctx, newNode("n", createdNow, withProviderID("aws:///eu-west-1b/"+instanceID(7))))
+		if err == nil || exists {
+			t.Fatalf("InstanceExists = %v, %v; want an error", exists, err)
+		}
+	})
+	t.Run("a malformed providerID is an error", func(t *testing.T) {
+		e := newEnv(t)
+		inst, _ := e.cloud.InstancesV2()
+		if exists, err := inst.InstanceExists(ctx, newNode("n", withProviderID("aws:///eu-west-1b/vol-1"))); err == nil || exists {
+			t.Fatalf("InstanceExists = %v, %v; want an error", exists, err)
+		}
+	})
+	t.Run("a throttling storm is ridden out", func(t *testing.T) {
+		e := newEnv(t)
+		e.addInstance(1)
+		inst, _ := e.cloud.InstancesV2()
+		e.fake.Throttle(4)
+		exists, err := inst.InstanceExists(ctx, newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(1))))
+		if err != nil || !exists {
+			t.Fatalf("InstanceExists = %v, %v", exists, err)
+		}
+		if n := e.fake.Calls("DescribeInstances"); n != 5 {
+			t.Errorf("DescribeInstances calls = %d, want 5", n)
+		}
+	})
+}
+
+// TestInstanceSweepIsBatched: a sweep over many nodes costs one paginated
+// listing, not one call per node.
+func TestInstanceSweepIsBatched(t *testing.T) {
+	e := newEnv(t)
+	const n = 2500
+	for i := range n {
+		e.addInstance(i)
+	}
+	inst, _ := e.cloud.InstancesV2()
+	for i := range n {
+		if _, err := inst.InstanceMetadata(context.Background(), newNode("n", withProviderID("aws:///x/"+instanceID(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.fake.Calls("DescribeInstances"); got != 3 {
+		t.Errorf("DescribeInstances calls = %d for %d nodes, want 3 (pages of 1000)", got, n)
+	}
+}

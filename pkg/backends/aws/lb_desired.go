@@ -1,0 +1,285 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	servicehelpers "k8s.io/cloud-provider/service/helpers"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+)
+
+// desiredLB is what a Service asks for, computed before any mutating call.
+type desiredLB struct {
+	names      names
+	scheme     string
+	subnets    []string
+	targetType string
+	ports      []desiredPort
+	hc         healthCheck
+	// sourceRanges are the CIDRs allowed in, sorted.
+	sourceRanges []string
+	// targets are instance IDs or IPv4 addresses; zone is "all" for
+	// addresses outside the VPC.
+	targets []target
+	tags    map[string]string
+}
+
+// desiredPort is one listener and its target group.
+type desiredPort struct {
+	port     int32
+	protocol string // TCP, UDP or TCP_UDP.
+	nodePort int32
+	tgName   string
+}
+
+type healthCheck struct {
+	protocol string // TCP or HTTP.
+	port     string // traffic-port or a number.
+	path     string
+}
+
+type target struct {
+	id   string
+	zone string
+}
+
+// annotationError is a user-fixable error about one annotation.
+func annotationError(key, value, fix string) error {
+	return backends.NewUserError(reasonInvalidAnnotation, fmt.Errorf("annotation %s=%q: %s", key, value, fix))
+}
+
+// desired computes the Service's load balancer. Bad annotations or ports
+// are user errors; nothing has been changed when it fails.
+func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (*desiredLB, error) {
+	d := &desiredLB{names: namesFor(l.clusterID, svc)}
+	d.tags = map[string]string{tagClusterPrefix + l.clusterID: "owned", tagService: d.names.service, tagBackend: l.backend}
+	var err error
+	if d.scheme, err = schemeOf(svc); err != nil {
+		return nil, err
+	}
+	if d.sourceRanges, err = sourceRanges(svc); err != nil {
+		return nil, err
+	}
+	d.hc = healthCheckOf(svc)
+	if d.subnets, err = l.subnetsFor(ctx, svc, d.scheme); err != nil {
+		return nil, err
+	}
+	if d.targetType, d.targets, err = l.targetsFor(ctx, svc, nodes); err != nil {
+		return nil, err
+	}
+	if d.ports, err = portsOf(svc, d.names, d.targetType); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func schemeOf(svc *corev1.Service) (string, error) {
+	if v, ok := svc.Annotations[AnnotationScheme]; ok {
+		if v != schemeInternal && v != schemeInternetFacing {
+			return "", annotationError(AnnotationScheme, v, "use internal or internet-facing")
+		}
+		return v, nil
+	}
+	v, ok := svc.Annotations[AnnotationInternal]
+	if !ok {
+		return schemeInternetFacing, nil
+	}
+	if v == "0.0.0.0/0" {
+		return schemeInternal, nil
+	}
+	internal, err := strconv.ParseBool(v)
+	if err != nil {
+		return "", annotationError(AnnotationInternal, v, "use true or false")
+	}
+	if internal {
+		return schemeInternal, nil
+	}
+	return schemeInternetFacing, nil
+}
+
+func sourceRanges(svc *corev1.Service) ([]string, error) {
+	set, err := servicehelpers.GetLoadBalancerSourceRanges(svc)
+	if err != nil {
+		return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: loadBalancerSourceRanges: %w; use CIDRs such as 203.0.113.0/24", svc.Namespace, svc.Name, err))
+	}
+	var out []string
+	for _, n := range set.StringSlice() {
+		if ip, _, err := net.ParseCIDR(n); err == nil && ip.To4() != nil {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// healthCheckOf checks kube-proxy's health endpoint for
+// externalTrafficPolicy Local, else the traffic port.
+func healthCheckOf(svc *corev1.Service) healthCheck {
+	if path, port := servicehelpers.GetServiceHealthCheckPathPort(svc); path != "" {
+		return healthCheck{protocol: "HTTP", port: strconv.Itoa(int(port)), path: path}
+	}
+	return healthCheck{protocol: "TCP", port: "traffic-port"}
+}
+
+// portsOf groups the Service's ports into listeners: TCP and UDP on the
+// same port become one TCP_UDP listener, which needs one NodePort for both.
+func portsOf(svc *corev1.Service, n names, targetType string) ([]desiredPort, error) {
+	byPort := map[int32]*desiredPort{}
+	for _, p := range svc.Spec.Ports {
+		if p.Protocol != corev1.ProtocolTCP && p.Protocol != corev1.ProtocolUDP {
+			return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: port %d uses protocol %s; AWS network load balancers take TCP and UDP", svc.Namespace, svc.Name, p.Port, p.Protocol))
+		}
+		if p.NodePort == 0 {
+			return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: port %d has no nodePort; do not set allocateLoadBalancerNodePorts to false", svc.Namespace, svc.Name, p.Port))
+		}
+		dp, seen := byPort[p.Port]
+		switch {
+		case !seen:
+			byPort[p.Port] = &desiredPort{port: p.Port, protocol: string(p.Protocol), nodePort: p.NodePort}
+		case dp.protocol == string(p.Protocol) || dp.protocol == "TCP_UDP":
+			return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: port %d/%s is listed twice", svc.Namespace, svc.Name, p.Port, p.Protocol))
+		case dp.nodePort != p.NodePort:
+			return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: port %d is both TCP (nodePort %d) and UDP (nodePort %d); an NLB serves both through one TCP_UDP target group, so give both the same nodePort", svc.Namespace, svc.Name, p.Port, dp.nodePort, p.NodePort))
+		default:
+			dp.protocol = "TCP_UDP"
+		}
+	}
+	out := make([]desiredPort, 0, len(byPort))
+	for _, dp := range byPort {
+		dp.tgName = n.targetGroup(dp.port, dp.protocol, targetType)
+		out = append(out, *dp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].port < out[j].port })
+	return out, nil
+}
+
+// targetsFor chooses the target type (the annotation's, else instance when
+// every node is an instance of the VPC, else ip) and the targets.
+func (l *LoadBalancer) targetsFor(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (string, []target, error) {
+	tt, set := svc.Annotations[AnnotationTargetType]
+	if set && tt != targetInstance && tt != targetIP {
+		return "", nil, annotationError(AnnotationTargetType, tt, "use instance or ip")
+	}
+	ids := make([]string, len(nodes))
+	all := len(nodes) > 0
+	for i, n := range nodes {
+		id, err := l.vpcInstance(ctx, n)
+		if err != nil {
+			return "", nil, err
+		}
+		ids[i], all = id, all && id != ""
+	}
+	if !set {
+		tt = targetIP
+		if all {
+			tt = targetInstance
+		}
+	}
+	if tt == targetInstance {
+		return tt, instanceTargets(ids), nil
+	}
+	ts, err := l.ipTargets(ctx, nodes)
+	return tt, ts, err
+}
+
+func instanceTargets(ids []string) []target {
+	var out []target
+	for _, id := range ids {
+		if id != "" {
+			out = append(out, target{id: id})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// vpcInstance returns the instance ID of a node that is a live instance of
+// the backend's VPC, or "".
+func (l *LoadBalancer) vpcInstance(ctx context.Context, n *corev1.Node) (string, error) {
+	if s, err := providerid.Scheme(n.Spec.ProviderID); err != nil || s != Scheme {
+		return "", nil
+	}
+	id, err := parseProviderID(n.Spec.ProviderID)
+	if err != nil {
+		return "", nil
+	}
+	in, err := l.instances.cache.lookup(ctx, byID, id)
+	if err != nil {
+		return "", fmt.Errorf("looking up node %s: %w", n.Name, err)
+	}
+	if in == nil || isState(in, "terminated") {
+		return "", nil
+	}
+	return id, nil
+}
+
+// ipTargets targets each node's first IPv4 InternalIP; addresses outside
+// the VPC's subnets get zone "all", as AWS requires.
+func (l *LoadBalancer) ipTargets(ctx context.Context, nodes []*corev1.Node) ([]target, error) {
+	subnets, err := l.vpcSubnets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []target
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		ip := nodeIPv4(n)
+		if ip == nil || seen[ip.String()] {
+			continue
+		}
+		seen[ip.String()] = true
+		t := target{id: ip.String(), zone: "all"}
+		for _, sn := range subnets {
+			if sn.cidr != nil && sn.cidr.Contains(ip) {
+				t.zone = ""
+			}
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out, nil
+}
+
+// nodeIPv4 returns the node's first IPv4 InternalIP.
+func nodeIPv4(n *corev1.Node) net.IP {
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip := net.ParseIP(a.Address); ip != nil && ip.To4() != nil {
+			return ip.To4()
+		}
+	}
+	return nil
+}
+
+// CanTarget tells the router which nodes to hand the backend: its own EC2
+// instances always, and, unless the Service asks for instance targets,
+// every node with an IPv4 InternalIP (an IP target).
+func (l *LoadBalancer) CanTarget(svc *corev1.Service, node *corev1.Node) bool {
+	if s, err := providerid.Scheme(node.Spec.ProviderID); err == nil && s == Scheme {
+		return true
+	}
+	if svc.Annotations[AnnotationTargetType] == targetInstance {
+		return false
+	}
+	return nodeIPv4(node) != nil
+}
+
+// splitList splits a comma-separated annotation value.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

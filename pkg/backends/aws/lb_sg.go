@@ -1,0 +1,164 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/go-logr/logr"
+)
+
+// rule is one ingress rule: protocol (tcp, udp), port and source CIDR.
+type rule struct {
+	protocol string
+	port     int32
+	cidr     string
+}
+
+// findSG returns the Service's security group, or nil.
+func (l *LoadBalancer) findSG(ctx context.Context, n names) (*ec2types.SecurityGroup, error) {
+	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}},
+		{Name: awssdk.String("group-name"), Values: []string{n.sg}},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeSecurityGroups: %w", err)
+	}
+	for i := range out.SecurityGroups {
+		sg := &out.SecurityGroups[i]
+		if ec2Tag(sg.Tags, tagClusterPrefix+l.clusterID) != "" && ec2Tag(sg.Tags, tagService) == n.service {
+			return sg, nil
+		}
+	}
+	return nil, nil
+}
+
+func ec2Tag(tags []ec2types.Tag, key string) string {
+	for _, t := range tags {
+		if awssdk.ToString(t.Key) == key {
+			return awssdk.ToString(t.Value)
+		}
+	}
+	return ""
+}
+
+// ensureSG returns the ID of the Service's security group, creating it and
+// bringing its ingress rules in line with the ports and source ranges.
+func (l *LoadBalancer) ensureSG(ctx context.Context, log logr.Logger, d *desiredLB) (string, error) {
+	sg, err := l.findSG(ctx, d.names)
+	if err != nil {
+		return "", err
+	}
+	var id string
+	have := map[rule]bool{}
+	if sg == nil {
+		if id, err = l.createSG(ctx, log, d); err != nil {
+			return "", err
+		}
+	} else {
+		id, have = awssdk.ToString(sg.GroupId), sgRules(sg)
+	}
+	want := desiredRules(d)
+	var add, remove []rule
+	for r := range want {
+		if !have[r] {
+			add = append(add, r)
+		}
+	}
+	for r := range have {
+		if !want[r] {
+			remove = append(remove, r)
+		}
+	}
+	return id, l.changeRules(ctx, log, id, add, remove)
+}
+
+func (l *LoadBalancer) createSG(ctx context.Context, log logr.Logger, d *desiredLB) (string, error) {
+	var tags []ec2types.Tag
+	for _, k := range sorted(keys(d.tags)) {
+		tags = append(tags, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(d.tags[k])})
+	}
+	out, err := l.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
+		GroupName:         awssdk.String(d.names.sg),
+		Description:       awssdk.String("Load balancer of Service " + d.names.service + " in cluster " + l.clusterID),
+		VpcId:             awssdk.String(l.settings.VPC),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: tags}},
+	})
+	if err != nil {
+		return "", fmt.Errorf("CreateSecurityGroup: %w", err)
+	}
+	log.V(2).Info("Created security group", "securityGroup", awssdk.ToString(out.GroupId))
+	return awssdk.ToString(out.GroupId), nil
+}
+
+func sgRules(sg *ec2types.SecurityGroup) map[rule]bool {
+	out := map[rule]bool{}
+	for _, p := range sg.IpPermissions {
+		if p.FromPort == nil || p.ToPort == nil || *p.FromPort != *p.ToPort {
+			continue
+		}
+		for _, r := range p.IpRanges {
+			out[rule{protocol: awssdk.ToString(p.IpProtocol), port: *p.FromPort, cidr: awssdk.ToString(r.CidrIp)}] = true
+		}
+	}
+	return out
+}
+
+func desiredRules(d *desiredLB) map[rule]bool {
+	out := map[rule]bool{}
+	for _, p := range d.ports {
+		for _, proto := range strings.Split(strings.ToLower(p.protocol), "_") {
+			for _, cidr := range d.sourceRanges {
+				out[rule{protocol: proto, port: p.port, cidr: cidr}] = true
+			}
+		}
+	}
+	return out
+}
+
+func (l *LoadBalancer) changeRules(ctx context.Context, log logr.Logger, id string, add, remove []rule) error {
+	if len(add) > 0 {
+		if _, err := l.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: awssdk.String(id), IpPermissions: permissions(add)}); err != nil {
+			return fmt.Errorf("AuthorizeSecurityGroupIngress: %w", err)
+		}
+		log.V(2).Info("Allowed ingress", "securityGroup", id, "rules", len(add))
+	}
+	if len(remove) > 0 {
+		if _, err := l.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: awssdk.String(id), IpPermissions: permissions(remove)}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("RevokeSecurityGroupIngress: %w", err)
+		}
+		log.V(2).Info("Revoked ingress", "securityGroup", id, "rules", len(remove))
+	}
+	return nil
+}
+
+func permissions(rules []rule) []ec2types.IpPermission {
+	sort.Slice(rules, func(i, j int) bool {
+		a, b := rules[i], rules[j]
+		return fmt.Sprint(a.protocol, a.port, a.cidr) < fmt.Sprint(b.protocol, b.port, b.cidr)
+	})
+	var out []ec2types.IpPermission
+	for _, r := range rules {
+		out = append(out, ec2types.IpPermission{IpProtocol: awssdk.String(r.protocol), FromPort: awssdk.Int32(r.port), ToPort: awssdk.Int32(r.port),
+			IpRanges: []ec2types.IpRange{{CidrIp: awssdk.String(r.cidr)}}})
+	}
+	return out
+}
+
+// deleteSG deletes the Service's security group. AWS refuses while the
+// deleted NLB's network interfaces linger; the error makes the caller retry.
+func (l *LoadBalancer) deleteSG(ctx context.Context, log logr.Logger, n names) error {
+	sg, err := l.findSG(ctx, n)
+	if err != nil || sg == nil {
+		return err
+	}
+	if _, err := l.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("DeleteSecurityGroup %s (retried until the deleted load balancer releases it): %w", awssdk.ToString(sg.GroupId), err)
+	}
+	log.V(2).Info("Deleted security group", "securityGroup", awssdk.ToString(sg.GroupId))
+	return nil
+}

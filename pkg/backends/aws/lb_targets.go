@@ -1,0 +1,264 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	"github.com/go-logr/logr"
+)
+
+// attachedTargetGroups returns the target groups the NLB's listeners use,
+// by name.
+func (l *LoadBalancer) attachedTargetGroups(ctx context.Context, lbARN string) (map[string]elbtypes.TargetGroup, error) {
+	out := map[string]elbtypes.TargetGroup{}
+	p := elbv2.NewDescribeTargetGroupsPaginator(l.elb, &elbv2.DescribeTargetGroupsInput{LoadBalancerArn: awssdk.String(lbARN)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeTargetGroups: %w", err)
+		}
+		for _, tg := range page.TargetGroups {
+			out[awssdk.ToString(tg.TargetGroupName)] = tg
+		}
+	}
+	return out, nil
+}
+
+// scanTargetGroups lists every target group of the account and region
+// whose name carries the Service's hash: it finds groups a crash left
+// unattached. Only deletion and GetLoadBalancer need it.
+func (l *LoadBalancer) scanTargetGroups(ctx context.Context, n names) ([]elbtypes.TargetGroup, error) {
+	var out []elbtypes.TargetGroup
+	p := elbv2.NewDescribeTargetGroupsPaginator(l.elb, &elbv2.DescribeTargetGroupsInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeTargetGroups: %w", err)
+		}
+		for _, tg := range page.TargetGroups {
+			if strings.HasPrefix(awssdk.ToString(tg.TargetGroupName), n.tgPrefix()) && awssdk.ToString(tg.VpcId) == l.settings.VPC {
+				out = append(out, tg)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ensureTargetGroups makes one target group per port with the right
+// health check and targets. It returns their ARNs by port.
+func (l *LoadBalancer) ensureTargetGroups(ctx context.Context, log logr.Logger, d *desiredLB, attached map[string]elbtypes.TargetGroup) (map[int32]string, error) {
+	arns := map[int32]string{}
+	for _, p := range d.ports {
+		tg, found := attached[p.tgName]
+		if !found {
+			created, err := l.createTargetGroup(ctx, log, d, p)
+			if err != nil {
+				return nil, err
+			}
+			tg = *created
+		}
+		if err := l.syncHealthCheck(ctx, log, d, tg); err != nil {
+			return nil, err
+		}
+		if err := l.syncTargets(ctx, log, d, p, awssdk.ToString(tg.TargetGroupArn)); err != nil {
+			return nil, err
+		}
+		arns[p.port] = awssdk.ToString(tg.TargetGroupArn)
+	}
+	return arns, nil
+}
+
+// createTargetGroup creates a port's group. AWS answers an existing group
+// of the same name and settings (one a crash left behind) with that group;
+// one with other settings is looked up by name and fixed afterwards.
+func (l *LoadBalancer) createTargetGroup(ctx context.Context, log logr.Logger, d *desiredLB, p desiredPort) (*elbtypes.TargetGroup, error) {
+	in := &elbv2.CreateTargetGroupInput{
+		Name:                awssdk.String(p.tgName),
+		Protocol:            elbtypes.ProtocolEnum(p.protocol),
+		Port:                awssdk.Int32(p.nodePort),
+		VpcId:               awssdk.String(l.settings.VPC),
+		TargetType:          elbtypes.TargetTypeEnum(d.targetType),
+		HealthCheckProtocol: elbtypes.ProtocolEnum(d.hc.protocol),
+		HealthCheckPort:     awssdk.String(d.hc.port),
+		Tags:                elbTags(d.tags),
+	}
+	if d.hc.path != "" {
+		in.HealthCheckPath = awssdk.String(d.hc.path)
+	}
+	out, err := l.elb.CreateTargetGroup(ctx, in)
+	if errorCode(err) == "DuplicateTargetGroupName" {
+		got, derr := l.elb.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{Names: []string{p.tgName}})
+		if derr != nil || len(got.TargetGroups) != 1 {
+			return nil, fmt.Errorf("CreateTargetGroup %s: %w (and DescribeTargetGroups: %v)", p.tgName, err, derr)
+		}
+		return &got.TargetGroups[0], nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("CreateTargetGroup %s: %w", p.tgName, err)
+	}
+	if len(out.TargetGroups) != 1 {
+		return nil, fmt.Errorf("CreateTargetGroup %s: %d answers, want 1", p.tgName, len(out.TargetGroups))
+	}
+	log.V(2).Info("Created target group", "targetGroup", p.tgName)
+	return &out.TargetGroups[0], nil
+}
+
+// syncHealthCheck modifies the group's health check if it differs.
+func (l *LoadBalancer) syncHealthCheck(ctx context.Context, log logr.Logger, d *desiredLB, tg elbtypes.TargetGroup) error {
+	if string(tg.HealthCheckProtocol) == d.hc.protocol && awssdk.ToString(tg.HealthCheckPort) == d.hc.port &&
+		(d.hc.path == "" || awssdk.ToString(tg.HealthCheckPath) == d.hc.path) {
+		return nil
+	}
+	in := &elbv2.ModifyTargetGroupInput{TargetGroupArn: tg.TargetGroupArn, HealthCheckProtocol: elbtypes.ProtocolEnum(d.hc.protocol), HealthCheckPort: awssdk.String(d.hc.port)}
+	if d.hc.path != "" {
+		in.HealthCheckPath = awssdk.String(d.hc.path)
+	}
+	if _, err := l.elb.ModifyTargetGroup(ctx, in); err != nil {
+		return fmt.Errorf("ModifyTargetGroup %s: %w", awssdk.ToString(tg.TargetGroupName), err)
+	}
+	log.V(2).Info("Changed health check", "targetGroup", awssdk.ToString(tg.TargetGroupName), "protocol", d.hc.protocol, "port", d.hc.port)
+	return nil
+}
+
+// syncTargets registers missing targets and deregisters extra ones.
+func (l *LoadBalancer) syncTargets(ctx context.Context, log logr.Logger, d *desiredLB, p desiredPort, arn string) error {
+	out, err := l.elb.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: awssdk.String(arn)})
+	if err != nil {
+		return fmt.Errorf("DescribeTargetHealth %s: %w", p.tgName, err)
+	}
+	have := map[string]elbtypes.TargetDescription{}
+	for _, th := range out.TargetHealthDescriptions {
+		if th.Target != nil {
+			have[targetKey(awssdk.ToString(th.Target.Id), awssdk.ToInt32(th.Target.Port))] = *th.Target
+		}
+	}
+	var add, remove []elbtypes.TargetDescription
+	want := map[string]bool{}
+	for _, t := range d.targets {
+		k := targetKey(t.id, p.nodePort)
+		want[k] = true
+		if _, ok := have[k]; !ok {
+			td := elbtypes.TargetDescription{Id: awssdk.String(t.id), Port: awssdk.Int32(p.nodePort)}
+			if t.zone != "" {
+				td.AvailabilityZone = awssdk.String(t.zone)
+			}
+			add = append(add, td)
+		}
+	}
+	for k, td := range have {
+		if !want[k] {
+			remove = append(remove, td)
+		}
+	}
+	return l.changeTargets(ctx, log, p.tgName, arn, add, remove)
+}
+
+func targetKey(id string, port int32) string { return fmt.Sprintf("%s:%d", id, port) }
+
+func (l *LoadBalancer) changeTargets(ctx context.Context, log logr.Logger, name, arn string, add, remove []elbtypes.TargetDescription) error {
+	if len(add) > 0 {
+		if _, err := l.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: awssdk.String(arn), Targets: add}); err != nil {
+			return fmt.Errorf("RegisterTargets %s: %w", name, err)
+		}
+		log.V(2).Info("Registered targets", "targetGroup", name, "count", len(add))
+	}
+	if len(remove) > 0 {
+		if _, err := l.elb.DeregisterTargets(ctx, &elbv2.DeregisterTargetsInput{TargetGroupArn: awssdk.String(arn), Targets: remove}); err != nil {
+			return fmt.Errorf("DeregisterTargets %s: %w", name, err)
+		}
+		log.V(2).Info("Deregistered targets", "targetGroup", name, "count", len(remove))
+	}
+	return nil
+}
+
+// ensureListeners makes one listener per port forwarding to its target
+// group, and deletes listeners on ports the Service no longer has.
+func (l *LoadBalancer) ensureListeners(ctx context.Context, log logr.Logger, d *desiredLB, lbARN string, tgARNs map[int32]string) error {
+	have, err := l.listeners(ctx, lbARN)
+	if err != nil {
+		return err
+	}
+	for _, p := range d.ports {
+		if err := l.ensureListener(ctx, log, lbARN, p, tgARNs[p.port], have[p.port]); err != nil {
+			return err
+		}
+		delete(have, p.port)
+	}
+	for port, ls := range have {
+		if _, err := l.elb.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: ls.ListenerArn}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("DeleteListener port %d: %w", port, err)
+		}
+		log.V(2).Info("Deleted listener", "port", port)
+	}
+	return nil
+}
+
+func (l *LoadBalancer) listeners(ctx context.Context, lbARN string) (map[int32]*elbtypes.Listener, error) {
+	have := map[int32]*elbtypes.Listener{}
+	p := elbv2.NewDescribeListenersPaginator(l.elb, &elbv2.DescribeListenersInput{LoadBalancerArn: awssdk.String(lbARN)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeListeners: %w", err)
+		}
+		for i := range page.Listeners {
+			have[awssdk.ToInt32(page.Listeners[i].Port)] = &page.Listeners[i]
+		}
+	}
+	return have, nil
+}
+
+func (l *LoadBalancer) ensureListener(ctx context.Context, log logr.Logger, lbARN string, p desiredPort, tgARN string, have *elbtypes.Listener) error {
+	actions := []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: awssdk.String(tgARN)}}
+	switch {
+	case have == nil:
+		if _, err := l.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: awssdk.String(lbARN), Port: awssdk.Int32(p.port),
+			Protocol: elbtypes.ProtocolEnum(p.protocol), DefaultActions: actions}); err != nil {
+			return fmt.Errorf("CreateListener port %d: %w", p.port, err)
+		}
+		log.V(2).Info("Created listener", "port", p.port, "protocol", p.protocol)
+	case string(have.Protocol) != p.protocol || forwardsTo(have) != tgARN:
+		if _, err := l.elb.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: have.ListenerArn, Port: awssdk.Int32(p.port),
+			Protocol: elbtypes.ProtocolEnum(p.protocol), DefaultActions: actions}); err != nil {
+			return fmt.Errorf("ModifyListener port %d: %w", p.port, err)
+		}
+		log.V(2).Info("Changed listener", "port", p.port, "protocol", p.protocol)
+	}
+	return nil
+}
+
+func forwardsTo(ls *elbtypes.Listener) string {
+	if len(ls.DefaultActions) != 1 || ls.DefaultActions[0].Type != elbtypes.ActionTypeEnumForward {
+		return ""
+	}
+	return awssdk.ToString(ls.DefaultActions[0].TargetGroupArn)
+}
+
+// deleteUnused deletes target groups the listeners used before this
+// reconcile and no longer use.
+func (l *LoadBalancer) deleteUnused(ctx context.Context, log logr.Logger, d *desiredLB, attached map[string]elbtypes.TargetGroup) error {
+	want := map[string]bool{}
+	for _, p := range d.ports {
+		want[p.tgName] = true
+	}
+	for name, tg := range attached {
+		if !want[name] {
+			if err := l.deleteTargetGroup(ctx, log, tg); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (l *LoadBalancer) deleteTargetGroup(ctx context.Context, log logr.Logger, tg elbtypes.TargetGroup) error {
+	if _, err := l.elb.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: tg.TargetGroupArn}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("DeleteTargetGroup %s: %w", awssdk.ToString(tg.TargetGroupName), err)
+	}
+	log.V(2).Info("Deleted target group", "targetGroup", awssdk.ToString(tg.TargetGroupName))
+	return nil
+}

@@ -1,0 +1,61 @@
+package aws
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// names are the deterministic names of one Service's AWS resources. They
+// depend only on the cluster ID and the Service (namespace, name, UID), so
+// a restarted backend finds what an earlier run created and never creates
+// a second set.
+type names struct {
+	// hash is 10 hex digits of SHA-256 over cluster ID and Service.
+	hash string
+	// lb is the NLB's name: k8s-<ns>-<name>-<hash>, at most 32 characters.
+	lb string
+	// sg is the security group's name.
+	sg string
+	// service is "<namespace>/<name>".
+	service string
+}
+
+func namesFor(clusterID string, svc *corev1.Service) names {
+	sum := sha256.Sum256([]byte(strings.Join([]string{clusterID, svc.Namespace, svc.Name, string(svc.UID)}, "/")))
+	h := hex.EncodeToString(sum[:])[:10]
+	lb := fmt.Sprintf("k8s-%s-%s-%s", short(svc.Namespace, 6), short(svc.Name, 8), h)
+	return names{hash: h, lb: lb, sg: "k8s-elb-" + lb, service: svc.Namespace + "/" + svc.Name}
+}
+
+// tgPrefix starts the names of every target group of the Service.
+func (n names) tgPrefix() string { return "k8s-" + n.hash + "-" }
+
+// targetGroup names the target group of one listener port, protocol and
+// target type: k8s-<hash>-<port>-<protocol>-<i|p>, at most 29 characters.
+func (n names) targetGroup(port int32, protocol, targetType string) string {
+	return fmt.Sprintf("%s%d-%s-%s", n.tgPrefix(), port, strings.ToLower(strings.ReplaceAll(protocol, "_", "")), targetType[:1])
+}
+
+// short keeps the first n letters, digits and dashes of s, lower-cased,
+// without leading or trailing dashes.
+func short(s string, n int) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		}
+	}
+	out := b.String()
+	if len(out) > n {
+		out = out[:n]
+	}
+	out = strings.Trim(out, "-")
+	if out == "" {
+		out = "x"
+	}
+	return out
+}
