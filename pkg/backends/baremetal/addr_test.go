@@ -1,7 +1,10 @@
 package baremetal
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -86,33 +89,77 @@ func FuzzParsePoolEntry(f *testing.F) {
 }
 
 func TestFamStatePickWraps(t *testing.T) {
-	fs := famState{ranges: []addrRange{
-		{first: netip.MustParseAddr("10.0.0.1"), last: netip.MustParseAddr("10.0.0.2")},
+	fs := newFamState([]addrRange{
 		{first: netip.MustParseAddr("10.0.1.1"), last: netip.MustParseAddr("10.0.1.1")},
-	}}
-	fs.init()
+		{first: netip.MustParseAddr("10.0.0.1"), last: netip.MustParseAddr("10.0.0.2")},
+	})
 	taken := map[netip.Addr]bool{}
 	var probes uint64
+	pick := func() (netip.Addr, bool) {
+		return fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes)
+	}
 	var got []string
 	for range 3 {
-		ip, ok := fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes)
+		ip, ok := pick()
 		if !ok {
 			t.Fatalf("pick failed with %d of %d used", fs.used, fs.size)
 		}
 		taken[ip] = true
-		fs.used++
+		fs.mark(ip, true)
 		got = append(got, ip.String())
 	}
 	if strings.Join(got, ",") != "10.0.0.1,10.0.0.2,10.0.1.1" {
 		t.Errorf("picked %v", got)
 	}
-	if _, ok := fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes); ok {
+	if _, ok := pick(); ok {
 		t.Error("pick succeeded on a full pool")
 	}
-	delete(taken, netip.MustParseAddr("10.0.0.2"))
-	fs.used--
-	ip, ok := fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes)
-	if !ok || ip.String() != "10.0.0.2" {
-		t.Errorf("after a release pick = %v, %v; want 10.0.0.2 after wrapping", ip, ok)
+	freed := netip.MustParseAddr("10.0.0.2")
+	delete(taken, freed)
+	fs.mark(freed, false)
+	if ip, ok := pick(); !ok || ip != freed {
+		t.Errorf("after a release pick = %v, %v; want %s", ip, ok, freed)
+	}
+}
+
+// TestPickModel checks both range kinds (bitmap and probing) against a
+// plain set under random leases and releases: a pick never returns a leased
+// address and fails only when the range is full.
+func TestPickModel(t *testing.T) {
+	for _, bitmap := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bitmap=%v", bitmap), func(t *testing.T) {
+			r := addrRange{first: netip.MustParseAddr("2001:db8::ffc0"), last: netip.MustParseAddr("2001:db8::1:3f")}
+			fs := newFamState([]addrRange{r})
+			if !bitmap {
+				fs.ranges[0].leased, fs.ranges[0].full = nil, nil
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			taken := map[netip.Addr]bool{}
+			var held []netip.Addr
+			var probes uint64
+			for step := range 20000 {
+				if len(held) > 0 && rng.IntN(3) == 0 {
+					i := rng.IntN(len(held))
+					ip := held[i]
+					held = slices.Delete(held, i, i+1)
+					delete(taken, ip)
+					fs.mark(ip, false)
+					continue
+				}
+				ip, ok := fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes)
+				if !ok {
+					if uint64(len(held)) != fs.size {
+						t.Fatalf("step %d: pick failed with %d of %d held", step, len(held), fs.size)
+					}
+					continue
+				}
+				if taken[ip] || !r.contains(ip) {
+					t.Fatalf("step %d: picked %s (taken %v, in range %v)", step, ip, taken[ip], r.contains(ip))
+				}
+				taken[ip] = true
+				held = append(held, ip)
+				fs.mark(ip, true)
+			}
+		})
 	}
 }

@@ -348,7 +348,7 @@ func (a *allocator) hold(h *holding, ip netip.Addr, ps *poolState) {
 		l = &lease{pool: ps, counted: ps.usable(ip), holders: map[string]*holding{}}
 		a.leases[ip] = l
 		if l.counted {
-			ps.fams[familyIndex(familyOf(ip))].used++
+			ps.fams[familyIndex(familyOf(ip))].mark(ip, true)
 		}
 	}
 	l.holders[h.name] = h
@@ -367,7 +367,7 @@ func (a *allocator) release(h *holding, drop func(netip.Addr) bool) {
 		if len(l.holders) == 0 {
 			delete(a.leases, ip)
 			if l.counted {
-				l.pool.fams[familyIndex(familyOf(ip))].used--
+				l.pool.fams[familyIndex(familyOf(ip))].mark(ip, false)
 			}
 		}
 	}

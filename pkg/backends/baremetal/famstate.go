@@ -1,0 +1,225 @@
+package baremetal
+
+import (
+	"math/bits"
+	"net/netip"
+	"slices"
+	"sort"
+)
+
+// maxBitmapRange is the largest range tracked with a bitmap (2 MiB of bits).
+// Larger ranges are IPv6 ranges that can never be nearly full.
+const maxBitmapRange = 1 << 24
+
+// famState is the allocation state of one IP family of a pool. Allocation is
+// next-fit: it resumes where the previous one stopped, so it never rescans
+// the pool from its start, and a just-released address is handed out again
+// only after the cursor has gone round the whole range.
+type famState struct {
+	ranges []*rangeState
+	// size is the number of usable addresses, saturated at 2^64-1.
+	size uint64
+	// used counts the leased usable addresses.
+	used uint64
+	// cur indexes the range allocation resumes in.
+	cur int
+}
+
+func newFamState(ranges []addrRange) famState {
+	slices.SortFunc(ranges, func(a, b addrRange) int { return a.first.Compare(b.first) })
+	fs := famState{}
+	for _, r := range ranges {
+		rs := newRangeState(r)
+		fs.ranges = append(fs.ranges, rs)
+		if fs.size+rs.size < fs.size {
+			fs.size = ^uint64(0)
+		} else {
+			fs.size += rs.size
+		}
+	}
+	return fs
+}
+
+// free returns how many usable addresses are not leased.
+func (fs *famState) free() uint64 { return fs.size - fs.used }
+
+// find returns the range holding ip, or nil.
+func (fs *famState) find(ip netip.Addr) *rangeState {
+	i := sort.Search(len(fs.ranges), func(i int) bool { return ip.Compare(fs.ranges[i].last) <= 0 })
+	if i < len(fs.ranges) && fs.ranges[i].contains(ip) {
+		return fs.ranges[i]
+	}
+	return nil
+}
+
+// mark records ip, a usable address of this family, as leased or free.
+func (fs *famState) mark(ip netip.Addr, leased bool) {
+	rs := fs.find(ip)
+	if rs == nil {
+		return
+	}
+	if leased {
+		fs.used++
+	} else {
+		fs.used--
+	}
+	rs.mark(ip, leased)
+}
+
+// pick returns a free address, starting in the range the previous pick
+// ended in and moving on only when a range is full. taken is the
+// authoritative test for ranges without a bitmap; probes counts the words
+// or addresses looked at.
+func (fs *famState) pick(taken func(netip.Addr) bool, probes *uint64) (netip.Addr, bool) {
+	if fs.used >= fs.size {
+		return netip.Addr{}, false
+	}
+	for k := range fs.ranges {
+		ri := (fs.cur + k) % len(fs.ranges)
+		rs := fs.ranges[ri]
+		if rs.used >= rs.size {
+			continue
+		}
+		if ip, ok := rs.pick(taken, probes); ok {
+			fs.cur = ri
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// rangeState is one usable range and which of its addresses are leased.
+type rangeState struct {
+	addrRange
+	size, used uint64
+	// leased has a bit per address, set when leased; full has a bit per
+	// word of leased, set when that word is all ones. Both are nil for a
+	// range over maxBitmapRange addresses.
+	leased, full []uint64
+	// next is the bitmap cursor (an offset), nextAddr the probing cursor.
+	next     uint64
+	nextAddr netip.Addr
+}
+
+func newRangeState(r addrRange) *rangeState {
+	rs := &rangeState{addrRange: r, size: r.size(), nextAddr: r.first}
+	if rs.size > maxBitmapRange {
+		return rs
+	}
+	words := (rs.size + 63) / 64
+	rs.leased = make([]uint64, words)
+	rs.full = make([]uint64, (words+63)/64)
+	// The bits past the range's end are never free.
+	for off := rs.size; off < words*64; off++ {
+		rs.setBit(off, true)
+	}
+	return rs
+}
+
+// offset is ip's position in a bitmap range (under 2^24, so the low 64
+// bits of the difference are the whole of it).
+func (rs *rangeState) offset(ip netip.Addr) uint64 {
+	_, lo := u128(ip)
+	_, first := u128(rs.first)
+	return lo - first
+}
+
+// at is the address at offset off.
+func (rs *rangeState) at(off uint64) netip.Addr {
+	hi, lo := u128(rs.first)
+	lo, carry := bits.Add64(lo, off, 0)
+	hi += carry
+	if rs.first.Is4() {
+		return netip.AddrFrom4([4]byte{byte(lo >> 24), byte(lo >> 16), byte(lo >> 8), byte(lo)})
+	}
+	var b [16]byte
+	for i := range 8 {
+		b[7-i] = byte(hi >> (8 * i))
+		b[15-i] = byte(lo >> (8 * i))
+	}
+	return netip.AddrFrom16(b)
+}
+
+func (rs *rangeState) mark(ip netip.Addr, leased bool) {
+	if leased {
+		rs.used++
+	} else {
+		rs.used--
+	}
+	if rs.leased != nil {
+		rs.setBit(rs.offset(ip), leased)
+	}
+}
+
+func (rs *rangeState) setBit(off uint64, leased bool) {
+	w := off / 64
+	if leased {
+		rs.leased[w] |= 1 << (off % 64)
+	} else {
+		rs.leased[w] &^= 1 << (off % 64)
+	}
+	if rs.leased[w] == ^uint64(0) {
+		rs.full[w/64] |= 1 << (w % 64)
+	} else {
+		rs.full[w/64] &^= 1 << (w % 64)
+	}
+}
+
+// pick returns a free address of a range that has one, from its cursor on,
+// wrapping to its start.
+func (rs *rangeState) pick(taken func(netip.Addr) bool, probes *uint64) (netip.Addr, bool) {
+	if rs.leased == nil {
+		return rs.probe(taken, probes)
+	}
+	off, ok := rs.scan(rs.next, rs.size, probes)
+	if !ok {
+		off, ok = rs.scan(0, rs.next, probes)
+	}
+	if !ok {
+		return netip.Addr{}, false
+	}
+	rs.next = (off + 1) % rs.size
+	return rs.at(off), true
+}
+
+// scan returns the lowest free offset in [from, to), skipping full words
+// and groups of 64 full words.
+func (rs *rangeState) scan(from, to uint64, probes *uint64) (uint64, bool) {
+	for off := from; off < to; {
+		*probes++
+		w := off / 64
+		if rs.full[w/64] == ^uint64(0) {
+			off = (w/64 + 1) * 64 * 64
+			continue
+		}
+		if rs.full[w/64]&(1<<(w%64)) != 0 {
+			off = (w + 1) * 64
+			continue
+		}
+		if free := ^rs.leased[w] &^ (1<<(off%64) - 1); free != 0 {
+			got := w*64 + uint64(bits.TrailingZeros64(free))
+			return got, got < to
+		}
+		off = (w + 1) * 64
+	}
+	return 0, false
+}
+
+// probe walks a range too large for a bitmap from its cursor. Among any
+// used+1 consecutive addresses one is free, so it stops within used+1
+// probes.
+func (rs *rangeState) probe(taken func(netip.Addr) bool, probes *uint64) (netip.Addr, bool) {
+	for n := uint64(0); n <= rs.used; n++ {
+		*probes++
+		ip := rs.nextAddr
+		if ip == rs.last {
+			rs.nextAddr = rs.first
+		} else {
+			rs.nextAddr = ip.Next()
+		}
+		if !taken(ip) {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
