@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
@@ -101,7 +101,9 @@ func newNode(name string, tweaks ...nodeTweak) *corev1.Node {
 func withProviderID(id string) nodeTweak { return func(n *corev1.Node) { n.Spec.ProviderID = id } }
 
 func withAddress(t corev1.NodeAddressType, a string) nodeTweak {
-	return func(n *corev1.Node) { n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: t, Address: a}) }
+	return func(n *corev1.Node) {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: t, Address: a})
+	}
 }
 
 func withInternalIP(ip string) nodeTweak { return withAddress(corev1.NodeInternalIP, ip) }

@@ -150,10 +150,26 @@ func (c *instanceCache) describeOne(ctx context.Context, id string) (*ec2types.I
 	}
 	for _, r := range out.Reservations {
 		for i := range r.Instances {
-			if awssdk.ToString(r.Instances[i].InstanceId) == id {
-				return &r.Instances[i], nil
+			if in := &r.Instances[i]; awssdk.ToString(in.InstanceId) == id {
+				c.remember(in)
+				return in, nil
 			}
 		}
 	}
 	return nil, fmt.Errorf("DescribeInstances %s: the answer does not list the instance", id)
+}
+
+// remember adds an instance found by a direct lookup to the indexes, if it
+// belongs to the VPC, so the next lookup of a new instance is served from
+// the cache.
+func (c *instanceCache) remember(in *ec2types.Instance) {
+	if awssdk.ToString(in.VpcId) != c.vpc {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID == nil {
+		return
+	}
+	index(in, c.byID, c.byDNS, c.byIP)
 }

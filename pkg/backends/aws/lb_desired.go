@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	corev1 "k8s.io/api/core/v1"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 
@@ -210,11 +211,11 @@ func (l *LoadBalancer) vpcInstance(ctx context.Context, n *corev1.Node) (string,
 	if err != nil {
 		return "", nil
 	}
-	in, err := l.instances.cache.lookup(ctx, byID, id)
+	in, err := l.instances.byInstanceID(ctx, id)
 	if err != nil {
 		return "", fmt.Errorf("looking up node %s: %w", n.Name, err)
 	}
-	if in == nil || isState(in, "terminated") {
+	if in == nil || isState(in, "terminated") || awssdk.ToString(in.VpcId) != l.settings.VPC {
 		return "", nil
 	}
 	return id, nil

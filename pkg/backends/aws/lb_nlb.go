@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -11,21 +10,12 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	"github.com/go-logr/logr"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
-// ensureLB returns the Service's NLB, creating it if needed. A scheme or
+// ensureLB returns the Service's NLB (lb, if it exists), creating it if needed. A scheme or
 // subnets that differ replace it: AWS cannot change a scheme in place, and
 // a network load balancer cannot leave a zone.
-func (l *LoadBalancer) ensureLB(ctx context.Context, log logr.Logger, d *desiredLB, sgID string) (*elbtypes.LoadBalancer, error) {
-	lb, err := l.findLB(ctx, d.names)
-	if errors.Is(err, errNotOurs) {
-		return nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w; delete or rename that load balancer", err))
-	}
-	if err != nil {
-		return nil, err
-	}
+func (l *LoadBalancer) ensureLB(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, error) {
 	if lb != nil && string(lb.Scheme) == d.scheme && equalStrings(lbSubnets(lb), d.subnets) {
 		return lb, nil
 	}

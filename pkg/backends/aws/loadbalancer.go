@@ -127,11 +127,18 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 		return nil, err
 	}
 	log := l.logger(ctx, svc).WithValues("loadBalancer", d.names.lb)
+	existing, err := l.findLB(ctx, d.names)
+	if errors.Is(err, errNotOurs) {
+		return nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w; delete or rename that load balancer", err))
+	}
+	if err != nil {
+		return nil, err
+	}
 	sgID, err := l.ensureSG(ctx, log, d)
 	if err != nil {
 		return nil, err
 	}
-	lb, err := l.ensureLB(ctx, log, d, sgID)
+	lb, err := l.ensureLB(ctx, log, d, existing, sgID)
 	if err != nil {
 		return nil, err
 	}

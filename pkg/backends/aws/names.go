@@ -35,9 +35,13 @@ func namesFor(clusterID string, svc *corev1.Service) names {
 func (n names) tgPrefix() string { return "k8s-" + n.hash + "-" }
 
 // targetGroup names the target group of one listener port, protocol and
-// target type: k8s-<hash>-<port>-<protocol>-<i|p>, at most 29 characters.
+// target type: k8s-<hash>-<port>-<protocol>-<i|p> (instance or ip), at most 29 characters.
 func (n names) targetGroup(port int32, protocol, targetType string) string {
-	return fmt.Sprintf("%s%d-%s-%s", n.tgPrefix(), port, strings.ToLower(strings.ReplaceAll(protocol, "_", "")), targetType[:1])
+	kind := "i"
+	if targetType == targetIP {
+		kind = "p"
+	}
+	return fmt.Sprintf("%s%d-%s-%s", n.tgPrefix(), port, strings.ToLower(strings.ReplaceAll(protocol, "_", "")), kind)
 }
 
 // short keeps the first n letters, digits and dashes of s, lower-cased,

@@ -1,0 +1,412 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cloud-provider/api"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+)
+
+// awsNodes adds n instances and returns their Nodes.
+func (e *env) awsNodes(from, n int) []*corev1.Node {
+	var out []*corev1.Node
+	for i := from; i < from+n; i++ {
+		in := e.addInstance(i)
+		out = append(out, newNode(in.PrivateDNSName, withProviderID(providerID(in.Zone, in.ID)), withInternalIP(in.PrivateIPs[0])))
+	}
+	return out
+}
+
+// otherNodes returns n nodes of another cloud (vSphere VMs linked to the VPC).
+func otherNodes(n int) []*corev1.Node {
+	var out []*corev1.Node
+	for i := range n {
+		out = append(out, newNode("vm-"+string(rune('a'+i)), withProviderID("vsphere://4201-"+string(rune('a'+i))), withInternalIP("192.168.10."+string(rune('1'+i)))))
+	}
+	return out
+}
+
+func (e *env) ensure(t *testing.T, svc *corev1.Service, nodes []*corev1.Node) *corev1.LoadBalancerStatus {
+	t.Helper()
+	lb, _ := e.cloud.LoadBalancer()
+	status, err := lb.EnsureLoadBalancer(context.Background(), testCluster, svc, nodes)
+	if err != nil {
+		t.Fatalf("EnsureLoadBalancer: %v", err)
+	}
+	return status
+}
+
+func (e *env) onlyLB(t *testing.T) awsfake.LoadBalancerView {
+	t.Helper()
+	lbs := e.fake.LoadBalancers()
+	if len(lbs) != 1 {
+		t.Fatalf("%d load balancers, want 1: %+v", len(lbs), lbs)
+	}
+	return lbs[0]
+}
+
+func (e *env) targetGroups(t *testing.T) map[string]awsfake.TargetGroupView {
+	t.Helper()
+	out := map[string]awsfake.TargetGroupView{}
+	for _, tg := range e.fake.TargetGroups() {
+		out[tg.Name] = tg
+	}
+	return out
+}
+
+func (e *env) assertNoMutation(t *testing.T, what string) {
+	t.Helper()
+	if m := e.fake.MutatingCalls(); len(m) > 0 {
+		t.Errorf("%s made mutating calls %v, want none", what, m)
+	}
+}
+
+func TestEnsureCreatesNLB(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web")
+	status := e.ensure(t, svc, nodes)
+	lb := e.onlyLB(t)
+	n := namesFor(testCluster, svc)
+	if len(status.Ingress) != 1 || status.Ingress[0].Hostname != lb.DNSName || lb.Name != n.lb || len(lb.Name) > 32 {
+		t.Errorf("status %+v for load balancer %+v", status, lb)
+	}
+	if lb.Scheme != schemeInternetFacing || strings.Join(lb.Subnets, ",") != "subnet-0a,subnet-0b" || len(lb.SecurityGroups) != 1 {
+		t.Errorf("load balancer = %+v", lb)
+	}
+	if lb.Tags[tagClusterPrefix+testCluster] != "owned" || lb.Tags[tagService] != "default/web" {
+		t.Errorf("tags = %v", lb.Tags)
+	}
+	tgName := n.targetGroup(80, "TCP", targetInstance)
+	if want := []string{"TCP:80->" + tgName}; strings.Join(lb.Listeners, ",") != strings.Join(want, ",") {
+		t.Errorf("listeners = %v, want %v", lb.Listeners, want)
+	}
+	tg := e.targetGroups(t)[tgName]
+	if tg.TargetType != targetInstance || tg.Port != 30080 || tg.HealthCheckProtocol != "TCP" || tg.HealthCheckPort != "traffic-port" {
+		t.Errorf("target group = %+v", tg)
+	}
+	if want := instanceID(1) + ":30080," + instanceID(2) + ":30080"; strings.Join(tg.Targets, ",") != want {
+		t.Errorf("targets = %v, want %s", tg.Targets, want)
+	}
+	if got := e.fake.SecurityGroupIngress(lb.SecurityGroups[0]); strings.Join(got, ",") != "tcp:80-80:0.0.0.0/0" {
+		t.Errorf("ingress = %v", got)
+	}
+
+	e.fake.ResetCalls()
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	if err := lbi.UpdateLoadBalancer(context.Background(), testCluster, svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	e.assertNoMutation(t, "Ensure and Update with nothing changed")
+}
+
+func TestEnsureIPTargetsForOtherClouds(t *testing.T) {
+	e := newEnv(t)
+	nodes := append(e.awsNodes(1, 1), otherNodes(2)...)
+	svc := newService("web")
+	lbi, _ := e.cloud.LoadBalancer()
+	targeter := lbi.(backends.NodeTargeter)
+	for _, n := range nodes {
+		if !targeter.CanTarget(svc, n) {
+			t.Errorf("CanTarget(%s) = false", n.Name)
+		}
+	}
+	if targeter.CanTarget(newService("x", withAnnotation(AnnotationTargetType, "instance")), nodes[1]) {
+		t.Error("CanTarget of a vSphere node for instance targets = true")
+	}
+	if targeter.CanTarget(svc, newNode("no-address")) {
+		t.Error("CanTarget of a node without an address = true")
+	}
+	e.ensure(t, svc, nodes)
+	tg := e.targetGroups(t)[namesFor(testCluster, svc).targetGroup(80, "TCP", targetIP)]
+	want := "10.0.11.11:30080,192.168.10.1:30080@all,192.168.10.2:30080@all"
+	if tg.TargetType != targetIP || strings.Join(tg.Targets, ",") != want {
+		t.Errorf("target group %+v, want ip targets %s", tg, want)
+	}
+}
+
+func TestUpdates(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web")
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	n := namesFor(testCluster, svc)
+	ctx := context.Background()
+
+	t.Run("node added", func(t *testing.T) {
+		e.fake.ResetCalls()
+		nodes = append(nodes, e.awsNodes(3, 1)...)
+		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			t.Fatal(err)
+		}
+		if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "RegisterTargets" {
+			t.Errorf("mutating calls = %v, want RegisterTargets", m)
+		}
+		if got := e.targetGroups(t)[n.targetGroup(80, "TCP", targetInstance)].Targets; len(got) != 3 {
+			t.Errorf("targets = %v", got)
+		}
+	})
+	t.Run("node removed", func(t *testing.T) {
+		e.fake.ResetCalls()
+		nodes = nodes[1:]
+		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			t.Fatal(err)
+		}
+		if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "DeregisterTargets" {
+			t.Errorf("mutating calls = %v, want DeregisterTargets", m)
+		}
+	})
+	t.Run("port added, TCP and UDP on one port", func(t *testing.T) {
+		svc = newService("web", withPort("dns", corev1.ProtocolTCP, 53, 30053), withPort("dns-udp", corev1.ProtocolUDP, 53, 30053))
+		e.ensure(t, svc, nodes)
+		lb := e.onlyLB(t)
+		want := []string{"TCP:80->" + n.targetGroup(80, "TCP", targetInstance), "TCP_UDP:53->" + n.targetGroup(53, "TCP_UDP", targetInstance)}
+		if strings.Join(lb.Listeners, ",") != strings.Join(want, ",") {
+			t.Errorf("listeners = %v, want %v", lb.Listeners, want)
+		}
+		if got := e.fake.SecurityGroupIngress(lb.SecurityGroups[0]); strings.Join(got, ",") != "tcp:53-53:0.0.0.0/0,tcp:80-80:0.0.0.0/0,udp:53-53:0.0.0.0/0" {
+			t.Errorf("ingress = %v", got)
+		}
+	})
+	t.Run("port removed", func(t *testing.T) {
+		svc = newService("web")
+		e.ensure(t, svc, nodes)
+		if lb := e.onlyLB(t); len(lb.Listeners) != 1 || len(e.fake.TargetGroups()) != 1 {
+			t.Errorf("listeners %v, target groups %v", lb.Listeners, e.fake.TargetGroups())
+		}
+	})
+	t.Run("source ranges and local traffic", func(t *testing.T) {
+		svc = newService("web", withSourceRanges("203.0.113.0/24", "198.51.100.0/24"), withLocalTraffic(31999))
+		e.ensure(t, svc, nodes)
+		lb := e.onlyLB(t)
+		if got := e.fake.SecurityGroupIngress(lb.SecurityGroups[0]); strings.Join(got, ",") != "tcp:80-80:198.51.100.0/24,tcp:80-80:203.0.113.0/24" {
+			t.Errorf("ingress = %v", got)
+		}
+		tg := e.targetGroups(t)[n.targetGroup(80, "TCP", targetInstance)]
+		if tg.HealthCheckProtocol != "HTTP" || tg.HealthCheckPort != "31999" || tg.HealthCheckPath != "/healthz" {
+			t.Errorf("health check = %s %s %s", tg.HealthCheckProtocol, tg.HealthCheckPort, tg.HealthCheckPath)
+		}
+		e.fake.ResetCalls()
+		e.ensure(t, svc, nodes)
+		e.assertNoMutation(t, "Ensure after the change")
+	})
+	t.Run("annotation: target type ip", func(t *testing.T) {
+		svc = newService("web", withAnnotation(AnnotationTargetType, "ip"))
+		e.ensure(t, svc, nodes)
+		tgs := e.fake.TargetGroups()
+		if len(tgs) != 1 || tgs[0].TargetType != targetIP || len(tgs[0].Targets) != 2 || strings.Contains(strings.Join(tgs[0].Targets, ","), "@all") {
+			t.Errorf("target groups = %+v", tgs)
+		}
+	})
+	t.Run("annotation: internal scheme replaces the NLB", func(t *testing.T) {
+		before := e.onlyLB(t)
+		svc = newService("web", withAnnotation(AnnotationInternal, "true"))
+		status := e.ensure(t, svc, nodes)
+		lb := e.onlyLB(t)
+		if lb.Scheme != schemeInternal || lb.ARN == before.ARN || strings.Join(lb.Subnets, ",") != "subnet-1a,subnet-1b" || status.Ingress[0].Hostname != lb.DNSName {
+			t.Errorf("load balancer = %+v", lb)
+		}
+		if len(lb.Listeners) != 1 || e.fake.SecurityGroupCount() != 1 {
+			t.Errorf("listeners %v, %d security groups", lb.Listeners, e.fake.SecurityGroupCount())
+		}
+	})
+	t.Run("annotation: subnets by Name tag", func(t *testing.T) {
+		svc = newService("web", withAnnotation(AnnotationSubnets, "public-a"))
+		e.ensure(t, svc, nodes)
+		if lb := e.onlyLB(t); strings.Join(lb.Subnets, ",") != "subnet-0a" {
+			t.Errorf("subnets = %v", lb.Subnets)
+		}
+	})
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 1)
+	lbi, _ := e.cloud.LoadBalancer()
+	for _, tc := range []struct {
+		name, want string
+		svc        *corev1.Service
+	}{
+		{"scheme", AnnotationScheme, newService("a", withAnnotation(AnnotationScheme, "public"))},
+		{"internal", AnnotationInternal, newService("a", withAnnotation(AnnotationInternal, "maybe"))},
+		{"target type", AnnotationTargetType, newService("a", withAnnotation(AnnotationTargetType, "lambda"))},
+		{"unknown subnet", "subnet-0ff", newService("a", withAnnotation(AnnotationSubnets, "subnet-0ff"))},
+		{"two subnets in a zone", "both in zone", newService("a", withAnnotation(AnnotationSubnets, "subnet-0a,subnet-1a"))},
+		{"SCTP", "SCTP", newService("a", withPort("s", corev1.ProtocolSCTP, 9, 30009))},
+		{"TCP and UDP on different node ports", "same nodePort", newService("a", withPort("u", corev1.ProtocolUDP, 80, 30081))},
+		{"bad source range", "loadBalancerSourceRanges", newService("a", withSourceRanges("nonsense"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.fake.ResetCalls()
+			_, err := lbi.EnsureLoadBalancer(context.Background(), testCluster, tc.svc, nodes)
+			if _, ok := backends.AsUserError(err); !ok || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want a user error naming %q", err, tc.want)
+			}
+			e.assertNoMutation(t, "a refused Service")
+		})
+	}
+}
+
+func TestDelete(t *testing.T) {
+	ctx := context.Background()
+	t.Run("removes every part, idempotently", func(t *testing.T) {
+		e := newEnv(t)
+		svc := newService("web", withPort("dns", corev1.ProtocolUDP, 53, 30053))
+		e.ensure(t, svc, e.awsNodes(1, 2))
+		lbi, _ := e.cloud.LoadBalancer()
+		for range 2 {
+			if err := lbi.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := e.fake.ResourceCount(); n != 0 {
+			t.Errorf("%d resources left", n)
+		}
+		if _, exists, err := lbi.GetLoadBalancer(ctx, testCluster, svc); exists || err != nil {
+			t.Errorf("GetLoadBalancer = %v, %v", exists, err)
+		}
+	})
+	t.Run("a security group AWS still holds keeps the load balancer existing", func(t *testing.T) {
+		e := newEnv(t)
+		svc := newService("web")
+		e.ensure(t, svc, e.awsNodes(1, 1))
+		e.fake.SetSecurityGroupReleasePolls(1)
+		lbi, _ := e.cloud.LoadBalancer()
+		if err := lbi.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err == nil || !strings.Contains(err.Error(), "DependencyViolation") {
+			t.Fatalf("first delete: %v, want DependencyViolation", err)
+		}
+		if _, exists, err := lbi.GetLoadBalancer(ctx, testCluster, svc); !exists || err != nil {
+			t.Errorf("GetLoadBalancer with the security group left = %v, %v; want true", exists, err)
+		}
+		if err := lbi.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.fake.ResourceCount(); n != 0 {
+			t.Errorf("%d resources left", n)
+		}
+	})
+	t.Run("an outage deletes nothing and reports an error", func(t *testing.T) {
+		e := newEnv(t)
+		svc := newService("web")
+		e.ensure(t, svc, e.awsNodes(1, 1))
+		before := e.fake.ResourceCount()
+		e.fake.SetOutage(true)
+		lbi, _ := e.cloud.LoadBalancer()
+		if err := lbi.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err == nil {
+			t.Error("delete during an outage succeeded")
+		}
+		if _, exists, err := lbi.GetLoadBalancer(ctx, testCluster, svc); err == nil || exists {
+			t.Errorf("GetLoadBalancer during an outage = %v, %v; want an error", exists, err)
+		}
+		e.fake.SetOutage(false)
+		if n := e.fake.ResourceCount(); n != before {
+			t.Errorf("resources %d -> %d", before, n)
+		}
+	})
+	t.Run("a load balancer with our name that is not ours is left alone", func(t *testing.T) {
+		e := newEnv(t)
+		svc := newService("web")
+		_, err := e.cloud.lb.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String(namesFor(testCluster, svc).lb),
+			Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-0a"}, Tags: []elbtypes.Tag{{Key: awssdk.String("team"), Value: awssdk.String("other")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lbi, _ := e.cloud.LoadBalancer()
+		e.fake.ResetCalls()
+		_, err = lbi.EnsureLoadBalancer(ctx, testCluster, svc, e.awsNodes(1, 1))
+		if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonNameConflict {
+			t.Errorf("Ensure = %v, want a %s user error", err, reasonNameConflict)
+		}
+		if err := lbi.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+			t.Fatal(err)
+		}
+		if len(e.fake.LoadBalancers()) != 1 {
+			t.Error("the backend deleted a load balancer that is not its own")
+		}
+		e.assertNoMutation(t, "Ensure and delete of a load balancer that is not ours")
+	})
+}
+
+func TestCrashSafety(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withPort("b", corev1.ProtocolTCP, 443, 30443))
+	e.fake.FailNext("CreateListener", "AccessDenied")
+	lbi, _ := e.cloud.LoadBalancer()
+	if _, err := lbi.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err == nil {
+		t.Fatal("want the injected failure")
+	}
+	restarted := buildCloud(t, e.url)
+	e.ensure(t, svc, nodes)
+	rlb, _ := restarted.LoadBalancer()
+	if _, err := rlb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	lb := e.onlyLB(t)
+	if len(lb.Listeners) != 2 || len(e.fake.TargetGroups()) != 2 || e.fake.SecurityGroupCount() != 1 {
+		t.Errorf("after restart: %+v, %d target groups, %d security groups", lb, len(e.fake.TargetGroups()), e.fake.SecurityGroupCount())
+	}
+
+	t.Run("an unattached target group keeps the load balancer existing and is deleted", func(t *testing.T) {
+		e.fake.ResetCalls()
+		if err := rlb.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+			t.Fatal(err)
+		}
+		e.ensure(t, svc, nodes)
+		e.fake.FailNext("CreateLoadBalancer", "AccessDenied")
+		if err := rlb.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.fake.ResourceCount(); n != 0 {
+			t.Fatalf("%d left", n)
+		}
+	})
+}
+
+func TestProvisioningIsARetry(t *testing.T) {
+	e := newEnv(t)
+	e.fake.SetProvisioningPolls(1)
+	svc := newService("web")
+	nodes := e.awsNodes(1, 1)
+	lbi, _ := e.cloud.LoadBalancer()
+	var re *api.RetryError
+	for i := range 2 {
+		if _, err := lbi.EnsureLoadBalancer(context.Background(), testCluster, svc, nodes); !errors.As(err, &re) {
+			t.Fatalf("attempt %d: err = %v, want a RetryError", i, err)
+		}
+	}
+	if status := e.ensure(t, svc, nodes); status.Ingress[0].Hostname == "" {
+		t.Error("no hostname once active")
+	}
+	if len(e.fake.LoadBalancers()) != 1 {
+		t.Error("more than one load balancer")
+	}
+}
+
+func TestThrottlingStorm(t *testing.T) {
+	e := newEnv(t)
+	svc := newService("web")
+	nodes := e.awsNodes(1, 3)
+	e.fake.Throttle(5)
+	e.ensure(t, svc, nodes)
+	e.fake.Throttle(5)
+	lbi, _ := e.cloud.LoadBalancer()
+	if err := lbi.EnsureLoadBalancerDeleted(context.Background(), testCluster, svc); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.fake.ResourceCount(); n != 0 {
+		t.Errorf("%d left", n)
+	}
+}
