@@ -87,4 +87,9 @@ func TestSecurePort(t *testing.T) {
 		}
 		return code == http.StatusOK && strings.Contains(string(body), "multicloud_ccm_backend_requests_total{"), "status " + http.StatusText(code), nil
 	})
+	for token, want := range map[string]int{"": http.StatusForbidden, "not-a-token": http.StatusUnauthorized} {
+		if code, _, err := ccm.GetWithToken(ctx, "/metrics", token); err != nil || code != want {
+			t.Errorf("/metrics with token %q = %d, %v; want %d", token, code, err, want)
+		}
+	}
 }

@@ -129,7 +129,13 @@ func (c *CCM) WaitHealthy(ctx context.Context) error {
 // Get fetches path from the CCM's secure port as the control plane's admin
 // (the CCM checks the token with TokenReview and SubjectAccessReview).
 func (c *CCM) Get(ctx context.Context, path string) (int, []byte, error) {
-	return httpGet(ctx, insecureClient(), c.URL+path, c.cp.AdminToken)
+	return c.GetWithToken(ctx, path, c.cp.AdminToken)
+}
+
+// GetWithToken fetches path from the CCM's secure port with a bearer token
+// ("" sends none), for checking who may read /metrics.
+func (c *CCM) GetWithToken(ctx context.Context, path, token string) (int, []byte, error) {
+	return httpGet(ctx, insecureClient(), c.URL+path, token)
 }
 
 // Restart stops the process and starts it again with the same

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -114,7 +115,8 @@ func (s *Shared) ControlPlane(tb testing.TB) *ControlPlane {
 		defer cancel()
 		s.cp, s.err = StartControlPlane(ctx, ControlPlaneOptions{Binaries: bins})
 	})
-	if me, ok := s.err.(*missingError); ok { //nolint:errorlint // Our own unwrapped type.
+	var me *missingError
+	if errors.As(s.err, &me) {
 		MissingBinaries(tb, me.err)
 	}
 	if s.err != nil {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# bench.sh runs every benchmark in the module once and prints one table per
+# package: router overhead against a direct backend call, address
+# allocation cost as a pool fills, and cloud round-trips per node sweep and
+# per load-balancer operation beside a naive path measured in the same run.
+# Counts (round-trips, calls, allocations) are the numbers to compare; the
+# seconds move with the machine's load. Not a pass/fail test.
+#
+# Usage: hack/bench.sh [go test -bench regexp] (BENCHTIME=3x for more runs)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+pattern=${1:-.}
+benchtime=${BENCHTIME:-}
+out=${BENCH_OUT:-_output/bench.txt}
+mkdir -p "$(dirname "$out")"
+pkgs=$(git ls-files '*_test.go' | xargs grep -l -E '^func Benchmark' | xargs -n1 dirname | sort -u | sed 's|^|./|')
+: > "$out"
+for pkg in $pkgs; do
+  echo "bench: $pkg" >&2
+  go test -run '^$' -bench "$pattern" -benchmem ${benchtime:+-benchtime "$benchtime"} -timeout 60m "$pkg" | tee -a "$out" >&2
+done
+echo
+echo "Summary (from $out; per-op numbers, custom metrics as reported):"
+awk '
+  /^pkg: / { printf "\n%s\n", $2; next }
+  /^Benchmark/ {
+    name=$1; sub(/-[0-9]+$/, "", name); line=sprintf("  %-60s", name)
+    for (i = 3; i < NF; i += 2) line = line sprintf("  %12s %s", $i, $(i+1))
+    print line
+  }' "$out"

@@ -1,0 +1,275 @@
+package openstack
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
+	"sigs.k8s.io/yaml"
+)
+
+// userAgent is prepended to gophercloud's User-Agent.
+const userAgent = "multicloud-ccm"
+
+// computeMicroversion makes servers carry their flavor's name
+// (flavor.original_name), so no per-server flavor lookup is needed.
+const computeMicroversion = "2.47"
+
+// requestTimeout bounds every HTTP request to OpenStack.
+const requestTimeout = 30 * time.Second
+
+// serviceClients are the three OpenStack services the backend calls.
+type serviceClients struct {
+	compute      *gophercloud.ServiceClient
+	computeErr   error
+	loadBalancer *gophercloud.ServiceClient
+	network      *gophercloud.ServiceClient
+}
+
+// APIStats counts HTTP calls to OpenStack services (Keystone excluded):
+// reads are GETs, writes everything else.
+type APIStats struct {
+	reads, writes atomic.Int64
+}
+
+// Reads returns the number of GET calls made.
+func (s *APIStats) Reads() int64 { return s.reads.Load() }
+
+// Writes returns the number of mutating calls made.
+func (s *APIStats) Writes() int64 { return s.writes.Load() }
+
+// countingTransport counts calls into an APIStats.
+type countingTransport struct {
+	next  http.RoundTripper
+	stats *APIStats
+}
+
+// RoundTrip counts and forwards the request.
+func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.Contains(r.URL.Path, "/auth/tokens") && r.URL.Path != "/" && !strings.HasSuffix(r.URL.Path, "/v3") {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			t.stats.reads.Add(1)
+		} else {
+			t.stats.writes.Add(1)
+		}
+	}
+	return t.next.RoundTrip(r)
+}
+
+// connector logs in lazily: a cloud unreachable at start-up makes calls fail
+// later, it does not stop the CCM from starting.
+type connector struct {
+	settings *Settings
+	http     *http.Client
+	mu       sync.Mutex
+	clients  *serviceClients
+}
+
+func newConnector(s *Settings, stats *APIStats) (*connector, error) {
+	tr, err := transport(s)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: requestTimeout, Transport: &countingTransport{next: tr, stats: stats}}
+	return &connector{settings: s, http: hc}, nil
+}
+
+// transport builds the HTTP transport with the configured CA and TLS mode.
+func transport(s *Settings) (*http.Transport, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.CAFile != "" {
+		pem, err := os.ReadFile(s.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("openstack: reading caFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("openstack: caFile %s holds no PEM certificate", s.CAFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	tlsCfg.InsecureSkipVerify = s.Insecure //nolint:gosec // Only when the config says insecure: true explicitly.
+	tr.TLSClientConfig = tlsCfg
+	return tr, nil
+}
+
+// get returns the service clients, logging in on first use.
+func (c *connector) get(ctx context.Context) (*serviceClients, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.clients != nil {
+		return c.clients, nil
+	}
+	sc, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.clients = sc
+	return sc, nil
+}
+
+func (c *connector) connect(ctx context.Context) (*serviceClients, error) {
+	ao, eo, err := c.authOptions()
+	if err != nil {
+		return nil, err
+	}
+	ao.AllowReauth = true
+	provider, err := gcopenstack.NewClient(ao.IdentityEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("openstack: auth URL: %w", err)
+	}
+	provider.HTTPClient = *c.http
+	provider.UserAgent.Prepend(userAgent)
+	if err := gcopenstack.Authenticate(ctx, provider, ao); err != nil {
+		return nil, fmt.Errorf("openstack: logging in to Keystone at %s: %w", ao.IdentityEndpoint, err)
+	}
+	return c.serviceClients(provider, eo)
+}
+
+// serviceClients resolves each service from the catalog unless overridden.
+// A service missing from both is an error only when it is used.
+func (c *connector) serviceClients(p *gophercloud.ProviderClient, eo gophercloud.EndpointOpts) (*serviceClients, error) {
+	e := c.settings.Endpoints
+	sc := &serviceClients{}
+	var err error
+	if sc.compute, err = serviceClient(p, e.Compute, "", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewComputeV2(p, eo) }); err != nil {
+		sc.computeErr = fmt.Errorf("openstack: compute endpoint: %w (set endpoints.compute or add Nova to the catalog)", err)
+		sc.compute = nil
+	} else {
+		sc.compute.Microversion = computeMicroversion
+	}
+	if *c.settings.LoadBalancer.Enabled {
+		if sc.loadBalancer, err = serviceClient(p, e.LoadBalancer, "v2.0/", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewLoadBalancerV2(p, eo) }); err != nil {
+			return nil, fmt.Errorf("openstack: load-balancer endpoint: %w (set endpoints.loadBalancer or add Octavia to the catalog)", err)
+		}
+	}
+	if sc.network, err = serviceClient(p, e.Network, "v2.0/", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewNetworkV2(p, eo) }); err != nil {
+		if c.settings.Routes.RouterID != "" {
+			return nil, fmt.Errorf("openstack: network endpoint: %w (set endpoints.network or add Neutron to the catalog)", err)
+		}
+		sc.network = nil
+	}
+	return sc, nil
+}
+
+func serviceClient(p *gophercloud.ProviderClient, override, version string, fromCatalog func() (*gophercloud.ServiceClient, error)) (*gophercloud.ServiceClient, error) {
+	if override == "" {
+		return fromCatalog()
+	}
+	base := strings.TrimSuffix(override, "/") + "/"
+	return &gophercloud.ServiceClient{ProviderClient: p, Endpoint: base, ResourceBase: base + version}, nil
+}
+
+// authOptions builds gophercloud's options from the config, resolving
+// secrets.
+func (c *connector) authOptions() (gophercloud.AuthOptions, gophercloud.EndpointOpts, error) {
+	a := c.settings.Auth
+	eo := gophercloud.EndpointOpts{Region: c.settings.Region, Availability: gophercloud.AvailabilityPublic}
+	if a.Cloud != "" {
+		return cloudsOptions(a, eo)
+	}
+	ao := gophercloud.AuthOptions{
+		IdentityEndpoint: a.AuthURL, Username: a.Username, UserID: a.UserID,
+		DomainName: a.UserDomainName, DomainID: a.UserDomainID,
+		ApplicationCredentialID: a.ApplicationCredentialID, ApplicationCredentialName: a.ApplicationCredentialName,
+	}
+	if a.ApplicationCredentialSecret.IsSet() {
+		secret, err := a.ApplicationCredentialSecret.Resolve()
+		if err != nil {
+			return ao, eo, fmt.Errorf("openstack: auth.applicationCredentialSecret: %w", err)
+		}
+		ao.ApplicationCredentialSecret = secret
+		return ao, eo, nil
+	}
+	pw, err := a.Password.Resolve()
+	if err != nil {
+		return ao, eo, fmt.Errorf("openstack: auth.password: %w", err)
+	}
+	ao.Password = pw
+	ao.Scope = &gophercloud.AuthScope{ProjectName: a.ProjectName, ProjectID: a.ProjectID, DomainName: a.ProjectDomainName, DomainID: a.ProjectDomainID}
+	if a.ProjectID != "" {
+		ao.Scope.DomainName, ao.Scope.DomainID = "", ""
+	}
+	return ao, eo, nil
+}
+
+// cloudsYAML is the part of a clouds.yaml file the backend reads.
+type cloudsYAML struct {
+	Clouds map[string]struct {
+		Auth struct {
+			AuthURL                     string `json:"auth_url"`
+			Username                    string `json:"username"`
+			UserID                      string `json:"user_id"`
+			Password                    string `json:"password"`
+			ProjectName                 string `json:"project_name"`
+			ProjectID                   string `json:"project_id"`
+			UserDomainName              string `json:"user_domain_name"`
+			UserDomainID                string `json:"user_domain_id"`
+			ProjectDomainName           string `json:"project_domain_name"`
+			ProjectDomainID             string `json:"project_domain_id"`
+			DomainName                  string `json:"domain_name"`
+			ApplicationCredentialID     string `json:"application_credential_id"`
+			ApplicationCredentialName   string `json:"application_credential_name"`
+			ApplicationCredentialSecret string `json:"application_credential_secret"`
+		} `json:"auth"`
+		RegionName string `json:"region_name"`
+		Interface  string `json:"interface"`
+	} `json:"clouds"`
+}
+
+// cloudsOptions reads one entry of a clouds.yaml file.
+func cloudsOptions(a Auth, eo gophercloud.EndpointOpts) (gophercloud.AuthOptions, gophercloud.EndpointOpts, error) {
+	var ao gophercloud.AuthOptions
+	data, err := os.ReadFile(a.CloudsFile)
+	if err != nil {
+		return ao, eo, fmt.Errorf("openstack: auth.cloudsFile: %w", err)
+	}
+	var cy cloudsYAML
+	if err := yaml.Unmarshal(data, &cy); err != nil {
+		return ao, eo, fmt.Errorf("openstack: auth.cloudsFile %s: %w", a.CloudsFile, err)
+	}
+	c, ok := cy.Clouds[a.Cloud]
+	if !ok {
+		return ao, eo, fmt.Errorf("openstack: auth.cloud: %s has no cloud %q", a.CloudsFile, a.Cloud)
+	}
+	ca := c.Auth
+	ao = gophercloud.AuthOptions{
+		IdentityEndpoint: ca.AuthURL, Username: ca.Username, UserID: ca.UserID, Password: ca.Password,
+		DomainName: firstNonEmpty(ca.UserDomainName, ca.DomainName), DomainID: ca.UserDomainID,
+		ApplicationCredentialID: ca.ApplicationCredentialID, ApplicationCredentialName: ca.ApplicationCredentialName,
+		ApplicationCredentialSecret: ca.ApplicationCredentialSecret,
+	}
+	if ca.ProjectName != "" || ca.ProjectID != "" {
+		ao.Scope = &gophercloud.AuthScope{ProjectName: ca.ProjectName, ProjectID: ca.ProjectID,
+			DomainName: firstNonEmpty(ca.ProjectDomainName, ca.DomainName), DomainID: ca.ProjectDomainID}
+	}
+	if eo.Region == "" {
+		eo.Region = c.RegionName
+	}
+	if c.Interface == "internal" {
+		eo.Availability = gophercloud.AvailabilityInternal
+	}
+	if ao.IdentityEndpoint == "" {
+		return ao, eo, fmt.Errorf("openstack: auth.cloud: cloud %q in %s has no auth.auth_url", a.Cloud, a.CloudsFile)
+	}
+	return ao, eo, nil
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,184 @@
+package openstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// errNoNetwork is returned when a floating IP is needed but Neutron is not
+// reachable through the catalog or endpoints.network.
+var errNoNetwork = errors.New("floating IPs need Neutron: add it to the Keystone catalog or set endpoints.network")
+
+// wantsFloatingIP reports whether the Service's load balancer gets one.
+func wantsFloatingIP(o *lbOptions) bool { return !o.internal && o.floatingNetworkID != "" }
+
+// listFloatingIPs lists floating IPs matching opts.
+func listFloatingIPs(ctx context.Context, sc *serviceClients, opts floatingips.ListOpts) ([]floatingips.FloatingIP, error) {
+	if sc.network == nil {
+		return nil, errNoNetwork
+	}
+	pages, err := floatingips.List(sc.network, opts).AllPages(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing floating IPs: %w", err)
+	}
+	fips, err := floatingips.ExtractFloatingIPs(pages)
+	if err != nil {
+		return nil, fmt.Errorf("listing floating IPs: %w", err)
+	}
+	return fips, nil
+}
+
+// currentAddress is the load balancer's floating IP when it should have one
+// and has, else its VIP.
+func (l *LoadBalancer) currentAddress(ctx context.Context, sc *serviceClients, lb *loadbalancers.LoadBalancer, o *lbOptions) (string, error) {
+	if !wantsFloatingIP(o) {
+		return lb.VipAddress, nil
+	}
+	fips, err := listFloatingIPs(ctx, sc, floatingips.ListOpts{PortID: lb.VipPortID})
+	if err != nil {
+		return "", err
+	}
+	if len(fips) == 0 {
+		return "", nil
+	}
+	return fips[0].FloatingIP, nil
+}
+
+// ensureFloatingIP gives the VIP port a floating IP when the Service wants
+// one (and releases one it no longer wants), returning the address to
+// report. With nothing to change it makes no mutating call.
+func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions) (string, error) {
+	if !wantsFloatingIP(o) {
+		if sc.network == nil {
+			return lb.VipAddress, nil
+		}
+		if err := l.releaseFloatingIPs(ctx, sc, svc, lb, o); err != nil {
+			return "", err
+		}
+		return lb.VipAddress, nil // Released ones were ours; see release.
+	}
+	fips, err := listFloatingIPs(ctx, sc, floatingips.ListOpts{PortID: lb.VipPortID})
+	if err != nil {
+		return "", err
+	}
+	want := requestedIP(svc)
+	if len(fips) > 0 && (want == "" || fips[0].FloatingIP == want) {
+		return fips[0].FloatingIP, nil
+	}
+	if len(fips) > 0 {
+		if err := l.release(ctx, sc, svc, &fips[0], o.keepFloatingIP); err != nil {
+			return "", err
+		}
+		return "", l.retry("floating IP %s released for the requested %s", fips[0].FloatingIP, want)
+	}
+	return l.attachFloatingIP(ctx, sc, svc, lb, o, want)
+}
+
+// attachFloatingIP associates the requested floating IP, or allocates one.
+func (l *LoadBalancer) attachFloatingIP(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions, want string) (string, error) {
+	desc := l.lbName(svc)
+	if want != "" {
+		existing, err := listFloatingIPs(ctx, sc, floatingips.ListOpts{FloatingIP: want, FloatingNetworkID: o.floatingNetworkID})
+		if err != nil {
+			return "", err
+		}
+		if len(existing) > 0 {
+			return l.associate(ctx, sc, svc, &existing[0], lb.VipPortID)
+		}
+	}
+	fip, err := floatingips.Create(ctx, sc.network, floatingips.CreateOpts{
+		FloatingNetworkID: o.floatingNetworkID, FloatingIP: want, PortID: lb.VipPortID, Description: desc,
+	}).Extract()
+	if err != nil {
+		return "", fmt.Errorf("allocating a floating IP on network %s: %w", o.floatingNetworkID, err)
+	}
+	l.logger(ctx, svc).V(2).Info("Allocated floating IP", "loadBalancerID", lb.ID, "floatingIP", fip.FloatingIP)
+	return fip.FloatingIP, nil
+}
+
+// associate puts a requested, pre-existing floating IP on the VIP port. Its
+// description is left alone, so deleting the Service only disassociates it.
+func (l *LoadBalancer) associate(ctx context.Context, sc *serviceClients, svc *corev1.Service, fip *floatingips.FloatingIP, portID string) (string, error) {
+	if fip.PortID != "" && fip.PortID != portID {
+		return "", backends.NewUserError("FloatingIPInUse", fmt.Errorf("requested floating IP %s is in use by port %s: free it or request another address", fip.FloatingIP, fip.PortID))
+	}
+	if _, err := floatingips.Update(ctx, sc.network, fip.ID, floatingips.UpdateOpts{PortID: &portID}).Extract(); err != nil {
+		return "", fmt.Errorf("associating floating IP %s: %w", fip.FloatingIP, err)
+	}
+	l.logger(ctx, svc).V(2).Info("Associated floating IP", "floatingIP", fip.FloatingIP)
+	return fip.FloatingIP, nil
+}
+
+// releaseFloatingIPs releases the floating IPs on the VIP port and any left
+// with this load balancer's name (from an interrupted create).
+func (l *LoadBalancer) releaseFloatingIPs(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions) error {
+	if sc.network == nil {
+		if wantsFloatingIP(o) {
+			return errNoNetwork
+		}
+		return nil
+	}
+	fips, err := listFloatingIPs(ctx, sc, floatingips.ListOpts{PortID: lb.VipPortID})
+	if err != nil {
+		return err
+	}
+	for i := range fips {
+		if err := l.release(ctx, sc, svc, &fips[i], o.keepFloatingIP); err != nil {
+			return err
+		}
+	}
+	return l.releaseLeftovers(ctx, sc, svc, o)
+}
+
+// leftoverFloatingIPs lists floating IPs still carrying the load balancer's
+// name in their description.
+func (l *LoadBalancer) leftoverFloatingIPs(ctx context.Context, sc *serviceClients, svc *corev1.Service) ([]floatingips.FloatingIP, error) {
+	if sc.network == nil {
+		return nil, nil
+	}
+	return listFloatingIPs(ctx, sc, floatingips.ListOpts{Description: l.lbName(svc)})
+}
+
+func (l *LoadBalancer) releaseLeftovers(ctx context.Context, sc *serviceClients, svc *corev1.Service, o *lbOptions) error {
+	left, err := l.leftoverFloatingIPs(ctx, sc, svc)
+	if err != nil {
+		return err
+	}
+	for i := range left {
+		if err := l.release(ctx, sc, svc, &left[i], o.keepFloatingIP); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release gives back a floating IP: one the backend allocated (its
+// description is the load balancer's name) is deleted unless kept; any other
+// (a requested, pre-existing one) and a kept one are only disassociated.
+func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *corev1.Service, fip *floatingips.FloatingIP, keep bool) error {
+	log := l.logger(ctx, svc).WithValues("floatingIP", fip.FloatingIP)
+	ours := fip.Description == l.lbName(svc)
+	if ours && !keep {
+		if err := ignoreNotFound(floatingips.Delete(ctx, sc.network, fip.ID).ExtractErr()); err != nil {
+			return fmt.Errorf("releasing floating IP %s: %w", fip.FloatingIP, err)
+		}
+		log.V(2).Info("Released floating IP")
+		return nil
+	}
+	opts := floatingips.UpdateOpts{PortID: new(string)}
+	if ours {
+		opts.Description = ptr("kept by multicloud-ccm after " + l.lbName(svc))
+	}
+	if _, err := floatingips.Update(ctx, sc.network, fip.ID, opts).Extract(); err != nil {
+		return fmt.Errorf("disassociating floating IP %s: %w", fip.FloatingIP, err)
+	}
+	log.V(2).Info("Disassociated floating IP")
+	return nil
+}

@@ -1,0 +1,172 @@
+package openstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cloud-provider/api"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+)
+
+// serviceTweak changes a test Service.
+type serviceTweak func(*corev1.Service)
+
+func newService(name string, tweaks ...serviceTweak) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), Annotations: map[string]string{}},
+		Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}},
+		},
+	}
+	for _, t := range tweaks {
+		t(s)
+	}
+	return s
+}
+
+func withAnnotation(k, v string) serviceTweak {
+	return func(s *corev1.Service) { s.Annotations[k] = v }
+}
+
+func withPort(proto corev1.Protocol, port, nodePort int32) serviceTweak {
+	return func(s *corev1.Service) {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", port), Protocol: proto, Port: port, NodePort: nodePort})
+	}
+}
+
+func withLocalTraffic(hcPort int32) serviceTweak {
+	return func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = hcPort
+	}
+}
+
+func withSourceRanges(r ...string) serviceTweak {
+	return func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = r }
+}
+
+// nodeTweak changes a test Node.
+type nodeTweak func(*corev1.Node)
+
+func newNode(name string, tweaks ...nodeTweak) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	for _, t := range tweaks {
+		t(n)
+	}
+	return n
+}
+
+func withInternalIP(ip string) nodeTweak {
+	return func(n *corev1.Node) {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+}
+
+func withProviderID(id string) nodeTweak {
+	return func(n *corev1.Node) { n.Spec.ProviderID = id }
+}
+
+func randomID(t testing.TB) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// realOctavia returns settings for the stack hack/openstack/up.sh starts.
+// Without its environment the test is skipped, or fails when CI is set.
+func realOctavia(t testing.TB) *Settings {
+	t.Helper()
+	if os.Getenv("OS_AUTH_URL") == "" || os.Getenv("OCTAVIA_E2E") == "" || os.Getenv("OS_PASSWORD_FILE") == "" {
+		msg := `no real Keystone + Octavia: run eval "$(hack/openstack/up.sh)" first (sets OS_AUTH_URL, OS_PASSWORD_FILE, OCTAVIA_E2E)`
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	s := &Settings{
+		Auth: Auth{
+			AuthURL: os.Getenv("OS_AUTH_URL"), Username: os.Getenv("OS_USERNAME"), Password: config.SecretRef{File: os.Getenv("OS_PASSWORD_FILE")},
+			ProjectName: os.Getenv("OS_PROJECT_NAME"),
+		},
+		Region:       os.Getenv("OS_REGION_NAME"),
+		LoadBalancer: LoadBalancerSettings{VIPSubnetID: "6f1e4f39-9c6a-4d55-8a25-4a4c8c3c2b11"},
+	}
+	s.setDefaults("")
+	if errs := s.validate(nil, ""); len(errs) > 0 {
+		t.Fatalf("settings from the environment: %v", errs.ToAggregate())
+	}
+	return s
+}
+
+// newRealCloud builds a backend against the real stack, as the router
+// would, with a fresh cluster ID so tests never see each other's objects.
+func newRealCloud(t testing.TB, s *Settings, clusterID string) *Cloud {
+	t.Helper()
+	c, err := New(context.Background(), backends.Options{Name: "os", ClusterID: clusterID, Settings: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.(*Cloud)
+	cl.lb.retryDelay = 300 * time.Millisecond
+	return cl
+}
+
+// isRetry reports whether err asks the caller to come back later.
+func isRetry(err error) bool {
+	var re *api.RetryError
+	return errors.As(err, &re)
+}
+
+// ensureConverged calls EnsureLoadBalancer until it stops asking to retry,
+// as the service controller would, and returns the status and the number of
+// calls it took.
+func ensureConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, int) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for calls := 1; ; calls++ {
+		st, err := lb.EnsureLoadBalancer(context.Background(), "kubernetes", svc, nodes)
+		if err == nil {
+			return st, calls
+		}
+		if !isRetry(err) {
+			t.Fatalf("EnsureLoadBalancer: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("EnsureLoadBalancer still asks to retry after %d calls: %v", calls, err)
+		}
+		time.Sleep(lb.retryDelay)
+	}
+}
+
+// deleteConverged calls EnsureLoadBalancerDeleted until it returns nil.
+func deleteConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		err := lb.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", svc)
+		if err == nil {
+			return
+		}
+		if !isRetry(err) {
+			t.Fatalf("EnsureLoadBalancerDeleted: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("EnsureLoadBalancerDeleted still asks to retry: %v", err)
+		}
+		time.Sleep(lb.retryDelay)
+	}
+}

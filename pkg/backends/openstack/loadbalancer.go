@@ -1,0 +1,297 @@
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// Octavia provisioning statuses the backend acts on.
+const (
+	lbActive        = "ACTIVE"
+	lbError         = "ERROR"
+)
+
+// maxNameLength is Octavia's limit on names.
+const maxNameLength = 255
+
+// LoadBalancer provides Octavia load balancers. Each Ensure or Update call
+// makes at most one change, then returns a RetryError while Octavia applies
+// it: no worker ever blocks waiting for ACTIVE.
+type LoadBalancer struct {
+	name       string
+	clusterID  string
+	settings   *LoadBalancerSettings
+	clients    func(ctx context.Context) (*serviceClients, error)
+	retryDelay time.Duration
+}
+
+var (
+	_ cloudprovider.LoadBalancer = (*LoadBalancer)(nil)
+	_ backends.NodeTargeter      = (*LoadBalancer)(nil)
+)
+
+func newLoadBalancer(name, clusterID string, s *LoadBalancerSettings, clients func(context.Context) (*serviceClients, error)) *LoadBalancer {
+	return &LoadBalancer{name: name, clusterID: clusterID, settings: s, clients: clients, retryDelay: 2 * time.Second}
+}
+
+// CanTarget is true for every node with an InternalIP: members may be any
+// node the VIP network reaches, bare metal and other clouds' included.
+func (l *LoadBalancer) CanTarget(_ *corev1.Service, node *corev1.Node) bool {
+	return nodeAddress(node) != ""
+}
+
+// lbName is the load balancer's name: mccm_<cluster>_<namespace>_<name>.
+func (l *LoadBalancer) lbName(svc *corev1.Service) string {
+	n := fmt.Sprintf("mccm_%s_%s_%s", l.clusterID, svc.Namespace, svc.Name)
+	if len(n) > maxNameLength {
+		n = n[:maxNameLength]
+	}
+	return n
+}
+
+// tags mark a load balancer as this cluster's, for this Service.
+func (l *LoadBalancer) tags(svc *corev1.Service) []string {
+	return []string{"mccm-cluster=" + l.clusterID, "mccm-service=" + svc.Namespace + "/" + svc.Name}
+}
+
+// GetLoadBalancerName returns the Octavia name of the Service's load balancer.
+func (l *LoadBalancer) GetLoadBalancerName(_ context.Context, _ string, svc *corev1.Service) string {
+	return l.lbName(svc)
+}
+
+func (l *LoadBalancer) logger(ctx context.Context, svc *corev1.Service) klog.Logger {
+	return klog.FromContext(ctx).WithValues("backend", l.name, "service", svc.Namespace+"/"+svc.Name)
+}
+
+func (l *LoadBalancer) wrap(op string, svc *corev1.Service, err error) error {
+	if _, ok := backends.AsUserError(err); ok {
+		return err
+	}
+	return fmt.Errorf("openstack backend %s: %s load balancer for %s/%s: %w", l.name, op, svc.Namespace, svc.Name, err)
+}
+
+func (l *LoadBalancer) retry(format string, args ...any) error {
+	return api.NewRetryError(fmt.Sprintf("openstack backend %s: ", l.name)+fmt.Sprintf(format, args...), l.retryDelay)
+}
+
+// find lists the Service's load balancers by tag, oldest first.
+func (l *LoadBalancer) find(ctx context.Context, sc *serviceClients, svc *corev1.Service) ([]loadbalancers.LoadBalancer, error) {
+	pages, err := loadbalancers.List(sc.loadBalancer, loadbalancers.ListOpts{Tags: l.tags(svc)}).AllPages(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing load balancers: %w", err)
+	}
+	found, err := loadbalancers.ExtractLoadBalancers(pages)
+	if err != nil {
+		return nil, fmt.Errorf("listing load balancers: %w", err)
+	}
+	sort.SliceStable(found, func(i, j int) bool { return found[i].CreatedAt.Before(found[j].CreatedAt) })
+	return found, nil
+}
+
+// GetLoadBalancer reports the Service's load balancer; exists is true while
+// any part of it is left in OpenStack.
+func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	sc, err := l.clients(ctx)
+	if err != nil {
+		return nil, false, l.wrap("getting", svc, err)
+	}
+	found, err := l.find(ctx, sc, svc)
+	if err != nil {
+		return nil, false, l.wrap("getting", svc, err)
+	}
+	if len(found) == 0 {
+		left, err := l.leftoverFloatingIPs(ctx, sc, svc)
+		if err != nil {
+			return nil, false, l.wrap("getting", svc, err)
+		}
+		return nil, len(left) > 0, nil
+	}
+	o, err := parseOptions(svc, l.settings)
+	if err != nil {
+		return nil, true, l.wrap("getting", svc, err)
+	}
+	addr, err := l.currentAddress(ctx, sc, &found[0], o)
+	if err != nil {
+		return nil, true, l.wrap("getting", svc, err)
+	}
+	return status(addr), true, nil
+}
+
+func status(addr string) *corev1.LoadBalancerStatus {
+	if addr == "" {
+		return &corev1.LoadBalancerStatus{}
+	}
+	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: addr}}}
+}
+
+// EnsureLoadBalancer creates or converges the Service's load balancer, one
+// change per call, and returns its address once nothing is left to change.
+func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	st, err := l.ensure(ctx, svc, nodes)
+	if err != nil {
+		return nil, l.wrap("ensuring", svc, err)
+	}
+	return st, nil
+}
+
+// UpdateLoadBalancer converges the members (and everything else) of the
+// Service's load balancer.
+func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) error {
+	if _, err := l.ensure(ctx, svc, nodes); err != nil {
+		return l.wrap("updating", svc, err)
+	}
+	return nil
+}
+
+func (l *LoadBalancer) ensure(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	o, err := parseOptions(svc, l.settings)
+	if err != nil {
+		return nil, err
+	}
+	want, err := desiredListeners(svc, nodes, o)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := l.clients(ctx)
+	if err != nil {
+		return nil, err
+	}
+	found, err := l.find(ctx, sc, svc)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) == 0 {
+		return nil, l.create(ctx, sc, svc, want, o)
+	}
+	if len(found) > 1 {
+		return nil, l.deleteOne(ctx, sc, svc, &found[len(found)-1], o)
+	}
+	lb := &found[0]
+	if err := l.checkReady(ctx, sc, svc, lb); err != nil {
+		return nil, err
+	}
+	if err := l.converge(ctx, sc, svc, lb, want); err != nil {
+		return nil, err
+	}
+	addr, err := l.ensureFloatingIP(ctx, sc, svc, lb, o)
+	if err != nil {
+		return nil, err
+	}
+	return status(addr), nil
+}
+
+// checkReady returns nil for an ACTIVE load balancer, replaces one in ERROR,
+// and asks to retry for one still pending.
+func (l *LoadBalancer) checkReady(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer) error {
+	switch lb.ProvisioningStatus {
+	case lbActive:
+		return nil
+	case lbError:
+		l.logger(ctx, svc).V(2).Info("Replacing load balancer in ERROR", "loadBalancerID", lb.ID)
+		if err := loadbalancers.Delete(ctx, sc.loadBalancer, lb.ID, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr(); err != nil {
+			return fmt.Errorf("deleting load balancer %s in ERROR: %w", lb.ID, err)
+		}
+		return l.retry("load balancer %s was in ERROR and is being replaced", lb.ID)
+	}
+	return l.retry("load balancer %s is %s", lb.ID, lb.ProvisioningStatus)
+}
+
+// create makes the whole load balancer in one call.
+func (l *LoadBalancer) create(ctx context.Context, sc *serviceClients, svc *corev1.Service, want []listenerSpec, o *lbOptions) error {
+	opts := loadbalancers.CreateOpts{
+		Name: l.lbName(svc), Description: fmt.Sprintf("Kubernetes Service %s/%s of cluster %s", svc.Namespace, svc.Name, l.clusterID),
+		VipSubnetID: o.vipSubnetID, VipNetworkID: o.vipNetworkID, Provider: l.settings.Provider,
+		FlavorID: l.settings.FlavorID, Tags: l.tags(svc), VipAddress: internalVIP(svc, o),
+	}
+	if opts.VipSubnetID != "" {
+		opts.VipNetworkID = ""
+	}
+	for i := range want {
+		opts.Listeners = append(opts.Listeners, listenerCreateOpts(&want[i], true))
+	}
+	lb, err := loadbalancers.Create(ctx, sc.loadBalancer, opts).Extract()
+	if err != nil {
+		return fmt.Errorf("creating load balancer: %w", err)
+	}
+	l.logger(ctx, svc).V(2).Info("Created load balancer", "loadBalancerID", lb.ID)
+	return l.retry("load balancer %s is being created", lb.ID)
+}
+
+// internalVIP is the requested address of an internal load balancer.
+func internalVIP(svc *corev1.Service, o *lbOptions) string {
+	if !o.internal {
+		return ""
+	}
+	return requestedIP(svc)
+}
+
+// EnsureLoadBalancerDeleted removes the Service's load balancers and their
+// floating IPs (disassociated instead when kept), asking to retry until
+// nothing is left.
+func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *corev1.Service) error {
+	if err := l.ensureDeleted(ctx, svc); err != nil {
+		return l.wrap("deleting", svc, err)
+	}
+	return nil
+}
+
+func (l *LoadBalancer) ensureDeleted(ctx context.Context, svc *corev1.Service) error {
+	o, err := parseOptions(svc, l.settings)
+	if err != nil {
+		return err
+	}
+	sc, err := l.clients(ctx)
+	if err != nil {
+		return err
+	}
+	found, err := l.find(ctx, sc, svc)
+	if err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		return l.deleteOne(ctx, sc, svc, &found[0], o)
+	}
+	return l.releaseLeftovers(ctx, sc, svc, o)
+}
+
+// deleteOne releases a load balancer's floating IP, then deletes the load
+// balancer with everything in it.
+func (l *LoadBalancer) deleteOne(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions) error {
+	if strings.HasPrefix(lb.ProvisioningStatus, "PENDING_") {
+		return l.retry("load balancer %s is %s", lb.ID, lb.ProvisioningStatus)
+	}
+	if err := l.releaseFloatingIPs(ctx, sc, svc, lb, o); err != nil {
+		return err
+	}
+	err := loadbalancers.Delete(ctx, sc.loadBalancer, lb.ID, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
+	if gophercloud.ResponseCodeIs(err, http.StatusConflict) {
+		return l.retry("load balancer %s is busy: %v", lb.ID, err)
+	}
+	if err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return fmt.Errorf("deleting load balancer %s: %w", lb.ID, err)
+	}
+	l.logger(ctx, svc).V(2).Info("Deleting load balancer", "loadBalancerID", lb.ID)
+	return l.retry("load balancer %s is being deleted", lb.ID)
+}
+
+// requestedIP is the address asked for by annotation or spec.loadBalancerIP.
+func requestedIP(svc *corev1.Service) string {
+	if v := svc.Annotations[annotation.LoadBalancerIPs]; v != "" {
+		return strings.TrimSpace(strings.Split(v, ",")[0])
+	}
+	return svc.Spec.LoadBalancerIP
+}

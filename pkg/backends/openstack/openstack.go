@@ -1,0 +1,114 @@
+// Package openstack is the multicloud-ccm backend for OpenStack: Nova
+// servers as nodes, Octavia load balancers (with Neutron floating IPs) for
+// Services, and Neutron router routes. It talks to OpenStack through
+// gophercloud v2, logs in to Keystone lazily, and serves node lookups from a
+// cache filled by bulk, paginated server listing.
+package openstack
+
+import (
+	"context"
+	"fmt"
+
+	"time"
+
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+const (
+	// Type is the backend type in the cloud-config.
+	Type = "openstack"
+	// Scheme is the providerID scheme of OpenStack nodes, exactly as the
+	// upstream OpenStack provider writes it. Never change it.
+	Scheme = "openstack"
+)
+
+func init() {
+	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, New: New})
+}
+
+// Cloud is one OpenStack backend.
+type Cloud struct {
+	name      string
+	settings  *Settings
+	stats     *APIStats
+	instances *Instances
+	lb        *LoadBalancer
+	routes    *Routes
+}
+
+var _ cloudprovider.Interface = (*Cloud)(nil)
+
+// New builds an OpenStack backend from its settings. It does not contact
+// OpenStack: the first call logs in.
+func New(_ context.Context, o backends.Options) (cloudprovider.Interface, error) {
+	s, ok := o.Settings.(*Settings)
+	if !ok || s == nil {
+		return nil, fmt.Errorf("openstack backend %s: settings are %T, want *openstack.Settings", o.Name, o.Settings)
+	}
+	stats := &APIStats{}
+	conn, err := newConnector(s, stats)
+	if err != nil {
+		return nil, fmt.Errorf("openstack backend %s: %w", o.Name, err)
+	}
+	return newCloud(o.Name, o.ClusterID, s, stats, conn.get), nil
+}
+
+// newCloud wires a backend around a source of service clients.
+func newCloud(name, clusterID string, s *Settings, stats *APIStats, clients func(context.Context) (*serviceClients, error)) *Cloud {
+	n := &nova{clients: clients, pageSize: s.Instances.PageSize, networks: addressRules{internal: s.Instances.InternalNetworks, public: s.Instances.PublicNetworks}}
+	c := &Cloud{name: name, settings: s, stats: stats}
+	c.instances = &Instances{
+		name: name, region: s.Region, regional: s.RegionalProviderID,
+		cache: newServerCache(n, time.Duration(s.Instances.CacheTTLSeconds)*time.Second),
+	}
+	if *s.LoadBalancer.Enabled {
+		c.lb = newLoadBalancer(name, clusterID, &s.LoadBalancer, clients)
+	}
+	if s.Routes.RouterID != "" {
+		c.routes = &Routes{name: name, routerID: s.Routes.RouterID, clients: clients, cache: c.instances.cache}
+	}
+	return c
+}
+
+// Stats returns the counts of OpenStack API calls this backend made.
+func (c *Cloud) Stats() *APIStats { return c.stats }
+
+// Initialize does nothing: the backend needs no Kubernetes client.
+func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// LoadBalancer returns the Octavia load balancers, unless disabled.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	if c.lb == nil {
+		return nil, false
+	}
+	return c.lb, true
+}
+
+// Instances is not offered: the router uses InstancesV2 only.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 returns the Nova servers.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
+
+// Zones is not offered: InstancesV2 carries zones.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not offered.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes returns the Neutron router routes when a router is configured.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
+	if c.routes == nil {
+		return nil, false
+	}
+	return c.routes, true
+}
+
+// ProviderName returns the backend type.
+func (c *Cloud) ProviderName() string { return Type }
+
+// HasClusterID is true: every backend gets the cluster ID from the config.
+func (c *Cloud) HasClusterID() bool { return true }
+
