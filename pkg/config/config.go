@@ -221,13 +221,13 @@ func decode(data []byte) (*CloudConfig, field.ErrorList) {
 	}
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(field.NewPath("<file>"), "", "not valid YAML: "+err.Error())}
+		return nil, field.ErrorList{field.Invalid(field.NewPath("<file>"), field.OmitValueType{}, "not valid YAML: "+err.Error())}
 	}
 	cfg := &CloudConfig{}
 	strict, err := kjson.UnmarshalStrict(js, cfg)
 	if err != nil {
 		p, msg := decodeMessage(nil, err)
-		return nil, field.ErrorList{field.Invalid(p, "", msg)}
+		return nil, field.ErrorList{field.Invalid(p, field.OmitValueType{}, msg)}
 	}
 	return cfg, strictErrors(nil, strict)
 }
@@ -254,6 +254,8 @@ func decodeMessage(base *field.Path, err error) (*field.Path, string) {
 
 func friendlyType(t string) string {
 	switch {
+	case strings.HasSuffix(t, "SecretRef"):
+		return "a secret reference, {file: /path/to/secret} or {env: VARIABLE}: credentials are never written into the config"
 	case strings.HasPrefix(t, "[]"):
 		return "a list"
 	case strings.HasPrefix(t, "map["):
@@ -301,7 +303,7 @@ func DecodeSection(raw []byte, path *field.Path, v any) field.ErrorList {
 	strict, err := kjson.UnmarshalStrict(raw, v)
 	if err != nil {
 		p, msg := decodeMessage(path, err)
-		return field.ErrorList{field.Invalid(p, "", msg)}
+		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, msg)}
 	}
 	return strictErrors(path, strict)
 }
