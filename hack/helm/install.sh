@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs helm (pinned) from the Go module proxy into _output/tools/bin (or
+# $TOOLS). Idempotent: does nothing when the binary there already reports the
+# pinned version, so rerunning costs well under a second.
+#
+# helm's own Makefile sets the Kubernetes version helm assumes by default
+# (.Capabilities.KubeVersion, and the deprecation checks of `helm lint`) from
+# the client-go it was built with; `go install` alone leaves v1.20. We pass
+# the same -X flags, computed from helm's go.mod. Tests pass --kube-version
+# anyway.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TOOLS=${TOOLS:-$ROOT/_output/tools/bin}
+HELM_VERSION=v3.22.0
+export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+
+mkdir -p "$TOOLS"
+if [ -x "$TOOLS/helm" ] && "$TOOLS/helm" version --template '{{.Version}}' 2>/dev/null | grep -qxF "$HELM_VERSION"; then
+  exit 0
+fi
+
+modfile=$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+clientgo=$(awk '$1 == "k8s.io/client-go" {print $2; exit}' "$modfile")
+if [ -z "$clientgo" ]; then
+  echo "hack/helm/install.sh: no k8s.io/client-go in $modfile" >&2
+  exit 1
+fi
+minor=$(echo "$clientgo" | cut -d. -f2)
+major=1
+pkg=helm.sh/helm/v3
+ldflags="-s -w -X $pkg/internal/version.version=$HELM_VERSION"
+ldflags+=" -X $pkg/pkg/lint/rules.k8sVersionMajor=$major -X $pkg/pkg/lint/rules.k8sVersionMinor=$minor"
+ldflags+=" -X $pkg/pkg/chartutil.k8sVersionMajor=$major -X $pkg/pkg/chartutil.k8sVersionMinor=$minor"
+
+GOBIN=$TOOLS go install -trimpath -ldflags "$ldflags" "$pkg/cmd/helm@$HELM_VERSION"
+"$TOOLS/helm" version --template '{{.Version}}{{"\n"}}' | grep -qxF "$HELM_VERSION" || {
+  echo "hack/helm/install.sh: $TOOLS/helm does not report $HELM_VERSION" >&2
+  exit 1
+}
