@@ -135,7 +135,7 @@ func TestTLS(t *testing.T) {
 		{"CA file", func(e map[string]any) { e["caFile"] = caFile }, ""},
 		{"thumbprint", func(e map[string]any) { e["thumbprint"] = sha256 }, ""},
 		{"insecure", func(e map[string]any) { e["insecure"] = true }, ""},
-		{"system roots only", func(e map[string]any) {}, "certificate"},
+		{"system roots only", func(e map[string]any) {}, "set caFile to the CA that signed it"},
 		{"wrong thumbprint", func(e map[string]any) { e["thumbprint"] = strings.Repeat("AB:", 31) + "AB" }, "thumbprint does not match"},
 	}
 	for _, tt := range tests {
@@ -152,8 +152,11 @@ func TestTLS(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("InstanceExists = %v, %v; want an error mentioning %q", ok, err, tt.wantErr)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "vsphere.vcenters[0]") {
+				t.Errorf("InstanceExists = %v, %v; want an error naming the vCenter's field and mentioning %q", ok, err, tt.wantErr)
+			}
+			if ue, isUser := backends.AsUserError(err); !isUser || ue.Reason != ReasonTLSConfig {
+				t.Errorf("error %v is not a %s user error", err, ReasonTLSConfig)
 			}
 		})
 	}

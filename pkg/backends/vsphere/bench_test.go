@@ -18,8 +18,8 @@ import (
 
 // BenchmarkNodeSweep measures a full node sweep (InstanceMetadata for every
 // node, as the upstream node controller runs every 5 minutes) at 100 and
-// 1,000 VMs: the backend's cached path, with its inventory refreshed once
-// per sweep (the worst case: a sweep every 5 minutes outlives a 1-minute
+// 1,000 VMs: the backend's cached path (zones and regions from tags
+// included), with its inventory refreshed once per sweep (the worst case: a sweep every 5 minutes outlives a 1-minute
 // refresh interval), beside a naive per-node lookup (FindByUuid and a
 // property read per node) in the same run. roundtrips/sweep counts the
 // HTTP requests that reach the simulator. The 1,000-VM case is skipped
@@ -38,7 +38,7 @@ func BenchmarkNodeSweep(b *testing.B) {
 }
 
 func benchCached(b *testing.B, s *sim, nodes []*corev1.Node) {
-	c := newCloud(b, []*sim{s})
+	c := newCloud(b, []*sim{s}, withZones())
 	ctx := context.Background()
 	// Log in once first: a session outlives many sweeps.
 	if _, err := c.InstanceMetadata(ctx, nodes[0]); err != nil {
@@ -48,8 +48,12 @@ func benchCached(b *testing.B, s *sim, nodes []*corev1.Node) {
 	for b.Loop() {
 		c.vcenters[0].invalidate()
 		for _, node := range nodes {
-			if _, err := c.InstanceMetadata(ctx, node); err != nil {
+			md, err := c.InstanceMetadata(ctx, node)
+			if err != nil {
 				b.Fatal(err)
+			}
+			if md.Zone == "" || md.Region == "" {
+				b.Fatalf("%s: no zone or region in %+v", node.Name, md)
 			}
 		}
 	}
@@ -110,6 +114,9 @@ func reportRoundTrips(b *testing.B, requests int64, nodes int) {
 func benchInventory(b *testing.B, n int) (*sim, []*corev1.Node) {
 	b.Helper()
 	s := startSim(b, withClusters(2, 2, 1))
+	s.tag(b, "k8s-region", "region-1", "/DC0")
+	s.tag(b, "k8s-zone", "zone-a", "/DC0/host/DC0_C0")
+	s.tag(b, "k8s-zone", "zone-b", "/DC0/host/DC0_C1")
 	ctx := context.Background()
 	existing := s.vms(b, "DC0")
 	for i, v := range existing {

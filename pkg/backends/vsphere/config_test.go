@@ -60,7 +60,7 @@ func TestParseSectionErrors(t *testing.T) {
 	}{
 		{"no vcenters", func(m map[string]any) { m["vcenters"] = []any{} }, []string{"vsphere.vcenters: Required"}},
 		{"unknown key", func(m map[string]any) { m["zoneCatgory"] = "x" }, []string{`unknown field "backends[0].vsphere.zoneCatgory"`}},
-		{"inline password", func(m map[string]any) { vc0(m)["password"] = "hunter2" }, []string{"vcenters.password", "must be an object"}},
+		{"inline password", func(m map[string]any) { vc0(m)["password"] = "hunter2" }, []string{"vcenters.password", "must be a secret reference", "never written into the config"}},
 		{"no server", func(m map[string]any) { vc0(m)["server"] = "" }, []string{"vcenters[0].server", "host name or URL"}},
 		{"bad scheme", func(m map[string]any) { vc0(m)["server"] = "ftp://vc" }, []string{"vcenters[0].server", "scheme must be https"}},
 		{"no datacenters", func(m map[string]any) { delete(vc0(m), "datacenters") }, []string{"vcenters[0].datacenters: Required"}},

@@ -189,7 +189,7 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 	}
 	vim, err := vim25.NewClient(ctx, sc)
 	if err != nil {
-		return nil, fmt.Errorf("connecting: %w", err)
+		return nil, v.connectError(err)
 	}
 	v.logins.Add(1)
 	if err := session.NewManager(vim).Login(ctx, url.UserPassword(v.user, v.password)); err != nil {
@@ -205,6 +205,21 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 		c.tagErr = v.loginTags(ctx, c)
 	}
 	return c, nil
+}
+
+// connectError makes a certificate that fails verification a user error
+// saying how to trust it.
+func (v *vcenter) connectError(err error) error {
+	if soap.IsCertificateUntrusted(err) || strings.Contains(err.Error(), "thumbprint does not match") {
+		how := "set caFile to the CA that signed it or thumbprint to its SHA-256 fingerprint"
+		if v.cfg.Thumbprint != "" {
+			how = "check thumbprint against the certificate's SHA-1 or SHA-256 fingerprint"
+		} else if v.cfg.CAFile != "" {
+			how = "check that caFile holds the CA that signed it"
+		}
+		return newUserError(ReasonTLSConfig, "%s: the certificate of vCenter %s is not trusted: %w; %s", v.path, v.name, err, how)
+	}
+	return fmt.Errorf("connecting: %w", err)
 }
 
 func (v *vcenter) loginError(err error) error {
