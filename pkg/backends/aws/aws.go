@@ -113,6 +113,13 @@ func newClients(ctx context.Context, s *Settings) (EC2API, ELBAPI, error) {
 	if s.Profile != "" {
 		opts = append(opts, awsconfig.WithSharedConfigProfile(s.Profile))
 	}
+	if s.Endpoints.STS != "" {
+		// Web identity (IRSA) exchanges its token at STS too: through the
+		// override, for private endpoints. The call is unsigned.
+		client := sts.New(sts.Options{Region: s.Region, BaseEndpoint: endpoint(s.Endpoints.STS), HTTPClient: httpClient(),
+			Retryer: newRetryer(s.Retry), AppID: appID})
+		opts = append(opts, awsconfig.WithWebIdentityRoleCredentialOptions(func(o *stscreds.WebIdentityRoleOptions) { o.Client = client }))
+	}
 	if s.Credentials != nil {
 		p, err := staticCredentials(s.Credentials)
 		if err != nil {

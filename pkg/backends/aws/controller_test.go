@@ -3,22 +3,29 @@ package aws
 import (
 	"context"
 	"fmt"
+	"net"
+	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	nodecontroller "k8s.io/cloud-provider/controllers/node"
 	"k8s.io/cloud-provider/controllers/nodelifecycle"
+	routecontroller "k8s.io/cloud-provider/controllers/route"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/component-base/featuregate"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
+	_ "k8s.io/controller-manager/pkg/features/register" // the route controller reads its feature gates.
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
 )
@@ -167,6 +174,13 @@ func TestNodeControllers(t *testing.T) {
 // backend over client.
 func runServiceController(t *testing.T, c *Cloud, client *fake.Clientset) {
 	t.Helper()
+	t.Cleanup(startServiceController(t, c, client))
+}
+
+// startServiceController starts the upstream service controller and
+// returns the function that stops it (a crash, as far as AWS can tell).
+func startServiceController(t *testing.T, c *Cloud, client *fake.Clientset) (stop func()) {
+	t.Helper()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctrl, err := servicecontroller.New(c, client, factory.Core().V1().Services(), factory.Core().V1().Nodes(), testCluster, featuregate.NewFeatureGate())
 	if err != nil {
@@ -176,7 +190,82 @@ func runServiceController(t *testing.T, c *Cloud, client *fake.Clientset) {
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Go(func() { ctrl.Run(ctx, 2, controllersmetrics.NewControllerManagerMetrics("test")) })
-	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
+	return func() { cancel(); wg.Wait(); factory.Shutdown() }
+}
+
+// TestServiceControllerCrashBeforeStatus: the CCM creates the NLB and dies
+// before the Service's status is written (every status write fails, then
+// the controller stops). A restarted CCM (a new backend, a new controller)
+// finds the NLB by its name and tags: exactly one NLB, and the status gets
+// its DNS name.
+//
+// Nodes are added only once the Service is handled: the upstream controller
+// reads its service cache during a node sync without a lock (a data race
+// the race detector reports when a node sync and a service sync overlap).
+func TestServiceControllerCrashBeforeStatus(t *testing.T) {
+	e := newEnv(t)
+	client := fake.NewClientset()
+	ctx := context.Background()
+	var crashed atomic.Bool
+	var statusWrites atomic.Int32
+	crashed.Store(true)
+	client.PrependReactor("patch", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// The controller patches the finalizer and the status through the
+		// status subresource; only the status (with the ingress) fails.
+		p, ok := a.(k8stesting.PatchAction)
+		if ok && crashed.Load() && strings.Contains(string(p.GetPatch()), "ingress") {
+			statusWrites.Add(1)
+			return true, nil, fmt.Errorf("connection reset by peer (the CCM is crashing)")
+		}
+		return false, nil, nil
+	})
+	stop := startServiceController(t, e.cloud, client)
+	if _, err := client.CoreV1().Services("default").Create(ctx, newService("web"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "NLB created, status write failed", func() error {
+		if len(e.fake.LoadBalancers()) != 1 || statusWrites.Load() == 0 {
+			return fmt.Errorf("%d load balancers, %d status writes", len(e.fake.LoadBalancers()), statusWrites.Load())
+		}
+		return nil
+	})
+	stop()
+	crashed.Store(false)
+
+	restarted := buildCloud(t, e.url)
+	runServiceController(t, restarted, client)
+	eventually(t, "the restarted CCM writes the NLB's DNS name", func() error {
+		s, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no ingress yet (%v)", err)
+		}
+		if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || s.Status.LoadBalancer.Ingress[0].Hostname != lbs[0].DNSName {
+			return fmt.Errorf("ingress %v, load balancers %+v", s.Status.LoadBalancer.Ingress, lbs)
+		}
+		return nil
+	})
+	if n := e.fake.Calls("CreateLoadBalancer"); n != 1 {
+		t.Errorf("CreateLoadBalancer calls = %d, want 1", n)
+	}
+	if len(e.fake.TargetGroups()) != 1 || e.fake.SecurityGroupCount() != 1 {
+		t.Errorf("%d target groups, %d security groups; want 1 and 1", len(e.fake.TargetGroups()), e.fake.SecurityGroupCount())
+	}
+	createNodes(t, client, e.awsNodes(1, 2)...)
+	eventually(t, "the nodes become targets", func() error {
+		if tgs := e.fake.TargetGroups(); len(tgs) != 1 || len(tgs[0].Targets) != 2 {
+			return fmt.Errorf("target groups %+v", tgs)
+		}
+		return nil
+	})
+}
+
+func createNodes(t *testing.T, client *fake.Clientset, nodes ...*corev1.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		if _, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestServiceControllerVSphereOnAWS is the mission's headline case: the
@@ -184,16 +273,14 @@ func runServiceController(t *testing.T, c *Cloud, client *fake.Clientset) {
 // instance); a Service gets an NLB whose IP targets are exactly the nodes'
 // addresses; adding a node registers a target; an outage deletes nothing;
 // deleting the Service leaves nothing in AWS.
+//
+// The nodes join after the Service is handled (see
+// TestServiceControllerCrashBeforeStatus for why).
 func TestServiceControllerVSphereOnAWS(t *testing.T) {
 	e := newEnv(t)
 	nodes := append(otherNodes(2), e.awsNodes(1, 1)...)
 	client := fake.NewClientset()
 	ctx := context.Background()
-	for _, n := range nodes {
-		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	runServiceController(t, e.cloud, client)
 	svc := newService("web")
 	if _, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
@@ -218,6 +305,7 @@ func TestServiceControllerVSphereOnAWS(t *testing.T) {
 			return nil
 		}
 	}
+	createNodes(t, client, nodes...)
 	eventually(t, "IP targets are the nodes' addresses", wantTargets("10.0.11.11:30080,192.168.10.1:30080@all,192.168.10.2:30080@all"))
 
 	extra := newNode("vm-z", withProviderID("vsphere://4201-z"), withInternalIP("192.168.10.9"))
@@ -260,5 +348,72 @@ func markDeleted(t *testing.T, client *fake.Clientset, name string) {
 	s.DeletionTimestamp = &now
 	if _, err := client.CoreV1().Services("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRouteController runs the upstream route controller against the
+// backend: each aws:// node's pod CIDR is routed to its instance in the
+// cluster's tagged route table, with the instance's source/destination
+// check off; a deleted node's route is removed; a route outside the
+// cluster CIDR is left alone. Without a routes section no Routes are
+// offered.
+func TestRouteController(t *testing.T) {
+	if _, ok := newEnv(t).cloud.Routes(); ok {
+		t.Fatal("Routes offered without a routes section")
+	}
+	e := newEnv(t, func(s *Settings) { s.Routes = &RoutesSettings{} })
+	a, b, nat := e.addInstance(1), e.addInstance(2), e.addInstance(3)
+	e.fake.AddRouteTable(awsfake.RouteTable{ID: "rtb-0c1", VPCID: testVPC, Tags: map[string]string{tagClusterPrefix + testCluster: "owned"},
+		Routes: []awsfake.Route{{DestinationCIDR: "0.0.0.0/0", InstanceID: nat.ID}}})
+	e.fake.AddRouteTable(awsfake.RouteTable{ID: "rtb-0c2", VPCID: testVPC})
+	withPodCIDR := func(cidr string) nodeTweak {
+		return func(n *corev1.Node) { n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr} }
+	}
+	client := fake.NewClientset(
+		newNode("a", withProviderID(providerID(a.Zone, a.ID)), withPodCIDR("10.244.1.0/24")),
+		newNode("b", withProviderID(providerID(b.Zone, b.ID)), withPodCIDR("10.244.2.0/24")))
+	routes, _ := e.cloud.Routes()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	e.cloud.SetInformers(factory)
+	_, clusterCIDR, _ := net.ParseCIDR("10.244.0.0/16")
+	rc, err := routecontroller.New(routes, client, factory.Core().V1().Nodes(), testCluster, []*net.IPNet{clusterCIDR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Go(func() { rc.Run(ctx, 200*time.Millisecond, controllersmetrics.NewControllerManagerMetrics("test")) })
+	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
+
+	table := func(want string) func() error {
+		return func() error {
+			rt, _ := e.fake.GetRouteTable("rtb-0c1")
+			var got []string
+			for _, r := range rt.Routes {
+				got = append(got, r.DestinationCIDR+"->"+r.InstanceID)
+			}
+			sort.Strings(got)
+			if strings.Join(got, ",") != want {
+				return fmt.Errorf("routes %v, want %s", got, want)
+			}
+			return nil
+		}
+	}
+	eventually(t, "pod CIDRs routed to the instances", table(fmt.Sprintf("0.0.0.0/0->%s,10.244.1.0/24->%s,10.244.2.0/24->%s", nat.ID, a.ID, b.ID)))
+	for _, id := range []string{a.ID, b.ID} {
+		if in, _ := e.fake.GetInstance(id); in.SourceDestCheck {
+			t.Errorf("instance %s still checks source/destination", id)
+		}
+	}
+	if in, _ := e.fake.GetInstance(nat.ID); !in.SourceDestCheck {
+		t.Error("the NAT instance's source/destination check was changed")
+	}
+	if err := client.CoreV1().Nodes().Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deleted node's route removed", table(fmt.Sprintf("0.0.0.0/0->%s,10.244.1.0/24->%s", nat.ID, a.ID)))
+	if rt, _ := e.fake.GetRouteTable("rtb-0c2"); len(rt.Routes) != 0 {
+		t.Errorf("untagged route table changed: %v", rt.Routes)
 	}
 }

@@ -112,9 +112,10 @@ func sourceRanges(svc *corev1.Service) ([]string, error) {
 	}
 	var out []string
 	for _, n := range set.StringSlice() {
-		if ip, _, err := net.ParseCIDR(n); err == nil && ip.To4() != nil {
-			out = append(out, n)
+		if ip, _, err := net.ParseCIDR(n); err != nil || ip.To4() == nil {
+			return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: loadBalancerSourceRanges: %s is not an IPv4 CIDR; the backend's load balancers are IPv4 only", svc.Namespace, svc.Name, n))
 		}
+		out = append(out, n)
 	}
 	sort.Strings(out)
 	return out, nil

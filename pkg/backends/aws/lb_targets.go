@@ -125,6 +125,7 @@ func (l *LoadBalancer) syncHealthCheck(ctx context.Context, log logr.Logger, d *
 }
 
 // syncTargets registers missing targets and deregisters extra ones.
+// Draining targets count as absent.
 func (l *LoadBalancer) syncTargets(ctx context.Context, log logr.Logger, d *desiredLB, p desiredPort, arn string) error {
 	out, err := l.elb.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: awssdk.String(arn)})
 	if err != nil {
@@ -132,7 +133,10 @@ func (l *LoadBalancer) syncTargets(ctx context.Context, log logr.Logger, d *desi
 	}
 	have := map[string]elbtypes.TargetDescription{}
 	for _, th := range out.TargetHealthDescriptions {
-		if th.Target != nil {
+		// A deregistered target is listed as draining for the group's
+		// deregistration delay: it is gone (registering it again is how
+		// AWS takes it back), not one to deregister again.
+		if th.Target != nil && !draining(th) {
 			have[targetKey(awssdk.ToString(th.Target.Id), awssdk.ToInt32(th.Target.Port))] = *th.Target
 		}
 	}
@@ -155,6 +159,10 @@ func (l *LoadBalancer) syncTargets(ctx context.Context, log logr.Logger, d *desi
 		}
 	}
 	return l.changeTargets(ctx, log, p.tgName, arn, add, remove)
+}
+
+func draining(th elbtypes.TargetHealthDescription) bool {
+	return th.TargetHealth != nil && th.TargetHealth.State == elbtypes.TargetHealthStateEnumDraining
 }
 
 func targetKey(id string, port int32) string { return fmt.Sprintf("%s:%d", id, port) }

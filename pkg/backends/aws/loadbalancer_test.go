@@ -143,6 +143,7 @@ func TestUpdates(t *testing.T) {
 	lbi, _ := e.cloud.LoadBalancer()
 	n := namesFor(testCluster, svc)
 	ctx := context.Background()
+	var removed *corev1.Node
 
 	t.Run("node added", func(t *testing.T) {
 		e.fake.ResetCalls()
@@ -159,12 +160,37 @@ func TestUpdates(t *testing.T) {
 	})
 	t.Run("node removed", func(t *testing.T) {
 		e.fake.ResetCalls()
+		removed = nodes[0]
 		nodes = nodes[1:]
 		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
 			t.Fatal(err)
 		}
 		if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "DeregisterTargets" {
 			t.Errorf("mutating calls = %v, want DeregisterTargets", m)
+		}
+		tg := e.targetGroups(t)[n.targetGroup(80, "TCP", targetInstance)]
+		if len(tg.Targets) != 2 || len(tg.Draining) != 1 {
+			t.Errorf("targets %v, draining %v; want 2 and 1", tg.Targets, tg.Draining)
+		}
+		e.fake.ResetCalls()
+		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			t.Fatal(err)
+		}
+		e.assertNoMutation(t, "Update while the removed node's target drains")
+	})
+	t.Run("node back while its target drains", func(t *testing.T) {
+		e.fake.ResetCalls()
+		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, append(nodes, removed)); err != nil {
+			t.Fatal(err)
+		}
+		if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "RegisterTargets" {
+			t.Errorf("mutating calls = %v, want RegisterTargets", m)
+		}
+		if tg := e.targetGroups(t)[n.targetGroup(80, "TCP", targetInstance)]; len(tg.Targets) != 3 || len(tg.Draining) != 0 {
+			t.Errorf("targets %v, draining %v; want 3 and 0", tg.Targets, tg.Draining)
+		}
+		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			t.Fatal(err)
 		}
 	})
 	t.Run("port added, TCP and UDP on one port", func(t *testing.T) {
@@ -246,6 +272,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"SCTP", "SCTP", newService("a", withPort("s", corev1.ProtocolSCTP, 9, 30009))},
 		{"TCP and UDP on different node ports", "same nodePort", newService("a", withPort("u", corev1.ProtocolUDP, 80, 30081))},
 		{"bad source range", "loadBalancerSourceRanges", newService("a", withSourceRanges("nonsense"))},
+		{"IPv6 source range", "not an IPv4 CIDR", newService("a", withSourceRanges("2001:db8::/32"))},
+		{"bad source-range annotation", "load-balancer-source-ranges", newService("a", withAnnotation("service.beta.kubernetes.io/load-balancer-source-ranges", "10.0.0.0/33"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.fake.ResetCalls()

@@ -641,16 +641,20 @@ func (s *Server) changeIngress(f url.Values, add bool) (any, *Error) {
 	if err != nil {
 		return nil, err
 	}
+	// As in AWS, a call with one bad rule changes nothing.
 	for _, p := range perms {
 		i := indexOf(sg.ingress, p)
 		switch {
 		case add && i >= 0:
 			return nil, errorf("InvalidPermission.Duplicate", "the specified rule \"peer: %s, %s, ALLOW\" already exists", p.cidr, p.protocol)
-		case add:
-			sg.ingress = append(sg.ingress, p)
-		case i < 0:
+		case !add && i < 0:
 			return nil, errorf("InvalidPermission.NotFound", "The specified rule does not exist in this security group.")
-		default:
+		}
+	}
+	for _, p := range perms {
+		if add {
+			sg.ingress = append(sg.ingress, p)
+		} else if i := indexOf(sg.ingress, p); i >= 0 {
 			sg.ingress = append(sg.ingress[:i], sg.ingress[i+1:]...)
 		}
 	}

@@ -31,6 +31,9 @@ type healthCheck struct {
 type target struct {
 	id, zone string
 	port     int
+	// drainUntil is set on a deregistered target: AWS keeps listing it,
+	// in state draining, for the group's deregistration delay.
+	drainUntil time.Time
 }
 
 type targetGroup struct {
@@ -63,9 +66,12 @@ type TargetGroupView struct {
 	HealthCheckProtocol             string
 	HealthCheckPort                 string
 	HealthCheckPath                 string
-	// Targets are "id:port" (with "@zone" when a zone was given), sorted.
+	// Targets are the registered targets, "id:port" (with "@zone" when a
+	// zone was given), sorted.
 	Targets []string
-	Tags    map[string]string
+	// Draining are deregistered targets still draining, in the same form.
+	Draining []string
+	Tags     map[string]string
 }
 
 // LoadBalancers returns every load balancer, sorted by name.
@@ -100,10 +106,13 @@ func (s *Server) TargetGroups() []TargetGroupView {
 	for _, tg := range s.tgs {
 		v := TargetGroupView{ARN: tg.arn, Name: tg.name, Protocol: tg.protocol, TargetType: tg.targetType, Port: tg.port,
 			HealthCheckProtocol: tg.hc.protocol, HealthCheckPort: tg.hc.port, HealthCheckPath: tg.hc.path, Tags: copyTags(tg.tags)}
-		for _, t := range tg.targets {
-			v.Targets = append(v.Targets, t.String())
+		for _, t := range s.liveTargets(tg) {
+			if t.drainUntil.IsZero() {
+				v.Targets = append(v.Targets, t.String())
+			} else {
+				v.Draining = append(v.Draining, t.String())
+			}
 		}
-		sort.Strings(v.Targets)
 		out = append(out, v)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -668,9 +677,35 @@ func (s *Server) deregisterTargets(f url.Values) (any, *Error) {
 		return nil, err
 	}
 	for _, t := range ts {
-		delete(tg.targets, fmt.Sprintf("%s:%d", t.id, t.port))
+		k := fmt.Sprintf("%s:%d", t.id, t.port)
+		have, registered := tg.targets[k]
+		switch {
+		case !registered:
+			return nil, errorf("InvalidTarget", "The following targets are not registered in target group '%s': '%s'", tg.arn, t.id)
+		case s.deregistrationDelay <= 0:
+			delete(tg.targets, k)
+		case have.drainUntil.IsZero():
+			have.drainUntil = time.Now().Add(s.deregistrationDelay)
+			tg.targets[k] = have
+		}
 	}
 	return elbResult("DeregisterTargets", nil), nil
+}
+
+// liveTargets drops targets whose draining has ended and returns the rest,
+// sorted by id and port.
+func (s *Server) liveTargets(tg *targetGroup) []target {
+	now := time.Now()
+	var out []target
+	for _, k := range sortedKeys(tg.targets) {
+		t := tg.targets[k]
+		if !t.drainUntil.IsZero() && now.After(t.drainUntil) {
+			delete(tg.targets, k)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 type xmlTargetHealth struct {
@@ -689,7 +724,8 @@ type targetHealthResult struct {
 	Descriptions []xmlTargetHealth `xml:"TargetHealthDescriptions>member"`
 }
 
-// describeTargetHealth lists the registered targets. Health is simulated:
+// describeTargetHealth lists the registered targets and, as AWS does, the
+// deregistered ones still draining (state draining). Health is simulated:
 // targets of a group no listener uses are unused, others healthy.
 func (s *Server) describeTargetHealth(f url.Values) (any, *Error) {
 	tg, err := s.targetGroup(f.Get("TargetGroupArn"))
@@ -701,11 +737,13 @@ func (s *Server) describeTargetHealth(f url.Values) (any, *Error) {
 		state = "unused"
 	}
 	var res targetHealthResult
-	for _, k := range sortedKeys(tg.targets) {
-		t := tg.targets[k]
+	for _, t := range s.liveTargets(tg) {
 		var d xmlTargetHealth
 		d.Target.ID, d.Target.Port, d.Target.AvailabilityZone = t.id, t.port, t.zone
 		d.HealthCheckPort, d.TargetHealth.State = tg.hc.port, state
+		if !t.drainUntil.IsZero() {
+			d.TargetHealth.State = "draining"
+		}
 		res.Descriptions = append(res.Descriptions, d)
 	}
 	return elbResult("DescribeTargetHealth", res), nil

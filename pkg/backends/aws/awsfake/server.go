@@ -6,6 +6,27 @@
 // mapping. It records every call by action and can throttle or fail on
 // demand. Shapes follow the AWS API reference; where the fake simplifies
 // (no real networking, one account), it says so on the method.
+//
+// Tests serve it with httptest.NewServer(fake). Programs that are not tests
+// (the demo) and end-to-end tests that run the CCM binary use the same
+// exported API:
+//
+//	fake := awsfake.New("eu-west-1")
+//	vpc := fake.Seed(awsfake.SeedSpec{ClusterID: "demo", Instances: 3})
+//	running, err := fake.Start("127.0.0.1:0") // running.URL is the endpoint
+//	defer running.Close()
+//
+// then configure an aws backend with region eu-west-1, vpc vpc.VPCID,
+// endpoints ec2, elbv2 and sts all set to running.URL, and static
+// credentials (any values: the fake checks no signature). Seed creates a
+// 10.0.0.0/16 VPC with, per zone, a public subnet tagged
+// kubernetes.io/role/elb=1 and a private one tagged
+// kubernetes.io/role/internal-elb=1, and running instances in the private
+// subnets. AddVPC, AddSubnet, AddInstance, SetInstanceState and
+// RemoveInstance shape anything else; LoadBalancers, TargetGroups,
+// SecurityGroupIngress, ResourceCount, CallCounts and MutatingCalls show
+// what the backend did; Throttle, SetOutage, FailNext,
+// SetProvisioningPolls and SetSecurityGroupReleasePolls make AWS misbehave.
 package awsfake
 
 import (
@@ -15,6 +36,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // API versions the SDK sends in the Version parameter; they tell the
@@ -45,12 +67,14 @@ type Server struct {
 
 	calls    map[string]int
 	log      []string
+	keys     map[string]string
 	throttle int
 	outage   bool
 	failNext map[string]string
 
-	provisioningPolls int
-	sgReleasePolls    int
+	provisioningPolls   int
+	sgReleasePolls      int
+	deregistrationDelay time.Duration
 }
 
 // New returns an empty fake for region.
@@ -66,8 +90,23 @@ func New(region string) *Server {
 		tgs:       map[string]*targetGroup{},
 		listeners: map[string]*listener{},
 		calls:     map[string]int{},
+		keys:      map[string]string{},
 		failNext:  map[string]string{},
+
+		deregistrationDelay: DefaultDeregistrationDelay,
 	}
+}
+
+// DefaultDeregistrationDelay is how long a deregistered target stays
+// listed as draining, AWS's default deregistration_delay.timeout_seconds.
+const DefaultDeregistrationDelay = 300 * time.Second
+
+// SetDeregistrationDelay changes how long deregistered targets drain (0:
+// they disappear at once).
+func (s *Server) SetDeregistrationDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deregistrationDelay = d
 }
 
 // ServeHTTP answers one Query-protocol request.
@@ -81,6 +120,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.calls[action]++
 	s.log = append(s.log, action)
+	key := accessKeyID(r.Header.Get("Authorization"))
+	if key == "" && action != "AssumeRoleWithWebIdentity" {
+		// AWS refuses unsigned requests (all but STS's web-identity call).
+		// The fake checks that a request is signed (SigV4) but not the
+		// signature itself.
+		writeError(w, version, &Error{Status: http.StatusForbidden, Code: "MissingAuthenticationToken", Message: "Request is missing Authentication Token"})
+		return
+	}
+	s.keys[action] = key
 	if e := s.injectedError(action); e != nil {
 		writeError(w, version, e)
 		return
@@ -159,6 +207,26 @@ func (s *Server) SetSecurityGroupReleasePolls(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sgReleasePolls = n
+}
+
+// accessKeyID returns the access key ID of a SigV4 Authorization header
+// ("AWS4-HMAC-SHA256 Credential=AKID/20260101/eu-west-1/ec2/aws4_request,
+// ..."), or "".
+func accessKeyID(auth string) string {
+	_, cred, ok := strings.Cut(auth, "Credential=")
+	if !ok || !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 ") {
+		return ""
+	}
+	key, _, _ := strings.Cut(cred, "/")
+	return key
+}
+
+// LastAccessKey returns the access key ID that signed the last call of
+// action, to tell which credentials a client used.
+func (s *Server) LastAccessKey(action string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keys[action]
 }
 
 // Calls returns how many times action was called.

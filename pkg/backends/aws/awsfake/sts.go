@@ -34,7 +34,8 @@ type callerIdentityResult struct {
 	Account string `xml:"Account"`
 }
 
-// sts answers AssumeRole (any role, fixed temporary credentials) and
+// sts answers AssumeRole and AssumeRoleWithWebIdentity (any role, fixed
+// temporary credentials: access key ASIAFAKE and ASIAWEBIDENTITY) and
 // GetCallerIdentity.
 func (s *Server) sts(action string, f url.Values) (any, *Error) {
 	var body any
@@ -45,6 +46,15 @@ func (s *Server) sts(action string, f url.Values) (any, *Error) {
 		}
 		var r assumeRoleResult
 		r.Credentials.AccessKeyID, r.Credentials.SecretAccessKey, r.Credentials.SessionToken = "ASIAFAKE", "fake-secret", "fake-session"
+		r.Credentials.Expiration = time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05Z")
+		r.AssumedRoleUser.Arn, r.AssumedRoleUser.AssumedRoleID = f.Get("RoleArn")+"/"+f.Get("RoleSessionName"), "AROAFAKE:"+f.Get("RoleSessionName")
+		body = r
+	case "AssumeRoleWithWebIdentity":
+		if f.Get("RoleArn") == "" || f.Get("RoleSessionName") == "" || f.Get("WebIdentityToken") == "" {
+			return nil, errorf("ValidationError", "RoleArn, RoleSessionName and WebIdentityToken are required")
+		}
+		var r assumeRoleResult
+		r.Credentials.AccessKeyID, r.Credentials.SecretAccessKey, r.Credentials.SessionToken = "ASIAWEBIDENTITY", "fake-secret", "fake-session"
 		r.Credentials.Expiration = time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05Z")
 		r.AssumedRoleUser.Arn, r.AssumedRoleUser.AssumedRoleID = f.Get("RoleArn")+"/"+f.Get("RoleSessionName"), "AROAFAKE:"+f.Get("RoleSessionName")
 		body = r

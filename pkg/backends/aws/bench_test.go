@@ -1,0 +1,151 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+)
+
+// expire makes the next lookup refresh the instance listing, as the first
+// lookup of a sweep does (a sweep every 5 minutes, a cache TTL of 1).
+func (c *instanceCache) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fetched = time.Time{}
+}
+
+// sweepEnv adds n instances with unique addresses and returns their Nodes.
+func sweepEnv(b *testing.B, n int) (*env, []*corev1.Node) {
+	e := newEnv(b)
+	nodes := make([]*corev1.Node, n)
+	for i := range n {
+		in := e.addInstance(i, func(in *awsfake.Instance) {
+			in.PrivateIPs = []string{fmt.Sprintf("10.0.%d.%d", 20+i/250, 1+i%250)}
+			in.PrivateDNSName = fmt.Sprintf("ip-10-0-%d-%d.eu-west-1.compute.internal", 20+i/250, 1+i%250)
+		})
+		nodes[i] = newNode(in.PrivateDNSName, withProviderID(providerID(in.Zone, in.ID)))
+	}
+	return e, nodes
+}
+
+// BenchmarkNodeSweep is the cloud-node controller's periodic sweep:
+// InstanceMetadata for every node. "cached" is the backend (bulk,
+// paginated DescribeInstances behind singleflight); "per-node" is one
+// DescribeInstances per node, as a provider without a cache makes, over the
+// same fake in the same run. Goal: cached makes at most ceil(N/1000)+1
+// DescribeInstances calls per sweep.
+func BenchmarkNodeSweep(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		e, nodes := sweepEnv(b, n)
+		inst := e.cloud.instances
+		ctx := context.Background()
+		b.Run(fmt.Sprintf("nodes=%d/cached", n), func(b *testing.B) {
+			e.fake.ResetCalls()
+			for b.Loop() {
+				inst.cache.expire()
+				for _, node := range nodes {
+					if _, err := inst.InstanceMetadata(ctx, node); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			reportSweep(b, e.fake)
+		})
+		b.Run(fmt.Sprintf("nodes=%d/per-node", n), func(b *testing.B) {
+			client := e.cloud.lb.ec2
+			e.fake.ResetCalls()
+			for b.Loop() {
+				for _, node := range nodes {
+					id, err := parseProviderID(node.Spec.ProviderID)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			reportSweep(b, e.fake)
+		})
+	}
+}
+
+func reportSweep(b *testing.B, fake *awsfake.Server) {
+	sweeps := float64(b.N)
+	b.ReportMetric(float64(fake.Calls("DescribeInstances"))/sweeps, "DescribeInstances/sweep")
+	b.ReportMetric(float64(fake.TotalCalls())/sweeps, "calls/sweep")
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/sweeps, "ms/sweep")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkLoadBalancers100 creates load balancers for 100 Services (port
+// 80/TCP, targets: two EC2 instances and two vSphere VMs, so IP targets),
+// then resyncs all 100 with nothing changed, as the service controller does
+// on a node sync (UpdateLoadBalancer) and on a restart (EnsureLoadBalancer).
+// It reports the AWS calls of the creation by operation and the calls,
+// and mutating calls, of the resync. Goal: 0 mutating calls.
+func BenchmarkLoadBalancers100(b *testing.B) {
+	const services = 100
+	var create, resync map[string]int
+	var resyncMutating int
+	for b.Loop() {
+		e := newEnv(b)
+		nodes := append(e.awsNodes(1, 2), otherNodes(2)...)
+		lb := e.cloud.lb
+		ctx := context.Background()
+		svcs := make([]*corev1.Service, services)
+		for i := range svcs {
+			svcs[i] = newService(fmt.Sprintf("svc-%03d", i))
+		}
+		e.fake.ResetCalls()
+		for _, svc := range svcs {
+			if _, err := lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+				b.Fatal(err)
+			}
+		}
+		create = e.fake.CallCounts()
+		e.fake.ResetCalls()
+		for _, svc := range svcs {
+			if err := lb.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+				b.Fatal(err)
+			}
+		}
+		resync = e.fake.CallCounts()
+		resyncMutating = len(e.fake.MutatingCalls())
+	}
+	total := 0
+	for _, op := range sortedOps(create) {
+		b.ReportMetric(float64(create[op]), "create:"+op)
+		total += create[op]
+	}
+	b.ReportMetric(float64(total), "create:calls")
+	total = 0
+	for _, n := range resync {
+		total += n
+	}
+	b.ReportMetric(float64(total), "resync:calls")
+	b.ReportMetric(float64(resyncMutating), "resync:mutating-calls")
+	b.ReportMetric(0, "ns/op")
+	if resyncMutating != 0 {
+		b.Errorf("steady-state resync made %d mutating calls: %v", resyncMutating, resync)
+	}
+}
+
+func sortedOps(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,227 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+// zoneIDLabel is the label the aws backend adds with the zone's ID.
+const zoneIDLabel = "topology.k8s.aws/zone-id"
+
+// TestAWSNodeByPrivateDNSName: a node registered under its instance's
+// private DNS name, without a providerID, is claimed by the aws backend and
+// initialised with the upstream providerID form, its zone, zone ID,
+// instance type and address.
+func TestAWSNodeByPrivateDNSName(t *testing.T) {
+	cp := env(t)
+	ctx := ctxFor(t)
+	in := seeded.Instances[1]
+	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode(in.PrivateDNSName)); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("aws:///%s/%s", in.Zone, in.ID)
+	framework.Eventually(t, settle, "node initialised by the aws backend", framework.NodeMatches(cp.Client, in.PrivateDNSName, func(n *corev1.Node) (bool, string) {
+		seen := fmt.Sprintf("providerID %q labels %v addresses %v taints %v", n.Spec.ProviderID, n.Labels, n.Status.Addresses, n.Spec.Taints)
+		return n.Spec.ProviderID == want && !framework.HasTaint(n, framework.UninitializedTaint) &&
+			n.Labels[corev1.LabelTopologyZone] == in.Zone && n.Labels[zoneIDLabel] == in.ZoneID &&
+			n.Labels[corev1.LabelInstanceTypeStable] == in.InstanceType && n.Labels[annotation.NodeBackend] == awsBackend &&
+			hasAddress(n, corev1.NodeInternalIP, in.PrivateIPs[0]), seen
+	}))
+}
+
+// TestVSphereOnAWS is the mission's headline case: the cluster's nodes are
+// VMs of another cloud (the bare-metal backend's inventory, linked to the
+// VPC) plus one EC2 instance; a Service annotated for the aws backend gets
+// an NLB whose IP targets are exactly the nodes' addresses at the NodePort
+// and whose DNS name is the Service's ingress; a new node becomes a target;
+// switching the annotation to the bare-metal backend moves the load
+// balancer and leaves nothing in AWS; deleting the Service leaves nothing.
+func TestVSphereOnAWS(t *testing.T) {
+	cp := env(t)
+	ctx := ctxFor(t)
+	ec2Node := seeded.Instances[0]
+	createNode(ctx, t, "vm-1", "baremetal://vm-1", "192.168.10.11")
+	createNode(ctx, t, "vm-2", "baremetal://vm-2", "192.168.10.12")
+	createNode(ctx, t, ec2Node.PrivateDNSName, fmt.Sprintf("aws:///%s/%s", ec2Node.Zone, ec2Node.ID), ec2Node.PrivateIPs[0])
+	for _, name := range []string{"vm-1", "vm-2", ec2Node.PrivateDNSName} {
+		framework.Eventually(t, settle, name+" initialised", framework.NodeMatches(cp.Client, name, initialised))
+	}
+
+	svc := framework.NewLoadBalancerService(ns, "web", framework.WithAnnotation(annotation.LoadBalancerBackend, awsBackend))
+	if _, err := framework.CreateService(ctx, cp.Client, svc); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "status carries the NLB's DNS name", framework.ServiceMatches(cp.Client, ns, "web", ingressIsNLBOf("default/web")))
+	nodePort := serviceNodePort(ctx, t, cp, "web")
+	wantTargets := func(ips ...string) framework.Condition {
+		var want []string
+		for _, ip := range ips {
+			target := fmt.Sprintf("%s:%d", ip, nodePort)
+			if !strings.HasPrefix(ip, "10.0.") {
+				target += "@all" // outside the VPC: AWS requires zone "all".
+			}
+			want = append(want, target)
+		}
+		sort.Strings(want)
+		return ipTargets("default/web", strings.Join(want, ","))
+	}
+	framework.Eventually(t, settle, "IP targets are exactly the nodes' addresses",
+		wantTargets("192.168.10.11", "192.168.10.12", ec2Node.PrivateIPs[0]))
+
+	createNode(ctx, t, "vm-3", "baremetal://vm-3", "192.168.10.13")
+	framework.Eventually(t, settle, "the new node is registered",
+		wantTargets("192.168.10.11", "192.168.10.12", "192.168.10.13", ec2Node.PrivateIPs[0]))
+
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotation.LoadBalancerBackend, metalBackend)
+	if _, err := cp.Client.CoreV1().Services(ns).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "moved to the bare-metal pool", framework.ServiceMatches(cp.Client, ns, "web", ingressInPool))
+	framework.Eventually(t, settle, "nothing left in AWS after the move", nothingInAWS)
+
+	if err := cp.Client.CoreV1().Services(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "Service gone", framework.ServiceGone(cp.Client, ns, "web"))
+	if err := nothingLeft(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDeleteLeavesNothing: deleting a Service served by the aws backend
+// removes its NLB, listeners, target groups and security group.
+func TestDeleteLeavesNothing(t *testing.T) {
+	cp := env(t)
+	ctx := ctxFor(t)
+	svc := framework.NewLoadBalancerService(ns, "gone", framework.WithAnnotation(annotation.LoadBalancerBackend, awsBackend),
+		func(s *corev1.Service) {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
+			s.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24"}
+		})
+	if _, err := framework.CreateService(ctx, cp.Client, svc); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "status carries the NLB's DNS name", framework.ServiceMatches(cp.Client, ns, "gone", ingressIsNLBOf("default/gone")))
+	if lb := lbOf("default/gone"); lb == nil || len(lb.Listeners) != 2 {
+		t.Fatalf("load balancer %+v, want two listeners", lb)
+	}
+	if err := cp.Client.CoreV1().Services(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "Service gone", framework.ServiceGone(cp.Client, ns, "gone"))
+	if err := nothingLeft(); err != nil {
+		t.Error(err)
+	}
+}
+
+func createNode(ctx context.Context, t *testing.T, name, providerID, ip string) {
+	t.Helper()
+	n := framework.NewNode(name, framework.WithProviderID(providerID),
+		framework.WithAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}))
+	if _, err := framework.CreateNode(ctx, suite.ControlPlane(t).Client, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func initialised(n *corev1.Node) (bool, string) {
+	return !framework.HasTaint(n, framework.UninitializedTaint), fmt.Sprintf("taints %v", n.Spec.Taints)
+}
+
+func hasAddress(n *corev1.Node, typ corev1.NodeAddressType, addr string) bool {
+	for _, a := range n.Status.Addresses {
+		if a.Type == typ && a.Address == addr {
+			return true
+		}
+	}
+	return false
+}
+
+func serviceNodePort(ctx context.Context, t *testing.T, cp *framework.ControlPlane, name string) int32 {
+	t.Helper()
+	s, err := cp.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Spec.Ports[0].NodePort
+}
+
+// lbOf returns the fake's load balancer tagged for the Service, or nil.
+func lbOf(service string) *awsfake.LoadBalancerView {
+	for _, lb := range fake.LoadBalancers() {
+		if lb.Tags["kubernetes.io/service-name"] == service && lb.Tags["kubernetes.io/cluster/"+clusterID] == "owned" {
+			return &lb
+		}
+	}
+	return nil
+}
+
+// ingressIsNLBOf holds once the Service's only ingress is the hostname of
+// the one active NLB tagged for it.
+func ingressIsNLBOf(service string) framework.ServiceCondition {
+	return func(s *corev1.Service) (bool, string) {
+		lb := lbOf(service)
+		seen := fmt.Sprintf("ingress %v, load balancer %+v", s.Status.LoadBalancer.Ingress, lb)
+		ing := s.Status.LoadBalancer.Ingress
+		return lb != nil && lb.State == "active" && len(ing) == 1 && ing[0].Hostname == lb.DNSName && ing[0].IP == "", seen
+	}
+}
+
+// ipTargets holds once the Service's NLB has one listener, forwarding to
+// one IP target group whose targets are want ("ip:port[@all]", sorted,
+// comma-separated).
+func ipTargets(service, want string) framework.Condition {
+	return func(context.Context) (bool, string, error) {
+		lb := lbOf(service)
+		var tgs []awsfake.TargetGroupView
+		for _, tg := range fake.TargetGroups() {
+			if tg.Tags["kubernetes.io/service-name"] == service {
+				tgs = append(tgs, tg)
+			}
+		}
+		seen := fmt.Sprintf("load balancer %+v, target groups %+v", lb, tgs)
+		if lb == nil || len(lb.Listeners) != 1 || len(tgs) != 1 || !strings.HasSuffix(lb.Listeners[0], "->"+tgs[0].Name) {
+			return false, seen, nil
+		}
+		return tgs[0].TargetType == "ip" && strings.Join(tgs[0].Targets, ",") == want, seen, nil
+	}
+}
+
+func ingressInPool(s *corev1.Service) (bool, string) {
+	pool := netip.MustParsePrefix(metalPool)
+	ips := framework.IngressIPs(s)
+	seen := fmt.Sprintf("ingress %v", s.Status.LoadBalancer.Ingress)
+	if len(ips) != 1 || len(s.Status.LoadBalancer.Ingress) != 1 {
+		return false, seen
+	}
+	ip, err := netip.ParseAddr(ips[0])
+	return err == nil && pool.Contains(ip), seen
+}
+
+func nothingInAWS(context.Context) (bool, string, error) {
+	err := nothingLeft()
+	if err != nil {
+		return false, err.Error(), nil
+	}
+	return true, "", nil
+}
+
+// nothingLeft checks that no load balancer, target group, listener or
+// security group is left in the fake.
+func nothingLeft() error {
+	if n := fake.ResourceCount(); n != 0 {
+		return fmt.Errorf("%d AWS resources left: load balancers %+v, target groups %+v", n, fake.LoadBalancers(), fake.TargetGroups())
+	}
+	return nil
+}
