@@ -124,8 +124,10 @@ func swapped(uuid string) string {
 
 func TestVSphereNodes(t *testing.T) {
 	e := start(t)
+	// Cancelled when the parallel subtests are done, not when this
+	// function returns (before they run).
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	a, b := e.a.VMs, e.b.VMs
 
 	t.Run("found by system UUID", func(t *testing.T) {
