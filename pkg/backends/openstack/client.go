@@ -142,18 +142,18 @@ func (c *connector) serviceClients(p *gophercloud.ProviderClient, eo gophercloud
 	e := c.settings.Endpoints
 	sc := &serviceClients{}
 	var err error
-	if sc.compute, err = serviceClient(p, e.Compute, "", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewComputeV2(p, eo) }); err != nil {
+	if sc.compute, err = serviceClient(p, e.Compute, "compute", "", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewComputeV2(p, eo) }); err != nil {
 		sc.computeErr = fmt.Errorf("openstack: compute endpoint: %w (set endpoints.compute or add Nova to the catalog)", err)
 		sc.compute = nil
 	} else {
 		sc.compute.Microversion = computeMicroversion
 	}
 	if *c.settings.LoadBalancer.Enabled {
-		if sc.loadBalancer, err = serviceClient(p, e.LoadBalancer, "v2.0/", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewLoadBalancerV2(p, eo) }); err != nil {
+		if sc.loadBalancer, err = serviceClient(p, e.LoadBalancer, "load-balancer", "v2.0/", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewLoadBalancerV2(p, eo) }); err != nil {
 			return nil, fmt.Errorf("openstack: load-balancer endpoint: %w (set endpoints.loadBalancer or add Octavia to the catalog)", err)
 		}
 	}
-	if sc.network, err = serviceClient(p, e.Network, "v2.0/", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewNetworkV2(p, eo) }); err != nil {
+	if sc.network, err = serviceClient(p, e.Network, "network", "v2.0/", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewNetworkV2(p, eo) }); err != nil {
 		if c.settings.Routes.RouterID != "" {
 			return nil, fmt.Errorf("openstack: network endpoint: %w (set endpoints.network or add Neutron to the catalog)", err)
 		}
@@ -162,12 +162,15 @@ func (c *connector) serviceClients(p *gophercloud.ProviderClient, eo gophercloud
 	return sc, nil
 }
 
-func serviceClient(p *gophercloud.ProviderClient, override, version string, fromCatalog func() (*gophercloud.ServiceClient, error)) (*gophercloud.ServiceClient, error) {
+// serviceClient returns the catalog's client of a service, or one for the
+// override URL. The type matters: gophercloud sends microversion headers by
+// service type.
+func serviceClient(p *gophercloud.ProviderClient, override, typ, version string, fromCatalog func() (*gophercloud.ServiceClient, error)) (*gophercloud.ServiceClient, error) {
 	if override == "" {
 		return fromCatalog()
 	}
 	base := strings.TrimSuffix(override, "/") + "/"
-	return &gophercloud.ServiceClient{ProviderClient: p, Endpoint: base, ResourceBase: base + version}, nil
+	return &gophercloud.ServiceClient{ProviderClient: p, Endpoint: base, ResourceBase: base + version, Type: typ}, nil
 }
 
 // authOptions builds gophercloud's options from the config, resolving

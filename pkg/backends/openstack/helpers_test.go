@@ -103,7 +103,7 @@ func realOctavia(t testing.TB) *Settings {
 			ProjectName: os.Getenv("OS_PROJECT_NAME"),
 		},
 		Region:       os.Getenv("OS_REGION_NAME"),
-		LoadBalancer: LoadBalancerSettings{VIPSubnetID: "6f1e4f39-9c6a-4d55-8a25-4a4c8c3c2b11"},
+		LoadBalancer: LoadBalancerSettings{VIPSubnetID: VIPSubnetForTests},
 	}
 	s.setDefaults("")
 	if errs := s.validate(nil, ""); len(errs) > 0 {
@@ -170,3 +170,10 @@ func deleteConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service) {
 		time.Sleep(lb.retryDelay)
 	}
 }
+
+// RealOctavia is realOctavia for the package's external tests.
+func RealOctavia(t testing.TB) *Settings { return realOctavia(t) }
+
+// VIPSubnetForTests is the VIP subnet the tests' load balancers use (the
+// noop network driver accepts any).
+const VIPSubnetForTests = "6f1e4f39-9c6a-4d55-8a25-4a4c8c3c2b11"

@@ -162,7 +162,7 @@ func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbSt
 
 func createListenerStep(c *gophercloud.ServiceClient, lbID string, w *listenerSpec) *step {
 	return &step{fmt.Sprintf("creating listener %s/%d", w.protocol, w.port), func(ctx context.Context) error {
-		opts := listenerCreateOpts(w, false)
+		opts := listenerCreateOpts(w)
 		opts.LoadbalancerID = lbID
 		return listeners.Create(ctx, c, opts).Err
 	}}
@@ -262,30 +262,9 @@ func batchMembers(want []memberSpec) []pools.BatchUpdateMemberOpts {
 	return out
 }
 
-func createMembers(want []memberSpec) []pools.CreateMemberOpts {
-	out := make([]pools.CreateMemberOpts, 0, len(want))
-	for _, w := range want {
-		m := pools.CreateMemberOpts{Address: w.address, ProtocolPort: w.port, Name: w.name, SubnetID: w.subnetID}
-		if w.monitorPort != 0 {
-			m.MonitorPort = ptr(w.monitorPort)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// listenerCreateOpts builds a listener; withPool adds its default pool,
-// members and monitor (only for a fully populated load balancer create).
-func listenerCreateOpts(w *listenerSpec, withPool bool) listeners.CreateOpts {
-	opts := listeners.CreateOpts{Name: w.name, Protocol: listeners.Protocol(w.protocol), ProtocolPort: w.port, AllowedCIDRs: w.cidrs}
-	if withPool {
-		p := &pools.CreateOpts{Name: w.name, Protocol: pools.Protocol(w.protocol), LBMethod: pools.LBMethod(w.method), Members: createMembers(w.members)}
-		if w.monitor != nil {
-			p.Monitor = monitorCreateOpts(w.monitor)
-		}
-		opts.DefaultPool = p
-	}
-	return opts
+// listenerCreateOpts builds a listener without its pool.
+func listenerCreateOpts(w *listenerSpec) listeners.CreateOpts {
+	return listeners.CreateOpts{Name: w.name, Protocol: listeners.Protocol(w.protocol), ProtocolPort: w.port, AllowedCIDRs: w.cidrs}
 }
 
 func monitorCreateOpts(m *monitorSpec) monitors.CreateOpts {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,8 +22,8 @@ import (
 
 // Octavia provisioning statuses the backend acts on.
 const (
-	lbActive        = "ACTIVE"
-	lbError         = "ERROR"
+	lbActive = "ACTIVE"
+	lbError  = "ERROR"
 )
 
 // maxNameLength is Octavia's limit on names.
@@ -120,10 +121,7 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev
 		}
 		return nil, len(left) > 0, nil
 	}
-	o, err := parseOptions(svc, l.settings)
-	if err != nil {
-		return nil, true, l.wrap("getting", svc, err)
-	}
+	o := l.lenientOptions(ctx, svc)
 	addr, err := l.currentAddress(ctx, sc, &found[0], o)
 	if err != nil {
 		return nil, true, l.wrap("getting", svc, err)
@@ -175,7 +173,7 @@ func (l *LoadBalancer) ensure(ctx context.Context, svc *corev1.Service, nodes []
 		return nil, err
 	}
 	if len(found) == 0 {
-		return nil, l.create(ctx, sc, svc, want, o)
+		return nil, l.create(ctx, sc, svc, o)
 	}
 	if len(found) > 1 {
 		return nil, l.deleteOne(ctx, sc, svc, &found[len(found)-1], o)
@@ -210,8 +208,12 @@ func (l *LoadBalancer) checkReady(ctx context.Context, sc *serviceClients, svc *
 	return l.retry("load balancer %s is %s", lb.ID, lb.ProvisioningStatus)
 }
 
-// create makes the whole load balancer in one call.
-func (l *LoadBalancer) create(ctx context.Context, sc *serviceClients, svc *corev1.Service, want []listenerSpec, o *lbOptions) error {
+// create makes the bare load balancer; listeners, pools, members and
+// monitors follow one per call through converge. (A fully populated create
+// is one call less per port, but Octavia 11's amphora flow can leave the
+// children PENDING_CREATE under an ACTIVE load balancer, immutable for
+// good; step by step every object is confirmed.)
+func (l *LoadBalancer) create(ctx context.Context, sc *serviceClients, svc *corev1.Service, o *lbOptions) error {
 	opts := loadbalancers.CreateOpts{
 		Name: l.lbName(svc), Description: fmt.Sprintf("Kubernetes Service %s/%s of cluster %s", svc.Namespace, svc.Name, l.clusterID),
 		VipSubnetID: o.vipSubnetID, VipNetworkID: o.vipNetworkID, Provider: l.settings.Provider,
@@ -219,9 +221,6 @@ func (l *LoadBalancer) create(ctx context.Context, sc *serviceClients, svc *core
 	}
 	if opts.VipSubnetID != "" {
 		opts.VipNetworkID = ""
-	}
-	for i := range want {
-		opts.Listeners = append(opts.Listeners, listenerCreateOpts(&want[i], true))
 	}
 	lb, err := loadbalancers.Create(ctx, sc.loadBalancer, opts).Extract()
 	if err != nil {
@@ -250,10 +249,7 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, 
 }
 
 func (l *LoadBalancer) ensureDeleted(ctx context.Context, svc *corev1.Service) error {
-	o, err := parseOptions(svc, l.settings)
-	if err != nil {
-		return err
-	}
+	o := l.lenientOptions(ctx, svc)
 	sc, err := l.clients(ctx)
 	if err != nil {
 		return err
@@ -266,6 +262,33 @@ func (l *LoadBalancer) ensureDeleted(ctx context.Context, svc *corev1.Service) e
 		return l.deleteOne(ctx, sc, svc, &found[0], o)
 	}
 	return l.releaseLeftovers(ctx, sc, svc, o)
+}
+
+// lenientOptions are the options GetLoadBalancer and a delete need. A bad
+// annotation must not block the delete (the load balancer would leak): bad
+// values fall back to the defaults, except that a floating IP is then kept,
+// never released on a guess.
+func (l *LoadBalancer) lenientOptions(ctx context.Context, svc *corev1.Service) *lbOptions {
+	o, err := parseOptions(svc, l.settings)
+	if err == nil {
+		return o
+	}
+	l.logger(ctx, svc).Info("Deleting with default options: the Service has a bad annotation", "err", err)
+	bare := svc.DeepCopy()
+	bare.Annotations = nil
+	o, _ = parseOptions(bare, l.settings)
+	if v, set := svc.Annotations[AnnotationKeepFloatingIP]; set {
+		keep, perr := strconv.ParseBool(v)
+		o.keepFloatingIP = keep || perr != nil
+	}
+	if v, set := svc.Annotations[AnnotationInternal]; set {
+		internal, perr := strconv.ParseBool(v)
+		o.internal = internal && perr == nil
+	}
+	if id := svc.Annotations[AnnotationFloatingNetworkID]; uuidRE.MatchString(id) {
+		o.floatingNetworkID = id
+	}
+	return o
 }
 
 // deleteOne releases a load balancer's floating IP, then deletes the load

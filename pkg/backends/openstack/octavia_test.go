@@ -3,6 +3,9 @@ package openstack
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -217,5 +220,52 @@ func TestOctaviaBadAnnotationChangesNothing(t *testing.T) {
 	}
 	if r, w := c.Stats().Reads(), c.Stats().Writes(); r+w != 0 {
 		t.Errorf("bad annotation made %d reads and %d writes, want none", r, w)
+	}
+}
+
+// TestOctaviaErrorIsReplaced: a load balancer Octavia put in ERROR is
+// deleted and created again; exactly one is left. ERROR is set in
+// Octavia's own database, as a failed amphora would leave it.
+func TestOctaviaErrorIsReplaced(t *testing.T) {
+	s := realOctavia(t)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	svc := newService("broken")
+	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.7.0.1"))}
+	ensureConverged(t, c.lb, svc, nodes)
+	first := theLB(t, c, svc).ID
+	db := filepath.Join(filepath.Dir(os.Getenv("OS_PASSWORD_FILE")), "octavia.db")
+	out, err := exec.Command("sqlite3", db, fmt.Sprintf("UPDATE load_balancer SET provisioning_status='ERROR' WHERE id='%s';", first)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("setting ERROR in %s: %v: %s", db, err, out)
+	}
+	if lb := theLB(t, c, svc); lb.ProvisioningStatus != "ERROR" {
+		t.Fatalf("load balancer is %s after the update, want ERROR", lb.ProvisioningStatus)
+	}
+	ensureConverged(t, c.lb, svc, nodes)
+	if second := theLB(t, c, svc); second.ID == first || second.ProvisioningStatus != "ACTIVE" {
+		t.Fatalf("load balancer %s (%s): want a new ACTIVE one replacing %s", second.ID, second.ProvisioningStatus, first)
+	}
+	assertView(t, observe(t, c, svc), []string{"TCP/80 cidrs=[] pool=ROUND_ROBIN monitor=TCP"},
+		map[string][]string{"TCP/80": {"n1 10.7.0.1:30080 mon=0"}})
+	deleteConverged(t, c.lb, svc)
+}
+
+// TestOctaviaBadAnnotationDoesNotBlockDelete: a Service whose annotation
+// went bad after creation is still deleted completely.
+func TestOctaviaBadAnnotationDoesNotBlockDelete(t *testing.T) {
+	s := realOctavia(t)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.8.0.1"))}
+	ensureConverged(t, c.lb, newService("later-bad"), nodes)
+	bad := newService("later-bad", withAnnotation(AnnotationLBMethod, "FASTEST"))
+	if _, err := c.lb.EnsureLoadBalancer(context.Background(), "kubernetes", bad, nodes); err == nil || !strings.Contains(err.Error(), AnnotationLBMethod) {
+		t.Fatalf("Ensure with a bad annotation: %v, want an error naming %s", err, AnnotationLBMethod)
+	}
+	if _, exists, err := c.lb.GetLoadBalancer(context.Background(), "kubernetes", bad); err != nil || !exists {
+		t.Fatalf("GetLoadBalancer with a bad annotation: exists=%v err=%v, want true, nil", exists, err)
+	}
+	deleteConverged(t, c.lb, bad)
+	if v := observe(t, c, bad); v.lbs != 0 {
+		t.Fatalf("%d load balancers left", v.lbs)
 	}
 }

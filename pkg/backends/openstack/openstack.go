@@ -111,4 +111,3 @@ func (c *Cloud) ProviderName() string { return Type }
 
 // HasClusterID is true: every backend gets the cluster ID from the config.
 func (c *Cloud) HasClusterID() bool { return true }
-

@@ -1,0 +1,132 @@
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// sweepNodes is a cluster of n Nova servers and their nodes, half with a
+// providerID and half found by name.
+func sweepNodes(b *testing.B, n int) (*FakeOpenStack, []*corev1.Node) {
+	f := NewFakeOpenStack(b)
+	nodes := make([]*corev1.Node, n)
+	for i := range n {
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		f.AddServer(FakeNovaServer{ID: id, Name: fmt.Sprintf("node-%d", i), Zone: "az-1", Flavor: "m1.medium",
+			Addresses: map[string][]string{"private": {fmt.Sprintf("10.2.%d.%d", i/250, i%250+1)}}})
+		nodes[i] = newNode(fmt.Sprintf("node-%d", i))
+		if i%2 == 0 {
+			nodes[i].Spec.ProviderID = "openstack:///" + id
+		}
+	}
+	return f, nodes
+}
+
+// BenchmarkNodeSweep is one upstream sweep (InstanceMetadata for every
+// node) at 1,000 nodes: through the backend's cache (a constant number of
+// paginated list calls) beside a per-node GET, in the same run. Reported:
+// Nova calls per sweep.
+func BenchmarkNodeSweep(b *testing.B) {
+	const n = 1000
+	b.Run("cached-list", func(b *testing.B) {
+		f, nodes := sweepNodes(b, n)
+		s := f.Settings(b)
+		s.Instances.PageSize = 500
+		before := f.Lists.Load() + f.Gets.Load()
+		for b.Loop() {
+			c := fakeCloud(b, s) // A cold cache each sweep: the worst case.
+			for _, node := range nodes {
+				if _, err := c.instances.InstanceMetadata(context.Background(), node); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(f.Lists.Load()+f.Gets.Load()-before)/float64(b.N), "nova-calls/sweep")
+		b.ReportMetric(n, "nodes")
+	})
+	b.Run("per-node-get", func(b *testing.B) {
+		f, nodes := sweepNodes(b, n)
+		c := fakeCloud(b, f.Settings(b))
+		nv := c.instances.cache.src
+		before := f.Lists.Load() + f.Gets.Load()
+		for b.Loop() {
+			for i := range nodes {
+				if _, err := nv.getServer(context.Background(), fmt.Sprintf("00000000-0000-4000-8000-%012d", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(f.Lists.Load()+f.Gets.Load()-before)/float64(b.N), "nova-calls/sweep")
+		b.ReportMetric(n, "nodes")
+	})
+}
+
+// BenchmarkServiceToAddress is the wall time from a new Service to its
+// address on the real Octavia, calling Ensure again after each RetryError's
+// delay as the service controller does. Reported: Ensure calls and
+// OpenStack calls (reads, writes) per Service.
+func BenchmarkServiceToAddress(b *testing.B) {
+	s := realOctavia(b)
+	c := newRealCloud(b, s, "b"+randomID(b))
+	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.5.0.1")), newNode("n2", withInternalIP("10.5.0.2"))}
+	var calls int
+	var reads, writes int64
+	i := 0
+	for b.Loop() {
+		svc := newService(fmt.Sprintf("bench-%d", i))
+		i++
+		r0, w0 := c.Stats().Reads(), c.Stats().Writes()
+		_, n := ensureConverged(b, c.lb, svc, nodes)
+		calls += n
+		reads += c.Stats().Reads() - r0
+		writes += c.Stats().Writes() - w0
+		b.StopTimer()
+		deleteConverged(b, c.lb, svc)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(calls)/float64(b.N), "ensure-calls/op")
+	b.ReportMetric(float64(reads)/float64(b.N), "reads/op")
+	b.ReportMetric(float64(writes)/float64(b.N), "writes/op")
+}
+
+// BenchmarkSteadyStateResync is a resync of 20 converged load balancers on
+// the real Octavia (UpdateLoadBalancer for each, nothing changed). Goal:
+// zero mutating calls.
+func BenchmarkSteadyStateResync(b *testing.B) {
+	s := realOctavia(b)
+	c := newRealCloud(b, s, "b"+randomID(b))
+	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.6.0.1")), newNode("n2", withInternalIP("10.6.0.2"))}
+	svcs := make([]*corev1.Service, 20)
+	var wg sync.WaitGroup
+	for i := range svcs {
+		svcs[i] = newService(fmt.Sprintf("steady-%d", i), withPort(corev1.ProtocolUDP, 53, 30053), withLocalTraffic(32100))
+		wg.Add(1)
+		go func() { defer wg.Done(); ensureConverged(b, c.lb, svcs[i], nodes) }()
+	}
+	wg.Wait()
+	b.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, svc := range svcs {
+			wg.Add(1)
+			go func() { defer wg.Done(); deleteConverged(b, c.lb, svc) }()
+		}
+		wg.Wait()
+	})
+	r0, w0 := c.Stats().Reads(), c.Stats().Writes()
+	start := time.Now()
+	for b.Loop() {
+		for _, svc := range svcs {
+			if err := c.lb.UpdateLoadBalancer(context.Background(), "kubernetes", svc, nodes); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(c.Stats().Writes()-w0)/float64(b.N), "writes/resync")
+	b.ReportMetric(float64(c.Stats().Reads()-r0)/float64(b.N), "reads/resync")
+	b.ReportMetric(time.Since(start).Seconds()/float64(b.N), "s/resync")
+}
