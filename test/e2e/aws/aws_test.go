@@ -65,24 +65,10 @@ func TestVSphereOnAWS(t *testing.T) {
 	}
 	framework.Eventually(t, settle, "status carries the NLB's DNS name", framework.ServiceMatches(cp.Client, ns, "web", ingressIsNLBOf("default/web")))
 	nodePort := serviceNodePort(ctx, t, cp, "web")
-	wantTargets := func(ips ...string) framework.Condition {
-		var want []string
-		for _, ip := range ips {
-			target := fmt.Sprintf("%s:%d", ip, nodePort)
-			if !strings.HasPrefix(ip, "10.0.") {
-				target += "@all" // outside the VPC: AWS requires zone "all".
-			}
-			want = append(want, target)
-		}
-		sort.Strings(want)
-		return ipTargets("default/web", strings.Join(want, ","))
-	}
-	framework.Eventually(t, settle, "IP targets are exactly the nodes' addresses",
-		wantTargets("192.168.10.11", "192.168.10.12", ec2Node.PrivateIPs[0]))
+	framework.Eventually(t, settle, "IP targets are exactly the nodes' addresses", ipTargetsAreNodes(cp, "default/web", nodePort, "192.168.10.11", "192.168.10.12", ec2Node.PrivateIPs[0]))
 
 	createNode(ctx, t, "vm-3", "baremetal://vm-3", "192.168.10.13")
-	framework.Eventually(t, settle, "the new node is registered",
-		wantTargets("192.168.10.11", "192.168.10.12", "192.168.10.13", ec2Node.PrivateIPs[0]))
+	framework.Eventually(t, settle, "the new node is registered", ipTargetsAreNodes(cp, "default/web", nodePort, "192.168.10.13"))
 
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotation.LoadBalancerBackend, metalBackend)
 	if _, err := cp.Client.CoreV1().Services(ns).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -98,6 +84,7 @@ func TestVSphereOnAWS(t *testing.T) {
 	if err := nothingLeft(); err != nil {
 		t.Error(err)
 	}
+	t.Logf("AWS calls: %v", fake.CallCounts())
 }
 
 // TestDeleteLeavesNothing: deleting a Service served by the aws backend
@@ -178,6 +165,41 @@ func ingressIsNLBOf(service string) framework.ServiceCondition {
 	}
 }
 
+// ipTargetsAreNodes holds once the Service's IP targets are exactly the
+// first InternalIP of every Node in the cluster (other tests' nodes too:
+// the service controller hands every node to the load balancer), at
+// nodePort, and include the addresses in mustHave.
+func ipTargetsAreNodes(cp *framework.ControlPlane, service string, nodePort int32, mustHave ...string) framework.Condition {
+	return func(ctx context.Context) (bool, string, error) {
+		nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		var want []string
+		ips := map[string]bool{}
+		for _, n := range nodes.Items {
+			for _, a := range n.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP {
+					ips[a.Address] = true
+					target := fmt.Sprintf("%s:%d", a.Address, nodePort)
+					if !strings.HasPrefix(a.Address, "10.0.") {
+						target += "@all" // outside the VPC: AWS requires zone "all".
+					}
+					want = append(want, target)
+					break
+				}
+			}
+		}
+		for _, ip := range mustHave {
+			if !ips[ip] {
+				return false, fmt.Sprintf("node with %s not listed yet", ip), nil
+			}
+		}
+		sort.Strings(want)
+		return ipTargets(service, strings.Join(want, ","))(ctx)
+	}
+}
+
 // ipTargets holds once the Service's NLB has one listener, forwarding to
 // one IP target group whose targets are want ("ip:port[@all]", sorted,
 // comma-separated).
@@ -194,7 +216,7 @@ func ipTargets(service, want string) framework.Condition {
 		if lb == nil || len(lb.Listeners) != 1 || len(tgs) != 1 || !strings.HasSuffix(lb.Listeners[0], "->"+tgs[0].Name) {
 			return false, seen, nil
 		}
-		return tgs[0].TargetType == "ip" && strings.Join(tgs[0].Targets, ",") == want, seen, nil
+		return tgs[0].TargetType == "ip" && strings.Join(tgs[0].Targets, ",") == want, "want " + want + "; " + seen, nil
 	}
 }
 
