@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -343,5 +345,83 @@ func TestInstanceNotFoundFromMetadata(t *testing.T) {
 	_, err := c.InstanceMetadata(context.Background(), newNode("n", withProviderID(ProviderIDPrefix+"00000000-0000-0000-0000-000000000009")))
 	if !errors.Is(err, cloudprovider.InstanceNotFound) {
 		t.Errorf("InstanceMetadata for a missing VM: %v; want InstanceNotFound", err)
+	}
+}
+
+// TestMissOfOldNodeCostsNoRefresh: a node created long before the cached
+// inventory whose VM is not in it is gone without another retrieval; a node
+// created a moment ago still makes a miss refresh.
+func TestMissOfOldNodeCostsNoRefresh(t *testing.T) {
+	s := startSim(t)
+	vms := s.vms(t, "DC0")
+	c := newCloud(t, []*sim{s})
+	ctx := context.Background()
+	if ok, err := c.InstanceExists(ctx, newNode("a", withVM(vms[0]))); err != nil || !ok {
+		t.Fatalf("warming the cache: %v, %v", ok, err)
+	}
+	missing := withProviderID(ProviderIDPrefix + "00000000-0000-4000-8000-000000000001")
+	created := func(ago time.Duration) nodeTweak {
+		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(time.Now().Add(-ago)) }
+	}
+	v := c.vcenters[0]
+	for _, tt := range []struct {
+		name          string
+		node          *corev1.Node
+		wantRefreshes int64
+	}{
+		{"old node", newNode("old", missing, created(time.Hour)), 0},
+		{"new node", newNode("new", missing, created(time.Second)), 1},
+		{"node of unknown age", newNode("unknown", missing), 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := v.refreshes.Load()
+			ok, err := c.InstanceExists(ctx, tt.node)
+			if err != nil || ok {
+				t.Fatalf("InstanceExists = %v, %v; want false", ok, err)
+			}
+			if n := v.refreshes.Load() - before; n != tt.wantRefreshes {
+				t.Errorf("%d refreshes, want %d", n, tt.wantRefreshes)
+			}
+		})
+	}
+	// An old node's VM destroyed after the cache was filled is still
+	// found until the next refresh: a miss is only trusted from an
+	// inventory that lacks the VM.
+	s.destroy(t, vms[1])
+	if ok, err := c.InstanceExists(ctx, newNode("b", withVM(vms[1]), created(time.Hour))); err != nil || !ok {
+		t.Errorf("InstanceExists from the cache = %v, %v; want true until the next refresh", ok, err)
+	}
+	v.invalidate()
+	if ok, err := c.InstanceExists(ctx, newNode("b", withVM(vms[1]), created(time.Hour))); err != nil || ok {
+		t.Errorf("InstanceExists after a refresh = %v, %v; want false", ok, err)
+	}
+}
+
+// TestMoveBetweenVCentersIsNotGone: a VM that moved from one vCenter to
+// another between their retrievals is missing from both cached
+// inventories; that is not taken as gone, both are retrieved again together.
+func TestMoveBetweenVCentersIsNotGone(t *testing.T) {
+	a, b := startSim(t), startSim(t)
+	randomizeUUIDs(t, b)
+	avms, bvms := a.vms(t, "DC0"), b.vms(t, "DC0")
+	c := newCloud(t, []*sim{a, b})
+	ctx := context.Background()
+	old := func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour)) }
+	node := newNode("mover", withVM(avms[0]), old)
+	if ok, err := c.InstanceExists(ctx, node); err != nil || !ok {
+		t.Fatalf("before the move: %v, %v", ok, err)
+	}
+	time.Sleep(maxSnapshotSpread + 100*time.Millisecond)
+	// The move: the VM leaves a and arrives in b with its BIOS UUID.
+	a.destroy(t, avms[0])
+	b.reconfigure(t, bvms[0], typesUUID(avms[0].uuid))
+	// a's inventory is retrieved after the move, b's is from before it.
+	c.vcenters[0].invalidate()
+	before := c.vcenters[1].refreshes.Load()
+	if ok, err := c.InstanceExists(ctx, node); err != nil || !ok {
+		t.Errorf("after the move: InstanceExists = %v, %v; want true (found in the other vCenter)", ok, err)
+	}
+	if n := c.vcenters[1].refreshes.Load() - before; n != 1 {
+		t.Errorf("the other vCenter was retrieved %d times, want 1", n)
 	}
 }

@@ -38,27 +38,92 @@ type stage struct {
 	search func(s *snapshot) []*vmInfo
 }
 
+// clockSkew is how far the API server's clock (a node's creation time) and
+// ours may disagree.
+const clockSkew = 30 * time.Second
+
 // find returns the node's VM. It first searches inventories younger than the
 // refresh interval; when nothing matches, it searches inventories retrieved
-// after the call began, so a VM created a moment ago is found and a VM
-// reported gone is gone.
+// after the node was created (see missNotBefore), so a VM created a moment
+// ago is found and a VM reported gone is gone.
 func (c *Cloud) find(ctx context.Context, node *corev1.Node) (match, error) {
 	stages, err := stagesFor(node)
 	if err != nil {
 		return match{}, err
 	}
 	start := time.Now()
-	m, err := c.search(ctx, start.Add(-c.settings.RefreshInterval.Duration), stages, node)
+	stale := start.Add(-c.settings.RefreshInterval.Duration)
+	m, _, err := c.search(ctx, stale, stages, node)
 	if !errors.Is(err, errNotFound) {
 		return m, err
 	}
-	return c.search(ctx, start, stages, node)
+	nb := missNotBefore(node, start, stale)
+	m, snaps, err := c.search(ctx, nb, stages, node)
+	if errors.Is(err, errNotFound) && nb.Before(start) && !aligned(snaps) {
+		// A VM moving between vCenters can be missing from inventories
+		// retrieved at different times: only a common retrieval shows
+		// it gone.
+		m, _, err = c.search(ctx, start, stages, node)
+	}
+	return m, err
+}
+
+// maxSnapshotSpread is how far apart the retrievals of the vCenters'
+// inventories may have started for a VM missing from all of them to be
+// gone, rather than moving between them. Concurrent refreshes start
+// within milliseconds.
+const maxSnapshotSpread = time.Second
+
+// aligned reports whether the snapshots were retrieved together.
+func aligned(snaps []*snapshot) bool {
+	if len(snaps) < 2 {
+		return true
+	}
+	lo, hi := snaps[0].started, snaps[0].started
+	for _, s := range snaps[1:] {
+		if s.started.Before(lo) {
+			lo = s.started
+		}
+		if s.started.After(hi) {
+			hi = s.started
+		}
+	}
+	return hi.Sub(lo) <= maxSnapshotSpread
+}
+
+// missNotBefore is how recent an inventory must be for a miss to be
+// conclusive. A node's VM exists before its kubelet registers the node, so
+// an inventory retrieved after the node was created (with a margin for
+// clock skew) that lacks the VM shows it gone: a miss then costs no
+// refresh, and a node that matches no VM (unclaimed, or another cloud's)
+// does not make every lookup retrieve every inventory. For a node created
+// recently, or of unknown age, only an inventory retrieved after the call
+// began will do.
+func missNotBefore(node *corev1.Node, start, stale time.Time) time.Time {
+	created := node.CreationTimestamp.Time
+	if created.IsZero() {
+		return start
+	}
+	nb := created.Add(clockSkew)
+	if nb.After(start) {
+		return start
+	}
+	if nb.Before(stale) {
+		return stale
+	}
+	return nb
 }
 
 // search matches the node against every vCenter's inventory, stage by
 // stage: the first stage with one match wins, two matches are an error.
-func (c *Cloud) search(ctx context.Context, notBefore time.Time, stages []stage, node *corev1.Node) (match, error) {
+func (c *Cloud) search(ctx context.Context, notBefore time.Time, stages []stage, node *corev1.Node) (match, []*snapshot, error) {
 	snaps, failures := c.snapshots(ctx, notBefore)
+	m, err := c.match(snaps, failures, stages, node)
+	return m, snaps, err
+}
+
+// match matches the node against snapshots, stage by stage.
+func (c *Cloud) match(snaps []*snapshot, failures []error, stages []stage, node *corev1.Node) (match, error) {
 	for _, st := range stages {
 		var found []match
 		for _, s := range snaps {
