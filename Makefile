@@ -8,7 +8,9 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version must read vX.Y.Z[-...]: component-base's metrics registry
+# panics at start-up on anything else.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo "v0.0.0-$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)")
 OUT     := $(CURDIR)/_output
 BIN     := $(OUT)/bin
 TOOLS   := $(OUT)/tools/bin
