@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # multicloud-ccm: a static binary on a distroless, non-root base.
-#   docker build --build-arg VERSION=$(git describe --tags --always) -t multicloud-ccm .
+#   docker build --build-arg VERSION=v0.1.0 -t multicloud-ccm .
+# VERSION must be semantic (vMAJOR.MINOR.PATCH[-suffix]): Kubernetes'
+# metrics registry parses it at start-up and panics on anything else.
 # The image has no shell; the root filesystem can be mounted read-only (the
 # chart does): the binary writes nothing to disk.
 
@@ -14,7 +16,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY cmd/ cmd/
 COPY pkg/ pkg/
 COPY internal/ internal/
-ARG VERSION=dev
+ARG VERSION=v0.0.0-dev
 ARG TARGETOS=linux
 ARG TARGETARCH
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
@@ -25,7 +27,7 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 # distroless/static: CA certificates, tzdata, /etc/passwd with nonroot
 # (65532), no shell or package manager.
 FROM gcr.io/distroless/static-debian12:nonroot
-ARG VERSION=dev
+ARG VERSION=v0.0.0-dev
 LABEL org.opencontainers.image.title="multicloud-ccm" \
       org.opencontainers.image.description="Kubernetes cloud-controller-manager for clusters spanning several clouds" \
       org.opencontainers.image.source="https://github.com/multicloud-ccm/multicloud-ccm" \
