@@ -135,11 +135,11 @@ func TestLeaderElectionFailover(t *testing.T) {
 	// to 2.2 periods): it may take the lease no earlier than the lease
 	// duration after the last renewal (else two leaders), and no later than
 	// that plus two jittered retry periods (seeing the renewal, then
-	// acquiring) and a second of slack.
+	// acquiring) and two seconds of slack for a loaded machine.
 	gap := acquired.Sub(lastRenew)
 	jittered := time.Duration(2.2 * float64(retryPeriod))
-	if limit := leaseDuration + 2*jittered + time.Second; gap > limit {
-		t.Errorf("the follower took the lease %s after the leader's last renewal; want at most %s (lease duration %s + 2 x %s + 1s)", gap, limit, leaseDuration, jittered)
+	if limit := leaseDuration + 2*jittered + 2*time.Second; gap > limit {
+		t.Errorf("the follower took the lease %s after the leader's last renewal; want at most %s (lease duration %s + 2 x %s + 2s)", gap, limit, leaseDuration, jittered)
 	}
 	if gap < leaseDuration-100*time.Millisecond {
 		t.Errorf("the follower took the lease %s after the leader's last renewal, before the lease (%s) expired", gap, leaseDuration)
