@@ -11,7 +11,8 @@ import (
 )
 
 // TestDemoOnce runs the demo as `make demo` would, with -once, and checks
-// the tables it prints.
+// the tables it prints: bare-metal, vSphere and EC2 nodes initialised by
+// their backends, bare-metal addresses, and an AWS NLB targeting every node.
 func TestDemoOnce(t *testing.T) {
 	framework.RequireBinaries(t, nil)
 	var out bytes.Buffer
@@ -26,7 +27,14 @@ func TestDemoOnce(t *testing.T) {
 		{"bm-1 by providerID", `(?m)^bm-1\s+baremetal://bm-1\s+rack-a\s+InternalIP=10\.0\.0\.11,Hostname=bm-1\s+metal\s+false$`},
 		{"bm-2 by the name rule", `(?m)^bm-2\s+baremetal://bm-2\s+rack-b\s+\S+\s+metal\s+false$`},
 		{"edge-1 by the label hint", `(?m)^edge-1\s+baremetal://edge-1\s+edge\s+\S+\s+metal\s+false$`},
+		{"vm-0 found in vSphere by its system UUID", `(?m)^vm-0\s+vsphere://[0-9a-f-]{36}\s+vc-zone-a\s+InternalIP=10\.20\.0\.1\S*\s+onprem\s+false$`},
+		{"vm-1 in the other zone", `(?m)^vm-1\s+vsphere://[0-9a-f-]{36}\s+vc-zone-b\s+\S+\s+onprem\s+false$`},
+		{"the EC2 instance", `(?m)^ip-10-0-100-10\.eu-west-1\.compute\.internal\s+aws:///eu-west-1a/i-[0-9a-f]+\s+eu-west-1a\s+\S*InternalIP=10\.0\.100\.10\S*\s+aws\s+false$`},
 		{"web from the pool", `(?m)^default/web\s+80/TCP\s+metal \(default\)\s+192\.0\.2\.([1-9]|1[0-4])$`},
+		{"shop on an AWS NLB", `(?m)^default/shop\s+80/TCP\s+aws\s+\S+\.elb\.eu-west-1\.amazonaws\.com$`},
+		// A target group mixing machines outside AWS with an EC2 instance
+		// targets them all by IP; addresses outside the VPC are in zone "all".
+		{"IP targets: every node", `(?m)^\S+\s+ip\s+TCP/\d+\s+10\.0\.0\.11:\d+,10\.0\.0\.12:\d+,10\.0\.1\.21:\d+,10\.0\.100\.10:\d+,(10\.20\.0\.\d:\d+@all,){3}10\.20\.0\.\d:\d+@all$`},
 		{"api at its requested address", `(?m)^default/api\s+80/TCP\s+metal \(default\)\s+192\.0\.2\.70$`},
 		{"kubectl hint", `export KUBECONFIG=\S+admin\.kubeconfig`},
 	}

@@ -1,8 +1,10 @@
 // Command demo runs multicloud-ccm on this machine against a real
-// kube-apiserver and etcd: it starts the control plane on loopback, the CCM
-// with a bare-metal backend, creates a few Nodes (as kubelets would) and
-// LoadBalancer Services, waits until the CCM has handled them, prints what
-// it did, and keeps everything running for kubectl until Ctrl-C.
+// kube-apiserver and etcd: it starts the control plane on loopback, two
+// simulated clouds in its own process (a vCenter: govmomi's simulator; AWS:
+// the EC2/ELBv2 wire-protocol fake), the CCM with three backends (bare
+// metal, vSphere, AWS), creates Nodes (as kubelets would) and LoadBalancer
+// Services, waits until the CCM has handled them, prints what it did, and
+// keeps everything running for kubectl until Ctrl-C.
 //
 // It builds nothing: `make demo` builds the binaries first. They are found
 // like the e2e tests find them (MULTICLOUD_CCM_BIN, KUBE_APISERVER_BIN,
@@ -65,8 +67,15 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	defer func() { err = errors.Join(err, stopAll(o.out, cp, err != nil)) }()
 
-	fmt.Fprintln(o.out, "Starting multicloud-ccm with a bare-metal backend ...")
-	ccm, err := cp.StartCCM(ctx, framework.CCMOptions{Name: "multicloud-ccm", CloudConfig: cloudConfig})
+	fmt.Fprintln(o.out, "Starting the simulated clouds: a vCenter (govmomi simulator) and AWS (EC2/ELBv2 fake) ...")
+	c, err := startClouds(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, c.close()) }()
+
+	fmt.Fprintf(o.out, "Starting multicloud-ccm with backends %s (bare metal), %s (vSphere), %s (AWS) ...\n", metalBackend, vsphereBackend, awsBackend)
+	ccm, err := cp.StartCCM(ctx, framework.CCMOptions{Name: "multicloud-ccm", CloudConfig: c.cloudConfig(), Env: c.env()})
 	if err != nil {
 		return err
 	}
@@ -75,11 +84,11 @@ func run(ctx context.Context, o options) (err error) {
 			err = errors.Join(err, serr)
 		}
 	}()
-	if err := createObjects(ctx, cp); err != nil {
+	if err := createObjects(ctx, cp, c); err != nil {
 		return err
 	}
-	settleErr := waitSettled(ctx, cp, o.timeout)
-	if err := printTables(ctx, o.out, cp); err != nil {
+	settleErr := waitSettled(ctx, cp, c, o.timeout)
+	if err := printTables(ctx, o.out, cp, c); err != nil {
 		return err
 	}
 	if settleErr != nil {

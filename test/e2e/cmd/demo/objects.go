@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -11,28 +12,34 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
 )
 
-// defaultBackend is the config's loadBalancer.defaultBackend.
-const defaultBackend = "metal"
+// clusterID is the config's clusterID: it names and tags what the CCM
+// creates in the clouds.
+const clusterID = "demo"
 
-// cloudConfig is the demo's cloud-config: one bare-metal backend with three
-// machines and two address pools.
-const cloudConfig = `apiVersion: multicloud-ccm.io/v1alpha1
+// defaultBackend is the config's loadBalancer.defaultBackend.
+const defaultBackend = metalBackend
+
+// baseConfig is the start of the demo's cloud-config: one bare-metal backend
+// with three machines and two address pools. clouds.cloudConfig appends the
+// vSphere and AWS backends.
+const baseConfig = `apiVersion: multicloud-ccm.io/v1alpha1
 kind: CloudConfig
-clusterID: demo
+clusterID: ` + clusterID + `
 loadBalancer:
   defaultBackend: ` + defaultBackend + `
 nodes:
   unmanaged: error
   rules:
-  - backend: metal
+  - backend: ` + metalBackend + `
     nodeNameRegex: '^bm-'
 backends:
-- name: metal
+- name: ` + metalBackend + `
   type: baremetal
   baremetal:
     inventory:
@@ -62,18 +69,29 @@ backends:
 `
 
 // nodes are registered as kubelets with --cloud-provider=external would:
-// one with --provider-id, one matched by the name rule, one by the
-// multicloud-ccm.io/backend label hint.
-func nodes() []*corev1.Node {
-	return []*corev1.Node{
+// bare metal with --provider-id, matched by the name rule, and by the
+// multicloud-ccm.io/backend label hint; the vSphere VMs with nothing but
+// their SMBIOS system UUID (the router asks every backend, the vSphere one
+// claims them); the EC2 instance with the providerID the AWS tooling sets.
+func nodes(c *clouds) []*corev1.Node {
+	out := []*corev1.Node{
 		framework.NewNode("bm-1", framework.WithProviderID("baremetal://bm-1")),
 		framework.NewNode("bm-2"),
-		framework.NewNode("edge-1", framework.WithLabel(annotation.NodeBackend, "metal")),
+		framework.NewNode("edge-1", framework.WithLabel(annotation.NodeBackend, metalBackend)),
 	}
+	for _, vm := range c.vc.VMs {
+		n := framework.NewNode(vm.Name)
+		n.Status.NodeInfo.SystemUUID = vm.UUID
+		out = append(out, n)
+	}
+	in := c.ec2()
+	return append(out, framework.NewNode(in.PrivateDNSName, framework.WithProviderID(fmt.Sprintf("aws:///%s/%s", in.Zone, in.ID))))
 }
 
-// services: one from the default pool, one asking for an address, and two
-// sharing one address on different ports.
+// services: one from the default pool, one asking for an address, two
+// sharing one address on different ports, and one on an AWS NLB whose
+// targets are every node (IP targets for the bare-metal and vSphere
+// machines, an instance target for the EC2 instance).
 func services() []*corev1.Service {
 	const ns = "default"
 	return []*corev1.Service{
@@ -83,22 +101,41 @@ func services() []*corev1.Service {
 			framework.WithAnnotation(annotation.AllowSharedIP, "dns")),
 		framework.NewLoadBalancerService(ns, "dns-udp", framework.WithPort("dns", 53, corev1.ProtocolUDP),
 			framework.WithAnnotation(annotation.AllowSharedIP, "dns")),
+		framework.NewLoadBalancerService(ns, "shop", framework.WithAnnotation(annotation.LoadBalancerBackend, awsBackend)),
 	}
 }
 
-func createObjects(ctx context.Context, cp *framework.ControlPlane) error {
-	for _, n := range nodes() {
-		if _, err := framework.CreateNode(ctx, cp.Client, n); err != nil {
+func createObjects(ctx context.Context, cp *framework.ControlPlane, c *clouds) error {
+	for _, n := range nodes(c) {
+		if err := createKubeletNode(ctx, cp, n); err != nil {
 			return err
 		}
 	}
 	if err := createSharedPair(ctx, cp); err != nil {
 		return err
 	}
-	for _, s := range services()[:2] {
+	svcs := services()
+	for _, s := range append(svcs[:2:2], svcs[4]) {
 		if _, err := framework.CreateService(ctx, cp.Client, s); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// createKubeletNode creates n and, as a kubelet does once it runs, reports
+// its SMBIOS system UUID in status.nodeInfo.
+func createKubeletNode(ctx context.Context, cp *framework.ControlPlane, n *corev1.Node) error {
+	uuid := n.Status.NodeInfo.SystemUUID
+	if _, err := framework.CreateNode(ctx, cp.Client, n); err != nil || uuid == "" {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"nodeInfo": map[string]any{"systemUUID": uuid}}})
+	if err != nil {
+		return err
+	}
+	if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("node %s: report system UUID: %w", n.Name, err)
 	}
 	return nil
 }
@@ -134,10 +171,10 @@ func createSharedPair(ctx context.Context, cp *framework.ControlPlane) error {
 // waitSettled waits until every node is initialised (untainted, with the
 // addresses the node controller patches in afterwards) and every Service
 // has an address.
-func waitSettled(ctx context.Context, cp *framework.ControlPlane, timeout time.Duration) error {
+func waitSettled(ctx context.Context, cp *framework.ControlPlane, c *clouds, timeout time.Duration) error {
 	return framework.WaitFor(ctx, timeout, "every node initialised and every Service with an address", func(ctx context.Context) (bool, string, error) {
 		var pending []string
-		for _, n := range nodes() {
+		for _, n := range nodes(c) {
 			got, err := cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			if err != nil || framework.HasTaint(got, framework.UninitializedTaint) || len(got.Status.Addresses) == 0 {
 				pending = append(pending, "node/"+n.Name)
@@ -145,7 +182,7 @@ func waitSettled(ctx context.Context, cp *framework.ControlPlane, timeout time.D
 		}
 		for _, s := range services() {
 			got, err := cp.Client.CoreV1().Services(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-			if err != nil || len(framework.IngressIPs(got)) == 0 {
+			if err != nil || len(ingress(got)) == 0 {
 				pending = append(pending, "service/"+s.Name)
 			}
 		}
@@ -153,7 +190,7 @@ func waitSettled(ctx context.Context, cp *framework.ControlPlane, timeout time.D
 	})
 }
 
-func printTables(ctx context.Context, out io.Writer, cp *framework.ControlPlane) error {
+func printTables(ctx context.Context, out io.Writer, cp *framework.ControlPlane, c *clouds) error {
 	nodeList, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
@@ -166,6 +203,8 @@ func printTables(ctx context.Context, out io.Writer, cp *framework.ControlPlane)
 	writeNodes(out, nodeList.Items)
 	fmt.Fprintln(out, "\nSERVICES")
 	writeServices(out, svcList.Items)
+	fmt.Fprintln(out, "\nAWS (simulated: the EC2/ELBv2 wire-protocol fake)")
+	c.writeAWS(out)
 	return nil
 }
 
@@ -183,14 +222,14 @@ func writeNodes(out io.Writer, items []corev1.Node) {
 
 func writeServices(out io.Writer, items []corev1.Service) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAMESPACE/NAME\tPORTS\tBACKEND\tEXTERNAL-IP")
+	fmt.Fprintln(w, "NAMESPACE/NAME\tPORTS\tBACKEND\tEXTERNAL-IP/HOSTNAME")
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
 	for _, s := range items {
 		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
 		}
 		fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\n", s.Namespace, s.Name, ports(s.Spec.Ports), serviceBackend(&s),
-			orDash(strings.Join(framework.IngressIPs(&s), ",")))
+			orDash(strings.Join(ingress(&s), ",")))
 	}
 	_ = w.Flush()
 }
@@ -200,6 +239,20 @@ func serviceBackend(s *corev1.Service) string {
 		return b
 	}
 	return defaultBackend + " (default)"
+}
+
+// ingress lists the Service's load-balancer addresses: IPs (bare metal) or
+// DNS names (an AWS NLB).
+func ingress(s *corev1.Service) []string {
+	var out []string
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			out = append(out, in.IP)
+		} else if in.Hostname != "" {
+			out = append(out, in.Hostname)
+		}
+	}
+	return out
 }
 
 func addresses(addrs []corev1.NodeAddress) string {
