@@ -26,7 +26,7 @@ LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 FUZZTIME ?= 10s
 
-.PHONY: all build test unit race fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
+.PHONY: helm manifests manifests-check all build test unit race fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
 
 all: build
 
@@ -71,7 +71,7 @@ openstack-down:
 openstack-test: openstack-up
 	$(WITH_OS_ENV) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./pkg/backends/openstack/...
 
-e2e: build control-plane
+e2e: build control-plane helm
 	$(WITH_OS_ENV) $(GO) test -count=1 -timeout 40m ./test/e2e/...
 
 bench:
@@ -80,7 +80,19 @@ bench:
 demo: build control-plane
 	$(GO) run ./test/e2e/cmd/demo
 
-tools: $(TOOLS)/golangci-lint
+tools: $(TOOLS)/golangci-lint helm
+
+# helm, pinned, built from the Go module proxy (the chart's tests use it).
+helm:
+	bash hack/helm/install.sh
+
+# deploy/: the chart rendered for users without Helm; manifests-check fails
+# when deploy/ is stale.
+manifests: helm
+	bash hack/helm/manifests.sh
+
+manifests-check: helm
+	bash hack/helm/manifests.sh --check
 
 $(TOOLS)/golangci-lint:
 	@mkdir -p $(TOOLS)
