@@ -50,10 +50,12 @@ func installRBAC(t *testing.T, cp *framework.ControlPlane, manifest string) []ob
 }
 
 // ccmArgs turns the chart's container arguments into CCMOptions.ExtraArgs:
-// everything but the file and port flags the framework sets itself.
+// everything but the file and port flags the framework sets itself. The
+// chart sets no --cert-dir (the serving certificate stays in memory, so a
+// read-only root filesystem works): neither does the CCM here.
 func ccmArgs(t *testing.T, objs []object) []string {
 	t.Helper()
-	var out []string
+	out := []string{"--cert-dir="}
 	for _, a := range containerArgs(t, objs) {
 		if strings.HasPrefix(a, "--cloud-config=") || strings.HasPrefix(a, "--secure-port=") {
 			continue
