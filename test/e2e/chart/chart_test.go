@@ -158,6 +158,10 @@ func TestSchemaAndTemplateRejects(t *testing.T) {
 		{"credential folder not a DNS label", `credentials: [{name: AWS_Keys, secretName: x}]`, []string{"name"}},
 		{"leader election as a string", `leaderElection: {enabled: "yes"}`, []string{"enabled"}},
 		{"env entry without name", `env: [{value: x}]`, []string{"name"}},
+		{"config of another kind", "config: {kind: Config}", []string{"/config/kind", "CloudConfig"}},
+		{"config without backends", "config: {backends: null}", []string{"backends"}},
+		{"config with an unknown backend type", "config: {backends: [{name: x, type: gcp}]}", []string{"/config/backends/0/type"}},
+		{"config with a backend name that is not a DNS label", "config: {backends: [{name: X_1, type: aws}]}", []string{"/config/backends/0/name"}},
 		// Template checks: values the schema cannot judge alone.
 		{"leader election off with replicas", "replicaCount: 2\nleaderElection: {enabled: false}", []string{"leaderElection.enabled=false"}},
 		{"leader election off with a DaemonSet", "kind: DaemonSet\nleaderElection: {enabled: false}", []string{"leaderElection.enabled=false"}},
