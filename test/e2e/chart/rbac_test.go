@@ -141,18 +141,7 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("stray")); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, settle, "a repeated Warning about stray", func(ctx context.Context) (bool, string, error) {
-		evs, err := framework.Events(ctx, cp.Client, "Node", "", "stray")
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		for _, ev := range evs {
-			if ev.Type == corev1.EventTypeWarning && ev.Source.Component == "multicloud-ccm" && ev.Count >= 2 {
-				return true, "", nil
-			}
-		}
-		return false, framework.DescribeEvents(evs), nil
-	})
+	framework.Eventually(t, settle, "a repeated Warning about stray", repeatedWarning(cp, "stray"))
 
 	// cloud-node-lifecycle: a NotReady node whose machine is gone is deleted.
 	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("bm-gone", framework.WithProviderID("baremetal://bm-gone"),
@@ -301,8 +290,8 @@ func grants(t *testing.T, installed []object) []grant {
 
 // checkAudit fails the test for every request of the CCM's identities that
 // RBAC refused, and for every granted verb that no allowed request used.
-// notDriven lists grants ("verb resource" to anyone) this run cannot drive,
-// with the reason.
+// notDriven lists grants ("verb resource" or "verb resource/name", to
+// anyone) this run cannot drive, with the reason.
 // It returns the number of allowed requests per identity.
 func checkAudit(t *testing.T, path string, installed []object, notDriven map[string]string) map[string]int {
 	t.Helper()
@@ -368,7 +357,11 @@ func checkAudit(t *testing.T, path string, installed []object, notDriven map[str
 	}
 	var unused []string
 	for _, g := range gs {
-		if reason, ok := notDriven[g.verb+" "+g.resource]; ok && g.group == "" {
+		reason, ok := notDriven[g.verb+" "+g.resource]
+		if !ok && g.name != "" {
+			reason, ok = notDriven[g.verb+" "+g.resource+"/"+g.name]
+		}
+		if ok && g.group == "" {
 			t.Logf("not driven by this run: %s (%s)", g, reason)
 			continue
 		}
@@ -399,4 +392,21 @@ func grepLines(s, sub string) string {
 		out = out[:20]
 	}
 	return strings.Join(out, "\n")
+}
+
+// repeatedWarning holds once the router recorded a Warning about the node
+// at least twice (one create, then a patch of the count).
+func repeatedWarning(cp *framework.ControlPlane, node string) framework.Condition {
+	return func(ctx context.Context) (bool, string, error) {
+		evs, err := framework.Events(ctx, cp.Client, "Node", "", node)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, ev := range evs {
+			if ev.Type == corev1.EventTypeWarning && ev.Source.Component == "multicloud-ccm" && ev.Count >= 2 {
+				return true, "", nil
+			}
+		}
+		return false, framework.DescribeEvents(evs), nil
+	}
 }
