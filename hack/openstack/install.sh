@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(keystone octavia-api octavia-worker rabbitmq-server uwsgi-core
-  uwsgi-plugin-python3 python3-openstackclient sqlite3 openssl curl)
+  uwsgi-plugin-python3 python3-keystoneclient sqlite3 openssl curl)
 
 missing=()
 for p in "${packages[@]}"; do
