@@ -234,8 +234,18 @@ func TestOutageIsNeverGone(t *testing.T) {
 		}
 	}
 	s.down.Store(false)
-	if exists, err := c.InstanceExists(ctx, newNode("gone", withVM(gone))); err != nil || exists {
-		t.Errorf("after recovery InstanceExists(gone) = %v, %v; want false, nil", exists, err)
+	// The failure is remembered for a few seconds (lookups fail fast
+	// instead of each waiting for the vCenter), then retried.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		exists, err := c.InstanceExists(ctx, newNode("gone", withVM(gone)))
+		if err == nil && !exists {
+			break
+		}
+		if err == nil || time.Now().After(deadline) {
+			t.Fatalf("after recovery InstanceExists(gone) = %v, %v; want false, nil", exists, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if exists, err := c.InstanceExists(ctx, newNode("here", withVM(vms[1]))); err != nil || !exists {
 		t.Errorf("after recovery InstanceExists(here) = %v, %v; want true, nil", exists, err)
@@ -271,6 +281,8 @@ func TestMultipleVCenters(t *testing.T) {
 		}
 	})
 	t.Run("same UUID in both", func(t *testing.T) {
+		// Forget b's remembered failure rather than wait out the backoff.
+		c.vcenters[1].recordFailure(nil)
 		dup := cloneVM(t, b, bvms[1], "dup")
 		b.reconfigure(t, dup, typesUUID(avms[3].uuid))
 		_, err := c.InstanceExists(ctx, newNode("n", withVM(avms[3])))
@@ -423,5 +435,89 @@ func TestMoveBetweenVCentersIsNotGone(t *testing.T) {
 	}
 	if n := c.vcenters[1].refreshes.Load() - before; n != 1 {
 		t.Errorf("the other vCenter was retrieved %d times, want 1", n)
+	}
+}
+
+// TestStuckVCenterHitsTheDeadline: a vCenter that accepts requests and never
+// answers makes calls fail within their deadline (twice requestTimeout plus
+// a second), as errors, while the other vCenter's nodes are still served.
+func TestStuckVCenterHitsTheDeadline(t *testing.T) {
+	a, b := startSim(t), startSim(t)
+	randomizeUUIDs(t, b)
+	avms, bvms := guestAll(t, a, 1), guestAll(t, b, 2)
+	c := newCloud(t, []*sim{a, b}, func(sj *settingsJSON) { sj.RequestTimeout = "1s" })
+	b.hang.Store(true)
+	ctx := context.Background()
+	for i, tt := range []struct {
+		node    *corev1.Node
+		wantErr bool
+	}{
+		{newNode("stuck", withVM(bvms[0])), true},
+		{newNode("healthy", withVM(avms[0])), false},
+		{newNode("stuck-again", withVM(bvms[1])), true},
+	} {
+		held := b.held.Load()
+		defer func() {
+			// After the first call, the stuck vCenter's failure is
+			// remembered: the others do not wait for it again.
+			if n := b.held.Load() - held; i > 0 && n != 0 {
+				t.Errorf("call %d sent %d more requests to the stuck vCenter, want 0 within the failure backoff", i, n)
+			}
+		}()
+		began := time.Now()
+		exists, err := c.InstanceExists(ctx, tt.node)
+		took := time.Since(began)
+		if tt.wantErr && err == nil {
+			t.Errorf("InstanceExists(%s) with its vCenter stuck = %v, nil; want an error", tt.node.Name, exists)
+		}
+		if !tt.wantErr && (err != nil || !exists) {
+			t.Errorf("InstanceExists(%s) = %v, %v; want true", tt.node.Name, exists, err)
+		}
+		if took > 4*time.Second {
+			t.Errorf("InstanceExists(%s) took %v, want at most the 3 s deadline (and a little)", tt.node.Name, took)
+		}
+	}
+	// The backend gives up on the stuck requests (each refresh is bounded
+	// by requestTimeout): none is left waiting.
+	deadline := time.Now().Add(5 * time.Second)
+	for b.hanging.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still waiting on the stuck vCenter 5 s after the calls returned", b.hanging.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestInitializeKeepsTheInventoryFresh: after Initialize the inventory is
+// refreshed every refreshInterval with no lookups (which keeps the session
+// alive), and stopping logs out.
+func TestInitializeKeepsTheInventoryFresh(t *testing.T) {
+	s := startSim(t)
+	c := newCloud(t, []*sim{s}, fastRefresh)
+	stop := make(chan struct{})
+	c.Initialize(nil, stop)
+	v := c.vcenters[0]
+	deadline := time.Now().Add(10 * time.Second)
+	for v.refreshes.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d background refreshes in 10 s with a 1 s interval", v.refreshes.Load())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := v.logins.Load(); n != 1 {
+		t.Errorf("%d logins for %d refreshes, want 1: the session is kept", n, v.refreshes.Load())
+	}
+	close(stop)
+	for {
+		v.connMu.Lock()
+		conn := v.conn
+		v.connMu.Unlock()
+		if conn == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still logged in 10 s after stop")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -50,6 +51,14 @@ type sim struct {
 	proxy  *httptest.Server
 	// down makes the proxy drop every connection, as an unreachable vCenter.
 	down atomic.Bool
+	// hang makes the proxy hold every request without answering until the
+	// client gives up, as a vCenter that accepts connections but is stuck.
+	hang atomic.Bool
+	// hanging counts the requests the proxy is holding, held all it has
+	// held.
+	hanging, held atomic.Int64
+	// release ends every held request (at cleanup).
+	release chan struct{}
 	// requests counts the HTTP requests (SOAP and vAPI) that reached it.
 	requests atomic.Int64
 
@@ -121,10 +130,25 @@ func (s *sim) startProxy(t testing.TB) {
 			http.Error(w, "down", http.StatusBadGateway)
 			return
 		}
+		if s.hang.Load() {
+			s.held.Add(1)
+			s.hanging.Add(1)
+			defer s.hanging.Add(-1)
+			// Read the request first: only then does the server notice
+			// the client closing the connection (and cancel r's context).
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-s.release:
+			}
+			return
+		}
 		s.requests.Add(1)
 		rp.ServeHTTP(w, r)
 	}))
+	s.release = make(chan struct{})
 	t.Cleanup(s.proxy.Close)
+	t.Cleanup(func() { close(s.release) })
 }
 
 func (s *sim) login(t testing.TB) {

@@ -47,14 +47,21 @@ type vcenter struct {
 	user     string
 	password string
 	timeout  time.Duration
-	tags     *tagReader
+	// backoff is how long a failed refresh is answered from memory.
+	backoff time.Duration
+	tags    *tagReader
 
 	connMu sync.Mutex
 	conn   *connection
 
 	mu   sync.Mutex
 	snap *snapshot
-	sf   singleflight.Group
+	// failed is the last refresh's error and failedAt when it ended; for
+	// failureBackoff lookups get it at once instead of each waiting for a
+	// vCenter that is down or stuck.
+	failed   error
+	failedAt time.Time
+	sf       singleflight.Group
 
 	// logins and refreshes count sessions and retrievals, for tests.
 	logins, refreshes atomic.Int64
@@ -79,10 +86,15 @@ func (v *vcenter) snapshotSince(ctx context.Context, notBefore time.Time) (*snap
 		if s := v.cached(); s != nil && !s.started.Before(notBefore) {
 			return s, nil
 		}
+		if err := v.recentFailure(); err != nil {
+			return nil, err
+		}
 		ch := v.sf.DoChan("refresh", func() (any, error) {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout)
 			defer cancel()
-			return v.refresh(rctx)
+			s, err := v.refresh(rctx)
+			v.recordFailure(err)
+			return s, err
 		})
 		select {
 		case r := <-ch:
@@ -98,6 +110,28 @@ func (v *vcenter) snapshotSince(ctx context.Context, notBefore time.Time) (*snap
 		}
 	}
 	return nil, fmt.Errorf("vCenter %s: no inventory newer than %s", v.name, notBefore.Format(time.RFC3339Nano))
+}
+
+// failureBackoff is how long a failed refresh is answered from memory. It
+// is capped at the refresh interval.
+const failureBackoff = 5 * time.Second
+
+// recentFailure returns the last refresh's error if it failed less than
+// the backoff ago.
+func (v *vcenter) recentFailure() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.failed == nil || time.Since(v.failedAt) >= v.backoff {
+		return nil
+	}
+	return fmt.Errorf("%w (the last attempt, %s ago; retried after %s)", v.failed, time.Since(v.failedAt).Round(time.Millisecond), v.backoff)
+}
+
+// recordFailure remembers a refresh's error, or forgets it on success.
+func (v *vcenter) recordFailure(err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.failed, v.failedAt = err, time.Now()
 }
 
 func (v *vcenter) cached() *snapshot {

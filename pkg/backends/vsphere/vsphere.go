@@ -102,6 +102,7 @@ func newVCenter(s *Settings, i int, tr *tagReader) (*vcenter, error) {
 		name: cfg.url.Host, cfg: cfg, path: p.String(),
 		user: user, password: password,
 		timeout: s.RequestTimeout.Duration, tags: tr,
+		backoff: min(failureBackoff, s.RefreshInterval.Duration),
 	}, nil
 }
 
