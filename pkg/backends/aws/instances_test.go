@@ -45,6 +45,8 @@ func TestInstanceLookups(t *testing.T) {
 	e.addInstance(2, func(i *awsfake.Instance) { i.State = "stopped" })
 	e.addInstance(3, func(i *awsfake.Instance) { i.State = "terminated" })
 	e.addInstance(4, func(i *awsfake.Instance) { i.VPCID = "vpc-0ther" })
+	e.addInstance(5, func(i *awsfake.Instance) { i.State = "stopping" })
+	e.addInstance(6, func(i *awsfake.Instance) { i.State = "shutting-down" })
 	want := "aws:///eu-west-1b/" + in.ID
 	inst, _ := e.cloud.InstancesV2()
 	ctx := context.Background()
@@ -61,6 +63,8 @@ func TestInstanceLookups(t *testing.T) {
 		{name: "node named by private DNS", node: newNode(in.PrivateDNSName), exists: true, providerID: want},
 		{name: "node found by secondary IP", node: newNode("vm-1", withInternalIP("10.0.11.99")), exists: true, providerID: want},
 		{name: "stopped instance is shut down", node: newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(2))), exists: true, shutdown: true, providerID: "aws:///eu-west-1a/" + instanceID(2)},
+		{name: "stopping instance is shut down", node: newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(5))), exists: true, shutdown: true, providerID: "aws:///eu-west-1b/" + instanceID(5)},
+		{name: "shutting-down instance still exists", node: newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(6))), exists: true, providerID: "aws:///eu-west-1a/" + instanceID(6)},
 		{name: "terminated instance is gone", node: newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(3))), errorMsg: "not found"},
 		{name: "instance unknown to AWS is gone", node: newNode("n", withProviderID("aws:///eu-west-1b/i-0000000000ff")), errorMsg: "not found"},
 		{name: "instance in another VPC still exists", node: newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(4))), exists: true, providerID: "aws:///eu-west-1a/" + instanceID(4)},

@@ -264,7 +264,10 @@ func nodeIPv4(n *corev1.Node) net.IP {
 
 // CanTarget tells the router which nodes to hand the backend: its own EC2
 // instances always, and, unless the Service asks for instance targets,
-// every node with an IPv4 InternalIP (an IP target).
+// every node whose first IPv4 InternalIP is private (RFC 1918 or
+// 100.64.0.0/10): AWS takes IP targets outside the VPC only from those
+// ranges, so a node with a public address would make every registration
+// fail.
 func (l *LoadBalancer) CanTarget(svc *corev1.Service, node *corev1.Node) bool {
 	if s, err := providerid.Scheme(node.Spec.ProviderID); err == nil && s == Scheme {
 		return true
@@ -272,8 +275,12 @@ func (l *LoadBalancer) CanTarget(svc *corev1.Service, node *corev1.Node) bool {
 	if svc.Annotations[AnnotationTargetType] == targetInstance {
 		return false
 	}
-	return nodeIPv4(node) != nil
+	ip := nodeIPv4(node)
+	return ip != nil && (ip.IsPrivate() || cgnat.Contains(ip))
 }
+
+// cgnat is the shared address space (RFC 6598) AWS accepts for IP targets.
+var cgnat = &net.IPNet{IP: net.IPv4(100, 64, 0, 0).To4(), Mask: net.CIDRMask(10, 32)}
 
 // splitList splits a comma-separated annotation value.
 func splitList(v string) []string {

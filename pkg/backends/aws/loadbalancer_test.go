@@ -127,6 +127,12 @@ func TestEnsureIPTargetsForOtherClouds(t *testing.T) {
 	if targeter.CanTarget(svc, newNode("no-address")) {
 		t.Error("CanTarget of a node without an address = true")
 	}
+	if targeter.CanTarget(svc, newNode("public", withProviderID("vsphere://p"), withInternalIP("203.0.113.7"))) {
+		t.Error("CanTarget of a node with a public address = true; AWS refuses such IP targets outside the VPC")
+	}
+	if !targeter.CanTarget(svc, newNode("cgnat", withProviderID("vsphere://c"), withInternalIP("100.64.3.4"))) {
+		t.Error("CanTarget of a node in 100.64.0.0/10 = false")
+	}
 	e.ensure(t, svc, nodes)
 	tg := e.targetGroups(t)[namesFor(testCluster, svc).targetGroup(80, "TCP", targetIP)]
 	want := "10.0.11.11:30080,192.168.10.1:30080@all,192.168.10.2:30080@all"
