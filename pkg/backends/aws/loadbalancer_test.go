@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cloud-provider/api"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -442,5 +444,33 @@ func TestThrottlingStorm(t *testing.T) {
 	}
 	if n := e.fake.ResourceCount(); n != 0 {
 		t.Errorf("%d left", n)
+	}
+}
+
+// TestThrottlingOutlastsTheDeadline: a storm longer than the caller's
+// deadline ends in an error at the deadline, with nothing created; the
+// retryer does not keep a worker beyond it.
+func TestThrottlingOutlastsTheDeadline(t *testing.T) {
+	e := newEnv(t, func(s *Settings) {
+		s.Retry.MaxAttempts = 1000
+		s.Retry.MaxBackoff = &metav1.Duration{Duration: 50 * time.Millisecond}
+	})
+	nodes := e.awsNodes(1, 1)
+	e.fake.Throttle(1 << 30)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	lbi, _ := e.cloud.LoadBalancer()
+	start := time.Now()
+	if _, err := lbi.EnsureLoadBalancer(ctx, testCluster, newService("web"), nodes); err == nil {
+		t.Fatal("Ensure succeeded through a throttling storm")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Ensure returned after %s, want about the 1s deadline", d)
+	}
+	if e.fake.TotalCalls() < 2 {
+		t.Errorf("calls = %v, want retries", e.fake.CallCounts())
+	}
+	if n := e.fake.ResourceCount(); n != 0 {
+		t.Errorf("%d resources created", n)
 	}
 }
