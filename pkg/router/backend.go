@@ -1,7 +1,6 @@
 package router
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -48,10 +47,11 @@ type backend struct {
 	lb        cloudprovider.LoadBalancer
 	routes    cloudprovider.Routes
 	metrics   *backendMetrics
+	labels    *labelCache
 }
 
 func newBackend(b Backend) *backend {
-	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name)}
+	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name), labels: newLabelCache(b.Name)}
 	if i, ok := b.Cloud.InstancesV2(); ok && i != nil {
 		nb.instances = i
 	}
@@ -104,9 +104,4 @@ func (b *backend) canTarget(service *corev1.Service, node *corev1.Node) bool {
 		return t.CanTarget(service, node)
 	}
 	return b.owns(node)
-}
-
-// withTimeout gives a backend call its deadline.
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, d)
 }

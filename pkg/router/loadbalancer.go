@@ -253,18 +253,20 @@ func (b *backend) targetable(service *corev1.Service, nodes []*corev1.Node) []*c
 }
 
 func (b *backend) getLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
-	ctx, cancel := withTimeout(ctx, loadBalancerCallTimeout)
-	defer cancel()
 	start := time.Now()
+	cc := newCallCtx(ctx, start, loadBalancerCallTimeout)
+	defer cc.release()
+	ctx = cc
 	status, exists, err := b.lb.GetLoadBalancer(ctx, clusterName, service)
 	b.done(opGetLoadBalancer, start, err)
 	return status, exists, b.wrap(opGetLoadBalancer, err)
 }
 
 func (b *backend) ensureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	ctx, cancel := withTimeout(ctx, loadBalancerCallTimeout)
-	defer cancel()
 	start := time.Now()
+	cc := newCallCtx(ctx, start, loadBalancerCallTimeout)
+	defer cc.release()
+	ctx = cc
 	status, err := b.lb.EnsureLoadBalancer(ctx, clusterName, service, nodes)
 	if err == nil && status == nil {
 		err = errors.New("returned no status and no error")
@@ -274,18 +276,20 @@ func (b *backend) ensureLoadBalancer(ctx context.Context, clusterName string, se
 }
 
 func (b *backend) updateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
-	ctx, cancel := withTimeout(ctx, loadBalancerCallTimeout)
-	defer cancel()
 	start := time.Now()
+	cc := newCallCtx(ctx, start, loadBalancerCallTimeout)
+	defer cc.release()
+	ctx = cc
 	err := b.lb.UpdateLoadBalancer(ctx, clusterName, service, nodes)
 	b.done(opUpdateLoadBalancer, start, err)
 	return b.wrap(opUpdateLoadBalancer, err)
 }
 
 func (b *backend) ensureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
-	ctx, cancel := withTimeout(ctx, loadBalancerCallTimeout)
-	defer cancel()
 	start := time.Now()
+	cc := newCallCtx(ctx, start, loadBalancerCallTimeout)
+	defer cc.release()
+	ctx = cc
 	err := b.lb.EnsureLoadBalancerDeleted(ctx, clusterName, service)
 	if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream sentinel, never wrapped.
 		err = nil

@@ -108,27 +108,30 @@ func routeKey(rt *cloudprovider.Route) string {
 }
 
 func (b *backend) listRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
-	ctx, cancel := withTimeout(ctx, routeCallTimeout)
-	defer cancel()
 	start := time.Now()
+	cc := newCallCtx(ctx, start, routeCallTimeout)
+	defer cc.release()
+	ctx = cc
 	routes, err := b.routes.ListRoutes(ctx, clusterName)
 	b.done(opListRoutes, start, err)
 	return routes, b.wrap(opListRoutes, err)
 }
 
 func (b *backend) createRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
-	ctx, cancel := withTimeout(ctx, routeCallTimeout)
-	defer cancel()
 	start := time.Now()
+	cc := newCallCtx(ctx, start, routeCallTimeout)
+	defer cc.release()
+	ctx = cc
 	err := b.routes.CreateRoute(ctx, clusterName, nameHint, route)
 	b.done(opCreateRoute, start, err)
 	return b.wrap(opCreateRoute, err)
 }
 
 func (b *backend) deleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
-	ctx, cancel := withTimeout(ctx, routeCallTimeout)
-	defer cancel()
 	start := time.Now()
+	cc := newCallCtx(ctx, start, routeCallTimeout)
+	defer cc.release()
+	ctx = cc
 	err := b.routes.DeleteRoute(ctx, clusterName, route)
 	b.done(opDeleteRoute, start, err)
 	return b.wrap(opDeleteRoute, err)
