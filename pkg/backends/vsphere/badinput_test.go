@@ -135,7 +135,7 @@ func TestTLS(t *testing.T) {
 		{"CA file", func(e map[string]any) { e["caFile"] = caFile }, ""},
 		{"thumbprint", func(e map[string]any) { e["thumbprint"] = sha256 }, ""},
 		{"insecure", func(e map[string]any) { e["insecure"] = true }, ""},
-		{"system roots only", func(e map[string]any) {}, "set caFile to the CA that signed it"},
+		{"system roots only", func(map[string]any) {}, "set caFile to the CA that signed it"},
 		{"wrong thumbprint", func(e map[string]any) { e["thumbprint"] = strings.Repeat("AB:", 31) + "AB" }, "thumbprint does not match"},
 	}
 	for _, tt := range tests {

@@ -14,8 +14,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// ReasonGuestInfoMissing: the VM's guest has reported no usable address,
-// usually because VMware Tools is not running yet.
+// ReasonGuestInfoMissing is the event reason when the VM's guest has
+// reported no usable address, usually because VMware Tools is not running
+// yet.
 const ReasonGuestInfoMissing = "VSphereGuestInfoMissing"
 
 // InstanceExists reports whether the node's VM exists. It answers false

@@ -256,7 +256,7 @@ func (s *sim) tag(t testing.TB, category, tag, path string) {
 	t.Helper()
 	ctx := context.Background()
 	m := tags.NewManager(s.rest)
-	catID := category
+	var catID string
 	if c, err := m.GetCategory(ctx, category); err == nil {
 		catID = c.ID
 	} else if catID, err = m.CreateCategory(ctx, &tags.Category{Name: category, Cardinality: "SINGLE", AssociableTypes: []string{}}); err != nil {
@@ -325,10 +325,6 @@ type settingsTweak func(*settingsJSON)
 
 func withZones() settingsTweak {
 	return func(s *settingsJSON) { s.ZoneCategory, s.RegionCategory = "k8s-zone", "k8s-region" }
-}
-
-func withAddresses(a map[string]any) settingsTweak {
-	return func(s *settingsJSON) { s.Addresses = a }
 }
 
 // parseSettings parses a vsphere section as the config file would.
