@@ -25,7 +25,6 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(header + "clusterId: x\n"))
 	f.Add([]byte("backends: [{name: a, type: baremetal, baremetal: {addressPools: [{name: p, addresses: [10.0.0.1-10.0.0.0]}]}}]"))
 	f.Add([]byte("{\"apiVersion\": 1}"))
-	f.Add([]byte("a: &x [*x]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := config.Parse(data, "/etc/multicloud-ccm")
 		if (cfg == nil) == (err == nil) {
