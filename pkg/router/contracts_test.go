@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
 	"k8s.io/component-base/metrics/testutil"
@@ -151,4 +153,32 @@ func TestMetricsPerBackend(t *testing.T) {
 	}
 	// A second router over a backend of the same name reuses the metrics.
 	mustRouter(t, testConfig(), Backend{Name: "metrics-ok", Scheme: "mok", Cloud: instanceCloud(true, nil)})
+}
+
+// informed records Initialize and SetInformers.
+type informed struct {
+	*upstreamfake.Cloud
+	initialized, informed bool
+}
+
+func (i *informed) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+	i.initialized = true
+}
+func (i *informed) SetInformers(informers.SharedInformerFactory) { i.informed = true }
+
+// TestInitializeAndSetInformersReachEveryBackend.
+func TestInitializeAndSetInformersReachEveryBackend(t *testing.T) {
+	a := &informed{Cloud: instanceCloud(true, nil)}
+	b := &informed{Cloud: &upstreamfake.Cloud{DisableInstances: true, DisableRoutes: true}}
+	r := mustRouter(t, testConfig(), Backend{Name: "a", Scheme: "a", Cloud: a}, Backend{Name: "b", Cloud: b})
+	client := fake.NewClientset()
+	stop := make(chan struct{})
+	defer close(stop)
+	r.Initialize(clientBuilder{client}, stop)
+	r.SetInformers(informers.NewSharedInformerFactory(client, 0))
+	for name, c := range map[string]*informed{"a": a, "b": b} {
+		if !c.initialized || !c.informed {
+			t.Errorf("backend %s: Initialize reached %v, SetInformers reached %v", name, c.initialized, c.informed)
+		}
+	}
 }

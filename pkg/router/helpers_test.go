@@ -47,10 +47,6 @@ func notReady(n *corev1.Node) {
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
 }
 
-func ready(n *corev1.Node) {
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-}
-
 // newService builds a LoadBalancer Service; tweaks adjust it.
 func newService(name string, tweaks ...func(*corev1.Service)) *corev1.Service {
 	s := &corev1.Service{
