@@ -26,7 +26,7 @@ LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 FUZZTIME ?= 10s
 
-.PHONY: helm manifests manifests-check all build test unit race fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
+.PHONY: docs golden helm manifests manifests-check all build test unit race fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
 
 all: build
 
@@ -100,6 +100,14 @@ $(TOOLS)/golangci-lint:
 
 lint: $(TOOLS)/golangci-lint
 	$(TOOLS)/golangci-lint run ./...
+
+# docs/annotations.md is generated from the annotation constants' doc
+# comments; a test fails when it is stale.
+docs:
+	$(GO) run ./hack/gen-docs
+
+golden:
+	$(GO) test -count=1 ./test/e2e/chart -run TestGolden -update
 
 clean:
 	rm -rf $(OUT)
