@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -142,7 +145,7 @@ func ensureConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service, nodes 
 		if err == nil {
 			return st, calls
 		}
-		if !isRetry(err) {
+		if !isRetry(err) && !sqliteLocked(err) {
 			t.Fatalf("EnsureLoadBalancer: %v", err)
 		}
 		if time.Now().After(deadline) {
@@ -161,7 +164,7 @@ func deleteConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service) {
 		if err == nil {
 			return
 		}
-		if !isRetry(err) {
+		if !isRetry(err) && !sqliteLocked(err) {
 			t.Fatalf("EnsureLoadBalancerDeleted: %v", err)
 		}
 		if time.Now().After(deadline) {
@@ -177,3 +180,11 @@ func RealOctavia(t testing.TB) *Settings { return realOctavia(t) }
 // VIPSubnetForTests is the VIP subnet the tests' load balancers use (the
 // noop network driver accepts any).
 const VIPSubnetForTests = "6f1e4f39-9c6a-4d55-8a25-4a4c8c3c2b11"
+
+// sqliteLocked reports the test stack's sqlite write contention: Octavia on
+// sqlite answers 500 "database is locked" when its API and worker (or two
+// test processes) write at once. The helpers retry it, as the service
+// controller retries any error.
+func sqliteLocked(err error) bool {
+	return gophercloud.ResponseCodeIs(err, http.StatusInternalServerError) && strings.Contains(err.Error(), "database is locked")
+}

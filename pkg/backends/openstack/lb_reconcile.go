@@ -147,6 +147,12 @@ func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbSt
 	if p == nil {
 		return createPoolStep(c, ls.ID, w)
 	}
+	if p.pool.ProvisioningStatus == lbError {
+		// A failed change leaves the pool immutable in ERROR: replace it.
+		return &step{"deleting pool " + p.pool.ID + " in ERROR", func(ctx context.Context) error {
+			return ignoreNotFound(pools.Delete(ctx, c, p.pool.ID).ExtractErr())
+		}}
+	}
 	if p.pool.LBMethod != w.method {
 		return &step{"updating algorithm of pool " + p.pool.ID, func(ctx context.Context) error {
 			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{LBMethod: pools.LBMethod(w.method)}).Err

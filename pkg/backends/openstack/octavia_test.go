@@ -234,10 +234,7 @@ func TestOctaviaErrorIsReplaced(t *testing.T) {
 	ensureConverged(t, c.lb, svc, nodes)
 	first := theLB(t, c, svc).ID
 	db := filepath.Join(filepath.Dir(os.Getenv("OS_PASSWORD_FILE")), "octavia.db")
-	out, err := exec.Command("sqlite3", db, fmt.Sprintf("UPDATE load_balancer SET provisioning_status='ERROR' WHERE id='%s';", first)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("setting ERROR in %s: %v: %s", db, err, out)
-	}
+	setError(t, db, "load_balancer", first)
 	if lb := theLB(t, c, svc); lb.ProvisioningStatus != "ERROR" {
 		t.Fatalf("load balancer is %s after the update, want ERROR", lb.ProvisioningStatus)
 	}
@@ -247,6 +244,52 @@ func TestOctaviaErrorIsReplaced(t *testing.T) {
 	}
 	assertView(t, observe(t, c, svc), []string{"TCP/80 cidrs=[] pool=ROUND_ROBIN monitor=TCP"},
 		map[string][]string{"TCP/80": {"n1 10.7.0.1:30080 mon=0"}})
+	deleteConverged(t, c.lb, svc)
+}
+
+// setError puts an Octavia object in ERROR in Octavia's database.
+func setError(t *testing.T, db, table, id string) {
+	t.Helper()
+	out, err := exec.Command("sqlite3", "-cmd", ".timeout 10000", db, fmt.Sprintf("UPDATE %s SET provisioning_status='ERROR' WHERE id='%s';", table, id)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("setting %s %s to ERROR in %s: %v: %s", table, id, db, err, out)
+	}
+}
+
+// TestOctaviaPoolErrorIsReplaced: a pool a failed change left in ERROR
+// (its members lost) is deleted and created again with its members.
+func TestOctaviaPoolErrorIsReplaced(t *testing.T) {
+	s := realOctavia(t)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	svc := newService("pool-broken")
+	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.7.1.1"))}
+	ensureConverged(t, c.lb, svc, nodes)
+	ctx := context.Background()
+	sc, err := c.lb.clients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := readState(ctx, sc.loadBalancer, theLB(t, c, svc).ID)
+	if err != nil || len(st.pools) != 1 {
+		t.Fatalf("state %+v, %v: want one pool", st, err)
+	}
+	var pool string
+	for id := range st.pools {
+		pool = id
+	}
+	setError(t, filepath.Join(filepath.Dir(os.Getenv("OS_PASSWORD_FILE")), "octavia.db"), "pool", pool)
+	ensureConverged(t, c.lb, svc, nodes)
+	st, err = readState(ctx, sc.loadBalancer, theLB(t, c, svc).ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, p := range st.pools {
+		if id == pool || p.pool.ProvisioningStatus != "ACTIVE" {
+			t.Errorf("pool %s is %s: want a new ACTIVE pool replacing %s", id, p.pool.ProvisioningStatus, pool)
+		}
+	}
+	assertView(t, observe(t, c, svc), []string{"TCP/80 cidrs=[] pool=ROUND_ROBIN monitor=TCP"},
+		map[string][]string{"TCP/80": {"n1 10.7.1.1:30080 mon=0"}})
 	deleteConverged(t, c.lb, svc)
 }
 
