@@ -166,7 +166,7 @@ auth_strategy = keystone
 enabled_provider_drivers = amphora:The Octavia Amphora driver (noop drivers)
 default_provider_driver = amphora
 [database]
-connection = sqlite:///$dir/octavia.db
+connection = sqlite:///$dir/octavia.db?timeout=30
 [keystone_authtoken]
 www_authenticate_uri = $keystone_url
 auth_url = $keystone_url
@@ -220,6 +220,10 @@ init_octavia() {
   log "initialising Octavia"
   rm -f "$dir/octavia.db"
   python3 "$here/octavia_schema.py" "$dir/octavia.db"
+  # The API and the worker write concurrently: WAL lets readers go on
+  # beside a writer, and the connection's 30 s busy timeout (above) makes a
+  # writer wait for another instead of failing with "database is locked".
+  sqlite3 "$dir/octavia.db" 'PRAGMA journal_mode=WAL;' >/dev/null
   register_octavia
 }
 
