@@ -75,7 +75,7 @@ e2e: build control-plane helm
 	$(WITH_OS_ENV) $(GO) test -count=1 -timeout 40m ./test/e2e/...
 
 bench:
-	bash hack/bench.sh
+	$(WITH_OS_ENV) bash hack/bench.sh
 
 demo: build control-plane
 	$(GO) run ./test/e2e/cmd/demo
