@@ -186,7 +186,7 @@ func RegisteredTypes() []string {
 
 // Load reads and parses the config file at path.
 func Load(path string) (*CloudConfig, error) {
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(path) //nolint:gosec // G304: the operator's --cloud-config path.
 	if err != nil {
 		return nil, fmt.Errorf("reading cloud-config: %w", err)
 	}

@@ -63,7 +63,7 @@ func (r *Router) resolve(ctx context.Context, node *corev1.Node) (resolution, er
 	return r.resolveUnowned(ctx, node)
 }
 
-func (r *Router) resolveByProviderID(ctx context.Context, node *corev1.Node) (resolution, error) {
+func (r *Router) resolveByProviderID(_ context.Context, node *corev1.Node) (resolution, error) {
 	scheme, err := providerid.Scheme(node.Spec.ProviderID)
 	if err != nil {
 		return resolution{}, &nodeError{reason: reasonInvalidProviderID, err: fmt.Errorf("node %s: spec.providerID: %w", node.Name, err)}

@@ -237,7 +237,7 @@ func TestServiceControllerCrashBeforeStatus(t *testing.T) {
 	eventually(t, "the restarted CCM writes the NLB's DNS name", func() error {
 		s, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
-			return fmt.Errorf("no ingress yet (%v)", err)
+			return fmt.Errorf("no ingress yet (%w)", err)
 		}
 		if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || s.Status.LoadBalancer.Ingress[0].Hostname != lbs[0].DNSName {
 			return fmt.Errorf("ingress %v, load balancers %+v", s.Status.LoadBalancer.Ingress, lbs)
@@ -289,7 +289,7 @@ func TestServiceControllerVSphereOnAWS(t *testing.T) {
 	eventually(t, "Service gets the NLB's DNS name", func() error {
 		s, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
-			return fmt.Errorf("no ingress yet (%v)", err)
+			return fmt.Errorf("no ingress yet (%w)", err)
 		}
 		if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || s.Status.LoadBalancer.Ingress[0].Hostname != lbs[0].DNSName {
 			return fmt.Errorf("ingress %v, load balancers %+v", s.Status.LoadBalancer.Ingress, lbs)
@@ -328,7 +328,7 @@ func TestServiceControllerVSphereOnAWS(t *testing.T) {
 		}
 		s, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || len(s.Finalizers) > 0 {
-			return fmt.Errorf("finalizers %v (%v)", s.Finalizers, err)
+			return fmt.Errorf("finalizers %v (%w)", s.Finalizers, err)
 		}
 		return nil
 	})

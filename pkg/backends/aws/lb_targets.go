@@ -93,7 +93,7 @@ func (l *LoadBalancer) createTargetGroup(ctx context.Context, log logr.Logger, d
 	if errorCode(err) == "DuplicateTargetGroupName" {
 		got, derr := l.elb.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{Names: []string{p.tgName}})
 		if derr != nil || len(got.TargetGroups) != 1 {
-			return nil, fmt.Errorf("CreateTargetGroup %s: %w (and DescribeTargetGroups: %v)", p.tgName, err, derr)
+			return nil, fmt.Errorf("CreateTargetGroup %s: %w (and DescribeTargetGroups: %w)", p.tgName, err, derr)
 		}
 		return &got.TargetGroups[0], nil
 	}

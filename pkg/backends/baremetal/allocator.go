@@ -310,7 +310,7 @@ func canShare(mine, theirs shareInfo) error {
 		return fmt.Errorf("addresses are shared only between Services with the same %s annotation", annotation.AllowSharedIP)
 	case mine.key != theirs.key:
 		return fmt.Errorf("its %s key %q differs from this Service's %q", annotation.AllowSharedIP, theirs.key, mine.key)
-	case (mine.local || theirs.local) && !(mine.local && theirs.local && mine.selector == theirs.selector):
+	case (mine.local || theirs.local) && (!mine.local || !theirs.local || mine.selector != theirs.selector):
 		return fmt.Errorf("a Service with externalTrafficPolicy Local shares an address only with Services of the same policy and selector")
 	}
 	for _, p := range mine.ports {

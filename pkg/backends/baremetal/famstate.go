@@ -1,6 +1,7 @@
 package baremetal
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"net/netip"
 	"slices"
@@ -129,13 +130,11 @@ func (rs *rangeState) at(off uint64) netip.Addr {
 	hi, lo := u128(rs.first)
 	lo, carry := bits.Add64(lo, off, 0)
 	hi += carry
-	if rs.first.Is4() {
-		return netip.AddrFrom4([4]byte{byte(lo >> 24), byte(lo >> 16), byte(lo >> 8), byte(lo)})
-	}
 	var b [16]byte
-	for i := range 8 {
-		b[7-i] = byte(hi >> (8 * i))
-		b[15-i] = byte(lo >> (8 * i))
+	binary.BigEndian.PutUint64(b[:8], hi)
+	binary.BigEndian.PutUint64(b[8:], lo)
+	if rs.first.Is4() {
+		return netip.AddrFrom4([4]byte(b[12:]))
 	}
 	return netip.AddrFrom16(b)
 }
@@ -197,7 +196,7 @@ func (rs *rangeState) scan(from, to uint64, probes *uint64) (uint64, bool) {
 			continue
 		}
 		if free := ^rs.leased[w] &^ (1<<(off%64) - 1); free != 0 {
-			got := w*64 + uint64(bits.TrailingZeros64(free))
+			got := w*64 + uint64(bits.TrailingZeros64(free)) //nolint:gosec // G115: 0..63, free is not zero.
 			return got, got < to
 		}
 		off = (w + 1) * 64

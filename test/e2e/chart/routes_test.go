@@ -91,7 +91,7 @@ func TestRBACProvenRoutes(t *testing.T) {
 	if _, err := framework.CreateNode(ctx, cp.Client, node); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, settle, "the node's pod-CIDR route in "+rtb, func(ctx context.Context) (bool, string, error) {
+	framework.Eventually(t, settle, "the node's pod-CIDR route in "+rtb, func(_ context.Context) (bool, string, error) {
 		rt, _ := fake.GetRouteTable(rtb)
 		return slices.ContainsFunc(rt.Routes, func(r awsfake.Route) bool {
 			return r.DestinationCIDR == "10.244.7.0/24" && r.InstanceID == in.ID

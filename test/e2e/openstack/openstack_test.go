@@ -86,7 +86,7 @@ func octaviaEnv(t *testing.T) map[string]string {
 func startNova(t *testing.T) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v2.1/servers/detail", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v2.1/servers/detail", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"servers": []any{}})
 	})

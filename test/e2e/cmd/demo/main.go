@@ -110,7 +110,7 @@ func waitForInterrupt(ctx context.Context, out io.Writer, ccm *framework.CCM) er
 		return nil
 	case <-ccm.Done():
 		_, werr := ccm.Exited()
-		return fmt.Errorf("multicloud-ccm exited (%v); its log: %s", werr, ccm.LogPath())
+		return fmt.Errorf("multicloud-ccm exited (%w); its log: %s", werr, ccm.LogPath())
 	}
 }
 
