@@ -132,3 +132,22 @@ func AsUserError(err error) (*UserError, bool) {
 	ok := errors.As(err, &ue)
 	return ue, ok
 }
+
+// InstancesV2Only is embedded in every backend's cloud: it answers the parts
+// of cloudprovider.Interface the router never calls with "not offered" (the
+// legacy Instances, whose providerIDs and InstanceNotFound handling delete
+// nodes; Zones, which InstanceMetadata carries; Clusters), and HasClusterID
+// with true, since every backend gets the cluster ID from the config.
+type InstancesV2Only struct{}
+
+// Instances is not offered: the router uses InstancesV2 only.
+func (InstancesV2Only) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// Zones is not offered: InstanceMetadata carries zones and regions.
+func (InstancesV2Only) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not offered.
+func (InstancesV2Only) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// HasClusterID is true: every backend is configured with the cluster ID.
+func (InstancesV2Only) HasClusterID() bool { return true }

@@ -65,6 +65,8 @@ var (
 
 // Cloud is an AWS backend.
 type Cloud struct {
+	backends.InstancesV2Only
+
 	name      string
 	settings  *Settings
 	instances *Instances
@@ -201,17 +203,8 @@ func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{
 // LoadBalancer returns the NLB implementation.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lb, true }
 
-// Instances is not offered: the router uses InstancesV2 only.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
-
 // InstancesV2 returns the EC2 instance lookups.
 func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
-
-// Zones is not offered: InstancesV2 returns zones.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
-
-// Clusters is not offered.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
 // Routes returns pod-CIDR routes when the config's routes section is set.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
@@ -223,6 +216,3 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
 
 // ProviderName returns the backend type.
 func (c *Cloud) ProviderName() string { return Type }
-
-// HasClusterID is true: every backend is configured with the cluster ID.
-func (c *Cloud) HasClusterID() bool { return true }

@@ -50,6 +50,8 @@ var (
 
 // Cloud is a baremetal backend.
 type Cloud struct {
+	backends.InstancesV2Only
+
 	name      string
 	instances *Instances
 	lb        *LoadBalancer
@@ -95,9 +97,6 @@ func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	return c.lb, true
 }
 
-// Instances is not supported: the router uses InstancesV2.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
-
 // InstancesV2 returns the inventory, if the backend has one.
 func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 	if c.instances == nil {
@@ -106,17 +105,8 @@ func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 	return c.instances, true
 }
 
-// Zones is not supported: zones come from InstanceMetadata.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
-
-// Clusters is not supported.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
-
 // Routes is not supported: bare-metal pod networks are the CNI's business.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
 
 // ProviderName returns the backend type.
 func (c *Cloud) ProviderName() string { return Type }
-
-// HasClusterID returns true: the router always has a cluster ID.
-func (c *Cloud) HasClusterID() bool { return true }

@@ -30,6 +30,8 @@ func init() {
 
 // Cloud is one OpenStack backend.
 type Cloud struct {
+	backends.InstancesV2Only
+
 	name      string
 	settings  *Settings
 	stats     *APIStats
@@ -86,17 +88,8 @@ func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	return c.lb, true
 }
 
-// Instances is not offered: the router uses InstancesV2 only.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
-
 // InstancesV2 returns the Nova servers.
 func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
-
-// Zones is not offered: InstancesV2 carries zones.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
-
-// Clusters is not offered.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
 // Routes returns the Neutron router routes when a router is configured.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
@@ -108,6 +101,3 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
 
 // ProviderName returns the backend type.
 func (c *Cloud) ProviderName() string { return Type }
-
-// HasClusterID is true: every backend gets the cluster ID from the config.
-func (c *Cloud) HasClusterID() bool { return true }

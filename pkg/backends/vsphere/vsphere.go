@@ -45,6 +45,8 @@ func init() {
 // Cloud is a vSphere backend. It is a cloudprovider.Interface offering only
 // InstancesV2.
 type Cloud struct {
+	backends.InstancesV2Only
+
 	name     string
 	settings *Settings
 	vcenters []*vcenter
@@ -149,26 +151,14 @@ func (c *Cloud) close(ctx context.Context) {
 // LoadBalancer is not offered: another backend provides load balancers.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
 
-// Instances is not offered; use InstancesV2.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
-
 // InstancesV2 returns the backend itself.
 func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
-
-// Zones is not offered: InstanceMetadata carries zones.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
-
-// Clusters is not offered.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
 // Routes is not offered.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
 
 // ProviderName is the backend type, vsphere.
 func (c *Cloud) ProviderName() string { return Type }
-
-// HasClusterID is true: the backend creates nothing that needs one.
-func (c *Cloud) HasClusterID() bool { return true }
 
 // fieldPath names the section in errors.
 func (s *Settings) fieldPath() *field.Path {
