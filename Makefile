@@ -21,12 +21,12 @@ export GOFLAGS := -buildvcs=false -trimpath
 GOLANGCI_LINT_VERSION := v2.15.0
 LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 
-# Packages that need the control plane binaries or the OpenStack stack are
-# run by their own targets.
+# Everything but the end-to-end suites, which need the built binaries and
+# run under make e2e.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 FUZZTIME ?= 10s
 
-.PHONY: docs golden helm manifests manifests-check all build test unit race fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
+.PHONY: docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
 
 all: build
 
