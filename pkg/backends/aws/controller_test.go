@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -28,6 +27,8 @@ import (
 	_ "k8s.io/controller-manager/pkg/features/register" // the route controller reads its feature gates.
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // runNodeControllers runs the upstream cloud-node and cloud-node-lifecycle
@@ -72,30 +73,13 @@ func kubeletNode(name string, tweaks ...nodeTweak) *corev1.Node {
 
 func getNode(t *testing.T, client *fake.Clientset, name string) (*corev1.Node, bool) {
 	t.Helper()
-	n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n, true
+	return testutil.GetNode(t, client, name)
 }
 
 // eventually polls cond for up to 30 s.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, what, cond)
 }
 
 func hasTaint(n *corev1.Node, key string) bool {

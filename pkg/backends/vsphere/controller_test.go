@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -16,6 +15,8 @@ import (
 	nodecontroller "k8s.io/cloud-provider/controllers/node"
 	"k8s.io/cloud-provider/controllers/nodelifecycle"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // controllers runs the upstream cloud-node and cloud-node-lifecycle
@@ -63,30 +64,13 @@ func kubeletNode(name string, tweaks ...nodeTweak) *corev1.Node {
 
 func (k *controllers) node(t *testing.T, name string) (*corev1.Node, bool) {
 	t.Helper()
-	n, err := k.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n, true
+	return testutil.GetNode(t, k.client, name)
 }
 
 // eventually polls cond for up to 20 s.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 20*time.Second, what, cond)
 }
 
 func initialised(n *corev1.Node) error {
