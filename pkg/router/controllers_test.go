@@ -414,3 +414,133 @@ func (c *counted) InstanceExists(ctx context.Context, n *corev1.Node) (bool, err
 	c.n.Add(1)
 	return c.Cloud.InstanceExists(ctx, n)
 }
+
+// TestNodeAddressChangeRetargetsLoadBalancer drives the upstream service
+// controller: a node whose addresses arrive after the Service's load
+// balancer was ensured (the node controller writes the providerID first and
+// the addresses second; a node created with its providerID gets them later)
+// reaches the backend with its address. Upstream alone never re-syncs on an
+// address change, so without the router's re-sync this times out.
+func TestNodeAddressChangeRetargetsLoadBalancer(t *testing.T) {
+	other := newLBCloud("other", "198.51.100.7")
+	r := metalRouter(t, "error", Backend{Name: "other", Type: "aws", Scheme: "aws", Cloud: other})
+	svc := newService("shop", withLBBackend("other"))
+	c := startCluster(t, r, svc)
+	runServiceController(t, c)
+	eventually(t, "the Service's address", func() bool { return ingressIP(c.service(t, "shop")) == "198.51.100.7" })
+
+	ctx := context.Background()
+	node, err := c.client.CoreV1().Nodes().Create(ctx, newNode("ec2-1", withProviderID("aws:///eu-west-1a/i-1")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An excluded node of the same backend: its address changes must not
+	// hand it over.
+	excluded, err := c.client.CoreV1().Nodes().Create(ctx, newNode("ec2-2", withProviderID("aws:///eu-west-1a/i-2"),
+		withLabel(corev1.LabelNodeExcludeBalancers, "true")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new node handed over, without an address yet", func() bool { return other.targetsOf(svc) == "ec2-1=" })
+
+	setAddress := func(n *corev1.Node, ip string) *corev1.Node {
+		t.Helper()
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
+		n, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	setAddress(excluded, "10.0.100.12")
+	node = setAddress(node, "10.0.100.11")
+	eventually(t, "the node's address handed over", func() bool { return other.targetsOf(svc) == "ec2-1=10.0.100.11" })
+	setAddress(node, "10.0.100.21")
+	eventually(t, "the node's new address handed over", func() bool { return other.targetsOf(svc) == "ec2-1=10.0.100.21" })
+}
+
+// TestEnsuredIn covers which Services the address re-sync may touch: only
+// those the router ensured where they still want to be, not being deleted,
+// and not handed to another controller.
+func TestEnsuredIn(t *testing.T) {
+	other := newLBCloud("other", "198.51.100.7")
+	r := metalRouter(t, "error", Backend{Name: "other", Type: "aws", Scheme: "aws", Cloud: other})
+	withIngress := func(s *corev1.Service) {
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
+	}
+	ensured := newService("ensured", withLBBackend("other"), withIngress)
+	r.setHome(ensured, "other", true)
+	now := metav1.Now()
+	class := "example.com/lb"
+	cases := []struct {
+		name string
+		svc  *corev1.Service
+		want string
+	}{
+		{"ensured here", ensured, "other"},
+		{"never ensured by this router", newService("new", withLBBackend("other"), withIngress), ""},
+		{"no address yet", func() *corev1.Service {
+			s := newService("noaddr", withLBBackend("other"))
+			r.setHome(s, "other", true)
+			return s
+		}(), ""},
+		{"being deleted", func() *corev1.Service {
+			s := ensured.DeepCopy()
+			s.DeletionTimestamp = &now
+			return s
+		}(), ""},
+		{"annotation moved elsewhere", func() *corev1.Service {
+			s := ensured.DeepCopy()
+			s.Annotations[annotation.LoadBalancerBackend] = "metal"
+			return s
+		}(), ""},
+		{"unknown backend", func() *corev1.Service {
+			s := ensured.DeepCopy()
+			s.Annotations[annotation.LoadBalancerBackend] = "nope"
+			return s
+		}(), ""},
+		{"another controller's class", func() *corev1.Service {
+			s := ensured.DeepCopy()
+			s.Spec.LoadBalancerClass = &class
+			return s
+		}(), ""},
+		{"no longer a LoadBalancer", func() *corev1.Service {
+			s := ensured.DeepCopy()
+			s.Spec.Type = corev1.ServiceTypeClusterIP
+			return s
+		}(), ""},
+	}
+	for _, tc := range cases {
+		got := ""
+		if b := r.ensuredIn(tc.svc); b != nil {
+			got = b.Name
+		}
+		if got != tc.want {
+			t.Errorf("%s: ensuredIn = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestStableNode mirrors upstream's node predicates for load balancers.
+func TestStableNode(t *testing.T) {
+	now := metav1.Now()
+	cases := []struct {
+		name string
+		node *corev1.Node
+		want bool
+	}{
+		{"plain", newNode("a"), true},
+		{"exclude label false", newNode("b", withLabel(corev1.LabelNodeExcludeBalancers, "false")), true},
+		{"exclude label true", newNode("c", withLabel(corev1.LabelNodeExcludeBalancers, "true")), false},
+		{"exclude label unparsable", newNode("d", withLabel(corev1.LabelNodeExcludeBalancers, "yes please")), false},
+		{"being deleted", newNode("e", func(n *corev1.Node) { n.DeletionTimestamp = &now }), false},
+		{"autoscaler deleting it", newNode("f", func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: toBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+		}), false},
+	}
+	for _, tc := range cases {
+		if got := stableNode(tc.node); got != tc.want {
+			t.Errorf("%s: stableNode = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

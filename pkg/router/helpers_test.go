@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -94,12 +95,15 @@ type lbCloud struct {
 	failGet error
 	gets    int
 	nodes   map[types.UID][]string
+	// targets is, per Service, each node handed over as name=InternalIP.
+	targets map[types.UID][]string
 }
 
 func newLBCloud(name, ip string) *lbCloud {
 	return &lbCloud{
 		Cloud: &fake.Cloud{DisableInstances: true, DisableRoutes: true, ExternalIP: net.ParseIP(ip)},
 		name:  name, ip: ip, held: map[types.UID]bool{}, nodes: map[types.UID][]string{},
+		targets: map[types.UID][]string{},
 	}
 }
 
@@ -127,6 +131,7 @@ func (c *lbCloud) EnsureLoadBalancer(_ context.Context, _ string, s *corev1.Serv
 	defer c.mu.Unlock()
 	c.held[s.UID] = true
 	c.nodes[s.UID] = nodeNames(nodes)
+	c.targets[s.UID] = nodeTargets(nodes)
 	return c.status(), nil
 }
 
@@ -137,6 +142,7 @@ func (c *lbCloud) UpdateLoadBalancer(_ context.Context, _ string, s *corev1.Serv
 		return fmt.Errorf("%s: no load balancer for %s", c.name, s.Name)
 	}
 	c.nodes[s.UID] = nodeNames(nodes)
+	c.targets[s.UID] = nodeTargets(nodes)
 	return nil
 }
 
@@ -167,6 +173,28 @@ func (c *lbCloud) setFail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failGet = err
+}
+
+// targetsOf returns the nodes last handed over for s, as name=InternalIP.
+func (c *lbCloud) targetsOf(s *corev1.Service) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.targets[s.UID], ",")
+}
+
+func nodeTargets(nodes []*corev1.Node) []string {
+	out := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		ip := ""
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ip = a.Address
+				break
+			}
+		}
+		out = append(out, n.Name+"="+ip)
+	}
+	return out
 }
 
 func nodeNames(nodes []*corev1.Node) []string {

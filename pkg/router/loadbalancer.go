@@ -70,6 +70,8 @@ func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, se
 // it). A Service no backend serves gets ImplementedElsewhere, after any load
 // balancer we made for it earlier is removed.
 func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	defer r.lockService(service)()
+	r.clusterName.Store(clusterName)
 	target, err := r.lbTarget(service)
 	if err != nil {
 		r.warn(ctx, serviceRef(service), reasonUnknownLBBackend, err.Error())
@@ -93,6 +95,8 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 
 // UpdateLoadBalancer hands the target backend its targetable nodes.
 func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
+	defer r.lockService(service)()
+	r.clusterName.Store(clusterName)
 	target, err := r.lbTarget(service)
 	if err != nil {
 		return err
@@ -107,6 +111,7 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 // backend that has load balancers; each backend's delete is idempotent. It
 // fails, keeping the Service's finalizer, until every backend succeeded.
 func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
+	defer r.lockService(service)()
 	var (
 		mu       sync.Mutex
 		failures []error

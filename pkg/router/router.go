@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +56,8 @@ type Router struct {
 
 	recorder   record.EventRecorder
 	nodeLister corelisters.NodeLister
+	// stop is Initialize's stop channel; the address re-sync ends with it.
+	stop <-chan struct{}
 
 	// claims merges concurrent resolutions of the same providerID-less node.
 	claims singleflight.Group
@@ -64,6 +67,10 @@ type Router struct {
 	// load balancer ("" for none), so steady-state Ensure calls need not ask
 	// the other backends again.
 	lbHome map[types.UID]string
+	// svcLocks serialises load-balancer calls per Service UID.
+	svcLocks map[types.UID]*svcLock
+	// clusterName is the last cluster name the service controller passed.
+	clusterName atomic.Value
 
 	routeMu sync.Mutex
 	// routeOwner remembers which backend listed a route, for DeleteRoute of
@@ -130,6 +137,7 @@ func New(cfg *config.CloudConfig, bs []Backend) (*Router, error) {
 		byName:     map[string]*backend{},
 		byScheme:   map[string][]*backend{},
 		lbHome:     map[types.UID]string{},
+		svcLocks:   map[types.UID]*svcLock{},
 		routeOwner: map[string]*backend{},
 	}
 	for _, b := range bs {
@@ -167,6 +175,7 @@ func (r *Router) addCapabilities(b *backend) {
 // Initialize starts the router's event recorder and initialises every
 // backend with the same client builder.
 func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	r.stop = stop
 	client, err := clientBuilder.Client("multicloud-ccm")
 	if err != nil {
 		klog.ErrorS(err, "Cannot create a client for events; Warning events will only be logged")
@@ -178,10 +187,18 @@ func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder,
 	}
 }
 
-// SetInformers keeps a Node lister for route dispatch and hands the
-// informers to every backend that uses them.
+// SetInformers keeps a Node lister for route dispatch, starts re-targeting
+// load balancers when node addresses change (see nodesync.go), and hands
+// the informers to every backend that uses them.
 func (r *Router) SetInformers(factory informers.SharedInformerFactory) {
 	r.nodeLister = factory.Core().V1().Nodes().Lister()
+	if len(r.lbs) > 0 {
+		if r.stop == nil {
+			klog.Info("SetInformers before Initialize: load balancers will not be re-targeted when node addresses change")
+		} else if err := r.startAddressResync(factory, r.stop); err != nil {
+			klog.ErrorS(err, "Load balancers will not be re-targeted when node addresses change")
+		}
+	}
 	for _, b := range r.backends {
 		if u, ok := b.Cloud.(cloudprovider.InformerUser); ok {
 			u.SetInformers(factory)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -169,15 +170,34 @@ func createSharedPair(ctx context.Context, cp *framework.ControlPlane) error {
 }
 
 // waitSettled waits until every node is initialised (untainted, with the
-// addresses the node controller patches in afterwards) and every Service
-// has an address.
+// addresses the node controller patches in afterwards), every Service has
+// an address, and every IP target group of the simulated AWS targets every
+// node's InternalIP (a node's addresses may arrive after the NLB was made;
+// the router then re-targets it).
 func waitSettled(ctx context.Context, cp *framework.ControlPlane, c *clouds, timeout time.Duration) error {
-	return framework.WaitFor(ctx, timeout, "every node initialised and every Service with an address", func(ctx context.Context) (bool, string, error) {
+	return framework.WaitFor(ctx, timeout, "every node initialised, every Service with an address and every node targeted", func(ctx context.Context) (bool, string, error) {
 		var pending []string
+		var ips []string
 		for _, n := range nodes(c) {
 			got, err := cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			if err != nil || framework.HasTaint(got, framework.UninitializedTaint) || len(got.Status.Addresses) == 0 {
 				pending = append(pending, "node/"+n.Name)
+				continue
+			}
+			for _, a := range got.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP {
+					ips = append(ips, a.Address)
+				}
+			}
+		}
+		for _, tg := range c.aws.TargetGroups() {
+			if tg.TargetType != "ip" {
+				continue
+			}
+			for _, ip := range ips {
+				if !slices.ContainsFunc(tg.Targets, func(target string) bool { return strings.HasPrefix(target, ip+":") }) {
+					pending = append(pending, "target-group/"+tg.Name+" target "+ip)
+				}
 			}
 		}
 		for _, s := range services() {

@@ -1,0 +1,254 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// The upstream service controller re-targets load balancers only when the
+// set of nodes changes: a node added, removed, excluded, or given a
+// providerID. It never does when only a node's addresses change. But the
+// node controller writes a new node's providerID first and its addresses in
+// a second write, and a node created with its providerID already set gets
+// its addresses after upstream has synced it. A backend that targets nodes
+// by IP (AWS ip targets, Octavia members) would then leave that node out
+// until something else changed, possibly for ever.
+//
+// The router closes that gap itself: when a node's addresses change, every
+// Service whose load balancer the router has ensured in a backend that can
+// target the node is updated with the current nodes. The update goes
+// through the same per-Service lock as the service controller's calls, so
+// the two never overlap, and it is skipped for a Service that is being
+// deleted or moved.
+
+// Event reason for a failed node-address re-sync. It is stable.
+const reasonNodeResyncFailed = "LoadBalancerNodeResyncFailed"
+
+const (
+	// addressResyncWorkers bounds how many Services are re-synced at once.
+	addressResyncWorkers = 2
+	// toBeDeletedTaint is the cluster autoscaler's taint; upstream leaves
+	// such nodes out of load balancers.
+	toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+)
+
+// addressResync is the router's node-address watcher.
+type addressResync struct {
+	r        *Router
+	nodes    corelisters.NodeLister
+	services corelisters.ServiceLister
+	synced   []cache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+}
+
+// startAddressResync registers the node and Service handlers and starts
+// the workers; they stop with stop.
+func (r *Router) startAddressResync(factory informers.SharedInformerFactory, stop <-chan struct{}) error {
+	nodeInformer := factory.Core().V1().Nodes()
+	svcInformer := factory.Core().V1().Services()
+	a := &addressResync{
+		r:        r,
+		nodes:    nodeInformer.Lister(),
+		services: svcInformer.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "multicloud_node_address_resync"}),
+	}
+	reg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			oldNode, ok1 := oldObj.(*corev1.Node)
+			newNode, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 && !slices.Equal(oldNode.Status.Addresses, newNode.Status.Addresses) && stableNode(newNode) {
+				a.enqueueFor(newNode)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching node addresses: %w", err)
+	}
+	a.synced = []cache.InformerSynced{reg.HasSynced, svcInformer.Informer().HasSynced}
+	go a.run(stop)
+	return nil
+}
+
+// enqueueFor queues every Service the router has ensured whose backend can
+// target node.
+func (a *addressResync) enqueueFor(node *corev1.Node) {
+	svcs, err := a.services.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Cannot list Services to re-target after a node address change", "node", node.Name)
+		return
+	}
+	for _, svc := range svcs {
+		if b := a.r.ensuredIn(svc); b != nil && b.canTarget(svc, node) {
+			a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+		}
+	}
+}
+
+func (a *addressResync) run(stop <-chan struct{}) {
+	defer a.queue.ShutDown()
+	if !cache.WaitForCacheSync(stop, a.synced...) {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for range addressResyncWorkers {
+		wg.Go(func() {
+			for a.next(ctx) {
+			}
+		})
+	}
+	<-stop
+	cancel()
+	a.queue.ShutDown()
+	wg.Wait()
+}
+
+func (a *addressResync) next(ctx context.Context) bool {
+	key, quit := a.queue.Get()
+	if quit {
+		return false
+	}
+	defer a.queue.Done(key)
+	if err := a.sync(ctx, key); err != nil {
+		klog.ErrorS(err, "Re-targeting a load balancer after a node address change failed; will retry", "service", key)
+		a.queue.AddRateLimited(key)
+		return true
+	}
+	a.queue.Forget(key)
+	return true
+}
+
+// sync updates the Service's load balancer with the current nodes, if the
+// router still holds it where the Service wants it.
+func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) error {
+	svc, err := a.services.Services(key.Namespace).Get(key.Name)
+	if err != nil {
+		return ignoreNotFound(err)
+	}
+	unlock := a.r.lockService(svc)
+	defer unlock()
+	// Look again under the lock: the service controller may have deleted
+	// or moved the load balancer while this waited.
+	if svc, err = a.services.Services(key.Namespace).Get(key.Name); err != nil {
+		return ignoreNotFound(err)
+	}
+	b := a.r.ensuredIn(svc)
+	clusterName, _ := a.r.clusterName.Load().(string)
+	if b == nil || clusterName == "" {
+		return nil
+	}
+	all, err := a.nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	nodes := make([]*corev1.Node, 0, len(all))
+	for _, n := range all {
+		if stableNode(n) {
+			nodes = append(nodes, n)
+		}
+	}
+	start := time.Now()
+	err = b.updateLoadBalancer(ctx, clusterName, svc, b.targetable(svc, nodes))
+	if err != nil {
+		a.r.warn(ctx, serviceRef(svc), reasonNodeResyncFailed,
+			fmt.Sprintf("Cannot update the load balancer's targets after a node address change: %v", err))
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Re-targeted load balancer after a node address change",
+		"service", key, "backend", b.Name, "duration", time.Since(start))
+	return nil
+}
+
+// ignoreNotFound turns a lister's not-found into nil: the Service is gone,
+// nothing to do.
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// ensuredIn returns the backend holding the Service's load balancer when
+// the router has ensured it there, the Service still wants it there, and
+// the Service is neither being deleted nor handed to another controller.
+func (r *Router) ensuredIn(svc *corev1.Service) *backend {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
+		svc.DeletionTimestamp != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return nil
+	}
+	target, err := r.lbTarget(svc)
+	if err != nil || target == nil {
+		return nil
+	}
+	if home, known := r.home(svc); !known || home != target.Name {
+		return nil
+	}
+	return target
+}
+
+// stableNode mirrors the upstream service controller's choice of nodes for
+// a load balancer: not being deleted, not excluded by the
+// node.kubernetes.io/exclude-from-external-load-balancers label, and not
+// tainted for deletion by the cluster autoscaler.
+func stableNode(n *corev1.Node) bool {
+	if n.DeletionTimestamp != nil {
+		return false
+	}
+	if v, ok := n.Labels[corev1.LabelNodeExcludeBalancers]; ok {
+		if excluded, err := strconv.ParseBool(v); err != nil || excluded {
+			return false
+		}
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == toBeDeletedTaint {
+			return false
+		}
+	}
+	return true
+}
+
+// lockService serialises the router's load-balancer calls for one Service:
+// the service controller's and the address re-sync's. It returns the
+// unlock function.
+func (r *Router) lockService(svc *corev1.Service) func() {
+	r.lbMu.Lock()
+	l, ok := r.svcLocks[svc.UID]
+	if !ok {
+		l = &svcLock{}
+		r.svcLocks[svc.UID] = l
+	}
+	l.refs++
+	r.lbMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		r.lbMu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(r.svcLocks, svc.UID)
+		}
+		r.lbMu.Unlock()
+	}
+}
+
+type svcLock struct {
+	mu   sync.Mutex
+	refs int
+}
