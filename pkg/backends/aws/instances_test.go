@@ -23,6 +23,12 @@ func TestParseProviderID(t *testing.T) {
 		{"aws:///a/b/i-01234567", ""},
 		{"gce:///p/z/i-01234567", ""},
 		{"aws:///eu-west-1a/", ""},
+		{"Aws:/i-000000aaaa#000000", ""},
+		{"AWS:///eu-west-1a/i-01234567", ""},
+		{"aws:///eu-west-1a/i-01234567#x", ""},
+		{"aws:///eu-west-1a/i-01234567?x=1", ""},
+		{"aws:///eu-west-1a/i-01234567?", ""},
+		{"aws://user@eu-west-1a/i-01234567", ""},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := parseProviderID(tc.in)
