@@ -45,7 +45,8 @@ func TestAWSNodeByPrivateDNSName(t *testing.T) {
 // VMs of another cloud (the bare-metal backend's inventory, linked to the
 // VPC) plus one EC2 instance; a Service annotated for the aws backend gets
 // an NLB whose IP targets are exactly the nodes' addresses at the NodePort
-// and whose DNS name is the Service's ingress; a new node becomes a target;
+// and whose DNS name is the Service's ingress; a new node becomes a target,
+// and so does a node whose address arrives after it joined;
 // switching the annotation to the bare-metal backend moves the load
 // balancer and leaves nothing in AWS; deleting the Service leaves nothing.
 func TestVSphereOnAWS(t *testing.T) {
@@ -69,6 +70,20 @@ func TestVSphereOnAWS(t *testing.T) {
 
 	createNode(ctx, t, "vm-3", "baremetal://vm-3", "192.168.10.13")
 	framework.Eventually(t, settle, "the new node is registered", ipTargetsAreNodes(cp, "default/web", nodePort, "192.168.10.13"))
+
+	// A node whose addresses arrive after upstream synced the load balancer
+	// with it: registered initialised, with its providerID and no
+	// addresses, which the CCM's periodic status update then fills in.
+	// Upstream's service controller does not re-sync on an address change;
+	// the router does.
+	late := framework.NewNode("vm-4", framework.WithProviderID("baremetal://vm-4"), framework.WithoutUninitializedTaint())
+	if _, err := framework.CreateNode(ctx, cp.Client, late); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "vm-4's address filled in by the CCM", framework.NodeMatches(cp.Client, "vm-4", func(n *corev1.Node) (bool, string) {
+		return hasAddress(n, corev1.NodeInternalIP, "192.168.10.14"), fmt.Sprintf("addresses %v", n.Status.Addresses)
+	}))
+	framework.Eventually(t, settle, "the node whose address arrived late is registered", ipTargetsAreNodes(cp, "default/web", nodePort, "192.168.10.14"))
 
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotation.LoadBalancerBackend, metalBackend)
 	if _, err := cp.Client.CoreV1().Services(ns).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

@@ -59,6 +59,10 @@ backends:
       addresses: [{type: InternalIP, address: 192.168.10.13}]
       zone: dc1-a
       region: dc1
+    - name: vm-4
+      addresses: [{type: InternalIP, address: 192.168.10.14}]
+      zone: dc1-b
+      region: dc1
     addressPools:
     - name: public
       addresses: ["` + metalPool + `"]
