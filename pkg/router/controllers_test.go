@@ -309,13 +309,20 @@ func ingressIP(s *corev1.Service) string {
 	return s.Status.LoadBalancer.Ingress[0].IP
 }
 
+// metalAndOther is a router over bare metal and a load-balancer backend
+// "other" owning aws:// nodes, whose load balancers get 198.51.100.7.
+func metalAndOther(t *testing.T) (*Router, *lbCloud) {
+	t.Helper()
+	other := newLBCloud("other", "198.51.100.7")
+	return metalRouter(t, "error", Backend{Name: "other", Type: "aws", Scheme: "aws", Cloud: other}), other
+}
+
 // TestServiceControllerMovesAndCleansUp drives the upstream service
 // controller: a Service gets an address from the bare-metal pool, moves to
 // another backend when its annotation changes with nothing left in the
 // first, and is cleaned up everywhere when deleted.
 func TestServiceControllerMovesAndCleansUp(t *testing.T) {
-	other := newLBCloud("other", "198.51.100.7")
-	r := metalRouter(t, "error", Backend{Name: "other", Type: "aws", Scheme: "aws", Cloud: other})
+	r, other := metalAndOther(t)
 	svc := newService("web", withLBBackend("metal"))
 	// No Node: upstream's service controller v0.37 has a data race between
 	// its node worker (serviceCache.allServices) and its service worker
@@ -422,8 +429,7 @@ func (c *counted) InstanceExists(ctx context.Context, n *corev1.Node) (bool, err
 // reaches the backend with its address. Upstream alone never re-syncs on an
 // address change, so without the router's re-sync this times out.
 func TestNodeAddressChangeRetargetsLoadBalancer(t *testing.T) {
-	other := newLBCloud("other", "198.51.100.7")
-	r := metalRouter(t, "error", Backend{Name: "other", Type: "aws", Scheme: "aws", Cloud: other})
+	r, other := metalAndOther(t)
 	svc := newService("shop", withLBBackend("other"))
 	c := startCluster(t, r, svc)
 	runServiceController(t, c)
@@ -463,8 +469,7 @@ func TestNodeAddressChangeRetargetsLoadBalancer(t *testing.T) {
 // those the router ensured where they still want to be, not being deleted,
 // and not handed to another controller.
 func TestEnsuredIn(t *testing.T) {
-	other := newLBCloud("other", "198.51.100.7")
-	r := metalRouter(t, "error", Backend{Name: "other", Type: "aws", Scheme: "aws", Cloud: other})
+	r, _ := metalAndOther(t)
 	withIngress := func(s *corev1.Service) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
 	}
