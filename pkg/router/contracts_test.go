@@ -125,9 +125,12 @@ func TestHangingBackendIsAnErrorNeverFalse(t *testing.T) {
 // TestMetricsPerBackend: every call is counted under its backend, operation
 // and result, and timed.
 func TestMetricsPerBackend(t *testing.T) {
+	// The metrics are global: names unique to this run keep -count=N honest.
+	run := metricsRuns.Add(1)
+	okName, badName := fmt.Sprintf("metrics-ok-%d", run), fmt.Sprintf("metrics-bad-%d", run)
 	r := mustRouter(t, testConfig(),
-		Backend{Name: "metrics-ok", Scheme: "mok", Cloud: instanceCloud(true, nil)},
-		Backend{Name: "metrics-bad", Scheme: "mbad", Cloud: instanceCloud(false, errCloudDown)})
+		Backend{Name: okName, Scheme: "mok", Cloud: instanceCloud(true, nil)},
+		Backend{Name: badName, Scheme: "mbad", Cloud: instanceCloud(false, errCloudDown)})
 	ctx := context.Background()
 	for range 3 {
 		_, _ = r.InstanceExists(ctx, newNode("a", withProviderID("mok://a")))
@@ -144,16 +147,18 @@ func TestMetricsPerBackend(t *testing.T) {
 			t.Errorf("multicloud_ccm_backend_requests_total{backend=%s,operation=%s,result=%s} = %v, want %v", backend, op, result, got, want)
 		}
 	}
-	check("metrics-ok", "InstanceExists", "success", 3)
-	check("metrics-ok", "InstanceExists", "error", 0)
-	check("metrics-bad", "InstanceExists", "error", 1)
-	n, err := testutil.GetHistogramMetricCount(backendDuration.WithLabelValues("metrics-ok", "InstanceExists"))
+	check(okName, "InstanceExists", "success", 3)
+	check(okName, "InstanceExists", "error", 0)
+	check(badName, "InstanceExists", "error", 1)
+	n, err := testutil.GetHistogramMetricCount(backendDuration.WithLabelValues(okName, "InstanceExists"))
 	if err != nil || n != 3 {
 		t.Errorf("request_duration_seconds count = %v, %v; want 3", n, err)
 	}
 	// A second router over a backend of the same name reuses the metrics.
-	mustRouter(t, testConfig(), Backend{Name: "metrics-ok", Scheme: "mok", Cloud: instanceCloud(true, nil)})
+	mustRouter(t, testConfig(), Backend{Name: okName, Scheme: "mok", Cloud: instanceCloud(true, nil)})
 }
+
+var metricsRuns atomic.Int64
 
 // informed records Initialize and SetInformers.
 type informed struct {
