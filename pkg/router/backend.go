@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -62,6 +63,18 @@ func newBackend(b Backend) *backend {
 		nb.routes = r
 	}
 	return nb
+}
+
+// call runs one call to the backend with the router's deadline for that
+// kind of call (see the constants above), records it in the backend's
+// metrics, and wraps its error with the backend and operation.
+func call[T any](ctx context.Context, b *backend, op operation, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+	start := time.Now()
+	cc := newCallCtx(ctx, start, timeout)
+	defer cc.release()
+	v, err := fn(cc)
+	b.done(op, start, err)
+	return v, b.wrap(op, err)
 }
 
 // done records a finished call in the backend's metrics.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -235,34 +234,23 @@ func (c *labelCache) matches(cached, labels map[string]string) bool {
 }
 
 func (b *backend) instanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, instanceCallTimeout)
-	defer cc.release()
-	ctx = cc
-	ok, err := b.instances.InstanceExists(ctx, node)
-	b.done(opInstanceExists, start, err)
-	return ok, b.wrap(opInstanceExists, err)
+	return call(ctx, b, opInstanceExists, instanceCallTimeout, func(ctx context.Context) (bool, error) {
+		return b.instances.InstanceExists(ctx, node)
+	})
 }
 
 func (b *backend) instanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, instanceCallTimeout)
-	defer cc.release()
-	ctx = cc
-	ok, err := b.instances.InstanceShutdown(ctx, node)
-	b.done(opInstanceShutdown, start, err)
-	return ok, b.wrap(opInstanceShutdown, err)
+	return call(ctx, b, opInstanceShutdown, instanceCallTimeout, func(ctx context.Context) (bool, error) {
+		return b.instances.InstanceShutdown(ctx, node)
+	})
 }
 
 func (b *backend) instanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, instanceCallTimeout)
-	defer cc.release()
-	ctx = cc
-	md, err := b.instances.InstanceMetadata(ctx, node)
-	if err == nil && md == nil {
-		err = errors.New("returned no metadata and no error")
-	}
-	b.done(opInstanceMetadata, start, err)
-	return md, b.wrap(opInstanceMetadata, err)
+	return call(ctx, b, opInstanceMetadata, instanceCallTimeout, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
+		md, err := b.instances.InstanceMetadata(ctx, node)
+		if err == nil && md == nil {
+			err = errors.New("returned no metadata and no error")
+		}
+		return md, err
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -258,47 +257,39 @@ func (b *backend) targetable(service *corev1.Service, nodes []*corev1.Node) []*c
 }
 
 func (b *backend) getLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, loadBalancerCallTimeout)
-	defer cc.release()
-	ctx = cc
-	status, exists, err := b.lb.GetLoadBalancer(ctx, clusterName, service)
-	b.done(opGetLoadBalancer, start, err)
-	return status, exists, b.wrap(opGetLoadBalancer, err)
+	var exists bool
+	status, err := call(ctx, b, opGetLoadBalancer, loadBalancerCallTimeout, func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
+		status, ok, err := b.lb.GetLoadBalancer(ctx, clusterName, service)
+		exists = ok
+		return status, err
+	})
+	return status, exists, err
 }
 
 func (b *backend) ensureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, loadBalancerCallTimeout)
-	defer cc.release()
-	ctx = cc
-	status, err := b.lb.EnsureLoadBalancer(ctx, clusterName, service, nodes)
-	if err == nil && status == nil {
-		err = errors.New("returned no status and no error")
-	}
-	b.done(opEnsureLoadBalancer, start, err)
-	return status, b.wrap(opEnsureLoadBalancer, err)
+	return call(ctx, b, opEnsureLoadBalancer, loadBalancerCallTimeout, func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
+		status, err := b.lb.EnsureLoadBalancer(ctx, clusterName, service, nodes)
+		if err == nil && status == nil {
+			err = errors.New("returned no status and no error")
+		}
+		return status, err
+	})
 }
 
 func (b *backend) updateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, loadBalancerCallTimeout)
-	defer cc.release()
-	ctx = cc
-	err := b.lb.UpdateLoadBalancer(ctx, clusterName, service, nodes)
-	b.done(opUpdateLoadBalancer, start, err)
-	return b.wrap(opUpdateLoadBalancer, err)
+	_, err := call(ctx, b, opUpdateLoadBalancer, loadBalancerCallTimeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.lb.UpdateLoadBalancer(ctx, clusterName, service, nodes)
+	})
+	return err
 }
 
 func (b *backend) ensureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, loadBalancerCallTimeout)
-	defer cc.release()
-	ctx = cc
-	err := b.lb.EnsureLoadBalancerDeleted(ctx, clusterName, service)
-	if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream sentinel, never wrapped.
-		err = nil
-	}
-	b.done(opEnsureLoadBalancerDeleted, start, err)
-	return b.wrap(opEnsureLoadBalancerDeleted, err)
+	_, err := call(ctx, b, opEnsureLoadBalancerDeleted, loadBalancerCallTimeout, func(ctx context.Context) (struct{}, error) {
+		err := b.lb.EnsureLoadBalancerDeleted(ctx, clusterName, service)
+		if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream sentinel, never wrapped.
+			err = nil
+		}
+		return struct{}{}, err
+	})
+	return err
 }

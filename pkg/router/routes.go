@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,31 +107,21 @@ func routeKey(rt *cloudprovider.Route) string {
 }
 
 func (b *backend) listRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, routeCallTimeout)
-	defer cc.release()
-	ctx = cc
-	routes, err := b.routes.ListRoutes(ctx, clusterName)
-	b.done(opListRoutes, start, err)
-	return routes, b.wrap(opListRoutes, err)
+	return call(ctx, b, opListRoutes, routeCallTimeout, func(ctx context.Context) ([]*cloudprovider.Route, error) {
+		return b.routes.ListRoutes(ctx, clusterName)
+	})
 }
 
 func (b *backend) createRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, routeCallTimeout)
-	defer cc.release()
-	ctx = cc
-	err := b.routes.CreateRoute(ctx, clusterName, nameHint, route)
-	b.done(opCreateRoute, start, err)
-	return b.wrap(opCreateRoute, err)
+	_, err := call(ctx, b, opCreateRoute, routeCallTimeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.routes.CreateRoute(ctx, clusterName, nameHint, route)
+	})
+	return err
 }
 
 func (b *backend) deleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
-	start := time.Now()
-	cc := newCallCtx(ctx, start, routeCallTimeout)
-	defer cc.release()
-	ctx = cc
-	err := b.routes.DeleteRoute(ctx, clusterName, route)
-	b.done(opDeleteRoute, start, err)
-	return b.wrap(opDeleteRoute, err)
+	_, err := call(ctx, b, opDeleteRoute, routeCallTimeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.routes.DeleteRoute(ctx, clusterName, route)
+	})
+	return err
 }
