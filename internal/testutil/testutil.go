@@ -3,13 +3,20 @@ package testutil
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	cloudprovider "k8s.io/cloud-provider"
+	nodecontroller "k8s.io/cloud-provider/controllers/node"
+	"k8s.io/cloud-provider/controllers/nodelifecycle"
+	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 )
 
 // Eventually polls cond every 50 ms until it returns nil, failing the test
@@ -41,4 +48,37 @@ func GetNode(t testing.TB, client kubernetes.Interface, name string) (*corev1.No
 		t.Fatal(err)
 	}
 	return n, true
+}
+
+// RunNodeControllers runs the upstream cloud-node controller (status
+// updates every second) and cloud-node-lifecycle controller (every
+// lifecyclePeriod) against cloud, over a fake clientset holding nodes. They
+// stop when the test ends.
+func RunNodeControllers(t testing.TB, cloud cloudprovider.Interface, lifecyclePeriod time.Duration, nodes ...*corev1.Node) *fake.Clientset {
+	t.Helper()
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, n := range nodes {
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodeInformer := factory.Core().V1().Nodes()
+	cnc, err := nodecontroller.NewCloudNodeController(nodeInformer, client, cloud, time.Second, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := nodelifecycle.NewCloudNodeLifecycleController(nodeInformer, client, cloud, lifecyclePeriod, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	metrics := controllersmetrics.NewControllerManagerMetrics("test")
+	var wg sync.WaitGroup
+	wg.Go(func() { cnc.RunWithContext(ctx, metrics) })
+	wg.Go(func() { lc.Run(ctx, metrics) })
+	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
+	return client
 }

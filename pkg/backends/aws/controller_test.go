@@ -18,8 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	cloudproviderapi "k8s.io/cloud-provider/api"
-	nodecontroller "k8s.io/cloud-provider/controllers/node"
-	"k8s.io/cloud-provider/controllers/nodelifecycle"
 	routecontroller "k8s.io/cloud-provider/controllers/route"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/component-base/featuregate"
@@ -35,30 +33,7 @@ import (
 // controllers against the backend over a fake clientset holding nodes.
 func runNodeControllers(t *testing.T, c *Cloud, nodes ...*corev1.Node) *fake.Clientset {
 	t.Helper()
-	client := fake.NewClientset()
-	ctx, cancel := context.WithCancel(context.Background())
-	for _, n := range nodes {
-		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	nodeInformer := factory.Core().V1().Nodes()
-	cnc, err := nodecontroller.NewCloudNodeController(nodeInformer, client, c, time.Second, 2, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := nodelifecycle.NewCloudNodeLifecycleController(nodeInformer, client, c, 200*time.Millisecond, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	metrics := controllersmetrics.NewControllerManagerMetrics("test")
-	var wg sync.WaitGroup
-	wg.Go(func() { cnc.RunWithContext(ctx, metrics) })
-	wg.Go(func() { lc.Run(ctx, metrics) })
-	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
-	return client
+	return testutil.RunNodeControllers(t, c, 200*time.Millisecond, nodes...)
 }
 
 // kubeletNode is a node as a kubelet with --cloud-provider=external

@@ -1,20 +1,14 @@
 package vsphere
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	cloudproviderapi "k8s.io/cloud-provider/api"
-	nodecontroller "k8s.io/cloud-provider/controllers/node"
-	"k8s.io/cloud-provider/controllers/nodelifecycle"
-	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
@@ -27,29 +21,7 @@ type controllers struct {
 
 func runControllers(t *testing.T, c *Cloud, nodes ...*corev1.Node) *controllers {
 	t.Helper()
-	client := fake.NewClientset()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	for _, n := range nodes {
-		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	nodeInformer := factory.Core().V1().Nodes()
-	cnc, err := nodecontroller.NewCloudNodeController(nodeInformer, client, c, time.Second, 2, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := nodelifecycle.NewCloudNodeLifecycleController(nodeInformer, client, c, 300*time.Millisecond, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	metrics := controllersmetrics.NewControllerManagerMetrics("test")
-	go cnc.RunWithContext(ctx, metrics)
-	go lc.Run(ctx, metrics)
-	return &controllers{client: client}
+	return &controllers{client: testutil.RunNodeControllers(t, c, 300*time.Millisecond, nodes...)}
 }
 
 // kubeletNode is a node as a kubelet with --cloud-provider=external
