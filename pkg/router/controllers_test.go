@@ -549,3 +549,46 @@ func TestStableNode(t *testing.T) {
 		}
 	}
 }
+
+// ipTargetCloud is an lbCloud that, like the AWS and OpenStack backends,
+// targets any node with an InternalIP.
+type ipTargetCloud struct{ *lbCloud }
+
+func (c ipTargetCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+
+func (c ipTargetCloud) CanTarget(_ *corev1.Service, n *corev1.Node) bool {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNodeAddressLossLeavesTargets: for a backend that targets nodes by IP,
+// a node gets in when its address arrives and leaves when it loses it; the
+// latter is decided on the node as it was, since it is no longer targetable.
+func TestNodeAddressLossLeavesTargets(t *testing.T) {
+	ipt := ipTargetCloud{newLBCloud("ipt", "198.51.100.9")}
+	r := metalRouter(t, "error", Backend{Name: "ipt", Type: "openstack", Scheme: "openstack", Cloud: ipt})
+	svc := newService("db", withLBBackend("ipt"))
+	c := startCluster(t, r, svc)
+	runServiceController(t, c)
+	eventually(t, "the Service's address", func() bool { return ingressIP(c.service(t, "db")) == "198.51.100.9" })
+
+	ctx := context.Background()
+	node, err := c.client.CoreV1().Nodes().Create(ctx, newNode("bm-1", withProviderID("baremetal://bm-1")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.11"}}
+	if node, err = c.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bare-metal node targeted by IP", func() bool { return ipt.targetsOf(svc) == "bm-1=10.0.0.11" })
+	node.Status.Addresses = nil
+	if _, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the node without an address no longer targeted", func() bool { return ipt.targetsOf(svc) == "" })
+}

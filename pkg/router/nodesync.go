@@ -73,7 +73,7 @@ func (r *Router) startAddressResync(factory informers.SharedInformerFactory, sto
 			oldNode, ok1 := oldObj.(*corev1.Node)
 			newNode, ok2 := newObj.(*corev1.Node)
 			if ok1 && ok2 && !slices.Equal(oldNode.Status.Addresses, newNode.Status.Addresses) && stableNode(newNode) {
-				a.enqueueFor(newNode)
+				a.enqueueFor(oldNode, newNode)
 			}
 		},
 	})
@@ -86,15 +86,16 @@ func (r *Router) startAddressResync(factory informers.SharedInformerFactory, sto
 }
 
 // enqueueFor queues every Service the router has ensured whose backend can
-// target node.
-func (a *addressResync) enqueueFor(node *corev1.Node) {
+// target the node before or after its address change (a node that lost its
+// address must leave the targets too).
+func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
 	svcs, err := a.services.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Cannot list Services to re-target after a node address change", "node", node.Name)
 		return
 	}
 	for _, svc := range svcs {
-		if b := a.r.ensuredIn(svc); b != nil && b.canTarget(svc, node) {
+		if b := a.r.ensuredIn(svc); b != nil && (b.canTarget(svc, node) || b.canTarget(svc, oldNode)) {
 			a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 		}
 	}
