@@ -42,21 +42,28 @@ func TestWaitFor(t *testing.T) {
 	boom := errors.New("boom")
 	tests := []struct {
 		name    string
-		cond    func(calls int) (bool, string, error)
+		cond    func(ctx context.Context, calls int) (bool, string, error)
 		wantErr string
 		minCall int
 	}{
-		{"holds at once", func(int) (bool, string, error) { return true, "", nil }, "", 1},
-		{"holds on the third poll", func(n int) (bool, string, error) { return n >= 3, "n", nil }, "", 3},
-		{"error ends the wait", func(int) (bool, string, error) { return false, "", boom }, "boom", 1},
-		{"timeout names what was seen", func(int) (bool, string, error) { return false, "still red", nil }, "last seen: still red", 2},
+		{"holds at once", func(context.Context, int) (bool, string, error) { return true, "", nil }, "", 1},
+		{"holds on the third poll", func(_ context.Context, n int) (bool, string, error) { return n >= 3, "n", nil }, "", 3},
+		{"error ends the wait", func(context.Context, int) (bool, string, error) { return false, "", boom }, "boom", 1},
+		{"timeout names what was seen", func(context.Context, int) (bool, string, error) { return false, "still red", nil }, "last seen: still red", 2},
+		{"a poll cut off by the deadline keeps what was seen before", func(ctx context.Context, n int) (bool, string, error) {
+			if n == 1 {
+				return false, "still red", nil
+			}
+			<-ctx.Done()
+			return false, ctx.Err().Error(), nil
+		}, "last seen: still red", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := 0
-			err := WaitFor(context.Background(), 700*time.Millisecond, "the thing", func(context.Context) (bool, string, error) {
+			err := WaitFor(context.Background(), 700*time.Millisecond, "the thing", func(ctx context.Context) (bool, string, error) {
 				calls++
-				return tt.cond(calls)
+				return tt.cond(ctx, calls)
 			})
 			switch {
 			case tt.wantErr == "" && err != nil:

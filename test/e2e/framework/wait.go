@@ -30,7 +30,9 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, cond Condi
 	observed := "(nothing yet)"
 	for {
 		done, seen, err := cond(ctx)
-		if seen != "" {
+		// A poll cut off by the deadline saw nothing: keep the one before,
+		// which says what the test was waiting on.
+		if seen != "" && ctx.Err() == nil {
 			observed = seen
 		}
 		switch {

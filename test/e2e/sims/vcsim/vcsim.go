@@ -52,6 +52,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -177,7 +178,8 @@ type Simulator struct {
 	User, Password string
 	// ZoneCategory and RegionCategory name the topology tag categories.
 	ZoneCategory, RegionCategory string
-	// VMs are the simulator's VMs, sorted by name.
+	// VMs are the simulator's VMs, sorted by name. AddVM and Destroy
+	// replace the slice: one a caller already holds never changes under it.
 	VMs []VM
 	// Client is a logged-in client, for changes the helpers do not cover.
 	Client *govmomi.Client
@@ -383,8 +385,9 @@ func (s *Simulator) addVM(ctx context.Context, i int, name string, guest bool) (
 		return VM{}, err
 	}
 	s.mu.Lock()
-	s.VMs = append(s.VMs, v)
-	sort.Slice(s.VMs, func(a, b int) bool { return vmLess(s.VMs[a].Name, s.VMs[b].Name) })
+	vms := append(slices.Clone(s.VMs), v)
+	sort.Slice(vms, func(a, b int) bool { return vmLess(vms[a].Name, vms[b].Name) })
+	s.VMs = vms
 	s.mu.Unlock()
 	return v, nil
 }
@@ -466,7 +469,7 @@ func (s *Simulator) Destroy(ctx context.Context, name string) error {
 	defer s.mu.Unlock()
 	for i, v := range s.VMs {
 		if v.Name == name {
-			s.VMs = append(s.VMs[:i], s.VMs[i+1:]...)
+			s.VMs = slices.Delete(slices.Clone(s.VMs), i, i+1)
 			break
 		}
 	}

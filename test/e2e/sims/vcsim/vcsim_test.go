@@ -141,3 +141,34 @@ func checkChanges(ctx context.Context, t *testing.T, sim *vcsim.Simulator, i2 cl
 		t.Errorf("VM without guest info: %v", err)
 	}
 }
+
+// TestVMsHeldByACallerNeverChange: AddVM and Destroy replace sim.VMs. The
+// vSphere e2e suite's parallel subtests hold the slice while one adds a VM;
+// sorting it in place once made vm-1 read as vm-0 in another subtest.
+func TestVMsHeldByACallerNeverChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sim, err := vcsim.Start(ctx, vcsim.Options{VMs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	held := sim.VMs
+	before := fmt.Sprint(held)
+	if _, err := sim.AddVM(ctx, "a-first", 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Destroy(ctx, "vm-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(held); got != before {
+		t.Errorf("a held VMs slice changed:\nbefore %s\nafter  %s", before, got)
+	}
+	var names []string
+	for _, v := range sim.VMs {
+		names = append(names, v.Name)
+	}
+	if got := strings.Join(names, ","); got != "a-first,vm-0,vm-2" {
+		t.Errorf("sim.VMs = %s, want a-first,vm-0,vm-2", got)
+	}
+}
