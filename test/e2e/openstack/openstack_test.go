@@ -54,6 +54,8 @@ backends:
       addresses: [{type: InternalIP, address: 10.9.0.11}]
     - name: bm-2
       addresses: [{type: InternalIP, address: 10.9.0.12}]
+    - name: bm-3
+      addresses: [{type: InternalIP, address: 10.9.0.13}]
 - name: os
   type: openstack
   openstack:
@@ -191,11 +193,9 @@ func randomSuffix(t *testing.T) string {
 // TestOctaviaLoadBalancerForBareMetalNodes: bare-metal nodes and a Service
 // annotated for the OpenStack backend → an Octavia load balancer whose
 // members are exactly those nodes at the NodePort, the VIP in the Service's
-// status; deleting the Service removes the load balancer. (A node joining
-// later is not asserted here: upstream's service controller re-syncs load
-// balancers on node set and providerID changes only, not when a node's
-// address arrives, so a node that joins without an address yet is missed
-// until the next change; see docs/openstack.md.)
+// status; a node whose address arrives after it joined becomes a member
+// (upstream's service controller does not re-sync on an address change; the
+// router does); deleting the Service removes the load balancer.
 func TestOctaviaLoadBalancerForBareMetalNodes(t *testing.T) {
 	env := octaviaEnv(t)
 	cp := suite.ControlPlane(t)
@@ -235,6 +235,17 @@ func TestOctaviaLoadBalancerForBareMetalNodes(t *testing.T) {
 	if ips := framework.IngressIPs(svc); len(ips) != 1 || ips[0] != v.vip {
 		t.Fatalf("Service ingress %v, want the VIP %s", ips, v.vip)
 	}
+
+	// bm-3 registers initialised, with its providerID and no address; the
+	// CCM's periodic status update fills it in.
+	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("bm-3", framework.WithProviderID("baremetal://bm-3"), framework.WithoutUninitializedTaint())); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, fmt.Sprintf("10.9.0.13:%d", nodePort))
+	framework.Eventually(t, convert, "bm-3 a member once its address arrives", func(context.Context) (bool, string, error) {
+		v := observe(t, oc, lbName)
+		return v.found == 1 && v.status == "ACTIVE" && slices.Equal(v.members, want), fmt.Sprintf("Octavia holds %+v; want members %v", v, want), nil
+	})
 
 	if err := cp.Client.CoreV1().Services(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
