@@ -7,7 +7,6 @@ import (
 	"maps"
 	"sync"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -123,33 +122,14 @@ func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, e
 // existsAmong asks every backend sharing the node's scheme: the instance
 // exists if any has it, is gone only if all answer that they do not.
 func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend) (bool, error) {
-	var (
-		mu       sync.Mutex
-		found    bool
-		failures []error
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxFanOut)
-	for _, b := range candidates {
-		g.Go(func() error {
-			ok, err := b.instanceExists(gctx, node)
-			mu.Lock()
-			defer mu.Unlock()
-			found = found || ok
-			if err != nil {
-				failures = append(failures, err)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
+	found := false
+	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (bool, error) {
+		return b.instanceExists(ctx, node)
+	}, func(_ *backend, ok bool) { found = found || ok })
 	if found {
 		return true, nil
 	}
-	if len(failures) > 0 {
-		return false, errors.Join(failures...)
-	}
-	return false, nil
+	return false, err
 }
 
 // unmanagedMetadata is the metadata of an unmanaged node under

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
@@ -111,25 +109,11 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 // fails, keeping the Service's finalizer, until every backend succeeded.
 func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	defer r.lockService(service)()
-	var (
-		mu       sync.Mutex
-		failures []error
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxFanOut)
-	for _, b := range r.lbs {
-		g.Go(func() error {
-			if err := b.ensureLoadBalancerDeleted(gctx, clusterName, service); err != nil {
-				mu.Lock()
-				failures = append(failures, err)
-				mu.Unlock()
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	if len(failures) > 0 {
-		return errors.Join(failures...)
+	err := ask(ctx, r.lbs, func(ctx context.Context, b *backend) (struct{}, error) {
+		return struct{}{}, b.ensureLoadBalancerDeleted(ctx, clusterName, service)
+	}, nil)
+	if err != nil {
+		return err
 	}
 	r.setHome(service, "", false)
 	return nil
@@ -183,33 +167,26 @@ type holder struct {
 // whether it holds a load balancer for service. Any backend failing to
 // answer is an error.
 func (r *Router) holders(ctx context.Context, clusterName string, service *corev1.Service, skip *backend) ([]holder, error) {
-	var (
-		mu       sync.Mutex
-		found    []holder
-		failures []error
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxFanOut)
+	asked := make([]*backend, 0, len(r.lbs))
 	for _, b := range r.lbs {
-		if b == skip {
-			continue
+		if b != skip {
+			asked = append(asked, b)
 		}
-		g.Go(func() error {
-			status, exists, err := b.getLoadBalancer(gctx, clusterName, service)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				failures = append(failures, err)
-			case exists:
-				found = append(found, holder{b: b, status: status})
-			}
-			return nil
-		})
 	}
-	_ = g.Wait()
-	if len(failures) > 0 {
-		return nil, errors.Join(failures...)
+	var found []holder
+	err := ask(ctx, asked, func(ctx context.Context, b *backend) (holder, error) {
+		status, exists, err := b.getLoadBalancer(ctx, clusterName, service)
+		if !exists {
+			return holder{}, err
+		}
+		return holder{b: b, status: status}, err
+	}, func(_ *backend, h holder) {
+		if h.b != nil {
+			found = append(found, h)
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return orderHolders(r.lbs, found), nil
 }

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
@@ -121,38 +119,24 @@ func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolut
 // the claim fail: another backend's yes cannot be trusted while one that
 // might also say yes is silent.
 func (r *Router) claim(ctx context.Context, node *corev1.Node, candidates []*backend) (*backend, error) {
-	var (
-		mu       sync.Mutex
-		claimers []*backend
-		failures []error
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxFanOut)
-	for _, b := range candidates {
-		g.Go(func() error {
-			ok, err := b.instanceExists(gctx, node)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				failures = append(failures, err)
-			case ok:
-				claimers = append(claimers, b)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	return pickClaimer(node, claimers, failures)
+	var claimers []*backend
+	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (bool, error) {
+		return b.instanceExists(ctx, node)
+	}, func(b *backend, ok bool) {
+		if ok {
+			claimers = append(claimers, b)
+		}
+	})
+	return pickClaimer(node, claimers, err)
 }
 
-func pickClaimer(node *corev1.Node, claimers []*backend, failures []error) (*backend, error) {
+func pickClaimer(node *corev1.Node, claimers []*backend, failed error) (*backend, error) {
 	hint := fmt.Sprintf("label the node %s=<backend> (kubelet --node-labels) or add a nodes.rules entry", annotation.NodeBackend)
 	switch {
 	case len(claimers) > 1:
 		return nil, userErr(reasonAmbiguousNode, "node %s has no providerID and backends %v all claim it; %s", node.Name, names(claimers), hint)
-	case len(failures) > 0:
-		return nil, &nodeError{reason: reasonBackendLookup, err: fmt.Errorf("node %s has no providerID and not every backend could be asked about it; %s: %w", node.Name, hint, errors.Join(failures...))}
+	case failed != nil:
+		return nil, &nodeError{reason: reasonBackendLookup, err: fmt.Errorf("node %s has no providerID and not every backend could be asked about it; %s: %w", node.Name, hint, failed)}
 	case len(claimers) == 0:
 		return nil, userErr(reasonNodeNotClaimed, "node %s has no providerID and no backend has an instance matching it; %s, or check the node's name and addresses", node.Name, hint)
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
-	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
@@ -19,32 +17,19 @@ import (
 // NetworkUnavailable when that fails.
 func (r *Router) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
 	var (
-		mu       sync.Mutex
-		all      []*cloudprovider.Route
-		owners   = map[string]*backend{}
-		failures []error
+		all    []*cloudprovider.Route
+		owners = map[string]*backend{}
 	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxFanOut)
-	for _, b := range r.routes {
-		g.Go(func() error {
-			routes, err := b.listRoutes(gctx, clusterName)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failures = append(failures, err)
-				return nil
-			}
-			for _, rt := range routes {
-				all = append(all, rt)
-				owners[routeKey(rt)] = b
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	if len(failures) > 0 {
-		return nil, errors.Join(failures...)
+	err := ask(ctx, r.routes, func(ctx context.Context, b *backend) ([]*cloudprovider.Route, error) {
+		return b.listRoutes(ctx, clusterName)
+	}, func(b *backend, routes []*cloudprovider.Route) {
+		for _, rt := range routes {
+			all = append(all, rt)
+			owners[routeKey(rt)] = b
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	r.routeMu.Lock()
 	r.routeOwner = owners
