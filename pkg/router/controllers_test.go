@@ -430,39 +430,52 @@ func (c *counted) InstanceExists(ctx context.Context, n *corev1.Node) (bool, err
 // address change, so without the router's re-sync this times out.
 func TestNodeAddressChangeRetargetsLoadBalancer(t *testing.T) {
 	r, other := metalAndOther(t)
-	svc := newService("shop", withLBBackend("other"))
-	c := startCluster(t, r, svc)
-	runServiceController(t, c)
-	eventually(t, "the Service's address", func() bool { return ingressIP(c.service(t, "shop")) == "198.51.100.7" })
-
-	ctx := context.Background()
-	node, err := c.client.CoreV1().Nodes().Create(ctx, newNode("ec2-1", withProviderID("aws:///eu-west-1a/i-1")), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, svc := ensuredService(t, r, "shop", "other", "198.51.100.7")
+	node := c.createNode(t, newNode("ec2-1", withProviderID("aws:///eu-west-1a/i-1")))
 	// An excluded node of the same backend: its address changes must not
 	// hand it over.
-	excluded, err := c.client.CoreV1().Nodes().Create(ctx, newNode("ec2-2", withProviderID("aws:///eu-west-1a/i-2"),
-		withLabel(corev1.LabelNodeExcludeBalancers, "true")), metav1.CreateOptions{})
+	excluded := c.createNode(t, newNode("ec2-2", withProviderID("aws:///eu-west-1a/i-2"), withLabel(corev1.LabelNodeExcludeBalancers, "true")))
+	eventually(t, "the new node handed over, without an address yet", func() bool { return other.targetsOf(svc) == "ec2-1=" })
+
+	c.setInternalIP(t, excluded, "10.0.100.12")
+	node = c.setInternalIP(t, node, "10.0.100.11")
+	eventually(t, "the node's address handed over", func() bool { return other.targetsOf(svc) == "ec2-1=10.0.100.11" })
+	c.setInternalIP(t, node, "10.0.100.21")
+	eventually(t, "the node's new address handed over", func() bool { return other.targetsOf(svc) == "ec2-1=10.0.100.21" })
+}
+
+// ensuredService starts the upstream service controller over r with one
+// Service for backend, and waits until the Service has the address ip.
+func ensuredService(t *testing.T, r *Router, name, backend, ip string) (*fakeCluster, *corev1.Service) {
+	t.Helper()
+	svc := newService(name, withLBBackend(backend))
+	c := startCluster(t, r, svc)
+	runServiceController(t, c)
+	eventually(t, "the Service's address", func() bool { return ingressIP(c.service(t, name)) == ip })
+	return c, svc
+}
+
+func (c *fakeCluster) createNode(t *testing.T, n *corev1.Node) *corev1.Node {
+	t.Helper()
+	n, err := c.client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new node handed over, without an address yet", func() bool { return other.targetsOf(svc) == "ec2-1=" })
+	return n
+}
 
-	setAddress := func(n *corev1.Node, ip string) *corev1.Node {
-		t.Helper()
+// setInternalIP makes ip the node's only address; "" removes them all.
+func (c *fakeCluster) setInternalIP(t *testing.T, n *corev1.Node, ip string) *corev1.Node {
+	t.Helper()
+	n.Status.Addresses = nil
+	if ip != "" {
 		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
-		n, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
 	}
-	setAddress(excluded, "10.0.100.12")
-	node = setAddress(node, "10.0.100.11")
-	eventually(t, "the node's address handed over", func() bool { return other.targetsOf(svc) == "ec2-1=10.0.100.11" })
-	setAddress(node, "10.0.100.21")
-	eventually(t, "the node's new address handed over", func() bool { return other.targetsOf(svc) == "ec2-1=10.0.100.21" })
+	n, err := c.client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestEnsuredIn covers which Services the address re-sync may touch: only
@@ -571,24 +584,9 @@ func (c ipTargetCloud) CanTarget(_ *corev1.Service, n *corev1.Node) bool {
 func TestNodeAddressLossLeavesTargets(t *testing.T) {
 	ipt := ipTargetCloud{newLBCloud("ipt", "198.51.100.9")}
 	r := metalRouter(t, "error", Backend{Name: "ipt", Type: "openstack", Scheme: "openstack", Cloud: ipt})
-	svc := newService("db", withLBBackend("ipt"))
-	c := startCluster(t, r, svc)
-	runServiceController(t, c)
-	eventually(t, "the Service's address", func() bool { return ingressIP(c.service(t, "db")) == "198.51.100.9" })
-
-	ctx := context.Background()
-	node, err := c.client.CoreV1().Nodes().Create(ctx, newNode("bm-1", withProviderID("baremetal://bm-1")), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.11"}}
-	if node, err = c.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c, svc := ensuredService(t, r, "db", "ipt", "198.51.100.9")
+	node := c.setInternalIP(t, c.createNode(t, newNode("bm-1", withProviderID("baremetal://bm-1"))), "10.0.0.11")
 	eventually(t, "the bare-metal node targeted by IP", func() bool { return ipt.targetsOf(svc) == "bm-1=10.0.0.11" })
-	node.Status.Addresses = nil
-	if _, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.setInternalIP(t, node, "")
 	eventually(t, "the node without an address no longer targeted", func() bool { return ipt.targetsOf(svc) == "" })
 }
