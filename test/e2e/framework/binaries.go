@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // Environment variables naming the binaries the framework runs. Each
@@ -112,11 +114,7 @@ func RequireBinaries(tb testing.TB, which func(Binaries) []string) Binaries {
 // CI is set, a skip otherwise.
 func MissingBinaries(tb testing.TB, err error) {
 	tb.Helper()
-	msg := MissingBinariesMessage(err)
-	if InCI() {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
+	testutil.Unavailable(tb, MissingBinariesMessage(err))
 }
 
 // MissingBinariesMessage explains err from FindBinaries and how to fix it.
