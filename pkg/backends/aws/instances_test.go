@@ -29,6 +29,12 @@ func TestParseProviderID(t *testing.T) {
 		{"aws:///eu-west-1a/i-01234567?x=1", ""},
 		{"aws:///eu-west-1a/i-01234567?", ""},
 		{"aws://user@eu-west-1a/i-01234567", ""},
+		{"aws:///i-00000000/", ""},
+		{"aws:///eu-west-1a/i-01234567/", ""},
+		{"aws:///i-0000000%30", ""},
+		{"aws:///eu west/i-01234567", ""},
+		{"aws://///i-01234567", ""},
+		{"aws:///us-west-2-lax-1a/i-01234567", "i-01234567"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := parseProviderID(tc.in)
