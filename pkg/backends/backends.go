@@ -24,6 +24,18 @@
 //     idempotent and removes every part.
 //   - With nothing changed, EnsureLoadBalancer and UpdateLoadBalancer make no
 //     mutating cloud call.
+//   - A providerID of the backend's scheme naming a region, zone, vCenter,
+//     datacenter or site the backend does not serve is an error, never
+//     gone; one that does not parse is a UserError with reason
+//     InvalidProviderID.
+//   - InstanceShutdown answers true only on fresh evidence, never from a
+//     snapshot older than the instance's last power change.
+//   - A crash between any two steps of a create leaves exactly one load
+//     balancer after the next EnsureLoadBalancer.
+//
+// The contract is executable: internal/backendtest runs it against a
+// backend through hooks on its test cloud, and every backend passes it from
+// its conformance_test.go. A new backend's author starts there.
 package backends
 
 import (

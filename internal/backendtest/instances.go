@@ -1,0 +1,251 @@
+package backendtest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+var instanceClauses = []clause{
+	{"running instance exists", runningExists},
+	{"gone instance is false", goneIsFalse},
+	{"absent instance is false", absentIsFalse},
+	{"unreadable instance is an error", unreadableIsError},
+	{"outage is an error", outageIsError},
+	{"foreign providerID is an error", foreignIsError},
+	{"malformed providerID is a user error", malformedIsUserError},
+	{"shutdown only on fresh evidence", shutdownIsFresh},
+	{"no-providerID node claimed only on a strong match", claimOnlyStrong},
+}
+
+// exists asks InstanceExists, failing the test on a false for a node that
+// must never be called gone.
+func (s *suite) exists(node *corev1.Node) (bool, error) {
+	return s.iv2.InstanceExists(s.ctx, withoutCache(node))
+}
+
+// metadata asks InstanceMetadata and fails the test on (nil, nil).
+func (s *suite) metadata(t *testing.T, node *corev1.Node) error {
+	t.Helper()
+	md, err := s.iv2.InstanceMetadata(s.ctx, withoutCache(node))
+	if err == nil && md == nil {
+		t.Errorf("InstanceMetadata(%s) = (nil, nil): it must return metadata or an error", nodeName(node))
+	}
+	return err
+}
+
+// withoutCache hands the backend a copy, so a backend that keeps the
+// pointer sees no later change the suite makes.
+func withoutCache(node *corev1.Node) *corev1.Node { return node.DeepCopy() }
+
+// mustNeverBeGone asks InstanceExists, InstanceShutdown and
+// InstanceMetadata about node for the fixture's settle time (at least three
+// times), failing on any (false, nil) or (nil, nil); it returns the last
+// answers' errors.
+func (s *suite) mustNeverBeGone(t *testing.T, node *corev1.Node, why string) (existsErr, shutdownErr, metadataErr error) {
+	t.Helper()
+	deadline := time.Now().Add(s.f.Settle)
+	for i := 0; i < 3 || time.Now().Before(deadline); i++ {
+		ok, err := s.exists(node)
+		if err == nil && !ok {
+			t.Fatalf("InstanceExists(%s) = (false, nil) %s: that deletes the Node; it must be an error", nodeName(node), why)
+		}
+		existsErr = err
+		_, shutdownErr = s.iv2.InstanceShutdown(s.ctx, withoutCache(node))
+		metadataErr = s.metadata(t, node)
+		if s.ctx.Err() != nil {
+			t.Fatal(s.ctx.Err())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return existsErr, shutdownErr, metadataErr
+}
+
+// wantExists polls until InstanceExists(node) is (want, nil) within the
+// settle time. A running instance must never be called gone on the way.
+func (s *suite) wantExists(t *testing.T, node *corev1.Node, want bool) {
+	t.Helper()
+	err := poll(s.ctx, s.f.Settle, func() error {
+		ok, err := s.exists(node)
+		if err != nil {
+			return err
+		}
+		if !want && ok {
+			return errors.New("still true")
+		}
+		if want && !ok {
+			t.Fatalf("InstanceExists(%s) = (false, nil) for a running instance: that deletes the Node", nodeName(node))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("InstanceExists(%s) did not become (%v, nil) within %v: %v", nodeName(node), want, s.f.Settle, err)
+	}
+}
+
+func runningExists(t *testing.T, s *suite) {
+	h := s.f.Instances
+	skipUnless(t, h.Running != nil, "Running")
+	node := h.Running(t)
+	s.wantExists(t, node, true)
+	md, err := s.iv2.InstanceMetadata(s.ctx, withoutCache(node))
+	if err != nil || md == nil {
+		t.Fatalf("InstanceMetadata(%s) = (%v, %v), want metadata", nodeName(node), md, err)
+	}
+	if md.ProviderID != "" && md.ProviderID != node.Spec.ProviderID {
+		t.Errorf("InstanceMetadata(%s).ProviderID = %q, want the node's own", nodeName(node), md.ProviderID)
+	}
+	off, err := s.iv2.InstanceShutdown(s.ctx, withoutCache(node))
+	if err != nil || off {
+		t.Errorf("InstanceShutdown(%s) of a running instance = (%v, %v), want (false, nil)", nodeName(node), off, err)
+	}
+}
+
+func goneIsFalse(t *testing.T, s *suite) {
+	h := s.f.Instances
+	skipUnless(t, h.Running != nil && h.Gone != nil, "Running and Gone")
+	node := h.Running(t)
+	s.wantExists(t, node, true)
+	h.Gone(t, node)
+	s.wantExists(t, node, false)
+	_ = s.metadata(t, node)
+}
+
+func absentIsFalse(t *testing.T, s *suite) {
+	h := s.f.Instances
+	skipUnless(t, h.Absent != nil, "Absent")
+	node := providerIDNode("absent", h.Absent(t))
+	s.wantExists(t, node, false)
+	_ = s.metadata(t, node)
+}
+
+func unreadableIsError(t *testing.T, s *suite) {
+	h := s.f.Instances
+	skipUnless(t, h.Running != nil && h.Unreadable != nil, "Running and Unreadable")
+	node := h.Running(t)
+	s.wantExists(t, node, true)
+	h.Unreadable(t, node)
+	existsErr, shutdownErr, metadataErr := s.mustNeverBeGone(t, node, "for an instance whose state the cloud cannot read")
+	for op, err := range map[string]error{"InstanceExists": existsErr, "InstanceShutdown": shutdownErr, "InstanceMetadata": metadataErr} {
+		if err == nil {
+			t.Errorf("%s(%s) of an unreadable instance succeeded after %v; want an error", op, nodeName(node), s.f.Settle)
+		}
+	}
+}
+
+func outageIsError(t *testing.T, s *suite) {
+	h := s.f.Instances
+	skipUnless(t, h.Running != nil && h.Outage != nil && h.Absent != nil, "Running, Outage and Absent")
+	node := h.Running(t)
+	s.wantExists(t, node, true)
+	absent := providerIDNode("absent", h.Absent(t))
+	restore := h.Outage(t)
+	s.mustNeverBeGone(t, node, "during an outage")
+	existsErr, _, _ := s.mustNeverBeGone(t, absent, "during an outage (the cloud could not have said so)")
+	if existsErr == nil {
+		t.Errorf("InstanceExists(%s) during an outage succeeded; want an error", nodeName(absent))
+	}
+	restore()
+	s.wantExists(t, node, true)
+	s.wantExists(t, absent, false)
+}
+
+func foreignIsError(t *testing.T, s *suite) {
+	h := s.f.Instances
+	skipUnless(t, h.Foreign != nil, "Foreign")
+	ids := h.Foreign(t)
+	if len(ids) == 0 {
+		t.Skip("the scheme names no region, zone or site")
+	}
+	for i, id := range ids {
+		node := providerIDNode(fmt.Sprintf("foreign-%d", i), id)
+		existsErr, shutdownErr, metadataErr := s.mustNeverBeGone(t, node, "for a providerID this backend does not serve")
+		if existsErr == nil || shutdownErr == nil || metadataErr == nil {
+			t.Errorf("%s: want errors from InstanceExists, InstanceShutdown and InstanceMetadata, got %v, %v, %v", nodeName(node), existsErr, shutdownErr, metadataErr)
+		}
+	}
+}
+
+func malformedIsUserError(t *testing.T, s *suite) {
+	h := s.f.Instances
+	skipUnless(t, len(h.Malformed) > 0, "Malformed")
+	for i, id := range h.Malformed {
+		node := providerIDNode(fmt.Sprintf("malformed-%d", i), id)
+		ok, err := s.exists(node)
+		if err == nil {
+			t.Errorf("InstanceExists(%s) = (%v, nil), want an error", nodeName(node), ok)
+			continue
+		}
+		if ue, isUser := backends.AsUserError(err); !isUser || ue.Reason != ReasonInvalidProviderID {
+			t.Errorf("InstanceExists(%s) error %q is not a backends.UserError with reason %s", nodeName(node), err, ReasonInvalidProviderID)
+		}
+		if err := s.metadata(t, node); err == nil {
+			t.Errorf("InstanceMetadata(%s) succeeded, want an error", nodeName(node))
+		}
+		if _, err := s.iv2.InstanceShutdown(s.ctx, withoutCache(node)); err == nil {
+			t.Errorf("InstanceShutdown(%s) succeeded, want an error", nodeName(node))
+		}
+	}
+}
+
+// shutdownIsFresh powers an instance off until the backend says so, powers
+// it on, and asks at once: a true then came from a snapshot older than the
+// power change, and would taint a running node.
+func shutdownIsFresh(t *testing.T, s *suite) {
+	h := s.f.Instances
+	skipUnless(t, h.Running != nil && h.PowerOff != nil && h.PowerOn != nil, "Running, PowerOff and PowerOn")
+	node := h.Running(t)
+	s.wantExists(t, node, true)
+	if off, err := s.iv2.InstanceShutdown(s.ctx, withoutCache(node)); err != nil || off {
+		t.Fatalf("InstanceShutdown(%s) while running = (%v, %v), want (false, nil)", nodeName(node), off, err)
+	}
+	h.PowerOff(t, node)
+	err := poll(s.ctx, s.f.Settle, func() error {
+		off, err := s.iv2.InstanceShutdown(s.ctx, withoutCache(node))
+		if err == nil && !off {
+			err = errors.New("still false")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("InstanceShutdown(%s) did not become true within %v of powering off: %v", nodeName(node), s.f.Settle, err)
+	}
+	h.PowerOn(t, node)
+	if off, err := s.iv2.InstanceShutdown(s.ctx, withoutCache(node)); err != nil || off {
+		t.Fatalf("InstanceShutdown(%s) right after powering on = (%v, %v), want (false, nil): a true must come from fresh evidence", nodeName(node), off, err)
+	}
+	s.wantExists(t, node, true)
+}
+
+func claimOnlyStrong(t *testing.T, s *suite) {
+	h := s.f.Instances
+	skipUnless(t, h.StrongMatch != nil || h.WeakMatch != nil, "StrongMatch or WeakMatch")
+	if h.StrongMatch != nil {
+		node := h.StrongMatch(t)
+		s.wantExists(t, node, true)
+		md, err := s.iv2.InstanceMetadata(s.ctx, withoutCache(node))
+		if err != nil || md == nil || md.ProviderID == "" {
+			t.Errorf("InstanceMetadata(%s), a strong match, = (%+v, %v): want metadata with the instance's providerID", nodeName(node), md, err)
+		}
+	}
+	if h.WeakMatch != nil {
+		node := h.WeakMatch(t)
+		ok, err := s.exists(node)
+		if err != nil || ok {
+			t.Errorf("InstanceExists(%s), a weak match, = (%v, %v): want (false, nil), the node is not claimed", nodeName(node), ok, err)
+		}
+	}
+}
+
+// providerIDNode is an initialised node with only a name and a providerID.
+func providerIDNode(name, providerID string) *corev1.Node {
+	n := &corev1.Node{}
+	n.Name = name
+	n.Spec.ProviderID = providerID
+	return n
+}
