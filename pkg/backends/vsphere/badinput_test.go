@@ -101,7 +101,7 @@ func TestBadInput(t *testing.T) {
 	})
 	t.Run("unreachable vCenter", func(t *testing.T) {
 		e := vcenterEntry(s)
-		e["server"] = "http://" + freePort(t)
+		e["server"] = "https://" + freePort(t)
 		c := newCloudFrom(t, parseSettings(t, credentialFiles(t, simUser, simPassword), settingsJSON{VCenters: []map[string]any{e}}))
 		checkNothingChanges(t, c, node, "", "connect")
 	})
@@ -143,6 +143,7 @@ func TestTLS(t *testing.T) {
 			e := vcenterEntry(s)
 			u := url.URL{Scheme: "https", Host: s.server.URL.Host, Path: "/sdk"}
 			e["server"] = u.String()
+			delete(e, "thumbprint")
 			tt.tweak(e)
 			c := newCloudFrom(t, parseSettings(t, credentialFiles(t, simUser, simPassword), settingsJSON{VCenters: []map[string]any{e}}))
 			ok, err := c.InstanceExists(context.Background(), node)

@@ -225,8 +225,9 @@ func parseServer(s string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a host name or URL: %w", err)
 	}
-	if u.Scheme != "https" && u.Scheme != "http" {
-		return nil, fmt.Errorf("scheme must be https, not %q", u.Scheme)
+	if u.Scheme != "https" {
+		// Login sends the password in the request body: only over TLS.
+		return nil, fmt.Errorf("scheme must be https, not %q: the login sends the password, so plain http is refused; write https://%s or just the host", u.Scheme, u.Host)
 	}
 	if u.Host == "" || u.User != nil {
 		return nil, fmt.Errorf("must be a host name or URL without credentials, e.g. vcenter.example.com")

@@ -63,6 +63,8 @@ func TestParseSectionErrors(t *testing.T) {
 		{"inline password", func(m map[string]any) { vc0(m)["password"] = "hunter2" }, []string{"vcenters.password", "must be a secret reference", "never written into the config"}},
 		{"no server", func(m map[string]any) { vc0(m)["server"] = "" }, []string{"vcenters[0].server", "host name or URL"}},
 		{"bad scheme", func(m map[string]any) { vc0(m)["server"] = "ftp://vc" }, []string{"vcenters[0].server", "scheme must be https"}},
+		{"plain http", func(m map[string]any) { vc0(m)["server"] = "http://vc1.example.com/sdk" }, []string{"vcenters[0].server", "scheme must be https", `"http"`, "https://vc1.example.com"}},
+		{"plain http with port", func(m map[string]any) { vc0(m)["server"] = "HTTP://vc1.example.com:80" }, []string{"vcenters[0].server", "scheme must be https"}},
 		{"no datacenters", func(m map[string]any) { delete(vc0(m), "datacenters") }, []string{"vcenters[0].datacenters: Required"}},
 		{"empty datacenter", func(m map[string]any) { vc0(m)["datacenters"] = []any{" "} }, []string{"vcenters[0].datacenters[0]"}},
 		{"no username", func(m map[string]any) { delete(vc0(m), "username") }, []string{"vcenters[0].username: Required"}},

@@ -28,6 +28,7 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,7 +120,7 @@ func (s *sim) startProxy(t testing.TB) {
 	}
 	target.Path, target.User = "", nil
 	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
-	s.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.proxy = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.down.Load() {
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
@@ -167,7 +168,10 @@ func (s *sim) login(t testing.TB) {
 }
 
 // host is the proxy's host:port, the server the backend is configured with.
-func (s *sim) host() string { return strings.TrimPrefix(s.proxy.URL, "http://") }
+func (s *sim) host() string { return strings.TrimPrefix(s.proxy.URL, "https://") }
+
+// thumbprint is the SHA-256 fingerprint of the proxy's certificate.
+func (s *sim) thumbprint() string { return soap.ThumbprintSHA256(s.proxy.Certificate()) }
 
 // vm is a simulator VM as a test sees it.
 type vm struct {
@@ -307,13 +311,15 @@ func credentialFiles(t testing.TB, user, password string) string {
 	return dir
 }
 
-// vcenterEntry is a vcenters entry for a simulator reached through its proxy.
+// vcenterEntry is a vcenters entry for a simulator reached through its
+// proxy over HTTPS, its certificate pinned by thumbprint.
 func vcenterEntry(s *sim, dcs ...string) map[string]any {
 	if len(dcs) == 0 {
 		dcs = []string{"DC0"}
 	}
 	return map[string]any{
-		"server":      "http://" + s.host(),
+		"server":      "https://" + s.host(),
+		"thumbprint":  s.thumbprint(),
 		"datacenters": dcs,
 		"username":    map[string]string{"file": "user"},
 		"password":    map[string]string{"file": "password"},
