@@ -376,3 +376,26 @@ func TestRouteController(t *testing.T) {
 		t.Errorf("untagged route table changed: %v", rt.Routes)
 	}
 }
+
+// TestForeignRegionNodeIsNeverDeleted runs the upstream node-lifecycle
+// controller: a NotReady node whose providerID names a zone of another
+// region (its backend removed from the config, say) stays, while a NotReady
+// node of this region whose instance AWS says does not exist is deleted in
+// the same sweeps.
+func TestForeignRegionNodeIsNeverDeleted(t *testing.T) {
+	e := newEnv(t, fastCache)
+	client := runNodeControllers(t, e.cloud,
+		newNode("us-east", notReady, withProviderID("aws:///us-east-1a/i-0123456789abcdef0")),
+		newNode("gone", notReady, withProviderID("aws:///eu-west-1a/i-0123456789abcdef0")),
+	)
+	eventually(t, "the node of this region whose instance does not exist is deleted", func() error {
+		if _, ok := getNode(t, client, "gone"); ok {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // five more lifecycle sweeps.
+	if _, ok := getNode(t, client, "us-east"); !ok {
+		t.Fatal("the node of region us-east-1 was deleted by the eu-west-1 backend")
+	}
+}

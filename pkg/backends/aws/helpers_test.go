@@ -106,6 +106,15 @@ func withAddress(t corev1.NodeAddressType, a string) nodeTweak {
 	}
 }
 
+func withLabel(k, v string) nodeTweak {
+	return func(n *corev1.Node) {
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[k] = v
+	}
+}
+
 func withInternalIP(ip string) nodeTweak { return withAddress(corev1.NodeInternalIP, ip) }
 
 func notReady(n *corev1.Node) {

@@ -55,16 +55,26 @@ func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool
 	return exists, nil
 }
 
-// InstanceShutdown is true for a stopped or stopping instance.
+// InstanceShutdown is true for a stopped or stopping instance, on fresh
+// evidence only: a cached listing saying so may predate a restart (and the
+// answer would taint a running node), so a true is confirmed by a direct
+// lookup first.
 func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
 	in, err := i.find(ctx, node)
+	if err == nil && in != nil && isShutdown(in) {
+		in, err = i.cache.describeOne(ctx, awssdk.ToString(in.InstanceId))
+	}
 	if err != nil {
 		return false, i.wrap("InstanceShutdown", node, err)
 	}
 	if in == nil {
 		return false, i.wrap("InstanceShutdown", node, cloudprovider.InstanceNotFound)
 	}
-	return isState(in, ec2types.InstanceStateNameStopped) || isState(in, ec2types.InstanceStateNameStopping), nil
+	return isShutdown(in), nil
+}
+
+func isShutdown(in *ec2types.Instance) bool {
+	return isState(in, ec2types.InstanceStateNameStopped) || isState(in, ec2types.InstanceStateNameStopping)
 }
 
 // InstanceMetadata returns the instance's providerID, type, addresses,
@@ -97,8 +107,11 @@ func (i *Instances) wrap(op string, node *corev1.Node, err error) error {
 // find returns the node's instance, or nil when there is positively none.
 func (i *Instances) find(ctx context.Context, node *corev1.Node) (*ec2types.Instance, error) {
 	if node.Spec.ProviderID != "" {
-		id, err := parseProviderID(node.Spec.ProviderID)
+		zone, id, err := splitProviderID(node.Spec.ProviderID)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkRegion(node, zone, i.region); err != nil {
 			return nil, err
 		}
 		return i.byInstanceID(ctx, id)
@@ -118,21 +131,17 @@ func (i *Instances) byInstanceID(ctx context.Context, id string) (*ec2types.Inst
 
 // match finds the instance of a node without a providerID: by node name
 // (i-…), then private DNS name (the node name or its DNS addresses), then
-// private IP address.
+// private IP address. An address alone is a weak match: it claims the node
+// only when none of the node's names is an EC2 name (an instance ID or a
+// private DNS name such as ip-10-0-1-2.eu-west-1.compute.internal) other
+// than the instance's own; a node named after an instance this backend
+// does not have (one of another region, say) with an address that happens
+// to be one of ours is not ours.
 func (i *Instances) match(ctx context.Context, node *corev1.Node) (*ec2types.Instance, error) {
 	if instanceIDRE.MatchString(node.Name) {
 		return i.byInstanceID(ctx, node.Name)
 	}
-	names := []string{node.Name}
-	var ips []string
-	for _, a := range node.Status.Addresses {
-		switch a.Type {
-		case corev1.NodeInternalDNS, corev1.NodeHostName:
-			names = append(names, a.Address)
-		case corev1.NodeInternalIP:
-			ips = append(ips, a.Address)
-		}
-	}
+	names, ips := nodeNames(node)
 	for _, n := range names {
 		if !strings.Contains(n, ".") {
 			continue
@@ -142,11 +151,42 @@ func (i *Instances) match(ctx context.Context, node *corev1.Node) (*ec2types.Ins
 		}
 	}
 	for _, ip := range ips {
-		if in, err := i.cache.lookup(ctx, byIP, ip); err != nil || in != nil {
-			return in, err
+		in, err := i.cache.lookup(ctx, byIP, ip)
+		if err != nil {
+			return nil, err
+		}
+		if in != nil && !otherEC2Name(names, in) {
+			return in, nil
 		}
 	}
 	return nil, nil
+}
+
+// nodeNames returns the node's name with its InternalDNS and Hostname
+// addresses, and its InternalIP addresses.
+func nodeNames(node *corev1.Node) (names, ips []string) {
+	names = []string{node.Name}
+	for _, a := range node.Status.Addresses {
+		switch a.Type {
+		case corev1.NodeInternalDNS, corev1.NodeHostName:
+			names = append(names, a.Address)
+		case corev1.NodeInternalIP:
+			ips = append(ips, a.Address)
+		}
+	}
+	return names, ips
+}
+
+// otherEC2Name reports whether one of names is an EC2 instance ID or
+// private DNS name that is not in's.
+func otherEC2Name(names []string, in *ec2types.Instance) bool {
+	for _, n := range names {
+		ec2Name := instanceIDRE.MatchString(n) || strings.HasSuffix(n, ".compute.internal") || strings.HasSuffix(n, ".ec2.internal")
+		if ec2Name && n != awssdk.ToString(in.InstanceId) && n != awssdk.ToString(in.PrivateDnsName) {
+			return true
+		}
+	}
+	return false
 }
 
 func isState(in *ec2types.Instance, s ec2types.InstanceStateName) bool {

@@ -3,11 +3,13 @@ package aws
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
 )
 
@@ -40,6 +42,9 @@ func TestParseProviderID(t *testing.T) {
 			got, err := parseProviderID(tc.in)
 			if got != tc.want || (err == nil) != (tc.want != "") {
 				t.Errorf("parseProviderID(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+			if ue, ok := backends.AsUserError(err); err != nil && (!ok || ue.Reason != "InvalidProviderID") {
+				t.Errorf("parseProviderID(%q) error %v is not a user error with reason InvalidProviderID", tc.in, err)
 			}
 		})
 	}
@@ -182,11 +187,118 @@ func TestInstanceSweepIsBatched(t *testing.T) {
 	}
 	inst, _ := e.cloud.InstancesV2()
 	for i := range n {
-		if _, err := inst.InstanceMetadata(context.Background(), newNode("n", withProviderID("aws:///x/"+instanceID(i)))); err != nil {
+		if _, err := inst.InstanceMetadata(context.Background(), newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := e.fake.Calls("DescribeInstances"); got != 3 {
 		t.Errorf("DescribeInstances calls = %d for %d nodes, want 3 (pages of 1000)", got, n)
+	}
+}
+
+func TestZoneInRegion(t *testing.T) {
+	for _, tc := range []struct {
+		zone, region string
+		want         bool
+	}{
+		{"eu-west-1a", "eu-west-1", true},
+		{"us-west-2-lax-1a", "us-west-2", true},
+		{"us-east-1-wl1-bos-wlz-1", "us-east-1", true},
+		{"us-east-1a", "eu-west-1", false},
+		{"eu-west-1", "eu-west-1", false},
+		{"eu-west-10a", "eu-west-1", false},
+		{"eu-west-1ab", "eu-west-1", false},
+		{"eu-west-1-", "eu-west-1", false},
+		{"x", "eu-west-1", false},
+	} {
+		if got := zoneInRegion(tc.zone, tc.region); got != tc.want {
+			t.Errorf("zoneInRegion(%q, %q) = %v, want %v", tc.zone, tc.region, got, tc.want)
+		}
+	}
+}
+
+// TestForeignRegionIsNotOurs: a providerID naming a zone of another region
+// (or, without a zone, a node labelled with another region or zone) is not
+// this backend's node: every question about it is an error with reason
+// NodeOutsideRegion, never "gone", whether or not an instance with that ID
+// exists here (EC2 instance IDs are unique per region only).
+func TestForeignRegionIsNotOurs(t *testing.T) {
+	e := newEnv(t)
+	here := e.addInstance(1)
+	inst, _ := e.cloud.InstancesV2()
+	ctx := context.Background()
+	for _, node := range []*corev1.Node{
+		newNode("n", withProviderID("aws:///us-east-1a/i-0123456789abcdef0")),
+		newNode("n", withProviderID("aws://us-east-1b/i-0123456789abcdef0")),
+		newNode("n", withProviderID("aws:///us-west-2-lax-1a/i-0123456789abcdef0")),
+		newNode("n", withProviderID("aws:///us-east-1a/"+here.ID)),
+		newNode("n", withProviderID("aws:///i-0123456789abcdef0"), withLabel(corev1.LabelTopologyRegion, "us-east-1")),
+		newNode("n", withProviderID("aws:////i-0123456789abcdef0"), withLabel(corev1.LabelTopologyZone, "us-east-1c")),
+	} {
+		t.Run(node.Spec.ProviderID+" "+fmt.Sprint(node.Labels), func(t *testing.T) {
+			exists, err := inst.InstanceExists(ctx, node)
+			if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonOutsideRegion || exists {
+				t.Errorf("InstanceExists = %v, %v; want a %s error", exists, err, reasonOutsideRegion)
+			}
+			if off, err := inst.InstanceShutdown(ctx, node); err == nil || off {
+				t.Errorf("InstanceShutdown = %v, %v; want an error", off, err)
+			}
+			if md, err := inst.InstanceMetadata(ctx, node); err == nil || md != nil || errors.Is(err, cloudprovider.InstanceNotFound) {
+				t.Errorf("InstanceMetadata = %+v, %v; want an error other than InstanceNotFound", md, err)
+			}
+		})
+	}
+	t.Run("a zone-less providerID with this region's labels is looked up", func(t *testing.T) {
+		node := newNode("n", withProviderID("aws:///i-0123456789abcdef0"), withLabel(corev1.LabelTopologyRegion, testRegion), withLabel(corev1.LabelTopologyZone, "eu-west-1a"))
+		if exists, err := inst.InstanceExists(ctx, node); err != nil || exists {
+			t.Errorf("InstanceExists = %v, %v; want false (AWS says the instance does not exist)", exists, err)
+		}
+	})
+}
+
+// TestWeakMatchIsNotClaimed: a node without a providerID whose address is
+// one of an instance's but whose name is another EC2 name (another
+// region's instance, say) is not claimed; one whose name is not an EC2 name
+// still is, by address.
+func TestWeakMatchIsNotClaimed(t *testing.T) {
+	e := newEnv(t)
+	in := e.addInstance(1)
+	inst, _ := e.cloud.InstancesV2()
+	ctx := context.Background()
+	ip := in.PrivateIPs[0]
+	for _, tc := range []struct {
+		node *corev1.Node
+		want bool
+	}{
+		{newNode("ip-10-0-11-11.us-east-1.compute.internal", withInternalIP(ip)), false},
+		{newNode("worker-1", withAddress(corev1.NodeHostName, "ip-10-0-11-11.ec2.internal"), withInternalIP(ip)), false},
+		{newNode("i-0123456789abcdef0", withInternalIP(ip)), false},
+		{newNode("worker-1", withAddress(corev1.NodeHostName, "worker-1"), withInternalIP(ip)), true},
+		{newNode("worker-1.example.com", withInternalIP(ip)), true},
+	} {
+		t.Run(tc.node.Name, func(t *testing.T) {
+			exists, err := inst.InstanceExists(ctx, tc.node)
+			if err != nil || exists != tc.want {
+				t.Errorf("InstanceExists = %v, %v; want %v", exists, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestShutdownIsFresh: a stopped answer is confirmed with AWS, so an
+// instance started again is not called shut down from a listing taken while
+// it was stopped.
+func TestShutdownIsFresh(t *testing.T) {
+	e := newEnv(t)
+	in := e.addInstance(1, func(i *awsfake.Instance) { i.State = "stopped" })
+	inst, _ := e.cloud.InstancesV2()
+	ctx := context.Background()
+	node := newNode("n", withProviderID(providerID(in.Zone, in.ID)))
+	if off, err := inst.InstanceShutdown(ctx, node); err != nil || !off {
+		t.Fatalf("InstanceShutdown of a stopped instance = %v, %v", off, err)
+	}
+	e.fake.SetInstanceState(in.ID, "running")
+	if off, err := inst.InstanceShutdown(ctx, node); err != nil || off {
+		t.Fatalf("InstanceShutdown right after the instance started = %v, %v; want false", off, err)
 	}
 }
