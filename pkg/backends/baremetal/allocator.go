@@ -49,12 +49,46 @@ type shareInfo struct {
 	selector string
 }
 
-// holding is what one Service holds.
+// holding is what one Service holds: the addresses the backend assigned it,
+// and the pool addresses its status shows. Both are taken: an address stays
+// taken while any Service's status shows it, whoever wrote it there.
 type holding struct {
-	name  string // namespace/name
-	uid   types.UID
-	addrs []netip.Addr // in the Service's family order
-	share shareInfo
+	name string // namespace/name
+	uid  types.UID
+	// addrs are the addresses assigned by EnsureLoadBalancer, in the
+	// Service's family order.
+	addrs []netip.Addr
+	// status are the pool addresses last seen in the Service's
+	// status.loadBalancer.ingress.
+	status []netip.Addr
+	share  shareInfo
+}
+
+// all returns the addresses h holds: its assigned ones, then those only its
+// status shows.
+func (h *holding) all() []netip.Addr {
+	out := slices.Clone(h.addrs)
+	for _, ip := range h.status {
+		if !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// leaving reports whether h holds ip only through its status while it has
+// been assigned another address of ip's family: its status is about to
+// change.
+func (h *holding) leaving(ip netip.Addr) bool {
+	if slices.Contains(h.addrs, ip) {
+		return false
+	}
+	for _, a := range h.addrs {
+		if familyOf(a) == familyOf(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // lease is one address in use, by one Service or by several sharing it.
@@ -77,6 +111,8 @@ type allocator struct {
 	shared map[string]map[netip.Addr]bool
 	// probes counts addresses looked at by fresh allocations.
 	probes uint64
+	// changes counts leases taken and released: the allocator's mutations.
+	changes uint64
 }
 
 func newAllocator(pools []*pool) *allocator {
@@ -204,7 +240,7 @@ func (a *allocator) keep(req *request, f corev1.IPFamily) (netip.Addr, bool) {
 	if h == nil {
 		return netip.Addr{}, false
 	}
-	for _, ip := range h.addrs {
+	for _, ip := range h.all() {
 		l := a.leases[ip]
 		if familyOf(ip) == f && l.counted && a.eligible(req, l.pool) && a.compatible(req, ip) == nil {
 			return ip, true
@@ -277,17 +313,23 @@ func (a *allocator) poolCovering(ip netip.Addr) *poolState {
 }
 
 // compatible checks that the Service may hold ip alongside its other
-// holders, naming the first one that forbids it.
+// holders, naming the first one that forbids it. A holder whose status
+// still shows ip though it was assigned another address does not stop a
+// Service whose own status shows ip from keeping it: nothing shows ip that
+// did not already.
 func (a *allocator) compatible(req *request, ip netip.Addr) error {
 	l := a.leases[ip]
 	if l == nil {
 		return nil
 	}
+	me := a.services[req.name]
+	shown := me != nil && slices.Contains(me.status, ip)
 	for _, name := range sortedHolders(l) {
-		if name == req.name {
+		o := l.holders[name]
+		if name == req.name || (shown && o.leaving(ip)) {
 			continue
 		}
-		if err := canShare(req.share, l.holders[name].share); err != nil {
+		if err := canShare(req.share, o.share); err != nil {
 			return fmt.Errorf("in use by Service %s: %w", name, err)
 		}
 	}
@@ -321,23 +363,41 @@ func canShare(mine, theirs shareInfo) error {
 	return nil
 }
 
-// commit makes want the Service's addresses.
+// commit makes want the Service's assigned addresses.
 func (a *allocator) commit(req *request, want []netip.Addr) {
 	h := a.services[req.name]
-	if h != nil {
-		a.unindex(h)
-		a.release(h, func(ip netip.Addr) bool { return !slices.Contains(want, ip) })
-	} else {
+	if h == nil {
 		h = &holding{name: req.name}
-		a.services[req.name] = h
 	}
-	h.uid, h.share = req.uid, req.share
-	for _, ip := range want {
-		if !slices.Contains(h.addrs, ip) {
+	a.change(h, func() {
+		h.uid, h.share = req.uid, req.share
+		h.addrs = slices.Clone(want)
+	})
+}
+
+// change applies mutate to h and takes or releases the leases of the
+// addresses it starts or stops holding. A holding left with no address is
+// forgotten.
+func (a *allocator) change(h *holding, mutate func()) {
+	a.unindex(h)
+	before := h.all()
+	mutate()
+	after := h.all()
+	for _, ip := range after {
+		if !slices.Contains(before, ip) {
 			a.hold(h, ip, a.poolCovering(ip))
 		}
 	}
-	h.addrs = slices.Clone(want)
+	for _, ip := range before {
+		if !slices.Contains(after, ip) {
+			a.drop(h, ip)
+		}
+	}
+	if len(after) == 0 {
+		delete(a.services, h.name)
+		return
+	}
+	a.services[h.name] = h
 	a.index(h)
 }
 
@@ -347,6 +407,7 @@ func (a *allocator) hold(h *holding, ip netip.Addr, ps *poolState) {
 	if l == nil {
 		l = &lease{pool: ps, counted: ps.usable(ip), holders: map[string]*holding{}}
 		a.leases[ip] = l
+		a.changes++
 		if l.counted {
 			ps.fams[familyIndex(familyOf(ip))].mark(ip, true)
 		}
@@ -354,36 +415,28 @@ func (a *allocator) hold(h *holding, ip netip.Addr, ps *poolState) {
 	l.holders[h.name] = h
 }
 
-// release drops h's hold on the addresses drop selects.
-func (a *allocator) release(h *holding, drop func(netip.Addr) bool) {
-	kept := h.addrs[:0]
-	for _, ip := range h.addrs {
-		if !drop(ip) {
-			kept = append(kept, ip)
-			continue
-		}
-		l := a.leases[ip]
-		delete(l.holders, h.name)
-		if len(l.holders) == 0 {
-			delete(a.leases, ip)
-			if l.counted {
-				l.pool.fams[familyIndex(familyOf(ip))].mark(ip, false)
-			}
-		}
+// drop removes h from ip's holders, freeing ip when it was the last.
+func (a *allocator) drop(h *holding, ip netip.Addr) {
+	l := a.leases[ip]
+	delete(l.holders, h.name)
+	if len(l.holders) > 0 {
+		return
 	}
-	h.addrs = kept
+	delete(a.leases, ip)
+	a.changes++
+	if l.counted {
+		l.pool.fams[familyIndex(familyOf(ip))].mark(ip, false)
+	}
 }
 
-// releaseAll frees everything the Service holds. It reports whether the
-// Service held anything.
+// releaseAll frees everything the Service holds, assigned or shown in its
+// status. It reports whether the Service held anything.
 func (a *allocator) releaseAll(name string) bool {
 	h := a.services[name]
 	if h == nil {
 		return false
 	}
-	a.unindex(h)
-	a.release(h, func(netip.Addr) bool { return true })
-	delete(a.services, name)
+	a.change(h, func() { h.addrs, h.status = nil, nil })
 	return true
 }
 
@@ -397,7 +450,7 @@ func (a *allocator) index(h *holding) {
 		m = map[netip.Addr]bool{}
 		a.shared[h.share.key] = m
 	}
-	for _, ip := range h.addrs {
+	for _, ip := range h.all() {
 		m[ip] = true
 	}
 }
@@ -409,7 +462,7 @@ func (a *allocator) unindex(h *holding) {
 	if m == nil {
 		return
 	}
-	for _, ip := range h.addrs {
+	for _, ip := range h.all() {
 		if !a.otherHolderWithKey(ip, h) {
 			delete(m, ip)
 		}
@@ -432,26 +485,32 @@ func (a *allocator) otherHolderWithKey(ip netip.Addr, h *holding) bool {
 	return false
 }
 
-// seed records a Service's status addresses that lie in the pools as held
-// by it, without any check: what is in a status is taken. A Service already
-// known is left as it is.
-func (a *allocator) seed(name string, uid types.UID, ips []netip.Addr, share shareInfo) bool {
-	if a.services[name] != nil {
-		return false
-	}
-	h := &holding{name: name, uid: uid, share: share}
+// observe records the pool addresses a Service's status shows as held by
+// it, without any check: what is in a status is taken. Addresses the status
+// no longer shows are released unless the backend assigned them. It
+// reports whether anything changed. share is kept from the last assignment
+// when there was one.
+func (a *allocator) observe(name string, uid types.UID, ips []netip.Addr, share shareInfo) bool {
+	var shown []netip.Addr
 	for _, ip := range ips {
-		ps := a.poolCovering(ip)
-		if ps == nil || slices.Contains(h.addrs, ip) {
-			continue
+		if a.poolCovering(ip) != nil && !slices.Contains(shown, ip) {
+			shown = append(shown, ip)
 		}
-		a.hold(h, ip, ps)
-		h.addrs = append(h.addrs, ip)
 	}
-	if len(h.addrs) == 0 {
+	h := a.services[name]
+	if h == nil {
+		if len(shown) == 0 {
+			return false
+		}
+		h = &holding{name: name, uid: uid, share: share}
+	} else if slices.Equal(h.status, shown) {
 		return false
 	}
-	a.services[name] = h
-	a.index(h)
+	a.change(h, func() {
+		if len(h.addrs) == 0 {
+			h.uid, h.share = uid, share
+		}
+		h.status = shown
+	})
 	return true
 }

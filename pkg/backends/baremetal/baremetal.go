@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
@@ -78,8 +79,19 @@ func New(_ context.Context, o backends.Options) (cloudprovider.Interface, error)
 	return c, nil
 }
 
-// Initialize does nothing: the backend needs no client of its own.
-func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+// Initialize starts the recorder of the load balancer's Warning events (an
+// address outside every pool replaced); the backend needs no other client.
+func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	if c.lb == nil {
+		return
+	}
+	client, err := clientBuilder.Client(eventComponent)
+	if err != nil {
+		klog.Background().WithValues("backend", c.name).Error(err, "Cannot create a client for events; replaced addresses will only be logged")
+		return
+	}
+	c.lb.setRecorder(newRecorder(client, stop))
+}
 
 // SetInformers hands the load balancer its Service informer. It must be
 // called before the factory is started.

@@ -8,14 +8,17 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	restclient "k8s.io/client-go/rest"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/component-base/featuregate"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
+	"k8s.io/utils/ptr"
 )
 
 // restartPool holds exactly 128 addresses.
@@ -26,7 +29,16 @@ const restartPool = "addressPools: [{name: p, addresses: [10.0.0.1-10.0.0.128]}]
 // factory starts). The returned stop function waits for it to end.
 func runServiceController(t *testing.T, client kubernetes.Interface) (*Cloud, func()) {
 	t.Helper()
-	cloud := newTestCloud(t, restartPool)
+	return runServiceControllerWith(t, client, restartPool)
+}
+
+// runServiceControllerWith is runServiceController with a backend built from
+// section, initialised with a client builder over client (for its events).
+func runServiceControllerWith(t *testing.T, client kubernetes.Interface, section string) (*Cloud, func()) {
+	t.Helper()
+	cloud := newTestCloud(t, section)
+	stopEvents := make(chan struct{})
+	cloud.Initialize(clientBuilder{client}, stopEvents)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	cloud.SetInformers(factory)
 	ctrl, err := servicecontroller.New(cloud, client, factory.Core().V1().Services(), factory.Core().V1().Nodes(), "c1", featuregate.NewFeatureGate())
@@ -41,8 +53,17 @@ func runServiceController(t *testing.T, client kubernetes.Interface) (*Cloud, fu
 		cancel()
 		wg.Wait()
 		factory.Shutdown()
+		close(stopEvents)
 	}
 }
+
+// clientBuilder hands out one client, as the CCM's builder would.
+type clientBuilder struct{ client kubernetes.Interface }
+
+func (b clientBuilder) Config(string) (*restclient.Config, error)   { return &restclient.Config{}, nil }
+func (b clientBuilder) ConfigOrDie(string) *restclient.Config       { return &restclient.Config{} }
+func (b clientBuilder) Client(string) (kubernetes.Interface, error) { return b.client, nil }
+func (b clientBuilder) ClientOrDie(string) kubernetes.Interface     { return b.client }
 
 func createServices(t *testing.T, client kubernetes.Interface, prefix string, n int) {
 	t.Helper()
@@ -151,5 +172,85 @@ func waitForEvent(t *testing.T, client kubernetes.Interface, name, msg string) {
 	})
 	if err != nil {
 		t.Fatalf("no event on %s containing %q; saw %q", name, msg, seen)
+	}
+}
+
+// TestLateStatusOfAnotherClassIsTaken drives the upstream service controller:
+// after the backend's first allocation, a Service of another
+// loadBalancerClass (MetalLB's, say) gets an address of the pool's range in
+// its status; the next bare-metal Service must not get that address.
+func TestLateStatusOfAnotherClassIsTaken(t *testing.T) {
+	client := fake.NewClientset()
+	_, stop := runServiceController(t, client)
+	defer stop()
+	ctx := context.Background()
+
+	createServices(t, client, "first", 1)
+	if got := waitForAddresses(t, client, 1); got["first-000"] != "10.0.0.1" {
+		t.Fatalf("first Service got %v, want 10.0.0.1", got)
+	}
+	// The next address the backend would hand out goes to a Service it
+	// never serves, after the backend has started.
+	other := newService("metallb", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("metallb.io/metallb") })
+	other, err := client.CoreV1().Services("default").Create(ctx, other, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.0.0.2"}}
+	if _, err := client.CoreV1().Services("default").UpdateStatus(ctx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	createServices(t, client, "second", 1)
+	all := waitForAddresses(t, client, 3)
+	assertUnique(t, all)
+	if all["metallb"] != "10.0.0.2" {
+		t.Errorf("the other class's Service shows %q, want 10.0.0.2 untouched", all["metallb"])
+	}
+}
+
+// TestAddressOutsidePoolsReplaced drives the upstream service controller
+// through a restart whose config no longer covers a Service's address: the
+// Service gets an address from the new pool and a Warning event saying
+// which address was replaced and why; the old address is never kept.
+func TestAddressOutsidePoolsReplaced(t *testing.T) {
+	client := fake.NewClientset()
+	_, stop := runServiceController(t, client)
+	createServices(t, client, "svc", 1)
+	if got := waitForAddresses(t, client, 1); got["svc-000"] != "10.0.0.1" {
+		t.Fatalf("Service got %v, want 10.0.0.1", got)
+	}
+	stop()
+
+	_, stop = runServiceControllerWith(t, client, "addressPools: [{name: p, addresses: [10.0.1.1-10.0.1.8]}]")
+	defer stop()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		svc, err := client.CoreV1().Services("default").Get(ctx, "svc-000", metav1.GetOptions{})
+		return err == nil && ingressIPs(&svc.Status.LoadBalancer) == "10.0.1.1", err
+	})
+	if err != nil {
+		t.Fatalf("the Service's address outside the new pool was not replaced by 10.0.1.1: %v", err)
+	}
+	waitForEvent(t, client, "svc-000", "Address [10.0.0.1] in the Service's status is in none of the address pools")
+	waitForReason(t, client, "svc-000", ReasonIPReplaced)
+}
+
+// waitForReason waits for a Warning event with reason on the named object.
+func waitForReason(t *testing.T, client kubernetes.Interface, name, reason string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no Warning event %s on %s: %v", reason, name, err)
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 func TestReadyWaitsForInformer(t *testing.T) {
@@ -72,5 +75,50 @@ func TestDeletedServiceReleased(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("deleted Service still holds its address: %v", err)
+	}
+}
+
+// TestStatusFollowed: addresses a status shows are taken when they appear
+// and freed when no status shows them, unless the backend assigned them (a
+// status written before the assignment reached it never frees them).
+func TestStatusFollowed(t *testing.T) {
+	lb := newTestLB(t, lbSection)
+	ctx := context.Background()
+	other := func(ips ...string) *corev1.Service {
+		return newService("other", withStatus(ips...), func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("x.io/lb") })
+	}
+	lb.onChange(other("192.0.2.1"))
+	if st, err := lb.EnsureLoadBalancer(ctx, "c1", newService("mine"), nil); err != nil || ingressIPs(st) != "192.0.2.2" {
+		t.Fatalf("EnsureLoadBalancer(mine) = %q, %v; want 192.0.2.2 (192.0.2.1 is in another status)", ingressIPs(st), err)
+	}
+	lb.onChange(other())
+	if _, err := lb.EnsureLoadBalancer(ctx, "c1", newService("third", withIPs("192.0.2.1")), nil); err != nil {
+		t.Fatalf("192.0.2.1 left the other status but is still taken: %v", err)
+	}
+	lb.onChange(newService("mine"))
+	_, err := lb.EnsureLoadBalancer(ctx, "c1", newService("fourth", withIPs("192.0.2.2")), nil)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != ReasonIPInUse {
+		t.Fatalf("an empty status of mine freed its assigned 192.0.2.2: %v", err)
+	}
+}
+
+// TestDecisionChecksIndex: a status in the informer's cache that the
+// handler has not reached yet still keeps its address from being handed
+// out.
+func TestDecisionChecksIndex(t *testing.T) {
+	lb := newTestCloud(t, lbSection).lb
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	lb.SetInformers(factory)
+	lb.Seed(nil)
+	late := newService("late", withStatus("192.0.2.1"))
+	if err := factory.Core().V1().Services().Informer().GetIndexer().Add(late); err != nil {
+		t.Fatal(err)
+	}
+	st, err := lb.EnsureLoadBalancer(context.Background(), "c1", newService("new"), nil)
+	if err != nil || ingressIPs(st) != "192.0.2.2" {
+		t.Fatalf("EnsureLoadBalancer = %q, %v; want 192.0.2.2 (192.0.2.1 is in a cached status)", ingressIPs(st), err)
+	}
+	if _, exists, _ := lb.GetLoadBalancer(context.Background(), "c1", late); !exists {
+		t.Error("the late Service's address was not recorded as held")
 	}
 }

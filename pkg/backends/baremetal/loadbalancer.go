@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -29,10 +29,20 @@ var _ cloudprovider.LoadBalancer = (*LoadBalancer)(nil)
 // taken.
 var errNotSeeded = errors.New("the addresses already assigned are unknown: the Service informer was never set (SetInformers) and Seed was never called")
 
+// maxCatchUps bounds how many times one Ensure re-assigns after finding its
+// choice in a status the allocator had not yet seen.
+const maxCatchUps = 16
+
 // LoadBalancer allocates pool addresses to Services. It creates nothing
 // outside the cluster: the address it returns in the Service's status is
 // announced by a speaker such as MetalLB's or kube-vip. It is safe for
 // concurrent use.
+//
+// Every pool address in any Service's status.loadBalancer.ingress is taken,
+// whenever it appears: a Service informer handler keeps the allocator in
+// step with the statuses, and before an assignment is returned the
+// informer's index of status addresses is checked for a Service the handler
+// has not reached yet.
 type LoadBalancer struct {
 	backend string
 
@@ -40,81 +50,123 @@ type LoadBalancer struct {
 	mu    sync.Mutex
 	alloc *allocator
 
-	// seedMu serialises seeding; seeded is set once the allocator knows
-	// every address in the Services' statuses.
-	seedMu sync.Mutex
+	// seeded is set once the allocator has seen every Service's status
+	// (Seed), or an informer is set whose handler has seen them once
+	// synced.
 	seeded atomic.Bool
 
-	// srcMu guards services and synced, set by SetInformers.
-	srcMu    sync.Mutex
-	services corelisters.ServiceLister
-	synced   cache.InformerSynced
+	// srcMu guards synced, byStatus and events, set by SetInformers and
+	// Initialize.
+	srcMu sync.Mutex
+	// synced reports whether the handler has seen the informer's initial
+	// list.
+	synced cache.InformerSynced
+	// byStatus finds the Services whose status shows an address; nil when
+	// the informer had started before SetInformers and takes no index.
+	byStatus cache.Indexer
+	events   record.EventRecorder
 }
 
 func newLoadBalancer(backend string, pools []*pool) *LoadBalancer {
 	return &LoadBalancer{backend: backend, alloc: newAllocator(pools)}
 }
 
-// SetInformers registers the Service informer the load balancer reads the
-// assigned addresses from, and releases the addresses of Services deleted
-// behind the service controller's back.
+// statusIndex is the name of the informer index of Service status
+// addresses; one per backend, as several may share the informer.
+func (lb *LoadBalancer) statusIndex() string {
+	return "multicloud-ccm.io/baremetal-status-ip/" + lb.backend
+}
+
+// SetInformers keeps the allocator in step with every Service's status:
+// addresses a status shows are taken as they appear, released when no
+// status shows them and the backend did not assign them, and a deleted
+// Service's addresses are released. It must be called before the factory
+// is started for the decision-time check; later, only the handler works.
 func (lb *LoadBalancer) SetInformers(factory informers.SharedInformerFactory) {
-	inf := factory.Core().V1().Services()
-	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: lb.onDelete})
+	inf := factory.Core().V1().Services().Informer()
+	var idx cache.Indexer
+	if err := inf.AddIndexers(cache.Indexers{lb.statusIndex(): indexStatusIPs}); err != nil {
+		klog.Background().WithValues("backend", lb.backend).Error(err, "Service statuses are followed by the event handler only")
+	} else {
+		idx = inf.GetIndexer()
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    lb.onChange,
+		UpdateFunc: func(_, obj any) { lb.onChange(obj) },
+		DeleteFunc: lb.onDelete,
+	})
+	if err != nil {
+		klog.Background().WithValues("backend", lb.backend).Error(err, "Cannot follow Service statuses; load balancers will fail")
+		return
+	}
 	lb.srcMu.Lock()
 	defer lb.srcMu.Unlock()
-	lb.services = inf.Lister()
-	lb.synced = inf.Informer().HasSynced
+	lb.synced, lb.byStatus = reg.HasSynced, idx
+}
+
+// indexStatusIPs indexes a Service by the addresses in its status.
+func indexStatusIPs(obj any) ([]string, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, nil
+	}
+	ips := statusIPs(svc)
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, ip.String())
+	}
+	return out, nil
 }
 
 // Seed records the addresses in these Services' statuses as taken, in place
-// of the informer, for callers without one (tests, tools). The CCM seeds
-// from the informer set by SetInformers.
+// of the informer, for callers without one (tests, tools). The CCM follows
+// the informer set by SetInformers.
 func (lb *LoadBalancer) Seed(services []*corev1.Service) {
-	lb.seedMu.Lock()
-	defer lb.seedMu.Unlock()
-	lb.seedFrom(services)
-}
-
-func (lb *LoadBalancer) seedFrom(services []*corev1.Service) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	for _, svc := range services {
-		ips := statusIPs(svc)
-		if len(ips) > 0 {
-			lb.alloc.seed(serviceKey(svc), svc.UID, ips, shareOf(svc, true))
-		}
+		lb.observe(svc)
 	}
 	lb.seeded.Store(true)
 }
 
+// observe records what the Service's status shows. lb.mu must be held.
+func (lb *LoadBalancer) observe(svc *corev1.Service) bool {
+	return lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true))
+}
+
+func (lb *LoadBalancer) onChange(obj any) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	lb.mu.Lock()
+	changed := lb.observe(svc)
+	lb.mu.Unlock()
+	if changed {
+		klog.Background().WithValues("backend", lb.backend, "service", klog.KObj(svc)).V(4).Info("Followed a Service status", "addresses", statusIPs(svc))
+	}
+}
+
 // ready makes sure the allocator knows every address already assigned:
-// the first call waits, within ctx, for the Service informer to sync and
-// seeds the allocator from all Services' statuses.
+// until the handler has seen the informer's initial list, it waits within
+// ctx.
 func (lb *LoadBalancer) ready(ctx context.Context) error {
 	if lb.seeded.Load() {
 		return nil
 	}
-	lb.seedMu.Lock()
-	defer lb.seedMu.Unlock()
-	if lb.seeded.Load() {
-		return nil
-	}
 	lb.srcMu.Lock()
-	lister, synced := lb.services, lb.synced
+	synced := lb.synced
 	lb.srcMu.Unlock()
-	if lister == nil {
+	if synced == nil {
 		return errNotSeeded
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		return fmt.Errorf("waiting for the Service informer to sync: %w", context.Cause(ctx))
 	}
-	svcs, err := lister.List(labels.Everything())
-	if err != nil {
-		return fmt.Errorf("listing Services: %w", err)
+	if !lb.seeded.Swap(true) {
+		klog.FromContext(ctx).WithValues("backend", lb.backend).V(2).Info("Load-balancer addresses follow Service statuses", "holders", lb.holders())
 	}
-	lb.seedFrom(svcs)
-	klog.FromContext(ctx).WithValues("backend", lb.backend).V(2).Info("Seeded load-balancer addresses from Service statuses", "services", len(svcs), "holders", lb.holders())
 	return nil
 }
 
@@ -133,7 +185,7 @@ func (lb *LoadBalancer) onDelete(obj any) {
 		obj = tomb.Obj
 	}
 	svc, ok := obj.(*corev1.Service)
-	if !ok || !lb.seeded.Load() {
+	if !ok {
 		return
 	}
 	lb.mu.Lock()
@@ -143,6 +195,33 @@ func (lb *LoadBalancer) onDelete(obj any) {
 		lb.alloc.releaseAll(h.name)
 		klog.Background().WithValues("backend", lb.backend, "service", h.name).V(2).Info("Released the addresses of a deleted Service")
 	}
+}
+
+// catchUp looks the addresses just assigned to the Service up in the
+// informer's index of statuses and observes every other Service showing one
+// the allocator does not know it holds. It reports whether it observed any;
+// the assignment must then be made again. lb.mu must be held.
+func (lb *LoadBalancer) catchUp(name string, ips []netip.Addr) bool {
+	lb.srcMu.Lock()
+	idx := lb.byStatus
+	lb.srcMu.Unlock()
+	if idx == nil {
+		return false
+	}
+	changed := false
+	for _, ip := range ips {
+		objs, err := idx.ByIndex(lb.statusIndex(), ip.String())
+		if err != nil {
+			continue
+		}
+		for _, obj := range objs {
+			svc, ok := obj.(*corev1.Service)
+			if ok && serviceKey(svc) != name && lb.observe(svc) {
+				changed = true
+			}
+		}
+	}
+	return changed
 }
 
 // GetLoadBalancer reports the Service's addresses if this backend holds any.
@@ -155,6 +234,9 @@ func (lb *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, service *
 	h := lb.alloc.holdingOf(serviceKey(service))
 	if h == nil {
 		return nil, false, nil
+	}
+	if len(h.addrs) == 0 {
+		return statusOf(h.status), true, nil
 	}
 	return statusOf(h.addrs), true, nil
 }
@@ -176,20 +258,33 @@ func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, servic
 	if err := lb.ready(ctx); err != nil {
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
-	lb.mu.Lock()
-	var before []netip.Addr
-	if h := lb.alloc.holdingOf(req.name); h != nil {
-		before = slices.Clone(h.addrs)
-	}
-	ips, err := lb.alloc.assign(req)
-	lb.mu.Unlock()
+	ips, before, err := lb.assign(req)
 	if err != nil {
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
 	if !slices.Equal(before, ips) {
 		klog.FromContext(ctx).WithValues("backend", lb.backend, "service", req.name).V(2).Info("Assigned load-balancer addresses", "addresses", ips, "previous", before)
 	}
+	lb.reportReplaced(ctx, service, ips)
 	return statusOf(ips), nil
+}
+
+// assign assigns the request its addresses, again while they turn out to be
+// in a status the allocator had not seen. It returns the addresses and
+// those assigned before.
+func (lb *LoadBalancer) assign(req *request) (ips, before []netip.Addr, err error) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if h := lb.alloc.holdingOf(req.name); h != nil {
+		before = slices.Clone(h.addrs)
+	}
+	for range maxCatchUps {
+		ips, err = lb.alloc.assign(req)
+		if err != nil || !lb.catchUp(req.name, ips) {
+			return ips, before, err
+		}
+	}
+	return nil, before, fmt.Errorf("the addresses chosen kept turning up in other Services' statuses; retrying")
 }
 
 // UpdateLoadBalancer only validates the Service: node changes do not concern
