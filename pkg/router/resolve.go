@@ -61,10 +61,19 @@ func (r *Router) resolve(ctx context.Context, node *corev1.Node) (resolution, er
 	return r.resolveUnowned(ctx, node)
 }
 
+// resolveByProviderID finds the backend of a node by its providerID. The
+// node's backend label, once written, is its recorded owner and wins
+// whatever the number of backends serving the scheme: a label naming a
+// backend that is not configured, or that does not serve the scheme, is an
+// error and the node is never asked of another backend (which would answer
+// "not mine" and get the node deleted).
 func (r *Router) resolveByProviderID(_ context.Context, node *corev1.Node) (resolution, error) {
 	scheme, err := providerid.Scheme(node.Spec.ProviderID)
 	if err != nil {
 		return resolution{}, &nodeError{reason: reasonInvalidProviderID, err: fmt.Errorf("node %s: spec.providerID: %w", node.Name, err)}
+	}
+	if name, ok := node.Labels[annotation.NodeBackend]; ok {
+		return r.resolveByLabel(node, scheme, name)
 	}
 	owners := r.byScheme[scheme]
 	switch len(owners) {
@@ -74,16 +83,19 @@ func (r *Router) resolveByProviderID(_ context.Context, node *corev1.Node) (reso
 	case 1:
 		return resolution{b: owners[0]}, nil
 	}
-	if name, ok := node.Labels[annotation.NodeBackend]; ok {
-		for _, b := range owners {
-			if b.Name == name {
-				return resolution{b: b}, nil
-			}
-		}
-		return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no backend serving %s:// (those are %v); fix or remove the label",
-			node.Name, annotation.NodeBackend, name, scheme, names(owners))
-	}
 	return resolution{candidates: owners}, nil
+}
+
+// resolveByLabel routes a node with a providerID to the backend its label
+// names, which must be configured, have instances and serve the scheme.
+func (r *Router) resolveByLabel(node *corev1.Node, scheme, name string) (resolution, error) {
+	if b, ok := r.byName[name]; ok && b.instances != nil && b.Scheme == scheme {
+		return resolution{b: b}, nil
+	}
+	return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no configured backend serving %s:// (those are %v); "+
+		"if the backend was removed from the config, add it back (its nodes are kept, never asked of another backend), "+
+		"or fix the label if the node moved",
+		node.Name, annotation.NodeBackend, name, scheme, names(r.byScheme[scheme]))
 }
 
 // resolveUnowned finds the backend of a node with no providerID: the label
