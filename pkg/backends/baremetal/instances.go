@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 var _ cloudprovider.InstancesV2 = (*Instances)(nil)
@@ -23,6 +25,10 @@ type Instances struct {
 	inventory map[string]*InventoryEntry
 }
 
+// ReasonInvalidProviderID is the event reason of a baremetal providerID
+// that does not parse. It is stable, and the same in every backend.
+const ReasonInvalidProviderID = "InvalidProviderID"
+
 // ProviderID returns the providerID of the inventory entry name.
 func ProviderID(name string) string { return Scheme + "://" + name }
 
@@ -33,7 +39,7 @@ func parseProviderID(providerID string) (string, error) {
 		return "", fmt.Errorf("providerID %q is not a %s providerID (%s://<inventory-name>)", providerID, Scheme, Scheme)
 	}
 	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return "", fmt.Errorf("providerID %q is malformed: want %s://<inventory-name>, and %q %s", providerID, Scheme, name, strings.Join(msgs, "; "))
+		return "", backends.NewUserError(ReasonInvalidProviderID, fmt.Errorf("providerID %q is malformed: want %s://<inventory-name>, and %q %s; fix spec.providerID (kubelet --provider-id) or delete the Node and let it register again", providerID, Scheme, name, strings.Join(msgs, "; ")))
 	}
 	return name, nil
 }

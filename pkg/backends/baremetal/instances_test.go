@@ -41,6 +41,8 @@ func TestInstances(t *testing.T) {
 		node       *corev1.Node
 		wantExists bool
 		wantErr    string
+		// wantReason is the UserError reason of every error, if any.
+		wantReason string
 		// wantMetaErr is set when metadata fails though InstanceExists did not.
 		wantMetaErr string
 	}{
@@ -49,8 +51,10 @@ func TestInstances(t *testing.T) {
 		{name: "name not in inventory", node: newNode("bm-9", ""), wantMetaErr: "not in the inventory"},
 		{name: "providerID not in inventory", node: newNode("bm-1", "baremetal://bm-9"), wantMetaErr: "not in the inventory"},
 		{name: "other scheme", node: newNode("bm-1", "aws:///us-east-1a/i-1"), wantErr: "not a baremetal providerID"},
-		{name: "extra slash", node: newNode("bm-1", "baremetal:///bm-1"), wantErr: "malformed"},
-		{name: "empty name", node: newNode("bm-1", "baremetal://"), wantErr: "malformed"},
+		{name: "extra slash", node: newNode("bm-1", "baremetal:///bm-1"), wantErr: "malformed", wantReason: ReasonInvalidProviderID},
+		{name: "empty name", node: newNode("bm-1", "baremetal://"), wantErr: "malformed", wantReason: ReasonInvalidProviderID},
+		{name: "upper case", node: newNode("bm-1", "baremetal://BM-1"), wantErr: "malformed", wantReason: ReasonInvalidProviderID},
+		{name: "path", node: newNode("bm-1", "baremetal://bm-1/x"), wantErr: "malformed", wantReason: ReasonInvalidProviderID},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,6 +65,9 @@ func TestInstances(t *testing.T) {
 				for _, e := range []error{err, serr, merr} {
 					if e == nil || !strings.Contains(e.Error(), tt.wantErr) {
 						t.Errorf("error = %v, want %q", e, tt.wantErr)
+					}
+					if ue, ok := backends.AsUserError(e); tt.wantReason != "" && (!ok || ue.Reason != tt.wantReason) {
+						t.Errorf("error %v is not a UserError with reason %s", e, tt.wantReason)
 					}
 				}
 				if exists || shutdown || meta != nil {
