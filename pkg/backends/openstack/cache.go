@@ -141,3 +141,13 @@ func (c *serverCache) byName(ctx context.Context, name string) (*server, error) 
 		return nil, fmt.Errorf("%d servers are named %q (%v): set the node's providerID or rename the servers", len(found), name, ids)
 	}
 }
+
+// fresh gets one server directly from Nova, bypassing the listing, and
+// checks its status as lookups do.
+func (c *serverCache) fresh(ctx context.Context, id string) (*server, error) {
+	srv, err := c.src.getServer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return checkStatus(srv)
+}

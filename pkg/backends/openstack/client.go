@@ -14,6 +14,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -264,6 +265,9 @@ func cloudsOptions(a Auth, eo gophercloud.EndpointOpts) (gophercloud.AuthOptions
 	}
 	if ao.IdentityEndpoint == "" {
 		return ao, eo, fmt.Errorf("openstack: auth.cloud: cloud %q in %s has no auth.auth_url", a.Cloud, a.CloudsFile)
+	}
+	if errs := validateURL(field.NewPath("clouds", a.Cloud, "auth", "auth_url"), ao.IdentityEndpoint); len(errs) > 0 {
+		return gophercloud.AuthOptions{}, eo, fmt.Errorf("openstack: auth.cloudsFile %s: %w", a.CloudsFile, errs.ToAggregate())
 	}
 	return ao, eo, nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -308,15 +309,35 @@ func (l *LoadBalancerSettings) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
+// validateURL accepts an http or https URL with a host and no user
+// information. A URL carrying user:password is refused without echoing it:
+// the password would sit in a ConfigMap and in every log of the error.
 func validateURL(p *field.Path, v string) field.ErrorList {
 	if v == "" {
 		return nil
 	}
 	u, err := url.Parse(v)
+	if strings.Contains(v, "@") && (err != nil || u.User != nil) {
+		return field.ErrorList{field.Invalid(p, redactURL(v), "must not carry a user name or password: set auth.username and auth.password (a file or environment variable), or use clouds.yaml")}
+	}
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return field.ErrorList{field.Invalid(p, v, "must be an http or https URL, e.g. https://openstack.example.com:5000/v3")}
 	}
 	return nil
+}
+
+// redactURL hides everything between the scheme and the last "@" of a URL
+// that may carry user information.
+func redactURL(v string) string {
+	at := strings.LastIndex(v, "@")
+	if at < 0 {
+		return v
+	}
+	scheme, _, ok := strings.Cut(v[:at], "://")
+	if !ok {
+		return "<redacted>" + v[at:]
+	}
+	return scheme + "://<redacted>" + v[at:]
 }
 
 func validateUUID(p *field.Path, v string) field.ErrorList {

@@ -23,6 +23,10 @@ const (
 	uuidB = "1c0f4a5b-2d3e-4f60-9bac-1d2e3f4a5b6c"
 	uuidC = "2d1a5b6c-3e4f-4071-acbd-2e3f4a5b6c7d"
 	uuidX = "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a" // never a server
+	// uuidGone is never a server either, for a RegionOne node.
+	uuidGone = "8e7d6c5b-4a39-4281-9f5e-4d3c2b1a0f9e"
+	// uuidU is a server Nova reports UNKNOWN.
+	uuidU = "4f3c7d8e-5061-4293-9edf-4a5b6c7d8e9f"
 )
 
 // fakeCloud builds a backend from s (logging in to the fake) the way the
@@ -62,6 +66,8 @@ func TestParseProviderID(t *testing.T) {
 		{in: "openstack:///not-a-uuid", err: "malformed"},
 		{in: "openstack://" + uuidA, err: "malformed"},
 		{in: "openstack:///" + uuidA + "/x", err: "malformed"},
+		{in: "openstack:///", err: "malformed"},
+		{in: "openstack://RegionOne/", err: "malformed"},
 		{in: "aws:///us-east-1a/i-0123", err: "not an OpenStack one"},
 		{in: "", err: "not an OpenStack one"},
 	}
@@ -71,6 +77,9 @@ func TestParseProviderID(t *testing.T) {
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want one containing %q", err, tt.err)
+				}
+				if ue, ok := backends.AsUserError(err); !ok || ue.Reason != "InvalidProviderID" {
+					t.Fatalf("err %v is not a backends.UserError with reason InvalidProviderID", err)
 				}
 				return
 			}

@@ -18,6 +18,7 @@ import (
 const (
 	statusShutoff = "SHUTOFF"
 	statusDeleted = "DELETED"
+	statusUnknown = "UNKNOWN"
 )
 
 // server is what the backend keeps of a Nova server.
