@@ -128,6 +128,9 @@ type Backend struct {
 
 	// Settings is what the type's SectionParser returned. Set by Parse.
 	Settings any `json:"-"`
+
+	// sectionOK is set by Parse when the section parsed without error.
+	sectionOK bool
 }
 
 // sectionKeys are the section keys, in the order errors are reported.
@@ -325,6 +328,7 @@ func (c *CloudConfig) validate(dir string) field.ErrorList {
 	errs = append(errs, validateClusterID(c.ClusterID)...)
 	names := map[string]*Backend{}
 	errs = append(errs, c.validateBackends(dir, names)...)
+	errs = append(errs, c.validateAcross()...)
 	errs = append(errs, c.validateLoadBalancer(names)...)
 	errs = append(errs, c.validateNodes(names)...)
 	return errs
@@ -377,7 +381,7 @@ func (b *Backend) parseSection(bp *field.Path, dir string) field.ErrorList {
 		}
 	}
 	settings, serrs := parse(b.sections()[b.Type], bp.Child(b.Type), dir)
-	b.Settings = settings
+	b.Settings, b.sectionOK = settings, len(serrs) == 0
 	return append(errs, serrs...)
 }
 
