@@ -40,6 +40,7 @@ const (
 
 func init() {
 	config.RegisterSection(Type, ParseSection)
+	config.RegisterCrossValidator(Type, checkPoolsAcross)
 	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, New: New})
 }
 

@@ -308,3 +308,48 @@ func checkOverlaps(pools []*pool, p *field.Path) field.ErrorList {
 	}
 	return errs
 }
+
+// poolEntryRef is one pool entry of one backend, for the cross-backend
+// overlap check.
+type poolEntryRef struct {
+	r       addrRange
+	backend string
+	path    *field.Path
+}
+
+// checkPoolsAcross is the config.CrossValidator of the baremetal type: no
+// address may lie in the pools of two backends, or both would hand it out.
+// Each overlap is reported once, at the later entry, naming both paths.
+func checkPoolsAcross(sections []config.Section) field.ErrorList {
+	var seen []poolEntryRef
+	var errs field.ErrorList
+	for _, sec := range sections {
+		s, ok := sec.Settings.(*Settings)
+		if !ok || s.compiled == nil {
+			continue
+		}
+		var mine []poolEntryRef
+		for pi, pl := range s.compiled.pools {
+			for ei, e := range pl.entries {
+				ref := poolEntryRef{r: e.extent, backend: sec.Backend, path: sec.Path.Child("addressPools").Index(pi).Child("addresses").Index(ei)}
+				errs = append(errs, overlapsWith(ref, seen)...)
+				mine = append(mine, ref)
+			}
+		}
+		seen = append(seen, mine...)
+	}
+	return errs
+}
+
+// overlapsWith reports ref's overlaps with the entries of earlier backends.
+func overlapsWith(ref poolEntryRef, earlier []poolEntryRef) field.ErrorList {
+	var errs field.ErrorList
+	for _, o := range earlier {
+		if o.r.contains(ref.r.first) || ref.r.contains(o.r.first) {
+			errs = append(errs, field.Invalid(ref.path, ref.r.String(), fmt.Sprintf(
+				"overlaps %s of backend %q (%s): two baremetal backends would hand out the same addresses; give each backend its own addresses",
+				o.r, o.backend, o.path)))
+		}
+	}
+	return errs
+}

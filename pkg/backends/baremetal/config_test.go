@@ -152,3 +152,38 @@ func indent(s, prefix string) string {
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// TestPoolsOverlapAcrossBackends: two baremetal backends whose pools overlap
+// would hand out the same address; config validation refuses them, naming
+// both entries' paths. Disjoint pools, and backends without pools, pass.
+func TestPoolsOverlapAcrossBackends(t *testing.T) {
+	backend := func(name, pools string) string {
+		return "- name: " + name + "\n  type: baremetal\n  baremetal:\n    addressPools:\n" + indent(pools, "    ")
+	}
+	doc := func(backends ...string) string {
+		return "apiVersion: multicloud-ccm.io/v1alpha1\nkind: CloudConfig\nclusterID: c1\nbackends:\n" + strings.Join(backends, "")
+	}
+	site1 := backend("site-1", "- {name: a, addresses: [192.0.2.0/28, 2001:db8::/120]}")
+	site2 := backend("site-2", "- {name: b, addresses: [198.51.100.0/24]}\n- {name: c, addresses: [192.0.2.10-192.0.2.20]}")
+	site3 := backend("site-3", "- {name: d, addresses: [\"2001:db8::80/121\"]}")
+	_, err := config.Parse([]byte(doc(site1, site2, site3)), "/etc/ccm")
+	if err == nil {
+		t.Fatal("overlapping pools of two backends passed validation")
+	}
+	for _, want := range []string{
+		`backends[1].baremetal.addressPools[1].addresses[0]: Invalid value: "192.0.2.10-192.0.2.20": overlaps 192.0.2.0-192.0.2.15 of backend "site-1" (backends[0].baremetal.addressPools[0].addresses[0])`,
+		`backends[2].baremetal.addressPools[0].addresses[0]: Invalid value: "2001:db8::80-2001:db8::ff": overlaps 2001:db8::-2001:db8::ff of backend "site-1" (backends[0].baremetal.addressPools[0].addresses[1])`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q\ndoes not contain %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "198.51.100") {
+		t.Errorf("disjoint entries reported: %v", err)
+	}
+
+	inventoryOnly := "- name: inv\n  type: baremetal\n  baremetal:\n    inventory: [{name: bm-1}]\n"
+	if _, err := config.Parse([]byte(doc(site1, backend("site-2", "- {name: b, addresses: [192.0.2.16/28]}"), inventoryOnly)), "/etc/ccm"); err != nil {
+		t.Errorf("disjoint pools refused: %v", err)
+	}
+}
