@@ -11,10 +11,12 @@
 // Load balancers: the backend only allocates addresses. It returns them as
 // the Service's status.loadBalancer.ingress; a speaker (MetalLB's speaker,
 // or kube-vip in services mode) announces them over ARP, NDP or BGP. See
-// docs/baremetal.md. The Service statuses are the source of truth: before
-// its first allocation the backend waits for the Service informer to sync
-// and records every pool address found in any Service's status as taken, so
-// a restart never hands out an address twice.
+// docs/baremetal.md. The Service statuses are the source of truth: every
+// pool address any Service's status shows is taken whenever it appears (a
+// Service informer keeps the allocator in step), and nothing is allocated
+// before the informer has synced, so neither a restart nor another
+// allocator's late write gets an address handed out twice. An address in a
+// Service's status that no pool holds is replaced, with a Warning event.
 package baremetal
 
 import (
