@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,7 +50,10 @@ func TestBadInput(t *testing.T) {
 	node := newNode("n", withVM(vms[0]))
 	t.Run("malformed providerID", func(t *testing.T) {
 		c := newCloud(t, []*sim{s})
-		checkNothingChanges(t, c, newNode("n", withProviderID("vsphere://vm-17")), ReasonProviderIDMalformed, `"vsphere://vm-17"`, "vsphere://<bios-uuid>")
+		for _, id := range []string{"vsphere://vm-17", "vsphere:///" + vms[0].uuid, ProviderIDPrefix + vms[0].uuid + "/", "vsphere://"} {
+			// The reason every backend gives (the router's, the suite's).
+			checkNothingChanges(t, c, newNode("n", withProviderID(id)), "InvalidProviderID", strconv.Quote(id), "spec.providerID", "vsphere://<bios-uuid>")
+		}
 	})
 	t.Run("unknown datacenter", func(t *testing.T) {
 		c := newCloud(t, []*sim{s}, func(sj *settingsJSON) { sj.VCenters[0]["datacenters"] = []string{"DC0", "DC9"} })

@@ -39,18 +39,55 @@ func (c *Cloud) InstanceExists(ctx context.Context, node *corev1.Node) (bool, er
 }
 
 // InstanceShutdown reports whether the node's VM is powered off. A VM that
-// no vCenter has is not shut down (InstanceExists reports it gone).
+// no vCenter has is not shut down (InstanceExists reports it gone). A true
+// rests on fresh evidence: an inventory that shows the VM powered off is
+// confirmed by reading the VM's power state now, so a VM powered on since
+// is never reported shut down. While the VM's host is disconnected its
+// power state is not known: an error.
 func (c *Cloud) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	m, err := c.find(ctx, node)
+	off := false
+	if err == nil {
+		off, err = c.poweredOff(ctx, m.vm)
+	}
 	if errors.Is(err, errNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, c.wrap("InstanceShutdown", node, err)
 	}
-	return m.vm.PowerState == types.VirtualMachinePowerStatePoweredOff, nil
+	return off, nil
+}
+
+// poweredOff reports whether vm is powered off, reading its state again
+// when the inventory says so.
+func (c *Cloud) poweredOff(ctx context.Context, vm *vmInfo) (bool, error) {
+	if err := checkConnected(vm.Name, vm.ConnectionState); err != nil {
+		return false, err
+	}
+	if vm.PowerState != types.VirtualMachinePowerStatePoweredOff {
+		return false, nil
+	}
+	v := c.vcenterNamed(vm.VCenter)
+	if v == nil {
+		return false, fmt.Errorf("VM %s: vCenter %s is not configured", vm.Name, vm.VCenter)
+	}
+	state, err := v.powerState(ctx, vm)
+	if err != nil {
+		return false, err
+	}
+	return state == types.VirtualMachinePowerStatePoweredOff, nil
+}
+
+// checkConnected is an error unless vCenter manages the VM (its power state
+// is current).
+func checkConnected(name string, state types.VirtualMachineConnectionState) error {
+	if state == "" || state == types.VirtualMachineConnectionStateConnected {
+		return nil
+	}
+	return fmt.Errorf("VM %s is %s in vCenter: its power state is not known", name, state)
 }
 
 // InstanceMetadata returns the node's providerID, addresses, instance type,
@@ -79,9 +116,10 @@ func (c *Cloud) metadata(m match) (*cloudprovider.InstanceMetadata, error) {
 		return nil, guestInfoMissing(vm, c.settings.Addresses.IPFamilies)
 	}
 	md := &cloudprovider.InstanceMetadata{
-		ProviderID:    vm.ProviderID(),
-		InstanceType:  instanceType(vm),
-		NodeAddresses: addrs,
+		ProviderID:       vm.ProviderID(),
+		InstanceType:     instanceType(vm),
+		NodeAddresses:    addrs,
+		AdditionalLabels: c.recordLabels(vm),
 	}
 	if c.settings.ZoneCategory == "" && c.settings.RegionCategory == "" {
 		return md, nil

@@ -22,6 +22,7 @@ var vmProperties = []string{
 	"config.hardware.numCPU",
 	"config.hardware.memoryMB",
 	"runtime.powerState",
+	"runtime.connectionState",
 	"runtime.host",
 	"guest.hostName",
 	"guest.ipAddress",
@@ -50,9 +51,12 @@ type vmInfo struct {
 	// UUID is the BIOS UUID, lower case.
 	UUID       string
 	PowerState types.VirtualMachinePowerState
-	NumCPU     int32
-	MemoryMB   int32
-	GuestID    string
+	// ConnectionState is connected when vCenter can manage the VM; while
+	// its host is disconnected its power state is not current.
+	ConnectionState types.VirtualMachineConnectionState
+	NumCPU          int32
+	MemoryMB        int32
+	GuestID         string
 	// HostName is the guest's DNS name as VMware Tools reports it.
 	HostName string
 	// IPs are the guest's addresses, in the order the guest reports them.
@@ -74,12 +78,54 @@ type dcRef struct {
 	Ref  types.ManagedObjectReference
 }
 
+// unreadableVM is a VM whose configuration could not be read: vCenter
+// leaves config unset when it cannot reach the VM's files (its datastore is
+// inaccessible), and a VM being created or destroyed while read can miss
+// properties. Its BIOS UUID is unknown to the retrieval; UUID is the one an
+// earlier retrieval saw for the same VM (same reference), if any.
+type unreadableVM struct {
+	Ref  types.ManagedObjectReference
+	Name string
+	UUID string
+}
+
+// String names the VM in messages: its name and reference, and its UUID
+// when known.
+func (u unreadableVM) String() string {
+	s := u.Ref.Value
+	if u.Name != "" {
+		s = u.Name + " (" + u.Ref.Value + ")"
+	}
+	if u.UUID != "" {
+		s += " with BIOS UUID " + u.UUID
+	}
+	return s
+}
+
 // inventory is the VMs and hosts of a vCenter's configured datacenters.
 type inventory struct {
 	vms   []*vmInfo
 	hosts map[types.ManagedObjectReference]*types.ManagedObjectReference
-	// unreadable lists VMs whose properties could not be read.
-	unreadable []string
+	// unreadable lists VMs whose configuration could not be read.
+	unreadable []unreadableVM
+}
+
+// recall gives each unreadable VM the UUID known lists for its reference
+// (what earlier retrievals saw), and returns what the next retrieval may
+// recall: the UUIDs of every VM still in the inventory.
+func (inv *inventory) recall(known map[types.ManagedObjectReference]string) map[types.ManagedObjectReference]string {
+	next := make(map[types.ManagedObjectReference]string, len(inv.vms)+len(inv.unreadable))
+	for _, vm := range inv.vms {
+		next[vm.Ref] = vm.UUID
+	}
+	for i := range inv.unreadable {
+		u := &inv.unreadable[i]
+		if uuid, ok := known[u.Ref]; ok {
+			u.UUID = uuid
+			next[u.Ref] = uuid
+		}
+	}
+	return next
 }
 
 // retrieveInventory reads every VM and host below the datacenters: per
@@ -137,43 +183,50 @@ func (inv *inventory) add(vcenter string, dc dcRef, contents []types.ObjectConte
 	for _, oc := range contents {
 		obj, err := mo.ObjectContentToType(oc)
 		if err != nil {
-			// A VM being created or destroyed while read can miss
-			// properties. It may be any node's VM, so no lookup may
-			// conclude from this inventory that a VM is gone.
+			// It may be any node's VM, so no lookup may conclude from
+			// this inventory that a VM is gone.
 			if oc.Obj.Type == "VirtualMachine" {
-				inv.unreadable = append(inv.unreadable, oc.Obj.Value)
+				inv.unreadable = append(inv.unreadable, unreadableVM{Ref: oc.Obj})
 			}
 			continue
 		}
 		switch o := obj.(type) {
 		case mo.VirtualMachine:
-			if vm := newVMInfo(vcenter, dc, &o); vm != nil {
-				inv.vms = append(inv.vms, vm)
-			}
+			inv.addVM(vcenter, dc, &o)
 		case mo.HostSystem:
 			inv.hosts[o.Reference()] = o.Parent
 		}
 	}
 }
 
-// newVMInfo converts a retrieved VM; templates and VMs without a
-// configuration are not instances and give nil.
-func newVMInfo(vcenter string, dc dcRef, o *mo.VirtualMachine) *vmInfo {
-	if o.Config == nil || o.Config.Template || o.Config.Uuid == "" {
-		return nil
+// addVM adds a retrieved VM. Templates are not instances. A VM without a
+// configuration (or a BIOS UUID in it) is unreadable: it may be any node's
+// VM, whose state cannot be told until vCenter can read it again.
+func (inv *inventory) addVM(vcenter string, dc dcRef, o *mo.VirtualMachine) {
+	switch {
+	case o.Config != nil && o.Config.Template:
+	case o.Config == nil || o.Config.Uuid == "":
+		inv.unreadable = append(inv.unreadable, unreadableVM{Ref: o.Reference(), Name: o.Name})
+	default:
+		inv.vms = append(inv.vms, newVMInfo(vcenter, dc, o))
 	}
+}
+
+// newVMInfo converts a retrieved VM that has a configuration.
+func newVMInfo(vcenter string, dc dcRef, o *mo.VirtualMachine) *vmInfo {
 	vm := &vmInfo{
-		VCenter:       vcenter,
-		Datacenter:    dc.Name,
-		DatacenterRef: dc.Ref,
-		Ref:           o.Reference(),
-		Name:          o.Name,
-		UUID:          strings.ToLower(o.Config.Uuid),
-		PowerState:    o.Runtime.PowerState,
-		NumCPU:        o.Config.Hardware.NumCPU,
-		MemoryMB:      o.Config.Hardware.MemoryMB,
-		GuestID:       o.Config.GuestId,
-		Host:          o.Runtime.Host,
+		VCenter:         vcenter,
+		Datacenter:      dc.Name,
+		DatacenterRef:   dc.Ref,
+		Ref:             o.Reference(),
+		Name:            o.Name,
+		UUID:            strings.ToLower(o.Config.Uuid),
+		PowerState:      o.Runtime.PowerState,
+		ConnectionState: o.Runtime.ConnectionState,
+		NumCPU:          o.Config.Hardware.NumCPU,
+		MemoryMB:        o.Config.Hardware.MemoryMB,
+		GuestID:         o.Config.GuestId,
+		Host:            o.Runtime.Host,
 	}
 	if o.Guest != nil {
 		vm.HostName = o.Guest.HostName
@@ -223,9 +276,9 @@ type snapshot struct {
 	topology map[types.ManagedObjectReference]topology
 	// tagErr is why zones and regions could not be read, if they could not.
 	tagErr error
-	// unreadable lists VMs whose properties could not be read: while there
-	// are any, a VM missing from the snapshot is not known to be gone.
-	unreadable []string
+	// unreadable lists VMs whose configuration could not be read: while
+	// one may be a node's VM, that VM is not known to be gone.
+	unreadable []unreadableVM
 }
 
 func newSnapshot(started time.Time, inv *inventory) *snapshot {

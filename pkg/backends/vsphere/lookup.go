@@ -14,11 +14,16 @@ import (
 
 // Event reasons of lookups.
 const (
-	// ReasonProviderIDMalformed: the node's providerID is not
-	// vsphere://<bios-uuid>.
-	ReasonProviderIDMalformed = "VSphereProviderIDMalformed"
+	// ReasonInvalidProviderID: the node's providerID has the vsphere scheme
+	// but is not vsphere://<bios-uuid>. The same reason every backend gives
+	// a providerID of its scheme that does not parse.
+	ReasonInvalidProviderID = "InvalidProviderID"
 	// ReasonNodeAmbiguous: two VMs match one node.
 	ReasonNodeAmbiguous = "VSphereNodeAmbiguous"
+	// ReasonVMUnreadable: vCenter returns the node's VM without its
+	// configuration (its datastore is inaccessible): its state cannot be
+	// told, and the node is left as it is.
+	ReasonVMUnreadable = "VSphereVMUnreadable"
 )
 
 // errNotFound means every vCenter was searched and none has the VM.
@@ -33,8 +38,10 @@ type match struct {
 // stage is one way of matching a node to VMs. Weak stages (names and
 // addresses) are trusted only when every vCenter answered.
 type stage struct {
-	by     string
-	weak   bool
+	by   string
+	weak bool
+	// uuids are the BIOS UUIDs the stage looks for, if it looks by UUID.
+	uuids  []string
 	search func(s *snapshot) []*vmInfo
 }
 
@@ -122,8 +129,12 @@ func (c *Cloud) search(ctx context.Context, notBefore time.Time, stages []stage,
 	return m, snaps, err
 }
 
-// match matches the node against snapshots, stage by stage.
+// match matches the node against snapshots, stage by stage. A node
+// matches no VM (errNotFound) only when every vCenter answered, no VM that
+// could be the node's was unreadable, and the vCenter and datacenter the
+// node was initialised in, if recorded, are configured.
 func (c *Cloud) match(snaps []*snapshot, failures []error, stages []stage, node *corev1.Node) (match, error) {
+	unreadable := mayBeUnreadable(snaps, stages)
 	for _, st := range stages {
 		var found []match
 		for _, s := range snaps {
@@ -131,7 +142,9 @@ func (c *Cloud) match(snaps []*snapshot, failures []error, stages []stage, node 
 				found = append(found, match{vm: vm, snap: s})
 			}
 		}
-		if len(found) == 0 || (st.weak && len(failures) > 0) {
+		// A weak match is trusted only when every VM was seen: the
+		// missing one may match too.
+		if len(found) == 0 || (st.weak && (len(failures) > 0 || len(unreadable) > 0)) {
 			continue
 		}
 		if len(found) > 1 {
@@ -142,12 +155,73 @@ func (c *Cloud) match(snaps []*snapshot, failures []error, stages []stage, node 
 	if len(failures) > 0 {
 		return match{}, joinErrors(failures)
 	}
-	for _, s := range snaps {
-		if len(s.unreadable) > 0 {
-			return match{}, fmt.Errorf("no readable VM matches node %s, and VMs %s in a vCenter could not be read", node.Name, strings.Join(s.unreadable, ", "))
-		}
+	if len(unreadable) > 0 {
+		return match{}, unreadableError(node, unreadable)
+	}
+	if err := c.checkRecord(node); err != nil {
+		return match{}, err
 	}
 	return match{}, errNotFound
+}
+
+// mayBeUnreadable lists the unreadable VMs that may be the node's: those
+// whose UUID is unknown or one the stages look for; for a node without a
+// providerID (matched by name or address too), every unreadable VM.
+func mayBeUnreadable(snaps []*snapshot, stages []stage) []unreadableVM {
+	var out []unreadableVM
+	for _, s := range snaps {
+		for _, u := range s.unreadable {
+			if u.UUID == "" || anyWeak(stages) || lookedFor(stages, u.UUID) {
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+func anyWeak(stages []stage) bool {
+	for _, st := range stages {
+		if st.weak {
+			return true
+		}
+	}
+	return false
+}
+
+func lookedFor(stages []stage, uuid string) bool {
+	for _, st := range stages {
+		for _, u := range st.uuids {
+			if u == uuid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unreadableError says the node's VM cannot be told from the unreadable
+// VMs: a user error when one of them is known to be the node's VM.
+func unreadableError(node *corev1.Node, vms []unreadableVM) error {
+	for _, u := range vms {
+		if u.UUID != "" {
+			return newUserError(ReasonVMUnreadable, "the VM of node %s, %s, is unreadable: vCenter returns it without its configuration, as it does while the VM's files (its datastore) cannot be reached; the node is left as it is until vCenter can read the VM again",
+				node.Name, u)
+		}
+	}
+	return fmt.Errorf("no readable VM matches node %s, and vCenter returns VMs %s without their configuration (their datastore may be inaccessible): the node's VM may be one of them, so it is not called gone",
+		node.Name, unreadableNames(vms))
+}
+
+// unreadableNames lists unreadable VMs for messages, at most ten.
+func unreadableNames(vms []unreadableVM) string {
+	names := make([]string, 0, min(len(vms), 10))
+	for _, u := range vms[:min(len(vms), 10)] {
+		names = append(names, u.String())
+	}
+	if len(vms) > 10 {
+		names = append(names, fmt.Sprintf("and %d more", len(vms)-10))
+	}
+	return strings.Join(names, ", ")
 }
 
 // snapshots returns the inventory of every vCenter that answers, and the
@@ -187,12 +261,13 @@ func stagesFor(node *corev1.Node) ([]stage, error) {
 	if node.Spec.ProviderID != "" {
 		uuid, err := uuidFromProviderID(node.Spec.ProviderID)
 		if err != nil {
-			return nil, newUserError(ReasonProviderIDMalformed, "node %s: %w", node.Name, err)
+			return nil, newUserError(ReasonInvalidProviderID, "node %s: spec.providerID: %w", node.Name, err)
 		}
-		return []stage{{by: "providerID", search: func(s *snapshot) []*vmInfo { return s.byUUID[uuid] }}}, nil
+		return []stage{{by: "providerID", uuids: []string{uuid}, search: func(s *snapshot) []*vmInfo { return s.byUUID[uuid] }}}, nil
 	}
+	sys := node.Status.NodeInfo.SystemUUID
 	return []stage{
-		{by: "system UUID", search: bySystemUUID(node.Status.NodeInfo.SystemUUID)},
+		{by: "system UUID", uuids: systemUUIDs(sys), search: bySystemUUID(sys)},
 		{by: "guest DNS name", weak: true, search: byDNSName(nodeNames(node))},
 		{by: "address", weak: true, search: byAddress(nodeIPs(node))},
 	}, nil

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -120,7 +121,7 @@ func (s *sim) startProxy(t testing.TB) {
 	}
 	target.Path, target.User = "", nil
 	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
-	s.proxy = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.proxy = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.down.Load() {
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
@@ -147,6 +148,10 @@ func (s *sim) startProxy(t testing.TB) {
 		s.requests.Add(1)
 		rp.ServeHTTP(w, r)
 	}))
+	// The thumbprint check refuses the certificate once before pinning
+	// it; the server need not log each such handshake.
+	s.proxy.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.proxy.StartTLS()
 	s.release = make(chan struct{})
 	t.Cleanup(s.proxy.Close)
 	t.Cleanup(func() { close(s.release) })
@@ -474,4 +479,19 @@ func randomUUID(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// makeUnreadable clears the VM's configuration on the simulator's own
+// object, as vCenter returns a VM whose files (datastore) it cannot reach:
+// config unset, the rest (name, runtime) still there. restore puts it back.
+func (s *sim) makeUnreadable(t testing.TB, v vm) (restore func()) {
+	t.Helper()
+	ctx := s.model.Service.Context
+	obj, ok := ctx.Map.Get(v.obj.Reference()).(*simulator.VirtualMachine)
+	if !ok {
+		t.Fatalf("VM %s is not in the simulator", v.name)
+	}
+	var saved *types.VirtualMachineConfigInfo
+	ctx.WithLock(obj, func() { saved, obj.Config = obj.Config, nil })
+	return func() { ctx.WithLock(obj, func() { obj.Config = saved }) }
 }

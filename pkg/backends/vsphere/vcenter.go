@@ -13,10 +13,12 @@ import (
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"golang.org/x/sync/singleflight"
@@ -41,7 +43,11 @@ const userAgent = "multicloud-ccm/vsphere"
 type vcenter struct {
 	// name is the server's host[:port], used in errors and VMs.
 	name string
-	cfg  *VCenter
+	// record and dcRecords are the LabelServer value of the vCenter and
+	// the LabelDatacenter values of its configured datacenters.
+	record    string
+	dcRecords []string
+	cfg       *VCenter
 	// path names the vCenter's config entry in errors.
 	path     string
 	user     string
@@ -56,6 +62,9 @@ type vcenter struct {
 
 	mu   sync.Mutex
 	snap *snapshot
+	// known maps every VM of the last inventory to its BIOS UUID, so a VM
+	// that turns unreadable is still known by its UUID.
+	known map[types.ManagedObjectReference]string
 	// failed is the last refresh's error and failedAt when it ended; for
 	// failureBackoff lookups get it at once instead of each waiting for a
 	// vCenter that is down or stuck.
@@ -155,10 +164,16 @@ func (v *vcenter) refresh(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vCenter %s: %w", v.name, err)
 	}
+	v.mu.Lock()
+	v.known = inv.recall(v.known)
+	v.mu.Unlock()
 	s := newSnapshot(started, inv)
 	s.topology, s.tagErr = v.readTopology(ctx, conn, inv.vms)
 	if s.tagErr != nil {
 		klog.FromContext(ctx).Error(s.tagErr, "Reading zones and regions failed", "vcenter", v.name)
+	}
+	if len(inv.unreadable) > 0 {
+		klog.FromContext(ctx).V(2).Info("vCenter returned VMs without their configuration (datastore inaccessible?): no node is called gone while one of them may be its VM", "vcenter", v.name, "vms", unreadableNames(inv.unreadable))
 	}
 	v.mu.Lock()
 	v.snap = s
@@ -359,4 +374,44 @@ func (v *vcenter) logout(ctx context.Context) {
 		_ = c.rest.Logout(ctx)
 	}
 	_ = session.NewManager(c.vim).Logout(ctx)
+}
+
+// powerState reads one VM's power state now, with its configuration: a VM
+// that turned unreadable, disconnected or gone since the inventory was
+// retrieved is an error (gone: errNotFound).
+func (v *vcenter) powerState(ctx context.Context, vm *vmInfo) (types.VirtualMachinePowerState, error) {
+	var o mo.VirtualMachine
+	err := v.withSession(ctx, func(conn *connection) error {
+		return property.DefaultCollector(conn.vim).RetrieveOne(ctx, vm.Ref, []string{"config.uuid", "runtime.powerState", "runtime.connectionState"}, &o)
+	})
+	switch {
+	case fault.Is(err, &types.ManagedObjectNotFound{}):
+		return "", fmt.Errorf("VM %s: %w", vm.Name, errNotFound)
+	case err != nil:
+		return "", fmt.Errorf("vCenter %s: reading the power state of VM %s: %w", v.name, vm.Name, err)
+	case o.Config == nil || !strings.EqualFold(o.Config.Uuid, vm.UUID):
+		return "", fmt.Errorf("vCenter %s: VM %s is unreadable (its configuration is unset: datastore inaccessible?) or no longer has BIOS UUID %s: its power state is not known", v.name, vm.Name, vm.UUID)
+	}
+	if err := checkConnected(vm.Name, o.Runtime.ConnectionState); err != nil {
+		return "", err
+	}
+	return o.Runtime.PowerState, nil
+}
+
+// withSession calls f with the current session, logging in again once if
+// the session expired.
+func (v *vcenter) withSession(ctx context.Context, f func(*connection) error) error {
+	conn, err := v.connection(ctx)
+	if err != nil {
+		return err
+	}
+	err = f(conn)
+	if err != nil && fault.Is(err, &types.NotAuthenticated{}) {
+		v.drop(conn)
+		if conn, err = v.connection(ctx); err != nil {
+			return err
+		}
+		err = f(conn)
+	}
+	return err
 }

@@ -100,8 +100,13 @@ func newVCenter(s *Settings, i int, tr *tagReader) (*vcenter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s.password: %w", p, err)
 	}
+	dcRecords := make([]string, 0, len(cfg.Datacenters))
+	for _, dc := range cfg.Datacenters {
+		dcRecords = append(dcRecords, datacenterRecord(dc))
+	}
 	return &vcenter{
 		name: cfg.url.Host, cfg: cfg, path: p.String(),
+		record: serverRecord(cfg.url), dcRecords: dcRecords,
 		user: user, password: password,
 		timeout: s.RequestTimeout.Duration, tags: tr,
 		backoff: min(failureBackoff, s.RefreshInterval.Duration),
