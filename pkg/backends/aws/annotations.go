@@ -17,7 +17,11 @@ const (
 	// AnnotationSubnets (comma-separated subnet IDs or Name tags, at most one
 	// per zone; default: the config's subnets, else the subnets tagged
 	// kubernetes.io/role/elb or kubernetes.io/role/internal-elb) places the
-	// NLB. Changing it replaces the NLB.
+	// NLB. Subnets in zones the NLB is not in yet are added in place; any
+	// other change of it replaces the NLB (and its DNS name). Only this
+	// annotation ever replaces an NLB for its subnets: a change of the
+	// config's subnets or of the discovered ones never does (see
+	// reasonSubnetsKept).
 	AnnotationSubnets = "service.beta.kubernetes.io/aws-load-balancer-subnets"
 
 	// AnnotationTargetType (string: instance or ip; default: instance when
@@ -61,4 +65,8 @@ const (
 	reasonInvalidService    = "InvalidLoadBalancerService"
 	reasonNameConflict      = "LoadBalancerNameConflict"
 	reasonNoSubnets         = "NoLoadBalancerSubnets"
+	// reasonSubnetsKept: the config's or the discovered subnets changed in
+	// a way the running NLB cannot take in place (another subnet in one of
+	// its zones, or a zone dropped); the NLB is kept where it is.
+	reasonSubnetsKept = "LoadBalancerSubnetsKept"
 )

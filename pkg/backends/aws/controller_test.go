@@ -399,3 +399,54 @@ func TestForeignRegionNodeIsNeverDeleted(t *testing.T) {
 		t.Fatal("the node of region us-east-1 was deleted by the eu-west-1 backend")
 	}
 }
+
+// TestServiceControllerSubnetTaggedKeepsNLB runs the upstream service
+// controller: after someone tags another subnet for load balancers in a
+// zone the NLB is in, the next node change (an UpdateLoadBalancer) registers
+// the new node on the same NLB: same ARN, same DNS name in the Service's
+// status, no second CreateLoadBalancer and no DeleteLoadBalancer.
+func TestServiceControllerSubnetTaggedKeepsNLB(t *testing.T) {
+	e := newEnv(t)
+	e.freshSubnets()
+	client := fake.NewClientset()
+	ctx := context.Background()
+	runServiceController(t, e.cloud, client)
+	if _, err := client.CoreV1().Services("default").Create(ctx, newService("web"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var before awsfake.LoadBalancerView
+	eventually(t, "Service gets the NLB's DNS name", func() error {
+		s, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no ingress yet (%w)", err)
+		}
+		lbs := e.fake.LoadBalancers()
+		if len(lbs) != 1 || s.Status.LoadBalancer.Ingress[0].Hostname != lbs[0].DNSName {
+			return fmt.Errorf("ingress %v, load balancers %+v", s.Status.LoadBalancer.Ingress, lbs)
+		}
+		before = lbs[0]
+		return nil
+	})
+	e.fake.AddSubnet(awsfake.Subnet{ID: "subnet-0c", VPCID: testVPC, Zone: testRegion + "a", CIDR: "10.0.2.0/24",
+		Tags: map[string]string{tagRoleELB: "1", tagClusterPrefix + testCluster: "shared"}})
+	createNodes(t, client, e.awsNodes(1, 1)...)
+	eventually(t, "the new node is a target", func() error {
+		for _, tg := range e.fake.TargetGroups() {
+			if len(tg.Targets) == 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("target groups %+v", e.fake.TargetGroups())
+	})
+	lbs := e.fake.LoadBalancers()
+	if len(lbs) != 1 || lbs[0].ARN != before.ARN || lbs[0].DNSName != before.DNSName {
+		t.Fatalf("load balancers %+v, want the same %s (%s)", lbs, before.ARN, before.DNSName)
+	}
+	if c, d := e.fake.Calls("CreateLoadBalancer"), e.fake.Calls("DeleteLoadBalancer"); c != 1 || d != 0 {
+		t.Errorf("CreateLoadBalancer %d, DeleteLoadBalancer %d calls; want 1 and 0", c, d)
+	}
+	s, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || len(s.Status.LoadBalancer.Ingress) != 1 || s.Status.LoadBalancer.Ingress[0].Hostname != before.DNSName {
+		t.Errorf("status %+v (%v), want %s", s.Status.LoadBalancer, err, before.DNSName)
+	}
+}

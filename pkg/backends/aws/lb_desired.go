@@ -18,12 +18,15 @@ import (
 
 // desiredLB is what a Service asks for, computed before any mutating call.
 type desiredLB struct {
-	names      names
-	scheme     string
-	subnets    []string
-	targetType string
-	ports      []desiredPort
-	hc         healthCheck
+	names   names
+	scheme  string
+	subnets []string
+	// subnetsAnnotated is true when the Service's own subnet annotation
+	// chose subnets: only then does a change replace an existing NLB.
+	subnetsAnnotated bool
+	targetType       string
+	ports            []desiredPort
+	hc               healthCheck
 	// sourceRanges are the CIDRs allowed in, sorted.
 	sourceRanges []string
 	// targets are instance IDs or IPv4 addresses; zone is "all" for
@@ -72,6 +75,7 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	if d.subnets, err = l.subnetsFor(ctx, svc, d.scheme); err != nil {
 		return nil, err
 	}
+	_, d.subnetsAnnotated = svc.Annotations[AnnotationSubnets]
 	if d.targetType, d.targets, err = l.targetsFor(ctx, svc, nodes); err != nil {
 		return nil, err
 	}

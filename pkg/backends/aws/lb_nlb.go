@@ -10,22 +10,122 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	"github.com/go-logr/logr"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
-// ensureLB returns the Service's NLB (lb, if it exists), creating it if needed. A scheme or
-// subnets that differ replace it: AWS cannot change a scheme in place, and
-// a network load balancer cannot leave a zone.
-func (l *LoadBalancer) ensureLB(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, error) {
-	if lb != nil && string(lb.Scheme) == d.scheme && equalStrings(lbSubnets(lb), d.subnets) {
-		return lb, nil
+// ensureLB returns the Service's NLB (lb, if it exists), creating it if
+// needed. A scheme change replaces it: AWS cannot change a scheme in place,
+// and the scheme is the Service's own choice. Subnets that differ are
+// handled by moveLB; kept describes a subnet change the NLB was kept
+// without ("" when none), for a warning once the rest is reconciled.
+func (l *LoadBalancer) ensureLB(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (_ *elbtypes.LoadBalancer, kept string, _ error) {
+	switch {
+	case lb == nil:
+		lb, err := l.createLB(ctx, log, d, sgID)
+		return lb, "", err
+	case string(lb.Scheme) != d.scheme:
+		log.V(2).Info("Replacing load balancer: the Service changed its scheme", "scheme", d.scheme)
+		lb, err := l.replaceLB(ctx, log, d, lb, sgID)
+		return lb, "", err
+	case equalStrings(lbSubnets(lb), d.subnets):
+		return lb, "", nil
 	}
-	if lb != nil {
-		log.V(2).Info("Replacing load balancer: scheme or subnets changed", "scheme", d.scheme, "subnets", d.subnets)
-		if _, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn}); err != nil {
-			return nil, fmt.Errorf("DeleteLoadBalancer: %w", err)
+	return l.moveLB(ctx, log, d, lb, sgID)
+}
+
+// moveLB brings an existing NLB's subnets towards the wanted ones. Subnets
+// in zones it is not in are added in place (SetSubnets keeps the NLB and its
+// DNS name). Another subnet in one of its zones, or a zone no longer wanted,
+// cannot be had without disrupting traffic: when the Service's own subnet
+// annotation asks for it, the NLB is replaced; when only the config's or the
+// discovered subnets changed (someone tagged a subnet), the NLB is kept
+// where it is and the change is returned for a warning. An NLB is never
+// replaced because discovery changed.
+func (l *LoadBalancer) moveLB(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, string, error) {
+	plan, err := l.planSubnets(ctx, lb, d.subnets)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(plan.changes) > 0 && d.subnetsAnnotated {
+		log.V(2).Info("Replacing load balancer: the Service's subnet annotation moves it", "subnets", d.subnets, "changes", plan.changes)
+		lb, err := l.replaceLB(ctx, log, d, lb, sgID)
+		return lb, "", err
+	}
+	if len(plan.add) > 0 {
+		out, err := l.elb.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: lb.LoadBalancerArn, Subnets: sorted(append(lbSubnets(lb), plan.add...))})
+		if err != nil {
+			return nil, "", fmt.Errorf("SetSubnets: %w", err)
+		}
+		lb.AvailabilityZones = out.AvailabilityZones
+		log.V(2).Info("Added subnets to load balancer", "subnets", plan.add)
+	}
+	return lb, strings.Join(plan.changes, ", "), nil
+}
+
+// subnetPlan compares an NLB's subnets with the wanted ones, zone by zone.
+type subnetPlan struct {
+	// add are wanted subnets in zones the NLB is not in.
+	add []string
+	// changes describe what the NLB cannot take in place: another subnet
+	// in one of its zones, or a zone no longer wanted.
+	changes []string
+}
+
+func (l *LoadBalancer) planSubnets(ctx context.Context, lb *elbtypes.LoadBalancer, want []string) (subnetPlan, error) {
+	all, err := l.vpcSubnets(ctx)
+	if err != nil {
+		return subnetPlan{}, err
+	}
+	zoneOf := map[string]string{}
+	for _, sn := range all {
+		zoneOf[sn.id] = sn.zone
+	}
+	have := map[string]string{}
+	for _, az := range lb.AvailabilityZones {
+		have[awssdk.ToString(az.ZoneName)] = awssdk.ToString(az.SubnetId)
+	}
+	var plan subnetPlan
+	wanted := map[string]bool{}
+	for _, id := range want {
+		zone := zoneOf[id]
+		wanted[zone] = true
+		switch cur, in := have[zone]; {
+		case zone == "":
+			plan.changes = append(plan.changes, fmt.Sprintf("subnet %s is not in %s", id, l.settings.VPC))
+		case !in:
+			plan.add = append(plan.add, id)
+		case cur != id:
+			plan.changes = append(plan.changes, fmt.Sprintf("zone %s: %s instead of %s", zone, id, cur))
 		}
 	}
+	for _, zone := range sorted(keys(have)) {
+		if !wanted[zone] {
+			plan.changes = append(plan.changes, fmt.Sprintf("zone %s (%s) no longer wanted", zone, have[zone]))
+		}
+	}
+	return plan, nil
+}
+
+// replaceLB deletes the NLB and creates it again (a new DNS name).
+func (l *LoadBalancer) replaceLB(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, error) {
+	if _, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn}); err != nil {
+		return nil, fmt.Errorf("DeleteLoadBalancer: %w", err)
+	}
+	log.V(2).Info("Deleted load balancer to replace it", "loadBalancerARN", awssdk.ToString(lb.LoadBalancerArn))
 	return l.createLB(ctx, log, d, sgID)
+}
+
+// subnetsKept is the warning for a subnet change the NLB was kept without.
+func (l *LoadBalancer) subnetsKept(d *desiredLB, lb *elbtypes.LoadBalancer, changes string) error {
+	source := "discovered subnets (tagged " + tagRoleELB + " or " + tagRoleInternalELB + ")"
+	if len(l.settings.Subnets) > 0 {
+		source = "config's subnets"
+	}
+	current := strings.Join(lbSubnets(lb), ",")
+	return backends.NewUserError(reasonSubnetsKept, fmt.Errorf("the %s changed (%s), which load balancer %s cannot take without a new load balancer or dropping a zone; "+
+		"it stays in %s. To move it (a new load balancer with a new DNS name), set annotation %s to the subnets you want; to keep it and silence this, set it to %s",
+		source, changes, d.names.lb, current, AnnotationSubnets, current))
 }
 
 func (l *LoadBalancer) createLB(ctx context.Context, log logr.Logger, d *desiredLB, sgID string) (*elbtypes.LoadBalancer, error) {

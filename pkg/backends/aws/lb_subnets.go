@@ -25,7 +25,8 @@ type subnet struct {
 	tags     map[string]string
 }
 
-// subnetCache holds the VPC's subnets.
+// subnetCache holds the VPC's subnets, listed at most once per
+// LoadBalancer.subnetTTL.
 type subnetCache struct {
 	mu      sync.Mutex
 	fetched time.Time
@@ -37,7 +38,7 @@ type subnetCache struct {
 func (l *LoadBalancer) vpcSubnets(ctx context.Context) ([]subnet, error) {
 	l.subnets.mu.Lock()
 	defer l.subnets.mu.Unlock()
-	if !l.subnets.fetched.IsZero() && time.Since(l.subnets.fetched) < subnetTTL {
+	if !l.subnets.fetched.IsZero() && time.Since(l.subnets.fetched) < l.subnetTTL {
 		return l.subnets.subnets, nil
 	}
 	out, err := l.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}}}})

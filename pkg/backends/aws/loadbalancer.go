@@ -40,10 +40,12 @@ type LoadBalancer struct {
 	elb       ELBAPI
 	instances *Instances
 	subnets   subnetCache
+	// subnetTTL is how long the VPC's subnet list is reused (subnetTTL).
+	subnetTTL time.Duration
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
-	return &LoadBalancer{backend: name, clusterID: clusterID, settings: s, ec2: ec2c, elb: elbc, instances: inst}
+	return &LoadBalancer{backend: name, clusterID: clusterID, settings: s, ec2: ec2c, elb: elbc, instances: inst, subnetTTL: subnetTTL}
 }
 
 func (l *LoadBalancer) logger(ctx context.Context, svc *corev1.Service) logr.Logger {
@@ -138,15 +140,19 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	if err != nil {
 		return nil, err
 	}
-	lb, err := l.ensureLB(ctx, log, d, existing, sgID)
+	// The target groups are read before ensureLB: one that replaces the
+	// NLB leaves them unattached, and they are reused or deleted below.
+	attached := map[string]elbtypes.TargetGroup{}
+	if existing != nil {
+		if attached, err = l.attachedTargetGroups(ctx, awssdk.ToString(existing.LoadBalancerArn)); err != nil {
+			return nil, err
+		}
+	}
+	lb, kept, err := l.ensureLB(ctx, log, d, existing, sgID)
 	if err != nil {
 		return nil, err
 	}
 	arn := awssdk.ToString(lb.LoadBalancerArn)
-	attached, err := l.attachedTargetGroups(ctx, arn)
-	if err != nil {
-		return nil, err
-	}
 	tgARNs, err := l.ensureTargetGroups(ctx, log, d, attached)
 	if err != nil {
 		return nil, err
@@ -154,7 +160,13 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	if err := l.ensureListeners(ctx, log, d, arn, tgARNs); err != nil {
 		return nil, err
 	}
-	return lb, l.deleteUnused(ctx, log, d, attached)
+	if err := l.deleteUnused(ctx, log, d, attached); err != nil {
+		return nil, err
+	}
+	if kept != "" {
+		return lb, l.subnetsKept(d, lb, kept)
+	}
+	return lb, nil
 }
 
 // EnsureLoadBalancerDeleted removes every part of the Service's load

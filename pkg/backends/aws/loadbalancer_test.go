@@ -254,6 +254,10 @@ func TestUpdates(t *testing.T) {
 		if len(lb.Listeners) != 1 || e.fake.SecurityGroupCount() != 1 {
 			t.Errorf("listeners %v, %d security groups", lb.Listeners, e.fake.SecurityGroupCount())
 		}
+		// The replaced NLB's ip target group is not left behind.
+		if tgs := e.fake.TargetGroups(); len(tgs) != 1 || tgs[0].TargetType != targetInstance {
+			t.Errorf("target groups after the replacement = %+v, want the one instance group", tgs)
+		}
 	})
 	t.Run("annotation: subnets by Name tag", func(t *testing.T) {
 		svc = newService("web", withAnnotation(AnnotationSubnets, "public-a"))
@@ -473,4 +477,107 @@ func TestThrottlingOutlastsTheDeadline(t *testing.T) {
 	if n := e.fake.ResourceCount(); n != 0 {
 		t.Errorf("%d resources created", n)
 	}
+}
+
+// freshSubnets makes the backend list the VPC's subnets on every reconcile,
+// so a subnet tagged in the fake is seen at once.
+func (e *env) freshSubnets() { e.cloud.lb.subnetTTL = 0 }
+
+// TestSubnetChanges: an existing NLB is never replaced because the
+// discovered subnets changed. Someone tagging a subnet in a zone the NLB is
+// in (or untagging one it uses) leaves the NLB, its ARN and DNS name, where
+// they are, with a LoadBalancerSubnetsKept user error (a Warning event) after
+// the rest (targets) is reconciled; a subnet tagged in a new zone is added
+// in place; only the Service's own subnet annotation replaces the NLB.
+func TestSubnetChanges(t *testing.T) {
+	ctx := context.Background()
+	tagged := func(id, zone, cidr string) awsfake.Subnet {
+		return awsfake.Subnet{ID: id, VPCID: testVPC, Zone: zone, CIDR: cidr, Tags: map[string]string{tagRoleELB: "1", tagClusterPrefix + testCluster: "shared"}}
+	}
+	setUp := func(t *testing.T) (*env, *corev1.Service, []*corev1.Node, awsfake.LoadBalancerView) {
+		e := newEnv(t)
+		e.freshSubnets()
+		svc, nodes := newService("web"), e.awsNodes(1, 2)
+		e.ensure(t, svc, nodes)
+		lb := e.onlyLB(t)
+		if strings.Join(lb.Subnets, ",") != "subnet-0a,subnet-0b" {
+			t.Fatalf("subnets = %v", lb.Subnets)
+		}
+		return e, svc, nodes, lb
+	}
+	sameLB := func(t *testing.T, e *env, before awsfake.LoadBalancerView, subnets string) {
+		t.Helper()
+		lb := e.onlyLB(t)
+		if lb.ARN != before.ARN || lb.DNSName != before.DNSName || strings.Join(lb.Subnets, ",") != subnets {
+			t.Errorf("load balancer %s (%s) in %v, want the same %s (%s) in %s", lb.ARN, lb.DNSName, lb.Subnets, before.ARN, before.DNSName, subnets)
+		}
+	}
+	wantKept := func(t *testing.T, err error) {
+		t.Helper()
+		if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonSubnetsKept || !strings.Contains(err.Error(), AnnotationSubnets) {
+			t.Errorf("err = %v, want a %s user error naming %s", err, reasonSubnetsKept, AnnotationSubnets)
+		}
+	}
+	t.Run("a subnet tagged in a zone the NLB is in", func(t *testing.T) {
+		e, svc, nodes, before := setUp(t)
+		lbi, _ := e.cloud.LoadBalancer()
+		e.fake.AddSubnet(tagged("subnet-0c", testRegion+"a", "10.0.2.0/24"))
+		e.fake.ResetCalls()
+		nodes = append(nodes, e.awsNodes(3, 1)...)
+		wantKept(t, lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes))
+		sameLB(t, e, before, "subnet-0a,subnet-0b")
+		if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "RegisterTargets" {
+			t.Errorf("mutating calls = %v, want RegisterTargets (the new node) only", m)
+		}
+		e.fake.ResetCalls()
+		_, err := lbi.EnsureLoadBalancer(ctx, testCluster, svc, nodes)
+		wantKept(t, err)
+		e.assertNoMutation(t, "Ensure with the kept subnets")
+		sameLB(t, e, before, "subnet-0a,subnet-0b")
+	})
+	t.Run("a subnet the NLB uses untagged", func(t *testing.T) {
+		e, svc, nodes, before := setUp(t)
+		lbi, _ := e.cloud.LoadBalancer()
+		e.fake.SetSubnetTag("subnet-0b", tagRoleELB, "0")
+		e.fake.ResetCalls()
+		wantKept(t, lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes))
+		e.assertNoMutation(t, "Update with a zone no longer discovered")
+		sameLB(t, e, before, "subnet-0a,subnet-0b")
+	})
+	t.Run("a subnet tagged in a new zone is added in place", func(t *testing.T) {
+		e, svc, nodes, before := setUp(t)
+		lbi, _ := e.cloud.LoadBalancer()
+		e.fake.AddSubnet(tagged("subnet-0d", testRegion+"c", "10.0.3.0/24"))
+		e.fake.ResetCalls()
+		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			t.Fatal(err)
+		}
+		if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "SetSubnets" {
+			t.Errorf("mutating calls = %v, want SetSubnets", m)
+		}
+		sameLB(t, e, before, "subnet-0a,subnet-0b,subnet-0d")
+		e.fake.ResetCalls()
+		e.ensure(t, svc, nodes)
+		e.assertNoMutation(t, "Ensure after the zone was added")
+	})
+	t.Run("the Service's subnet annotation replaces the NLB", func(t *testing.T) {
+		e, svc, nodes, before := setUp(t)
+		e.fake.AddSubnet(tagged("subnet-0c", testRegion+"a", "10.0.2.0/24"))
+		svc = newService("web", withAnnotation(AnnotationSubnets, "subnet-0c,subnet-0b"))
+		status := e.ensure(t, svc, nodes)
+		lb := e.onlyLB(t)
+		if lb.ARN == before.ARN || strings.Join(lb.Subnets, ",") != "subnet-0b,subnet-0c" || status.Ingress[0].Hostname != lb.DNSName {
+			t.Errorf("load balancer %+v, status %+v; want a new one in subnet-0b,subnet-0c", lb, status)
+		}
+		e.fake.ResetCalls()
+		e.ensure(t, svc, nodes)
+		e.assertNoMutation(t, "Ensure after the move")
+	})
+	t.Run("the annotation adding a zone adds it in place", func(t *testing.T) {
+		e, svc, nodes, before := setUp(t)
+		e.fake.AddSubnet(awsfake.Subnet{ID: "subnet-0d", VPCID: testVPC, Zone: testRegion + "c", CIDR: "10.0.3.0/24"})
+		svc = newService("web", withAnnotation(AnnotationSubnets, "subnet-0a,subnet-0b,subnet-0d"))
+		e.ensure(t, svc, nodes)
+		sameLB(t, e, before, "subnet-0a,subnet-0b,subnet-0d")
+	})
 }

@@ -151,6 +151,26 @@ func (s *Server) SecurityGroupCount() int {
 	return len(s.sgs)
 }
 
+// SecurityGroupView is a security group as tests inspect it.
+type SecurityGroupView struct {
+	ID, Name, VPCID string
+	Tags            map[string]string
+	// Ingress are the rules, "protocol:from-to:cidr", sorted.
+	Ingress []string
+}
+
+// SecurityGroups returns every security group, sorted by ID.
+func (s *Server) SecurityGroups() []SecurityGroupView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []SecurityGroupView
+	for _, id := range sortedKeys(s.sgs) {
+		sg := s.sgs[id]
+		out = append(out, SecurityGroupView{ID: sg.id, Name: sg.name, VPCID: sg.vpcID, Tags: copyTags(sg.tags), Ingress: sg.rules()})
+	}
+	return out
+}
+
 // SecurityGroupIngress returns a group's ingress rules as
 // "protocol:from-to:cidr" strings, sorted.
 func (s *Server) SecurityGroupIngress(id string) []string {
@@ -160,6 +180,12 @@ func (s *Server) SecurityGroupIngress(id string) []string {
 	if !ok {
 		return nil
 	}
+	return sg.rules()
+}
+
+// rules returns the group's ingress rules as "protocol:from-to:cidr"
+// strings, sorted.
+func (sg *securityGroup) rules() []string {
 	var out []string
 	for _, p := range sg.ingress {
 		out = append(out, fmt.Sprintf("%s:%d-%d:%s", p.protocol, p.from, p.to, p.cidr))

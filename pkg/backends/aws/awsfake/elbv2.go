@@ -148,6 +148,7 @@ func (s *Server) elbv2(action string, f url.Values) (any, *Error) {
 		"CreateLoadBalancer":    s.createLoadBalancer,
 		"DescribeLoadBalancers": s.describeLoadBalancers,
 		"DeleteLoadBalancer":    s.deleteLoadBalancer,
+		"SetSubnets":            s.setSubnets,
 		"CreateTargetGroup":     s.createTargetGroup,
 		"DescribeTargetGroups":  s.describeTargetGroups,
 		"ModifyTargetGroup":     s.modifyTargetGroup,

@@ -23,10 +23,12 @@
 // kubernetes.io/role/elb=1 and a private one tagged
 // kubernetes.io/role/internal-elb=1, and running instances in the private
 // subnets. AddVPC, AddSubnet, AddInstance, SetInstanceState and
-// RemoveInstance shape anything else; LoadBalancers, TargetGroups,
-// SecurityGroupIngress, ResourceCount, CallCounts and MutatingCalls show
-// what the backend did; Throttle, SetOutage, FailNext,
-// SetProvisioningPolls and SetSecurityGroupReleasePolls make AWS misbehave.
+// RemoveInstance shape anything else (SetSubnetTag tags a subnet, as
+// someone in the console would); LoadBalancers, TargetGroups,
+// SecurityGroups, SecurityGroupIngress, ResourceCount, CallCounts and
+// MutatingCalls show what the backend did; Throttle, SetOutage, FailNext,
+// FailMutationsAfter, SetProvisioningPolls and SetSecurityGroupReleasePolls
+// make AWS misbehave.
 package awsfake
 
 import (
@@ -71,6 +73,9 @@ type Server struct {
 	throttle int
 	outage   bool
 	failNext map[string]string
+	// mutationsLeft, when not negative, is how many more mutating calls
+	// succeed before every later one fails.
+	mutationsLeft int
 
 	provisioningPolls   int
 	sgReleasePolls      int
@@ -93,6 +98,7 @@ func New(region string) *Server {
 		keys:      map[string]string{},
 		failNext:  map[string]string{},
 
+		mutationsLeft:       -1,
 		deregistrationDelay: DefaultDeregistrationDelay,
 	}
 }
@@ -166,8 +172,28 @@ func (s *Server) injectedError(action string) *Error {
 		code := s.failNext[action]
 		delete(s.failNext, action)
 		return &Error{Status: http.StatusBadRequest, Code: code, Message: "injected failure"}
+	case s.mutationsLeft == 0 && IsMutating(action):
+		return &Error{Status: http.StatusForbidden, Code: "AccessDenied", Message: "injected failure: no more mutating calls succeed (a crash between two steps)"}
+	case s.mutationsLeft > 0 && IsMutating(action):
+		s.mutationsLeft--
 	}
 	return nil
+}
+
+// FailMutationsAfter lets the next n mutating calls succeed and makes every
+// later one fail with AccessDenied (an error the SDK does not retry), as a
+// crash between two steps would, until ClearMutationFailures.
+func (s *Server) FailMutationsAfter(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mutationsLeft = n
+}
+
+// ClearMutationFailures undoes FailMutationsAfter.
+func (s *Server) ClearMutationFailures() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mutationsLeft = -1
 }
 
 // Throttle makes the next n calls, whatever their action, fail with a

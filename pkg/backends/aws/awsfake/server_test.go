@@ -272,3 +272,66 @@ func TestSTSThroughSDK(t *testing.T) {
 		t.Fatalf("%+v %v", out, err)
 	}
 }
+
+// TestSetSubnetsThroughSDK: a network load balancer takes subnets in new
+// zones, and can drop a zone, but a zone's subnet cannot be changed in one
+// call, as the ELBv2 API reference and the NLB guide say.
+func TestSetSubnetsThroughSDK(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	c.fake.AddSubnet(Subnet{ID: "subnet-a2", VPCID: "vpc-1", Zone: "eu-west-1a", CIDR: "10.0.3.0/24"})
+	c.fake.AddVPC("vpc-2", "10.1.0.0/16")
+	c.fake.AddSubnet(Subnet{ID: "subnet-x", VPCID: "vpc-2", Zone: "eu-west-1c", CIDR: "10.1.0.0/24"})
+	out, err := c.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String("lb-1"), Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := out.LoadBalancers[0].LoadBalancerArn
+	set, err := c.elb.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: arn, Subnets: []string{"subnet-a", "subnet-b"}})
+	if err != nil || len(set.AvailabilityZones) != 2 {
+		t.Fatalf("adding a zone: %+v, %v", set, err)
+	}
+	for name, subnets := range map[string][]string{
+		"changing zone a's subnet": {"subnet-a2", "subnet-b"},
+		"two subnets in zone a":    {"subnet-a", "subnet-a2"},
+		"another VPC's subnet":     {"subnet-a", "subnet-x"},
+	} {
+		if _, err := c.elb.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: arn, Subnets: subnets}); errorCode(err) != "InvalidConfigurationRequest" {
+			t.Errorf("%s: %v, want InvalidConfigurationRequest", name, err)
+		}
+	}
+	if _, err := c.elb.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: arn, Subnets: []string{"subnet-b"}}); err != nil {
+		t.Fatalf("removing a zone: %v", err)
+	}
+	if lbs := c.fake.LoadBalancers(); len(lbs) != 1 || fmt.Sprint(lbs[0].Subnets) != "[subnet-b]" || lbs[0].DNSName != *out.LoadBalancers[0].DNSName {
+		t.Errorf("load balancer after the changes: %+v", lbs)
+	}
+}
+
+// TestFailMutationsAfter: n mutating calls succeed, later ones fail until
+// cleared; reads are never failed.
+func TestFailMutationsAfter(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	c.fake.FailMutationsAfter(1)
+	create := func(name string) error {
+		_, err := c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(name), Description: awssdk.String("d"), VpcId: awssdk.String("vpc-1")})
+		return err
+	}
+	if err := create("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("b"); errorCode(err) != "AccessDenied" {
+		t.Fatalf("second create: %v, want AccessDenied", err)
+	}
+	if _, err := c.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{}); err != nil {
+		t.Fatal(err)
+	}
+	c.fake.ClearMutationFailures()
+	if err := create("b"); err != nil {
+		t.Fatal(err)
+	}
+	if sgs := c.fake.SecurityGroups(); len(sgs) != 2 {
+		t.Errorf("security groups = %+v", sgs)
+	}
+}
