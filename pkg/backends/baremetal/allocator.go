@@ -113,6 +113,14 @@ type allocator struct {
 	probes uint64
 	// changes counts leases taken and released: the allocator's mutations.
 	changes uint64
+	// requests are the pool addresses each Service requests (in any
+	// allocator's way), and reserved their requesters by address: automatic
+	// allocation skips them, a Service requesting one may still take it.
+	requests map[string][]netip.Addr
+	reserved map[netip.Addr]map[string]bool
+	// marked are the usable addresses set in their pool's bitmap: those
+	// leased or reserved.
+	marked map[netip.Addr]bool
 }
 
 func newAllocator(pools []*pool) *allocator {
@@ -121,6 +129,9 @@ func newAllocator(pools []*pool) *allocator {
 		leases:   map[netip.Addr]*lease{},
 		services: map[string]*holding{},
 		shared:   map[string]map[netip.Addr]bool{},
+		requests: map[string][]netip.Addr{},
+		reserved: map[netip.Addr]map[string]bool{},
+		marked:   map[netip.Addr]bool{},
 	}
 	for _, p := range pools {
 		ps := newPoolState(p)
@@ -297,9 +308,28 @@ func (a *allocator) poolHint(req *request) string {
 	return ""
 }
 
+// taken reports whether ip is leased or reserved: automatic allocation
+// skips it.
 func (a *allocator) taken(ip netip.Addr) bool {
-	_, ok := a.leases[ip]
-	return ok
+	_, leased := a.leases[ip]
+	return leased || len(a.reserved[ip]) > 0
+}
+
+// mark sets ip's bit in its pool's bitmap exactly while it is taken.
+func (a *allocator) mark(ip netip.Addr, ps *poolState) {
+	if ps == nil || !ps.usable(ip) {
+		return
+	}
+	want := a.taken(ip)
+	if want == a.marked[ip] {
+		return
+	}
+	ps.fams[familyIndex(familyOf(ip))].mark(ip, want)
+	if want {
+		a.marked[ip] = true
+	} else {
+		delete(a.marked, ip)
+	}
 }
 
 // poolCovering returns the pool whose entries include ip, or nil.
@@ -408,9 +438,7 @@ func (a *allocator) hold(h *holding, ip netip.Addr, ps *poolState) {
 		l = &lease{pool: ps, counted: ps.usable(ip), holders: map[string]*holding{}}
 		a.leases[ip] = l
 		a.changes++
-		if l.counted {
-			ps.fams[familyIndex(familyOf(ip))].mark(ip, true)
-		}
+		a.mark(ip, ps)
 	}
 	l.holders[h.name] = h
 }
@@ -424,9 +452,46 @@ func (a *allocator) drop(h *holding, ip netip.Addr) {
 	}
 	delete(a.leases, ip)
 	a.changes++
-	if l.counted {
-		l.pool.fams[familyIndex(familyOf(ip))].mark(ip, false)
+	a.mark(ip, l.pool)
+}
+
+// reserve records the pool addresses the Service requests; it reports
+// whether they changed.
+func (a *allocator) reserve(name string, ips []netip.Addr) bool {
+	var want []netip.Addr
+	for _, ip := range ips {
+		if ps := a.poolCovering(ip); ps != nil && ps.usable(ip) && !slices.Contains(want, ip) {
+			want = append(want, ip)
+		}
 	}
+	old := a.requests[name]
+	if slices.Equal(old, want) {
+		return false
+	}
+	if len(want) == 0 {
+		delete(a.requests, name)
+	} else {
+		a.requests[name] = want
+	}
+	for _, ip := range want {
+		if !slices.Contains(old, ip) {
+			if a.reserved[ip] == nil {
+				a.reserved[ip] = map[string]bool{}
+			}
+			a.reserved[ip][name] = true
+			a.mark(ip, a.poolCovering(ip))
+		}
+	}
+	for _, ip := range old {
+		if !slices.Contains(want, ip) {
+			delete(a.reserved[ip], name)
+			if len(a.reserved[ip]) == 0 {
+				delete(a.reserved, ip)
+			}
+			a.mark(ip, a.poolCovering(ip))
+		}
+	}
+	return true
 }
 
 // releaseAll frees everything the Service holds, assigned or shown in its

@@ -178,7 +178,8 @@ func waitForEvent(t *testing.T, client kubernetes.Interface, name, msg string) {
 // TestLateStatusOfAnotherClassIsTaken drives the upstream service controller:
 // after the backend's first allocation, a Service of another
 // loadBalancerClass (MetalLB's, say) gets an address of the pool's range in
-// its status; the next bare-metal Service must not get that address.
+// its status, and one of kube-vip's requests the next; the next bare-metal
+// Service must get neither.
 func TestLateStatusOfAnotherClassIsTaken(t *testing.T) {
 	client := fake.NewClientset()
 	_, stop := runServiceController(t, client)
@@ -201,11 +202,21 @@ func TestLateStatusOfAnotherClassIsTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// kube-vip's Service requests the address after that; kube-vip has not
+	// written its status yet.
+	vip := newService("kube-vip", withAnnotation("kube-vip.io/loadbalancerIPs", "10.0.0.3"), func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("kube-vip.io/kube-vip-class") })
+	if _, err := client.CoreV1().Services("default").Create(ctx, vip, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	createServices(t, client, "second", 1)
 	all := waitForAddresses(t, client, 3)
 	assertUnique(t, all)
 	if all["metallb"] != "10.0.0.2" {
 		t.Errorf("the other class's Service shows %q, want 10.0.0.2 untouched", all["metallb"])
+	}
+	if all["second-000"] != "10.0.0.4" {
+		t.Errorf("second Service got %q, want 10.0.0.4: 10.0.0.2 is in a status, 10.0.0.3 requested by kube-vip's Service", all["second-000"])
 	}
 }
 

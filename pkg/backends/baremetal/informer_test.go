@@ -122,3 +122,58 @@ func TestDecisionChecksIndex(t *testing.T) {
 		t.Error("the late Service's address was not recorded as held")
 	}
 }
+
+// TestRequestsReserved: an address any Service requests (in our annotation,
+// spec.loadBalancerIP, or kube-vip's or MetalLB's annotation) is never
+// allocated automatically to another; the Service requesting it gets it,
+// and it is free again once no Service requests it.
+func TestRequestsReserved(t *testing.T) {
+	lb := newTestLB(t, lbSection)
+	ctx := context.Background()
+	vip := func(tweaks ...svcTweak) *corev1.Service {
+		return newService("vip", append(tweaks, func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("kube-vip.io/kube-vip-class") })...)
+	}
+	for _, tt := range []struct {
+		name    string
+		request svcTweak
+	}{
+		{"kube-vip annotation", withAnnotation("kube-vip.io/loadbalancerIPs", "192.0.2.1")},
+		{"metallb annotation", withAnnotation("metallb.io/loadBalancerIPs", "192.0.2.1,2001:db8::")},
+		{"our annotation", withIPs("192.0.2.1")},
+		{"spec.loadBalancerIP", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "192.0.2.1" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			lb := newTestLB(t, lbSection)
+			lb.onChange(vip(tt.request))
+			if st, err := lb.EnsureLoadBalancer(ctx, "c1", newService("auto"), nil); err != nil || ingressIPs(st) != "192.0.2.2" {
+				t.Fatalf("EnsureLoadBalancer(auto) = %q, %v; want 192.0.2.2 (192.0.2.1 is requested)", ingressIPs(st), err)
+			}
+		})
+	}
+
+	lb.onChange(vip(withIPs("192.0.2.1")))
+	if st, err := lb.EnsureLoadBalancer(ctx, "c1", newService("auto"), nil); err != nil || ingressIPs(st) != "192.0.2.2" {
+		t.Fatalf("EnsureLoadBalancer(auto) = %q, %v; want 192.0.2.2", ingressIPs(st), err)
+	}
+	if st, err := lb.EnsureLoadBalancer(ctx, "c1", vip(withIPs("192.0.2.1")), nil); err != nil || ingressIPs(st) != "192.0.2.1" {
+		t.Fatalf("EnsureLoadBalancer(vip) = %q, %v; the requester gets its address", ingressIPs(st), err)
+	}
+	if err := lb.EnsureLoadBalancerDeleted(ctx, "c1", vip()); err != nil {
+		t.Fatal(err)
+	}
+	lb.onDelete(vip())
+	if st, err := lb.EnsureLoadBalancer(ctx, "c1", newService("third"), nil); err != nil || ingressIPs(st) != "192.0.2.1" {
+		t.Fatalf("EnsureLoadBalancer(third) = %q, %v; want 192.0.2.1, free once its requester is gone", ingressIPs(st), err)
+	}
+}
+
+// TestRequestsReservedLargeRange: the same in a range too large for a
+// bitmap, where allocation probes addresses one by one.
+func TestRequestsReservedLargeRange(t *testing.T) {
+	lb := newTestLB(t, `addressPools: [{name: p, addresses: ["2001:db8::/64"]}]`)
+	lb.onChange(newService("vip", withAnnotation("kube-vip.io/loadbalancerIPs", "2001:db8::,2001:db8::1")))
+	st, err := lb.EnsureLoadBalancer(context.Background(), "c1", newService("auto", withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol)), nil)
+	if err != nil || ingressIPs(st) != "2001:db8::2" {
+		t.Fatalf("EnsureLoadBalancer(auto) = %q, %v; want 2001:db8::2", ingressIPs(st), err)
+	}
+}

@@ -104,18 +104,49 @@ func (lb *LoadBalancer) SetInformers(factory informers.SharedInformerFactory) {
 	lb.synced, lb.byStatus = reg.HasSynced, idx
 }
 
-// indexStatusIPs indexes a Service by the addresses in its status.
+// indexStatusIPs indexes a Service by the addresses in its status and those
+// it requests.
 func indexStatusIPs(obj any) ([]string, error) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
 		return nil, nil
 	}
-	ips := statusIPs(svc)
+	ips := append(statusIPs(svc), requestedAnywhere(svc)...)
 	out := make([]string, 0, len(ips))
 	for _, ip := range ips {
-		out = append(out, ip.String())
+		if s := ip.String(); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
 	}
 	return out, nil
+}
+
+// Annotations through which other allocators' Services request addresses.
+// The backend never reads them as requests of its own; it only keeps the
+// addresses they name out of automatic allocation.
+const (
+	kubeVIPLoadBalancerIPs       = "kube-vip.io/loadbalancerIPs"
+	metalLBLoadBalancerIPs       = "metallb.io/loadBalancerIPs"
+	metalLBLegacyLoadBalancerIPs = "metallb.universe.tf/loadBalancerIPs"
+)
+
+// requestedAnywhere returns the addresses a Service requests in any way an
+// allocator reads: annotation multicloud-ccm.io/load-balancer-ips,
+// spec.loadBalancerIP, and kube-vip's and MetalLB's annotations. What does
+// not parse is skipped.
+func requestedAnywhere(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, v := range []string{
+		svc.Annotations[annotation.LoadBalancerIPs], svc.Spec.LoadBalancerIP,
+		svc.Annotations[kubeVIPLoadBalancerIPs], svc.Annotations[metalLBLoadBalancerIPs], svc.Annotations[metalLBLegacyLoadBalancerIPs],
+	} {
+		for _, f := range strings.Split(v, ",") {
+			if ip, err := netip.ParseAddr(strings.TrimSpace(f)); err == nil {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
 }
 
 // Seed records the addresses in these Services' statuses as taken, in place
@@ -130,9 +161,12 @@ func (lb *LoadBalancer) Seed(services []*corev1.Service) {
 	lb.seeded.Store(true)
 }
 
-// observe records what the Service's status shows. lb.mu must be held.
+// observe records what the Service's status shows and which addresses it
+// requests. lb.mu must be held.
 func (lb *LoadBalancer) observe(svc *corev1.Service) bool {
-	return lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true))
+	shown := lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true))
+	requested := lb.alloc.reserve(serviceKey(svc), requestedAnywhere(svc))
+	return shown || requested
 }
 
 func (lb *LoadBalancer) onChange(obj any) {
@@ -191,6 +225,9 @@ func (lb *LoadBalancer) onDelete(obj any) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	h := lb.alloc.holdingOf(serviceKey(svc))
+	if h == nil || h.uid == "" || h.uid == svc.UID {
+		lb.alloc.reserve(serviceKey(svc), nil)
+	}
 	if h != nil && (h.uid == "" || h.uid == svc.UID) {
 		lb.alloc.releaseAll(h.name)
 		klog.Background().WithValues("backend", lb.backend, "service", h.name).V(2).Info("Released the addresses of a deleted Service")
