@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/types"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -145,5 +147,26 @@ func TestControllersUnreadableVMKeepsNode(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if _, ok := k.node(t, "unreadable"); !ok {
 		t.Fatal("node unreadable deleted after its VM became readable again")
+	}
+}
+
+// TestShutdownOfDisconnectedVMIsAnError: while vCenter has lost the VM's
+// host, its power state is the last one known: InstanceShutdown is an
+// error rather than a stale answer; the VM still exists.
+func TestShutdownOfDisconnectedVMIsAnError(t *testing.T) {
+	s := startSim(t)
+	vms := guestAll(t, s, 1)
+	c := newCloud(t, []*sim{s})
+	ctx := context.Background()
+	s.powerOff(t, vms[0])
+	sctx := s.model.Service.Context
+	obj := sctx.Map.Get(vms[0].obj.Reference()).(*simulator.VirtualMachine)
+	sctx.WithLock(obj, func() { obj.Runtime.ConnectionState = types.VirtualMachineConnectionStateDisconnected })
+	node := newNode("n", withVM(vms[0]))
+	if off, err := c.InstanceShutdown(ctx, node); err == nil || !strings.Contains(err.Error(), "disconnected") {
+		t.Errorf("InstanceShutdown of a VM on a disconnected host = %v, %v; want an error saying so", off, err)
+	}
+	if ok, err := c.InstanceExists(ctx, node); err != nil || !ok {
+		t.Errorf("InstanceExists of a VM on a disconnected host = %v, %v; want true", ok, err)
 	}
 }

@@ -380,6 +380,8 @@ func (v *vcenter) logout(ctx context.Context) {
 // that turned unreadable, disconnected or gone since the inventory was
 // retrieved is an error (gone: errNotFound).
 func (v *vcenter) powerState(ctx context.Context, vm *vmInfo) (types.VirtualMachinePowerState, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.timeout)
+	defer cancel()
 	var o mo.VirtualMachine
 	err := v.withSession(ctx, func(conn *connection) error {
 		return property.DefaultCollector(conn.vim).RetrieveOne(ctx, vm.Ref, []string{"config.uuid", "runtime.powerState", "runtime.connectionState"}, &o)
