@@ -1,0 +1,185 @@
+package aws
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/backendtest"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+)
+
+// TestConformance runs the backend contract against the awsfake wire fake
+// (real SDK clients over HTTP), one fake per clause.
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, newConformanceFixture)
+}
+
+// conformance is one clause's fake and the instances its hooks created.
+type conformance struct {
+	e *env
+
+	mu    sync.Mutex
+	n     int
+	nodes []*corev1.Node
+}
+
+func newConformanceFixture(t *testing.T) *backendtest.Fixture {
+	e := newEnv(t, fastCache)
+	e.cloud.instances.cache.minRefresh = 50 * time.Millisecond
+	c := &conformance{e: e}
+	return &backendtest.Fixture{
+		Cloud:  e.cloud,
+		Settle: 5 * time.Second,
+		Instances: &backendtest.InstanceHooks{
+			Running:  func(t *testing.T) *corev1.Node { return c.initialised(c.running()) },
+			Gone:     func(t *testing.T, n *corev1.Node) { c.setState(t, n, "terminated") },
+			PowerOff: func(t *testing.T, n *corev1.Node) { c.setState(t, n, "stopped") },
+			PowerOn:  func(t *testing.T, n *corev1.Node) { c.setState(t, n, "running") },
+			Outage: func(*testing.T) func() {
+				e.fake.SetOutage(true)
+				return func() { e.fake.SetOutage(false) }
+			},
+			Absent:  func(t *testing.T) string { return providerID(testRegion+"a", randomInstanceID(t)) },
+			Foreign: c.foreign,
+			Malformed: []string{
+				"aws:///eu-west-1a/vol-0123456789abcdef0",
+				"aws:///eu-west-1a/",
+				"aws:///eu-west-1a/i-0123456789abcdef0/",
+				"aws:///a/b/i-0123456789abcdef0",
+				"aws:///eu-west-1a/i-0123456789abcdef0?x=1",
+				"aws:///eu west/i-0123456789abcdef0",
+				"aws://",
+			},
+			StrongMatch: c.strongMatch,
+			WeakMatch:   c.weakMatch,
+		},
+		LoadBalancers: &backendtest.LoadBalancerHooks{
+			Service:   c.service,
+			Nodes:     c.lbNodes,
+			Mutations: func() int { return len(e.fake.MutatingCalls()) },
+			FailMutationsAfter: func(_ *testing.T, n int) func() {
+				e.fake.FailMutationsAfter(n)
+				return e.fake.ClearMutationFailures
+			},
+			Parts: c.parts,
+		},
+	}
+}
+
+// running adds a new running instance of the VPC.
+func (c *conformance) running() awsfake.Instance {
+	c.mu.Lock()
+	c.n++
+	n := c.n
+	c.mu.Unlock()
+	return c.e.addInstance(n)
+}
+
+// initialised is the instance's Node as the upstream node controller leaves
+// it: providerID, addresses and the labels InstanceMetadata gives.
+func (c *conformance) initialised(in awsfake.Instance) *corev1.Node {
+	return newNode(in.PrivateDNSName, withProviderID(providerID(in.Zone, in.ID)), withInternalIP(in.PrivateIPs[0]),
+		withAddress(corev1.NodeInternalDNS, in.PrivateDNSName), withAddress(corev1.NodeHostName, in.PrivateDNSName),
+		withLabel(corev1.LabelTopologyRegion, testRegion), withLabel(corev1.LabelTopologyZone, in.Zone),
+		withLabel(corev1.LabelInstanceTypeStable, in.InstanceType), withLabel(ZoneIDLabel, in.ZoneID),
+		withLabel(annotation.NodeBackend, "aws-1"))
+}
+
+func (c *conformance) setState(t *testing.T, n *corev1.Node, state string) {
+	t.Helper()
+	id, err := parseProviderID(n.Spec.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.e.fake.SetInstanceState(id, state)
+}
+
+// foreign names zones of other regions (an Availability Zone, a Local
+// Zone, the aws://<zone>/<id> form), once with the ID of an instance that
+// runs here: EC2 instance IDs are unique per region only.
+func (c *conformance) foreign(t *testing.T) []string {
+	here := c.running()
+	return []string{
+		providerID("us-east-1a", randomInstanceID(t)),
+		providerID("us-west-2-lax-1a", randomInstanceID(t)),
+		"aws://ap-southeast-2b/" + randomInstanceID(t),
+		providerID("us-east-1b", here.ID),
+	}
+}
+
+// strongMatch is a kubelet's node of a running instance, named by its
+// private DNS name, with no providerID yet.
+func (c *conformance) strongMatch(*testing.T) *corev1.Node {
+	in := c.running()
+	return newNode(in.PrivateDNSName, withInternalIP(in.PrivateIPs[0]), withAddress(corev1.NodeHostName, in.PrivateDNSName))
+}
+
+// weakMatch shares a running instance's address, but its name is the
+// private DNS name of another region's instance. It waits out the cache's
+// miss interval, so that the backend does see the instance.
+func (c *conformance) weakMatch(*testing.T) *corev1.Node {
+	in := c.running()
+	time.Sleep(2 * c.e.cloud.instances.cache.minRefresh)
+	name := strings.Replace(in.PrivateDNSName, testRegion, "us-east-1", 1)
+	return newNode(name, withInternalIP(in.PrivateIPs[0]), withAddress(corev1.NodeHostName, name))
+}
+
+func randomInstanceID(t *testing.T) string {
+	b := make([]byte, 9)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "i-" + hex.EncodeToString(b)[:17]
+}
+
+// service returns a new Service with two ports, one TCP and UDP.
+func (c *conformance) service(*testing.T) *corev1.Service {
+	c.mu.Lock()
+	c.n++
+	n := c.n
+	c.mu.Unlock()
+	return newService(fmt.Sprintf("svc-%d", n), withPort("dns", corev1.ProtocolTCP, 53, 30053), withPort("dns-udp", corev1.ProtocolUDP, 53, 30053))
+}
+
+// lbNodes are the same nodes on every call: two instances of the VPC and a
+// vSphere VM linked to it, so the targets are IP targets.
+func (c *conformance) lbNodes(*testing.T) []*corev1.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes == nil {
+		c.nodes = append(c.e.awsNodes(1000, 2), otherNodes(1)...)
+	}
+	return c.nodes
+}
+
+// parts counts what AWS holds for the Service: its NLB and listeners, its
+// target groups and their targets (draining ones too), its security group
+// and rules.
+func (c *conformance) parts(_ *testing.T, svc *corev1.Service) (loadBalancers, parts int) {
+	n := namesFor(testCluster, svc)
+	for _, lb := range c.e.fake.LoadBalancers() {
+		if lb.Name == n.lb {
+			loadBalancers++
+			parts += 1 + len(lb.Listeners)
+		}
+	}
+	for _, tg := range c.e.fake.TargetGroups() {
+		if strings.HasPrefix(tg.Name, n.tgPrefix()) {
+			parts += 1 + len(tg.Targets) + len(tg.Draining)
+		}
+	}
+	for _, sg := range c.e.fake.SecurityGroups() {
+		if sg.Name == n.sg {
+			parts += 1 + len(sg.Ingress)
+		}
+	}
+	return loadBalancers, parts
+}
