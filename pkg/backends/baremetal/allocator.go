@@ -494,6 +494,18 @@ func (a *allocator) reserve(name string, ips []netip.Addr) bool {
 	return true
 }
 
+// releaseAssigned frees the addresses assigned to the Service that its
+// status does not show. It reports whether it freed any.
+func (a *allocator) releaseAssigned(name string) bool {
+	h := a.services[name]
+	if h == nil || len(h.addrs) == 0 {
+		return false
+	}
+	before := len(a.leases)
+	a.change(h, func() { h.addrs = nil })
+	return len(a.leases) < before
+}
+
 // releaseAll frees everything the Service holds, assigned or shown in its
 // status. It reports whether the Service held anything.
 func (a *allocator) releaseAll(name string) bool {

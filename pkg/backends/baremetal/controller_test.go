@@ -265,3 +265,34 @@ func waitForReason(t *testing.T, client kubernetes.Interface, name, reason strin
 		t.Fatalf("no Warning event %s on %s: %v", reason, name, err)
 	}
 }
+
+// TestTypeChangeReleases drives the upstream service controller: a Service
+// that stops being a LoadBalancer, and one that is deleted, leave nothing
+// held once the controller has cleared the status or the Service is gone
+// (addresses a status shows stay taken until then).
+func TestTypeChangeReleases(t *testing.T) {
+	client := fake.NewClientset()
+	cloud, stop := runServiceController(t, client)
+	defer stop()
+	ctx := context.Background()
+	createServices(t, client, "svc", 2)
+	waitForAddresses(t, client, 2)
+
+	svc, err := client.CoreV1().Services("default").Get(ctx, "svc-000", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	if _, err := client.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Services("default").Delete(ctx, "svc-001", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return cloud.lb.holders() == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the backend still holds addresses for %d Services", cloud.lb.holders())
+	}
+}

@@ -177,3 +177,48 @@ func TestRequestsReservedLargeRange(t *testing.T) {
 		t.Fatalf("EnsureLoadBalancer(auto) = %q, %v; want 2001:db8::2", ingressIPs(st), err)
 	}
 }
+
+// TestDeleteKeepsShownAddress: EnsureLoadBalancerDeleted frees an address
+// only once the Service's status no longer shows it (the router may delete
+// before the status is cleared), so no Service ever shows an address handed
+// out again.
+func TestDeleteKeepsShownAddress(t *testing.T) {
+	ctx := context.Background()
+	old := newService("old", withStatus("192.0.2.1"))
+	client := fake.NewClientset(old)
+	lb := newTestCloud(t, lbSection).lb
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lb.SetInformers(factory)
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+
+	if st, err := lb.EnsureLoadBalancer(ctx, "c1", old, nil); err != nil || ingressIPs(st) != "192.0.2.1" {
+		t.Fatalf("EnsureLoadBalancer(old) = %q, %v", ingressIPs(st), err)
+	}
+	if err := lb.EnsureLoadBalancerDeleted(ctx, "c1", old); err != nil {
+		t.Fatal(err)
+	}
+	if _, exists, _ := lb.GetLoadBalancer(ctx, "c1", old); !exists {
+		t.Error("GetLoadBalancer(old) = false while its status still shows 192.0.2.1")
+	}
+	if st, err := lb.EnsureLoadBalancer(ctx, "c1", newService("new"), nil); err != nil || ingressIPs(st) != "192.0.2.2" {
+		t.Fatalf("EnsureLoadBalancer(new) = %q, %v; want 192.0.2.2: old's status still shows 192.0.2.1", ingressIPs(st), err)
+	}
+
+	cleared := old.DeepCopy()
+	cleared.Status.LoadBalancer.Ingress = nil
+	if _, err := client.CoreV1().Services("default").UpdateStatus(ctx, cleared, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := lb.EnsureLoadBalancer(ctx, "c1", newService("third", withIPs("192.0.2.1")), nil)
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("192.0.2.1 still taken after old's status was cleared: %v", err)
+	}
+	if _, exists, _ := lb.GetLoadBalancer(ctx, "c1", old); exists {
+		t.Error("GetLoadBalancer(old) = true after its status was cleared")
+	}
+}

@@ -333,14 +333,26 @@ func (lb *LoadBalancer) UpdateLoadBalancer(_ context.Context, _ string, service 
 	return nil
 }
 
-// EnsureLoadBalancerDeleted releases the Service's addresses. It is
-// idempotent.
+// EnsureLoadBalancerDeleted releases the addresses assigned to the Service.
+// It is idempotent. Those its status still shows (as the informer last saw
+// it) stay taken until the status no longer shows them or the Service is
+// deleted: no Service ever shows an address handed out again. Without an
+// informer (Seed), nothing would report the status changing, so everything
+// is released.
 func (lb *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, service *corev1.Service) error {
 	if err := lb.ready(ctx); err != nil {
 		return lb.wrap("deleting load balancer", service, err)
 	}
+	lb.srcMu.Lock()
+	following := lb.synced != nil
+	lb.srcMu.Unlock()
 	lb.mu.Lock()
-	released := lb.alloc.releaseAll(serviceKey(service))
+	var released bool
+	if following {
+		released = lb.alloc.releaseAssigned(serviceKey(service))
+	} else {
+		released = lb.alloc.releaseAll(serviceKey(service))
+	}
 	lb.mu.Unlock()
 	if released {
 		klog.FromContext(ctx).WithValues("backend", lb.backend, "service", serviceKey(service)).V(2).Info("Released load-balancer addresses")
