@@ -13,6 +13,12 @@
 // call, refreshed when older than refreshInterval, in the background, and
 // when a VM is not found; concurrent refreshes of a vCenter are merged. A
 // full node sweep therefore costs a constant number of vCenter round-trips.
+//
+// A node is gone only when every configured vCenter answered without its
+// VM, no VM vCenter returned without its configuration (a datastore
+// outage) may be its VM, and the vCenter and datacenter recorded on the
+// node at initialisation (LabelServer, LabelDatacenter) are configured.
+// Anything else is an error, which leaves the Node in place.
 package vsphere
 
 import (
