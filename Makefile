@@ -26,7 +26,7 @@ LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 FUZZTIME ?= 10s
 
-.PHONY: docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
+.PHONY: image docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
 
 all: build
 
@@ -40,6 +40,12 @@ FORCE:
 
 control-plane:
 	OUT=$(BIN) bash hack/build-control-plane.sh
+
+# image: the container image, reproducibly, without a container engine
+# (hack/image/build.sh): an OCI layout and a docker-archive under
+# _output/image; prints the digest and size.
+image: build
+	VERSION=$(VERSION) bash hack/image/build.sh
 
 ## test: every test, end-to-end included. The real Keystone + Octavia is
 ## started first: the OpenStack backend's tests and e2e scenarios use it.
@@ -71,7 +77,7 @@ openstack-down:
 openstack-test: openstack-up
 	$(WITH_OS_ENV) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./pkg/backends/openstack/...
 
-e2e: build control-plane helm
+e2e: build control-plane helm image
 	$(WITH_OS_ENV) $(GO) test -count=1 -timeout 40m ./test/e2e/...
 
 bench:

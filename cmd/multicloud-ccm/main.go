@@ -41,5 +41,6 @@ cloud-controller-manager flags. Check a cloud-config file offline with:
 
   multicloud-ccm config validate --cloud-config FILE`
 	cmd.AddCommand(newConfigCommand())
+	withProductVersion(cmd, os.Stdout)
 	os.Exit(cli.Run(cmd))
 }

@@ -13,6 +13,7 @@ import (
 
 // TestDockerfile checks what can be checked without a container engine:
 // a multi-stage build of a static binary onto a distroless non-root base,
+// every base pinned by digest,
 // and that the folders the build copies (and .dockerignore lets through)
 // hold every package of this module the binary imports.
 func TestDockerfile(t *testing.T) {
@@ -26,7 +27,14 @@ func TestDockerfile(t *testing.T) {
 	if len(froms) != 2 {
 		t.Fatalf("want a two-stage build, found %d FROM lines", len(froms))
 	}
-	if final := froms[1][1]; !strings.HasPrefix(final, "gcr.io/distroless/static") || !strings.HasSuffix(final, ":nonroot") {
+	// Every base is pinned by digest: a tag alone can change under a build.
+	pinned := regexp.MustCompile(`^[^@\s]+:[^@\s]+@sha256:[0-9a-f]{64}$`)
+	for _, f := range froms {
+		if !pinned.MatchString(f[1]) {
+			t.Errorf("base %s: want name:tag@sha256:<64 hex digits>", f[1])
+		}
+	}
+	if final, _, _ := strings.Cut(froms[1][1], "@"); !strings.HasPrefix(final, "gcr.io/distroless/static") || !strings.HasSuffix(final, ":nonroot") {
 		t.Errorf("final stage %s: want distroless static, nonroot", final)
 	}
 	for _, want := range []string{"CGO_ENABLED=0", "USER 65532:65532", `ENTRYPOINT ["/usr/local/bin/multicloud-ccm"]`, "ARG VERSION=v"} {
