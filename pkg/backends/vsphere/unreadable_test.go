@@ -59,6 +59,15 @@ func TestUnreadableVMIsNeverGone(t *testing.T) {
 	if ok, err := c.InstanceExists(ctx, claim); err == nil {
 		t.Errorf("InstanceExists of a node without providerID while its VM is unreadable = %v, nil; want an error", ok)
 	}
+	// Nor is a node claimed by its name while a VM that may match it too
+	// cannot be read.
+	byName := newNode(strings.ToLower(vms[1].name))
+	if ok, err := c.InstanceExists(ctx, byName); err == nil {
+		t.Errorf("InstanceExists of a node matching by DNS name while a VM is unreadable = %v, nil; want an error", ok)
+	}
+	if md, err := c.InstanceMetadata(ctx, byName); err == nil {
+		t.Errorf("InstanceMetadata of a node matching by DNS name while a VM is unreadable = %+v, nil; want an error", md)
+	}
 	// The unreadable VM is known (by its reference) not to be the others.
 	if ok, err := c.InstanceExists(ctx, newNode("n1", withVM(vms[1]))); err != nil || !ok {
 		t.Errorf("InstanceExists of a readable VM = %v, %v; want true", ok, err)
@@ -81,6 +90,9 @@ func TestUnreadableVMIsNeverGone(t *testing.T) {
 	c.vcenters[0].invalidate()
 	if ok, err := c.InstanceExists(ctx, node); err != nil || !ok {
 		t.Errorf("InstanceExists once readable again = %v, %v; want true", ok, err)
+	}
+	if ok, err := c.InstanceExists(ctx, byName); err != nil || !ok {
+		t.Errorf("InstanceExists of the node matching by DNS name once every VM is readable = %v, %v; want true", ok, err)
 	}
 }
 
