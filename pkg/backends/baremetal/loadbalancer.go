@@ -210,10 +210,10 @@ func (lb *LoadBalancer) holders() int {
 	return len(lb.alloc.services)
 }
 
-// onDelete releases what a deleted Service still held (the service
-// controller normally releases it through EnsureLoadBalancerDeleted first).
-// A Service recreated under the same name keeps its new addresses: only a
-// holder with the deleted object's UID is released.
+// onDelete releases what a deleted Service still held or requested (the
+// service controller normally releases it through EnsureLoadBalancerDeleted
+// first). A Service recreated under the same name keeps its new addresses:
+// only a holder with the deleted object's UID is released.
 func (lb *LoadBalancer) onDelete(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
@@ -225,10 +225,11 @@ func (lb *LoadBalancer) onDelete(obj any) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	h := lb.alloc.holdingOf(serviceKey(svc))
-	if h == nil || h.uid == "" || h.uid == svc.UID {
-		lb.alloc.reserve(serviceKey(svc), nil)
+	if h != nil && h.uid != "" && h.uid != svc.UID {
+		return
 	}
-	if h != nil && (h.uid == "" || h.uid == svc.UID) {
+	lb.alloc.reserve(serviceKey(svc), nil)
+	if h != nil {
 		lb.alloc.releaseAll(h.name)
 		klog.Background().WithValues("backend", lb.backend, "service", h.name).V(2).Info("Released the addresses of a deleted Service")
 	}
