@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	routecontroller "k8s.io/cloud-provider/controllers/route"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
@@ -24,6 +25,7 @@ import (
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	_ "k8s.io/controller-manager/pkg/features/register" // the route controller reads its feature gates.
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
@@ -449,4 +451,24 @@ func TestServiceControllerSubnetTaggedKeepsNLB(t *testing.T) {
 	if err != nil || len(s.Status.LoadBalancer.Ingress) != 1 || s.Status.LoadBalancer.Ingress[0].Hostname != before.DNSName {
 		t.Errorf("status %+v (%v), want %s", s.Status.LoadBalancer, err, before.DNSName)
 	}
+}
+
+// TestCreateRouteOtherRegionNode: a route to a node of another region is
+// refused (NodeOutsideRegion) before any change to this region's EC2.
+func TestCreateRouteOtherRegionNode(t *testing.T) {
+	e := newEnv(t, func(s *Settings) { s.Routes = &RoutesSettings{RouteTableID: "rtb-0c1"} })
+	e.fake.AddRouteTable(awsfake.RouteTable{ID: "rtb-0c1", VPCID: testVPC})
+	client := fake.NewClientset(newNode("us-east", withProviderID("aws:///us-east-1a/i-0123456789abcdef0")))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	e.cloud.SetInformers(factory)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	routes, _ := e.cloud.Routes()
+	err := routes.CreateRoute(ctx, testCluster, "", &cloudprovider.Route{TargetNode: "us-east", DestinationCIDR: "10.244.9.0/24"})
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonOutsideRegion {
+		t.Errorf("CreateRoute = %v, want a %s user error", err, reasonOutsideRegion)
+	}
+	e.assertNoMutation(t, "CreateRoute to another region's node")
 }

@@ -107,11 +107,8 @@ func (i *Instances) wrap(op string, node *corev1.Node, err error) error {
 // find returns the node's instance, or nil when there is positively none.
 func (i *Instances) find(ctx context.Context, node *corev1.Node) (*ec2types.Instance, error) {
 	if node.Spec.ProviderID != "" {
-		zone, id, err := splitProviderID(node.Spec.ProviderID)
+		id, err := regionalInstanceID(node, i.region)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkRegion(node, zone, i.region); err != nil {
 			return nil, err
 		}
 		return i.byInstanceID(ctx, id)

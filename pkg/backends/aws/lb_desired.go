@@ -212,9 +212,9 @@ func (l *LoadBalancer) vpcInstance(ctx context.Context, n *corev1.Node) (string,
 	if s, err := providerid.Scheme(n.Spec.ProviderID); err != nil || s != Scheme {
 		return "", nil
 	}
-	id, err := parseProviderID(n.Spec.ProviderID)
+	id, err := regionalInstanceID(n, l.settings.Region)
 	if err != nil {
-		return "", nil
+		return "", nil // not an instance of this region: no lookup.
 	}
 	in, err := l.instances.byInstanceID(ctx, id)
 	if err != nil {

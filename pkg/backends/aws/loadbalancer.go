@@ -119,54 +119,72 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *co
 
 // reconcile makes the Service's resources match what it asks for, in
 // dependency order: security group, NLB, target groups and targets,
-// listeners, then target groups no longer used.
+// listeners, then target groups no longer used. A subnet change the NLB
+// was kept without is reported (a user error) once all of that is done.
 func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (*elbtypes.LoadBalancer, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	d, err := l.desired(ctx, svc, nodes)
+	d, existing, err := l.observe(ctx, svc, nodes)
 	if err != nil {
 		return nil, err
 	}
 	log := l.logger(ctx, svc).WithValues("loadBalancer", d.names.lb)
-	existing, err := l.findLB(ctx, d.names)
-	if errors.Is(err, errNotOurs) {
-		return nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w; delete or rename that load balancer", err))
-	}
-	if err != nil {
-		return nil, err
-	}
 	sgID, err := l.ensureSG(ctx, log, d)
 	if err != nil {
 		return nil, err
 	}
 	// The target groups are read before ensureLB: one that replaces the
 	// NLB leaves them unattached, and they are reused or deleted below.
-	attached := map[string]elbtypes.TargetGroup{}
-	if existing != nil {
-		if attached, err = l.attachedTargetGroups(ctx, awssdk.ToString(existing.LoadBalancerArn)); err != nil {
-			return nil, err
-		}
+	attached, err := l.attachedTo(ctx, existing)
+	if err != nil {
+		return nil, err
 	}
 	lb, kept, err := l.ensureLB(ctx, log, d, existing, sgID)
 	if err != nil {
 		return nil, err
 	}
-	arn := awssdk.ToString(lb.LoadBalancerArn)
-	tgARNs, err := l.ensureTargetGroups(ctx, log, d, attached)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.ensureListeners(ctx, log, d, arn, tgARNs); err != nil {
-		return nil, err
-	}
-	if err := l.deleteUnused(ctx, log, d, attached); err != nil {
+	if err := l.ensureForwarding(ctx, log, d, awssdk.ToString(lb.LoadBalancerArn), attached); err != nil {
 		return nil, err
 	}
 	if kept != "" {
 		return lb, l.subnetsKept(d, lb, kept)
 	}
 	return lb, nil
+}
+
+// observe computes what the Service asks for and finds its NLB, if any.
+func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (*desiredLB, *elbtypes.LoadBalancer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	d, err := l.desired(ctx, svc, nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	existing, err := l.findLB(ctx, d.names)
+	if errors.Is(err, errNotOurs) {
+		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w; delete or rename that load balancer", err))
+	}
+	return d, existing, err
+}
+
+// attachedTo returns the target groups lb's listeners use (none without lb).
+func (l *LoadBalancer) attachedTo(ctx context.Context, lb *elbtypes.LoadBalancer) (map[string]elbtypes.TargetGroup, error) {
+	if lb == nil {
+		return map[string]elbtypes.TargetGroup{}, nil
+	}
+	return l.attachedTargetGroups(ctx, awssdk.ToString(lb.LoadBalancerArn))
+}
+
+// ensureForwarding makes the target groups, their targets and the
+// listeners of the NLB at lbARN, then deletes the groups no longer used.
+func (l *LoadBalancer) ensureForwarding(ctx context.Context, log logr.Logger, d *desiredLB, lbARN string, attached map[string]elbtypes.TargetGroup) error {
+	tgARNs, err := l.ensureTargetGroups(ctx, log, d, attached)
+	if err != nil {
+		return err
+	}
+	if err := l.ensureListeners(ctx, log, d, lbARN, tgARNs); err != nil {
+		return err
+	}
+	return l.deleteUnused(ctx, log, d, attached)
 }
 
 // EnsureLoadBalancerDeleted removes every part of the Service's load

@@ -581,3 +581,21 @@ func TestSubnetChanges(t *testing.T) {
 		sameLB(t, e, before, "subnet-0a,subnet-0b,subnet-0d")
 	})
 }
+
+// TestOtherRegionNodeIsNoLookup: an aws:// node of another region (handed
+// to the backend as an IP target) is not looked up in this region's EC2:
+// once the cache is warm, an Ensure makes no DescribeInstances call.
+func TestOtherRegionNodeIsNoLookup(t *testing.T) {
+	e := newEnv(t)
+	nodes := append(e.awsNodes(1, 1), newNode("us-east", withProviderID("aws:///us-east-1a/i-0123456789abcdef0"), withInternalIP("172.16.0.5")))
+	svc := newService("web")
+	e.ensure(t, svc, nodes)
+	if tg := e.fake.TargetGroups(); len(tg) != 1 || tg[0].TargetType != targetIP || len(tg[0].Targets) != 2 {
+		t.Fatalf("target groups = %+v, want two IP targets", tg)
+	}
+	e.fake.ResetCalls()
+	e.ensure(t, svc, nodes)
+	if n := e.fake.Calls("DescribeInstances"); n != 0 {
+		t.Errorf("DescribeInstances calls = %d, want 0", n)
+	}
+}

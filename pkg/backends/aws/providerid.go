@@ -57,6 +57,19 @@ func splitProviderID(providerID string) (zone, id string, err error) {
 	return zone, id, nil
 }
 
+// regionalInstanceID returns the instance ID of node's providerID when the
+// node is one of region's (see checkRegion).
+func regionalInstanceID(node *corev1.Node, region string) (string, error) {
+	zone, id, err := splitProviderID(node.Spec.ProviderID)
+	if err != nil {
+		return "", err
+	}
+	if err := checkRegion(node, zone, region); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
 func invalidProviderID(err error) error {
 	return backends.NewUserError(reasonInvalidProviderID, fmt.Errorf("spec.providerID: %w", err))
 }

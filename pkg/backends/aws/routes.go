@@ -153,7 +153,7 @@ func (r *Routes) instanceOf(node types.NodeName) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("node %s: %w", node, err)
 	}
-	return parseProviderID(n.Spec.ProviderID)
+	return regionalInstanceID(n, r.settings.Region)
 }
 
 func (r *Routes) disableSourceDestCheck(ctx context.Context, id string) error {
