@@ -39,7 +39,7 @@ func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 		Cloud:  e.cloud,
 		Settle: 5 * time.Second,
 		Instances: &backendtest.InstanceHooks{
-			Running:  func(t *testing.T) *corev1.Node { return c.initialised(c.running()) },
+			Running:  func(*testing.T) *corev1.Node { return c.initialised(c.running()) },
 			Gone:     func(t *testing.T, n *corev1.Node) { c.setState(t, n, "terminated") },
 			PowerOff: func(t *testing.T, n *corev1.Node) { c.setState(t, n, "stopped") },
 			PowerOn:  func(t *testing.T, n *corev1.Node) { c.setState(t, n, "running") },
