@@ -14,23 +14,11 @@ import (
 // A providerID vsphere://<bios-uuid> does not say which vCenter holds the
 // VM. So that removing a vCenter or datacenter from the config never makes
 // its nodes look gone, InstanceMetadata records where the VM was found in
-// two Node labels, which the cloud-node controller sets when it initialises
-// the node. A lookup that finds the VM nowhere answers "gone" only when the
-// recorded vCenter and datacenter are configured; otherwise it is an error
-// and the Node stays.
-const (
-	// LabelServer (Node label, string, set by the backend; default: none)
-	// records the vCenter the node's VM was found in when the node was
-	// initialised: the server's host name in lower case, with its port when
-	// not 443 (see labelValue for names that are not valid label values).
-	// Never change the name.
-	LabelServer = "multicloud-ccm.io/vsphere-server"
-	// LabelDatacenter (Node label, string, set by the backend; default:
-	// none) records the datacenter the node's VM was found in, as written in
-	// vcenters[].datacenters without a leading or trailing slash. Never
-	// change the name.
-	LabelDatacenter = "multicloud-ccm.io/vsphere-datacenter"
-)
+// two Node labels (LabelServer, LabelDatacenter, in annotations.go), which
+// the cloud-node controller sets when it initialises the node. A lookup
+// that finds the VM nowhere answers "gone" only when the recorded vCenter
+// and datacenter are configured; otherwise it is an error and the Node
+// stays.
 
 // Event reasons of a node recorded in a vCenter or datacenter that is not
 // configured.
