@@ -20,8 +20,8 @@ const (
 	// NLB. Subnets in zones the NLB is not in yet are added in place; any
 	// other change of it replaces the NLB (and its DNS name). Only this
 	// annotation ever replaces an NLB for its subnets: a change of the
-	// config's subnets or of the discovered ones never does (see
-	// reasonSubnetsKept).
+	// config's subnets or of the discovered ones never does (a Warning
+	// event LoadBalancerSubnetsKept instead).
 	AnnotationSubnets = "service.beta.kubernetes.io/aws-load-balancer-subnets"
 
 	// AnnotationTargetType (string: instance or ip; default: instance when
