@@ -118,6 +118,8 @@ type allocator struct {
 	// allocation skips them, a Service requesting one may still take it.
 	requests map[string][]netip.Addr
 	reserved map[netip.Addr]map[string]bool
+	// requester is the UID of the Service object each request came from.
+	requester map[string]types.UID
 	// marked are the usable addresses set in their pool's bitmap: those
 	// leased or reserved.
 	marked map[netip.Addr]bool
@@ -125,13 +127,14 @@ type allocator struct {
 
 func newAllocator(pools []*pool) *allocator {
 	a := &allocator{
-		byName:   map[string]*poolState{},
-		leases:   map[netip.Addr]*lease{},
-		services: map[string]*holding{},
-		shared:   map[string]map[netip.Addr]bool{},
-		requests: map[string][]netip.Addr{},
-		reserved: map[netip.Addr]map[string]bool{},
-		marked:   map[netip.Addr]bool{},
+		byName:    map[string]*poolState{},
+		leases:    map[netip.Addr]*lease{},
+		services:  map[string]*holding{},
+		shared:    map[string]map[netip.Addr]bool{},
+		requests:  map[string][]netip.Addr{},
+		reserved:  map[netip.Addr]map[string]bool{},
+		requester: map[string]types.UID{},
+		marked:    map[netip.Addr]bool{},
 	}
 	for _, p := range pools {
 		ps := newPoolState(p)
@@ -455,9 +458,17 @@ func (a *allocator) drop(h *holding, ip netip.Addr) {
 	a.mark(ip, l.pool)
 }
 
-// reserve records the pool addresses the Service requests; it reports
-// whether they changed.
-func (a *allocator) reserve(name string, ips []netip.Addr) bool {
+// unreserve drops the requests of the deleted Service object uid, unless
+// they came from a newer object of the same name.
+func (a *allocator) unreserve(name string, uid types.UID) {
+	if got := a.requester[name]; got == "" || uid == "" || got == uid {
+		a.reserve(name, uid, nil)
+	}
+}
+
+// reserve records the pool addresses the Service object uid requests; it
+// reports whether they changed.
+func (a *allocator) reserve(name string, uid types.UID, ips []netip.Addr) bool {
 	var want []netip.Addr
 	for _, ip := range ips {
 		if ps := a.poolCovering(ip); ps != nil && ps.usable(ip) && !slices.Contains(want, ip) {
@@ -470,8 +481,9 @@ func (a *allocator) reserve(name string, ips []netip.Addr) bool {
 	}
 	if len(want) == 0 {
 		delete(a.requests, name)
+		delete(a.requester, name)
 	} else {
-		a.requests[name] = want
+		a.requests[name], a.requester[name] = want, uid
 	}
 	for _, ip := range want {
 		if !slices.Contains(old, ip) {

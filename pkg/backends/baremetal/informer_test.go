@@ -222,3 +222,14 @@ func TestDeleteKeepsShownAddress(t *testing.T) {
 		t.Error("GetLoadBalancer(old) = true after its status was cleared")
 	}
 }
+
+// TestRecreatedRequesterKeepsReservation: the late delete event of an old
+// object does not drop the request of a new Service of the same name.
+func TestRecreatedRequesterKeepsReservation(t *testing.T) {
+	lb := newTestLB(t, lbSection)
+	lb.onChange(newService("vip", withIPs("192.0.2.1")))
+	lb.onDelete(cache.DeletedFinalStateUnknown{Key: "default/vip", Obj: newService("vip", func(s *corev1.Service) { s.UID = "old" })})
+	if st, err := lb.EnsureLoadBalancer(context.Background(), "c1", newService("auto"), nil); err != nil || ingressIPs(st) != "192.0.2.2" {
+		t.Fatalf("EnsureLoadBalancer(auto) = %q, %v; want 192.0.2.2: the new vip still requests 192.0.2.1", ingressIPs(st), err)
+	}
+}

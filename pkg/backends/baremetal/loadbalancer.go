@@ -165,7 +165,7 @@ func (lb *LoadBalancer) Seed(services []*corev1.Service) {
 // requests. lb.mu must be held.
 func (lb *LoadBalancer) observe(svc *corev1.Service) bool {
 	shown := lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true))
-	requested := lb.alloc.reserve(serviceKey(svc), requestedAnywhere(svc))
+	requested := lb.alloc.reserve(serviceKey(svc), svc.UID, requestedAnywhere(svc))
 	return shown || requested
 }
 
@@ -224,12 +224,9 @@ func (lb *LoadBalancer) onDelete(obj any) {
 	}
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
+	lb.alloc.unreserve(serviceKey(svc), svc.UID)
 	h := lb.alloc.holdingOf(serviceKey(svc))
-	if h != nil && h.uid != "" && h.uid != svc.UID {
-		return
-	}
-	lb.alloc.reserve(serviceKey(svc), nil)
-	if h != nil {
+	if h != nil && (h.uid == "" || h.uid == svc.UID) {
 		lb.alloc.releaseAll(h.name)
 		klog.Background().WithValues("backend", lb.backend, "service", h.name).V(2).Info("Released the addresses of a deleted Service")
 	}
