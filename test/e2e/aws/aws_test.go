@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -261,4 +262,31 @@ func nothingLeft() error {
 		return fmt.Errorf("%d AWS resources left: load balancers %+v, target groups %+v", n, fake.LoadBalancers(), fake.TargetGroups())
 	}
 	return nil
+}
+
+// TestOtherRegionNodeStays: a NotReady node whose providerID names a zone
+// of another region (us-east-1a, while the aws backend serves eu-west-1) is
+// not the backend's node. The CCM's node-lifecycle controller, asking every
+// second, does not delete it, and the Node gets a Warning event
+// NodeOutsideRegion saying why. (A Node is less than 2 minutes old here, so
+// even a backend without the region rule would not delete it yet: the
+// event is what tells the two apart. The deletion itself is proven on old
+// Nodes by pkg/backends/aws TestForeignRegionNodeIsNeverDeleted.)
+func TestOtherRegionNodeStays(t *testing.T) {
+	cp := env(t)
+	ctx := ctxFor(t)
+	const name = "us-east-node"
+	n := framework.NewNode(name, framework.WithProviderID("aws:///us-east-1a/i-0123456789abcdef0"),
+		framework.WithoutUninitializedTaint(), framework.WithReady(corev1.ConditionFalse))
+	if _, err := framework.CreateNode(ctx, cp.Client, n); err != nil {
+		t.Fatal(err)
+	}
+	framework.Consistently(t, 10*time.Second, "the node of another region stays", framework.NodeMatches(cp.Client, name, func(*corev1.Node) (bool, string) {
+		return true, ""
+	}))
+	framework.Eventually(t, settle, "Warning event NodeOutsideRegion on the node",
+		framework.EventSeen(cp.Client, "Node", "", name, corev1.EventTypeWarning, "NodeOutsideRegion"))
+	if err := cp.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
