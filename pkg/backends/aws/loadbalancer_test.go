@@ -561,9 +561,9 @@ func TestSubnetChanges(t *testing.T) {
 		e.assertNoMutation(t, "Ensure after the zone was added")
 	})
 	t.Run("the Service's subnet annotation replaces the NLB", func(t *testing.T) {
-		e, svc, nodes, before := setUp(t)
+		e, _, nodes, before := setUp(t)
 		e.fake.AddSubnet(tagged("subnet-0c", testRegion+"a", "10.0.2.0/24"))
-		svc = newService("web", withAnnotation(AnnotationSubnets, "subnet-0c,subnet-0b"))
+		svc := newService("web", withAnnotation(AnnotationSubnets, "subnet-0c,subnet-0b"))
 		status := e.ensure(t, svc, nodes)
 		lb := e.onlyLB(t)
 		if lb.ARN == before.ARN || strings.Join(lb.Subnets, ",") != "subnet-0b,subnet-0c" || status.Ingress[0].Hostname != lb.DNSName {
@@ -574,9 +574,9 @@ func TestSubnetChanges(t *testing.T) {
 		e.assertNoMutation(t, "Ensure after the move")
 	})
 	t.Run("the annotation adding a zone adds it in place", func(t *testing.T) {
-		e, svc, nodes, before := setUp(t)
+		e, _, nodes, before := setUp(t)
 		e.fake.AddSubnet(awsfake.Subnet{ID: "subnet-0d", VPCID: testVPC, Zone: testRegion + "c", CIDR: "10.0.3.0/24"})
-		svc = newService("web", withAnnotation(AnnotationSubnets, "subnet-0a,subnet-0b,subnet-0d"))
+		svc := newService("web", withAnnotation(AnnotationSubnets, "subnet-0a,subnet-0b,subnet-0d"))
 		e.ensure(t, svc, nodes)
 		sameLB(t, e, before, "subnet-0a,subnet-0b,subnet-0d")
 	})
