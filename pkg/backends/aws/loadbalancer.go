@@ -93,14 +93,32 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev
 	return &corev1.LoadBalancerStatus{}, len(tgs) > 0, nil
 }
 
+// shows reports whether the Service's status already names lb.
+func shows(svc *corev1.Service, lb *elbtypes.LoadBalancer) bool {
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.Hostname == awssdk.ToString(lb.DNSName) {
+			return true
+		}
+	}
+	return false
+}
+
 func statusOf(lb *elbtypes.LoadBalancer) *corev1.LoadBalancerStatus {
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: awssdk.ToString(lb.DNSName)}}}
 }
 
 // EnsureLoadBalancer creates or updates the NLB. It changes only what
-// differs; a load balancer still provisioning is a RetryError.
+// differs; a load balancer still provisioning is a RetryError. A subnet
+// change the NLB was kept without is a LoadBalancerSubnetsKept error (a
+// Warning event) once the Service's status shows the NLB; before that the
+// status comes first: the upstream controller writes no status with an
+// error, and the NLB serves the Service all the same.
 func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	lb, err := l.reconcile(ctx, svc, nodes)
+	if ue, kept := backends.AsUserError(err); kept && ue.Reason == reasonSubnetsKept && !shows(svc, lb) {
+		l.logger(ctx, svc).Info("Load balancer kept in its subnets; writing its status first", "reason", ue.Reason, "err", err.Error())
+		err = nil
+	}
 	if err != nil {
 		return nil, l.wrap("EnsureLoadBalancer", svc, err)
 	}

@@ -530,7 +530,14 @@ func TestSubnetChanges(t *testing.T) {
 			t.Errorf("mutating calls = %v, want RegisterTargets (the new node) only", m)
 		}
 		e.fake.ResetCalls()
-		_, err := lbi.EnsureLoadBalancer(ctx, testCluster, svc, nodes)
+		// A Service whose status does not show the NLB yet (a crash before
+		// the status write) gets it first; then the warning.
+		status, err := lbi.EnsureLoadBalancer(ctx, testCluster, svc, nodes)
+		if err != nil || status == nil || status.Ingress[0].Hostname != before.DNSName {
+			t.Fatalf("Ensure of a Service without status = %+v, %v; want the kept NLB's status", status, err)
+		}
+		svc.Status.LoadBalancer = *status
+		_, err = lbi.EnsureLoadBalancer(ctx, testCluster, svc, nodes)
 		wantKept(t, err)
 		e.assertNoMutation(t, "Ensure with the kept subnets")
 		sameLB(t, e, before, "subnet-0a,subnet-0b")
