@@ -101,6 +101,8 @@ secure-port: "use securePort"
 leader-elect: "use leaderElection.enabled"
 leader-elect-resource-namespace: "use leaderElection.namespace"
 leader-elect-resource-name: "use leaderElection.leaseName"
+tls-cert-file: "use tls.secretName"
+tls-private-key-file: "use tls.secretName"
 {{- end -}}
 
 {{/* The effective value of a boolean CCM flag in args ("true"/"false"), with
@@ -127,6 +129,10 @@ leader-elect-resource-name: "use leaderElection.leaseName"
 - --leader-elect-resource-namespace={{ .Values.leaderElection.namespace }}
 - --leader-elect-resource-name={{ .Values.leaderElection.leaseName }}
 {{- end }}
+{{- if .Values.tls.secretName }}
+- --tls-cert-file=/etc/multicloud-ccm/tls/tls.crt
+- --tls-private-key-file=/etc/multicloud-ccm/tls/tls.key
+{{- end }}
 {{- range $flag, $value := .Values.args }}
 {{- if hasKey $managed $flag }}
 {{- fail (printf "args.%s cannot be set: %s" $flag (index $managed $flag)) }}
@@ -146,4 +152,9 @@ leader-elect-resource-name: "use leaderElection.leaseName"
 - {{ printf "--%s=%s" $flag (toString $value) | quote }}
 {{- end }}
 {{- end }}
+{{- end -}}
+
+{{/* The Secret holding Prometheus's bearer token for the ServiceMonitor. */}}
+{{- define "multicloud-ccm.metricsTokenSecret" -}}
+{{- default (printf "%s-metrics-reader" (include "multicloud-ccm.fullname" .)) .Values.metrics.serviceMonitor.authorization.secretName -}}
 {{- end -}}

@@ -167,7 +167,7 @@ func TestSchemaAndTemplateRejects(t *testing.T) {
 		{"leader election off with a DaemonSet", "kind: DaemonSet\nleaderElection: {enabled: false}", []string{"leaderElection.enabled=false"}},
 		{"managed flag in args", `args: {cloud-config: /x}`, []string{"args.cloud-config"}},
 		{"leader-elect in args", `args: {leader-elect: false}`, []string{"args.leader-elect", "leaderElection.enabled"}},
-		{"no config at all", "config: null", []string{"config", "existingConfigSecret.name"}},
+		{"no config at all", "config: null", []string{"config", "existingConfigSecret.name", "docs/configuration.md"}},
 		{"both config and existing secret", `existingConfigSecret: {name: x}`, []string{"either config or existingConfigSecret.name"}},
 		{"PDB blocking drains", "podDisruptionBudget: {minAvailable: 1}", []string{"minAvailable=1", "replicaCount=1"}},
 		{"PDB with both", "replicaCount: 3\npodDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}", []string{"not both"}},
