@@ -26,7 +26,7 @@ LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 FUZZTIME ?= 10s
 
-.PHONY: image docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
+.PHONY: image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
 
 all: build
 
@@ -46,6 +46,13 @@ control-plane:
 # _output/image; prints the digest and size.
 image: build
 	VERSION=$(VERSION) bash hack/image/build.sh
+
+# kubelet: a real node's binaries (kubelet, kube-scheduler,
+# kube-controller-manager v1.37.1, from control-plane's scratch module) and
+# the locally built pause image, for test/e2e/node.
+kubelet: control-plane image
+	OUT=$(BIN) bash hack/kubelet/build.sh
+	bash hack/kubelet/pause-image.sh
 
 ## test: every test, end-to-end included. The real Keystone + Octavia is
 ## started first: the OpenStack backend's tests and e2e scenarios use it.
@@ -77,7 +84,7 @@ openstack-down:
 openstack-test: openstack-up
 	$(WITH_OS_ENV) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./pkg/backends/openstack/...
 
-e2e: build control-plane helm image
+e2e: build control-plane helm image kubelet
 	$(WITH_OS_ENV) $(GO) test -count=1 -timeout 40m ./test/e2e/...
 
 bench:
