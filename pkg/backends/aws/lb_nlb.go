@@ -53,14 +53,40 @@ func (l *LoadBalancer) moveLB(ctx context.Context, log logr.Logger, d *desiredLB
 		return lb, "", err
 	}
 	if len(plan.add) > 0 {
-		out, err := l.elb.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: lb.LoadBalancerArn, Subnets: sorted(append(lbSubnets(lb), plan.add...))})
+		refused, err := l.addSubnets(ctx, log, d, lb, plan.add)
 		if err != nil {
-			return nil, "", fmt.Errorf("SetSubnets: %w", err)
+			return nil, "", err
 		}
-		lb.AvailabilityZones = out.AvailabilityZones
-		log.V(2).Info("Added subnets to load balancer", "subnets", plan.add)
+		if refused != "" {
+			plan.changes = append(plan.changes, refused)
+		}
 	}
 	return lb, strings.Join(plan.changes, ", "), nil
+}
+
+// refusedSubnetCodes are the answers of AWS refusing subnets for an NLB
+// (a constrained zone, a Local Zone, a subnet too small or gone).
+var refusedSubnetCodes = map[string]bool{
+	"InvalidConfigurationRequest": true, "ValidationError": true, "InvalidSubnet": true,
+	"SubnetNotFound": true, "AvailabilityZoneNotSupported": true,
+}
+
+// addSubnets adds subnets in new zones to the NLB in place. When AWS
+// refuses them, the NLB stays as it is: refused describes why, for the
+// warning (for the Service's own annotation, it is a user error).
+func (l *LoadBalancer) addSubnets(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, add []string) (refused string, _ error) {
+	out, err := l.elb.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: lb.LoadBalancerArn, Subnets: sorted(append(lbSubnets(lb), add...))})
+	switch {
+	case err != nil && refusedSubnetCodes[errorCode(err)] && d.subnetsAnnotated:
+		return "", annotationError(AnnotationSubnets, strings.Join(d.subnets, ","), fmt.Sprintf("AWS refused adding %v to load balancer %s: %v", add, d.names.lb, err))
+	case err != nil && refusedSubnetCodes[errorCode(err)]:
+		return fmt.Sprintf("AWS refused adding %v: %v", add, err), nil
+	case err != nil:
+		return "", fmt.Errorf("SetSubnets: %w", err)
+	}
+	lb.AvailabilityZones = out.AvailabilityZones
+	log.V(2).Info("Added subnets to load balancer", "subnets", add)
+	return "", nil
 }
 
 // subnetPlan compares an NLB's subnets with the wanted ones, zone by zone.

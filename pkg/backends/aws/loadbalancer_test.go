@@ -567,6 +567,23 @@ func TestSubnetChanges(t *testing.T) {
 		e.ensure(t, svc, nodes)
 		e.assertNoMutation(t, "Ensure after the zone was added")
 	})
+	t.Run("a subnet AWS refuses to add leaves the NLB as it is", func(t *testing.T) {
+		e, svc, nodes, before := setUp(t)
+		lbi, _ := e.cloud.LoadBalancer()
+		e.fake.AddSubnet(tagged("subnet-0d", testRegion+"c", "10.0.3.0/24"))
+		e.fake.FailNext("SetSubnets", "InvalidConfigurationRequest")
+		e.fake.ResetCalls()
+		nodes = append(nodes, e.awsNodes(3, 1)...)
+		err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes)
+		wantKept(t, err)
+		if err == nil || !strings.Contains(err.Error(), "subnet-0d") {
+			t.Errorf("err = %v, want it to name subnet-0d", err)
+		}
+		if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "SetSubnets,RegisterTargets" {
+			t.Errorf("mutating calls = %v, want the refused SetSubnets, then RegisterTargets (the new node)", m)
+		}
+		sameLB(t, e, before, "subnet-0a,subnet-0b")
+	})
 	t.Run("the Service's subnet annotation replaces the NLB", func(t *testing.T) {
 		e, _, nodes, before := setUp(t)
 		e.fake.AddSubnet(tagged("subnet-0c", testRegion+"a", "10.0.2.0/24"))
