@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
@@ -14,6 +15,12 @@ import (
 // about it every period.
 func notReady(n *corev1.Node) {
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+}
+
+// uninitialised taints a node as a kubelet with --cloud-provider=external
+// registers it.
+func uninitialised(n *corev1.Node) {
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 }
 
 func withLabel(k, v string) nodeTweak {
@@ -40,7 +47,17 @@ func TestNodeLifecycleKeepsOtherRegionsNodes(t *testing.T) {
 		newNode("beta-labelled", notReady, withProviderID("openstack:///"+uuidX), withLabel(corev1.LabelFailureDomainBetaRegion, "RegionTwo")),
 		newNode("unknown", notReady, withProviderID("openstack:///"+uuidU), withLabel(corev1.LabelTopologyRegion, "RegionOne")),
 		newNode("gone", notReady, withProviderID("openstack:///"+uuidGone), withLabel(corev1.LabelTopologyRegion, "RegionOne")),
+		newNode("vm-a", notReady, uninitialised),
 	)
+	// What tells a region-less providerID's region later: the region label
+	// upstream writes from InstanceMetadata at initialisation.
+	testutil.Eventually(t, 30*time.Second, "vm-a initialised with its region", func() error {
+		n, _ := testutil.GetNode(t, client, "vm-a")
+		if n == nil || n.Spec.ProviderID != "openstack:///"+uuidA || n.Labels[corev1.LabelTopologyRegion] != "RegionOne" {
+			return fmt.Errorf("node %+v", n)
+		}
+		return nil
+	})
 	testutil.Eventually(t, 30*time.Second, "the gone RegionOne server's Node deleted", func() error {
 		if _, ok := testutil.GetNode(t, client, "gone"); ok {
 			return fmt.Errorf("still there")
