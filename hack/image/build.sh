@@ -60,7 +60,10 @@ fetch_debs() {
   if [ -f "$dir/${want[0]}" ] && [ -f "$dir/${want[1]}" ]; then
     return
   fi
-  (cd "$dir" && apt-get download "ca-certificates=$CA_CERTIFICATES_VERSION" "tzdata=$TZDATA_VERSION") || {
+  # A machine whose package lists are missing or older than the pins
+  # needs one apt-get update first.
+  (cd "$dir" && apt-get download "ca-certificates=$CA_CERTIFICATES_VERSION" "tzdata=$TZDATA_VERSION") ||
+    { apt-get update -qq && (cd "$dir" && apt-get download "ca-certificates=$CA_CERTIFICATES_VERSION" "tzdata=$TZDATA_VERSION"); } || {
     echo "hack/image/build.sh: cannot download ca-certificates=$CA_CERTIFICATES_VERSION and tzdata=$TZDATA_VERSION;" >&2
     echo "  run apt-get update, or bump the versions in this script to what apt-cache policy offers" >&2
     exit 1

@@ -13,7 +13,7 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "-v" {
-		os.Stdout.WriteString("pause (multicloud-ccm test build)\n")
+		_, _ = os.Stdout.WriteString("pause (multicloud-ccm test build)\n")
 		return
 	}
 	sigs := make(chan os.Signal, 8)

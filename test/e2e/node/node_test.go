@@ -25,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,7 +77,7 @@ func TestChartOnRealNode(t *testing.T) {
 	sock := startContainerd(t, b, cp.Dir)
 	startKubelet(t, b, cp, sock, nodeName)
 	framework.Eventually(t, 2*time.Minute, "the kubelet registers "+nodeName, framework.NodeMatches(cp.Client, nodeName,
-		func(n *corev1.Node) (bool, string) { return true, "" }))
+		func(*corev1.Node) (bool, string) { return true, "" }))
 
 	helmInstall(t, b, cp)
 	first := readyPod(t, cp, "")
@@ -254,7 +253,6 @@ func leaseHolder(t *testing.T, cp *framework.ControlPlane, not string) string {
 	t.Helper()
 	var holder string
 	framework.Eventually(t, 2*time.Minute, "the lease held by a CCM other than "+not, func(ctx context.Context) (bool, string, error) {
-		var l *coordinationv1.Lease
 		l, err := cp.Client.CoordinationV1().Leases(namespace).Get(ctx, leaseName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
