@@ -372,3 +372,79 @@ func TestServiceControllerThroughOctaviaOutage(t *testing.T) {
 		t.Errorf("web-metal lost its address: %q", ip)
 	}
 }
+
+// TestNodeLifecycleOtherRegionThroughRouter drives the upstream
+// node-lifecycle controller over the router with one OpenStack backend
+// serving RegionOne (Keystone and Nova on the fake): Nodes of RegionTwo (by
+// providerID, or openstack:///<uuid> with the region label) and a Node with
+// a malformed providerID are never deleted, and each gets its Warning event
+// (NodeOutsideRegion, InvalidProviderID); the Node of a server this
+// region's Nova answers 404 for is deleted.
+func TestNodeLifecycleOtherRegionThroughRouter(t *testing.T) {
+	f := openstack.NewFakeOpenStack(t)
+	pw := t.TempDir() + "/password"
+	if err := os.WriteFile(pw, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(fmt.Appendf(nil, `apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: c1
+backends:
+- name: os
+  type: openstack
+  openstack:
+    auth: {authURL: %s, username: ccm, password: {file: %s}, projectName: k8s}
+    region: RegionOne
+    instances: {cacheTTLSeconds: 1}
+    loadBalancer: {enabled: false}
+`, f.AuthURL(), pw), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := router.NewFromConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled := node("labelled", "openstack:///"+serverA, false, false)
+	labelled.Labels[corev1.LabelTopologyRegion] = "RegionTwo"
+	client := fake.NewClientset(
+		node("regional", "openstack://RegionTwo/"+serverA, false, false), labelled,
+		node("malformed", "openstack:///not-a-uuid", false, false),
+		node("gone", "openstack:///"+serverGone, false, false),
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r.Initialize(builder{client}, ctx.Done())
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lifecycle, err := nodelifecycle.NewCloudNodeLifecycleController(factory.Core().V1().Nodes(), client, r, 200*time.Millisecond, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	go lifecycle.Run(ctx, controllersmetrics.NewControllerManagerMetrics("test"))
+
+	c := &cluster{client: client}
+	eventually(t, 20*time.Second, "the gone server's Node deleted", func() bool { return c.node(t, "gone") == nil })
+	want := map[string]string{"regional": "NodeOutsideRegion", "labelled": "NodeOutsideRegion", "malformed": "InvalidProviderID"}
+	eventually(t, 20*time.Second, "a Warning event on each kept Node", func() bool {
+		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning && want[e.InvolvedObject.Name] == e.Reason {
+				seen[e.InvolvedObject.Name] = true
+			}
+		}
+		return len(seen) == len(want)
+	})
+	for name := range want {
+		if c.node(t, name) == nil {
+			t.Errorf("Node %s deleted", name)
+		}
+	}
+	if n := f.CallCount("GET /compute/v2.1/servers/" + serverA); n != 0 {
+		t.Errorf("RegionOne's Nova was asked %d times about a RegionTwo server", n)
+	}
+}
