@@ -23,6 +23,14 @@ const (
 	// report an error rather than hand out another address.
 	LoadBalancerIPs = "multicloud-ccm.io/load-balancer-ips"
 
+	// LoadBalancerBackends (Service annotation, comma-separated backend
+	// names, written by the router, default: none) records every backend that
+	// may hold a load balancer for the Service. The router adds a backend
+	// before its first mutating call there and removes it only after that
+	// backend's delete succeeded, so it knows across restarts which clouds to
+	// ask and which to leave alone when one is down. Do not edit it by hand.
+	LoadBalancerBackends = "multicloud-ccm.io/load-balancer-backends"
+
 	// AllowSharedIP (Service annotation, string key, default: none). Services
 	// carrying the same key may share a load-balancer address when none of
 	// their ports clash (same port and protocol).

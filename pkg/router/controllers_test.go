@@ -487,7 +487,7 @@ func TestEnsuredIn(t *testing.T) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
 	}
 	ensured := newService("ensured", withLBBackend("other"), withIngress)
-	r.setHome(ensured, "other", true)
+	r.remember(ensured.UID, lbRecord{known: true, names: []string{"other"}})
 	now := metav1.Now()
 	class := "example.com/lb"
 	cases := []struct {
@@ -499,7 +499,7 @@ func TestEnsuredIn(t *testing.T) {
 		{"never ensured by this router", newService("new", withLBBackend("other"), withIngress), ""},
 		{"no address yet", func() *corev1.Service {
 			s := newService("noaddr", withLBBackend("other"))
-			r.setHome(s, "other", true)
+			r.remember(s.UID, lbRecord{known: true, names: []string{"other"}})
 			return s
 		}(), ""},
 		{"being deleted", func() *corev1.Service {

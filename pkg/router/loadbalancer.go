@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // Event reasons for Service problems. They are stable.
@@ -35,15 +38,23 @@ func (r *Router) lbTarget(service *corev1.Service) (*backend, error) {
 	return b, nil
 }
 
-// GetLoadBalancer asks every load-balancer backend: the load balancer exists
-// if any backend holds any part of it, so a delete is never skipped while
-// something is left. The status is the target backend's if it has one.
+// GetLoadBalancer asks the backends that may hold the Service's load
+// balancer (see mayHold): it exists if any of them holds any part of it, so
+// a delete is never skipped while something is left, and a backend that
+// never held it is not asked, so its outage blocks nothing. The status is
+// the target backend's if it has one.
 func (r *Router) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
-	found, err := r.holders(ctx, clusterName, service, nil)
-	if err != nil || len(found) == 0 {
+	target, _ := r.lbTarget(service)
+	asked, err := r.mayHold(service, target)
+	if err != nil {
+		r.recordServiceError(ctx, service, err)
 		return nil, false, err
 	}
-	target, _ := r.lbTarget(service)
+	found, err := r.holders(ctx, clusterName, service, asked)
+	if err != nil || len(found) == 0 {
+		r.recordServiceError(ctx, service, err)
+		return nil, false, err
+	}
 	for _, h := range found {
 		if h.b == target {
 			return h.status, true, nil
@@ -61,11 +72,12 @@ func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, se
 	return cloudprovider.DefaultLoadBalancerName(service)
 }
 
-// EnsureLoadBalancer creates or updates the load balancer in the target
-// backend, handing it only the nodes it can target, then makes sure no other
-// backend still holds one for the Service (the annotation may have moved
-// it). A Service no backend serves gets ImplementedElsewhere, after any load
-// balancer we made for it earlier is removed.
+// EnsureLoadBalancer records the target backend on the Service, creates or
+// updates the load balancer there, handing it only the nodes it can target,
+// then removes it from every other backend that may still hold one (the
+// annotation may have moved it). A Service no backend serves gets
+// ImplementedElsewhere, after any load balancer we made for it earlier is
+// removed and its address cleared from the Service's status.
 func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	defer r.lockService(service)()
 	r.clusterName.Store(clusterName)
@@ -80,8 +92,12 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 		}
 		return nil, cloudprovider.ImplementedElsewhere
 	}
+	if err := r.addToRecord(ctx, service, target); err != nil {
+		return nil, err
+	}
 	status, err := target.ensureLoadBalancer(ctx, clusterName, service, target.targetable(service, nodes))
 	if err != nil {
+		r.recordServiceError(ctx, service, err)
 		return nil, err
 	}
 	if err := r.evict(ctx, clusterName, service, target); err != nil {
@@ -101,52 +117,81 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 	if target == nil {
 		return cloudprovider.ImplementedElsewhere
 	}
-	return target.updateLoadBalancer(ctx, clusterName, service, target.targetable(service, nodes))
+	if err := r.addToRecord(ctx, service, target); err != nil {
+		return err
+	}
+	err = target.updateLoadBalancer(ctx, clusterName, service, target.targetable(service, nodes))
+	r.recordServiceError(ctx, service, err)
+	return err
 }
 
 // EnsureLoadBalancerDeleted deletes the Service's load balancer from every
-// backend that has load balancers; each backend's delete is idempotent. It
-// fails, keeping the Service's finalizer, until every backend succeeded.
+// backend that may hold one; each backend's delete is idempotent, and each
+// that succeeded leaves the record. It fails, keeping the Service's
+// finalizer, until every one of them succeeded.
 func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	defer r.lockService(service)()
-	err := ask(ctx, r.lbs, func(ctx context.Context, b *backend) (struct{}, error) {
-		return struct{}{}, b.ensureLoadBalancerDeleted(ctx, clusterName, service)
-	}, nil)
+	target, _ := r.lbTarget(service)
+	asked, err := r.mayHold(service, target)
 	if err != nil {
+		r.recordServiceError(ctx, service, err)
 		return err
 	}
-	r.setHome(service, "", false)
-	return nil
+	var (
+		mu   sync.Mutex
+		done []string
+	)
+	err = ask(ctx, asked, func(ctx context.Context, b *backend) (struct{}, error) {
+		return struct{}{}, b.ensureLoadBalancerDeleted(ctx, clusterName, service)
+	}, func(b *backend, _ struct{}) {
+		mu.Lock()
+		defer mu.Unlock()
+		done = append(done, b.Name)
+	})
+	err = errors.Join(err, r.dropFromRecord(ctx, service, done))
+	r.recordServiceError(ctx, service, err)
+	return err
 }
 
-// evict removes the Service's load balancer from every backend but keep
-// (nil: from all). It skips the check when the router already verified
-// where the load balancer lives, and for a Service that never had an address
-// and that the router has not seen: nothing can be left anywhere for it.
+// evict removes the Service's load balancer from every backend that may
+// hold one except keep (nil: from all of them), and drops them from the
+// record. When no backend is kept, the Service's status is cleared of the
+// released addresses first.
 func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend) error {
-	keepName := ""
-	if keep != nil {
-		keepName = keep.Name
-	}
-	home, known := r.home(service)
-	if known && home == keepName {
-		return nil
-	}
-	if !known && len(service.Status.LoadBalancer.Ingress) == 0 {
-		r.setHome(service, keepName, true)
-		return nil
-	}
-	found, err := r.holders(ctx, clusterName, service, keep)
+	asked, err := r.mayHold(service, keep)
 	if err == nil {
-		err = r.deleteFrom(ctx, clusterName, service, found)
+		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend) bool { return b == keep })
+		err = r.release(ctx, clusterName, service, asked, keep == nil)
 	}
 	if err != nil {
+		r.recordServiceError(ctx, service, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
 		r.warn(ctx, serviceRef(service), reasonCleanupPending, msg)
 		return fmt.Errorf("service %s/%s: %w", service.Namespace, service.Name, err)
 	}
-	r.setHome(service, keepName, true)
 	return nil
+}
+
+// release deletes the Service's load balancer from the holders among asked
+// (clearing their addresses from its status first when clear is set), then
+// drops every asked backend from the record.
+func (r *Router) release(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend, clear bool) error {
+	if len(asked) == 0 {
+		return nil
+	}
+	found, err := r.holders(ctx, clusterName, service, asked)
+	if err != nil {
+		return err
+	}
+	if clear && len(found) > 0 {
+		if err := r.clearStatus(ctx, service, found); err != nil {
+			return fmt.Errorf("clearing the released address from the Service's status: %w", err)
+		}
+	}
+	if err := r.deleteFrom(ctx, clusterName, service, found); err != nil {
+		return err
+	}
+	return r.dropFromRecord(ctx, service, names(asked))
 }
 
 func (r *Router) deleteFrom(ctx context.Context, clusterName string, service *corev1.Service, found []holder) error {
@@ -163,16 +208,9 @@ type holder struct {
 	status *corev1.LoadBalancerStatus
 }
 
-// holders asks every load-balancer backend except skip, concurrently,
-// whether it holds a load balancer for service. Any backend failing to
-// answer is an error.
-func (r *Router) holders(ctx context.Context, clusterName string, service *corev1.Service, skip *backend) ([]holder, error) {
-	asked := make([]*backend, 0, len(r.lbs))
-	for _, b := range r.lbs {
-		if b != skip {
-			asked = append(asked, b)
-		}
-	}
+// holders asks the backends in asked, concurrently, whether they hold a
+// load balancer for service. Any of them failing to answer is an error.
+func (r *Router) holders(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend) ([]holder, error) {
 	var found []holder
 	err := ask(ctx, asked, func(ctx context.Context, b *backend) (holder, error) {
 		status, exists, err := b.getLoadBalancer(ctx, clusterName, service)
@@ -204,20 +242,11 @@ func orderHolders(order []*backend, found []holder) []holder {
 	return out
 }
 
-func (r *Router) home(service *corev1.Service) (string, bool) {
-	r.lbMu.Lock()
-	defer r.lbMu.Unlock()
-	h, ok := r.lbHome[service.UID]
-	return h, ok
-}
-
-func (r *Router) setHome(service *corev1.Service, name string, known bool) {
-	r.lbMu.Lock()
-	defer r.lbMu.Unlock()
-	if known {
-		r.lbHome[service.UID] = name
-	} else {
-		delete(r.lbHome, service.UID)
+// recordServiceError puts a Warning event with the backend's reason on the
+// Service for every error a user can fix.
+func (r *Router) recordServiceError(ctx context.Context, service *corev1.Service, err error) {
+	if ue, ok := backends.AsUserError(err); ok {
+		r.warn(ctx, serviceRef(service), ue.Reason, err.Error())
 	}
 }
 

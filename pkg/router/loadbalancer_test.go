@@ -161,10 +161,16 @@ func TestSteadyStateEnsureAsksOnlyTheTarget(t *testing.T) {
 func TestDeleteReachesEveryBackend(t *testing.T) {
 	r, a, b := twoClouds(t)
 	svc := newService("s", withLBBackend("a"))
-	// Both clouds hold one (a crash mid-move, say).
+	// Both clouds hold one: a move to b whose clean-up of a failed.
 	ensure(t, r, svc)
-	if _, err := b.EnsureLoadBalancer(context.Background(), cluster, svc, nil); err != nil {
-		t.Fatal(err)
+	svc.Annotations["multicloud-ccm.io/load-balancer-backend"] = "b"
+	a.setFail(errCloudDown)
+	if _, err := r.EnsureLoadBalancer(context.Background(), cluster, svc, nil); err == nil {
+		t.Fatal("the move reported success while the old backend could not be cleaned")
+	}
+	a.setFail(nil)
+	if !a.holds(svc) || !b.holds(svc) {
+		t.Fatalf("a holds %v, b holds %v; want both", a.holds(svc), b.holds(svc))
 	}
 	_, exists, err := r.GetLoadBalancer(context.Background(), cluster, svc)
 	if err != nil || !exists {

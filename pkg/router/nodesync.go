@@ -187,7 +187,7 @@ func ignoreNotFound(err error) error {
 }
 
 // ensuredIn returns the backend holding the Service's load balancer when
-// the router has ensured it there, the Service still wants it there, and
+// the router has recorded it there, the Service still wants it there, and
 // the Service is neither being deleted nor handed to another controller.
 func (r *Router) ensuredIn(svc *corev1.Service) *backend {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
@@ -198,7 +198,7 @@ func (r *Router) ensuredIn(svc *corev1.Service) *backend {
 	if err != nil || target == nil {
 		return nil
 	}
-	if home, known := r.home(svc); !known || home != target.Name {
+	if !r.recordOf(svc).has(target.Name) {
 		return nil
 	}
 	return target
@@ -252,4 +252,22 @@ func (r *Router) lockService(svc *corev1.Service) func() {
 type svcLock struct {
 	mu   sync.Mutex
 	refs int
+}
+
+// forgetDeletedServices drops the router's per-Service state when a
+// Service is deleted, so Service churn does not grow the router's memory.
+func (r *Router) forgetDeletedServices(factory informers.SharedInformerFactory) {
+	_, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if svc, ok := obj.(*corev1.Service); ok {
+				r.forget(svc.UID)
+			}
+		},
+	})
+	if err != nil {
+		klog.ErrorS(err, "Cannot watch Service deletions; the router's per-Service state will not shrink")
+	}
 }

@@ -39,18 +39,10 @@ type resolution struct {
 	claimed bool
 }
 
-// nodeError is a node-routing failure a user can fix: it carries the event
-// reason to record on the node.
-type nodeError struct {
-	reason string
-	err    error
-}
-
-func (e *nodeError) Error() string { return e.err.Error() }
-func (e *nodeError) Unwrap() error { return e.err }
-
+// userErr is a node- or Service-routing failure a user can fix, with the
+// event reason to record on the object.
 func userErr(reason, format string, args ...any) error {
-	return &nodeError{reason: reason, err: fmt.Errorf(format, args...)}
+	return backends.NewUserError(reason, fmt.Errorf(format, args...))
 }
 
 // resolve finds the backend that owns node.
@@ -70,7 +62,7 @@ func (r *Router) resolve(ctx context.Context, node *corev1.Node) (resolution, er
 func (r *Router) resolveByProviderID(_ context.Context, node *corev1.Node) (resolution, error) {
 	scheme, err := providerid.Scheme(node.Spec.ProviderID)
 	if err != nil {
-		return resolution{}, &nodeError{reason: reasonInvalidProviderID, err: fmt.Errorf("node %s: spec.providerID: %w", node.Name, err)}
+		return resolution{}, backends.NewUserError(reasonInvalidProviderID, fmt.Errorf("node %s: spec.providerID: %w", node.Name, err))
 	}
 	if name, ok := node.Labels[annotation.NodeBackend]; ok {
 		return r.resolveByLabel(node, scheme, name)
@@ -148,7 +140,7 @@ func pickClaimer(node *corev1.Node, claimers []*backend, failed error) (*backend
 	case len(claimers) > 1:
 		return nil, userErr(reasonAmbiguousNode, "node %s has no providerID and backends %v all claim it; %s", node.Name, names(claimers), hint)
 	case failed != nil:
-		return nil, &nodeError{reason: reasonBackendLookup, err: fmt.Errorf("node %s has no providerID and not every backend could be asked about it; %s: %w", node.Name, hint, failed)}
+		return nil, backends.NewUserError(reasonBackendLookup, fmt.Errorf("node %s has no providerID and not every backend could be asked about it; %s: %w", node.Name, hint, failed))
 	case len(claimers) == 0:
 		return nil, userErr(reasonNodeNotClaimed, "node %s has no providerID and no backend has an instance matching it; %s, or check the node's name and addresses", node.Name, hint)
 	}
@@ -165,11 +157,6 @@ func (r *Router) schemes() []string {
 
 // recordNodeError puts a Warning event on node for errors a user can fix.
 func (r *Router) recordNodeError(ctx context.Context, node *corev1.Node, err error) {
-	var ne *nodeError
-	if errors.As(err, &ne) {
-		r.warn(ctx, nodeRef(node), ne.reason, err.Error())
-		return
-	}
 	if ue, ok := backends.AsUserError(err); ok {
 		r.warn(ctx, nodeRef(node), ue.Reason, err.Error())
 		return

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
@@ -62,15 +63,22 @@ type Router struct {
 	// claims merges concurrent resolutions of the same providerID-less node.
 	claims singleflight.Group
 
+	// client is the router's own Kubernetes client, from Initialize: events,
+	// the load-balancer record and status clearing.
+	client clientset.Interface
+
 	lbMu sync.Mutex
-	// lbHome records, per Service UID, the one backend verified to hold its
-	// load balancer ("" for none), so steady-state Ensure calls need not ask
-	// the other backends again.
-	lbHome map[types.UID]string
+	// recorded holds, per Service UID, the load-balancer record this process
+	// last wrote (see lbrecord.go); Services with an empty record have no
+	// entry, and entries go when their Service does.
+	recorded map[types.UID][]string
 	// svcLocks serialises load-balancer calls per Service UID.
 	svcLocks map[types.UID]*svcLock
 	// clusterName is the last cluster name the service controller passed.
 	clusterName atomic.Value
+
+	// problems keeps each object's last reported problem, to log it once.
+	problems problems
 
 	routeMu sync.Mutex
 	// routeOwner remembers which backend listed a route, for DeleteRoute of
@@ -136,7 +144,7 @@ func New(cfg *config.CloudConfig, bs []Backend) (*Router, error) {
 		cfg:        cfg,
 		byName:     map[string]*backend{},
 		byScheme:   map[string][]*backend{},
-		lbHome:     map[types.UID]string{},
+		recorded:   map[types.UID][]string{},
 		svcLocks:   map[types.UID]*svcLock{},
 		routeOwner: map[string]*backend{},
 	}
@@ -178,8 +186,9 @@ func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder,
 	r.stop = stop
 	client, err := clientBuilder.Client("multicloud-ccm")
 	if err != nil {
-		klog.ErrorS(err, "Cannot create a client for events; Warning events will only be logged")
+		klog.ErrorS(err, "Cannot create a client: Warning events will only be logged, and where load balancers live will be recorded in memory only")
 	} else {
+		r.client = client
 		r.recorder = newRecorder(client, stop)
 	}
 	for _, b := range r.backends {
@@ -193,6 +202,7 @@ func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder,
 func (r *Router) SetInformers(factory informers.SharedInformerFactory) {
 	r.nodeLister = factory.Core().V1().Nodes().Lister()
 	if len(r.lbs) > 0 {
+		r.forgetDeletedServices(factory)
 		if r.stop == nil {
 			klog.Info("SetInformers before Initialize: load balancers will not be re-targeted when node addresses change")
 		} else if err := r.startAddressResync(factory, r.stop); err != nil {
@@ -243,9 +253,14 @@ func names(bs []*backend) []string {
 	return out
 }
 
-// warn records a Warning event on obj and logs it.
+// warn records a Warning event on obj and logs it: once while the
+// object's problem stays the same, then only at V(4).
 func (r *Router) warn(ctx context.Context, obj *corev1.ObjectReference, reason, msg string) {
-	klog.FromContext(ctx).Info("Warning: "+msg, "reason", reason, "kind", obj.Kind, "name", obj.Name)
+	logger := klog.FromContext(ctx)
+	if !r.problems.changed(obj, reason, msg) {
+		logger = logger.V(4)
+	}
+	logger.Info("Warning: "+msg, "reason", reason, "kind", obj.Kind, "name", obj.Name)
 	if r.recorder != nil {
 		r.recorder.Event(obj, corev1.EventTypeWarning, reason, msg)
 	}

@@ -5,36 +5,121 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 )
 
-// ListRoutes merges the routes of every backend that has routes. If any
-// backend cannot list, the whole call fails: a partial list would make the
-// route controller recreate routes it cannot see and mark their nodes
-// NetworkUnavailable when that fails.
+// ListRoutes merges the routes of every backend that has routes. A backend
+// that cannot list does not stop the others' routes, and its own routes
+// are reported as they were: for each of its nodes whose NetworkUnavailable
+// condition says the route controller created its routes, a route per pod
+// CIDR. The route controller then neither deletes those routes (it could
+// not reach them anyway) nor recreates them and marks working nodes
+// NetworkUnavailable when that fails; a node that never had its route
+// still gets a CreateRoute, which fails until the backend is back. Only
+// when no backend could list, or without a node lister, does the call
+// fail as a whole.
 func (r *Router) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
 	var (
 		all    []*cloudprovider.Route
 		owners = map[string]*backend{}
+		failed = map[*backend]error{}
 	)
-	err := ask(ctx, r.routes, func(ctx context.Context, b *backend) ([]*cloudprovider.Route, error) {
-		return b.listRoutes(ctx, clusterName)
-	}, func(b *backend, routes []*cloudprovider.Route) {
-		for _, rt := range routes {
+	type listed struct {
+		routes []*cloudprovider.Route
+		err    error
+	}
+	_ = ask(ctx, r.routes, func(ctx context.Context, b *backend) (listed, error) {
+		routes, err := b.listRoutes(ctx, clusterName)
+		return listed{routes, err}, nil
+	}, func(b *backend, l listed) {
+		if l.err != nil {
+			failed[b] = l.err
+			return
+		}
+		for _, rt := range l.routes {
 			all = append(all, rt)
 			owners[routeKey(rt)] = b
 		}
 	})
-	if err != nil {
-		return nil, err
+	if len(failed) > 0 {
+		kept, err := r.keepFailedRoutes(ctx, failed)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range kept {
+			all = append(all, k.route)
+			owners[routeKey(k.route)] = k.b
+		}
 	}
 	r.routeMu.Lock()
 	r.routeOwner = owners
 	r.routeMu.Unlock()
 	return all, nil
+}
+
+// keepFailedRoutes returns the routes as they were of the backends that
+// could not list, or the error when none could, or without a node lister.
+func (r *Router) keepFailedRoutes(ctx context.Context, failed map[*backend]error) ([]keptRoute, error) {
+	errs := make([]error, 0, len(failed))
+	for _, err := range failed {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	if len(failed) == len(r.routes) || r.nodeLister == nil {
+		return nil, err
+	}
+	kept, kerr := r.routesAsTheyWere(failed)
+	if kerr != nil {
+		return nil, errors.Join(err, kerr)
+	}
+	klog.FromContext(ctx).Error(err, "Some backends cannot list routes; reporting their nodes' routes as they were", "kept", len(kept))
+	return kept, nil
+}
+
+// keptRoute is a route reported for a backend that cannot list.
+type keptRoute struct {
+	b     *backend
+	route *cloudprovider.Route
+}
+
+// routesAsTheyWere reports, for each backend in failed, a route per pod
+// CIDR of each of its nodes whose routes the route controller last found
+// created (NetworkUnavailable False with reason RouteCreated).
+func (r *Router) routesAsTheyWere(failed map[*backend]error) ([]keptRoute, error) {
+	nodes, err := r.nodeLister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("routes: listing nodes: %w", err)
+	}
+	var out []keptRoute
+	for b := range failed {
+		for _, n := range nodes {
+			if !b.owns(n) || !routesCreated(n) {
+				continue
+			}
+			for _, cidr := range n.Spec.PodCIDRs {
+				out = append(out, keptRoute{b: b, route: &cloudprovider.Route{
+					Name: string(n.UID) + "-" + cidr, TargetNode: types.NodeName(n.Name), DestinationCIDR: cidr,
+				}})
+			}
+		}
+	}
+	return out, nil
+}
+
+// routesCreated reports whether the route controller last found the node's
+// routes created.
+func routesCreated(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeNetworkUnavailable {
+			return c.Status == corev1.ConditionFalse && c.Reason == "RouteCreated"
+		}
+	}
+	return false
 }
 
 // CreateRoute creates the route in the backend of its target node. Nodes of

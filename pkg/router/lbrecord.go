@@ -1,0 +1,264 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// Where a Service's load balancer may live is written on the Service
+// itself, in the annotation multicloud-ccm.io/load-balancer-backends: a
+// write-ahead record. A backend is added before the router's first mutating
+// call there (EnsureLoadBalancer, UpdateLoadBalancer) and removed only after
+// that backend reported nothing left for the Service. GetLoadBalancer,
+// EnsureLoadBalancerDeleted and the clean-up after a move ask only the
+// recorded backends, so a cloud that never held the Service's load balancer
+// cannot block its deletion, and a new process knows where to look.
+//
+// A Service without the record was either never given a load balancer by
+// this version (nothing anywhere, except possibly in its target backend,
+// which is asked) or was given one by an older version: if it shows an
+// address, every backend is asked, as before.
+
+// lbRecord is the set of backends that may hold a Service's load balancer.
+type lbRecord struct {
+	// known is false when the Service carries no record at all.
+	known bool
+	names []string
+}
+
+func parseRecord(svc *corev1.Service) lbRecord {
+	v, ok := svc.Annotations[annotation.LoadBalancerBackends]
+	if !ok {
+		return lbRecord{}
+	}
+	rec := lbRecord{known: true}
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(rec.names, n) {
+			rec.names = append(rec.names, n)
+		}
+	}
+	slices.Sort(rec.names)
+	return rec
+}
+
+// baseline is the Service's record as written on it; a Service made by an
+// older version, with no record but an address, may have a load balancer
+// in any backend, so its record starts with all of them.
+func (r *Router) baseline(svc *corev1.Service) lbRecord {
+	rec := parseRecord(svc)
+	if !rec.known && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return rec.with(names(r.lbs)...)
+	}
+	return rec
+}
+
+func (rec lbRecord) has(name string) bool { return slices.Contains(rec.names, name) }
+
+func (rec lbRecord) with(names ...string) lbRecord {
+	out := lbRecord{known: true, names: slices.Clone(rec.names)}
+	for _, n := range names {
+		if !out.has(n) {
+			out.names = append(out.names, n)
+		}
+	}
+	slices.Sort(out.names)
+	return out
+}
+
+func (rec lbRecord) without(names ...string) lbRecord {
+	out := lbRecord{known: true}
+	for _, n := range rec.names {
+		if !slices.Contains(names, n) {
+			out.names = append(out.names, n)
+		}
+	}
+	return out
+}
+
+func (rec lbRecord) value() string { return strings.Join(rec.names, ",") }
+
+// recordOf returns the Service's record: its annotation, plus what this
+// process wrote that the (possibly stale) copy upstream passed may not show.
+func (r *Router) recordOf(svc *corev1.Service) lbRecord {
+	rec := parseRecord(svc)
+	r.lbMu.Lock()
+	mem, ok := r.recorded[svc.UID]
+	r.lbMu.Unlock()
+	if ok {
+		rec = rec.with(mem...)
+	}
+	return rec
+}
+
+// current is the Service's record with, for a Service an older version
+// gave an address, every backend (see baseline).
+func (r *Router) current(svc *corev1.Service) lbRecord {
+	rec := r.recordOf(svc)
+	if !rec.known && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return rec.with(names(r.lbs)...)
+	}
+	return rec
+}
+
+// remember keeps what was written for the Service until the Service is
+// deleted. The router writes nothing, so keeps nothing, for Services it
+// never gave a load balancer.
+func (r *Router) remember(uid types.UID, rec lbRecord) {
+	r.lbMu.Lock()
+	defer r.lbMu.Unlock()
+	r.recorded[uid] = slices.Clip(rec.names)
+}
+
+// forget drops every per-Service state of a Service that is gone.
+func (r *Router) forget(uid types.UID) {
+	r.lbMu.Lock()
+	defer r.lbMu.Unlock()
+	delete(r.recorded, uid)
+}
+
+// addToRecord records b on the Service before a mutating call there. It
+// fails, so that nothing is created, if the record cannot be written.
+func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, b *backend) error {
+	if rec := r.recordOf(svc); rec.has(b.Name) {
+		return nil
+	}
+	err := r.writeRecord(ctx, svc, false, func(rec lbRecord) lbRecord { return rec.with(b.Name) })
+	if err != nil {
+		return fmt.Errorf("service %s/%s: cannot record backend %s in annotation %s before creating its load balancer: %w",
+			svc.Namespace, svc.Name, b.Name, annotation.LoadBalancerBackends, err)
+	}
+	return nil
+}
+
+// dropFromRecord removes backends that reported nothing left for the
+// Service. A Service that is gone needs no record.
+func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	rec := r.current(svc)
+	if rec.known && len(rec.without(names...).names) == len(rec.names) {
+		return nil
+	}
+	return r.writeRecord(ctx, svc, true, func(rec lbRecord) lbRecord { return rec.without(names...) })
+}
+
+// writeRecord applies change to the Service's record as the API server
+// has it, guarded by its resourceVersion, and remembers the result. Without
+// a client (a router never initialised), only the memory is updated.
+func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(lbRecord) lbRecord) error {
+	if r.client == nil {
+		r.remember(svc.UID, change(r.current(svc)))
+		return nil
+	}
+	services := r.client.CoreV1().Services(svc.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
+		if err == nil && cur.UID != svc.UID {
+			err = apierrors.NewNotFound(corev1.Resource("services"), svc.Name)
+		}
+		if err != nil {
+			if goneOK && apierrors.IsNotFound(err) {
+				r.forget(svc.UID)
+				return nil
+			}
+			return err
+		}
+		old := r.baseline(cur)
+		next := change(old)
+		if old.known && old.value() == next.value() {
+			r.remember(svc.UID, next)
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": cur.ResourceVersion,
+			"annotations":     map[string]string{annotation.LoadBalancerBackends: next.value()},
+		}})
+		if err != nil {
+			return err
+		}
+		if _, err := services.Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		r.remember(svc.UID, next)
+		return nil
+	})
+}
+
+// mayHold returns the backends that may hold the Service's load balancer:
+// the recorded ones (every one for a Service an older version gave an
+// address, see baseline); without a record, its target. A recorded
+// backend that is no longer configured is an error: its load balancer
+// cannot be reached, and forgetting it would leak it.
+func (r *Router) mayHold(svc *corev1.Service, target *backend) ([]*backend, error) {
+	rec := r.current(svc)
+	if !rec.known {
+		if target != nil {
+			return []*backend{target}, nil
+		}
+		return nil, nil
+	}
+	out := make([]*backend, 0, len(rec.names))
+	for _, n := range rec.names {
+		b, ok := r.byName[n]
+		if !ok || b.lb == nil {
+			return nil, userErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
+				"(have: %v); add the backend back so its load balancer can be removed, or, once you removed it by hand, remove %q from the annotation",
+				svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, names(r.lbs), n)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// clearStatus removes from the Service's status the addresses of load
+// balancers the router is about to release (released), so no Service ever
+// shows an address given back to a pool. Addresses someone else wrote (a
+// controller serving classless Services, such as MetalLB) are kept. When no
+// released load balancer reported an address, every address is ours.
+func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released []holder) error {
+	if r.client == nil || svc.Spec.LoadBalancerClass != nil {
+		return nil
+	}
+	ours := map[string]bool{}
+	for _, h := range released {
+		if h.status != nil {
+			for _, in := range h.status.Ingress {
+				ours[in.IP+"|"+in.Hostname] = true
+			}
+		}
+	}
+	services := r.client.CoreV1().Services(svc.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && cur.UID != svc.UID) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		kept := make([]corev1.LoadBalancerIngress, 0, len(cur.Status.LoadBalancer.Ingress))
+		for _, in := range cur.Status.LoadBalancer.Ingress {
+			if len(ours) > 0 && !ours[in.IP+"|"+in.Hostname] {
+				kept = append(kept, in)
+			}
+		}
+		if len(kept) == len(cur.Status.LoadBalancer.Ingress) {
+			return nil
+		}
+		cur.Status.LoadBalancer.Ingress = kept
+		_, err = services.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}

@@ -1,0 +1,410 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// scriptedLB is an lbCloud whose EnsureLoadBalancer can create the load
+// balancer and then fail (a partial create: OpenStack's retry while
+// Octavia provisions, AWS while the NLB provisions), and which counts its
+// Ensure calls.
+type scriptedLB struct {
+	*lbCloud
+	mu        sync.Mutex
+	ensureErr error
+	ensures   int
+}
+
+func newScriptedLB(name, ip string) *scriptedLB { return &scriptedLB{lbCloud: newLBCloud(name, ip)} }
+
+func (c *scriptedLB) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+
+func (c *scriptedLB) EnsureLoadBalancer(ctx context.Context, cluster string, s *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	c.mu.Lock()
+	c.ensures++
+	err := c.ensureErr
+	c.mu.Unlock()
+	status, created := c.lbCloud.EnsureLoadBalancer(ctx, cluster, s, nodes)
+	if err != nil {
+		return nil, err
+	}
+	return status, created
+}
+
+func (c *scriptedLB) failEnsure(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ensureErr = err
+}
+
+func (c *scriptedLB) ensureCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ensures
+}
+
+func (c *fakeCluster) update(t *testing.T, s *corev1.Service) {
+	t.Helper()
+	if _, err := c.client.CoreV1().Services(s.Namespace).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// markDeleted does what the API server does on delete for a Service with
+// finalizers: it sets the deletion timestamp.
+func (c *fakeCluster) markDeleted(t *testing.T, name string) {
+	t.Helper()
+	s := c.service(t, name)
+	now := metav1.Now()
+	s.DeletionTimestamp = &now
+	c.update(t, s)
+}
+
+// gone removes a Service whose finalizers are gone, as the API server
+// does (the fake clientset keeps it, and upstream would ensure it again).
+func (c *fakeCluster) gone(t *testing.T, name string) {
+	t.Helper()
+	if err := c.client.CoreV1().Services("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *fakeCluster) record(t *testing.T, name string) string {
+	t.Helper()
+	return c.service(t, name).Annotations[annotation.LoadBalancerBackends]
+}
+
+// restart is a new router over the same clouds and API server, as after a
+// CCM restart: it knows only what the API server holds.
+func restart(t *testing.T, c *fakeCluster, r *Router) *fakeCluster {
+	t.Helper()
+	c2 := &fakeCluster{client: c.client, router: r, factory: informers.NewSharedInformerFactory(c.client, 0)}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	r.Initialize(clientBuilder{c.client}, stop)
+	r.SetInformers(c2.factory)
+	return c2
+}
+
+// TestRemovingTheAnnotationClearsTheReleasedAddress drives the upstream
+// service controller: when the Service's backend annotation is removed and
+// there is no default backend, the router releases the address and the
+// Service no longer shows it (upstream never clears a status after
+// ImplementedElsewhere).
+func TestRemovingTheAnnotationClearsTheReleasedAddress(t *testing.T) {
+	r, _ := metalAndOther(t)
+	c, _ := ensuredServiceWhere(t, r, "web", "metal", func(ip string) bool { return strings.HasPrefix(ip, "192.0.2.") })
+	s := c.service(t, "web")
+	delete(s.Annotations, annotation.LoadBalancerBackend)
+	c.update(t, s)
+	eventually(t, "the released address cleared from the Service's status", func() bool { return ingressIP(c.service(t, "web")) == "" })
+	s = c.service(t, "web")
+	if _, exists, err := r.byName["metal"].lb.GetLoadBalancer(context.Background(), cluster, s); err != nil || exists {
+		t.Errorf("bare metal still holds the Service's address (exists=%v, err=%v)", exists, err)
+	}
+	eventually(t, "the record emptied", func() bool { return c.record(t, "web") == "" })
+}
+
+// TestClearStatusKeepsOthersAddresses: an address another controller wrote
+// is never cleared.
+func TestClearStatusKeepsOthersAddresses(t *testing.T) {
+	r, a, _ := twoClouds(t)
+	svc := newService("s", withLBBackend("a"))
+	c := startCluster(t, r, svc)
+	svc = c.service(t, "s")
+	ensure(t, r, svc)
+	svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: "203.0.113.9"})
+	if _, err := c.client.CoreV1().Services("default").UpdateStatus(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc = c.service(t, "s")
+	delete(svc.Annotations, annotation.LoadBalancerBackend)
+	if _, err := r.EnsureLoadBalancer(context.Background(), cluster, svc, nil); err != cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream compares with ==.
+		t.Fatalf("err = %v, want ImplementedElsewhere", err)
+	}
+	if got := c.service(t, "s").Status.LoadBalancer.Ingress; len(got) != 1 || got[0].IP != "203.0.113.9" {
+		t.Errorf("status = %v, want only the other controller's 203.0.113.9", got)
+	}
+	if a.holds(svc) {
+		t.Error("the load balancer was left in a")
+	}
+}
+
+// ensuredServiceWhere is ensuredService with a condition on the address.
+func ensuredServiceWhere(t *testing.T, r *Router, name, backend string, ok func(string) bool) (*fakeCluster, *corev1.Service) {
+	t.Helper()
+	svc := newService(name, withLBBackend(backend))
+	c := startCluster(t, r, svc)
+	runServiceController(t, c)
+	eventually(t, "the Service's address", func() bool { return ok(ingressIP(c.service(t, name))) })
+	return c, svc
+}
+
+// TestMoveAfterPartialCreateLeavesNothing: the first Ensure in backend a
+// created the load balancer but returned an error (still provisioning), so
+// the Service never showed an address; then it is moved to b. Nothing may
+// be left in a, in the same process and after a restart.
+func TestMoveAfterPartialCreateLeavesNothing(t *testing.T) {
+	t.Run("same process", func(t *testing.T) {
+		a, b := newScriptedLB("a", "192.0.2.1"), newLBCloud("b", "198.51.100.1")
+		r := mustRouter(t, testConfig(), Backend{Name: "a", Scheme: "baremetal", Cloud: a}, lbBackend("b", "aws", b))
+		a.failEnsure(errors.New("load balancer is still provisioning"))
+		svc := newService("s", withLBBackend("a"))
+		if _, err := r.EnsureLoadBalancer(context.Background(), cluster, svc, nil); err == nil {
+			t.Fatal("want the partial create's error")
+		}
+		if !a.holds(svc) {
+			t.Fatal("the partial create left nothing to test with")
+		}
+		svc.Annotations[annotation.LoadBalancerBackend] = "b"
+		ensure(t, r, svc)
+		if a.holds(svc) || !b.holds(svc) {
+			t.Errorf("a holds %v, b holds %v; want only b", a.holds(svc), b.holds(svc))
+		}
+	})
+	t.Run("restart", func(t *testing.T) {
+		a, b := newScriptedLB("a", "192.0.2.1"), newLBCloud("b", "198.51.100.1")
+		bs := func() []Backend {
+			return []Backend{{Name: "a", Scheme: "baremetal", Cloud: a}, lbBackend("b", "aws", b)}
+		}
+		a.failEnsure(errors.New("load balancer is still provisioning"))
+		c := startCluster(t, mustRouter(t, testConfig(), bs()...), newService("s", withLBBackend("a")))
+		stop := runServiceController(t, c)
+		eventually(t, "the partial create in a", func() bool { return a.heldCount() == 1 })
+		stop()
+
+		c2 := restart(t, c, mustRouter(t, testConfig(), bs()...))
+		s := c2.service(t, "s")
+		s.Annotations[annotation.LoadBalancerBackend] = "b"
+		c2.update(t, s)
+		runServiceController(t, c2)
+		eventually(t, "the address from b", func() bool { return ingressIP(c2.service(t, "s")) == "198.51.100.1" })
+		eventually(t, "nothing left in a", func() bool { return a.heldCount() == 0 })
+		eventually(t, "the record naming b only", func() bool { return c2.record(t, "s") == "b" })
+	})
+}
+
+// TestServiceChurnKeepsNoState creates and deletes 10,000 Services, one in
+// ten with a load balancer, and checks that the router's per-Service state
+// stays bounded by the live Services and is empty once they are gone.
+func TestServiceChurnKeepsNoState(t *testing.T) {
+	r, a, _ := twoClouds(t)
+	c := startCluster(t, r)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.factory.Start(ctx.Done())
+	c.factory.WaitForCacheSync(ctx.Done())
+	services := c.client.CoreV1().Services("default")
+	const total, live = 10000, 50
+	var names []string
+	for i := range total {
+		var tweaks []func(*corev1.Service)
+		if i%10 == 0 {
+			tweaks = append(tweaks, withLBBackend("a"))
+		}
+		svc, err := services.Create(ctx, newService(fmt.Sprintf("churn-%05d", i), tweaks...), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.EnsureLoadBalancer(ctx, cluster, svc, nil); err != nil && err != cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream compares with ==.
+			t.Fatal(err)
+		}
+		names = append(names, svc.Name)
+		if len(names) > live {
+			deleteService(t, r, c, names[0])
+			names = names[1:]
+		}
+		if n := serviceState(r); n > 2*live {
+			t.Fatalf("after %d Services, %d live: the router keeps state for %d", i+1, len(names), n)
+		}
+	}
+	for _, n := range names {
+		deleteService(t, r, c, n)
+	}
+	eventually(t, "no per-Service state left", func() bool { return serviceState(r) == 0 })
+	if a.heldCount() != 0 {
+		t.Errorf("%d load balancers left", a.heldCount())
+	}
+}
+
+// deleteService does what upstream and the API server do when a Service
+// is deleted: if GetLoadBalancer finds a load balancer, it is deleted; then
+// the object goes.
+func deleteService(t *testing.T, r *Router, c *fakeCluster, name string) {
+	t.Helper()
+	svc := c.service(t, name)
+	_, exists, err := r.GetLoadBalancer(context.Background(), cluster, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists {
+		if err := r.EnsureLoadBalancerDeleted(context.Background(), cluster, svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.client.CoreV1().Services("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serviceState counts the router's per-Service entries.
+func serviceState(r *Router) int {
+	r.lbMu.Lock()
+	defer r.lbMu.Unlock()
+	return len(r.recorded) + len(r.svcLocks)
+}
+
+// TestBrokenBackendDoesNotBlockOtherServicesDeletion drives the upstream
+// service controller with two backends, one of which fails every call: a
+// Service whose load balancer lives in the other is deleted all the same,
+// in the same process and after a restart, and never with anything left.
+func TestBrokenBackendDoesNotBlockOtherServicesDeletion(t *testing.T) {
+	good, broken := newScriptedLB("good", "198.51.100.1"), newLBCloud("broken", "192.0.2.1")
+	broken.setFail(errCloudDown)
+	bs := func() []Backend {
+		return []Backend{{Name: "broken", Scheme: "openstack", Cloud: broken}, {Name: "good", Scheme: "aws", Cloud: good}}
+	}
+	c := startCluster(t, mustRouter(t, testConfig(), bs()...), newService("one", withLBBackend("good")), newService("two", withLBBackend("good")))
+	stop := runServiceController(t, c)
+	for _, name := range []string{"one", "two"} {
+		eventually(t, name+"'s address", func() bool { return ingressIP(c.service(t, name)) == "198.51.100.1" })
+	}
+	// The record write re-runs Ensure once; it must converge, not loop.
+	eventually(t, "Ensure converged", func() bool {
+		n := good.ensureCount()
+		time.Sleep(300 * time.Millisecond)
+		return good.ensureCount() == n
+	})
+	if n := good.ensureCount(); n > 10 {
+		t.Errorf("%d Ensure calls for two Services", n)
+	}
+
+	c.markDeleted(t, "one")
+	eventually(t, "one's finalizer removed", func() bool { return len(c.service(t, "one").Finalizers) == 0 })
+	c.gone(t, "one")
+	stop()
+
+	c2 := restart(t, c, mustRouter(t, testConfig(), bs()...))
+	runServiceController(t, c2)
+	c2.markDeleted(t, "two")
+	eventually(t, "two's finalizer removed after a restart", func() bool { return len(c2.service(t, "two").Finalizers) == 0 })
+	c2.gone(t, "two")
+	if good.heldCount() != 0 {
+		t.Errorf("%d load balancers left in good", good.heldCount())
+	}
+}
+
+// TestRecordedBrokenBackendBlocksDeletion: a backend the record names must
+// answer before the delete completes, so nothing leaks.
+func TestRecordedBrokenBackendBlocksDeletion(t *testing.T) {
+	r, a, b := twoClouds(t)
+	svc := newService("s", withLBBackend("a"))
+	ensure(t, r, svc)
+	a.setFail(errCloudDown)
+	if _, _, err := r.GetLoadBalancer(context.Background(), cluster, svc); err == nil {
+		t.Error("GetLoadBalancer answered while the backend holding the load balancer is down")
+	}
+	if err := r.EnsureLoadBalancerDeleted(context.Background(), cluster, svc); err == nil {
+		t.Error("EnsureLoadBalancerDeleted succeeded while the backend holding the load balancer is down")
+	}
+	a.setFail(nil)
+	if err := r.EnsureLoadBalancerDeleted(context.Background(), cluster, svc); err != nil {
+		t.Fatal(err)
+	}
+	if a.holds(svc) || b.gets != 0 {
+		t.Errorf("a holds %v; b asked %d times though it never held anything", a.holds(svc), b.gets)
+	}
+}
+
+// TestRecordNamingRemovedBackendIsAnError: a record naming a backend no
+// longer configured is an error with a Warning event, never a silent leak.
+func TestRecordNamingRemovedBackendIsAnError(t *testing.T) {
+	r, _, _ := twoClouds(t)
+	svc := newService("s", withLBBackend("a"))
+	svc.Annotations[annotation.LoadBalancerBackends] = "a,gone"
+	_, _, err := r.GetLoadBalancer(context.Background(), cluster, svc)
+	checkErr(t, err, `records a load balancer in backend "gone", which is not configured`)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonUnknownLBBackend {
+		t.Errorf("error %v is not a UserError with reason %s", err, reasonUnknownLBBackend)
+	}
+	checkErr(t, r.EnsureLoadBalancerDeleted(context.Background(), cluster, svc), `backend "gone"`)
+}
+
+// userErrLB is an lbCloud whose every call fails with a user error.
+type userErrLB struct {
+	*lbCloud
+	err error
+}
+
+func (c *userErrLB) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+func (c *userErrLB) EnsureLoadBalancer(context.Context, string, *corev1.Service, []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	return nil, c.err
+}
+func (c *userErrLB) UpdateLoadBalancer(context.Context, string, *corev1.Service, []*corev1.Node) error {
+	return c.err
+}
+func (c *userErrLB) GetLoadBalancer(context.Context, string, *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	return nil, false, c.err
+}
+func (c *userErrLB) EnsureLoadBalancerDeleted(context.Context, string, *corev1.Service) error {
+	return c.err
+}
+
+// TestUserErrorsBecomeServiceEvents: a backend's UserError from any
+// load-balancer call is a Warning event with the backend's own reason on
+// the Service, through the upstream service controller too.
+func TestUserErrorsBecomeServiceEvents(t *testing.T) {
+	calls := map[string]func(*Router, *corev1.Service) error{
+		"Ensure": func(r *Router, s *corev1.Service) error {
+			_, err := r.EnsureLoadBalancer(context.Background(), cluster, s, nil)
+			return err
+		},
+		"Update": func(r *Router, s *corev1.Service) error {
+			return r.UpdateLoadBalancer(context.Background(), cluster, s, nil)
+		},
+		"Get": func(r *Router, s *corev1.Service) error {
+			_, _, err := r.GetLoadBalancer(context.Background(), cluster, s)
+			return err
+		},
+		"Delete": func(r *Router, s *corev1.Service) error {
+			return r.EnsureLoadBalancerDeleted(context.Background(), cluster, s)
+		},
+	}
+	for op, fn := range calls {
+		t.Run(op, func(t *testing.T) {
+			reason := "Example" + op + "Problem"
+			lb := &userErrLB{lbCloud: newLBCloud("u", "192.0.2.1"), err: backends.NewUserError(reason, errors.New("fix the annotation"))}
+			r := mustRouter(t, testConfig(), Backend{Name: "u", Scheme: "baremetal", Cloud: lb})
+			c := startCluster(t, r, newService("s", withLBBackend("u")))
+			if err := fn(r, c.service(t, "s")); err == nil {
+				t.Fatal("want the backend's error")
+			}
+			eventually(t, "a Warning event "+reason, func() bool {
+				return strings.Contains(strings.Join(c.events(t, "s"), ","), "Warning/"+reason)
+			})
+		})
+	}
+	t.Run("through the service controller", func(t *testing.T) {
+		lb := &userErrLB{lbCloud: newLBCloud("u", "192.0.2.1"), err: backends.NewUserError("LoadBalancerIPNotInPool", errors.New("203.0.113.1 is in no pool"))}
+		r := mustRouter(t, testConfig(), Backend{Name: "u", Scheme: "baremetal", Cloud: lb})
+		c := startCluster(t, r, newService("s", withLBBackend("u")))
+		runServiceController(t, c)
+		eventually(t, "a Warning event LoadBalancerIPNotInPool", func() bool {
+			return strings.Contains(strings.Join(c.events(t, "s"), ","), "Warning/LoadBalancerIPNotInPool")
+		})
+	})
+}
