@@ -156,7 +156,7 @@ func startContainerd(t *testing.T, b nodeBinaries, dir string) string {
 	ctrd := start(t, "containerd", "containerd", dir, "--config", filepath.Join(dir, "config.toml"))
 	framework.Eventually(t, 30*time.Second, "containerd's socket", func(context.Context) (bool, string, error) {
 		if exited, err := ctrd.Exited(); exited {
-			return false, "", fmt.Errorf("containerd exited: %v", err)
+			return false, "", fmt.Errorf("containerd exited: %w", err)
 		}
 		c, err := net.Dial("unix", sock)
 		if err != nil {
