@@ -165,7 +165,7 @@ mutate=(mutate --insecure "$REG/multicloud-ccm:layers"
   -l org.opencontainers.image.source=https://github.com/multicloud-ccm/multicloud-ccm
   -l org.opencontainers.image.licenses=Apache-2.0
   -l "org.opencontainers.image.version=$VERSION"
-  -l "org.opencontainers.image.base.name=debian:bookworm ca-certificates=$CA_CERTIFICATES_VERSION tzdata=$TZDATA_VERSION")
+  -l "io.multicloud-ccm.image.base=debian bookworm packages ca-certificates=$CA_CERTIFICATES_VERSION tzdata=$TZDATA_VERSION")
 crane_q "${mutate[@]}" -t "$ref" > /dev/null
 digest=$(crane_q digest --insecure "$ref")
 
