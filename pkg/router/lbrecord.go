@@ -224,7 +224,8 @@ func (r *Router) mayHold(svc *corev1.Service, target *backend) ([]*backend, erro
 
 // clearStatus removes from the Service's status the addresses of load
 // balancers the router is about to release (released), so no Service ever
-// shows an address given back to a pool. Addresses someone else wrote (a
+// shows an address given back to a pool. The patch goes to the status
+// subresource, guarded by the resourceVersion. Addresses someone else wrote (a
 // controller serving classless Services, such as MetalLB) are kept. When no
 // released load balancer reported an address, every address is ours.
 func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released []holder) error {
@@ -257,8 +258,14 @@ func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released 
 		if len(kept) == len(cur.Status.LoadBalancer.Ingress) {
 			return nil
 		}
-		cur.Status.LoadBalancer.Ingress = kept
-		_, err = services.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
+			"status":   map[string]any{"loadBalancer": map[string]any{"ingress": kept}},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = services.Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 		return err
 	})
 }

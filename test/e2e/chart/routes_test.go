@@ -128,6 +128,11 @@ func TestRBACProvenRoutes(t *testing.T) {
 		// sends nothing, so its token is never minted (TestRBACProven
 		// drives it).
 		"create serviceaccounts/token/service-controller": "no load balancer in this run",
+		// Nor does the router record where a load balancer lives, or
+		// clear a released address.
+		"get services":          "no load balancer in this run",
+		"patch services":        "no load balancer in this run",
+		"patch services/status": "no load balancer in this run",
 	})
 	if counts["system:serviceaccount:kube-system:route-controller"] == 0 {
 		t.Error("no request as kube-system/route-controller: the route controller did not use its own identity")
