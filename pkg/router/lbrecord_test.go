@@ -182,10 +182,16 @@ func TestMoveAfterPartialCreateLeavesNothing(t *testing.T) {
 			return []Backend{{Name: "a", Scheme: "baremetal", Cloud: a}, lbBackend("b", "aws", b)}
 		}
 		a.failEnsure(errors.New("load balancer is still provisioning"))
-		c := startCluster(t, mustRouter(t, testConfig(), bs()...), newService("s", withLBBackend("a")))
+		// The first process reaches the clouds through gates closed when
+		// it "dies", so a call still in flight then cannot act after it.
+		ga, gb := gate(a), gate(b)
+		first := mustRouter(t, testConfig(), Backend{Name: "a", Scheme: "baremetal", Cloud: ga}, Backend{Name: "b", Scheme: "aws", Cloud: gb})
+		c := startCluster(t, first, newService("s", withLBBackend("a")))
 		stop := runServiceController(t, c)
 		eventually(t, "the partial create in a", func() bool { return a.heldCount() == 1 })
 		stop()
+		ga.close()
+		gb.close()
 
 		c2 := restart(t, c, mustRouter(t, testConfig(), bs()...))
 		s := c2.service(t, "s")
@@ -407,4 +413,73 @@ func TestUserErrorsBecomeServiceEvents(t *testing.T) {
 			return strings.Contains(strings.Join(c.events(t, "s"), ","), "Warning/LoadBalancerIPNotInPool")
 		})
 	})
+}
+
+// gated forwards load-balancer calls to a cloud until closed; then every
+// call fails without reaching it. close waits for calls in flight.
+type gated struct {
+	cloudprovider.Interface
+	lb     cloudprovider.LoadBalancer
+	mu     sync.RWMutex
+	closed bool
+}
+
+func gate(c cloudprovider.Interface) *gated {
+	lb, _ := c.LoadBalancer()
+	return &gated{Interface: c, lb: lb}
+}
+
+func (g *gated) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+}
+
+func (g *gated) open() error {
+	if g.closed {
+		return errors.New("this process is gone")
+	}
+	return nil
+}
+
+func (g *gated) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return g, true }
+
+func (g *gated) GetLoadBalancer(ctx context.Context, cluster string, s *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if err := g.open(); err != nil {
+		return nil, false, err
+	}
+	return g.lb.GetLoadBalancer(ctx, cluster, s)
+}
+
+func (g *gated) GetLoadBalancerName(ctx context.Context, cluster string, s *corev1.Service) string {
+	return g.lb.GetLoadBalancerName(ctx, cluster, s)
+}
+
+func (g *gated) EnsureLoadBalancer(ctx context.Context, cluster string, s *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if err := g.open(); err != nil {
+		return nil, err
+	}
+	return g.lb.EnsureLoadBalancer(ctx, cluster, s, nodes)
+}
+
+func (g *gated) UpdateLoadBalancer(ctx context.Context, cluster string, s *corev1.Service, nodes []*corev1.Node) error {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if err := g.open(); err != nil {
+		return err
+	}
+	return g.lb.UpdateLoadBalancer(ctx, cluster, s, nodes)
+}
+
+func (g *gated) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, s *corev1.Service) error {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if err := g.open(); err != nil {
+		return err
+	}
+	return g.lb.EnsureLoadBalancerDeleted(ctx, cluster, s)
 }
