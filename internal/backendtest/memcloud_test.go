@@ -67,10 +67,10 @@ func newMemCloud(breaks string) *memCloud {
 var errOutage = errors.New("mem: service unavailable")
 
 func (c *memCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-func (c *memCloud) ProviderName() string                                             { return "mem" }
-func (c *memCloud) InstancesV2() (cloudprovider.InstancesV2, bool)                   { return c, true }
-func (c *memCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                 { return c, true }
-func (c *memCloud) Routes() (cloudprovider.Routes, bool)                             { return nil, false }
+func (c *memCloud) ProviderName() string                                              { return "mem" }
+func (c *memCloud) InstancesV2() (cloudprovider.InstancesV2, bool)                    { return c, true }
+func (c *memCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                  { return c, true }
+func (c *memCloud) Routes() (cloudprovider.Routes, bool)                              { return nil, false }
 
 // lookup finds node's instance: by providerID, else by name (a strong
 // match; an address alone is weak and claims nothing unless broken).

@@ -158,15 +158,6 @@ func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 	// The instance clauses log in to the fake Keystone (a real login costs
 	// seconds per clause); the load-balancer clauses need the real stack.
 	lbClause := strings.Contains(t.Name(), "/loadbalancers/")
-	if strings.HasSuffix(t.Name(), "/crash_between_deletion_steps_is_still_seen") {
-		// The clause stops only when one EnsureLoadBalancerDeleted call
-		// returns nil, but this backend's answers "being deleted" (a
-		// RetryError) until Octavia has finished, so it runs to its bound of
-		// 50 steps and fails; and it reads the parts before GetLoadBalancer,
-		// so a delete finishing in between looks like a leak.
-		// TestCrashAtEveryStep crashes every delete step instead.
-		t.Skip("backendtest's delete-crash clause cannot end for a delete that returns a RetryError; see TestCrashAtEveryStep")
-	}
 	if lbClause && !haveRealOctavia() {
 		testutil.Unavailable(t, `no real Keystone + Octavia for the load-balancer clauses: run eval "$(hack/openstack/up.sh)" first (sets OS_AUTH_URL, OS_PASSWORD_FILE, OCTAVIA_E2E)`)
 	}
