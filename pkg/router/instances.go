@@ -123,13 +123,26 @@ func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, e
 
 // existsAmong asks every backend sharing the node's scheme: the instance
 // exists if any has it, is gone only if all answer that they do not.
+//
+// A backend answering that the node is outside its regions has no say: the
+// node is gone only when a backend serving its region reports it so, and a
+// node outside every candidate's region is an error (its backend may have
+// been removed from the config), never gone.
 func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend) (bool, error) {
-	found := false
-	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (bool, error) {
-		return b.instanceExists(ctx, node)
-	}, func(_ *backend, ok bool) { found = found || ok })
+	found, served := false, false
+	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (answer, error) {
+		return b.answer(ctx, node)
+	}, func(_ *backend, a answer) {
+		found = found || a.exists
+		served = served || !a.outside
+	})
 	if found {
 		return true, nil
+	}
+	if err == nil && !served {
+		err = userErr(reasonOutsideRegion, "node %s: providerID %q is outside the regions of every backend serving its scheme (%v); if its cloud was removed from the config, add it back or label the node %s=<backend>",
+			node.Name, node.Spec.ProviderID, names(candidates), annotation.NodeBackend)
+		r.recordNodeError(ctx, node, err)
 	}
 	return false, err
 }

@@ -124,14 +124,36 @@ func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolut
 // might also say yes is silent.
 func (r *Router) claim(ctx context.Context, node *corev1.Node, candidates []*backend) (*backend, error) {
 	var claimers []*backend
-	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (bool, error) {
-		return b.instanceExists(ctx, node)
-	}, func(b *backend, ok bool) {
-		if ok {
+	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (answer, error) {
+		return b.answer(ctx, node)
+	}, func(b *backend, a answer) {
+		if a.exists {
 			claimers = append(claimers, b)
 		}
 	})
 	return pickClaimer(node, claimers, err)
+}
+
+// reasonOutsideRegion is the reason a backend gives a providerID (or node)
+// naming a region or zone it does not serve: such a node is not that
+// backend's, which is neither a yes nor a failure to answer.
+const reasonOutsideRegion = "NodeOutsideRegion"
+
+// answer is one candidate backend's reply about a node: it holds the
+// instance, or the node lies outside every region the backend serves.
+type answer struct {
+	exists, outside bool
+}
+
+// answer asks b whether node's instance exists. A NodeOutsideRegion error is
+// an answer (not b's node), so one region's backend cannot stop another's
+// from claiming or positively reporting a node of its own region.
+func (b *backend) answer(ctx context.Context, node *corev1.Node) (answer, error) {
+	exists, err := b.instanceExists(ctx, node)
+	if ue, ok := backends.AsUserError(err); ok && ue.Reason == reasonOutsideRegion {
+		return answer{outside: true}, nil
+	}
+	return answer{exists: exists}, err
 }
 
 func pickClaimer(node *corev1.Node, claimers []*backend, failed error) (*backend, error) {
