@@ -87,6 +87,11 @@ type InstanceHooks struct {
 	// Foreign returns well-formed providerIDs of this scheme that name a
 	// region, zone, vCenter, datacenter or site this backend does not serve.
 	Foreign func(t *testing.T) []string
+	// ForeignNodes returns initialised nodes whose own record (labels the
+	// backend's InstanceMetadata wrote, such as a vCenter or datacenter)
+	// names a place this backend does not serve, for schemes whose
+	// providerIDs cannot say where the instance lives.
+	ForeignNodes func(t *testing.T) []*corev1.Node
 	// Malformed lists providerIDs with this backend's scheme that do not
 	// parse.
 	Malformed []string

@@ -157,13 +157,20 @@ func outageIsError(t *testing.T, s *suite) {
 
 func foreignIsError(t *testing.T, s *suite) {
 	h := s.f.Instances
-	skipUnless(t, h.Foreign != nil, "Foreign")
-	ids := h.Foreign(t)
-	if len(ids) == 0 {
-		t.Skip("the scheme names no region, zone or site")
+	skipUnless(t, h.Foreign != nil || h.ForeignNodes != nil, "Foreign or ForeignNodes")
+	var nodes []*corev1.Node
+	if h.Foreign != nil {
+		for i, id := range h.Foreign(t) {
+			nodes = append(nodes, providerIDNode(fmt.Sprintf("foreign-%d", i), id))
+		}
 	}
-	for i, id := range ids {
-		node := providerIDNode(fmt.Sprintf("foreign-%d", i), id)
+	if h.ForeignNodes != nil {
+		nodes = append(nodes, h.ForeignNodes(t)...)
+	}
+	if len(nodes) == 0 {
+		t.Skip("neither the scheme nor the node's record names a region, zone or site")
+	}
+	for _, node := range nodes {
 		existsErr, shutdownErr, metadataErr := s.mustNeverBeGone(t, node, "for a providerID this backend does not serve")
 		if existsErr == nil || shutdownErr == nil || metadataErr == nil {
 			t.Errorf("%s: want errors from InstanceExists, InstanceShutdown and InstanceMetadata, got %v, %v, %v", nodeName(node), existsErr, shutdownErr, metadataErr)
