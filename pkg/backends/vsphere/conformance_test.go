@@ -53,8 +53,8 @@ func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 			},
 			Absent: func(t *testing.T) string { return ProviderIDPrefix + randomUUID(t) },
 			// vsphere://<bios-uuid> names no vCenter or datacenter; nodes
-			// record theirs in labels (TestControllersRemovedVCenterKeepsNodes).
-			Foreign: func(*testing.T) []string { return nil },
+			// record theirs in labels.
+			ForeignNodes: c.foreignNodes,
 			Malformed: []string{
 				"vsphere://vm-17",
 				"vsphere:///4237c7d5-3b7e-4c26-9a0e-8f3c1a2b3c4d",
@@ -118,6 +118,19 @@ func (c *conformance) vm(t *testing.T, n *corev1.Node) vm {
 		t.Fatalf("node %s: no VM of providerID %q was created", n.Name, n.Spec.ProviderID)
 	}
 	return v
+}
+
+// foreignNodes are nodes of VMs found nowhere whose labels record a
+// vCenter, or a datacenter of the configured vCenter, that the config no
+// longer lists.
+func (c *conformance) foreignNodes(t *testing.T) []*corev1.Node {
+	var out []*corev1.Node
+	for i, where := range [][2]string{{"vc-removed.example.com", "DC0"}, {c.cloud.vcenters[0].record, "DC-removed"}} {
+		n := c.node(vm{name: fmt.Sprintf("foreign-%d", i), uuid: randomUUID(t)}, "10.9.255.1")
+		n.Labels[LabelServer], n.Labels[LabelDatacenter] = where[0], where[1]
+		out = append(out, n)
+	}
+	return out
 }
 
 // strongMatch is a kubelet's node without providerID reporting the VM's
