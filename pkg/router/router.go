@@ -184,12 +184,12 @@ func (r *Router) addCapabilities(b *backend) {
 // backend with the same client builder.
 func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	r.stop = stop
-	client, err := clientBuilder.Client("multicloud-ccm")
+	client, err := clientBuilder.Client(backends.EventComponent)
 	if err != nil {
 		klog.ErrorS(err, "Cannot create a client: Warning events will only be logged, and where load balancers live will be recorded in memory only")
 	} else {
 		r.client = client
-		r.recorder = newRecorder(client, stop)
+		r.recorder = backends.NewEventRecorder(client, stop)
 	}
 	for _, b := range r.backends {
 		b.Cloud.Initialize(clientBuilder, stop)

@@ -88,12 +88,12 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 	if c.lb == nil {
 		return
 	}
-	client, err := clientBuilder.Client(eventComponent)
+	client, err := clientBuilder.Client(backends.EventComponent)
 	if err != nil {
 		klog.Background().WithValues("backend", c.name).Error(err, "Cannot create a client for events; replaced addresses will only be logged")
 		return
 	}
-	c.lb.setRecorder(newRecorder(client, stop))
+	c.lb.setRecorder(backends.NewEventRecorder(client, stop))
 }
 
 // SetInformers hands the load balancer its Service informer. It must be

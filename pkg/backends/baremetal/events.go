@@ -6,9 +6,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	clientset "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 )
@@ -17,21 +14,6 @@ import (
 // status showed an address in none of the backend's pools, which the
 // backend replaced with one from a pool. It is stable.
 const ReasonIPReplaced = "LoadBalancerIPReplaced"
-
-// eventComponent is the source component of the backend's events, the
-// router's own.
-const eventComponent = "multicloud-ccm"
-
-// newRecorder starts an event recorder writing to client until stop closes.
-func newRecorder(client clientset.Interface, stop <-chan struct{}) record.EventRecorder {
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	go func() {
-		<-stop
-		broadcaster.Shutdown()
-	}()
-	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent})
-}
 
 // setRecorder sets where the load balancer records its events.
 func (lb *LoadBalancer) setRecorder(r record.EventRecorder) {
