@@ -16,7 +16,7 @@ import (
 const breakEnv = "BACKENDTEST_BREAK"
 
 // memFixture builds the in-memory backend with the breaks in breakEnv.
-func memFixture(t *testing.T) *Fixture {
+func memFixture(*testing.T) *Fixture {
 	c := newMemCloud(os.Getenv(breakEnv))
 	seq := 0
 	newName := func(prefix string) string {
@@ -28,7 +28,7 @@ func memFixture(t *testing.T) *Fixture {
 		defer c.mu.Unlock()
 		change(c.instances[node.Spec.ProviderID[len("mem://a/"):]])
 	}
-	running := func(t *testing.T) *corev1.Node {
+	running := func(*testing.T) *corev1.Node {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.nextID++

@@ -69,7 +69,7 @@ func (f *faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if lose {
 		if resp, err := f.next.RoundTrip(r); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 		}
 	}
 	return nil, errInjected
