@@ -90,6 +90,14 @@ func (c *Cache[S]) Invalidate() {
 	c.snap, c.have, c.fetched = zero, false, time.Time{}
 }
 
+// ForgetFailure forgets a recent failed listing, so the next lookup lists
+// without waiting out the backoff.
+func (c *Cache[S]) ForgetFailure() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failed = nil
+}
+
 // Fresh returns a snapshot younger than maxAge, listing if the cached one
 // is not.
 func (c *Cache[S]) Fresh(ctx context.Context, maxAge time.Duration) (S, error) {

@@ -165,6 +165,17 @@ func TestFailureBackoff(t *testing.T) {
 	if n := src.calls.Load(); n != 2 {
 		t.Fatalf("%d listings, want 2", n)
 	}
+	// ForgetFailure ends the backoff at once.
+	src.set(down, "a")
+	clk.advance(time.Minute)
+	if _, err := lookup(t, c, "a"); !errors.Is(err, down) {
+		t.Fatalf("lookup error %v, want %v", err, down)
+	}
+	src.set(nil, "a")
+	c.ForgetFailure()
+	if found, err := lookup(t, c, "a"); err != nil || !found {
+		t.Fatalf("lookup after ForgetFailure = %v, %v", found, err)
+	}
 	// A success forgets the failure.
 	c.Invalidate()
 	if _, err := lookup(t, c, "a"); err != nil {

@@ -282,7 +282,7 @@ func TestMultipleVCenters(t *testing.T) {
 	})
 	t.Run("same UUID in both", func(t *testing.T) {
 		// Forget b's remembered failure rather than wait out the backoff.
-		c.vcenters[1].recordFailure(nil)
+		c.vcenters[1].inv.ForgetFailure()
 		dup := cloneVM(t, b, bvms[1], "dup")
 		b.reconfigure(t, dup, typesUUID(avms[3].uuid))
 		_, err := c.InstanceExists(ctx, newNode("n", withVM(avms[3])))
@@ -301,7 +301,7 @@ func TestConcurrentMissesShareOneRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.vcenters[0].invalidate()
-	before := c.vcenters[0].refreshes.Load()
+	before := c.vcenters[0].refreshes()
 	var wg sync.WaitGroup
 	errs := make([]error, 50)
 	for i := range errs {
@@ -313,7 +313,7 @@ func TestConcurrentMissesShareOneRefresh(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if n := c.vcenters[0].refreshes.Load() - before; n != 1 {
+	if n := c.vcenters[0].refreshes() - before; n != 1 {
 		t.Errorf("50 concurrent lookups on a cold cache cost %d refreshes, want 1", n)
 	}
 }
@@ -386,12 +386,12 @@ func TestMissOfOldNodeCostsNoRefresh(t *testing.T) {
 		{"node of unknown age", newNode("unknown", missing), 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			before := v.refreshes.Load()
+			before := v.refreshes()
 			ok, err := c.InstanceExists(ctx, tt.node)
 			if err != nil || ok {
 				t.Fatalf("InstanceExists = %v, %v; want false", ok, err)
 			}
-			if n := v.refreshes.Load() - before; n != tt.wantRefreshes {
+			if n := v.refreshes() - before; n != tt.wantRefreshes {
 				t.Errorf("%d refreshes, want %d", n, tt.wantRefreshes)
 			}
 		})
@@ -429,11 +429,11 @@ func TestMoveBetweenVCentersIsNotGone(t *testing.T) {
 	b.reconfigure(t, bvms[0], typesUUID(avms[0].uuid))
 	// a's inventory is retrieved after the move, b's is from before it.
 	c.vcenters[0].invalidate()
-	before := c.vcenters[1].refreshes.Load()
+	before := c.vcenters[1].refreshes()
 	if ok, err := c.InstanceExists(ctx, node); err != nil || !ok {
 		t.Errorf("after the move: InstanceExists = %v, %v; want true (found in the other vCenter)", ok, err)
 	}
-	if n := c.vcenters[1].refreshes.Load() - before; n != 1 {
+	if n := c.vcenters[1].refreshes() - before; n != 1 {
 		t.Errorf("the other vCenter was retrieved %d times, want 1", n)
 	}
 }
@@ -498,14 +498,14 @@ func TestInitializeKeepsTheInventoryFresh(t *testing.T) {
 	c.Initialize(nil, stop)
 	v := c.vcenters[0]
 	deadline := time.Now().Add(10 * time.Second)
-	for v.refreshes.Load() < 2 {
+	for v.refreshes() < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d background refreshes in 10 s with a 1 s interval", v.refreshes.Load())
+			t.Fatalf("%d background refreshes in 10 s with a 1 s interval", v.refreshes())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if n := v.logins.Load(); n != 1 {
-		t.Errorf("%d logins for %d refreshes, want 1: the session is kept", n, v.refreshes.Load())
+		t.Errorf("%d logins for %d refreshes, want 1: the session is kept", n, v.refreshes())
 	}
 	close(stop)
 	for {

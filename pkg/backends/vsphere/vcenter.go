@@ -21,8 +21,9 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
-	"golang.org/x/sync/singleflight"
 	"k8s.io/klog/v2"
+
+	snapcache "github.com/multicloud-ccm/multicloud-ccm/internal/snapshot"
 )
 
 // Event reasons of user-fixable vCenter problems.
@@ -53,27 +54,24 @@ type vcenter struct {
 	user     string
 	password string
 	timeout  time.Duration
-	// backoff is how long a failed refresh is answered from memory.
-	backoff time.Duration
-	tags    *tagReader
+	tags     *tagReader
 
 	connMu sync.Mutex
 	conn   *connection
 
-	mu   sync.Mutex
-	snap *snapshot
+	// inv caches the inventory: one retrieval at a time, bounded by
+	// timeout, and for failureBackoff after a failed one lookups get its
+	// error at once instead of each waiting for a vCenter that is down or
+	// stuck.
+	inv *snapcache.Cache[*snapshot]
+
+	mu sync.Mutex
 	// known maps every VM of the last inventory to its BIOS UUID, so a VM
 	// that turns unreadable is still known by its UUID.
 	known map[types.ManagedObjectReference]string
-	// failed is the last refresh's error and failedAt when it ended; for
-	// failureBackoff lookups get it at once instead of each waiting for a
-	// vCenter that is down or stuck.
-	failed   error
-	failedAt time.Time
-	sf       singleflight.Group
 
-	// logins and refreshes count sessions and retrievals, for tests.
-	logins, refreshes atomic.Int64
+	// logins counts sessions, for tests.
+	logins atomic.Int64
 }
 
 // connection is an authenticated session with the resolved datacenters.
@@ -91,74 +89,25 @@ type connection struct {
 // was retrieved from notBefore on. Concurrent callers share one refresh; a
 // caller whose deadline passes returns while the refresh carries on.
 func (v *vcenter) snapshotSince(ctx context.Context, notBefore time.Time) (*snapshot, error) {
-	for range 2 {
-		if s := v.cached(); s != nil && !s.started.Before(notBefore) {
-			return s, nil
-		}
-		if err := v.recentFailure(); err != nil {
-			return nil, err
-		}
-		ch := v.sf.DoChan("refresh", func() (any, error) {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout)
-			defer cancel()
-			s, err := v.refresh(rctx)
-			v.recordFailure(err)
-			return s, err
-		})
-		select {
-		case r := <-ch:
-			if r.Err != nil {
-				return nil, r.Err
-			}
-			if s := r.Val.(*snapshot); !s.started.Before(notBefore) {
-				return s, nil
-			}
-			// The refresh joined began before notBefore: start another.
-		case <-ctx.Done():
-			return nil, fmt.Errorf("vCenter %s: waiting for the inventory: %w", v.name, ctx.Err())
-		}
+	s, err := v.inv.Since(ctx, notBefore)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("vCenter %s: inventory: %w", v.name, err)
 	}
-	return nil, fmt.Errorf("vCenter %s: no inventory newer than %s", v.name, notBefore.Format(time.RFC3339Nano))
+	return s, err
 }
+
+// refreshes returns how many inventory retrievals began, for tests.
+func (v *vcenter) refreshes() int64 { return v.inv.Lists() }
 
 // failureBackoff is how long a failed refresh is answered from memory. It
 // is capped at the refresh interval.
 const failureBackoff = 5 * time.Second
 
-// recentFailure returns the last refresh's error if it failed less than
-// the backoff ago.
-func (v *vcenter) recentFailure() error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.failed == nil || time.Since(v.failedAt) >= v.backoff {
-		return nil
-	}
-	return fmt.Errorf("%w (the last attempt, %s ago; retried after %s)", v.failed, time.Since(v.failedAt).Round(time.Millisecond), v.backoff)
-}
-
-// recordFailure remembers a refresh's error, or forgets it on success.
-func (v *vcenter) recordFailure(err error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.failed, v.failedAt = err, time.Now()
-}
-
-func (v *vcenter) cached() *snapshot {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.snap
-}
-
 // invalidate forgets the cached inventory, so the next lookup refreshes.
-func (v *vcenter) invalidate() {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.snap = nil
-}
+func (v *vcenter) invalidate() { v.inv.Invalidate() }
 
 // refresh retrieves the inventory, re-establishing an expired session once.
 func (v *vcenter) refresh(ctx context.Context) (*snapshot, error) {
-	v.refreshes.Add(1)
 	started := time.Now()
 	conn, inv, err := v.retrieve(ctx)
 	if err != nil {
@@ -175,9 +124,6 @@ func (v *vcenter) refresh(ctx context.Context) (*snapshot, error) {
 	if len(inv.unreadable) > 0 {
 		klog.FromContext(ctx).V(2).Info("vCenter returned VMs without their configuration (datastore inaccessible?): no node is called gone while one of them may be its VM", "vcenter", v.name, "vms", unreadableNames(inv.unreadable))
 	}
-	v.mu.Lock()
-	v.snap = s
-	v.mu.Unlock()
 	return s, nil
 }
 

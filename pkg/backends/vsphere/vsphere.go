@@ -31,6 +31,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	snapcache "github.com/multicloud-ccm/multicloud-ccm/internal/snapshot"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -76,7 +77,7 @@ func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, erro
 	tr := &tagReader{zoneCategory: s.ZoneCategory, regionCategory: s.RegionCategory, path: s.fieldPath().String()}
 	var errs []error
 	for i := range s.VCenters {
-		vc, err := newVCenter(s, i, tr)
+		vc, err := newVCenter(o.Name, s, i, tr)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -92,7 +93,7 @@ func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, erro
 	return c, nil
 }
 
-func newVCenter(s *Settings, i int, tr *tagReader) (*vcenter, error) {
+func newVCenter(backend string, s *Settings, i int, tr *tagReader) (*vcenter, error) {
 	cfg := &s.VCenters[i]
 	p := s.fieldPath().Child("vcenters").Index(i)
 	if cfg.url == nil {
@@ -110,13 +111,22 @@ func newVCenter(s *Settings, i int, tr *tagReader) (*vcenter, error) {
 	for _, dc := range cfg.Datacenters {
 		dcRecords = append(dcRecords, datacenterRecord(dc))
 	}
-	return &vcenter{
+	v := &vcenter{
 		name: cfg.url.Host, cfg: cfg, path: p.String(),
 		record: serverRecord(cfg.url), dcRecords: dcRecords,
 		user: user, password: password,
 		timeout: s.RequestTimeout.Duration, tags: tr,
-		backoff: min(failureBackoff, s.RefreshInterval.Duration),
-	}, nil
+	}
+	// Lookups say how fresh an inventory they need (notBefore); the TTL
+	// and miss interval are the refresh interval, which keepFresh keeps.
+	v.inv = snapcache.New(snapcache.Config{
+		Backend:        backend,
+		TTL:            s.RefreshInterval.Duration,
+		MissInterval:   s.RefreshInterval.Duration,
+		FailureBackoff: min(failureBackoff, s.RefreshInterval.Duration),
+		ListTimeout:    s.RequestTimeout.Duration,
+	}, v.refresh)
+	return v, nil
 }
 
 // Initialize starts refreshing every vCenter's inventory in the background
