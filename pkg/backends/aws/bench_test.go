@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
@@ -15,11 +14,7 @@ import (
 
 // expire makes the next lookup refresh the instance listing, as the first
 // lookup of a sweep does (a sweep every 5 minutes, a cache TTL of 1).
-func (c *instanceCache) expire() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.fetched = time.Time{}
-}
+func (c *instanceCache) expire() { c.snaps.Invalidate() }
 
 // sweepEnv adds n instances with unique addresses and returns their Nodes.
 func sweepEnv(b *testing.B, n int) (*env, []*corev1.Node) {

@@ -33,7 +33,9 @@ type conformance struct {
 
 func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 	e := newEnv(t, fastCache)
-	e.cloud.instances.cache.minRefresh = 50 * time.Millisecond
+	cfg := e.cloud.instances.cache.snaps.Config()
+	cfg.MissInterval = 50 * time.Millisecond
+	e.cloud.instances.cache.configure(cfg)
 	c := &conformance{e: e}
 	return &backendtest.Fixture{
 		Cloud:  e.cloud,
@@ -127,7 +129,7 @@ func (c *conformance) strongMatch(*testing.T) *corev1.Node {
 // miss interval, so that the backend does see the instance.
 func (c *conformance) weakMatch(*testing.T) *corev1.Node {
 	in := c.running()
-	time.Sleep(2 * c.e.cloud.instances.cache.minRefresh)
+	time.Sleep(2 * c.e.cloud.instances.cache.snaps.Config().MissInterval)
 	name := strings.Replace(in.PrivateDNSName, testRegion, "us-east-1", 1)
 	return newNode(name, withInternalIP(in.PrivateIPs[0]), withAddress(corev1.NodeHostName, name))
 }

@@ -9,109 +9,98 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"golang.org/x/sync/singleflight"
+
+	snapcache "github.com/multicloud-ccm/multicloud-ccm/internal/snapshot"
 )
 
 // listPageSize is the page size of bulk DescribeInstances calls, the
 // largest AWS allows.
 const listPageSize = 1000
 
-// instanceCache serves instance lookups from bulk, paginated
-// DescribeInstances listings of the VPC. A listing older than ttl is
-// refreshed on the next lookup; a lookup that misses refreshes it unless it
-// is younger than minRefresh. Concurrent refreshes are merged.
-type instanceCache struct {
-	ec2        EC2API
-	vpc        string
-	ttl        time.Duration
-	minRefresh time.Duration
-	now        func() time.Time
+// Settings of the instance cache.
+const (
+	// missInterval is the age from which a lookup that misses lists again.
+	missInterval = 5 * time.Second
+	// failureBackoff is how long a failed listing is answered with its
+	// error instead of listing again (capped at the TTL).
+	failureBackoff = 5 * time.Second
+	// listTimeout bounds one paginated listing.
+	listTimeout = 2 * time.Minute
+)
 
-	sf      singleflight.Group
-	mu      sync.RWMutex
-	fetched time.Time
-	byID    map[string]*ec2types.Instance
-	byDNS   map[string]*ec2types.Instance
-	byIP    map[string]*ec2types.Instance
+// instanceCache serves instance lookups from bulk, paginated
+// DescribeInstances listings of the VPC, kept by an internal/snapshot
+// cache: a listing older than the TTL is refreshed on the next lookup; a
+// lookup that misses refreshes it unless it is younger than the miss
+// interval; concurrent refreshes are merged; for a backoff after a failed
+// listing, lookups get its error instead of listing again.
+type instanceCache struct {
+	ec2   EC2API
+	vpc   string
+	snaps *snapcache.Cache[*instanceIndex]
 }
 
-func newInstanceCache(c EC2API, vpc string, ttl time.Duration) *instanceCache {
-	return &instanceCache{ec2: c, vpc: vpc, ttl: ttl, minRefresh: 5 * time.Second, now: time.Now}
+// instanceIndex is one listing of the VPC, indexed. Its maps grow when a
+// direct lookup finds a new instance of the VPC (remember).
+type instanceIndex struct {
+	mu    sync.RWMutex
+	byID  map[string]*ec2types.Instance
+	byDNS map[string]*ec2types.Instance
+	byIP  map[string]*ec2types.Instance
+}
+
+func newInstanceCache(backend string, c EC2API, vpc string, ttl time.Duration) *instanceCache {
+	ic := &instanceCache{ec2: c, vpc: vpc}
+	ic.configure(snapcache.Config{
+		Backend:        backend,
+		TTL:            ttl,
+		MissInterval:   missInterval,
+		FailureBackoff: min(failureBackoff, ttl),
+		ListTimeout:    listTimeout,
+	})
+	return ic
+}
+
+// configure (re)builds the snapshot cache with cfg, empty.
+func (c *instanceCache) configure(cfg snapcache.Config) {
+	c.snaps = snapcache.New(cfg, c.list)
 }
 
 // lookup finds an instance with key (by ID, private DNS name or private
 // IP, as index says), refreshing the listing when stale or on a miss.
-func (c *instanceCache) lookup(ctx context.Context, index func(*instanceCache) map[string]*ec2types.Instance, key string) (*ec2types.Instance, error) {
-	age, in := c.get(index, key)
-	if in != nil && age < c.ttl {
-		return in, nil
-	}
-	if in == nil && age < c.minRefresh {
-		return nil, nil
-	}
-	if err := c.refresh(ctx); err != nil {
-		return nil, err
-	}
-	_, in = c.get(index, key)
-	return in, nil
-}
-
-func (c *instanceCache) get(index func(*instanceCache) map[string]*ec2types.Instance, key string) (time.Duration, *ec2types.Instance) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	age := time.Duration(1<<63 - 1)
-	if !c.fetched.IsZero() {
-		age = c.now().Sub(c.fetched)
-	}
-	if m := index(c); m != nil {
-		return age, m[key]
-	}
-	return age, nil
-}
-
-func byID(c *instanceCache) map[string]*ec2types.Instance  { return c.byID }
-func byDNS(c *instanceCache) map[string]*ec2types.Instance { return c.byDNS }
-func byIP(c *instanceCache) map[string]*ec2types.Instance  { return c.byIP }
-
-// refresh lists the VPC's instances once, however many callers ask at the
-// same time.
-func (c *instanceCache) refresh(ctx context.Context) error {
-	ch := c.sf.DoChan("list", func() (any, error) {
-		return nil, c.list(context.WithoutCancel(ctx))
+func (c *instanceCache) lookup(ctx context.Context, index func(*instanceIndex) map[string]*ec2types.Instance, key string) (*ec2types.Instance, error) {
+	in, _, err := snapcache.Lookup(ctx, c.snaps, func(x *instanceIndex) (*ec2types.Instance, bool) {
+		x.mu.RLock()
+		defer x.mu.RUnlock()
+		in := index(x)[key]
+		return in, in != nil
 	})
-	select {
-	case r := <-ch:
-		return r.Err
-	case <-ctx.Done():
-		return fmt.Errorf("listing instances: %w", ctx.Err())
-	}
+	return in, err
 }
 
-// list pages through DescribeInstances and replaces the indexes.
-func (c *instanceCache) list(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	started := c.now()
+func byID(x *instanceIndex) map[string]*ec2types.Instance  { return x.byID }
+func byDNS(x *instanceIndex) map[string]*ec2types.Instance { return x.byDNS }
+func byIP(x *instanceIndex) map[string]*ec2types.Instance  { return x.byIP }
+
+// list pages through DescribeInstances and indexes the instances.
+func (c *instanceCache) list(ctx context.Context) (*instanceIndex, error) {
 	p := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{
 		MaxResults: awssdk.Int32(listPageSize),
 		Filters:    []ec2types.Filter{{Name: awssdk.String("vpc-id"), Values: []string{c.vpc}}},
 	})
-	ids, dns, ips := map[string]*ec2types.Instance{}, map[string]*ec2types.Instance{}, map[string]*ec2types.Instance{}
+	x := &instanceIndex{byID: map[string]*ec2types.Instance{}, byDNS: map[string]*ec2types.Instance{}, byIP: map[string]*ec2types.Instance{}}
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("DescribeInstances: %w", err)
+			return nil, fmt.Errorf("DescribeInstances: %w", err)
 		}
 		for _, r := range out.Reservations {
 			for i := range r.Instances {
-				index(&r.Instances[i], ids, dns, ips)
+				index(&r.Instances[i], x.byID, x.byDNS, x.byIP)
 			}
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.byID, c.byDNS, c.byIP, c.fetched = ids, dns, ips, started
-	return nil
+	return x, nil
 }
 
 // index adds an instance to the lookup maps. Terminated instances keep
@@ -166,10 +155,11 @@ func (c *instanceCache) remember(in *ec2types.Instance) {
 	if awssdk.ToString(in.VpcId) != c.vpc {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byID == nil {
+	x, _, ok := c.snaps.Current()
+	if !ok {
 		return
 	}
-	index(in, c.byID, c.byDNS, c.byIP)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	index(in, x.byID, x.byDNS, x.byIP)
 }

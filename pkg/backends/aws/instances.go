@@ -34,7 +34,7 @@ type Instances struct {
 }
 
 func newInstances(name string, s *Settings, c EC2API) *Instances {
-	return &Instances{backend: name, region: s.Region, cache: newInstanceCache(c, s.VPC, s.InstanceCacheTTL.Duration), now: time.Now}
+	return &Instances{backend: name, region: s.Region, cache: newInstanceCache(name, c, s.VPC, s.InstanceCacheTTL.Duration), now: time.Now}
 }
 
 // InstanceExists is false only when AWS positively says the instance is

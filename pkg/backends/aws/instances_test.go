@@ -302,3 +302,32 @@ func TestShutdownIsFresh(t *testing.T) {
 		t.Fatalf("InstanceShutdown right after the instance started = %v, %v; want false", off, err)
 	}
 }
+
+// TestListingFailureBacksOff: while EC2 is down, lookups within the
+// failure backoff get the failed listing's error instead of each listing
+// again; after it, the next lookup lists.
+func TestListingFailureBacksOff(t *testing.T) {
+	e := newEnv(t)
+	e.addInstance(1)
+	inst, _ := e.cloud.InstancesV2()
+	ctx := context.Background()
+	node := newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(1)))
+	e.fake.SetOutage(true)
+	if _, err := inst.InstanceMetadata(ctx, node); err == nil {
+		t.Fatal("InstanceMetadata succeeded while EC2 is down")
+	}
+	first := e.fake.Calls("DescribeInstances")
+	for range 5 {
+		if _, err := inst.InstanceMetadata(ctx, node); err == nil {
+			t.Fatal("InstanceMetadata succeeded while EC2 is down")
+		}
+	}
+	if n := e.fake.Calls("DescribeInstances"); n != first {
+		t.Errorf("DescribeInstances calls = %d after five more lookups within the backoff, want %d", n, first)
+	}
+	e.fake.SetOutage(false)
+	e.cloud.instances.cache.snaps.ForgetFailure() // rather than wait out the backoff
+	if _, err := inst.InstanceMetadata(ctx, node); err != nil {
+		t.Fatalf("InstanceMetadata after the outage: %v", err)
+	}
+}
