@@ -2,16 +2,19 @@
 // that names the cluster, says how Services and Nodes are routed, and lists the
 // backends. Parse decodes strictly (an unknown or misspelt key is an error that
 // names its path), applies defaults and validates, reporting every problem at
-// once. Each backend type decodes and validates its own section through a
-// SectionParser registered with RegisterSection.
+// once. The package names no backend type: it keeps each backend's name and
+// type and hands the rest of the entry to the SectionParser the type
+// registered, through backends.Register, from the backend's own package.
 package config
 
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -112,19 +115,21 @@ func (r *NodeRule) Matches(name string, labels map[string]string) bool {
 	return true
 }
 
-// Backend is one entry of the backends list. Exactly one section, the one
-// named after Type, carries the backend's settings.
+// Backend is one entry of the backends list: a name, a type, and exactly one
+// settings section, the one keyed by the type. The config file format names
+// no backend type: every other key is handed, raw, to the SectionParser its
+// type registered (see RegisterSection).
 type Backend struct {
 	// Name is unique, a DNS label; Services name it in the
 	// multicloud-ccm.io/load-balancer-backend annotation.
 	Name string `json:"name"`
-	// Type is one of the registered backend types (baremetal, vsphere, aws, openstack).
+	// Type is one of the registered backend types (RegisteredTypes).
 	Type string `json:"type"`
 
-	Baremetal json.RawMessage `json:"baremetal,omitempty"`
-	VSphere   json.RawMessage `json:"vsphere,omitempty"`
-	AWS       json.RawMessage `json:"aws,omitempty"`
-	OpenStack json.RawMessage `json:"openstack,omitempty"`
+	// Sections holds the entry's other keys as written (JSON), by key; the
+	// one named after Type is the backend's settings. Nil when there are
+	// none.
+	Sections map[string]json.RawMessage `json:"-"`
 
 	// Settings is what the type's SectionParser returned. Set by Parse.
 	Settings any `json:"-"`
@@ -133,17 +138,41 @@ type Backend struct {
 	sectionOK bool
 }
 
-// sectionKeys are the section keys, in the order errors are reported.
-var sectionKeys = []string{"baremetal", "vsphere", "aws", "openstack"}
-
-// sections returns the raw sections by key.
-func (b *Backend) sections() map[string]json.RawMessage {
-	return map[string]json.RawMessage{
-		"baremetal": b.Baremetal,
-		"vsphere":   b.VSphere,
-		"aws":       b.AWS,
-		"openstack": b.OpenStack,
+// MarshalJSON writes the entry as the config file has it: name, type and
+// the sections inline.
+func (b Backend) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(b.Sections)+2)
+	for k, v := range b.Sections {
+		m[k] = v
 	}
+	m["name"], m["type"] = b.Name, b.Type
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads an entry leniently: name and type, and every other key
+// into Sections. Parse decodes strictly and reports what does not belong.
+func (b *Backend) UnmarshalJSON(data []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	var head backendHead
+	if err := json.Unmarshal(data, &head); err != nil {
+		return err
+	}
+	delete(m, "name")
+	delete(m, "type")
+	if len(m) == 0 {
+		m = nil
+	}
+	*b = Backend{Name: head.Name, Type: head.Type, Sections: m}
+	return nil
+}
+
+// backendHead is the part of a backend entry config decodes itself.
+type backendHead struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
 }
 
 // SectionParser decodes and validates one backend type's section. raw is the
@@ -157,8 +186,10 @@ var (
 	parsers    = map[string]SectionParser{}
 )
 
-// RegisterSection makes a backend type known to the config parser. It panics
-// when the type is registered twice, as that is a programming error.
+// RegisterSection makes a backend type known to the config parser. A backend
+// package does not call it: backends.Register does, with the rest of the
+// type's registration. It panics when the type is registered twice, as that
+// is a programming error.
 func RegisterSection(typ string, p SectionParser) {
 	sectionsMu.Lock()
 	defer sectionsMu.Unlock()
@@ -226,14 +257,37 @@ func decode(data []byte) (*CloudConfig, field.ErrorList) {
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(field.NewPath("<file>"), field.OmitValueType{}, "not valid YAML: "+err.Error())}
 	}
-	cfg := &CloudConfig{}
-	strict, err := kjson.UnmarshalStrict(js, cfg)
+	// The document is decoded strictly with each backend cut down to its
+	// name and type; the other keys of an entry are its sections, which
+	// validation hands to the registered parsers.
+	doc := &document{}
+	strict, err := kjson.UnmarshalStrict(js, doc)
 	if err != nil {
 		p, msg := decodeMessage(nil, err)
 		return nil, field.ErrorList{field.Invalid(p, field.OmitValueType{}, msg)}
 	}
-	return cfg, strictErrors(nil, strict)
+	var entries struct {
+		Backends []Backend `json:"backends"`
+	}
+	if err := json.Unmarshal(js, &entries); err != nil {
+		return nil, field.ErrorList{field.Invalid(field.NewPath("backends"), field.OmitValueType{}, err.Error())}
+	}
+	cfg := &doc.CloudConfig
+	cfg.Backends = entries.Backends
+	return cfg, strictErrors(nil, slices.DeleteFunc(strict, isSectionKey))
 }
+
+// document is the file as the strict decoder sees it.
+type document struct {
+	CloudConfig
+	Backends []backendHead `json:"backends"`
+}
+
+// sectionKeyRE matches the strict decoder's complaint about a key of a
+// backend entry other than name and type: such keys are sections.
+var sectionKeyRE = regexp.MustCompile(`^unknown field "backends\[\d+\]\.[^"]*"$`)
+
+func isSectionKey(err error) bool { return sectionKeyRE.MatchString(err.Error()) }
 
 // typeErrorRE matches encoding/json's type errors, which name the field path.
 var typeErrorRE = regexp.MustCompile(`^json: cannot unmarshal (.+) into Go struct field [^.]*\.(\S+) of type (\S+)$`)
@@ -368,19 +422,23 @@ func (c *CloudConfig) validateBackends(dir string, names map[string]*Backend) fi
 }
 
 // parseSection checks that exactly the section named by Type is present and
-// hands it to the type's parser.
+// hands it to the type's parser. A key of an entry of unknown type is
+// reported as unknown unless it is a registered type.
 func (b *Backend) parseSection(bp *field.Path, dir string) field.ErrorList {
 	parse, ok := sectionParser(b.Type)
-	if !ok {
-		return field.ErrorList{field.NotSupported(bp.Child("type"), b.Type, RegisteredTypes())}
-	}
 	var errs field.ErrorList
-	for _, key := range sectionKeys {
-		if raw := b.sections()[key]; len(raw) > 0 && key != b.Type {
+	for _, key := range slices.Sorted(maps.Keys(b.Sections)) {
+		switch _, known := sectionParser(key); {
+		case ok && key != b.Type:
 			errs = append(errs, field.Forbidden(bp.Child(key), fmt.Sprintf("a backend of type %q takes its settings under %q; remove %q", b.Type, b.Type, key)))
+		case !ok && !known:
+			errs = append(errs, strictErrors(nil, []error{fmt.Errorf("unknown field %q", bp.Child(key).String())})...)
 		}
 	}
-	settings, serrs := parse(b.sections()[b.Type], bp.Child(b.Type), dir)
+	if !ok {
+		return append(errs, field.NotSupported(bp.Child("type"), b.Type, RegisteredTypes()))
+	}
+	settings, serrs := parse(b.Sections[b.Type], bp.Child(b.Type), dir)
 	b.Settings, b.sectionOK = settings, len(serrs) == 0
 	return append(errs, serrs...)
 }

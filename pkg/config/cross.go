@@ -26,7 +26,8 @@ type CrossValidator func(sections []Section) field.ErrorList
 
 var crossValidators = map[string]CrossValidator{}
 
-// RegisterCrossValidator adds the cross-section check of a backend type. It
+// RegisterCrossValidator adds the cross-section check of a backend type;
+// backends.Register calls it for a Registration with CrossValidate. It
 // panics when the type already has one, as that is a programming error.
 func RegisterCrossValidator(typ string, v CrossValidator) {
 	sectionsMu.Lock()
