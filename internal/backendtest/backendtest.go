@@ -17,7 +17,8 @@
 //     EnsureLoadBalancerDeleted removes every part and is idempotent;
 //     EnsureLoadBalancer and UpdateLoadBalancer with nothing changed make no
 //     mutating call; a crash between any two creation steps leaves exactly
-//     one load balancer after the next Ensure.
+//     one load balancer after the next Ensure; UpdateLoadBalancer never
+//     creates one.
 //
 // A new backend's author writes the hooks of Fixture and calls Run; nil
 // hooks skip the clauses they serve, and each skip is logged.

@@ -133,6 +133,7 @@ func TestSuiteCatchesEachBreak(t *testing.T) {
 		"steady-mutates":   "loadbalancers/steady_state_makes_no_mutating_call",
 		"crash-duplicate":  "loadbalancers/crash_between_creation_steps_leaves_one_load_balancer",
 		"delete-leaves":    "loadbalancers/lifecycle",
+		"update-creates":   "loadbalancers/update_never_creates",
 	}
 	for brk, clause := range cases {
 		t.Run(brk, func(t *testing.T) {

@@ -15,6 +15,7 @@ var loadBalancerClauses = []clause{
 	{"steady state makes no mutating call", steadyState},
 	{"crash between creation steps leaves one load balancer", crashDuringCreate},
 	{"crash between deletion steps is still seen", crashDuringDelete},
+	{"update never creates", updateNeverCreates},
 }
 
 // ensure calls EnsureLoadBalancer until it succeeds (a load balancer may
@@ -209,5 +210,22 @@ func (s *suite) whileRetry(op func() error) error {
 			return err
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// updateNeverCreates calls UpdateLoadBalancer for a Service that has no
+// load balancer, as upstream's node sync does for a Service whose delete has
+// just finished: nothing may be made, or it would never be deleted.
+func updateNeverCreates(t *testing.T, s *suite) {
+	h := s.f.LoadBalancers
+	svc := h.Service(t)
+	before := h.Mutations()
+	err := s.lb.UpdateLoadBalancer(s.ctx, clusterName, svc.DeepCopy(), h.Nodes(t))
+	lbs, parts := h.Parts(t, svc)
+	if lbs != 0 || parts != 0 {
+		t.Fatalf("UpdateLoadBalancer(%s) of a Service with no load balancer (err %v) left %d load balancers and %d parts in the cloud", svc.Name, err, lbs, parts)
+	}
+	if n := h.Mutations() - before; n != 0 {
+		t.Errorf("UpdateLoadBalancer(%s) of a Service with no load balancer made %d mutating calls, want 0", svc.Name, n)
 	}
 }

@@ -215,7 +215,12 @@ func (c *memCloud) reconcile(l *memLB, nodes []*corev1.Node) error {
 func (c *memCloud) UpdateLoadBalancer(_ context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l := c.lbs[svc.UID]; l != nil {
+	l := c.lbs[svc.UID]
+	if l == nil && c.breaks["update-creates"] {
+		l = &memLB{lb: true, members: map[string]bool{}}
+		c.lbs[svc.UID] = l
+	}
+	if l != nil {
 		return c.reconcile(l, nodes)
 	}
 	return nil

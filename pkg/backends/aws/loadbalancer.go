@@ -114,7 +114,7 @@ func statusOf(lb *elbtypes.LoadBalancer) *corev1.LoadBalancerStatus {
 // status comes first: the upstream controller writes no status with an
 // error, and the NLB serves the Service all the same.
 func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	lb, err := l.reconcile(ctx, svc, nodes)
+	lb, err := l.reconcile(ctx, svc, nodes, true)
 	if ue, kept := backends.AsUserError(err); kept && ue.Reason == reasonSubnetsKept && !shows(svc, lb) {
 		l.logger(ctx, svc).Info("Load balancer kept in its subnets; writing its status first", "reason", ue.Reason, "err", err.Error())
 		err = nil
@@ -131,7 +131,7 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 // UpdateLoadBalancer brings targets (and anything else that drifted) in
 // line with the nodes.
 func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) error {
-	_, err := l.reconcile(ctx, svc, nodes)
+	_, err := l.reconcile(ctx, svc, nodes, false)
 	return l.wrap("UpdateLoadBalancer", svc, err)
 }
 
@@ -139,9 +139,13 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *co
 // dependency order: security group, NLB, target groups and targets,
 // listeners, then target groups no longer used. A subnet change the NLB
 // was kept without is reported (a user error) once all of that is done.
-func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (*elbtypes.LoadBalancer, error) {
+//
+// Without create (UpdateLoadBalancer) a Service with no NLB is left alone:
+// upstream's node sync calls Update for Services whose delete may have just
+// finished, and an NLB made then would be left behind.
+func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node, create bool) (*elbtypes.LoadBalancer, error) {
 	d, existing, err := l.observe(ctx, svc, nodes)
-	if err != nil {
+	if err != nil || (existing == nil && !create) {
 		return nil, err
 	}
 	log := l.logger(ctx, svc).WithValues("loadBalancer", d.names.lb)

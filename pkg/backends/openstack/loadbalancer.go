@@ -139,7 +139,7 @@ func status(addr string) *corev1.LoadBalancerStatus {
 // EnsureLoadBalancer creates or converges the Service's load balancer, one
 // change per call, and returns its address once nothing is left to change.
 func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	st, err := l.ensure(ctx, svc, nodes)
+	st, err := l.ensure(ctx, svc, nodes, true)
 	if err != nil {
 		return nil, l.wrap("ensuring", svc, err)
 	}
@@ -149,13 +149,17 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 // UpdateLoadBalancer converges the members (and everything else) of the
 // Service's load balancer.
 func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) error {
-	if _, err := l.ensure(ctx, svc, nodes); err != nil {
+	if _, err := l.ensure(ctx, svc, nodes, false); err != nil {
 		return l.wrap("updating", svc, err)
 	}
 	return nil
 }
 
-func (l *LoadBalancer) ensure(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+// ensure converges the Service's load balancer, creating it when create is
+// set. UpdateLoadBalancer never creates one: upstream's node sync calls it
+// for Services whose delete may have just finished, and a load balancer made
+// then would be left behind.
+func (l *LoadBalancer) ensure(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node, create bool) (*corev1.LoadBalancerStatus, error) {
 	o, err := parseOptions(svc, l.settings)
 	if err != nil {
 		return nil, err
@@ -172,7 +176,10 @@ func (l *LoadBalancer) ensure(ctx context.Context, svc *corev1.Service, nodes []
 	if err != nil {
 		return nil, err
 	}
-	if len(found) == 0 {
+	switch {
+	case len(found) == 0 && !create:
+		return nil, nil
+	case len(found) == 0:
 		return nil, l.create(ctx, sc, svc, o)
 	}
 	if len(found) > 1 {
