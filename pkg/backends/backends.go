@@ -3,8 +3,11 @@
 // the router uses its InstancesV2, LoadBalancer and Routes, forwards
 // Initialize and (for backends implementing cloudprovider.InformerUser)
 // SetInformers, and never calls Instances, Zones or Clusters. Each backend
-// package registers its type here and its config section with
-// config.RegisterSection, from init.
+// package registers its type once, with Register from init: its type, its
+// providerID scheme, its config-section parser and its constructor. The
+// binary chooses the compiled-in types by importing their packages
+// (cmd/multicloud-ccm/backends.go); docs/adding-a-backend.md walks through
+// a new one.
 //
 // The contract a backend keeps, beyond cloudprovider's own:
 //
@@ -49,6 +52,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
 // Options is what a backend constructor receives.
@@ -66,14 +71,22 @@ type Options struct {
 // stop the CCM from starting.
 type Factory func(ctx context.Context, o Options) (cloudprovider.Interface, error)
 
-// Registration describes a backend type.
+// Registration describes a backend type: everything the config parser, the
+// router and the binary need to know of it.
 type Registration struct {
-	// Type is the value of a backend's type field (aws, openstack, ...).
+	// Type is the value of a backend's type field (aws, openstack, ...), and
+	// the key of its settings section in the config file.
 	Type string
 	// Scheme is the providerID scheme the type's nodes carry ("aws" for
 	// aws:///zone/i-123), or "" when the type owns no nodes.
 	Scheme string
-	// New builds a backend of this type.
+	// Parse decodes and validates the type's config section (usually with
+	// config.DecodeSection); what it returns is Options.Settings. Required.
+	Parse config.SectionParser
+	// CrossValidate, if set, checks the type's sections together, for
+	// rules no section can check alone (see config.CrossValidator).
+	CrossValidate config.CrossValidator
+	// New builds a backend of this type. Required.
 	New Factory
 }
 
@@ -82,12 +95,21 @@ var (
 	registrations = map[string]Registration{}
 )
 
-// Register makes a backend type available. Registering a type twice panics.
+// Register makes a backend type available to the config parser and the
+// router; a backend package calls it once, from init. Registering a type
+// twice, or without Type, Parse or New, panics.
 func Register(r Registration) {
+	if r.Type == "" || r.Parse == nil || r.New == nil {
+		panic(fmt.Sprintf("backends: registration of type %q needs Type, Parse and New", r.Type))
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if _, dup := registrations[r.Type]; dup {
 		panic(fmt.Sprintf("backends: type %q registered twice", r.Type))
+	}
+	config.RegisterSection(r.Type, r.Parse)
+	if r.CrossValidate != nil {
+		config.RegisterCrossValidator(r.Type, r.CrossValidate)
 	}
 	registrations[r.Type] = r
 }

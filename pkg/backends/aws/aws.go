@@ -37,7 +37,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
 const (
@@ -54,8 +53,7 @@ const (
 )
 
 func init() {
-	config.RegisterSection(Type, ParseSection)
-	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, New: New})
+	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: ParseSection, New: New})
 }
 
 var (

@@ -29,7 +29,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
 const (
@@ -41,9 +40,9 @@ const (
 )
 
 func init() {
-	config.RegisterSection(Type, ParseSection)
-	config.RegisterCrossValidator(Type, checkPoolsAcross)
-	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, New: New})
+	backends.Register(backends.Registration{
+		Type: Type, Scheme: Scheme, Parse: ParseSection, CrossValidate: checkPoolsAcross, New: New,
+	})
 }
 
 var (

@@ -138,10 +138,6 @@ type RouteSettings struct {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
 
-func init() {
-	config.RegisterSection(Type, parseSection)
-}
-
 // parseSection is the config.SectionParser of the openstack type.
 func parseSection(raw []byte, path *field.Path, dir string) (any, field.ErrorList) {
 	s := &Settings{}

@@ -109,10 +109,6 @@ type AddressRules struct {
 	internal, external, exclude []*net.IPNet
 }
 
-func init() {
-	config.RegisterSection(Type, parseSection)
-}
-
 // parseSection is the config.SectionParser of the vsphere type.
 func parseSection(raw []byte, path *field.Path, dir string) (any, field.ErrorList) {
 	s := &Settings{}

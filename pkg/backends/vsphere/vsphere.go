@@ -46,7 +46,7 @@ const (
 )
 
 func init() {
-	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, New: New})
+	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: parseSection, New: New})
 }
 
 // Cloud is a vSphere backend. It is a cloudprovider.Interface offering only
