@@ -28,7 +28,7 @@ func main() {
 		klog.Fatalf("Unable to initialise command options: %v", err)
 	}
 	opts.KubeCloudShared.CloudProvider.Name = "multicloud"
-	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, app.DefaultInitFuncConstructors,
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(),
 		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
 	cmd.Use = "multicloud-ccm"
 	cmd.Short = "Kubernetes cloud-controller-manager for clusters spanning several clouds"

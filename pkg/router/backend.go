@@ -49,10 +49,11 @@ type backend struct {
 	routes    cloudprovider.Routes
 	metrics   *backendMetrics
 	labels    *labelCache
+	health    *health
 }
 
 func newBackend(b Backend) *backend {
-	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name), labels: newLabelCache(b.Name)}
+	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name), labels: newLabelCache(b.Name), health: newHealth(b.Name)}
 	if i, ok := b.Cloud.InstancesV2(); ok && i != nil {
 		nb.instances = i
 	}
@@ -74,6 +75,7 @@ func call[T any](ctx context.Context, b *backend, op operation, timeout time.Dur
 	defer cc.release()
 	v, err := fn(cc)
 	b.done(op, start, err)
+	b.health.observe(ctx, err)
 	return v, b.wrap(op, err)
 }
 
