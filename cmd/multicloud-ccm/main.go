@@ -7,6 +7,7 @@ package main
 
 import (
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cloud-provider/app"
@@ -19,6 +20,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric.
 	"k8s.io/klog/v2"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	_ "github.com/multicloud-ccm/multicloud-ccm/pkg/router" // registers the "multicloud" provider.
 )
 
@@ -34,7 +36,7 @@ func main() {
 	cmd.Short = "Kubernetes cloud-controller-manager for clusters spanning several clouds"
 	cmd.Long = `multicloud-ccm is the Kubernetes cloud-controller-manager for clusters whose
 machines live in more than one cloud. It routes every node, load-balancer and
-route call to the backend (aws, openstack, vsphere, baremetal) it concerns.
+route call to the backend (` + strings.Join(backends.Types(), ", ") + `) it concerns.
 
 Run it with --cloud-provider=multicloud --cloud-config=FILE and the usual
 cloud-controller-manager flags. Check a cloud-config file offline with:

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
@@ -36,7 +37,9 @@ would: strict YAML decoding (an unknown or misspelt key is an error naming its
 path), defaults, and validation of every backend section. It prints every
 problem it finds, one per line with its field path, and exits non-zero if
 there is any. It contacts no cloud and no API server; credentials are checked
-for shape, not for validity.`,
+for shape, not for validity.
+
+Backend types compiled in: ` + strings.Join(backends.Types(), ", ") + ".",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
