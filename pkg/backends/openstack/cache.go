@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
+	snapcache "github.com/multicloud-ccm/multicloud-ccm/internal/snapshot"
 )
 
 // errServerNotFound means Nova positively answered that a server is gone.
@@ -23,73 +22,59 @@ type serverSource interface {
 
 // snapshot is one bulk listing, indexed.
 type snapshot struct {
-	byID    map[string]*server
-	byName  map[string][]*server
-	fetched time.Time
+	byID   map[string]*server
+	byName map[string][]*server
 }
 
-// serverCache serves lookups from a bulk listing refreshed when older than
-// ttl, and on a miss when older than missAfter. Concurrent refreshes are
-// merged with singleflight.
+// Settings of the server cache.
+const (
+	// missInterval is the age from which a lookup that misses lists again
+	// (capped at the TTL).
+	missInterval = 10 * time.Second
+	// failureBackoff is how long a failed listing is answered with its
+	// error instead of listing again (capped at the TTL).
+	failureBackoff = 5 * time.Second
+)
+
+// serverCache serves lookups from a bulk listing kept by an
+// internal/snapshot cache: refreshed when older than the TTL, and on a miss
+// when older than the miss interval; concurrent refreshes are merged; for
+// a backoff after a failed listing, lookups get its error instead of
+// listing again.
 type serverCache struct {
-	src       serverSource
-	ttl       time.Duration
-	missAfter time.Duration
-	now       func() time.Time
-
-	mu   sync.RWMutex
-	snap *snapshot
-	sf   singleflight.Group
+	src   serverSource
+	snaps *snapcache.Cache[*snapshot]
 }
 
-func newServerCache(src serverSource, ttl time.Duration) *serverCache {
-	miss := 10 * time.Second
-	if ttl < miss {
-		miss = ttl
-	}
-	return &serverCache{src: src, ttl: ttl, missAfter: miss, now: time.Now}
-}
-
-// current returns a snapshot no older than maxAge.
-func (c *serverCache) current(ctx context.Context, maxAge time.Duration) (*snapshot, error) {
-	c.mu.RLock()
-	s := c.snap
-	c.mu.RUnlock()
-	if s != nil && c.now().Sub(s.fetched) < maxAge {
-		return s, nil
-	}
-	return c.refresh(ctx)
-}
-
-// refresh lists servers once for all concurrent callers.
-func (c *serverCache) refresh(ctx context.Context) (*snapshot, error) {
-	ch := c.sf.DoChan("list", func() (any, error) {
+func newServerCache(backend string, src serverSource, ttl time.Duration) *serverCache {
+	c := &serverCache{src: src}
+	c.snaps = snapcache.New(snapcache.Config{
+		Backend:        backend,
+		TTL:            ttl,
+		MissInterval:   missInterval,
+		FailureBackoff: min(failureBackoff, ttl),
 		// The listing outlives a caller that gives up: others may wait on it.
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*requestTimeout)
-		defer cancel()
-		list, err := c.src.listServers(lctx)
-		if err != nil {
-			return nil, err
-		}
-		s := index(list, c.now())
-		c.mu.Lock()
-		c.snap = s
-		c.mu.Unlock()
-		return s, nil
-	})
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*snapshot), nil
-	}
+		ListTimeout: 2 * requestTimeout,
+	}, c.list)
+	return c
 }
 
-func index(list []*server, now time.Time) *snapshot {
-	s := &snapshot{byID: make(map[string]*server, len(list)), byName: make(map[string][]*server, len(list)), fetched: now}
+// list lists and indexes the servers.
+func (c *serverCache) list(ctx context.Context) (*snapshot, error) {
+	list, err := c.src.listServers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return index(list), nil
+}
+
+// current returns a snapshot younger than the TTL.
+func (c *serverCache) current(ctx context.Context) (*snapshot, error) {
+	return c.snaps.Get(ctx)
+}
+
+func index(list []*server) *snapshot {
+	s := &snapshot{byID: make(map[string]*server, len(list)), byName: make(map[string][]*server, len(list))}
 	for _, srv := range list {
 		s.byID[srv.ID] = srv
 		s.byName[srv.Name] = append(s.byName[srv.Name], srv)
@@ -100,18 +85,12 @@ func index(list []*server, now time.Time) *snapshot {
 // byID finds a server by ID: from the cache, then a fresher listing, then a
 // direct GET, which alone may answer errServerNotFound.
 func (c *serverCache) byID(ctx context.Context, id string) (*server, error) {
-	s, err := c.current(ctx, c.ttl)
-	if err != nil {
-		return nil, err
-	}
-	if srv, ok := s.byID[id]; ok {
-		return srv, nil
-	}
-	if s, err = c.current(ctx, c.missAfter); err != nil {
-		return nil, err
-	}
-	if srv, ok := s.byID[id]; ok {
-		return srv, nil
+	srv, found, err := snapcache.Lookup(ctx, c.snaps, func(s *snapshot) (*server, bool) {
+		srv, ok := s.byID[id]
+		return srv, ok
+	})
+	if err != nil || found {
+		return srv, err
 	}
 	return c.src.getServer(ctx, id)
 }
@@ -119,16 +98,13 @@ func (c *serverCache) byID(ctx context.Context, id string) (*server, error) {
 // byName finds the one server with exactly this name. None is
 // errServerNotFound; two or more is an error naming them.
 func (c *serverCache) byName(ctx context.Context, name string) (*server, error) {
-	s, err := c.current(ctx, c.ttl)
+	found, _, err := snapcache.Lookup(ctx, c.snaps, func(s *snapshot) ([]*server, bool) {
+		return s.byName[name], len(s.byName[name]) > 0
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(s.byName[name]) == 0 {
-		if s, err = c.current(ctx, c.missAfter); err != nil {
-			return nil, err
-		}
-	}
-	switch found := s.byName[name]; len(found) {
+	switch len(found) {
 	case 0:
 		return nil, fmt.Errorf("no server named %q: %w", name, errServerNotFound)
 	case 1:

@@ -212,6 +212,30 @@ func TestInstanceExistsAndShutdown(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a failed listing backs off", func(t *testing.T) {
+		f := NewFakeOpenStack(t)
+		standardServers(f)
+		c := fakeCloud(t, f.Settings(t))
+		n := newNode("vm-a", withProviderID("openstack:///"+uuidA))
+		f.Fail(http.StatusInternalServerError)
+		if _, err := c.instances.InstanceExists(ctx, n); err == nil {
+			t.Fatal("InstanceExists during a Nova outage: nil error")
+		}
+		first := f.Lists.Load()
+		for range 5 {
+			if _, err := c.instances.InstanceExists(ctx, n); err == nil {
+				t.Fatal("InstanceExists during a Nova outage: nil error")
+			}
+		}
+		if l := f.Lists.Load(); l != first {
+			t.Errorf("%d list calls after five more lookups within the backoff, want %d", l, first)
+		}
+		f.Fail(0)
+		c.instances.cache.snaps.ForgetFailure() // rather than wait out the backoff
+		if exists, err := c.instances.InstanceExists(ctx, n); err != nil || !exists {
+			t.Errorf("InstanceExists after the outage = %v, %v; want true", exists, err)
+		}
+	})
 	t.Run("Keystone unreachable is an error", func(t *testing.T) {
 		f := NewFakeOpenStack(t)
 		s := f.Settings(t)

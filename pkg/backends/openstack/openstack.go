@@ -63,7 +63,7 @@ func newCloud(name, clusterID string, s *Settings, stats *APIStats, clients func
 	c := &Cloud{name: name, settings: s, stats: stats}
 	c.instances = &Instances{
 		name: name, region: s.Region, regional: s.RegionalProviderID,
-		cache: newServerCache(n, time.Duration(s.Instances.CacheTTLSeconds)*time.Second),
+		cache: newServerCache(name, n, time.Duration(s.Instances.CacheTTLSeconds)*time.Second),
 	}
 	if *s.LoadBalancer.Enabled {
 		c.lb = newLoadBalancer(name, clusterID, &s.LoadBalancer, clients)

@@ -42,7 +42,7 @@ func (r *Routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 	if err != nil {
 		return nil, r.wrap("listing", err)
 	}
-	snap, err := r.cache.current(ctx, r.cache.ttl)
+	snap, err := r.cache.current(ctx)
 	if err != nil {
 		return nil, r.wrap("listing", err)
 	}
