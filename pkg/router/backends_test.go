@@ -1,7 +1,8 @@
 package router
 
-// The backend types compiled into the provider. Each registers its type and
-// config section from init.
+// The router imports no backend: the binary chooses them
+// (cmd/multicloud-ccm/backends.go). Its tests use the real four, registered
+// from their packages' init.
 import (
 	_ "github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws"       // type aws.
 	_ "github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal" // type baremetal.
