@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 )
 
@@ -329,5 +330,20 @@ func TestMetrics(t *testing.T) {
 	}
 	if n, err := testutil.GetHistogramMetricCount(m.duration); err != nil || n != 2 {
 		t.Errorf("list durations observed %d, %v; want 2", n, err)
+	}
+}
+
+// TestMetricsRegistered: the metrics are on the legacy registry, which the
+// CCM serves at /metrics, labelled by backend.
+func TestMetricsRegistered(t *testing.T) {
+	c, _, _ := newTest(t, Config{Backend: "registered", TTL: time.Minute})
+	_, _ = lookup(t, c, "a")
+	got, err := testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, "multicloud_ccm_snapshot_lists_total", map[string]string{"backend": "registered"}, "result")
+	if err != nil || got["success"] != 1 {
+		t.Fatalf("lists_total{backend=registered} by result = %v, %v; want success 1", got, err)
+	}
+	got, err = testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, "multicloud_ccm_snapshot_lookups_total", map[string]string{"backend": "registered"}, "result")
+	if err != nil || got["hit"] != 1 {
+		t.Fatalf("lookups_total{backend=registered} by result = %v, %v; want hit 1", got, err)
 	}
 }
