@@ -192,6 +192,16 @@ func (c *Cache[S]) recentFailure() error {
 	return fmt.Errorf("%w (the last listing, %s ago; retried after %s)", c.failed, ago.Round(time.Millisecond), c.cfg.FailureBackoff)
 }
 
+// RecordLookup counts a lookup the backend made itself, across its
+// snapshots: a hit when found, else a miss.
+func (c *Cache[S]) RecordLookup(found bool) {
+	if found {
+		c.metrics.hits.Inc()
+	} else {
+		c.metrics.misses.Inc()
+	}
+}
+
 // Lookup finds a value with find in a snapshot younger than the TTL and,
 // if find misses there, in one younger than the miss interval. found is
 // false when both miss. Hits and misses are counted.
@@ -208,10 +218,6 @@ func Lookup[S, V any](ctx context.Context, c *Cache[S], find func(S) (V, bool)) 
 		return v, false, err
 	}
 	v, found = find(s)
-	if found {
-		c.metrics.hits.Inc()
-	} else {
-		c.metrics.misses.Inc()
-	}
+	c.RecordLookup(found)
 	return v, found, nil
 }

@@ -312,13 +312,15 @@ func TestMetrics(t *testing.T) {
 	src.set(errors.New("down"))
 	_, _ = lookup(t, c, "b") // list error
 	_, _ = lookup(t, c, "b") // backoff
+	c.RecordLookup(true)     // hit
+	c.RecordLookup(false)    // miss
 	m := c.metrics
 	for name, want := range map[string]struct {
 		got  func() (float64, error)
 		want float64
 	}{
-		"hits":    {func() (float64, error) { return testutil.GetCounterMetricValue(m.hits) }, 1},
-		"misses":  {func() (float64, error) { return testutil.GetCounterMetricValue(m.misses) }, 1},
+		"hits":    {func() (float64, error) { return testutil.GetCounterMetricValue(m.hits) }, 2},
+		"misses":  {func() (float64, error) { return testutil.GetCounterMetricValue(m.misses) }, 2},
 		"listOK":  {func() (float64, error) { return testutil.GetCounterMetricValue(m.listOK) }, 1},
 		"listErr": {func() (float64, error) { return testutil.GetCounterMetricValue(m.listFailed) }, 1},
 		"backoff": {func() (float64, error) { return testutil.GetCounterMetricValue(m.backedOff) }, 1},

@@ -62,6 +62,7 @@ func (c *Cloud) find(ctx context.Context, node *corev1.Node) (match, error) {
 	stale := start.Add(-c.settings.RefreshInterval.Duration)
 	m, _, err := c.search(ctx, stale, stages, node)
 	if !errors.Is(err, errNotFound) {
+		c.recordLookup(err)
 		return m, err
 	}
 	nb := missNotBefore(node, start, stale)
@@ -72,7 +73,18 @@ func (c *Cloud) find(ctx context.Context, node *corev1.Node) (match, error) {
 		// it gone.
 		m, _, err = c.search(ctx, start, stages, node)
 	}
+	c.recordLookup(err)
 	return m, err
+}
+
+// recordLookup counts a lookup in the snapshot metrics: a hit when a VM
+// matched, a miss when none did; errors are neither.
+func (c *Cloud) recordLookup(err error) {
+	if len(c.vcenters) == 0 || (err != nil && !errors.Is(err, errNotFound)) {
+		return
+	}
+	// Every vCenter's cache counts under the backend's name.
+	c.vcenters[0].inv.RecordLookup(err == nil)
 }
 
 // maxSnapshotSpread is how far apart the retrievals of the vCenters'
