@@ -226,10 +226,12 @@ func TestRenderedPolicy(t *testing.T) {
 			if get(pod, "priorityClassName") != "system-cluster-critical" {
 				t.Errorf("priorityClassName %v", get(pod, "priorityClassName"))
 			}
-			// Probes on the secure port's /healthz over HTTPS.
-			for _, p := range []string{"livenessProbe", "readinessProbe"} {
-				if get(c, p, "httpGet", "path") != "/healthz" || get(c, p, "httpGet", "scheme") != "HTTPS" || get(c, p, "httpGet", "port") != "https" {
-					t.Errorf("%s %v: want HTTPS GET /healthz on the secure port", p, get(c, p))
+			// Probes on the secure port's /healthz over HTTPS: readiness
+			// with the backends' check, liveness without it (an outage
+			// must never restart the pod).
+			for p, path := range map[string]string{"livenessProbe": "/healthz?exclude=backend-health", "readinessProbe": "/healthz"} {
+				if get(c, p, "httpGet", "path") != path || get(c, p, "httpGet", "scheme") != "HTTPS" || get(c, p, "httpGet", "port") != "https" {
+					t.Errorf("%s %v: want HTTPS GET %s on the secure port", p, get(c, p), path)
 				}
 			}
 			// Tolerations for uninitialised and control-plane nodes.
