@@ -113,6 +113,17 @@ func (c *fakeCluster) run(t *testing.T, start func(context.Context)) {
 	go start(ctx)
 }
 
+// runNodeLifecycle runs the upstream cloud-node-lifecycle controller over
+// cloud, checking NotReady nodes every 10 ms, until the test ends.
+func (c *fakeCluster) runNodeLifecycle(t *testing.T, cloud cloudprovider.Interface) {
+	t.Helper()
+	ctrl, err := nodelifecycle.NewCloudNodeLifecycleController(c.factory.Core().V1().Nodes(), c.client, cloud, 10*time.Millisecond, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.run(t, func(ctx context.Context) { ctrl.Run(ctx, controllersmetrics.NewControllerManagerMetrics("test")) })
+}
+
 func (c *fakeCluster) node(t *testing.T, name string) (*corev1.Node, bool) {
 	t.Helper()
 	n, err := c.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
@@ -186,11 +197,7 @@ func TestLifecycleControllerOutcomes(t *testing.T) {
 				newNode("bad", withProviderID("not-a-provider-id"), notReady),
 			}
 			c := startCluster(t, r, objects(nodes)...)
-			ctrl, err := nodelifecycle.NewCloudNodeLifecycleController(c.factory.Core().V1().Nodes(), c.client, r, 10*time.Millisecond, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.run(t, func(ctx context.Context) { ctrl.Run(ctx, controllersmetrics.NewControllerManagerMetrics("test")) })
+			c.runNodeLifecycle(t, r)
 			eventually(t, "bm-gone deleted", func() bool { _, ok := c.node(t, "bm-gone"); return !ok })
 			eventually(t, "several monitor rounds", func() bool { return broken.n.Load() >= 10 })
 			eventually(t, "os-1 shutdown-tainted", func() bool { n, _ := c.node(t, "os-1"); return hasTaint(n, cloudproviderapi.TaintNodeShutdown) })

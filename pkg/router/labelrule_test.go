@@ -5,13 +5,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/controllers/nodelifecycle"
 	upstreamfake "k8s.io/cloud-provider/fake"
-	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
@@ -70,11 +67,7 @@ func TestLabelNamingARemovedBackendKeepsTheNode(t *testing.T) {
 				newNode("os-b-gone", withProviderID("openstack:///5c1d"), withNodeBackend("os-b"), notReady),
 			}
 			c := startCluster(t, r, objects(nodes)...)
-			ctrl, err := nodelifecycle.NewCloudNodeLifecycleController(c.factory.Core().V1().Nodes(), c.client, r, 10*time.Millisecond, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.run(t, func(ctx context.Context) { ctrl.Run(ctx, controllersmetrics.NewControllerManagerMetrics("test")) })
+			c.runNodeLifecycle(t, r)
 			eventually(t, "os-b-gone deleted", func() bool { _, ok := c.node(t, "os-b-gone"); return !ok })
 			for _, name := range []string{"os-a-1", "odd-1"} {
 				if _, ok := c.node(t, name); !ok {

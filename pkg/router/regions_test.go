@@ -5,13 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/controllers/nodelifecycle"
 	upstreamfake "k8s.io/cloud-provider/fake"
-	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -66,11 +63,7 @@ func TestOtherRegionsBackendHasNoSay(t *testing.T) {
 		newNode("three", withProviderID("openstack://three/c1"), notReady),
 	}
 	c := startCluster(t, r, objects(nodes)...)
-	ctrl, err := nodelifecycle.NewCloudNodeLifecycleController(c.factory.Core().V1().Nodes(), c.client, r, 10*time.Millisecond, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.run(t, func(ctx context.Context) { ctrl.Run(ctx, controllersmetrics.NewControllerManagerMetrics("test")) })
+	c.runNodeLifecycle(t, r)
 	eventually(t, "two-gone deleted", func() bool { _, ok := c.node(t, "two-gone"); return !ok })
 	eventually(t, "three NodeOutsideRegion event", func() bool {
 		return strings.Contains(strings.Join(c.events(t, "three"), ","), "Warning/"+reasonOutsideRegion)
