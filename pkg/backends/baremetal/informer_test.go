@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -47,13 +48,7 @@ func TestReadyWaitsForInformer(t *testing.T) {
 
 func TestDeletedServiceReleased(t *testing.T) {
 	old := newService("old", withStatus("192.0.2.1"))
-	client := fake.NewClientset(old)
-	lb := newTestCloud(t, lbSection).lb
-	factory := informers.NewSharedInformerFactory(client, 0)
-	lb.SetInformers(factory)
-	stop := make(chan struct{})
-	defer close(stop)
-	factory.Start(stop)
+	client, lb := informedLB(t, old)
 	ctx := context.Background()
 	if _, _, err := lb.GetLoadBalancer(ctx, "c1", old); err != nil {
 		t.Fatal(err)
@@ -185,13 +180,7 @@ func TestRequestsReservedLargeRange(t *testing.T) {
 func TestDeleteKeepsShownAddress(t *testing.T) {
 	ctx := context.Background()
 	old := newService("old", withStatus("192.0.2.1"))
-	client := fake.NewClientset(old)
-	lb := newTestCloud(t, lbSection).lb
-	factory := informers.NewSharedInformerFactory(client, 0)
-	lb.SetInformers(factory)
-	stop := make(chan struct{})
-	defer close(stop)
-	factory.Start(stop)
+	client, lb := informedLB(t, old)
 
 	if st, err := lb.EnsureLoadBalancer(ctx, "c1", old, nil); err != nil || ingressIPs(st) != "192.0.2.1" {
 		t.Fatalf("EnsureLoadBalancer(old) = %q, %v", ingressIPs(st), err)
@@ -232,4 +221,18 @@ func TestRecreatedRequesterKeepsReservation(t *testing.T) {
 	if st, err := lb.EnsureLoadBalancer(context.Background(), "c1", newService("auto"), nil); err != nil || ingressIPs(st) != "192.0.2.2" {
 		t.Fatalf("EnsureLoadBalancer(auto) = %q, %v; want 192.0.2.2: the new vip still requests 192.0.2.1", ingressIPs(st), err)
 	}
+}
+
+// informedLB is a bare-metal load balancer whose Service informer is
+// started over a fake clientset holding objs, until the test ends.
+func informedLB(t *testing.T, objs ...runtime.Object) (*fake.Clientset, *LoadBalancer) {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	lb := newTestCloud(t, lbSection).lb
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lb.SetInformers(factory)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	factory.Start(stop)
+	return client, lb
 }
