@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 )
 
 // expire makes the next lookup refresh the instance listing, as the first

@@ -25,8 +25,8 @@ import (
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	_ "k8s.io/controller-manager/pkg/features/register" // the route controller reads its feature gates.
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )

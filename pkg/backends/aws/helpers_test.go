@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
 )
 
 const (

@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
 )
 
 func TestParseProviderID(t *testing.T) {

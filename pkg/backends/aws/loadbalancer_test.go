@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cloud-provider/api"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
 )
 
 // awsNodes adds n instances and returns their Nodes.

@@ -12,7 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/sims/vcsim"
 )
 
