@@ -29,6 +29,9 @@ type Instance struct {
 	PublicDNSName   string
 	Tags            map[string]string
 	SourceDestCheck bool
+	// SecurityGroups are the IDs of the instance's security groups (its
+	// groupSet).
+	SecurityGroups []string
 }
 
 // Subnet is an EC2 subnet as tests set it up.
@@ -41,18 +44,26 @@ type Subnet struct {
 	Tags   map[string]string
 }
 
-// RouteTable is an EC2 route table.
+// RouteTable is an EC2 route table. Every table also lists the VPC's local
+// route (its CIDR to gateway "local"), as AWS does.
 type RouteTable struct {
 	ID     string
 	VPCID  string
 	Tags   map[string]string
 	Routes []Route
+	// Main marks the VPC's main route table: subnets associated with no
+	// table use it.
+	Main bool
+	// Subnets are the subnets explicitly associated with the table.
+	Subnets []string
 }
 
-// Route is one route of a route table.
+// Route is one route of a route table: to an instance or to a gateway
+// (igw-…, vgw-…, "local").
 type Route struct {
 	DestinationCIDR string
 	InstanceID      string
+	GatewayID       string
 }
 
 type securityGroup struct {
@@ -220,6 +231,12 @@ func (s *Server) ec2(action string, f url.Values) (any, *Error) {
 		return s.deleteRoute(f)
 	case "ModifyInstanceAttribute":
 		return s.modifyInstanceAttribute(f)
+	case "DescribeAvailabilityZones":
+		return s.describeAvailabilityZones(f)
+	case "DescribeInstanceTopology":
+		return s.describeInstanceTopology(f)
+	case "DeleteTags":
+		return s.deleteTags(f)
 	}
 	return nil, errorf("InvalidAction", "The action %s is not valid for this web service.", action)
 }
@@ -285,6 +302,12 @@ func (in *Instance) attr(name string) []string {
 		return []string{in.State}
 	case "availability-zone":
 		return []string{in.Zone}
+	case "instance-type":
+		return []string{in.InstanceType}
+	case "subnet-id":
+		return []string{in.SubnetID}
+	case "instance.group-id":
+		return in.SecurityGroups
 	}
 	return nil
 }
@@ -307,13 +330,23 @@ type xmlInstance struct {
 	VpcID            string         `xml:"vpcId,omitempty"`
 	SubnetID         string         `xml:"subnetId,omitempty"`
 	SourceDestCheck  bool           `xml:"sourceDestCheck"`
+	GroupSet         []xmlGroupID   `xml:"groupSet>item"`
 	NetworkIfaces    []xmlInterface `xml:"networkInterfaceSet>item"`
 	Tags             []xmlTag       `xml:"tagSet>item"`
 }
 
+// xmlGroupID is a GroupIdentifier: a security group's ID and name.
+type xmlGroupID struct {
+	GroupID   string `xml:"groupId"`
+	GroupName string `xml:"groupName"`
+}
+
 type xmlInterface struct {
-	ID        string      `xml:"networkInterfaceId"`
-	Addresses []xmlPrivIP `xml:"privateIpAddressesSet>item"`
+	ID        string       `xml:"networkInterfaceId"`
+	SubnetID  string       `xml:"subnetId,omitempty"`
+	VpcID     string       `xml:"vpcId,omitempty"`
+	Groups    []xmlGroupID `xml:"groupSet>item"`
+	Addresses []xmlPrivIP  `xml:"privateIpAddressesSet>item"`
 }
 
 type xmlPrivIP struct {
@@ -340,7 +373,8 @@ type describeInstancesResponse struct {
 	NextToken    string           `xml:"nextToken,omitempty"`
 }
 
-func (in *Instance) xml() xmlInstance {
+// xml renders the instance; groupName names its security groups.
+func (in *Instance) xml(groupName func(id string) string) xmlInstance {
 	x := xmlInstance{InstanceID: in.ID, InstanceType: in.InstanceType, PrivateDNSName: in.PrivateDNSName, DNSName: in.PublicDNSName,
 		IPAddress: in.PublicIP, VpcID: in.VPCID, SubnetID: in.SubnetID, SourceDestCheck: in.SourceDestCheck, Tags: ec2Tags(in.Tags)}
 	x.Placement.AvailabilityZone, x.Placement.AvailabilityZoneID = in.Zone, in.ZoneID
@@ -348,7 +382,10 @@ func (in *Instance) xml() xmlInstance {
 	if in.State == "terminated" {
 		return x
 	}
-	ni := xmlInterface{ID: "eni-" + strings.TrimPrefix(in.ID, "i-")}
+	for _, g := range in.SecurityGroups {
+		x.GroupSet = append(x.GroupSet, xmlGroupID{GroupID: g, GroupName: groupName(g)})
+	}
+	ni := xmlInterface{ID: "eni-" + strings.TrimPrefix(in.ID, "i-"), SubnetID: in.SubnetID, VpcID: in.VPCID, Groups: x.GroupSet}
 	for i, ip := range in.PrivateIPs {
 		a := xmlPrivIP{PrivateIPAddress: ip, Primary: i == 0}
 		if i == 0 {
@@ -400,7 +437,7 @@ func (s *Server) describeInstances(f url.Values) (any, *Error) {
 	}
 	resp := describeInstancesResponse{Xmlns: ec2NS, RequestID: "fake", NextToken: next}
 	for _, in := range matched[page[0]:page[1]] {
-		resp.Reservations = append(resp.Reservations, xmlReservation{ReservationID: "r-" + strings.TrimPrefix(in.ID, "i-"), OwnerID: Account, Instances: []xmlInstance{in.xml()}})
+		resp.Reservations = append(resp.Reservations, xmlReservation{ReservationID: "r-" + strings.TrimPrefix(in.ID, "i-"), OwnerID: Account, Instances: []xmlInstance{in.xml(s.groupName)}})
 	}
 	return resp, nil
 }
@@ -705,21 +742,22 @@ func (s *Server) createTags(f url.Values) (any, *Error) {
 		tags[f.Get(t+".Key")] = f.Get(t + ".Value")
 	}
 	for _, id := range list(f, "ResourceId") {
-		var target map[string]string
-		switch {
-		case s.sgs[id] != nil:
-			target = s.sgs[id].tags
-		case s.instances[id] != nil:
-			if s.instances[id].Tags == nil {
-				s.instances[id].Tags = map[string]string{}
-			}
-			target = s.instances[id].Tags
-		default:
-			return nil, errorf("InvalidID", "The ID '%s' is not valid", id)
+		target, err := s.taggable(id)
+		if err != nil {
+			return nil, err
 		}
 		for k, v := range tags {
 			target[k] = v
 		}
 	}
 	return ok("CreateTags"), nil
+}
+
+// groupName is a security group's name ("" when it does not exist). Caller
+// holds s.mu.
+func (s *Server) groupName(id string) string {
+	if sg := s.sgs[id]; sg != nil {
+		return sg.name
+	}
+	return ""
 }

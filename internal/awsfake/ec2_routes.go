@@ -3,20 +3,36 @@ package awsfake
 import (
 	"encoding/xml"
 	"net/url"
+	"strconv"
+	"strings"
 )
 
 type xmlRoute struct {
 	DestinationCidrBlock string `xml:"destinationCidrBlock"`
+	GatewayID            string `xml:"gatewayId,omitempty"`
 	InstanceID           string `xml:"instanceId,omitempty"`
+	InstanceOwnerID      string `xml:"instanceOwnerId,omitempty"`
 	State                string `xml:"state"`
 	Origin               string `xml:"origin"`
 }
 
 type xmlRouteTable struct {
-	RouteTableID string     `xml:"routeTableId"`
-	VpcID        string     `xml:"vpcId"`
-	Routes       []xmlRoute `xml:"routeSet>item"`
-	Tags         []xmlTag   `xml:"tagSet>item"`
+	RouteTableID string           `xml:"routeTableId"`
+	VpcID        string           `xml:"vpcId"`
+	OwnerID      string           `xml:"ownerId"`
+	Routes       []xmlRoute       `xml:"routeSet>item"`
+	Associations []xmlAssociation `xml:"associationSet>item"`
+	Tags         []xmlTag         `xml:"tagSet>item"`
+}
+
+type xmlAssociation struct {
+	ID           string `xml:"routeTableAssociationId"`
+	RouteTableID string `xml:"routeTableId"`
+	SubnetID     string `xml:"subnetId,omitempty"`
+	Main         bool   `xml:"main"`
+	State        struct {
+		State string `xml:"state"`
+	} `xml:"associationState"`
 }
 
 type describeRouteTablesResponse struct {
@@ -35,8 +51,44 @@ func (rt *RouteTable) attr(name string) []string {
 		return []string{rt.VPCID}
 	case "route-table-id":
 		return []string{rt.ID}
+	case "association.main":
+		return []string{strconv.FormatBool(rt.Main)}
+	case "association.subnet-id":
+		return rt.Subnets
+	case "route.gateway-id":
+		var out []string
+		for _, r := range rt.Routes {
+			if r.GatewayID != "" {
+				out = append(out, r.GatewayID)
+			}
+		}
+		return append(out, "local")
+	case "route.instance-id":
+		var out []string
+		for _, r := range rt.Routes {
+			if r.InstanceID != "" {
+				out = append(out, r.InstanceID)
+			}
+		}
+		return out
 	}
 	return nil
+}
+
+func (rt *RouteTable) associations() []xmlAssociation {
+	assoc := func(subnet string, main bool) xmlAssociation {
+		a := xmlAssociation{ID: "rtbassoc-" + strings.TrimPrefix(rt.ID, "rtb-") + strings.TrimPrefix(subnet, "subnet-"), RouteTableID: rt.ID, SubnetID: subnet, Main: main}
+		a.State.State = "associated"
+		return a
+	}
+	var out []xmlAssociation
+	if rt.Main {
+		out = append(out, assoc("", true))
+	}
+	for _, sn := range rt.Subnets {
+		out = append(out, assoc(sn, false))
+	}
+	return out
 }
 
 func (s *Server) describeRouteTables(f url.Values) (any, *Error) {
@@ -56,16 +108,20 @@ func (s *Server) describeRouteTables(f url.Values) (any, *Error) {
 		if !matchFilters(fs, rt.attr) {
 			continue
 		}
-		x := xmlRouteTable{RouteTableID: rt.ID, VpcID: rt.VPCID, Tags: ec2Tags(rt.Tags)}
+		x := xmlRouteTable{RouteTableID: rt.ID, VpcID: rt.VPCID, OwnerID: Account, Tags: ec2Tags(rt.Tags), Associations: rt.associations()}
 		if cidr := s.vpcs[rt.VPCID]; cidr != "" {
-			x.Routes = append(x.Routes, xmlRoute{DestinationCidrBlock: cidr, State: "active", Origin: "CreateRouteTable"})
+			x.Routes = append(x.Routes, xmlRoute{DestinationCidrBlock: cidr, GatewayID: "local", State: "active", Origin: "CreateRouteTable"})
 		}
 		for _, r := range rt.Routes {
+			if r.GatewayID != "" {
+				x.Routes = append(x.Routes, xmlRoute{DestinationCidrBlock: r.DestinationCIDR, GatewayID: r.GatewayID, State: "active", Origin: "CreateRoute"})
+				continue
+			}
 			state := "active"
 			if in := s.instances[r.InstanceID]; in == nil || in.State == "terminated" {
 				state = "blackhole"
 			}
-			x.Routes = append(x.Routes, xmlRoute{DestinationCidrBlock: r.DestinationCIDR, InstanceID: r.InstanceID, State: state, Origin: "CreateRoute"})
+			x.Routes = append(x.Routes, xmlRoute{DestinationCidrBlock: r.DestinationCIDR, InstanceID: r.InstanceID, InstanceOwnerID: Account, State: state, Origin: "CreateRoute"})
 		}
 		resp.RouteTables = append(resp.RouteTables, x)
 	}

@@ -20,6 +20,17 @@ type loadBalancer struct {
 	pollsLeft                            int
 	created                              time.Time
 	tags                                 map[string]string
+	// attributes are set on first use from nlbAttributeDefaults.
+	attributes map[string]string
+	// ipAddressType is ipv4 or dualstack.
+	ipAddressType string
+	// mappings are the SubnetMappings' extras by subnet: the Elastic IP
+	// allocation and the private IPv4 address.
+	mappings map[string]subnetMapping
+}
+
+type subnetMapping struct {
+	allocationID, privateIPv4 string
 }
 
 type healthCheck struct {
@@ -42,6 +53,8 @@ type targetGroup struct {
 	hc                                     healthCheck
 	targets                                map[string]target
 	tags                                   map[string]string
+	// attributes are set on first use from tgAttributeDefaults.
+	attributes map[string]string
 }
 
 type listener struct {
@@ -163,6 +176,12 @@ func (s *Server) elbv2(action string, f url.Values) (any, *Error) {
 		"AddTags":               s.addTags,
 		"RemoveTags":            s.removeTags,
 		"DescribeTags":          s.describeTags,
+
+		"DescribeLoadBalancerAttributes": s.describeLoadBalancerAttributes,
+		"ModifyLoadBalancerAttributes":   s.modifyLoadBalancerAttributes,
+		"DescribeTargetGroupAttributes":  s.describeTargetGroupAttributes,
+		"ModifyTargetGroupAttributes":    s.modifyTargetGroupAttributes,
+		"SetSecurityGroups":              s.setSecurityGroups,
 	}
 	h, found := handlers[action]
 	if !found {
@@ -223,8 +242,14 @@ func elbTagsFrom(f url.Values) map[string]string {
 }
 
 type xmlAZ struct {
-	ZoneName string `xml:"ZoneName"`
-	SubnetID string `xml:"SubnetId"`
+	ZoneName  string         `xml:"ZoneName"`
+	SubnetID  string         `xml:"SubnetId"`
+	Addresses []xmlLBAddress `xml:"LoadBalancerAddresses>member,omitempty"`
+}
+
+type xmlLBAddress struct {
+	AllocationID       string `xml:"AllocationId,omitempty"`
+	PrivateIPv4Address string `xml:"PrivateIPv4Address,omitempty"`
 }
 
 type xmlLoadBalancer struct {
@@ -246,10 +271,17 @@ type xmlLoadBalancer struct {
 
 func (s *Server) lbXML(lb *loadBalancer) xmlLoadBalancer {
 	x := xmlLoadBalancer{LoadBalancerArn: lb.arn, DNSName: lb.dns, CanonicalHostedZoneID: "Z26RNL4JYFTOTI", CreatedTime: lb.created.Format("2006-01-02T15:04:05.000Z"),
-		LoadBalancerName: lb.name, Scheme: lb.scheme, VpcID: lb.vpcID, Type: "network", SecurityGroups: lb.securityGroups, IPAddressType: "ipv4"}
+		LoadBalancerName: lb.name, Scheme: lb.scheme, VpcID: lb.vpcID, Type: "network", SecurityGroups: lb.securityGroups, IPAddressType: lb.ipAddressType}
+	if x.IPAddressType == "" {
+		x.IPAddressType = "ipv4"
+	}
 	x.State.Code = lb.state
 	for _, id := range lb.subnets {
-		x.AvailabilityZones = append(x.AvailabilityZones, xmlAZ{ZoneName: s.subnets[id].Zone, SubnetID: id})
+		az := xmlAZ{ZoneName: s.subnets[id].Zone, SubnetID: id}
+		if m, ok := lb.mappings[id]; ok {
+			az.Addresses = []xmlLBAddress{{AllocationID: m.allocationID, PrivateIPv4Address: m.privateIPv4}}
+		}
+		x.AvailabilityZones = append(x.AvailabilityZones, az)
 	}
 	return x
 }
@@ -259,26 +291,57 @@ type loadBalancersResult struct {
 	NextMarker    string            `xml:"NextMarker,omitempty"`
 }
 
-func (s *Server) lbSubnets(f url.Values) ([]string, string, *Error) {
+// lbSubnets reads Subnets.member.N or SubnetMappings.member.N (SubnetId,
+// AllocationId, PrivateIPv4Address), not both, as AWS requires.
+func (s *Server) lbSubnets(f url.Values) ([]string, string, map[string]subnetMapping, *Error) {
 	ids := list(f, "Subnets.member")
+	var mappings map[string]subnetMapping
+	if ms := items(f, "SubnetMappings.member"); len(ms) > 0 {
+		if len(ids) > 0 {
+			return nil, "", nil, errorf("ValidationError", "You can specify subnets or subnet mappings, not both")
+		}
+		mappings = map[string]subnetMapping{}
+		for _, p := range ms {
+			id := f.Get(p + ".SubnetId")
+			ids = append(ids, id)
+			m := subnetMapping{allocationID: f.Get(p + ".AllocationId"), privateIPv4: f.Get(p + ".PrivateIPv4Address")}
+			if m.privateIPv4 != "" {
+				ip := net.ParseIP(m.privateIPv4)
+				sn := s.subnets[id]
+				if _, cidr, err := net.ParseCIDR(subnetCIDR(sn)); ip == nil || ip.To4() == nil || err != nil || !cidr.Contains(ip) {
+					return nil, "", nil, errorf("InvalidConfigurationRequest", "The private IPv4 address '%s' is not in the subnet '%s'", m.privateIPv4, id)
+				}
+			}
+			if m != (subnetMapping{}) {
+				mappings[id] = m
+			}
+		}
+	}
 	if len(ids) == 0 {
-		return nil, "", errorf("ValidationError", "At least one subnet must be specified")
+		return nil, "", nil, errorf("ValidationError", "At least one subnet must be specified")
 	}
 	zones, vpc := map[string]bool{}, ""
 	for _, id := range ids {
 		sn, found := s.subnets[id]
 		if !found {
-			return nil, "", &Error{Status: 400, Code: "SubnetNotFound", Message: fmt.Sprintf("The subnet ID '%s' is not valid", id)}
+			return nil, "", nil, &Error{Status: 400, Code: "SubnetNotFound", Message: fmt.Sprintf("The subnet ID '%s' is not valid", id)}
 		}
 		if zones[sn.Zone] {
-			return nil, "", errorf("InvalidConfigurationRequest", "A load balancer cannot be attached to multiple subnets in the same Availability Zone")
+			return nil, "", nil, errorf("InvalidConfigurationRequest", "A load balancer cannot be attached to multiple subnets in the same Availability Zone")
 		}
 		if vpc != "" && sn.VPCID != vpc {
-			return nil, "", errorf("InvalidConfigurationRequest", "All subnets must belong to the same VPC")
+			return nil, "", nil, errorf("InvalidConfigurationRequest", "All subnets must belong to the same VPC")
 		}
 		zones[sn.Zone], vpc = true, sn.VPCID
 	}
-	return ids, vpc, nil
+	return ids, vpc, mappings, nil
+}
+
+func subnetCIDR(sn *Subnet) string {
+	if sn == nil {
+		return ""
+	}
+	return sn.CIDR
 }
 
 // createLoadBalancer creates a network load balancer. As in AWS, creating
@@ -294,9 +357,17 @@ func (s *Server) createLoadBalancer(f url.Values) (any, *Error) {
 	if scheme == "" {
 		scheme = "internet-facing"
 	}
-	subnets, vpc, err := s.lbSubnets(f)
+	subnets, vpc, mappings, err := s.lbSubnets(f)
 	if err != nil {
 		return nil, err
+	}
+	ipType := f.Get("IpAddressType")
+	switch ipType {
+	case "":
+		ipType = "ipv4"
+	case "ipv4", "dualstack":
+	default:
+		return nil, errorf("ValidationError", "IP address type '%s' is not valid for a network load balancer; use ipv4 or dualstack", ipType)
 	}
 	sgs := list(f, "SecurityGroups.member")
 	for _, g := range sgs {
@@ -316,7 +387,7 @@ func (s *Server) createLoadBalancer(f url.Values) (any, *Error) {
 	id := s.nextID()[1:]
 	lb := &loadBalancer{arn: fmt.Sprintf("arn:aws:elasticloadbalancing:%s:%s:loadbalancer/net/%s/%s", s.region, Account, name, id),
 		name: name, scheme: scheme, vpcID: vpc, subnets: subnets, securityGroups: sgs, state: "active",
-		pollsLeft: s.provisioningPolls, created: time.Now().UTC(), tags: elbTagsFrom(f)}
+		pollsLeft: s.provisioningPolls, created: time.Now().UTC(), tags: elbTagsFrom(f), ipAddressType: ipType, mappings: mappings}
 	lb.dns = fmt.Sprintf("%s-%s.elb.%s.amazonaws.com", name, id, s.region)
 	if scheme == "internal" {
 		lb.dns = "internal-" + lb.dns
@@ -385,6 +456,9 @@ func contains(list []string, v string) bool {
 // groups stay. Deleting one that does not exist succeeds, as in AWS.
 func (s *Server) deleteLoadBalancer(f url.Values) (any, *Error) {
 	lb, found := s.lbs[f.Get("LoadBalancerArn")]
+	if found && lb.attributes["deletion_protection.enabled"] == "true" {
+		return nil, errorf("OperationNotPermitted", "Load balancer '%s' cannot be deleted because deletion protection is enabled", lb.arn)
+	}
 	if found {
 		for arn, l := range s.listeners {
 			if l.lbARN == lb.arn {
@@ -677,16 +751,21 @@ func (s *Server) deregisterTargets(f url.Values) (any, *Error) {
 	if err != nil {
 		return nil, err
 	}
+	delay := s.deregistrationDelay
+	if tg.attributes != nil {
+		n, _ := strconv.Atoi(tg.attributes["deregistration_delay.timeout_seconds"])
+		delay = time.Duration(n) * time.Second
+	}
 	for _, t := range ts {
 		k := fmt.Sprintf("%s:%d", t.id, t.port)
 		have, registered := tg.targets[k]
 		switch {
 		case !registered:
 			return nil, errorf("InvalidTarget", "The following targets are not registered in target group '%s': '%s'", tg.arn, t.id)
-		case s.deregistrationDelay <= 0:
+		case delay <= 0:
 			delete(tg.targets, k)
 		case have.drainUntil.IsZero():
-			have.drainUntil = time.Now().Add(s.deregistrationDelay)
+			have.drainUntil = time.Now().Add(delay)
 			tg.targets[k] = have
 		}
 	}

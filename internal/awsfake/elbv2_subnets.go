@@ -24,7 +24,7 @@ func (s *Server) setSubnets(f url.Values) (any, *Error) {
 	if !found {
 		return nil, &Error{Status: 400, Code: "LoadBalancerNotFound", Message: fmt.Sprintf("Load balancer '%s' not found", f.Get("LoadBalancerArn"))}
 	}
-	subnets, vpc, err := s.lbSubnets(f)
+	subnets, vpc, _, err := s.lbSubnets(f)
 	if err != nil {
 		return nil, err
 	}

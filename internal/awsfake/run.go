@@ -63,6 +63,10 @@ type SeedSpec struct {
 	Instances int
 	// InstanceType of the instances. Default m5.large.
 	InstanceType string
+	// NodeSecurityGroup, when set, creates the nodes' security group
+	// (k8s-nodes-<ClusterID>, tagged kubernetes.io/cluster/<id>=owned) and
+	// puts every instance in it, as cluster installers do.
+	NodeSecurityGroup bool
 }
 
 // Seeded is what Seed created.
@@ -76,6 +80,13 @@ type Seeded struct {
 	PublicSubnets, PrivateSubnets []string
 	// Instances are the running instances, in order.
 	Instances []Instance
+	// MainRouteTable is the VPC's main route table (the local route only):
+	// the private subnets use it. PublicRouteTable routes 0.0.0.0/0 to the
+	// internet gateway InternetGateway and is associated with the public
+	// subnets. Neither is tagged for the cluster.
+	MainRouteTable, PublicRouteTable, InternetGateway string
+	// NodeSecurityGroup is the nodes' security group, when asked for.
+	NodeSecurityGroup string
 }
 
 // Seed creates a VPC (10.0.0.0/16) laid out as a Kubernetes cluster's usually
@@ -100,15 +111,29 @@ func (s *Server) Seed(spec SeedSpec) Seeded {
 		out.PublicSubnets = append(out.PublicSubnets, pub)
 		out.PrivateSubnets = append(out.PrivateSubnets, priv)
 	}
+	var groups []string
+	if spec.NodeSecurityGroup {
+		out.NodeSecurityGroup = "sg-" + s.newHexID()
+		s.mu.Lock()
+		s.sgs[out.NodeSecurityGroup] = &securityGroup{id: out.NodeSecurityGroup, name: "k8s-nodes-" + spec.ClusterID, description: "Kubernetes nodes",
+			vpcID: spec.VPCID, tags: map[string]string{"kubernetes.io/cluster/" + spec.ClusterID: "owned"}}
+		s.mu.Unlock()
+		groups = []string{out.NodeSecurityGroup}
+	}
 	for n := range spec.Instances {
 		z := n % len(spec.Zones)
 		ip := fmt.Sprintf("10.0.%d.%d", 100+z, 10+n/len(spec.Zones))
 		in := Instance{ID: s.newInstanceID(), InstanceType: spec.InstanceType, Zone: spec.Zones[z], ZoneID: s.zoneID(z),
 			VPCID: spec.VPCID, SubnetID: out.PrivateSubnets[z], State: "running", PrivateIPs: []string{ip},
-			PrivateDNSName: fmt.Sprintf("ip-%s.%s.compute.internal", strings.ReplaceAll(ip, ".", "-"), s.region), SourceDestCheck: true}
+			PrivateDNSName: fmt.Sprintf("ip-%s.%s.compute.internal", strings.ReplaceAll(ip, ".", "-"), s.region), SourceDestCheck: true,
+			SecurityGroups: groups}
 		s.AddInstance(in)
 		out.Instances = append(out.Instances, in)
 	}
+	out.MainRouteTable, out.PublicRouteTable, out.InternetGateway = "rtb-"+s.newHexID(), "rtb-"+s.newHexID(), "igw-"+s.newHexID()
+	s.AddRouteTable(RouteTable{ID: out.MainRouteTable, VPCID: spec.VPCID, Main: true})
+	s.AddRouteTable(RouteTable{ID: out.PublicRouteTable, VPCID: spec.VPCID, Subnets: append([]string(nil), out.PublicSubnets...),
+		Routes: []Route{{DestinationCIDR: "0.0.0.0/0", GatewayID: out.InternetGateway}}})
 	return out
 }
 

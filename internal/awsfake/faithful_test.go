@@ -1,0 +1,175 @@
+package awsfake
+
+import (
+	"context"
+	"testing"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+)
+
+// The actions and parameters upstream's cloud-provider-aws sends besides
+// ours, through the SDK as it sends them.
+
+func TestDescribeAvailabilityZones(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	out, err := c.ec2.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, z := range out.AvailabilityZones {
+		got[awssdk.ToString(z.ZoneName)] = awssdk.ToString(z.ZoneId)
+		if z.State != ec2types.AvailabilityZoneStateAvailable || awssdk.ToString(z.RegionName) != "eu-west-1" || awssdk.ToString(z.ZoneType) != "availability-zone" {
+			t.Errorf("zone %+v: want available, eu-west-1, availability-zone", z)
+		}
+	}
+	if len(got) != 2 || got["eu-west-1a"] != "euw1-az1" || got["eu-west-1b"] != "euw1-az2" {
+		t.Errorf("zones %v; want eu-west-1a=euw1-az1 and eu-west-1b=euw1-az2", got)
+	}
+	out, err = c.ec2.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{ZoneIds: []string{"euw1-az2"}})
+	if err != nil || len(out.AvailabilityZones) != 1 || awssdk.ToString(out.AvailabilityZones[0].ZoneName) != "eu-west-1b" {
+		t.Errorf("by zone ID: %+v, %v; want eu-west-1b", out, err)
+	}
+	if _, err := c.ec2.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{ZoneNames: []string{"eu-west-1z"}}); errorCode(err) != "InvalidParameterValue" {
+		t.Errorf("unknown zone: %v; want InvalidParameterValue", err)
+	}
+}
+
+func TestDescribeInstanceTopology(t *testing.T) {
+	c := newClients(t)
+	c.fake.AddInstance(Instance{ID: "i-gpu", InstanceType: "p4d.24xlarge", Zone: "eu-west-1a", ZoneID: "euw1-az1", VPCID: "vpc-1"})
+	c.fake.AddInstance(Instance{ID: "i-web", InstanceType: "m5.large", Zone: "eu-west-1a", ZoneID: "euw1-az1", VPCID: "vpc-1"})
+	out, err := c.ec2.DescribeInstanceTopology(context.Background(), &ec2.DescribeInstanceTopologyInput{InstanceIds: []string{"i-gpu", "i-web", "i-gone"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Instances) != 1 || awssdk.ToString(out.Instances[0].InstanceId) != "i-gpu" || len(out.Instances[0].NetworkNodes) != 3 ||
+		awssdk.ToString(out.Instances[0].ZoneId) != "euw1-az1" {
+		t.Errorf("topology %+v; want i-gpu alone (m5 is not described, unknown IDs are left out), three network nodes, zone euw1-az1", out.Instances)
+	}
+	if _, err := c.ec2.DescribeInstanceTopology(context.Background(), &ec2.DescribeInstanceTopologyInput{MaxResults: awssdk.Int32(101)}); errorCode(err) != "InvalidParameterValue" {
+		t.Errorf("MaxResults 101: %v; want InvalidParameterValue", err)
+	}
+}
+
+func TestSeededRouteTablesAndGroups(t *testing.T) {
+	c := newClients(t)
+	seeded := c.fake.Seed(SeedSpec{VPCID: "vpc-2", ClusterID: "k", Instances: 2, NodeSecurityGroup: true})
+	ctx := context.Background()
+	out, err := c.ec2.DescribeRouteTables(ctx, &ec2.DescribeRouteTablesInput{Filters: []ec2types.Filter{{Name: awssdk.String("vpc-id"), Values: []string{"vpc-2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]ec2types.RouteTable{}
+	for _, rt := range out.RouteTables {
+		byID[awssdk.ToString(rt.RouteTableId)] = rt
+	}
+	main, public := byID[seeded.MainRouteTable], byID[seeded.PublicRouteTable]
+	if len(byID) != 2 || len(main.Associations) != 1 || !awssdk.ToBool(main.Associations[0].Main) {
+		t.Fatalf("route tables %+v; want the main one (main association) and the public one", out.RouteTables)
+	}
+	if awssdk.ToString(main.Routes[0].GatewayId) != "local" || len(main.Routes) != 1 {
+		t.Errorf("main table routes %+v; want the local route only", main.Routes)
+	}
+	var assoc []string
+	for _, a := range public.Associations {
+		assoc = append(assoc, awssdk.ToString(a.SubnetId))
+	}
+	if len(assoc) != len(seeded.PublicSubnets) || assoc[0] != seeded.PublicSubnets[0] || awssdk.ToString(public.Routes[1].GatewayId) != seeded.InternetGateway {
+		t.Errorf("public table associations %v, routes %+v; want %v and 0.0.0.0/0 to %s", assoc, public.Routes, seeded.PublicSubnets, seeded.InternetGateway)
+	}
+	out, err = c.ec2.DescribeRouteTables(ctx, &ec2.DescribeRouteTablesInput{Filters: []ec2types.Filter{{Name: awssdk.String("association.main"), Values: []string{"true"}}}})
+	if err != nil || len(out.RouteTables) != 1 || awssdk.ToString(out.RouteTables[0].RouteTableId) != seeded.MainRouteTable {
+		t.Errorf("association.main=true: %+v, %v; want the main table", out, err)
+	}
+	insts, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{seeded.Instances[0].ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := insts.Reservations[0].Instances[0]
+	if len(in.SecurityGroups) != 1 || awssdk.ToString(in.SecurityGroups[0].GroupId) != seeded.NodeSecurityGroup || awssdk.ToString(in.SecurityGroups[0].GroupName) != "k8s-nodes-k" {
+		t.Errorf("instance groupSet %+v; want %s (k8s-nodes-k)", in.SecurityGroups, seeded.NodeSecurityGroup)
+	}
+	if _, err := c.ec2.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{seeded.Instances[0].ID}, Tags: []ec2types.Tag{{Key: awssdk.String("absent")}}}); err != nil {
+		t.Errorf("DeleteTags: %v", err)
+	}
+}
+
+func TestSubnetMappingsAndAttributes(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	created, err := c.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String("mapped"), Type: elbtypes.LoadBalancerTypeEnumNetwork,
+		SubnetMappings: []elbtypes.SubnetMapping{{SubnetId: awssdk.String("subnet-a"), PrivateIPv4Address: awssdk.String("10.0.1.20")}, {SubnetId: awssdk.String("subnet-b")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := created.LoadBalancers[0]
+	if len(lb.AvailabilityZones) != 2 || len(lb.AvailabilityZones[0].LoadBalancerAddresses) != 1 ||
+		awssdk.ToString(lb.AvailabilityZones[0].LoadBalancerAddresses[0].PrivateIPv4Address) != "10.0.1.20" {
+		t.Fatalf("load balancer zones %+v; want both subnets, 10.0.1.20 in subnet-a", lb.AvailabilityZones)
+	}
+	if _, err := c.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String("outside"), Type: elbtypes.LoadBalancerTypeEnumNetwork,
+		SubnetMappings: []elbtypes.SubnetMapping{{SubnetId: awssdk.String("subnet-a"), PrivateIPv4Address: awssdk.String("10.9.9.9")}}}); errorCode(err) != "InvalidConfigurationRequest" {
+		t.Errorf("address outside its subnet: %v; want InvalidConfigurationRequest", err)
+	}
+	arn := lb.LoadBalancerArn
+	attrs, err := c.elb.DescribeLoadBalancerAttributes(ctx, &elbv2.DescribeLoadBalancerAttributesInput{LoadBalancerArn: arn})
+	if err != nil || attr(attrs.Attributes, "load_balancing.cross_zone.enabled") != "false" {
+		t.Fatalf("attributes %+v, %v; want cross-zone false by default", attrs, err)
+	}
+	if _, err := c.elb.ModifyLoadBalancerAttributes(ctx, &elbv2.ModifyLoadBalancerAttributesInput{LoadBalancerArn: arn,
+		Attributes: []elbtypes.LoadBalancerAttribute{{Key: awssdk.String("deletion_protection.enabled"), Value: awssdk.String("true")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: arn}); errorCode(err) != "OperationNotPermitted" {
+		t.Errorf("delete with deletion protection: %v; want OperationNotPermitted", err)
+	}
+	if _, err := c.elb.ModifyLoadBalancerAttributes(ctx, &elbv2.ModifyLoadBalancerAttributesInput{LoadBalancerArn: arn,
+		Attributes: []elbtypes.LoadBalancerAttribute{{Key: awssdk.String("no.such"), Value: awssdk.String("1")}}}); errorCode(err) != "ValidationError" {
+		t.Errorf("unknown attribute: %v; want ValidationError", err)
+	}
+	if _, err := c.elb.SetSecurityGroups(ctx, &elbv2.SetSecurityGroupsInput{LoadBalancerArn: arn, SecurityGroups: []string{}}); err != nil {
+		t.Errorf("SetSecurityGroups to none on a load balancer without any: %v", err)
+	}
+
+	tg, err := c.elb.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: awssdk.String("tg"), Protocol: elbtypes.ProtocolEnumTcp, Port: awssdk.Int32(30080),
+		VpcId: awssdk.String("vpc-1"), TargetType: elbtypes.TargetTypeEnumInstance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgARN := tg.TargetGroups[0].TargetGroupArn
+	tga, err := c.elb.DescribeTargetGroupAttributes(ctx, &elbv2.DescribeTargetGroupAttributesInput{TargetGroupArn: tgARN})
+	if err != nil || attr(tga.Attributes, "preserve_client_ip.enabled") != "true" || attr(tga.Attributes, "proxy_protocol_v2.enabled") != "false" {
+		t.Fatalf("target group attributes %+v, %v; want client IP preserved, no proxy protocol (instance targets' defaults)", tga, err)
+	}
+	mod, err := c.elb.ModifyTargetGroupAttributes(ctx, &elbv2.ModifyTargetGroupAttributesInput{TargetGroupArn: tgARN,
+		Attributes: []elbtypes.TargetGroupAttribute{{Key: awssdk.String("proxy_protocol_v2.enabled"), Value: awssdk.String("true")}}})
+	if err != nil || attr(mod.Attributes, "proxy_protocol_v2.enabled") != "true" {
+		t.Errorf("after enabling proxy protocol: %+v, %v", mod, err)
+	}
+	if _, err := c.elb.ModifyTargetGroupAttributes(ctx, &elbv2.ModifyTargetGroupAttributesInput{TargetGroupArn: tgARN,
+		Attributes: []elbtypes.TargetGroupAttribute{{Key: awssdk.String("deregistration_delay.timeout_seconds"), Value: awssdk.String("3601")}}}); errorCode(err) != "ValidationError" {
+		t.Errorf("deregistration delay 3601: %v; want ValidationError", err)
+	}
+}
+
+func attr[A elbtypes.LoadBalancerAttribute | elbtypes.TargetGroupAttribute](as []A, key string) string {
+	for _, a := range as {
+		var k, v *string
+		switch x := any(a).(type) {
+		case elbtypes.LoadBalancerAttribute:
+			k, v = x.Key, x.Value
+		case elbtypes.TargetGroupAttribute:
+			k, v = x.Key, x.Value
+		}
+		if awssdk.ToString(k) == key {
+			return awssdk.ToString(v)
+		}
+	}
+	return "<absent>"
+}
