@@ -121,7 +121,7 @@ func (c *Cache[S]) Since(ctx context.Context, notBefore time.Time) (S, error) {
 		if err := c.recentFailure(); err != nil {
 			return zero, err
 		}
-		ch := c.sf.DoChan("list", func() (any, error) { return c.list(ctx) })
+		ch := c.sf.DoChan("list", func() (any, error) { return c.listUnlessFresh(ctx, notBefore) })
 		select {
 		case r := <-ch:
 			if r.Err != nil {
@@ -152,6 +152,20 @@ func (c *Cache[S]) since(notBefore time.Time) (S, bool) {
 	}
 	var zero S
 	return zero, false
+}
+
+// listUnlessFresh lists unless a listing that ended between the caller's
+// look at the cache and its joining the flight already gives what it
+// needs: without this check, a caller arriving as a listing ends would list
+// again.
+func (c *Cache[S]) listUnlessFresh(ctx context.Context, notBefore time.Time) (listed[S], error) {
+	c.mu.Lock()
+	if c.have && !c.fetched.Before(notBefore) {
+		defer c.mu.Unlock()
+		return listed[S]{c.snap, c.fetched}, nil
+	}
+	c.mu.Unlock()
+	return c.list(ctx)
 }
 
 // list runs one listing, detached from the caller's cancellation.
