@@ -39,7 +39,7 @@ func TestParseLoadBalancerIPs(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("ParseLoadBalancerIPs(%q) error = %v, want one containing %q", tt.value, err, tt.wantErr)
 				}
-				if !strings.Contains(err.Error(), LoadBalancerIPs) {
+				if !strings.Contains(err.Error(), string(LoadBalancerIPs)) {
 					t.Errorf("error %q does not name the annotation", err)
 				}
 				return
@@ -83,7 +83,7 @@ func TestParseAllowSharedIP(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("ParseAllowSharedIP(%q) error = %v, want one containing %q", tt.value, err, tt.wantErr)
 				}
-				if !strings.Contains(err.Error(), AllowSharedIP) {
+				if !strings.Contains(err.Error(), string(AllowSharedIP)) {
 					t.Errorf("error %q does not name the annotation", err)
 				}
 				return

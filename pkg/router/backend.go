@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -48,12 +50,15 @@ type backend struct {
 	lb        cloudprovider.LoadBalancer
 	routes    cloudprovider.Routes
 	metrics   *backendMetrics
-	labels    *labelCache
 	health    *health
+	loggers   [numOperations]klog.Logger
 }
 
 func newBackend(b Backend) *backend {
-	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name), labels: newLabelCache(b.Name), health: newHealth(b.Name)}
+	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name), health: newHealth(b.Name)}
+	for op := operation(0); op < numOperations; op++ {
+		nb.loggers[op] = klog.Background().WithValues("backend", b.Name, "operation", op.String())
+	}
 	if i, ok := b.Cloud.InstancesV2(); ok && i != nil {
 		nb.instances = i
 	}
@@ -67,16 +72,27 @@ func newBackend(b Backend) *backend {
 }
 
 // call runs one call to the backend with the router's deadline for that
-// kind of call (see the constants above), records it in the backend's
-// metrics, and wraps its error with the backend and operation.
+// kind of call (see the constants above) and a logger carrying the backend
+// and operation in its context, records it in the backend's metrics, and
+// wraps its error with the backend and operation: backends name neither in
+// their logs or errors.
 func call[T any](ctx context.Context, b *backend, op operation, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
-	cc := newCallCtx(ctx, start, timeout)
-	defer cc.release()
-	v, err := fn(cc)
+	cctx, cancel := context.WithTimeout(klog.NewContext(ctx, b.logger(ctx, op)), timeout)
+	defer cancel()
+	v, err := fn(cctx)
 	b.done(op, start, err)
 	b.health.observe(ctx, err)
 	return v, b.wrap(op, err)
+}
+
+// logger returns the caller's logger with the backend and operation added;
+// when the caller's context carries none, one built once per operation.
+func (b *backend) logger(ctx context.Context, op operation) klog.Logger {
+	if l, err := logr.FromContext(ctx); err == nil {
+		return l.WithValues("backend", b.Name, "operation", op.String())
+	}
+	return b.loggers[op]
 }
 
 // done records a finished call in the backend's metrics.
@@ -102,7 +118,7 @@ func (b *backend) wrap(op operation, err error) error {
 // backend label names this backend, or it has no such label and its
 // providerID carries the backend's scheme.
 func (b *backend) owns(node *corev1.Node) bool {
-	if name, ok := node.Labels[annotation.NodeBackend]; ok {
+	if name, ok := node.Labels[string(annotation.NodeBackend)]; ok {
 		return name == b.Name
 	}
 	if b.Scheme == "" || node.Spec.ProviderID == "" {

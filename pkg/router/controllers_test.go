@@ -259,8 +259,8 @@ func TestNodeControllerInitialisesThroughEveryPath(t *testing.T) {
 		if n.Labels[corev1.LabelTopologyZone] != zone || n.Labels[corev1.LabelTopologyRegion] != "dc-1" {
 			t.Errorf("%s zone/region labels = %v", name, n.Labels)
 		}
-		if n.Labels[annotation.NodeBackend] != "metal" {
-			t.Errorf("%s backend label = %q", name, n.Labels[annotation.NodeBackend])
+		if n.Labels[string(annotation.NodeBackend)] != "metal" {
+			t.Errorf("%s backend label = %q", name, n.Labels[string(annotation.NodeBackend)])
 		}
 	}
 	for name, reason := range map[string]string{"both-1": reasonAmbiguousNode, "nobody": reasonNodeNotClaimed} {
@@ -345,7 +345,7 @@ func TestServiceControllerMovesAndCleansUp(t *testing.T) {
 	}
 	metal := r.byName["metal"].lb
 
-	s.Annotations[annotation.LoadBalancerBackend] = "other"
+	s.Annotations[string(annotation.LoadBalancerBackend)] = "other"
 	if _, err := c.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -516,12 +516,12 @@ func TestEnsuredIn(t *testing.T) {
 		}(), ""},
 		{"annotation moved elsewhere", func() *corev1.Service {
 			s := ensured.DeepCopy()
-			s.Annotations[annotation.LoadBalancerBackend] = "metal"
+			s.Annotations[string(annotation.LoadBalancerBackend)] = "metal"
 			return s
 		}(), ""},
 		{"unknown backend", func() *corev1.Service {
 			s := ensured.DeepCopy()
-			s.Annotations[annotation.LoadBalancerBackend] = "nope"
+			s.Annotations[string(annotation.LoadBalancerBackend)] = "nope"
 			return s
 		}(), ""},
 		{"another controller's class", func() *corev1.Service {

@@ -9,62 +9,33 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
-	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
-// newNode builds a Node; tweaks adjust it.
-func newNode(name string, tweaks ...func(*corev1.Node)) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{}}}
-	for _, t := range tweaks {
-		t(n)
-	}
-	return n
+// The shared builders, under the short names the tests use.
+var (
+	newNode        = testutil.NewNode
+	withProviderID = testutil.WithProviderID
+	withLabel      = testutil.WithLabel
+	uninitialized  = testutil.Uninitialized
+	notReady       = testutil.NotReady
+	newService     = testutil.NewService
+)
+
+func withNodeBackend(name string) testutil.NodeTweak {
+	return withLabel(string(annotation.NodeBackend), name)
 }
 
-func withProviderID(id string) func(*corev1.Node) {
-	return func(n *corev1.Node) { n.Spec.ProviderID = id }
-}
-
-func withLabel(k, v string) func(*corev1.Node) {
-	return func(n *corev1.Node) { n.Labels[k] = v }
-}
-
-func withNodeBackend(name string) func(*corev1.Node) { return withLabel(annotation.NodeBackend, name) }
-
-func uninitialized(n *corev1.Node) {
-	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule})
-}
-
-func notReady(n *corev1.Node) {
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
-}
-
-// newService builds a LoadBalancer Service; tweaks adjust it.
-func newService(name string, tweaks ...func(*corev1.Service)) *corev1.Service {
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), Annotations: map[string]string{}},
-		Spec: corev1.ServiceSpec{
-			Type:  corev1.ServiceTypeLoadBalancer,
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080}},
-		},
-	}
-	for _, t := range tweaks {
-		t(s)
-	}
-	return s
-}
-
-func withLBBackend(name string) func(*corev1.Service) {
-	return func(s *corev1.Service) { s.Annotations[annotation.LoadBalancerBackend] = name }
+func withLBBackend(name string) testutil.ServiceTweak {
+	return func(s *corev1.Service) { s.Annotations[string(annotation.LoadBalancerBackend)] = name }
 }
 
 // testConfig is a config with the routing settings the tests tweak.

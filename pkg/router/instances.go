@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -79,7 +78,7 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 		return nil, err
 	}
 	r.problems.nodeResolved(node)
-	return b.withBackendLabel(node.Name, md), nil
+	return b.withBackendLabel(md), nil
 }
 
 // checkProviderID makes sure the providerID a backend reports for a node
@@ -160,72 +159,14 @@ func unmanagedMetadata(node *corev1.Node, err error) (*cloudprovider.InstanceMet
 	return &cloudprovider.InstanceMetadata{ProviderID: node.Spec.ProviderID}, nil
 }
 
-// withBackendLabel returns a copy of md with the backend label added. The
-// backend's label map is never changed; the labelled map is shared between
-// calls for the same node while the backend's labels stay the same (upstream
-// only reads it), so the steady-state sweep allocates no map.
-func (b *backend) withBackendLabel(node string, md *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
+// withBackendLabel returns a copy of md with the backend label added; the
+// backend's label map is never changed.
+func (b *backend) withBackendLabel(md *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
 	out := *md
-	out.AdditionalLabels = b.labels.get(node, md.AdditionalLabels)
+	out.AdditionalLabels = make(map[string]string, len(md.AdditionalLabels)+1)
+	maps.Copy(out.AdditionalLabels, md.AdditionalLabels)
+	out.AdditionalLabels[string(annotation.NodeBackend)] = b.Name
 	return &out
-}
-
-// labelCache holds, per node, the backend's labels plus the backend label.
-type labelCache struct {
-	name string
-	only map[string]string // just the backend label
-
-	mu     sync.RWMutex
-	byNode map[string]map[string]string
-}
-
-// maxLabelCache bounds the cache; past it, the cache starts over.
-const maxLabelCache = 50000
-
-func newLabelCache(name string) *labelCache {
-	return &labelCache{name: name, only: map[string]string{annotation.NodeBackend: name}, byNode: map[string]map[string]string{}}
-}
-
-func (c *labelCache) get(node string, labels map[string]string) map[string]string {
-	if len(labels) == 0 {
-		return c.only
-	}
-	c.mu.RLock()
-	cached, ok := c.byNode[node]
-	c.mu.RUnlock()
-	if ok && c.matches(cached, labels) {
-		return cached
-	}
-	out := make(map[string]string, len(labels)+1)
-	maps.Copy(out, labels)
-	out[annotation.NodeBackend] = c.name
-	c.mu.Lock()
-	if len(c.byNode) >= maxLabelCache {
-		c.byNode = map[string]map[string]string{}
-	}
-	c.byNode[node] = out
-	c.mu.Unlock()
-	return out
-}
-
-// matches reports whether cached is labels plus the backend label.
-func (c *labelCache) matches(cached, labels map[string]string) bool {
-	extra := 1
-	if _, has := labels[annotation.NodeBackend]; has {
-		extra = 0
-	}
-	if len(cached) != len(labels)+extra || cached[annotation.NodeBackend] != c.name {
-		return false
-	}
-	for k, v := range labels {
-		if k == annotation.NodeBackend {
-			continue
-		}
-		if got, ok := cached[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 func (b *backend) instanceExists(ctx context.Context, node *corev1.Node) (bool, error) {

@@ -201,7 +201,7 @@ func TestInstanceMetadata(t *testing.T) {
 				}
 				return
 			}
-			if md.AdditionalLabels[annotation.NodeBackend] != "metal" || md.AdditionalLabels["example.com/tier"] != "gold" {
+			if md.AdditionalLabels[string(annotation.NodeBackend)] != "metal" || md.AdditionalLabels["example.com/tier"] != "gold" {
 				t.Errorf("labels = %v, want backend label and the backend's own", md.AdditionalLabels)
 			}
 			if md.Zone != "rack-a" || md.Region != "dc-1" {

@@ -38,7 +38,7 @@ type lbRecord struct {
 }
 
 func parseRecord(svc *corev1.Service) lbRecord {
-	v, ok := svc.Annotations[annotation.LoadBalancerBackends]
+	v, ok := svc.Annotations[string(annotation.LoadBalancerBackends)]
 	if !ok {
 		return lbRecord{}
 	}
@@ -183,7 +183,7 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 		}
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": cur.ResourceVersion,
-			"annotations":     map[string]string{annotation.LoadBalancerBackends: next.value()},
+			"annotations":     map[string]string{string(annotation.LoadBalancerBackends): next.value()},
 		}})
 		if err != nil {
 			return err

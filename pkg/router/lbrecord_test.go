@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -85,7 +86,7 @@ func (c *fakeCluster) gone(t *testing.T, name string) {
 
 func (c *fakeCluster) record(t *testing.T, name string) string {
 	t.Helper()
-	return c.service(t, name).Annotations[annotation.LoadBalancerBackends]
+	return c.service(t, name).Annotations[string(annotation.LoadBalancerBackends)]
 }
 
 // restart is a new router over the same clouds and API server, as after a
@@ -109,7 +110,7 @@ func TestRemovingTheAnnotationClearsTheReleasedAddress(t *testing.T) {
 	r, _ := metalAndOther(t)
 	c, _ := ensuredServiceWhere(t, r, "web", "metal", func(ip string) bool { return strings.HasPrefix(ip, "192.0.2.") })
 	s := c.service(t, "web")
-	delete(s.Annotations, annotation.LoadBalancerBackend)
+	delete(s.Annotations, string(annotation.LoadBalancerBackend))
 	c.update(t, s)
 	eventually(t, "the released address cleared from the Service's status", func() bool { return ingressIP(c.service(t, "web")) == "" })
 	s = c.service(t, "web")
@@ -132,7 +133,7 @@ func TestClearStatusKeepsOthersAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc = c.service(t, "s")
-	delete(svc.Annotations, annotation.LoadBalancerBackend)
+	delete(svc.Annotations, string(annotation.LoadBalancerBackend))
 	if _, err := r.EnsureLoadBalancer(context.Background(), cluster, svc, nil); err != cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream compares with ==.
 		t.Fatalf("err = %v, want ImplementedElsewhere", err)
 	}
@@ -170,7 +171,7 @@ func TestMoveAfterPartialCreateLeavesNothing(t *testing.T) {
 		if !a.holds(svc) {
 			t.Fatal("the partial create left nothing to test with")
 		}
-		svc.Annotations[annotation.LoadBalancerBackend] = "b"
+		svc.Annotations[string(annotation.LoadBalancerBackend)] = "b"
 		ensure(t, r, svc)
 		if a.holds(svc) || !b.holds(svc) {
 			t.Errorf("a holds %v, b holds %v; want only b", a.holds(svc), b.holds(svc))
@@ -195,7 +196,7 @@ func TestMoveAfterPartialCreateLeavesNothing(t *testing.T) {
 
 		c2 := restart(t, c, mustRouter(t, testConfig(), bs()...))
 		s := c2.service(t, "s")
-		s.Annotations[annotation.LoadBalancerBackend] = "b"
+		s.Annotations[string(annotation.LoadBalancerBackend)] = "b"
 		c2.update(t, s)
 		runServiceController(t, c2)
 		eventually(t, "the address from b", func() bool { return ingressIP(c2.service(t, "s")) == "198.51.100.1" })
@@ -218,7 +219,7 @@ func TestServiceChurnKeepsNoState(t *testing.T) {
 	const total, live = 10000, 50
 	var names []string
 	for i := range total {
-		var tweaks []func(*corev1.Service)
+		var tweaks []testutil.ServiceTweak
 		if i%10 == 0 {
 			tweaks = append(tweaks, withLBBackend("a"))
 		}
@@ -341,7 +342,7 @@ func TestRecordedBrokenBackendBlocksDeletion(t *testing.T) {
 func TestRecordNamingRemovedBackendIsAnError(t *testing.T) {
 	r, _, _ := twoClouds(t)
 	svc := newService("s", withLBBackend("a"))
-	svc.Annotations[annotation.LoadBalancerBackends] = "a,gone"
+	svc.Annotations[string(annotation.LoadBalancerBackends)] = "a,gone"
 	_, _, err := r.GetLoadBalancer(context.Background(), cluster, svc)
 	checkErr(t, err, `records a load balancer in backend "gone", which is not configured`)
 	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonUnknownLBBackend {

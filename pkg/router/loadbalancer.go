@@ -23,7 +23,7 @@ const (
 // lbTarget returns the backend that should hold service's load balancer:
 // the annotation's, else the default, else nil (implemented elsewhere).
 func (r *Router) lbTarget(service *corev1.Service) (*backend, error) {
-	name, annotated := service.Annotations[annotation.LoadBalancerBackend]
+	name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]
 	if !annotated {
 		name = r.cfg.LoadBalancer.DefaultBackend
 	}

@@ -64,7 +64,7 @@ func (r *Router) resolveByProviderID(_ context.Context, node *corev1.Node) (reso
 	if err != nil {
 		return resolution{}, backends.NewUserError(reasonInvalidProviderID, fmt.Errorf("node %s: spec.providerID: %w", node.Name, err))
 	}
-	if name, ok := node.Labels[annotation.NodeBackend]; ok {
+	if name, ok := node.Labels[string(annotation.NodeBackend)]; ok {
 		return r.resolveByLabel(node, scheme, name)
 	}
 	owners := r.byScheme[scheme]
@@ -93,7 +93,7 @@ func (r *Router) resolveByLabel(node *corev1.Node, scheme, name string) (resolut
 // resolveUnowned finds the backend of a node with no providerID: the label
 // hint, then the config's rules, then asking every instance backend.
 func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolution, error) {
-	if name, ok := node.Labels[annotation.NodeBackend]; ok {
+	if name, ok := node.Labels[string(annotation.NodeBackend)]; ok {
 		b, found := r.byName[name]
 		if !found || b.instances == nil {
 			return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no backend with instances (have: %v); fix the kubelet's --node-labels",

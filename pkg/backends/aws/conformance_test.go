@@ -92,7 +92,7 @@ func (c *conformance) initialised(in awsfake.Instance) *corev1.Node {
 		withAddress(corev1.NodeInternalDNS, in.PrivateDNSName), withAddress(corev1.NodeHostName, in.PrivateDNSName),
 		withLabel(corev1.LabelTopologyRegion, testRegion), withLabel(corev1.LabelTopologyZone, in.Zone),
 		withLabel(corev1.LabelInstanceTypeStable, in.InstanceType), withLabel(ZoneIDLabel, in.ZoneID),
-		withLabel(annotation.NodeBackend, "aws-1"))
+		withLabel(string(annotation.NodeBackend), "aws-1"))
 }
 
 func (c *conformance) setState(t *testing.T, n *corev1.Node, state string) {

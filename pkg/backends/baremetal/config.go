@@ -187,7 +187,7 @@ func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Key(k), k, msg))
 		}
 		if reservedLabel(k) {
-			errs = append(errs, field.Forbidden(p.Key(k), "labels under kubernetes.io and k8s.io are dropped by the node controller, and "+annotation.NodeBackend+" is set by multicloud-ccm; use a prefix of your own, e.g. example.com/"))
+			errs = append(errs, field.Forbidden(p.Key(k), "labels under kubernetes.io and k8s.io are dropped by the node controller, and "+string(annotation.NodeBackend)+" is set by multicloud-ccm; use a prefix of your own, e.g. example.com/"))
 		}
 		errs = append(errs, validateLabelValue(p.Key(k), labels[k])...)
 	}
@@ -195,7 +195,7 @@ func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
 }
 
 func reservedLabel(key string) bool {
-	if key == annotation.NodeBackend {
+	if key == string(annotation.NodeBackend) {
 		return true
 	}
 	prefix, _, ok := strings.Cut(key, "/")

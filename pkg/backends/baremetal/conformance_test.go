@@ -109,7 +109,7 @@ func (f *conformanceFixture) running(t *testing.T) *corev1.Node {
 			corev1.LabelTopologyRegion:     e.Region,
 			corev1.LabelInstanceTypeStable: e.InstanceType,
 			"example.com/tier":             "gold",
-			annotation.NodeBackend:         "metal",
+			string(annotation.NodeBackend): "metal",
 		}},
 		Spec:   corev1.NodeSpec{ProviderID: ProviderID(name)},
 		Status: corev1.NodeStatus{Addresses: e.Addresses},

@@ -137,7 +137,7 @@ const (
 func requestedAnywhere(svc *corev1.Service) []netip.Addr {
 	var out []netip.Addr
 	for _, v := range []string{
-		svc.Annotations[annotation.LoadBalancerIPs], svc.Spec.LoadBalancerIP,
+		svc.Annotations[string(annotation.LoadBalancerIPs)], svc.Spec.LoadBalancerIP,
 		svc.Annotations[kubeVIPLoadBalancerIPs], svc.Annotations[metalLBLoadBalancerIPs], svc.Annotations[metalLBLegacyLoadBalancerIPs],
 	} {
 		for _, f := range strings.Split(v, ",") {
@@ -420,7 +420,7 @@ func newRequest(svc *corev1.Service) (*request, error) {
 // requestedIPs reads the requested addresses: the LoadBalancerIPs
 // annotation, else spec.loadBalancerIP.
 func requestedIPs(svc *corev1.Service) ([]netip.Addr, error) {
-	if v, ok := svc.Annotations[annotation.LoadBalancerIPs]; ok {
+	if v, ok := svc.Annotations[string(annotation.LoadBalancerIPs)]; ok {
 		return annotation.ParseLoadBalancerIPs(v)
 	}
 	if svc.Spec.LoadBalancerIP == "" {
@@ -435,7 +435,7 @@ func requestedIPs(svc *corev1.Service) ([]netip.Addr, error) {
 
 // sharingKey reads the AllowSharedIP annotation ("" when absent).
 func sharingKey(svc *corev1.Service) (string, error) {
-	v, ok := svc.Annotations[annotation.AllowSharedIP]
+	v, ok := svc.Annotations[string(annotation.AllowSharedIP)]
 	if !ok {
 		return "", nil
 	}

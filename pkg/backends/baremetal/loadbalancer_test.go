@@ -70,9 +70,9 @@ func withAnnotation(k, v string) svcTweak {
 
 func withNamespace(ns string) svcTweak { return func(s *corev1.Service) { s.Namespace = ns } }
 
-func withShared(key string) svcTweak { return withAnnotation(annotation.AllowSharedIP, key) }
+func withShared(key string) svcTweak { return withAnnotation(string(annotation.AllowSharedIP), key) }
 
-func withIPs(ips string) svcTweak { return withAnnotation(annotation.LoadBalancerIPs, ips) }
+func withIPs(ips string) svcTweak { return withAnnotation(string(annotation.LoadBalancerIPs), ips) }
 
 func withPool(name string) svcTweak { return withAnnotation(AddressPoolAnnotation, name) }
 
@@ -190,8 +190,8 @@ func TestEnsureLoadBalancer(t *testing.T) {
 			ensureErr(newService("a", withIPs("192.0.2.0")), ReasonIPNotInPool, "network or broadcast"),
 		}},
 		{name: "bad annotation", steps: []step{
-			ensureErr(newService("a", withIPs("192.0.2.1,192.0.2.2")), ReasonInvalidLoadBalancerIPs, annotation.LoadBalancerIPs),
-			ensureErr(newService("a", withShared("a b")), ReasonInvalidAllowSharedIP, annotation.AllowSharedIP),
+			ensureErr(newService("a", withIPs("192.0.2.1,192.0.2.2")), ReasonInvalidLoadBalancerIPs, string(annotation.LoadBalancerIPs)),
+			ensureErr(newService("a", withShared("a b")), ReasonInvalidAllowSharedIP, string(annotation.AllowSharedIP)),
 		}},
 		{name: "requested IP changes the address; the released one is reused last", steps: []step{
 			ensure(newService("a"), "192.0.2.1"),
@@ -228,7 +228,7 @@ func TestEnsureLoadBalancer(t *testing.T) {
 		{name: "no sharing across keys", steps: []step{
 			ensure(newService("a", withShared("k"), withIPs("198.51.100.10")), "198.51.100.10"),
 			ensureErr(newService("b", withShared("other"), withPorts(443), withIPs("198.51.100.10")), ReasonIPInUse, `key "k" differs`),
-			ensureErr(newService("c", withPorts(443), withIPs("198.51.100.10")), ReasonIPInUse, "same "+annotation.AllowSharedIP),
+			ensureErr(newService("c", withPorts(443), withIPs("198.51.100.10")), ReasonIPInUse, "same "+string(annotation.AllowSharedIP)),
 			ensureErr(newService("d", withShared("k"), withIPs("198.51.100.10")), ReasonIPInUse, "both use port 80/TCP"),
 			ensure(newService("e", withShared("k"), withPorts(443), withIPs("198.51.100.10")), "198.51.100.10"),
 		}},

@@ -213,7 +213,7 @@ func (c *conformance) instanceHooks() *backendtest.InstanceHooks {
 			i := next()
 			srv := c.addServer(t, fmt.Sprintf("vm-%d", i), fmt.Sprintf("10.20.0.%d", i))
 			return newNode(srv.Name, withProviderID("openstack:///"+srv.ID), withInternalIP(srv.Addresses["private"][0]),
-				withLabel(annotation.NodeBackend, "os"), withLabel(corev1.LabelTopologyRegion, "RegionOne"),
+				withLabel(string(annotation.NodeBackend), "os"), withLabel(corev1.LabelTopologyRegion, "RegionOne"),
 				withLabel(corev1.LabelTopologyZone, srv.Zone), withLabel(corev1.LabelInstanceTypeStable, srv.Flavor))
 		},
 		Gone:       func(t *testing.T, node *corev1.Node) { c.fake.RemoveServer(serverID(t, node)) },

@@ -131,7 +131,7 @@ func node(name, providerID string, ready bool, uninitialised bool) *corev1.Node 
 func service(name, backend string) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name),
-			Annotations: map[string]string{annotation.LoadBalancerBackend: backend}},
+			Annotations: map[string]string{string(annotation.LoadBalancerBackend): backend}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}},
 	}
 }

@@ -320,7 +320,7 @@ func (l *LoadBalancer) deleteOne(ctx context.Context, sc *serviceClients, svc *c
 
 // requestedIP is the address asked for by annotation or spec.loadBalancerIP.
 func requestedIP(svc *corev1.Service) string {
-	if v := svc.Annotations[annotation.LoadBalancerIPs]; v != "" {
+	if v := svc.Annotations[string(annotation.LoadBalancerIPs)]; v != "" {
 		return strings.TrimSpace(strings.Split(v, ",")[0])
 	}
 	return svc.Spec.LoadBalancerIP

@@ -97,9 +97,9 @@ func (c *conformance) node(v vm, ip string) *corev1.Node {
 			Name:              v.name,
 			CreationTimestamp: metav1.Now(),
 			Labels: map[string]string{
-				annotation.NodeBackend: "onprem",
-				LabelServer:            c.cloud.vcenters[0].record,
-				LabelDatacenter:        "DC0",
+				string(annotation.NodeBackend): "onprem",
+				LabelServer:                    c.cloud.vcenters[0].record,
+				LabelDatacenter:                "DC0",
 			},
 		},
 		Spec: corev1.NodeSpec{ProviderID: ProviderIDPrefix + v.uuid},

@@ -32,7 +32,7 @@ func (c *Cloud) InstanceExists(ctx context.Context, node *corev1.Node) (bool, er
 		return false, nil
 	}
 	if err != nil {
-		return false, c.wrap("InstanceExists", node, err)
+		return false, c.wrap(node, err)
 	}
 	c.logger(ctx, node).V(4).Info("Node's VM found", "vcenter", m.vm.VCenter, "vm", m.vm.Name)
 	return true, nil
@@ -56,7 +56,7 @@ func (c *Cloud) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, 
 		return false, nil
 	}
 	if err != nil {
-		return false, c.wrap("InstanceShutdown", node, err)
+		return false, c.wrap(node, err)
 	}
 	return off, nil
 }
@@ -106,7 +106,7 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloud
 			return md, nil
 		}
 	}
-	return nil, c.wrap("InstanceMetadata", node, err)
+	return nil, c.wrap(node, err)
 }
 
 func (c *Cloud) metadata(m match) (*cloudprovider.InstanceMetadata, error) {
@@ -179,10 +179,11 @@ func (c *Cloud) withDeadline(ctx context.Context) (context.Context, context.Canc
 }
 
 func (c *Cloud) logger(ctx context.Context, node *corev1.Node) klog.Logger {
-	return klog.FromContext(ctx).WithValues("backend", c.name, "node", node.Name, "providerID", node.Spec.ProviderID)
+	return klog.FromContext(ctx).WithValues("node", klog.KObj(node), "providerID", node.Spec.ProviderID)
 }
 
-// wrap prefixes err with the backend, operation and node.
-func (c *Cloud) wrap(op string, node *corev1.Node, err error) error {
-	return fmt.Errorf("vsphere backend %s: %s for node %s: %w", c.name, op, node.Name, err)
+// wrap prefixes err with the node (the router adds the backend and the
+// operation).
+func (c *Cloud) wrap(node *corev1.Node, err error) error {
+	return fmt.Errorf("node %s: %w", node.Name, err)
 }

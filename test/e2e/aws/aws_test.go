@@ -37,7 +37,7 @@ func TestAWSNodeByPrivateDNSName(t *testing.T) {
 		seen := fmt.Sprintf("providerID %q labels %v addresses %v taints %v", n.Spec.ProviderID, n.Labels, n.Status.Addresses, n.Spec.Taints)
 		return n.Spec.ProviderID == want && !framework.HasTaint(n, framework.UninitializedTaint) &&
 			n.Labels[corev1.LabelTopologyZone] == in.Zone && n.Labels[zoneIDLabel] == in.ZoneID &&
-			n.Labels[corev1.LabelInstanceTypeStable] == in.InstanceType && n.Labels[annotation.NodeBackend] == awsBackend &&
+			n.Labels[corev1.LabelInstanceTypeStable] == in.InstanceType && n.Labels[string(annotation.NodeBackend)] == awsBackend &&
 			hasAddress(n, corev1.NodeInternalIP, in.PrivateIPs[0]), seen
 	}))
 }
@@ -61,7 +61,7 @@ func TestVSphereOnAWS(t *testing.T) {
 		framework.Eventually(t, settle, name+" initialised", framework.NodeMatches(cp.Client, name, initialised))
 	}
 
-	svc := framework.NewLoadBalancerService(ns, "web", framework.WithAnnotation(annotation.LoadBalancerBackend, awsBackend))
+	svc := framework.NewLoadBalancerService(ns, "web", framework.WithAnnotation(string(annotation.LoadBalancerBackend), awsBackend))
 	if _, err := framework.CreateService(ctx, cp.Client, svc); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestVSphereOnAWS(t *testing.T) {
 func TestDeleteLeavesNothing(t *testing.T) {
 	cp := env(t)
 	ctx := ctxFor(t)
-	svc := framework.NewLoadBalancerService(ns, "gone", framework.WithAnnotation(annotation.LoadBalancerBackend, awsBackend),
+	svc := framework.NewLoadBalancerService(ns, "gone", framework.WithAnnotation(string(annotation.LoadBalancerBackend), awsBackend),
 		func(s *corev1.Service) {
 			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
 			s.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24"}

@@ -25,7 +25,7 @@ func TestReadinessFollowsTheCloud(t *testing.T) {
 	t.Cleanup(func() { fake.SetOutage(false) })
 
 	createNode(ctx, t, "outage-node", fmt.Sprintf("aws:///%sa/i-0fedcba9876543210", region), "192.168.10.99")
-	svc := framework.NewLoadBalancerService(ns, "outage", framework.WithAnnotation(annotation.LoadBalancerBackend, awsBackend))
+	svc := framework.NewLoadBalancerService(ns, "outage", framework.WithAnnotation(string(annotation.LoadBalancerBackend), awsBackend))
 	if _, err := framework.CreateService(ctx, cp.Client, svc); err != nil {
 		t.Fatal(err)
 	}

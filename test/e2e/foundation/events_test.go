@@ -17,7 +17,7 @@ func TestUserErrorReasonIsAnEvent(t *testing.T) {
 	t.Parallel()
 	cp, _ := shared(t)
 	ctx := ctxFor(t)
-	createService(ctx, t, "not-in-pool", framework.WithAnnotation(annotation.LoadBalancerIPs, "203.0.113.9"))
+	createService(ctx, t, "not-in-pool", framework.WithAnnotation(string(annotation.LoadBalancerIPs), "203.0.113.9"))
 	framework.Eventually(t, settle, "a Warning event LoadBalancerIPNotInPool on not-in-pool",
 		framework.EventSeen(cp.Client, "Service", ns, "not-in-pool", corev1.EventTypeWarning, "LoadBalancerIPNotInPool"))
 }

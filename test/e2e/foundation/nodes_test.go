@@ -46,7 +46,7 @@ func TestNodeWithProviderIDIsInitialised(t *testing.T) {
 		corev1.LabelTopologyRegion:     "dc-1",
 		corev1.LabelInstanceTypeStable: "r650",
 		"example.com/tier":             "gold",
-		annotation.NodeBackend:         "metal",
+		string(annotation.NodeBackend):         "metal",
 	}
 	for k, v := range wantLabels {
 		if n.Labels[k] != v {
@@ -67,7 +67,7 @@ func TestNodeWithoutProviderIDIsClaimed(t *testing.T) {
 	}{
 		{name: "by the name rule", node: "bm-2", zone: "rack-b"},
 		{name: "by the label hint", node: "hinted-1", zone: "rack-c",
-			tweaks: []framework.NodeTweak{framework.WithLabel(annotation.NodeBackend, "metal")}},
+			tweaks: []framework.NodeTweak{framework.WithLabel(string(annotation.NodeBackend), "metal")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestNodeWithoutProviderIDIsClaimed(t *testing.T) {
 			if want := "baremetal://" + tt.node; n.Spec.ProviderID != want {
 				t.Errorf("providerID = %q, want %q", n.Spec.ProviderID, want)
 			}
-			if n.Labels[annotation.NodeBackend] != "metal" || n.Labels[corev1.LabelTopologyZone] != tt.zone {
+			if n.Labels[string(annotation.NodeBackend)] != "metal" || n.Labels[corev1.LabelTopologyZone] != tt.zone {
 				t.Errorf("labels = %v, want %s=metal and zone %s", n.Labels, annotation.NodeBackend, tt.zone)
 			}
 		})
@@ -93,7 +93,7 @@ func TestNodesNoBackendOwnsStayTainted(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, node, reason, mention string }{
 		{"claimed by two backends", "dup-1", reasonAmbiguousNode, "metal2"},
-		{"claimed by none", "stray-1", reasonNodeNotClaimed, annotation.NodeBackend},
+		{"claimed by none", "stray-1", reasonNodeNotClaimed, string(annotation.NodeBackend)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +113,7 @@ func TestNodesNoBackendOwnsStayTainted(t *testing.T) {
 				t.Errorf("event message %q should mention %q", ev.Message, tt.mention)
 			}
 			n := getNode(ctx, t, tt.node)
-			if !framework.HasTaint(n, framework.UninitializedTaint) || n.Spec.ProviderID != "" || n.Labels[annotation.NodeBackend] != "" {
+			if !framework.HasTaint(n, framework.UninitializedTaint) || n.Spec.ProviderID != "" || n.Labels[string(annotation.NodeBackend)] != "" {
 				t.Errorf("node changed: taints %v providerID %q labels %v; want it left tainted and untouched", n.Spec.Taints, n.Spec.ProviderID, n.Labels)
 			}
 		})

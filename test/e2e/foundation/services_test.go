@@ -78,9 +78,9 @@ func TestLoadBalancerService(t *testing.T) {
 	}{
 		{name: "default backend", want: oneIngressIn(metalPool)},
 		{name: "annotated backend", want: oneIngressIn(metal2Pool),
-			tweaks: []framework.ServiceTweak{framework.WithAnnotation(annotation.LoadBalancerBackend, "metal2")}},
+			tweaks: []framework.ServiceTweak{framework.WithAnnotation(string(annotation.LoadBalancerBackend), "metal2")}},
 		{name: "requested address", want: ingressIs("192.0.2.70"),
-			tweaks: []framework.ServiceTweak{framework.WithAnnotation(annotation.LoadBalancerIPs, "192.0.2.70")}},
+			tweaks: []framework.ServiceTweak{framework.WithAnnotation(string(annotation.LoadBalancerIPs), "192.0.2.70")}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,8 +109,8 @@ func TestLoadBalancerServiceBadInput(t *testing.T) {
 		name   string
 		tweaks []framework.ServiceTweak
 	}{
-		{"unknown backend", []framework.ServiceTweak{framework.WithAnnotation(annotation.LoadBalancerBackend, "nosuch")}},
-		{"requested address outside every pool", []framework.ServiceTweak{framework.WithAnnotation(annotation.LoadBalancerIPs, "203.0.113.5")}},
+		{"unknown backend", []framework.ServiceTweak{framework.WithAnnotation(string(annotation.LoadBalancerBackend), "nosuch")}},
+		{"requested address outside every pool", []framework.ServiceTweak{framework.WithAnnotation(string(annotation.LoadBalancerIPs), "203.0.113.5")}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,7 +140,7 @@ func TestLoadBalancerDeleted(t *testing.T) {
 	cp, _ := shared(t)
 	ctx := ctxFor(t)
 	const ip = "192.0.2.72"
-	createService(ctx, t, "del-1", framework.WithAnnotation(annotation.LoadBalancerIPs, ip))
+	createService(ctx, t, "del-1", framework.WithAnnotation(string(annotation.LoadBalancerIPs), ip))
 	framework.Eventually(t, settle, "del-1 load balancer", framework.ServiceMatches(cp.Client, ns, "del-1", ingressIs(ip)))
 	framework.Eventually(t, settle, "del-1 finalizer", framework.ServiceMatches(cp.Client, ns, "del-1", func(s *corev1.Service) (bool, string) {
 		return framework.HasFinalizer(s, cleanupFinalizer), fmt.Sprint(s.Finalizers)
@@ -151,7 +151,7 @@ func TestLoadBalancerDeleted(t *testing.T) {
 	}
 	framework.Eventually(t, settle, "del-1 gone", framework.ServiceGone(cp.Client, ns, "del-1"))
 
-	createService(ctx, t, "del-2", framework.WithAnnotation(annotation.LoadBalancerIPs, ip))
+	createService(ctx, t, "del-2", framework.WithAnnotation(string(annotation.LoadBalancerIPs), ip))
 	framework.Eventually(t, settle, "del-2 reuses "+ip, framework.ServiceMatches(cp.Client, ns, "del-2", ingressIs(ip)))
 }
 
@@ -162,7 +162,7 @@ func TestLoadBalancerMovesBetweenBackends(t *testing.T) {
 	cp, _ := shared(t)
 	ctx := ctxFor(t)
 	const ip = "192.0.2.73"
-	createService(ctx, t, "mover", framework.WithAnnotation(annotation.LoadBalancerIPs, ip))
+	createService(ctx, t, "mover", framework.WithAnnotation(string(annotation.LoadBalancerIPs), ip))
 	framework.Eventually(t, settle, "mover on metal", framework.ServiceMatches(cp.Client, ns, "mover", ingressIs(ip)))
 
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"metal2",%q:null}}}`, annotation.LoadBalancerBackend, annotation.LoadBalancerIPs)
@@ -171,7 +171,7 @@ func TestLoadBalancerMovesBetweenBackends(t *testing.T) {
 	}
 	framework.Eventually(t, settle, "mover on metal2", framework.ServiceMatches(cp.Client, ns, "mover", oneIngressIn(metal2Pool)))
 
-	createService(ctx, t, "mover-old-ip", framework.WithAnnotation(annotation.LoadBalancerIPs, ip))
+	createService(ctx, t, "mover-old-ip", framework.WithAnnotation(string(annotation.LoadBalancerIPs), ip))
 	framework.Eventually(t, settle, "the old address is free in metal", framework.ServiceMatches(cp.Client, ns, "mover-old-ip", ingressIs(ip)))
 }
 
@@ -182,10 +182,10 @@ func TestSharedAddress(t *testing.T) {
 	cp, _ := shared(t)
 	ctx := ctxFor(t)
 	const ip = "192.0.2.74"
-	createService(ctx, t, "share-http", framework.WithAnnotation(annotation.AllowSharedIP, "front"),
-		framework.WithAnnotation(annotation.LoadBalancerIPs, ip))
-	createService(ctx, t, "share-dns", framework.WithAnnotation(annotation.AllowSharedIP, "front"),
-		framework.WithAnnotation(annotation.LoadBalancerIPs, ip), framework.WithPort("dns", 53, corev1.ProtocolUDP))
+	createService(ctx, t, "share-http", framework.WithAnnotation(string(annotation.AllowSharedIP), "front"),
+		framework.WithAnnotation(string(annotation.LoadBalancerIPs), ip))
+	createService(ctx, t, "share-dns", framework.WithAnnotation(string(annotation.AllowSharedIP), "front"),
+		framework.WithAnnotation(string(annotation.LoadBalancerIPs), ip), framework.WithPort("dns", 53, corev1.ProtocolUDP))
 	for _, name := range []string{"share-http", "share-dns"} {
 		framework.Eventually(t, settle, name+" on "+ip, framework.ServiceMatches(cp.Client, ns, name, ingressIs(ip)))
 	}

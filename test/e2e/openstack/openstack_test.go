@@ -214,7 +214,7 @@ func TestOctaviaLoadBalancerForBareMetalNodes(t *testing.T) {
 		}))
 	}
 
-	if _, err := framework.CreateService(ctx, cp.Client, framework.NewLoadBalancerService(ns, "web", framework.WithAnnotation(annotation.LoadBalancerBackend, "os"))); err != nil {
+	if _, err := framework.CreateService(ctx, cp.Client, framework.NewLoadBalancerService(ns, "web", framework.WithAnnotation(string(annotation.LoadBalancerBackend), "os"))); err != nil {
 		t.Fatal(err)
 	}
 	lbName := fmt.Sprintf("mccm_%s_%s_%s", clusterID, ns, "web")

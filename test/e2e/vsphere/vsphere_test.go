@@ -102,7 +102,7 @@ func initialisedAs(v vcsim.VM) framework.NodeCondition {
 			n.Labels[corev1.LabelTopologyZone] == v.Zone &&
 			n.Labels[corev1.LabelTopologyRegion] == v.Region &&
 			n.Labels[corev1.LabelInstanceTypeStable] == "vsphere-vm.cpu-2.mem-4gb.os-ubuntu" &&
-			n.Labels[annotation.NodeBackend] == "onprem" &&
+			n.Labels[string(annotation.NodeBackend)] == "onprem" &&
 			fmt.Sprint(n.Status.Addresses) == want
 		return ok, fmt.Sprintf("taints %v providerID %q labels %v addresses %v; want %s in %s/%s with %s",
 			n.Spec.Taints, n.Spec.ProviderID, n.Labels, n.Status.Addresses, v.ProviderID(), v.Region, v.Zone, want)

@@ -78,7 +78,7 @@ func nodes(c *clouds) []*corev1.Node {
 	out := []*corev1.Node{
 		framework.NewNode("bm-1", framework.WithProviderID("baremetal://bm-1")),
 		framework.NewNode("bm-2"),
-		framework.NewNode("edge-1", framework.WithLabel(annotation.NodeBackend, metalBackend)),
+		framework.NewNode("edge-1", framework.WithLabel(string(annotation.NodeBackend), metalBackend)),
 	}
 	for _, vm := range c.vc.VMs {
 		n := framework.NewNode(vm.Name)
@@ -97,12 +97,12 @@ func services() []*corev1.Service {
 	const ns = "default"
 	return []*corev1.Service{
 		framework.NewLoadBalancerService(ns, "web"),
-		framework.NewLoadBalancerService(ns, "api", framework.WithAnnotation(annotation.LoadBalancerIPs, "192.0.2.70")),
+		framework.NewLoadBalancerService(ns, "api", framework.WithAnnotation(string(annotation.LoadBalancerIPs), "192.0.2.70")),
 		framework.NewLoadBalancerService(ns, "dns-tcp", framework.WithPort("dns", 53, corev1.ProtocolTCP),
-			framework.WithAnnotation(annotation.AllowSharedIP, "dns")),
+			framework.WithAnnotation(string(annotation.AllowSharedIP), "dns")),
 		framework.NewLoadBalancerService(ns, "dns-udp", framework.WithPort("dns", 53, corev1.ProtocolUDP),
-			framework.WithAnnotation(annotation.AllowSharedIP, "dns")),
-		framework.NewLoadBalancerService(ns, "shop", framework.WithAnnotation(annotation.LoadBalancerBackend, awsBackend)),
+			framework.WithAnnotation(string(annotation.AllowSharedIP), "dns")),
+		framework.NewLoadBalancerService(ns, "shop", framework.WithAnnotation(string(annotation.LoadBalancerBackend), awsBackend)),
 	}
 }
 
@@ -164,7 +164,7 @@ func createSharedPair(ctx context.Context, cp *framework.ControlPlane) error {
 	if err != nil {
 		return err
 	}
-	udp.Annotations[annotation.LoadBalancerIPs] = ip
+	udp.Annotations[string(annotation.LoadBalancerIPs)] = ip
 	_, err = framework.CreateService(ctx, cp.Client, udp)
 	return err
 }
@@ -235,7 +235,7 @@ func writeNodes(out io.Writer, items []corev1.Node) {
 	for _, n := range items {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\n", n.Name, orDash(n.Spec.ProviderID),
 			orDash(n.Labels[corev1.LabelTopologyZone]), orDash(addresses(n.Status.Addresses)),
-			orDash(n.Labels[annotation.NodeBackend]), framework.HasTaint(&n, framework.UninitializedTaint))
+			orDash(n.Labels[string(annotation.NodeBackend)]), framework.HasTaint(&n, framework.UninitializedTaint))
 	}
 	_ = w.Flush()
 }
@@ -255,7 +255,7 @@ func writeServices(out io.Writer, items []corev1.Service) {
 }
 
 func serviceBackend(s *corev1.Service) string {
-	if b := s.Annotations[annotation.LoadBalancerBackend]; b != "" {
+	if b := s.Annotations[string(annotation.LoadBalancerBackend)]; b != "" {
 		return b
 	}
 	return defaultBackend + " (default)"
