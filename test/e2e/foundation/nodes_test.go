@@ -46,7 +46,7 @@ func TestNodeWithProviderIDIsInitialised(t *testing.T) {
 		corev1.LabelTopologyRegion:     "dc-1",
 		corev1.LabelInstanceTypeStable: "r650",
 		"example.com/tier":             "gold",
-		string(annotation.NodeBackend):         "metal",
+		string(annotation.NodeBackend): "metal",
 	}
 	for k, v := range wantLabels {
 		if n.Labels[k] != v {
