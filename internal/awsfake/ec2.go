@@ -342,11 +342,17 @@ type xmlGroupID struct {
 }
 
 type xmlInterface struct {
-	ID        string       `xml:"networkInterfaceId"`
-	SubnetID  string       `xml:"subnetId,omitempty"`
-	VpcID     string       `xml:"vpcId,omitempty"`
-	Groups    []xmlGroupID `xml:"groupSet>item"`
-	Addresses []xmlPrivIP  `xml:"privateIpAddressesSet>item"`
+	ID         string       `xml:"networkInterfaceId"`
+	SubnetID   string       `xml:"subnetId,omitempty"`
+	VpcID      string       `xml:"vpcId,omitempty"`
+	Groups     []xmlGroupID `xml:"groupSet>item"`
+	Status     string       `xml:"status"`
+	Attachment struct {
+		ID          string `xml:"attachmentId"`
+		DeviceIndex int    `xml:"deviceIndex"`
+		Status      string `xml:"status"`
+	} `xml:"attachment"`
+	Addresses []xmlPrivIP `xml:"privateIpAddressesSet>item"`
 }
 
 type xmlPrivIP struct {
@@ -385,7 +391,8 @@ func (in *Instance) xml(groupName func(id string) string) xmlInstance {
 	for _, g := range in.SecurityGroups {
 		x.GroupSet = append(x.GroupSet, xmlGroupID{GroupID: g, GroupName: groupName(g)})
 	}
-	ni := xmlInterface{ID: "eni-" + strings.TrimPrefix(in.ID, "i-"), SubnetID: in.SubnetID, VpcID: in.VPCID, Groups: x.GroupSet}
+	ni := xmlInterface{ID: "eni-" + strings.TrimPrefix(in.ID, "i-"), SubnetID: in.SubnetID, VpcID: in.VPCID, Groups: x.GroupSet, Status: "in-use"}
+	ni.Attachment.ID, ni.Attachment.Status = "eni-attach-"+strings.TrimPrefix(in.ID, "i-"), "attached"
 	for i, ip := range in.PrivateIPs {
 		a := xmlPrivIP{PrivateIPAddress: ip, Primary: i == 0}
 		if i == 0 {
