@@ -119,14 +119,19 @@ type LoadBalancerSettings struct {
 	Provider string `json:"provider,omitempty"`
 	// FlavorID is the Octavia flavor (default: none).
 	FlavorID string `json:"flavorID,omitempty"`
+	// AvailabilityZone is the Octavia availability zone (default: none).
+	AvailabilityZone string `json:"availabilityZone,omitempty"`
 	// CreateMonitor creates health monitors (default true).
 	CreateMonitor *bool `json:"createMonitor,omitempty"`
 	// MonitorDelaySeconds is the health monitor interval (default 5).
 	MonitorDelaySeconds int `json:"monitorDelaySeconds,omitempty"`
 	// MonitorTimeoutSeconds is the health monitor timeout (default 3).
 	MonitorTimeoutSeconds int `json:"monitorTimeoutSeconds,omitempty"`
-	// MonitorMaxRetries is how many failures mark a member down (default 3).
+	// MonitorMaxRetries is how many successes mark a member up (default 3).
 	MonitorMaxRetries int `json:"monitorMaxRetries,omitempty"`
+	// MonitorMaxRetriesDown is how many failures mark a member down
+	// (default 3).
+	MonitorMaxRetriesDown int `json:"monitorMaxRetriesDown,omitempty"`
 }
 
 // RouteSettings turns on routes through a Neutron router.
@@ -188,6 +193,9 @@ func (l *LoadBalancerSettings) setDefaults() {
 	}
 	if l.MonitorMaxRetries == 0 {
 		l.MonitorMaxRetries = 3
+	}
+	if l.MonitorMaxRetriesDown == 0 {
+		l.MonitorMaxRetriesDown = 3
 	}
 }
 
@@ -291,10 +299,11 @@ func (l *LoadBalancerSettings) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, validateUUID(p.Child("vipNetworkID"), l.VIPNetworkID)...)
 	errs = append(errs, validateUUID(p.Child("memberSubnetID"), l.MemberSubnetID)...)
 	errs = append(errs, validateUUID(p.Child("floatingNetworkID"), l.FloatingNetworkID)...)
+	errs = append(errs, validateUUID(p.Child("flavorID"), l.FlavorID)...)
 	if *l.Enabled && l.VIPSubnetID == "" && l.VIPNetworkID == "" {
 		errs = append(errs, field.Required(p.Child("vipSubnetID"), "set vipSubnetID or vipNetworkID (where load balancer addresses come from), or set enabled: false"))
 	}
-	for name, v := range map[string]int{"monitorDelaySeconds": l.MonitorDelaySeconds, "monitorTimeoutSeconds": l.MonitorTimeoutSeconds, "monitorMaxRetries": l.MonitorMaxRetries} {
+	for name, v := range map[string]int{"monitorDelaySeconds": l.MonitorDelaySeconds, "monitorTimeoutSeconds": l.MonitorTimeoutSeconds, "monitorMaxRetries": l.MonitorMaxRetries, "monitorMaxRetriesDown": l.MonitorMaxRetriesDown} {
 		if v < 1 {
 			errs = append(errs, field.Invalid(p.Child(name), v, "must be at least 1"))
 		}

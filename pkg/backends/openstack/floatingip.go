@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
@@ -94,7 +95,7 @@ func (l *LoadBalancer) attachFloatingIP(ctx context.Context, sc *serviceClients,
 		}
 	}
 	fip, err := floatingips.Create(ctx, sc.network, floatingips.CreateOpts{
-		FloatingNetworkID: o.floatingNetworkID, FloatingIP: want, PortID: lb.VipPortID, Description: desc,
+		FloatingNetworkID: o.floatingNetworkID, SubnetID: o.floatingSubnetID, FloatingIP: want, PortID: lb.VipPortID, Description: desc,
 	}).Extract()
 	if err != nil {
 		return "", fmt.Errorf("allocating a floating IP on network %s: %w", o.floatingNetworkID, err)
@@ -159,12 +160,19 @@ func (l *LoadBalancer) releaseLeftovers(ctx context.Context, sc *serviceClients,
 	return nil
 }
 
+// occmFloatingIPDescription starts the description cloud-provider-openstack
+// gives the floating IPs it allocates (it releases those on delete, and so
+// does this backend once it adopted the load balancer).
+func occmFloatingIPDescription(svc *corev1.Service) string {
+	return fmt.Sprintf("Floating IP for Kubernetes external service %s/%s from cluster ", svc.Namespace, svc.Name)
+}
+
 // release gives back a floating IP: one the backend allocated (its
 // description is the load balancer's name) is deleted unless kept; any other
 // (a requested, pre-existing one) and a kept one are only disassociated.
 func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *corev1.Service, fip *floatingips.FloatingIP, keep bool) error {
 	log := l.logger(ctx, svc).WithValues("floatingIP", fip.FloatingIP)
-	ours := fip.Description == l.lbName(svc)
+	ours := fip.Description == l.lbName(svc) || strings.HasPrefix(fip.Description, occmFloatingIPDescription(svc))
 	if ours && !keep {
 		if err := ignoreNotFound(floatingips.Delete(ctx, sc.network, fip.ID).ExtractErr()); err != nil {
 			return fmt.Errorf("releasing floating IP %s: %w", fip.FloatingIP, err)

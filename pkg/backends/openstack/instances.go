@@ -129,7 +129,7 @@ func checkStatus(srv *server) (*server, error) {
 }
 
 func (i *Instances) wrap(op string, node *corev1.Node, err error) error {
-	return fmt.Errorf("openstack backend %s: %s for node %s: %w", i.name, op, node.Name, err)
+	return fmt.Errorf("%s for node %s: %w", op, node.Name, err)
 }
 
 // InstanceExists is false only when Nova answers 404 for the node's server
@@ -140,7 +140,7 @@ func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool
 	case err == nil:
 		return true, nil
 	case errors.Is(err, errServerNotFound):
-		klog.FromContext(ctx).WithValues("backend", i.name).V(2).Info("Server is gone", "node", node.Name, "providerID", node.Spec.ProviderID)
+		klog.FromContext(ctx).V(2).Info("Server is gone", "node", klog.KObj(node), "providerID", node.Spec.ProviderID)
 		return false, nil
 	}
 	return false, i.wrap("checking existence", node, err)

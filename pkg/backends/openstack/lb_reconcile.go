@@ -11,6 +11,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/monitors"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/pools"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // lbState is what Octavia holds under one load balancer.
@@ -30,6 +32,9 @@ type poolState struct {
 type step struct {
 	what string
 	do   func(ctx context.Context) error
+	// cause names the annotations that shape the change: Octavia refusing
+	// it (400) is then a user error naming them.
+	cause string
 }
 
 // readState reads listeners, pools, members and monitors (reads only).
@@ -99,6 +104,9 @@ func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *co
 			// Octavia still applies an earlier change to a child object.
 			return l.retry("load balancer %s: %s: busy: %v", lb.ID, s.what, err)
 		}
+		if gophercloud.ResponseCodeIs(err, http.StatusBadRequest) && s.cause != "" {
+			return backends.NewUserError(reasonOctaviaRefused, fmt.Errorf("Octavia refused %s, set by %s: %w; change or remove the annotation", s.what, s.cause, err))
+		}
 		return fmt.Errorf("%s: %w", s.what, err)
 	}
 	return l.retry("load balancer %s: %s", lb.ID, s.what)
@@ -111,6 +119,11 @@ func nextStep(c *gophercloud.ServiceClient, lbID string, st *lbState, want []lis
 		w := &want[i]
 		ls := findListener(st, w)
 		if ls == nil {
+			if old := portTaken(st, w); old != nil {
+				// Octavia keeps one TCP-family listener per port: a
+				// protocol change (X-Forwarded-For) replaces it.
+				return removeListenerStep(c, old)
+			}
 			return createListenerStep(c, lbID, w)
 		}
 		used[ls.ID] = true
@@ -135,33 +148,80 @@ func findListener(st *lbState, w *listenerSpec) *listeners.Listener {
 	return nil
 }
 
-// listenerStep converges one listener and its default pool.
-func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbState, w *listenerSpec) *step {
+// tcpFamily are the listener protocols that share a port's TCP socket.
+var tcpFamily = map[string]bool{"TCP": true, "HTTP": true, "HTTPS": true, "TERMINATED_HTTPS": true}
+
+// portTaken returns a listener of another protocol of the same transport
+// on the wanted port.
+func portTaken(st *lbState, w *listenerSpec) *listeners.Listener {
+	for i := range st.listeners {
+		ls := &st.listeners[i]
+		if ls.ProtocolPort == w.port && ls.Protocol != w.protocol && tcpFamily[ls.Protocol] && tcpFamily[w.protocol] {
+			return ls
+		}
+	}
+	return nil
+}
+
+// listenerUpdate returns the update a listener needs, or nil.
+func listenerUpdate(ls *listeners.Listener, w *listenerSpec) *listeners.UpdateOpts {
+	var u listeners.UpdateOpts
+	changed := false
 	if !sameCIDRs(ls.AllowedCIDRs, w.cidrs) {
 		cidrs := append([]string{}, w.cidrs...)
-		return &step{"updating allowed CIDRs of listener " + ls.ID, func(ctx context.Context) error {
-			return listeners.Update(ctx, c, ls.ID, listeners.UpdateOpts{AllowedCIDRs: &cidrs}).Err
-		}}
+		u.AllowedCIDRs, changed = &cidrs, true
+	}
+	if ls.ConnLimit != w.connLimit {
+		u.ConnLimit, changed = ptr(w.connLimit), true
+	}
+	t := w.timeouts
+	if ls.TimeoutClientData != t.clientData || ls.TimeoutMemberConnect != t.memberConnect || ls.TimeoutMemberData != t.memberData || ls.TimeoutTCPInspect != t.tcpInspect {
+		u.TimeoutClientData, u.TimeoutMemberConnect, u.TimeoutMemberData, u.TimeoutTCPInspect = ptr(t.clientData), ptr(t.memberConnect), ptr(t.memberData), ptr(t.tcpInspect)
+		changed = true
+	}
+	if w.xForwardedFor && ls.InsertHeaders[headerXForwardedFor] != "true" {
+		u.InsertHeaders, changed = &map[string]string{headerXForwardedFor: "true"}, true
+	}
+	if !changed {
+		return nil
+	}
+	return &u
+}
+
+// headerXForwardedFor is Octavia's insert_headers key for the client address.
+const headerXForwardedFor = "X-Forwarded-For"
+
+// reasonOctaviaRefused is the event reason when Octavia rejects what the
+// annotations ask for.
+const reasonOctaviaRefused = "OctaviaRefusedAnnotation"
+
+// listenerStep converges one listener and its default pool.
+func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbState, w *listenerSpec) *step {
+	if u := listenerUpdate(ls, w); u != nil {
+		return &step{"updating listener " + ls.ID, func(ctx context.Context) error {
+			return listeners.Update(ctx, c, ls.ID, *u).Err
+		}, listenerCause}
 	}
 	p := st.pools[ls.DefaultPoolID]
 	if p == nil {
 		return createPoolStep(c, ls.ID, w)
 	}
-	if p.pool.ProvisioningStatus == lbError {
-		// A failed change leaves the pool immutable in ERROR: replace it.
-		return &step{"deleting pool " + p.pool.ID + " in ERROR", func(ctx context.Context) error {
+	if p.pool.ProvisioningStatus == lbError || p.pool.Protocol != w.poolProtocol {
+		// A failed change leaves the pool immutable in ERROR, and a pool's
+		// protocol (PROXY protocol) cannot change: replace it.
+		return &step{"deleting pool " + p.pool.ID + " (" + p.pool.ProvisioningStatus + ", " + p.pool.Protocol + ")", func(ctx context.Context) error {
 			return ignoreNotFound(pools.Delete(ctx, c, p.pool.ID).ExtractErr())
-		}}
+		}, ""}
 	}
 	if p.pool.LBMethod != w.method {
 		return &step{"updating algorithm of pool " + p.pool.ID, func(ctx context.Context) error {
 			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{LBMethod: pools.LBMethod(w.method)}).Err
-		}}
+		}, AnnotationLBMethod}
 	}
 	if !sameMembers(p.members, w.members) {
 		return &step{fmt.Sprintf("updating members of pool %s (%d)", p.pool.ID, len(w.members)), func(ctx context.Context) error {
 			return pools.BatchUpdateMembers(ctx, c, p.pool.ID, batchMembers(w.members)).ExtractErr()
-		}}
+		}, AnnotationMemberSubnetID}
 	}
 	return monitorStep(c, p, w.monitor)
 }
@@ -171,15 +231,15 @@ func createListenerStep(c *gophercloud.ServiceClient, lbID string, w *listenerSp
 		opts := listenerCreateOpts(w)
 		opts.LoadbalancerID = lbID
 		return listeners.Create(ctx, c, opts).Err
-	}}
+	}, listenerCause}
 }
 
 func createPoolStep(c *gophercloud.ServiceClient, listenerID string, w *listenerSpec) *step {
 	return &step{"creating pool of listener " + listenerID, func(ctx context.Context) error {
 		return pools.Create(ctx, c, pools.CreateOpts{
-			Name: w.name, Protocol: pools.Protocol(w.protocol), LBMethod: pools.LBMethod(w.method), ListenerID: listenerID,
+			Name: w.name, Protocol: pools.Protocol(w.poolProtocol), LBMethod: pools.LBMethod(w.method), ListenerID: listenerID,
 		}).Err
-	}}
+	}, AnnotationLBMethod + ", " + AnnotationProxyProtocol}
 }
 
 // removeListenerStep deletes a listener no port asks for: its pool first
@@ -188,11 +248,11 @@ func removeListenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener) *s
 	if ls.DefaultPoolID != "" {
 		return &step{"deleting pool " + ls.DefaultPoolID + " of unused listener " + ls.ID, func(ctx context.Context) error {
 			return ignoreNotFound(pools.Delete(ctx, c, ls.DefaultPoolID).ExtractErr())
-		}}
+		}, ""}
 	}
 	return &step{"deleting unused listener " + ls.ID, func(ctx context.Context) error {
 		return ignoreNotFound(listeners.Delete(ctx, c, ls.ID).ExtractErr())
-	}}
+	}, ""}
 }
 
 // orphanPoolStep deletes a pool no listener uses.
@@ -205,7 +265,7 @@ func orphanPoolStep(c *gophercloud.ServiceClient, st *lbState) *step {
 		if !used[id] {
 			return &step{"deleting unused pool " + id, func(ctx context.Context) error {
 				return ignoreNotFound(pools.Delete(ctx, c, id).ExtractErr())
-			}}
+			}, ""}
 		}
 	}
 	return nil
@@ -220,17 +280,17 @@ func monitorStep(c *gophercloud.ServiceClient, p *poolState, want *monitorSpec) 
 	case have != nil && (want == nil || have.Type != want.typ):
 		return &step{"deleting monitor " + have.ID, func(ctx context.Context) error {
 			return ignoreNotFound(monitors.Delete(ctx, c, have.ID).ExtractErr())
-		}}
+		}, ""}
 	case have == nil:
 		return &step{"creating monitor of pool " + p.pool.ID, func(ctx context.Context) error {
 			opts := monitorCreateOpts(want)
 			opts.PoolID = p.pool.ID
 			return monitors.Create(ctx, c, opts).Err
-		}}
-	case have.Delay != want.delay || have.Timeout != want.timeout || have.MaxRetries != want.retries || (want.urlPath != "" && have.URLPath != want.urlPath):
+		}, monitorCause}
+	case have.Delay != want.delay || have.Timeout != want.timeout || have.MaxRetries != want.retries || have.MaxRetriesDown != want.retriesDown || (want.urlPath != "" && have.URLPath != want.urlPath):
 		return &step{"updating monitor " + have.ID, func(ctx context.Context) error {
-			return monitors.Update(ctx, c, have.ID, monitors.UpdateOpts{Delay: want.delay, Timeout: want.timeout, MaxRetries: want.retries, URLPath: want.urlPath}).Err
-		}}
+			return monitors.Update(ctx, c, have.ID, monitors.UpdateOpts{Delay: want.delay, Timeout: want.timeout, MaxRetries: want.retries, MaxRetriesDown: want.retriesDown, URLPath: want.urlPath}).Err
+		}, monitorCause}
 	}
 	return nil
 }
@@ -268,13 +328,28 @@ func batchMembers(want []memberSpec) []pools.BatchUpdateMemberOpts {
 	return out
 }
 
+// Annotations shaping listeners and monitors, for error messages.
+const (
+	listenerCause = AnnotationConnectionLimit + ", " + AnnotationTimeoutClientData + ", " + AnnotationTimeoutMemberConnect + ", " +
+		AnnotationTimeoutMemberData + ", " + AnnotationTimeoutTCPInspect + ", " + AnnotationXForwardedFor + " or loadBalancerSourceRanges"
+	monitorCause = AnnotationHealthMonitorDelay + ", " + AnnotationHealthMonitorTimeout + ", " + AnnotationHealthMonitorMaxRetries + " or " + AnnotationHealthMonitorMaxRetriesDown
+)
+
 // listenerCreateOpts builds a listener without its pool.
 func listenerCreateOpts(w *listenerSpec) listeners.CreateOpts {
-	return listeners.CreateOpts{Name: w.name, Protocol: listeners.Protocol(w.protocol), ProtocolPort: w.port, AllowedCIDRs: w.cidrs}
+	t := w.timeouts
+	opts := listeners.CreateOpts{
+		Name: w.name, Protocol: listeners.Protocol(w.protocol), ProtocolPort: w.port, AllowedCIDRs: w.cidrs, ConnLimit: ptr(w.connLimit),
+		TimeoutClientData: ptr(t.clientData), TimeoutMemberConnect: ptr(t.memberConnect), TimeoutMemberData: ptr(t.memberData), TimeoutTCPInspect: ptr(t.tcpInspect),
+	}
+	if w.xForwardedFor {
+		opts.InsertHeaders = map[string]string{headerXForwardedFor: "true"}
+	}
+	return opts
 }
 
 func monitorCreateOpts(m *monitorSpec) monitors.CreateOpts {
-	return monitors.CreateOpts{Type: m.typ, Delay: m.delay, Timeout: m.timeout, MaxRetries: m.retries, URLPath: m.urlPath}
+	return monitors.CreateOpts{Type: m.typ, Delay: m.delay, Timeout: m.timeout, MaxRetries: m.retries, MaxRetriesDown: m.retriesDown, URLPath: m.urlPath}
 }
 
 func ignoreNotFound(err error) error {

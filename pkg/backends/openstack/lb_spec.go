@@ -15,13 +15,17 @@ import (
 
 // listenerSpec is one Service port as an Octavia listener with its pool.
 type listenerSpec struct {
-	name     string
-	protocol string
-	port     int
-	cidrs    []string
-	method   string
-	members  []memberSpec
-	monitor  *monitorSpec
+	name          string
+	protocol      string // the listener's: HTTP with X-Forwarded-For
+	poolProtocol  string // PROXY or PROXYV2 with the PROXY protocol
+	port          int
+	cidrs         []string
+	method        string
+	connLimit     int
+	timeouts      listenerTimeouts
+	xForwardedFor bool
+	members       []memberSpec
+	monitor       *monitorSpec
 }
 
 // memberSpec is one node as a pool member.
@@ -35,11 +39,12 @@ type memberSpec struct {
 
 // monitorSpec is a pool's health monitor.
 type monitorSpec struct {
-	typ     string
-	urlPath string
-	delay   int
-	timeout int
-	retries int
+	typ         string
+	urlPath     string
+	delay       int
+	timeout     int
+	retries     int
+	retriesDown int
 }
 
 // memberKey identifies a member the way Octavia's batch update does.
@@ -72,10 +77,16 @@ func desiredListeners(svc *corev1.Service, nodes []*corev1.Node, o *lbOptions) (
 			return nil, backends.NewUserError("NodePortRequired", fmt.Errorf("port %d/%s has no nodePort: the OpenStack backend sends traffic to node ports; remove allocateLoadBalancerNodePorts: false", p.Port, p.Protocol))
 		}
 		l := listenerSpec{
-			name: fmt.Sprintf("mccm_%s_%d", strings.ToLower(proto), p.Port), protocol: proto, port: int(p.Port),
-			cidrs: cidrs, method: o.method, monitor: monitorFor(svc, proto, o),
+			name: fmt.Sprintf("mccm_%s_%d", strings.ToLower(proto), p.Port), protocol: proto, poolProtocol: proto, port: int(p.Port),
+			cidrs: cidrs, method: o.method, connLimit: o.connLimit, timeouts: o.timeouts, monitor: monitorFor(svc, proto, o),
 		}
-		l.members = membersFor(svc, nodes, int(p.NodePort), l.monitor, o)
+		if o.xForwardedFor {
+			l.protocol, l.poolProtocol, l.xForwardedFor = "HTTP", "HTTP", true
+		}
+		if o.proxy != "" {
+			l.poolProtocol = o.proxy
+		}
+		l.members = membersFor(svc, selectNodes(nodes, o.nodeSelector), int(p.NodePort), l.monitor, o)
 		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -120,7 +131,7 @@ func monitorFor(svc *corev1.Service, proto string, o *lbOptions) *monitorSpec {
 	if !o.monitor {
 		return nil
 	}
-	m := &monitorSpec{delay: o.delay, timeout: o.timeout, retries: o.retries}
+	m := &monitorSpec{delay: o.delay, timeout: o.timeout, retries: o.retries, retriesDown: o.retriesDown}
 	switch {
 	case servicehelper.NeedsHealthCheck(svc) && svc.Spec.HealthCheckNodePort > 0:
 		m.typ, m.urlPath = "HTTP", "/healthz"

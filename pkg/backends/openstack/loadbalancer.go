@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,23 +76,27 @@ func (l *LoadBalancer) GetLoadBalancerName(_ context.Context, _ string, svc *cor
 }
 
 func (l *LoadBalancer) logger(ctx context.Context, svc *corev1.Service) klog.Logger {
-	return klog.FromContext(ctx).WithValues("backend", l.name, "service", svc.Namespace+"/"+svc.Name)
+	return klog.FromContext(ctx).WithValues("service", klog.KObj(svc))
 }
 
 func (l *LoadBalancer) wrap(op string, svc *corev1.Service, err error) error {
 	if _, ok := backends.AsUserError(err); ok {
 		return err
 	}
-	return fmt.Errorf("openstack backend %s: %s load balancer for %s/%s: %w", l.name, op, svc.Namespace, svc.Name, err)
+	return fmt.Errorf("%s load balancer for %s/%s: %w", op, svc.Namespace, svc.Name, err)
 }
 
 func (l *LoadBalancer) retry(format string, args ...any) error {
-	return api.NewRetryError(fmt.Sprintf("openstack backend %s: ", l.name)+fmt.Sprintf(format, args...), l.retryDelay)
+	return api.NewRetryError(fmt.Sprintf(format, args...), l.retryDelay)
 }
 
 // find lists the Service's load balancers by tag, oldest first.
 func (l *LoadBalancer) find(ctx context.Context, sc *serviceClients, svc *corev1.Service) ([]loadbalancers.LoadBalancer, error) {
-	pages, err := loadbalancers.List(sc.loadBalancer, loadbalancers.ListOpts{Tags: l.tags(svc)}).AllPages(ctx)
+	return l.list(ctx, sc, loadbalancers.ListOpts{Tags: l.tags(svc)})
+}
+
+func (l *LoadBalancer) list(ctx context.Context, sc *serviceClients, opts loadbalancers.ListOpts) ([]loadbalancers.LoadBalancer, error) {
+	pages, err := loadbalancers.List(sc.loadBalancer, opts).AllPages(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing load balancers: %w", err)
 	}
@@ -103,14 +108,88 @@ func (l *LoadBalancer) find(ctx context.Context, sc *serviceClients, svc *corev1
 	return found, nil
 }
 
+// occmName is the name cloud-provider-openstack gives a Service's load
+// balancer: kube_service_<cluster name>_<namespace>_<name>, cut at 255.
+func occmName(clusterName string, svc *corev1.Service) string {
+	n := fmt.Sprintf("kube_service_%s_%s_%s", clusterName, svc.Namespace, svc.Name)
+	if len(n) > maxNameLength {
+		n = n[:maxNameLength]
+	}
+	return n
+}
+
+// lookup finds the Service's load balancers: ours by tag; else the one
+// its load-balancer-id annotation names, or the one cloud-provider-openstack
+// made for it (by its name), which is then adopted. adopt is true when the
+// load balancer found still lacks our tags.
+//
+// A load-balancer-id naming another Service's load balancer is an error
+// when ensuring (strict) and none otherwise: a delete never touches it.
+func (l *LoadBalancer) lookup(ctx context.Context, sc *serviceClients, clusterName string, svc *corev1.Service, strict bool) (found []loadbalancers.LoadBalancer, adopt bool, err error) {
+	found, err = l.find(ctx, sc, svc)
+	if err != nil || len(found) > 0 {
+		return found, false, err
+	}
+	if id := svc.Annotations[AnnotationLoadBalancerID]; id != "" {
+		lb, err := l.byID(ctx, sc, clusterName, svc, id)
+		if _, user := backends.AsUserError(err); user && !strict {
+			return nil, false, nil
+		}
+		if err != nil || lb == nil {
+			return nil, false, err
+		}
+		return []loadbalancers.LoadBalancer{*lb}, true, nil
+	}
+	found, err = l.list(ctx, sc, loadbalancers.ListOpts{Name: occmName(clusterName, svc)})
+	if err != nil || len(found) == 0 {
+		return nil, false, err
+	}
+	if len(found) > 1 {
+		return nil, false, fmt.Errorf("%d load balancers are named %s: delete all but one, or name the one to use in %s", len(found), found[0].Name, AnnotationLoadBalancerID)
+	}
+	return found, true, nil
+}
+
+// byID gets the load balancer a load-balancer-id annotation names. It must
+// be this Service's (our name or cloud-provider-openstack's): sharing one
+// load balancer among Services is refused. A load balancer that is gone
+// is none.
+func (l *LoadBalancer) byID(ctx context.Context, sc *serviceClients, clusterName string, svc *corev1.Service, id string) (*loadbalancers.LoadBalancer, error) {
+	lb, err := loadbalancers.Get(ctx, sc.loadBalancer, id).Extract()
+	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting load balancer %s: %w", id, err)
+	}
+	if lb.Name != occmName(clusterName, svc) && lb.Name != l.lbName(svc) {
+		return nil, backends.NewUserError(reasonInvalidAnnotation, fmt.Errorf("annotation %s=%q: load balancer %s is named %q, not %q: sharing one load balancer among Services is not supported; remove the annotation to get a load balancer of the Service's own", AnnotationLoadBalancerID, id, id, lb.Name, occmName(clusterName, svc)))
+	}
+	return lb, nil
+}
+
+// adoptLB tags a load balancer made by cloud-provider-openstack as ours,
+// keeping its tags: from then on it is found like one we made.
+func (l *LoadBalancer) adoptLB(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer) error {
+	if strings.HasPrefix(lb.ProvisioningStatus, "PENDING_") {
+		return l.retry("load balancer %s to adopt is %s", lb.ID, lb.ProvisioningStatus)
+	}
+	tags := append(slices.Clone(lb.Tags), l.tags(svc)...)
+	if _, err := loadbalancers.Update(ctx, sc.loadBalancer, lb.ID, loadbalancers.UpdateOpts{Tags: &tags}).Extract(); err != nil {
+		return fmt.Errorf("tagging load balancer %s to adopt it: %w", lb.ID, err)
+	}
+	l.logger(ctx, svc).V(2).Info("Adopted load balancer", "loadBalancerID", lb.ID, "name", lb.Name)
+	return l.retry("load balancer %s adopted", lb.ID)
+}
+
 // GetLoadBalancer reports the Service's load balancer; exists is true while
 // any part of it is left in OpenStack.
-func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	sc, err := l.clients(ctx)
 	if err != nil {
 		return nil, false, l.wrap("getting", svc, err)
 	}
-	found, err := l.find(ctx, sc, svc)
+	found, _, err := l.lookup(ctx, sc, clusterName, svc, false)
 	if err != nil {
 		return nil, false, l.wrap("getting", svc, err)
 	}
@@ -126,20 +205,29 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev
 	if err != nil {
 		return nil, true, l.wrap("getting", svc, err)
 	}
-	return status(addr), true, nil
+	return status(addr, o), true, nil
 }
 
-func status(addr string) *corev1.LoadBalancerStatus {
-	if addr == "" {
+// status is the Service's load-balancer status: the host name when the
+// hostname annotation sets one, else the address, with ipMode Proxy when
+// the pools speak the PROXY protocol (in-cluster clients must then go
+// through the load balancer too).
+func status(addr string, o *lbOptions) *corev1.LoadBalancerStatus {
+	switch {
+	case o.hostname != "":
+		return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: o.hostname}}}
+	case addr == "":
 		return &corev1.LoadBalancerStatus{}
+	case o.proxy != "":
+		return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: addr, IPMode: ptr(corev1.LoadBalancerIPModeProxy)}}}
 	}
-	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: addr}}}
+	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: addr, IPMode: ptr(corev1.LoadBalancerIPModeVIP)}}}
 }
 
 // EnsureLoadBalancer creates or converges the Service's load balancer, one
 // change per call, and returns its address once nothing is left to change.
-func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	st, err := l.ensure(ctx, svc, nodes, true)
+func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	st, err := l.ensure(ctx, clusterName, svc, nodes, true)
 	if err != nil {
 		return nil, l.wrap("ensuring", svc, err)
 	}
@@ -148,8 +236,8 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 
 // UpdateLoadBalancer converges the members (and everything else) of the
 // Service's load balancer.
-func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) error {
-	if _, err := l.ensure(ctx, svc, nodes, false); err != nil {
+func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
+	if _, err := l.ensure(ctx, clusterName, svc, nodes, false); err != nil {
 		return l.wrap("updating", svc, err)
 	}
 	return nil
@@ -159,7 +247,7 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *co
 // set. UpdateLoadBalancer never creates one: upstream's node sync calls it
 // for Services whose delete may have just finished, and a load balancer made
 // then would be left behind.
-func (l *LoadBalancer) ensure(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node, create bool) (*corev1.LoadBalancerStatus, error) {
+func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node, create bool) (*corev1.LoadBalancerStatus, error) {
 	o, err := parseOptions(svc, l.settings)
 	if err != nil {
 		return nil, err
@@ -172,11 +260,13 @@ func (l *LoadBalancer) ensure(ctx context.Context, svc *corev1.Service, nodes []
 	if err != nil {
 		return nil, err
 	}
-	found, err := l.find(ctx, sc, svc)
+	found, adopt, err := l.lookup(ctx, sc, clusterName, svc, true)
 	if err != nil {
 		return nil, err
 	}
 	switch {
+	case adopt:
+		return nil, l.adoptLB(ctx, sc, svc, &found[0])
 	case len(found) == 0 && !create:
 		return nil, nil
 	case len(found) == 0:
@@ -196,7 +286,7 @@ func (l *LoadBalancer) ensure(ctx context.Context, svc *corev1.Service, nodes []
 	if err != nil {
 		return nil, err
 	}
-	return status(addr), nil
+	return status(addr, o), nil
 }
 
 // checkReady returns nil for an ACTIVE load balancer, replaces one in ERROR,
@@ -224,12 +314,19 @@ func (l *LoadBalancer) create(ctx context.Context, sc *serviceClients, svc *core
 	opts := loadbalancers.CreateOpts{
 		Name: l.lbName(svc), Description: fmt.Sprintf("Kubernetes Service %s/%s of cluster %s", svc.Namespace, svc.Name, l.clusterID),
 		VipSubnetID: o.vipSubnetID, VipNetworkID: o.vipNetworkID, Provider: l.settings.Provider,
-		FlavorID: l.settings.FlavorID, Tags: l.tags(svc), VipAddress: internalVIP(svc, o),
+		FlavorID: o.flavorID, AvailabilityZone: o.availabilityZone, Tags: l.tags(svc), VipAddress: internalVIP(svc, o),
 	}
 	if opts.VipSubnetID != "" {
 		opts.VipNetworkID = ""
 	}
+	if o.portID != "" {
+		opts.VipPortID, opts.VipSubnetID, opts.VipNetworkID = o.portID, "", ""
+	}
 	lb, err := loadbalancers.Create(ctx, sc.loadBalancer, opts).Extract()
+	if gophercloud.ResponseCodeIs(err, http.StatusBadRequest) || gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return backends.NewUserError(reasonOctaviaRefused, fmt.Errorf("Octavia refused to create the load balancer, set by %s, %s, %s, %s or %s: %w; change or remove the annotation",
+			AnnotationFlavorID, AnnotationAvailabilityZone, AnnotationPortID, AnnotationVIPSubnetID, AnnotationVIPNetworkID, err))
+	}
 	if err != nil {
 		return fmt.Errorf("creating load balancer: %w", err)
 	}
@@ -248,20 +345,20 @@ func internalVIP(svc *corev1.Service, o *lbOptions) string {
 // EnsureLoadBalancerDeleted removes the Service's load balancers and their
 // floating IPs (disassociated instead when kept), asking to retry until
 // nothing is left.
-func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *corev1.Service) error {
-	if err := l.ensureDeleted(ctx, svc); err != nil {
+func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *corev1.Service) error {
+	if err := l.ensureDeleted(ctx, clusterName, svc); err != nil {
 		return l.wrap("deleting", svc, err)
 	}
 	return nil
 }
 
-func (l *LoadBalancer) ensureDeleted(ctx context.Context, svc *corev1.Service) error {
+func (l *LoadBalancer) ensureDeleted(ctx context.Context, clusterName string, svc *corev1.Service) error {
 	o := l.lenientOptions(ctx, svc)
 	sc, err := l.clients(ctx)
 	if err != nil {
 		return err
 	}
-	found, err := l.find(ctx, sc, svc)
+	found, _, err := l.lookup(ctx, sc, clusterName, svc, false)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ type Routes struct {
 var _ cloudprovider.Routes = (*Routes)(nil)
 
 func (r *Routes) wrap(op string, err error) error {
-	return fmt.Errorf("openstack backend %s: %s routes of router %s: %w", r.name, op, r.routerID, err)
+	return fmt.Errorf("%s routes of router %s: %w", op, r.routerID, err)
 }
 
 // ListRoutes lists the router's routes whose next hop is a server address.
@@ -119,6 +119,6 @@ func (r *Routes) change(ctx context.Context, op string, route *cloudprovider.Rou
 	if err := fn(ctx, sc.network, r.routerID, opts); err != nil {
 		return r.wrap(op, err)
 	}
-	klog.FromContext(ctx).WithValues("backend", r.name).V(2).Info("Changed route", "op", op, "node", route.TargetNode, "destination", route.DestinationCIDR, "nextHop", hop)
+	klog.FromContext(ctx).V(2).Info("Changed route", "op", op, "node", route.TargetNode, "destination", route.DestinationCIDR, "nextHop", hop)
 	return nil
 }
