@@ -82,6 +82,7 @@ func TestServiceControllerOCCMAnnotations(t *testing.T) {
 			status: statusIP(corev1.LoadBalancerIPModeVIP),
 		},
 	}
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, newService("occm")) })
 	var lbID, vip string
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
@@ -115,6 +116,7 @@ func TestServiceControllerBadOCCMAnnotation(t *testing.T) {
 	e := newSvcEnv(t, nil, readyNode("n1", "10.21.0.1", nil))
 	svc := newService("bad")
 	e.apply(t, svc)
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, newService("bad")) })
 	want := "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1"
 	e.waitDetail(t, svc, want, statusIP(corev1.LoadBalancerIPModeVIP))
 	before := len(e.octavia.Writes())
