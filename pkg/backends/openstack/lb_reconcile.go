@@ -105,7 +105,7 @@ func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *co
 			return l.retry("load balancer %s: %s: busy: %v", lb.ID, s.what, err)
 		}
 		if gophercloud.ResponseCodeIs(err, http.StatusBadRequest) && s.cause != "" {
-			return backends.NewUserError(reasonOctaviaRefused, fmt.Errorf("Octavia refused %s, set by %s: %w; change or remove the annotation", s.what, s.cause, err))
+			return backends.NewUserError(reasonOctaviaRefused, fmt.Errorf("octavia refused %s, set by %s: %w; change or remove the annotation", s.what, s.cause, err))
 		}
 		return fmt.Errorf("%s: %w", s.what, err)
 	}

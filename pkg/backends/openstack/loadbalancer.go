@@ -324,7 +324,7 @@ func (l *LoadBalancer) create(ctx context.Context, sc *serviceClients, svc *core
 	}
 	lb, err := loadbalancers.Create(ctx, sc.loadBalancer, opts).Extract()
 	if gophercloud.ResponseCodeIs(err, http.StatusBadRequest) || gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-		return backends.NewUserError(reasonOctaviaRefused, fmt.Errorf("Octavia refused to create the load balancer, set by %s, %s, %s, %s or %s: %w; change or remove the annotation",
+		return backends.NewUserError(reasonOctaviaRefused, fmt.Errorf("octavia refused to create the load balancer, set by %s, %s, %s, %s or %s: %w; change or remove the annotation",
 			AnnotationFlavorID, AnnotationAvailabilityZone, AnnotationPortID, AnnotationVIPSubnetID, AnnotationVIPNetworkID, err))
 	}
 	if err != nil {

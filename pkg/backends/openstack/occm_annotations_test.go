@@ -146,7 +146,7 @@ func TestServiceControllerBadOCCMAnnotation(t *testing.T) {
 		}
 		return fmt.Errorf("no %s event: %q", reasonInvalidAnnotation, e.warnings(t, "bad"))
 	})
-	if got, _ := detail(t, e.cloud, svc); got != want {
+	if got, _, err := detail(e.cloud, svc); err != nil || got != want {
 		t.Errorf("Octavia changed by bad annotations:\n%s\nwant\n%s", got, want)
 	}
 	if w := e.octavia.Writes()[before:]; len(w) != 0 {

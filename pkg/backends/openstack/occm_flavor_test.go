@@ -105,7 +105,7 @@ func TestServiceControllerFlavorAndZone(t *testing.T) {
 		}
 		return fmt.Errorf("warnings %q", e.warnings(t, unknown.Name))
 	})
-	if got, _ := detail(t, e.cloud, unknown); got != "0 load balancers" {
+	if got, _, err := detail(e.cloud, unknown); err != nil || got != "0 load balancers" {
 		t.Errorf("unknown flavor: Octavia holds %s", got)
 	}
 }

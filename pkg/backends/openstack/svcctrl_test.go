@@ -192,23 +192,24 @@ func (e *svcEnv) warnings(t *testing.T, name string) []string {
 
 // detail describes what Octavia holds for a Service, listener by listener,
 // with every field an annotation sets; "" when it has no load balancer.
-func detail(t *testing.T, c *Cloud, svc *corev1.Service) (string, *loadbalancers.LoadBalancer) {
-	t.Helper()
+// A read that races a change Octavia is applying (a pool deleted between
+// listing it and reading its monitor) is returned as an error, to retry.
+func detail(c *Cloud, svc *corev1.Service) (string, *loadbalancers.LoadBalancer, error) {
 	ctx := context.Background()
 	sc, err := c.lb.clients(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	found, err := c.lb.find(ctx, sc, svc)
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	if len(found) != 1 {
-		return fmt.Sprintf("%d load balancers", len(found)), nil
+		return fmt.Sprintf("%d load balancers", len(found)), nil, nil
 	}
 	st, err := readState(ctx, sc.loadBalancer, found[0].ID)
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	var lines []string
 	for _, ls := range st.listeners {
@@ -229,7 +230,7 @@ func detail(t *testing.T, c *Cloud, svc *corev1.Service) (string, *loadbalancers
 		lines = append(lines, d)
 	}
 	sort.Strings(lines)
-	return strings.Join(lines, "\n"), &found[0]
+	return strings.Join(lines, "\n"), &found[0], nil
 }
 
 // waitDetail waits until Octavia holds want for the Service and the
@@ -238,8 +239,11 @@ func (e *svcEnv) waitDetail(t *testing.T, svc *corev1.Service, want string, chec
 	t.Helper()
 	var lb *loadbalancers.LoadBalancer
 	testutil.Eventually(t, 120*time.Second, "Octavia converged for "+svc.Name, func() error {
-		var got string
-		got, lb = detail(t, e.cloud, svc)
+		got, found, err := detail(e.cloud, svc)
+		if err != nil {
+			return err
+		}
+		lb = found
 		if got != want {
 			return fmt.Errorf("Octavia holds\n%s\nwant\n%s\nwarnings: %q", got, want, e.warnings(t, svc.Name))
 		}
