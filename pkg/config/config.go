@@ -67,6 +67,9 @@ type LoadBalancer struct {
 	// multicloud-ccm.io/load-balancer-backend annotation. Empty: such
 	// Services are left to whatever else implements load balancers.
 	DefaultBackend string `json:"defaultBackend,omitempty"`
+	// Classes map spec.loadBalancerClass values to the backends serving
+	// them (see classes.go).
+	Classes []LoadBalancerClass `json:"classes,omitempty"`
 }
 
 // Nodes holds settings for Node routing.
@@ -384,6 +387,7 @@ func (c *CloudConfig) validate(dir string) field.ErrorList {
 	errs = append(errs, c.validateBackends(dir, names)...)
 	errs = append(errs, c.validateAcross()...)
 	errs = append(errs, c.validateLoadBalancer(names)...)
+	errs = append(errs, c.validateClasses(names)...)
 	errs = append(errs, c.validateNodes(names)...)
 	return errs
 }

@@ -21,8 +21,12 @@ const (
 )
 
 // lbTarget returns the backend that should hold service's load balancer:
-// the annotation's, else the default, else nil (implemented elsewhere).
+// its class's backend (see classTarget), else the annotation's, else the
+// default, else nil (implemented elsewhere).
 func (r *Router) lbTarget(service *corev1.Service) (*backend, error) {
+	if b, handled, err := r.classTarget(service); handled {
+		return b, err
+	}
 	name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]
 	if !annotated {
 		name = r.cfg.LoadBalancer.DefaultBackend
@@ -83,7 +87,11 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	r.clusterName.Store(clusterName)
 	target, err := r.lbTarget(service)
 	if err != nil {
-		r.warn(ctx, serviceRef(service), reasonUnknownLBBackend, err.Error())
+		reason := reasonUnknownLBBackend
+		if ue, ok := backends.AsUserError(err); ok {
+			reason = ue.Reason
+		}
+		r.warn(ctx, serviceRef(service), reason, err.Error())
 		return nil, err
 	}
 	if target == nil {

@@ -162,6 +162,9 @@ func New(cfg *config.CloudConfig, bs []Backend) (*Router, error) {
 			return nil, fmt.Errorf("loadBalancer.defaultBackend: %q is not a backend with load balancers (have: %v)", d, names(r.lbs))
 		}
 	}
+	if err := r.checkClasses(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

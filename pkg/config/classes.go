@@ -1,0 +1,63 @@
+package config
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// LoadBalancerClass is one entry of loadBalancer.classes: a
+// spec.loadBalancerClass value and the backend whose load balancers serve
+// Services of that class. A Service whose class no entry names is never
+// touched; one without a class follows the annotation and defaultBackend.
+type LoadBalancerClass struct {
+	// Name is the class, as Services write it in spec.loadBalancerClass,
+	// e.g. multicloud-ccm.io/aws-nlb. Unique.
+	Name string `json:"name"`
+	// Backend is the name of the backend serving the class.
+	Backend string `json:"backend"`
+}
+
+// Class returns the entry for a spec.loadBalancerClass value.
+func (l *LoadBalancer) Class(name string) (LoadBalancerClass, bool) {
+	for _, c := range l.Classes {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return LoadBalancerClass{}, false
+}
+
+// validateClasses checks each class: a Kubernetes qualified name (what the
+// API server accepts in spec.loadBalancerClass), unique, naming a
+// configured backend, and not a backend's name unless that backend serves
+// it (a class "aws" served by "openstack" reads as the annotation's
+// multicloud-ccm.io/load-balancer-backend=aws and would mislead).
+func (c *CloudConfig) validateClasses(names map[string]*Backend) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("loadBalancer", "classes")
+	seen := map[string]bool{}
+	for i, cl := range c.LoadBalancer.Classes {
+		cp := p.Index(i)
+		switch msgs := validation.IsQualifiedName(cl.Name); {
+		case cl.Name == "":
+			errs = append(errs, field.Required(cp.Child("name"), "set the spec.loadBalancerClass value this entry serves, e.g. multicloud-ccm.io/"+cl.Backend))
+		case len(msgs) > 0:
+			for _, msg := range msgs {
+				errs = append(errs, field.Invalid(cp.Child("name"), cl.Name, "not a valid spec.loadBalancerClass: "+msg))
+			}
+		case seen[cl.Name]:
+			errs = append(errs, field.Duplicate(cp.Child("name"), cl.Name))
+		}
+		seen[cl.Name] = true
+		if _, ok := names[cl.Backend]; !ok {
+			errs = append(errs, field.NotSupported(cp.Child("backend"), cl.Backend, backendNames(names)))
+		}
+		if _, isBackend := names[cl.Name]; isBackend && cl.Name != cl.Backend {
+			errs = append(errs, field.Invalid(cp.Child("name"), cl.Name,
+				fmt.Sprintf("is the name of backend %q but the class is served by %q; name the class after its backend or use a prefixed name such as multicloud-ccm.io/%s", cl.Name, cl.Backend, cl.Backend)))
+		}
+	}
+	return errs
+}

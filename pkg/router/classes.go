@@ -1,0 +1,59 @@
+package router
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// reasonClassConflict is the Warning reason for a Service whose
+// spec.loadBalancerClass and multicloud-ccm.io/load-balancer-backend
+// annotation name different backends.
+const reasonClassConflict = "LoadBalancerClassConflict"
+
+// ServesClass reports whether class is one of loadBalancer.classes: the
+// Services the load-balancer-class controller serves.
+func (r *Router) ServesClass(class string) bool {
+	_, ok := r.cfg.LoadBalancer.Class(class)
+	return ok
+}
+
+// HasClasses reports whether the config lists any load-balancer class.
+func (r *Router) HasClasses() bool { return len(r.cfg.LoadBalancer.Classes) > 0 }
+
+// classTarget routes a Service with spec.loadBalancerClass: one of our
+// classes goes to its backend (an annotation naming another backend is a
+// conflict, refused), any other class to nobody. handled is false for a
+// Service without a class, which the annotation and default route.
+func (r *Router) classTarget(service *corev1.Service) (b *backend, handled bool, err error) {
+	if service.Spec.LoadBalancerClass == nil {
+		return nil, false, nil
+	}
+	class := *service.Spec.LoadBalancerClass
+	c, ours := r.cfg.LoadBalancer.Class(class)
+	if !ours {
+		return nil, true, nil
+	}
+	if name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]; annotated && name != c.Backend {
+		return nil, true, userErr(reasonClassConflict, "service %s/%s: spec.loadBalancerClass %q is served by backend %q but annotation %s=%q names another; remove the annotation (the class chooses the backend)",
+			service.Namespace, service.Name, class, c.Backend, annotation.LoadBalancerBackend, name)
+	}
+	b, ok := r.byName[c.Backend]
+	if !ok || b.lb == nil {
+		// New refuses such a config; kept for a router built otherwise.
+		return nil, true, fmt.Errorf("service %s/%s: class %q: backend %q has no load balancers", service.Namespace, service.Name, class, c.Backend)
+	}
+	return b, true, nil
+}
+
+// checkClasses refuses classes whose backend has no load balancers.
+func (r *Router) checkClasses() error {
+	for i, c := range r.cfg.LoadBalancer.Classes {
+		if b, ok := r.byName[c.Backend]; !ok || b.lb == nil {
+			return fmt.Errorf("loadBalancer.classes[%d].backend: %q is not a backend with load balancers (have: %v)", i, c.Backend, names(r.lbs))
+		}
+	}
+	return nil
+}
