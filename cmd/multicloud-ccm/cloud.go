@@ -4,16 +4,42 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/pflag"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app/config"
+	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
+
+// reloadPeriod is --cloud-config-reload-period.
+var reloadPeriod = defaultReloadPeriod
+
+// providerFlags are the flags multicloud-ccm adds to upstream's.
+func providerFlags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	fs := fss.FlagSet("multicloud")
+	addProviderFlags(fs)
+	return fss
+}
+
+func addProviderFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&reloadPeriod, "cloud-config-reload-period", defaultReloadPeriod,
+		"How often --cloud-config and the files it references are checked for changes, which are then applied without a restart. 0 turns reloading off.")
+}
 
 // initCloud builds the provider named by --cloud-provider from
 // --cloud-config. The upstream command cannot return an error from here, so
 // a bad config ends the process with the config's own error message.
 func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
-	cloud, err := cloudprovider.InitCloudProvider(shared.Name, shared.CloudConfigFile)
+	var cloud cloudprovider.Interface
+	var err error
+	if shared.Name == router.ProviderName {
+		cloud, err = newReloadingCloud(shared.CloudConfigFile, max(reloadPeriod, 0))
+	} else {
+		cloud, err = cloudprovider.InitCloudProvider(shared.Name, shared.CloudConfigFile)
+	}
 	if err == nil && cloud == nil {
 		err = fmt.Errorf("cloud provider %q is not compiled into this binary; use --cloud-provider=multicloud", shared.Name)
 	}

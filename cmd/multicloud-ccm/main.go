@@ -14,7 +14,6 @@ import (
 	"k8s.io/cloud-provider/names"
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
-	cliflag "k8s.io/component-base/cli/flag"
 	_ "k8s.io/component-base/logs/json/register"          // JSON log format.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics.
 	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric.
@@ -31,7 +30,7 @@ func main() {
 	}
 	opts.KubeCloudShared.CloudProvider.Name = "multicloud"
 	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(),
-		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
+		names.CCMControllerAliases(), providerFlags(), wait.NeverStop)
 	cmd.Use = "multicloud-ccm"
 	cmd.Short = "Kubernetes cloud-controller-manager for clusters spanning several clouds"
 	cmd.Long = `multicloud-ccm is the Kubernetes cloud-controller-manager for clusters whose

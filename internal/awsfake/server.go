@@ -67,12 +67,16 @@ type Server struct {
 	tgs       map[string]*targetGroup  // by ARN.
 	listeners map[string]*listener     // by ARN.
 
-	calls    map[string]int
-	log      []string
-	keys     map[string]string
-	throttle int
-	outage   bool
-	failNext map[string]string
+	calls map[string]int
+	log   []string
+	keys  map[string]string
+	// validKeys are the access keys accepted (nil: any); rejected counts
+	// the requests refused for theirs.
+	validKeys map[string]bool
+	rejected  int
+	throttle  int
+	outage    bool
+	failNext  map[string]string
 	// mutationsLeft, when not negative, is how many more mutating calls
 	// succeed before every later one fails.
 	mutationsLeft int
@@ -135,6 +139,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.keys[action] = key
+	if e := s.authError(key, version); e != nil {
+		writeError(w, version, e)
+		return
+	}
 	if e := s.injectedError(action); e != nil {
 		writeError(w, version, e)
 		return

@@ -80,6 +80,7 @@ func (r *Router) startAddressResync(factory informers.SharedInformerFactory, sto
 	if err != nil {
 		return fmt.Errorf("watching node addresses: %w", err)
 	}
+	r.handlers.add(nodeInformer.Informer(), reg)
 	a.synced = []cache.InformerSynced{reg.HasSynced, svcInformer.Informer().HasSynced}
 	go a.run(stop)
 	return nil
@@ -257,7 +258,8 @@ type svcLock struct {
 // forgetDeletedServices drops the router's per-Service state when a
 // Service is deleted, so Service churn does not grow the router's memory.
 func (r *Router) forgetDeletedServices(factory informers.SharedInformerFactory) {
-	_, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	inf := factory.Core().V1().Services().Informer()
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
@@ -269,5 +271,7 @@ func (r *Router) forgetDeletedServices(factory informers.SharedInformerFactory) 
 	})
 	if err != nil {
 		klog.ErrorS(err, "Cannot watch Service deletions; the router's per-Service state will not shrink")
+		return
 	}
+	r.handlers.add(inf, reg)
 }

@@ -84,6 +84,10 @@ type Router struct {
 	// routeOwner remembers which backend listed a route, for DeleteRoute of
 	// routes whose node is gone.
 	routeOwner map[string]*backend
+
+	// handlers are the router's informer handlers, removed when a reload
+	// retires it (see reload.go).
+	handlers handlers
 }
 
 var (
@@ -139,6 +143,15 @@ func NewFromConfig(ctx context.Context, cfg *config.CloudConfig) (*Router, error
 // supplies the cluster ID and the routing settings; backend names must be
 // unique.
 func New(cfg *config.CloudConfig, bs []Backend) (*Router, error) {
+	nbs := make([]*backend, 0, len(bs))
+	for _, b := range bs {
+		nbs = append(nbs, newBackend(b))
+	}
+	return assemble(cfg, nbs)
+}
+
+// assemble returns a router over backends already wrapped by newBackend.
+func assemble(cfg *config.CloudConfig, bs []*backend) (*Router, error) {
 	r := &Router{
 		clusterID:  cfg.ClusterID,
 		cfg:        cfg,
@@ -148,13 +161,12 @@ func New(cfg *config.CloudConfig, bs []Backend) (*Router, error) {
 		svcLocks:   map[types.UID]*svcLock{},
 		routeOwner: map[string]*backend{},
 	}
-	for _, b := range bs {
-		if _, dup := r.byName[b.Name]; dup {
-			return nil, fmt.Errorf("backend name %q is used twice", b.Name)
+	for _, nb := range bs {
+		if _, dup := r.byName[nb.Name]; dup {
+			return nil, fmt.Errorf("backend name %q is used twice", nb.Name)
 		}
-		nb := newBackend(b)
 		r.backends = append(r.backends, nb)
-		r.byName[b.Name] = nb
+		r.byName[nb.Name] = nb
 		r.addCapabilities(nb)
 	}
 	if d := cfg.LoadBalancer.DefaultBackend; d != "" {
@@ -186,6 +198,14 @@ func (r *Router) addCapabilities(b *backend) {
 // Initialize starts the router's event recorder and initialises every
 // backend with the same client builder.
 func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	r.initialize(clientBuilder, stop)
+	for _, b := range r.backends {
+		b.Cloud.Initialize(clientBuilder, stop)
+	}
+}
+
+// initialize is Initialize for the router itself, without its backends.
+func (r *Router) initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	r.stop = stop
 	client, err := clientBuilder.Client(backends.EventComponent)
 	if err != nil {
@@ -194,15 +214,23 @@ func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder,
 		r.client = client
 		r.recorder = backends.NewEventRecorder(client, stop)
 	}
-	for _, b := range r.backends {
-		b.Cloud.Initialize(clientBuilder, stop)
-	}
 }
 
 // SetInformers keeps a Node lister for route dispatch, starts re-targeting
 // load balancers when node addresses change (see nodesync.go), and hands
 // the informers to every backend that uses them.
 func (r *Router) SetInformers(factory informers.SharedInformerFactory) {
+	r.setInformers(factory)
+	for _, b := range r.backends {
+		if u, ok := b.Cloud.(cloudprovider.InformerUser); ok {
+			u.SetInformers(factory)
+		}
+	}
+}
+
+// setInformers is SetInformers for the router itself, without its
+// backends.
+func (r *Router) setInformers(factory informers.SharedInformerFactory) {
 	r.nodeLister = factory.Core().V1().Nodes().Lister()
 	if len(r.lbs) > 0 {
 		r.forgetDeletedServices(factory)
@@ -210,11 +238,6 @@ func (r *Router) SetInformers(factory informers.SharedInformerFactory) {
 			klog.Info("SetInformers before Initialize: load balancers will not be re-targeted when node addresses change")
 		} else if err := r.startAddressResync(factory, r.stop); err != nil {
 			klog.ErrorS(err, "Load balancers will not be re-targeted when node addresses change")
-		}
-	}
-	for _, b := range r.backends {
-		if u, ok := b.Cloud.(cloudprovider.InformerUser); ok {
-			u.SetInformers(factory)
 		}
 	}
 }

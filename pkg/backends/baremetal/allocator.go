@@ -136,6 +136,8 @@ func newAllocator(pools []*pool) *allocator {
 		requester: map[string]types.UID{},
 		marked:    map[netip.Addr]bool{},
 	}
+	pools = slices.Clone(pools)
+	slices.SortStableFunc(pools, poolOrder)
 	for _, p := range pools {
 		ps := newPoolState(p)
 		a.pools = append(a.pools, ps)
@@ -149,6 +151,8 @@ type request struct {
 	name      string // namespace/name
 	uid       types.UID
 	namespace string
+	// target is what pools' service allocations look at.
+	target target
 	// families in the Service's order; the first is its primary family.
 	families []corev1.IPFamily
 	// requireAll is false for PreferDualStack: a family no pool serves is
@@ -191,8 +195,8 @@ func (a *allocator) checkNamedPool(req *request) error {
 	if !ok {
 		return backends.NewUserError(ReasonUnknownAddressPool, fmt.Errorf("annotation %s=%q names no address pool; use one of %v", AddressPoolAnnotation, req.poolName, a.poolNames()))
 	}
-	if !ps.allows(req.namespace) {
-		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("annotation %s=%q: the pool serves only namespaces %v, not %q", AddressPoolAnnotation, req.poolName, ps.namespaceList(), req.namespace))
+	if !ps.allows(req.target) {
+		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("annotation %s=%q: the pool %s, not Service %s", AddressPoolAnnotation, req.poolName, ps.allocation(), req.name))
 	}
 	return nil
 }
@@ -227,7 +231,7 @@ func (a *allocator) eligible(req *request, ps *poolState) bool {
 	if req.poolName != "" {
 		return ps.name == req.poolName
 	}
-	return ps.allows(req.namespace)
+	return ps.allows(req.target)
 }
 
 func (a *allocator) checkRequested(req *request, ip netip.Addr) error {
@@ -239,8 +243,8 @@ func (a *allocator) checkRequested(req *request, ip netip.Addr) error {
 		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is the network or broadcast address of a CIDR of pool %q, which is never handed out; request another address", ip, ps.name))
 	case req.poolName != "" && ps.name != req.poolName:
 		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is in pool %q, but annotation %s names pool %q; make them agree", ip, ps.name, AddressPoolAnnotation, req.poolName))
-	case !ps.allows(req.namespace):
-		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("requested address %s is in pool %q, which serves only namespaces %v, not %q", ip, ps.name, ps.namespaceList(), req.namespace))
+	case !ps.allows(req.target):
+		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("requested address %s is in pool %q, which %s, not Service %s", ip, ps.name, ps.allocation(), req.name))
 	}
 	if err := a.compatible(req, ip); err != nil {
 		return backends.NewUserError(ReasonIPInUse, fmt.Errorf("requested address %s: %w", ip, err))
@@ -434,11 +438,12 @@ func (a *allocator) change(h *holding, mutate func()) {
 	a.index(h)
 }
 
-// hold adds h to ip's holders, leasing ip if it was free.
+// hold adds h to ip's holders, leasing ip if it was free. ps is nil for an
+// address no pool covers any more (its pool was removed by a reload).
 func (a *allocator) hold(h *holding, ip netip.Addr, ps *poolState) {
 	l := a.leases[ip]
 	if l == nil {
-		l = &lease{pool: ps, counted: ps.usable(ip), holders: map[string]*holding{}}
+		l = &lease{pool: ps, counted: ps != nil && ps.usable(ip), holders: map[string]*holding{}}
 		a.leases[ip] = l
 		a.changes++
 		a.mark(ip, ps)

@@ -92,6 +92,7 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 		klog.Background().WithValues("backend", c.name).Error(err, "Cannot create a client for events; replaced addresses will only be logged")
 		return
 	}
+	c.lb.setClient(client)
 	c.lb.setRecorder(backends.NewEventRecorder(client, stop))
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -65,6 +67,20 @@ type AddressPool struct {
 	// only Services that request one of its addresses or name it with the
 	// multicloud-ccm.io/address-pool annotation.
 	AutoAssign *bool `json:"autoAssign,omitempty"`
+	// NamespaceSelectors limit the pool to Services in namespaces whose
+	// labels match one of them; with Namespaces, a Service whose namespace
+	// is listed or matches a selector may use the pool (MetalLB's
+	// serviceAllocation.namespaceSelectors).
+	NamespaceSelectors []metav1.LabelSelector `json:"namespaceSelectors,omitempty"`
+	// ServiceSelectors limit the pool to Services whose labels match one
+	// of them (MetalLB's serviceAllocation.serviceSelectors).
+	ServiceSelectors []metav1.LabelSelector `json:"serviceSelectors,omitempty"`
+	// Priority orders the pools automatic allocation tries, lower first
+	// (MetalLB's serviceAllocation.priority): pools with a service
+	// allocation (namespaces, selectors or a priority) come before those
+	// without, and among them those with a priority first, by priority.
+	// 0 (the default) is no priority.
+	Priority int `json:"priority,omitempty"`
 }
 
 // compiled is the validated, parsed form of Settings.
@@ -257,6 +273,15 @@ func validatePool(c *AddressPool, p *field.Path) (*pool, field.ErrorList) {
 		pl.entries = append(pl.entries, e)
 	}
 	errs = append(errs, validateNamespaces(c.Namespaces, p.Child("namespaces"), pl)...)
+	var serrs field.ErrorList
+	pl.namespaceSelectors, serrs = selectors(c.NamespaceSelectors, p.Child("namespaceSelectors"))
+	errs = append(errs, serrs...)
+	pl.serviceSelectors, serrs = selectors(c.ServiceSelectors, p.Child("serviceSelectors"))
+	errs = append(errs, serrs...)
+	if c.Priority < 0 {
+		errs = append(errs, field.Invalid(p.Child("priority"), c.Priority, "must be 0 (no priority) or positive; lower is tried first"))
+	}
+	pl.priority = c.Priority
 	return pl, errs
 }
 
@@ -352,4 +377,19 @@ func overlapsWith(ref poolEntryRef, earlier []poolEntryRef) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// selectors parses label selectors, naming each one that does not parse.
+func selectors(in []metav1.LabelSelector, p *field.Path) ([]labels.Selector, field.ErrorList) {
+	var out []labels.Selector
+	var errs field.ErrorList
+	for i := range in {
+		sel, err := metav1.LabelSelectorAsSelector(&in[i])
+		if err != nil {
+			errs = append(errs, field.Invalid(p.Index(i), in[i].String(), err.Error()))
+			continue
+		}
+		out = append(out, sel)
+	}
+	return out, errs
 }

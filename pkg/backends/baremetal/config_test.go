@@ -56,7 +56,7 @@ func TestParseSectionValid(t *testing.T) {
 	if !public.autoAssign || public.namespaces != nil {
 		t.Errorf("pool public: autoAssign=%v namespaces=%v, want true and any namespace", public.autoAssign, public.namespaces)
 	}
-	if reserved.autoAssign || !reserved.allows("team-a") || reserved.allows("default") {
+	if reserved.autoAssign || !reserved.allows(target{namespace: "team-a"}) || reserved.allows(target{namespace: "default"}) {
 		t.Errorf("pool reserved: autoAssign=%v namespaces=%v, want false and team-a only", reserved.autoAssign, reserved.namespaces)
 	}
 	ps := newPoolState(public)

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+
+	"k8s.io/component-base/metrics"
 )
 
 // maxBitmapRange is the largest range tracked with a bitmap (2 MiB of bits).
@@ -24,6 +26,8 @@ type famState struct {
 	used uint64
 	// cur indexes the range allocation resumes in.
 	cur int
+	// inUse reports used, once the allocator is published.
+	inUse metrics.GaugeMetric
 }
 
 func newFamState(ranges []addrRange) famState {
@@ -63,6 +67,9 @@ func (fs *famState) mark(ip netip.Addr, leased bool) {
 		fs.used++
 	} else {
 		fs.used--
+	}
+	if fs.inUse != nil {
+		fs.inUse.Set(float64(fs.used))
 	}
 	rs.mark(ip, leased)
 }

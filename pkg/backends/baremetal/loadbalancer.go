@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
@@ -65,10 +66,14 @@ type LoadBalancer struct {
 	// the informer had started before SetInformers and takes no index.
 	byStatus cache.Indexer
 	events   record.EventRecorder
+	// client reads namespace labels (see namespaceLabels).
+	client clientset.Interface
 }
 
 func newLoadBalancer(backend string, pools []*pool) *LoadBalancer {
-	return &LoadBalancer{backend: backend, alloc: newAllocator(pools)}
+	lb := &LoadBalancer{backend: backend, alloc: newAllocator(pools)}
+	lb.alloc.publish(backend)
+	return lb
 }
 
 // statusIndex is the name of the informer index of Service status
@@ -82,7 +87,15 @@ func (lb *LoadBalancer) statusIndex() string {
 // status shows them and the backend did not assign them, and a deleted
 // Service's addresses are released. It must be called before the factory
 // is started for the decision-time check; later, only the handler works.
+// Called again (a backend reconfigured by a reload shares its load
+// balancer), it does nothing.
 func (lb *LoadBalancer) SetInformers(factory informers.SharedInformerFactory) {
+	lb.srcMu.Lock()
+	following := lb.synced != nil
+	lb.srcMu.Unlock()
+	if following {
+		return // a reconfigured backend sharing this load balancer.
+	}
 	inf := factory.Core().V1().Services().Informer()
 	var idx cache.Indexer
 	if err := inf.AddIndexers(cache.Indexers{lb.statusIndex(): indexStatusIPs}); err != nil {
@@ -293,6 +306,9 @@ func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, servic
 	if err := lb.ready(ctx); err != nil {
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
+	if req.target.nsLabels, err = lb.namespaceLabels(ctx, service.Namespace); err != nil {
+		return nil, lb.wrap("ensuring load balancer", service, err)
+	}
 	ips, before, err := lb.assign(req)
 	if err != nil {
 		return nil, lb.wrap("ensuring load balancer", service, err)
@@ -398,6 +414,7 @@ func newRequest(svc *corev1.Service) (*request, error) {
 		name:      serviceKey(svc),
 		uid:       svc.UID,
 		namespace: svc.Namespace,
+		target:    target{namespace: svc.Namespace, labels: svc.Labels},
 		share:     shareOf(svc, false),
 		requested: map[corev1.IPFamily]netip.Addr{},
 	}

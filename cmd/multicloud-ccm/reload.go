@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/record"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
+)
+
+// Live configuration. The process re-reads --cloud-config, and every file
+// its backends reference (secret files, CA bundles, clouds.yaml), every
+// --cloud-config-reload-period. It reads them by path each time, so a
+// mounted Secret or ConfigMap updated by the kubelet's symlink swap is seen
+// like a file rewritten in place. When their content changes, the config
+// is parsed and validated and, if valid, applied without a restart (see
+// router.Reloadable); if not, the configuration in use keeps serving and
+// the failure is reported: a Warning event CloudConfigReloadFailed, an
+// error log listing every problem with its field path, and the metrics
+// below.
+
+// Event reasons of the reloads. They are stable.
+const (
+	reasonReloadFailed = "CloudConfigReloadFailed"
+	reasonReloaded     = "CloudConfigReloaded"
+)
+
+// defaultReloadPeriod is how often the files are checked.
+const defaultReloadPeriod = 2 * time.Second
+
+var (
+	configLastReloadSuccessful = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "config",
+		Name:           "last_reload_successful",
+		Help:           "1 when the last attempt to apply a changed cloud-config (or a file it references) succeeded, 0 when it failed and the previous configuration is still in use.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	configLastReloadSuccess = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "config",
+		Name:           "last_reload_success_timestamp_seconds",
+		Help:           "When the configuration in use was applied (Unix time).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	configHash = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "config",
+		Name:           "hash",
+		Help:           "The first 48 bits of the SHA-256 of the configuration in use: the cloud-config file and the files it references, as an integer. The full hash is logged with every reload.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	configReloads = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "config",
+		Name:           "reloads_total",
+		Help:           "Attempts to apply a changed cloud-config, by result (success or failure).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	registerReloadMetrics sync.Once
+)
+
+// reloadingCloud is the provider with its configuration watcher: the
+// watcher starts with Initialize, when a client for its events exists.
+type reloadingCloud struct {
+	*router.Reloadable
+	w *watcher
+}
+
+// Initialize initialises the provider and starts watching the files.
+func (c reloadingCloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	c.Reloadable.Initialize(clientBuilder, stop)
+	if client, err := clientBuilder.Client(backends.EventComponent); err != nil {
+		klog.ErrorS(err, "Cannot create a client: cloud-config reloads will only be logged")
+	} else {
+		c.w.recorder = backends.NewEventRecorder(client, stop)
+	}
+	if c.w.period > 0 {
+		go wait.Until(c.w.poll, c.w.period, stop)
+	}
+}
+
+// watcher applies the cloud-config when it or a file it references changes.
+type watcher struct {
+	path   string
+	period time.Duration
+	rl     *router.Reloadable
+	// recorder and ref receive the reload events; recorder is nil until
+	// Initialize.
+	recorder record.EventRecorder
+	ref      *corev1.ObjectReference
+
+	// files are the files the last parsed config references; seen is the
+	// hash of the config and those files last acted on.
+	files []string
+	seen  string
+}
+
+// newReloadingCloud loads the config at path and builds the provider.
+func newReloadingCloud(path string, period time.Duration) (cloudprovider.Interface, error) {
+	registerReloadMetrics.Do(func() {
+		legacyregistry.MustRegister(configLastReloadSuccessful, configLastReloadSuccess, configHash, configReloads)
+	})
+	if path == "" {
+		return nil, fmt.Errorf("multicloud: --cloud-config is required: pass the path of the multicloud-ccm CloudConfig YAML file")
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("multicloud: invalid --cloud-config %s: %w", path, err)
+	}
+	rl, err := router.NewReloadable(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("multicloud: %w", err)
+	}
+	w := &watcher{path: path, period: period, rl: rl, ref: eventObject(), files: referencedFiles(cfg)}
+	w.seen = w.hash()
+	configLastReloadSuccessful.Set(1)
+	configLastReloadSuccess.Set(float64(time.Now().Unix()))
+	configHash.Set(hashValue(w.seen))
+	return reloadingCloud{Reloadable: rl, w: w}, nil
+}
+
+// eventObject is the object reload events are recorded on: the CCM's Pod
+// when the downward API names it (POD_NAME, POD_NAMESPACE), else the
+// Namespace it runs in (POD_NAMESPACE, default kube-system), which outlives
+// every Pod.
+func eventObject() *corev1.ObjectReference {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "kube-system"
+	}
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod}
+	}
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: ns}
+}
+
+func referencedFiles(cfg *config.CloudConfig) []string {
+	var out []string
+	for _, b := range cfg.Backends {
+		out = append(out, config.ReferencedFiles(b.Settings)...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// hash identifies the config file and the files it references, by content.
+// A file that cannot be read counts by its error.
+func (w *watcher) hash() string {
+	h := sha256.New()
+	for _, f := range append([]string{w.path}, w.files...) {
+		data, err := os.ReadFile(f) //nolint:gosec // G304: the operator's --cloud-config and the files it names.
+		if err != nil {
+			fmt.Fprintf(h, "%s\x00error %v\x00", f, err)
+			continue
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// poll applies the config if the files changed since the last attempt. A
+// config that failed is not tried again until the files change again.
+func (w *watcher) poll() {
+	sum := w.hash()
+	if sum == w.seen {
+		return
+	}
+	w.seen = sum
+	start := time.Now()
+	ch, err := w.reload()
+	if err != nil {
+		w.failed(sum, err)
+		return
+	}
+	// The files may have changed while they were read; what was applied is
+	// then not what sum says, and the next poll applies again.
+	w.seen = sum
+	w.applied(sum)
+	klog.InfoS("Applied the changed cloud-config", "hash", sum, "duration", time.Since(start),
+		"added", ch.Added, "rebuilt", ch.Rebuilt, "reconfigured", ch.Reconfigured, "removed", ch.Removed)
+	w.event(corev1.EventTypeNormal, reasonReloaded, fmt.Sprintf("Applied the changed cloud-config %s (sha256 %s): %s", w.path, sum[:12], describe(ch)))
+}
+
+// reload parses and applies the config.
+func (w *watcher) reload() (router.Changes, error) {
+	cfg, err := config.Load(w.path)
+	if err != nil {
+		return router.Changes{}, err
+	}
+	w.files = referencedFiles(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return w.rl.Apply(ctx, cfg)
+}
+
+func (w *watcher) applied(sum string) {
+	configLastReloadSuccessful.Set(1)
+	configLastReloadSuccess.Set(float64(time.Now().Unix()))
+	configHash.Set(hashValue(sum))
+	configReloads.WithLabelValues("success").Inc()
+}
+
+func (w *watcher) failed(sum string, err error) {
+	configLastReloadSuccessful.Set(0)
+	configReloads.WithLabelValues("failure").Inc()
+	problems := flatten(err)
+	klog.ErrorS(err, "The changed cloud-config was not applied; the previous configuration stays in use",
+		"file", w.path, "hash", sum, "problems", problems)
+	w.event(corev1.EventTypeWarning, reasonReloadFailed, fmt.Sprintf(
+		"The changed cloud-config %s was not applied; the previous configuration stays in use. Fix: %s",
+		w.path, strings.Join(problems, "; ")))
+}
+
+func (w *watcher) event(typ, reason, msg string) {
+	if w.recorder != nil {
+		w.recorder.Event(w.ref, typ, reason, msg)
+	}
+}
+
+// hashValue is the first 48 bits of a hex SHA-256, exact in a float64.
+func hashValue(sum string) float64 {
+	b, err := hex.DecodeString(sum[:16])
+	if err != nil {
+		return 0
+	}
+	return float64(binary.BigEndian.Uint64(b) >> 16)
+}
+
+func describe(ch router.Changes) string {
+	if ch.Empty() {
+		return "no backend changed"
+	}
+	var parts []string
+	for _, p := range []struct {
+		what  string
+		names []string
+	}{{"added", ch.Added}, {"rebuilt", ch.Rebuilt}, {"reconfigured", ch.Reconfigured}, {"removed", ch.Removed}} {
+		if len(p.names) > 0 {
+			parts = append(parts, p.what+" "+strings.Join(p.names, ", "))
+		}
+	}
+	return "backends " + strings.Join(parts, "; ")
+}

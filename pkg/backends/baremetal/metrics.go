@@ -1,0 +1,73 @@
+package baremetal
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// Per-pool address metrics, named after MetalLB's
+// metallb_allocator_addresses_in_use_total and
+// metallb_allocator_addresses_total, which dashboards graph, with the
+// backend and the IP family as labels.
+var (
+	addressesInUse = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "baremetal",
+		Name:           "addresses_in_use_total",
+		Help:           "Usable addresses of a bare-metal address pool that are taken (assigned, shown in a Service's status, or requested by a Service), by backend, pool and IP family.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"backend", "pool", "family"})
+	addressesTotal = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "baremetal",
+		Name:           "addresses_total",
+		Help:           "Usable addresses of a bare-metal address pool, by backend, pool and IP family (IPv6 pools saturate at 2^64-1).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"backend", "pool", "family"})
+
+	registerMetricsOnce sync.Once
+)
+
+var families = [2]corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+
+// publish makes the allocator's pools report their metrics as the pools of
+// backend. Families a pool has no address of are not reported.
+func (a *allocator) publish(backend string) {
+	registerMetricsOnce.Do(func() { legacyregistry.MustRegister(addressesInUse, addressesTotal) })
+	for _, ps := range a.pools {
+		for i := range ps.fams {
+			fs := &ps.fams[i]
+			if len(fs.ranges) == 0 {
+				continue
+			}
+			fam := string(families[i])
+			addressesTotal.WithLabelValues(backend, ps.name, fam).Set(float64(fs.size))
+			fs.inUse = addressesInUse.WithLabelValues(backend, ps.name, fam)
+			fs.inUse.Set(float64(fs.used))
+		}
+	}
+}
+
+// unpublish removes the metrics of pools of backend that keep is without.
+func unpublish(backend string, old, keep []*poolState) {
+	for _, ps := range old {
+		if !hasPool(keep, ps.name) {
+			for _, f := range families {
+				addressesInUse.DeleteLabelValues(backend, ps.name, string(f))
+				addressesTotal.DeleteLabelValues(backend, ps.name, string(f))
+			}
+		}
+	}
+}
+
+func hasPool(pools []*poolState, name string) bool {
+	for _, ps := range pools {
+		if ps.name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,100 @@
+package baremetal
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// PrepareReconfigure takes new settings without a restart (see
+// router.Reconfigurer). The returned backend has the new inventory and
+// pools; it shares this backend's allocator, so every address assigned or
+// shown in a status stays taken. apply gives the allocator the new pools:
+//
+//   - an address of a removed (or shrunk) pool stays with the Service that
+//     holds it until that Service changes; it is then replaced, with a
+//     Warning event, like any address outside every pool;
+//   - an added pool is used by the next allocation;
+//   - a removed inventory entry answers as a machine the inventory does not
+//     list: its Node is deleted once NotReady, as after a restart.
+//
+// A backend that had no pools and gets some gets a new allocator, which
+// learns the assigned addresses from the Service informer before it
+// allocates; one whose pools all go offers no load balancers, as after a
+// restart.
+func (c *Cloud) PrepareReconfigure(_ context.Context, o backends.Options) (cloudprovider.Interface, func(), error) {
+	s, ok := o.Settings.(*Settings)
+	if !ok || s == nil {
+		return nil, nil, fmt.Errorf("settings are %T, want *baremetal.Settings", o.Settings)
+	}
+	if s.compiled == nil {
+		if errs := s.Validate(field.NewPath(Type)); len(errs) > 0 {
+			return nil, nil, errs.ToAggregate()
+		}
+	}
+	next := &Cloud{name: c.name}
+	if len(s.compiled.inventory) > 0 {
+		next.instances = &Instances{backend: c.name, inventory: s.compiled.inventory}
+	}
+	apply := func() {}
+	switch {
+	case len(s.compiled.pools) == 0:
+	case c.lb != nil:
+		next.lb = c.lb
+		pools := s.compiled.pools
+		apply = func() { c.lb.setPools(pools) }
+	default:
+		next.lb = newLoadBalancer(c.name, s.compiled.pools)
+	}
+	return next, apply, nil
+}
+
+// setPools replaces the allocator's pools, carrying every holding and
+// request over.
+func (lb *LoadBalancer) setPools(pools []*pool) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	na := lb.alloc.withPools(pools)
+	unpublish(lb.backend, lb.alloc.pools, na.pools)
+	na.publish(lb.backend)
+	lb.alloc = na
+}
+
+// withPools returns an allocator over pools holding what a holds: the
+// addresses assigned stay assigned (those outside every new pool are not
+// counted in any pool and are replaced on the Service's next Ensure), the
+// status addresses and requests are kept where a new pool covers them.
+func (a *allocator) withPools(pools []*pool) *allocator {
+	na := newAllocator(pools)
+	na.probes, na.changes = a.probes, a.changes
+	for _, name := range slices.Sorted(maps.Keys(a.services)) {
+		old := a.services[name]
+		h := &holding{name: name, uid: old.uid, share: old.share}
+		na.change(h, func() {
+			h.addrs = slices.Clone(old.addrs)
+			h.status = na.covered(old.status)
+		})
+	}
+	for _, name := range slices.Sorted(maps.Keys(a.requests)) {
+		na.reserve(name, a.requester[name], a.requests[name])
+	}
+	return na
+}
+
+// covered returns the addresses some pool covers.
+func (a *allocator) covered(ips []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range ips {
+		if a.poolCovering(ip) != nil {
+			out = append(out, ip)
+		}
+	}
+	return out
+}

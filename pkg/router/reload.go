@@ -1,0 +1,533 @@
+package router
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/controller-manager/pkg/healthz"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+)
+
+// Reloadable is the multicloud provider over a configuration that changes
+// while the process runs. Each configuration is one Router, a generation;
+// Apply builds the next one and swaps it in atomically. Every call is
+// served by exactly one generation from start to end: a call in flight
+// when a new configuration is applied finishes on the one it started on.
+//
+// Backends whose settings and referenced files are unchanged are carried
+// into the next generation as they are (caches, clients, the bare-metal
+// allocator and its informer handlers all stay). A backend whose settings
+// changed is rebuilt, or, when it implements Reconfigurer, changed in
+// place. A backend no generation in use holds any more is stopped (its
+// Initialize stop channel closes) once the last call on it has returned.
+//
+// Which capabilities the provider offers (instances, load balancers,
+// routes) is decided by the configuration it starts with: upstream starts
+// its controllers once.
+type Reloadable struct {
+	cur atomic.Pointer[generation]
+
+	// mu serialises Apply, Initialize and SetInformers, and guards what
+	// follows.
+	mu            sync.Mutex
+	clientBuilder cloudprovider.ControllerClientBuilder
+	factory       informers.SharedInformerFactory
+	stop          <-chan struct{}
+	// lives holds every backend cloud in use by some generation.
+	lives map[cloudprovider.Interface]*life
+	// fingerprints identify the settings the current generation's backends
+	// were built from, by name.
+	fingerprints map[string]string
+	// caps are the capabilities of the first generation.
+	instances, lbs, routes bool
+}
+
+// Reconfigurer is a backend that can take new settings of its own type in
+// place, keeping state a rebuild would lose (the bare-metal allocator's
+// leases). PrepareReconfigure checks the settings and returns the backend
+// as it will be once apply has run, changing nothing; apply is called only
+// when the whole new configuration is about to be swapped in. next may
+// share state with the receiver (it is carried into the next generation and
+// receives Initialize and SetInformers, which must tolerate that).
+type Reconfigurer interface {
+	PrepareReconfigure(ctx context.Context, o backends.Options) (next cloudprovider.Interface, apply func(), err error)
+}
+
+// generation is one configuration's router and the calls it serves.
+type generation struct {
+	r      *Router
+	clouds []cloudprovider.Interface
+	stop   *stopper
+
+	inflight atomic.Int64
+	retired  atomic.Bool
+	finish   sync.Once
+	owner    *Reloadable
+}
+
+// life is one backend cloud's stop channel, closed when no generation in
+// use holds the cloud.
+type life struct {
+	refs int
+	stop *stopper
+}
+
+// stopper is a channel closed once.
+type stopper struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newStopper() *stopper { return &stopper{ch: make(chan struct{})} }
+
+func (s *stopper) close() { s.once.Do(func() { close(s.ch) }) }
+
+// handlers are informer handler registrations to remove on retirement.
+type handlers struct {
+	mu   sync.Mutex
+	regs []handlerReg
+}
+
+type handlerReg struct {
+	informer cache.SharedIndexInformer
+	reg      cache.ResourceEventHandlerRegistration
+}
+
+func (h *handlers) add(inf cache.SharedIndexInformer, reg cache.ResourceEventHandlerRegistration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.regs = append(h.regs, handlerReg{informer: inf, reg: reg})
+}
+
+func (h *handlers) removeAll() {
+	h.mu.Lock()
+	regs := h.regs
+	h.regs = nil
+	h.mu.Unlock()
+	for _, hr := range regs {
+		if err := hr.informer.RemoveEventHandler(hr.reg); err != nil {
+			klog.ErrorS(err, "Cannot remove a retired configuration's informer handler")
+		}
+	}
+}
+
+var (
+	_ cloudprovider.Interface    = (*Reloadable)(nil)
+	_ cloudprovider.InstancesV2  = (*Reloadable)(nil)
+	_ cloudprovider.LoadBalancer = (*Reloadable)(nil)
+	_ cloudprovider.Routes       = (*Reloadable)(nil)
+	_ cloudprovider.InformerUser = (*Reloadable)(nil)
+)
+
+// NewReloadable builds every backend cfg lists and returns the provider
+// over them, ready for Apply.
+func NewReloadable(ctx context.Context, cfg *config.CloudConfig) (*Reloadable, error) {
+	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}}
+	g, ch, err := rl.build(ctx, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	rl.instances, rl.lbs, rl.routes = len(g.r.instances) > 0, len(g.r.lbs) > 0, len(g.r.routes) > 0
+	rl.fingerprints = ch.fingerprints
+	rl.adopt(g)
+	rl.cur.Store(g)
+	return rl, nil
+}
+
+// Current returns the router of the configuration in use, for tests and
+// diagnostics; calls should go through the Reloadable.
+func (rl *Reloadable) Current() *Router { return rl.cur.Load().r }
+
+// Changes says what Apply changed, by backend name.
+type Changes struct {
+	Added, Rebuilt, Reconfigured, Removed []string
+
+	applies      []func()
+	fingerprints map[string]string
+}
+
+// Empty reports whether no backend changed.
+func (c Changes) Empty() bool {
+	return len(c.Added)+len(c.Rebuilt)+len(c.Reconfigured)+len(c.Removed) == 0
+}
+
+// Apply makes cfg the configuration in use. Nothing changes when it fails:
+// the previous configuration keeps serving. The new generation is started
+// (Initialize and SetInformers, as far as the provider has had them) before
+// it serves its first call.
+func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Changes, error) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	old := rl.cur.Load()
+	g, ch, err := rl.build(ctx, cfg, old)
+	if err != nil {
+		return Changes{}, err
+	}
+	g.r.recorded = old.r.recordedCopy()
+	for _, apply := range ch.applies {
+		apply()
+	}
+	rl.adopt(g)
+	rl.start(g)
+	rl.fingerprints = ch.fingerprints
+	rl.cur.Store(g)
+	old.retire()
+	return ch, nil
+}
+
+// build makes the generation for cfg, reusing old's backends where their
+// fingerprint is unchanged. It starts and changes nothing.
+func (rl *Reloadable) build(ctx context.Context, cfg *config.CloudConfig, old *generation) (*generation, Changes, error) {
+	ch := Changes{fingerprints: map[string]string{}}
+	bs := make([]*backend, 0, len(cfg.Backends))
+	for _, bc := range cfg.Backends {
+		b, err := rl.backendFor(ctx, cfg, bc, old, &ch)
+		if err != nil {
+			return nil, Changes{}, fmt.Errorf("backend %s: %w", bc.Name, err)
+		}
+		bs = append(bs, b)
+	}
+	if old != nil {
+		for _, b := range old.r.backends {
+			if _, kept := ch.fingerprints[b.Name]; !kept {
+				ch.Removed = append(ch.Removed, b.Name)
+			}
+		}
+	}
+	r, err := assemble(cfg, bs)
+	if err != nil {
+		return nil, Changes{}, err
+	}
+	g := &generation{r: r, stop: newStopper(), owner: rl}
+	for _, b := range bs {
+		g.clouds = append(g.clouds, b.Cloud)
+	}
+	return g, ch, nil
+}
+
+// backendFor returns the backend bc describes: old's when unchanged, old's
+// reconfigured when it can be, else a new one.
+func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, bc config.Backend, old *generation, ch *Changes) (*backend, error) {
+	fp := fingerprint(cfg.ClusterID, bc)
+	ch.fingerprints[bc.Name] = fp
+	reg, ok := backends.Lookup(bc.Type)
+	if !ok {
+		return nil, fmt.Errorf("type %q is not compiled into this binary (known: %v)", bc.Type, backends.Types())
+	}
+	opts := backends.Options{Name: bc.Name, ClusterID: cfg.ClusterID, Settings: bc.Settings}
+	var prev *backend
+	if old != nil {
+		prev = old.r.byName[bc.Name]
+	}
+	if prev != nil && prev.Type != bc.Type {
+		prev = nil
+	}
+	if prev != nil && rl.fingerprints[bc.Name] == fp {
+		return prev, nil
+	}
+	if rc, ok := cloudOf(prev).(Reconfigurer); ok {
+		next, apply, err := rc.PrepareReconfigure(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		ch.applies = append(ch.applies, apply)
+		ch.Reconfigured = append(ch.Reconfigured, bc.Name)
+		nb := newBackend(Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: next})
+		nb.health, nb.labels = prev.health, prev.labels
+		return nb, nil
+	}
+	cloud, err := reg.New(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case prev != nil:
+		ch.Rebuilt = append(ch.Rebuilt, bc.Name)
+	case old != nil:
+		ch.Added = append(ch.Added, bc.Name)
+	}
+	return newBackend(Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud}), nil
+}
+
+func cloudOf(b *backend) cloudprovider.Interface {
+	if b == nil {
+		return nil
+	}
+	return b.Cloud
+}
+
+// fingerprint identifies a backend's settings: its type, name, section as
+// written, the cluster ID and the content of every file it references.
+func fingerprint(clusterID string, bc config.Backend) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00", bc.Type, bc.Name, clusterID, bc.Sections[bc.Type])
+	for _, f := range config.ReferencedFiles(bc.Settings) {
+		data, err := os.ReadFile(f) //nolint:gosec // G304: a path from the operator's cloud-config.
+		if err != nil {
+			fmt.Fprintf(h, "%s\x00error %v\x00", f, err)
+			continue
+		}
+		fmt.Fprintf(h, "%s\x00%x\x00", f, sha256.Sum256(data))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// adopt counts g's clouds as in use, giving new ones a stop channel.
+// rl.mu is held (or rl not yet shared).
+func (rl *Reloadable) adopt(g *generation) {
+	for _, c := range g.clouds {
+		l := rl.lives[c]
+		if l == nil {
+			l = &life{stop: newStopper()}
+			rl.lives[c] = l
+		}
+		l.refs++
+	}
+}
+
+// start initialises g's router and its new clouds with what the provider
+// was given so far. rl.mu is held.
+func (rl *Reloadable) start(g *generation) {
+	if rl.clientBuilder != nil {
+		g.r.initialize(rl.clientBuilder, g.stop.ch)
+	}
+	if rl.factory != nil {
+		g.r.setInformers(rl.factory)
+	}
+	for _, c := range g.clouds {
+		l := rl.lives[c]
+		if l.refs != 1 {
+			continue // carried over: started already.
+		}
+		if rl.clientBuilder != nil {
+			c.Initialize(rl.clientBuilder, l.stop.ch)
+		}
+		if u, ok := c.(cloudprovider.InformerUser); ok && rl.factory != nil {
+			u.SetInformers(rl.factory)
+		}
+	}
+}
+
+// retire stops g from taking calls; once its last call returns, its router
+// stops and its clouds no other generation holds are stopped.
+func (g *generation) retire() {
+	g.retired.Store(true)
+	if g.inflight.Load() == 0 {
+		go g.end()
+	}
+}
+
+func (g *generation) end() {
+	g.finish.Do(func() {
+		g.stop.close()
+		g.r.handlers.removeAll()
+		rl := g.owner
+		rl.mu.Lock()
+		defer rl.mu.Unlock()
+		for _, c := range g.clouds {
+			l := rl.lives[c]
+			if l.refs--; l.refs == 0 {
+				l.stop.close()
+				delete(rl.lives, c)
+			}
+		}
+	})
+}
+
+// acquire returns the generation in use, counting a call on it.
+func (rl *Reloadable) acquire() *generation {
+	for {
+		g := rl.cur.Load()
+		g.inflight.Add(1)
+		if !g.retired.Load() {
+			return g
+		}
+		g.release()
+	}
+}
+
+// release ends a call counted by acquire.
+func (g *generation) release() {
+	if g.inflight.Add(-1) == 0 && g.retired.Load() {
+		go g.end()
+	}
+}
+
+// Initialize initialises the router in use and its backends; generations
+// applied later are initialised with the same client builder. Each backend
+// gets a stop channel of its own, closed when the backend is removed (or
+// stop closes).
+func (rl *Reloadable) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.clientBuilder, rl.stop = clientBuilder, stop
+	g := rl.cur.Load()
+	g.r.initialize(clientBuilder, g.stop.ch)
+	for _, c := range g.clouds {
+		c.Initialize(clientBuilder, rl.lives[c].stop.ch)
+	}
+	go rl.stopAllOn(stop)
+}
+
+// stopAllOn closes every generation's and backend's stop channel when stop
+// closes.
+func (rl *Reloadable) stopAllOn(stop <-chan struct{}) {
+	<-stop
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.cur.Load().stop.close()
+	for _, l := range rl.lives {
+		l.stop.close()
+	}
+}
+
+// SetInformers hands the informers to the router in use and its backends,
+// and keeps them for generations applied later.
+func (rl *Reloadable) SetInformers(factory informers.SharedInformerFactory) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.factory = factory
+	g := rl.cur.Load()
+	g.r.setInformers(factory)
+	for _, c := range g.clouds {
+		if u, ok := c.(cloudprovider.InformerUser); ok {
+			u.SetInformers(factory)
+		}
+	}
+}
+
+// Instances is not offered (see Router.Instances).
+func (rl *Reloadable) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 is offered when the first configuration had instances.
+func (rl *Reloadable) InstancesV2() (cloudprovider.InstancesV2, bool) { return rl, rl.instances }
+
+// LoadBalancer is offered when the first configuration had load balancers.
+func (rl *Reloadable) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return rl, rl.lbs }
+
+// Routes is offered when the first configuration had routes.
+func (rl *Reloadable) Routes() (cloudprovider.Routes, bool) { return rl, rl.routes }
+
+// Zones is not offered.
+func (rl *Reloadable) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not offered.
+func (rl *Reloadable) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// ProviderName returns "multicloud".
+func (rl *Reloadable) ProviderName() string { return ProviderName }
+
+// HasClusterID reports whether the configuration in use has a cluster ID.
+func (rl *Reloadable) HasClusterID() bool { return rl.Current().HasClusterID() }
+
+// BackendHealthChecker checks the backends of the configuration in use.
+func (rl *Reloadable) BackendHealthChecker() healthz.UnnamedHealthChecker { return reloadHealth{rl} }
+
+type reloadHealth struct{ rl *Reloadable }
+
+func (h reloadHealth) Check(req *http.Request) error {
+	g := h.rl.acquire()
+	defer g.release()
+	return g.r.BackendHealthChecker().Check(req)
+}
+
+// InstanceExists is the configuration in use's answer.
+func (rl *Reloadable) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.InstanceExists(ctx, node)
+}
+
+// InstanceShutdown is the configuration in use's answer.
+func (rl *Reloadable) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.InstanceShutdown(ctx, node)
+}
+
+// InstanceMetadata is the configuration in use's answer.
+func (rl *Reloadable) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.InstanceMetadata(ctx, node)
+}
+
+// GetLoadBalancer is the configuration in use's answer.
+func (rl *Reloadable) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.GetLoadBalancer(ctx, clusterName, service)
+}
+
+// GetLoadBalancerName is the configuration in use's answer.
+func (rl *Reloadable) GetLoadBalancerName(ctx context.Context, clusterName string, service *corev1.Service) string {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.GetLoadBalancerName(ctx, clusterName, service)
+}
+
+// EnsureLoadBalancer runs on the configuration in use.
+func (rl *Reloadable) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.EnsureLoadBalancer(ctx, clusterName, service, nodes)
+}
+
+// UpdateLoadBalancer runs on the configuration in use.
+func (rl *Reloadable) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.UpdateLoadBalancer(ctx, clusterName, service, nodes)
+}
+
+// EnsureLoadBalancerDeleted runs on the configuration in use.
+func (rl *Reloadable) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.EnsureLoadBalancerDeleted(ctx, clusterName, service)
+}
+
+// ListRoutes is the configuration in use's answer.
+func (rl *Reloadable) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.ListRoutes(ctx, clusterName)
+}
+
+// CreateRoute runs on the configuration in use.
+func (rl *Reloadable) CreateRoute(ctx context.Context, clusterName string, nameHint string, route *cloudprovider.Route) error {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.CreateRoute(ctx, clusterName, nameHint, route)
+}
+
+// DeleteRoute runs on the configuration in use.
+func (rl *Reloadable) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.DeleteRoute(ctx, clusterName, route)
+}
+
+// recordedCopy copies the load-balancer records this router wrote, for the
+// next generation.
+func (r *Router) recordedCopy() map[types.UID][]string {
+	r.lbMu.Lock()
+	defer r.lbMu.Unlock()
+	return maps.Clone(r.recorded)
+}
