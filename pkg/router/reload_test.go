@@ -41,7 +41,7 @@ type gatedCloud struct {
 func (c *gatedCloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.stop = stop
 }
-func (c *gatedCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
+func (c *gatedCloud) InstancesV2() (cloudprovider.InstancesV2, bool)   { return c, true }
 func (c *gatedCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
 func (c *gatedCloud) Routes() (cloudprovider.Routes, bool)             { return nil, false }
 
