@@ -103,7 +103,9 @@ type lease struct {
 // allocator hands out pool addresses to Services. It is not safe for
 // concurrent use; the load balancer serialises calls.
 type allocator struct {
+	// pools are in allocation order (poolOrder), names in config order.
 	pools    []*poolState
+	names    []string
 	byName   map[string]*poolState
 	leases   map[netip.Addr]*lease
 	services map[string]*holding
@@ -135,6 +137,9 @@ func newAllocator(pools []*pool) *allocator {
 		reserved:  map[netip.Addr]map[string]bool{},
 		requester: map[string]types.UID{},
 		marked:    map[netip.Addr]bool{},
+	}
+	for _, p := range pools {
+		a.names = append(a.names, p.name)
 	}
 	pools = slices.Clone(pools)
 	slices.SortStableFunc(pools, poolOrder)
@@ -201,13 +206,8 @@ func (a *allocator) checkNamedPool(req *request) error {
 	return nil
 }
 
-func (a *allocator) poolNames() []string {
-	out := make([]string, 0, len(a.pools))
-	for _, p := range a.pools {
-		out = append(out, p.name)
-	}
-	return out
-}
+// poolNames lists the pools in config order.
+func (a *allocator) poolNames() []string { return a.names }
 
 // choose picks the Service's address of family f: the requested one, else
 // the one it holds, else one shared with Services of the same key, else a

@@ -7,3 +7,9 @@ package baremetal
 // that does not serve the Service's namespace, is an error (event reason
 // UnknownAddressPool or AddressPoolNotAllowed) and nothing is allocated.
 const AddressPoolAnnotation = "multicloud-ccm.io/address-pool"
+
+// KubeVIPAnnouncedAnnotation (Service annotation, "true", written by the
+// backend, never by users) marks a kube-vip.io/loadbalancerIPs value the
+// backend wrote under announce: kube-vip, so that it removes that value on
+// release and leaves a value the user wrote alone.
+const KubeVIPAnnouncedAnnotation = "multicloud-ccm.io/kube-vip-announced"

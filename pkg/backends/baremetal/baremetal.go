@@ -77,6 +77,7 @@ func New(_ context.Context, o backends.Options) (cloudprovider.Interface, error)
 	}
 	if len(s.compiled.pools) > 0 {
 		c.lb = newLoadBalancer(o.Name, s.compiled.pools)
+		c.lb.kubeVIP.Store(s.compiled.kubeVIP)
 	}
 	return c, nil
 }

@@ -24,6 +24,12 @@ type Settings struct {
 	// AddressPools are the addresses the backend hands to Services of type
 	// LoadBalancer. No two pools (nor two entries of one pool) overlap.
 	AddressPools []AddressPool `json:"addressPools,omitempty"`
+	// Announce, when "kube-vip", makes the backend also write the addresses
+	// it assigns to the Service's kube-vip.io/loadbalancerIPs annotation
+	// (and remove them on release), so kube-vip in services mode announces
+	// automatically assigned addresses too. Empty (the default): the
+	// backend writes only the Service's status.
+	Announce string `json:"announce,omitempty"`
 
 	// compiled is set by Validate.
 	compiled *compiled
@@ -87,6 +93,7 @@ type AddressPool struct {
 type compiled struct {
 	inventory map[string]*InventoryEntry
 	pools     []*pool
+	kubeVIP   bool
 }
 
 // ParseSection is the config.SectionParser of the baremetal type.
@@ -122,8 +129,14 @@ func (s *Settings) Validate(path *field.Path) field.ErrorList {
 	inv, ierrs := validateInventory(s.Inventory, path.Child("inventory"))
 	pools, perrs := validatePools(s.AddressPools, path.Child("addressPools"))
 	errs = append(append(errs, ierrs...), perrs...)
+	if s.Announce != "" && s.Announce != AnnounceKubeVIP {
+		errs = append(errs, field.NotSupported(path.Child("announce"), s.Announce, []string{AnnounceKubeVIP}))
+	}
+	if s.Announce != "" && len(s.AddressPools) == 0 {
+		errs = append(errs, field.Invalid(path.Child("announce"), s.Announce, "announces load-balancer addresses: set addressPools too, or remove it"))
+	}
 	if len(errs) == 0 {
-		s.compiled = &compiled{inventory: inv, pools: pools}
+		s.compiled = &compiled{inventory: inv, pools: pools, kubeVIP: s.Announce == AnnounceKubeVIP}
 	}
 	return errs
 }

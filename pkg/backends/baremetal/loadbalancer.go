@@ -66,8 +66,11 @@ type LoadBalancer struct {
 	// the informer had started before SetInformers and takes no index.
 	byStatus cache.Indexer
 	events   record.EventRecorder
-	// client reads namespace labels (see namespaceLabels).
+	// client reads namespace labels (see namespaceLabels) and writes
+	// kube-vip's annotation.
 	client clientset.Interface
+	// kubeVIP is the backend's announce: kube-vip.
+	kubeVIP atomic.Bool
 }
 
 func newLoadBalancer(backend string, pools []*pool) *LoadBalancer {
@@ -317,6 +320,9 @@ func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, servic
 		klog.FromContext(ctx).WithValues("backend", lb.backend, "service", req.name).V(2).Info("Assigned load-balancer addresses", "addresses", ips, "previous", before)
 	}
 	lb.reportReplaced(ctx, service, ips)
+	if err := lb.announce(ctx, service, ips); err != nil {
+		return nil, lb.wrap("ensuring load balancer", service, err)
+	}
 	return statusOf(ips), nil
 }
 
@@ -360,6 +366,9 @@ func (lb *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 	lb.srcMu.Lock()
 	following := lb.synced != nil
 	lb.srcMu.Unlock()
+	if err := lb.withdraw(ctx, service); err != nil {
+		return lb.wrap("deleting load balancer", service, err)
+	}
 	lb.mu.Lock()
 	var released bool
 	if following {

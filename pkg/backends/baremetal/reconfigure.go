@@ -48,10 +48,14 @@ func (c *Cloud) PrepareReconfigure(_ context.Context, o backends.Options) (cloud
 	case len(s.compiled.pools) == 0:
 	case c.lb != nil:
 		next.lb = c.lb
-		pools := s.compiled.pools
-		apply = func() { c.lb.setPools(pools) }
+		pools, kubeVIP := s.compiled.pools, s.compiled.kubeVIP
+		apply = func() {
+			c.lb.setPools(pools)
+			c.lb.kubeVIP.Store(kubeVIP)
+		}
 	default:
 		next.lb = newLoadBalancer(c.name, s.compiled.pools)
+		next.lb.kubeVIP.Store(s.compiled.kubeVIP)
 	}
 	return next, apply, nil
 }

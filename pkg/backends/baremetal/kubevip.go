@@ -1,0 +1,92 @@
+package baremetal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// AnnounceKubeVIP is the announce value under which the backend writes its
+// addresses where kube-vip reads them.
+const AnnounceKubeVIP = "kube-vip"
+
+// kubeVIPValue is the kube-vip.io/loadbalancerIPs value for ips: the
+// addresses comma-separated, in the Service's family order, as
+// kube-vip-cloud-provider writes them.
+func kubeVIPValue(ips []netip.Addr) string {
+	parts := make([]string, len(ips))
+	for i, ip := range ips {
+		parts[i] = ip.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// announce writes the assigned addresses to the Service's
+// kube-vip.io/loadbalancerIPs annotation when the backend announces through
+// kube-vip and the annotation differs; a value the user wrote (without
+// KubeVIPAnnouncedAnnotation) is a request, never overwritten. The service controller ensures the
+// Service again on the annotation change; that call finds the annotation
+// equal and writes nothing, so the two converge after one round.
+func (lb *LoadBalancer) announce(ctx context.Context, svc *corev1.Service, ips []netip.Addr) error {
+	if !lb.kubeVIP.Load() {
+		return nil
+	}
+	want := kubeVIPValue(ips)
+	if v, ok := svc.Annotations[kubeVIPLoadBalancerIPs]; ok && (v == want || svc.Annotations[KubeVIPAnnouncedAnnotation] != "true") {
+		return nil // ours and current, or the user's own request.
+	}
+	if err := lb.patchKubeVIP(ctx, svc, &want); err != nil {
+		return fmt.Errorf("writing annotation %s for kube-vip: %w", kubeVIPLoadBalancerIPs, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Wrote the addresses for kube-vip", "service", klog.KObj(svc), "addresses", want)
+	return nil
+}
+
+// withdraw removes the kube-vip.io/loadbalancerIPs annotation on release
+// when the backend wrote it (KubeVIPAnnouncedAnnotation); a value the user
+// wrote is a request, and stays. A Service already gone needs nothing.
+func (lb *LoadBalancer) withdraw(ctx context.Context, svc *corev1.Service) error {
+	if !lb.kubeVIP.Load() {
+		return nil
+	}
+	if svc.Annotations[KubeVIPAnnouncedAnnotation] != "true" {
+		return nil
+	}
+	if err := lb.patchKubeVIP(ctx, svc, nil); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing annotation %s for kube-vip: %w", kubeVIPLoadBalancerIPs, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Removed the addresses for kube-vip", "service", klog.KObj(svc))
+	return nil
+}
+
+// patchKubeVIP sets (value) or removes (nil) the annotation and its mark
+// with a merge patch, which touches no other key.
+func (lb *LoadBalancer) patchKubeVIP(ctx context.Context, svc *corev1.Service, value *string) error {
+	lb.srcMu.Lock()
+	c := lb.client
+	lb.srcMu.Unlock()
+	if c == nil {
+		return fmt.Errorf("the backend has no Kubernetes client (Initialize was not called)")
+	}
+	var mark *string
+	if value != nil {
+		t := "true"
+		mark = &t
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		kubeVIPLoadBalancerIPs: value, KubeVIPAnnouncedAnnotation: mark,
+	}}})
+	if err != nil {
+		return err
+	}
+	_, err = c.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}

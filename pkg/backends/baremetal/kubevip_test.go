@@ -1,0 +1,125 @@
+package baremetal
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// TestKubeVIPAnnounce drives the upstream service controller over a backend
+// with announce: kube-vip. The automatically assigned address is written to
+// kube-vip.io/loadbalancerIPs as well as the status; the annotation change
+// makes the controller ensure the Service once more, which writes nothing,
+// so the Service's writes stop (no loop). Turning the Service into a
+// ClusterIP Service releases the address and removes the annotation; a
+// value the user wrote is never removed.
+func TestKubeVIPAnnounce(t *testing.T) {
+	client := fake.NewClientset()
+	var patches, statusWrites countingReactor
+	client.PrependReactor("patch", "services", patches.count)
+	client.PrependReactor("update", "services", statusWrites.count)
+	_, stop := runServiceControllerWith(t, client, "announce: kube-vip\naddressPools: [{name: p, addresses: [10.0.0.1-10.0.0.8]}]")
+	defer stop()
+	ctx := context.Background()
+	svcs := client.CoreV1().Services("default")
+	if _, err := svcs.Create(ctx, newService("auto"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mine := newService("mine", withAnnotation(kubeVIPLoadBalancerIPs, "10.0.0.5"), withIPs("10.0.0.5"))
+	if _, err := svcs.Create(ctx, mine, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitService(t, client, "auto", func(s *corev1.Service) bool {
+		ip := ingressIPs(&s.Status.LoadBalancer)
+		return ip != "" && s.Annotations[kubeVIPLoadBalancerIPs] == ip
+	})
+	waitService(t, client, "mine", func(s *corev1.Service) bool { return ingressIPs(&s.Status.LoadBalancer) == "10.0.0.5" })
+
+	// Converged: no more writes over a quiet period.
+	time.Sleep(500 * time.Millisecond)
+	p, u := patches.get(), statusWrites.get()
+	time.Sleep(2 * time.Second)
+	if p2, u2 := patches.get(), statusWrites.get(); p2 != p || u2 != u {
+		t.Errorf("the Service kept being written: patches %d -> %d, updates %d -> %d", p, p2, u, u2)
+	}
+
+	for _, name := range []string{"auto", "mine"} {
+		s, err := svcs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+		if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitService(t, client, "auto", func(s *corev1.Service) bool {
+		_, has := s.Annotations[kubeVIPLoadBalancerIPs]
+		return !has && ingressIPs(&s.Status.LoadBalancer) == ""
+	})
+	waitService(t, client, "mine", func(s *corev1.Service) bool { return ingressIPs(&s.Status.LoadBalancer) == "" })
+	if s, _ := svcs.Get(ctx, "mine", metav1.GetOptions{}); s.Annotations[kubeVIPLoadBalancerIPs] != "10.0.0.5" {
+		t.Errorf("the user's kube-vip.io/loadbalancerIPs was changed to %q", s.Annotations[kubeVIPLoadBalancerIPs])
+	}
+}
+
+// TestAnnounceValidation: announce takes only kube-vip, and needs pools.
+func TestAnnounceValidation(t *testing.T) {
+	_, errs := parseYAML(t, "announce: bgp\ninventory: [{name: bm-1}]\n")
+	got := errs.ToAggregate().Error()
+	for _, want := range []string{`announce: Unsupported value: "bgp"`, "set addressPools too"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors %q lack %q", got, want)
+		}
+	}
+}
+
+type countingReactor struct {
+	n  int
+	mu chan struct{}
+}
+
+func (c *countingReactor) count(k8stesting.Action) (bool, runtime.Object, error) {
+	c.lock()
+	c.n++
+	c.unlock()
+	return false, nil, nil
+}
+
+func (c *countingReactor) lock() {
+	if c.mu == nil {
+		c.mu = make(chan struct{}, 1)
+	}
+	c.mu <- struct{}{}
+}
+func (c *countingReactor) unlock() { <-c.mu }
+
+func (c *countingReactor) get() int {
+	c.lock()
+	defer c.unlock()
+	return c.n
+}
+
+func waitService(t *testing.T, client *fake.Clientset, name string, cond func(*corev1.Service) bool) {
+	t.Helper()
+	var last *corev1.Service
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = s
+		return cond(s), nil
+	})
+	if err != nil {
+		t.Fatalf("Service %s: %v; last seen annotations %v status %v", name, err, last.Annotations, last.Status.LoadBalancer)
+	}
+}
