@@ -249,7 +249,7 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 		ch.applies = append(ch.applies, apply)
 		ch.Reconfigured = append(ch.Reconfigured, bc.Name)
 		nb := newBackend(Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: next})
-		nb.health, nb.labels = prev.health, prev.labels
+		nb.health = prev.health
 		return nb, nil
 	}
 	cloud, err := reg.New(ctx, opts)
@@ -531,3 +531,9 @@ func (r *Router) recordedCopy() map[types.UID][]string {
 	defer r.lbMu.Unlock()
 	return maps.Clone(r.recorded)
 }
+
+// ServesClass reports whether the configuration in use serves the class.
+func (rl *Reloadable) ServesClass(class string) bool { return rl.Current().ServesClass(class) }
+
+// HasClasses reports whether the configuration in use lists classes.
+func (rl *Reloadable) HasClasses() bool { return rl.Current().HasClasses() }
