@@ -23,6 +23,7 @@ import (
 	upstreamfake "k8s.io/cloud-provider/fake"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
@@ -96,7 +97,7 @@ type fakeCluster struct {
 
 func startCluster(t *testing.T, r *Router, objs ...runtimeObject) *fakeCluster {
 	t.Helper()
-	c := &fakeCluster{client: fake.NewClientset(objs...), router: r}
+	c := &fakeCluster{client: testutil.NewClientset(objs...), router: r}
 	c.factory = informers.NewSharedInformerFactory(c.client, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -354,13 +355,8 @@ func TestServiceControllerMovesAndCleansUp(t *testing.T) {
 		t.Errorf("bare metal still holds the Service's address after the move (exists=%v, err=%v)", exists, err)
 	}
 
-	s = c.service(t, "web")
-	now := metav1.Now()
-	s.DeletionTimestamp = &now
-	if _, err := c.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the finalizer removed", func() bool { return len(c.service(t, "web").Finalizers) == 0 })
+	c.markDeleted(t, "web")
+	eventually(t, "the Service deleted", func() bool { return c.serviceGone(t, "web") })
 	if other.heldCount() != 0 {
 		t.Error("the other backend still holds a load balancer after delete")
 	}
