@@ -36,7 +36,7 @@ type subnetMapping struct {
 type healthCheck struct {
 	protocol, port, path string
 	interval, healthy    int
-	unhealthy            int
+	unhealthy, timeout   int
 }
 
 type target struct {
@@ -70,6 +70,9 @@ type LoadBalancerView struct {
 	Tags                              map[string]string
 	// Listeners are "PROTOCOL:port->target-group-name", sorted.
 	Listeners []string
+	// Attributes are the load balancer's attributes (AWS's defaults until
+	// modified).
+	Attributes map[string]string
 }
 
 // TargetGroupView is a target group as tests inspect it.
@@ -79,6 +82,13 @@ type TargetGroupView struct {
 	HealthCheckProtocol             string
 	HealthCheckPort                 string
 	HealthCheckPath                 string
+	HealthCheckInterval             int
+	HealthCheckTimeout              int
+	HealthyThreshold                int
+	UnhealthyThreshold              int
+	// Attributes are the group's attributes (AWS's defaults until
+	// modified).
+	Attributes map[string]string
 	// Targets are the registered targets, "id:port" (with "@zone" when a
 	// zone was given), sorted.
 	Targets []string
@@ -94,7 +104,8 @@ func (s *Server) LoadBalancers() []LoadBalancerView {
 	var out []LoadBalancerView
 	for _, lb := range s.lbs {
 		v := LoadBalancerView{ARN: lb.arn, Name: lb.name, Scheme: lb.scheme, DNSName: lb.dns, State: lb.state,
-			Subnets: append([]string(nil), lb.subnets...), SecurityGroups: append([]string(nil), lb.securityGroups...), Tags: copyTags(lb.tags)}
+			Subnets: append([]string(nil), lb.subnets...), SecurityGroups: append([]string(nil), lb.securityGroups...), Tags: copyTags(lb.tags),
+			Attributes: copyTags(s.lbAttributes(lb))}
 		for _, l := range s.listeners {
 			if l.lbARN == lb.arn {
 				name := ""
@@ -118,7 +129,9 @@ func (s *Server) TargetGroups() []TargetGroupView {
 	var out []TargetGroupView
 	for _, tg := range s.tgs {
 		v := TargetGroupView{ARN: tg.arn, Name: tg.name, Protocol: tg.protocol, TargetType: tg.targetType, Port: tg.port,
-			HealthCheckProtocol: tg.hc.protocol, HealthCheckPort: tg.hc.port, HealthCheckPath: tg.hc.path, Tags: copyTags(tg.tags)}
+			HealthCheckProtocol: tg.hc.protocol, HealthCheckPort: tg.hc.port, HealthCheckPath: tg.hc.path, Tags: copyTags(tg.tags),
+			HealthCheckInterval: tg.hc.interval, HealthCheckTimeout: tg.hc.timeout, HealthyThreshold: tg.hc.healthy, UnhealthyThreshold: tg.hc.unhealthy,
+			Attributes: copyTags(s.tgAttributes(tg))}
 		for _, t := range s.liveTargets(tg) {
 			if t.drainUntil.IsZero() {
 				v.Targets = append(v.Targets, t.String())
@@ -512,7 +525,7 @@ func (s *Server) lbOf(tgARN string) string {
 func (s *Server) tgXML(tg *targetGroup) xmlTargetGroup {
 	x := xmlTargetGroup{TargetGroupArn: tg.arn, TargetGroupName: tg.name, Protocol: tg.protocol, Port: tg.port, VpcID: tg.vpcID,
 		HealthCheckProtocol: tg.hc.protocol, HealthCheckPort: tg.hc.port, HealthCheckEnabled: true, HealthCheckIntervalSeconds: tg.hc.interval,
-		HealthCheckTimeoutSeconds: 10, HealthyThresholdCount: tg.hc.healthy, UnhealthyThresholdCount: tg.hc.unhealthy, HealthCheckPath: tg.hc.path,
+		HealthCheckTimeoutSeconds: tg.hc.timeout, HealthyThresholdCount: tg.hc.healthy, UnhealthyThresholdCount: tg.hc.unhealthy, HealthCheckPath: tg.hc.path,
 		TargetType: tg.targetType, IPAddressType: "ipv4"}
 	if lb := s.lbOf(tg.arn); lb != "" {
 		x.LoadBalancerArns = []string{lb}
@@ -532,24 +545,36 @@ func readHealthCheck(f url.Values, base healthCheck, protocol string) (healthChe
 	set("HealthCheckProtocol", &hc.protocol)
 	set("HealthCheckPort", &hc.port)
 	set("HealthCheckPath", &hc.path)
-	for key, dst := range map[string]*int{"HealthCheckIntervalSeconds": &hc.interval, "HealthyThresholdCount": &hc.healthy, "UnhealthyThresholdCount": &hc.unhealthy} {
+	// AWS's ranges for network load balancers' target groups.
+	for key, r := range map[string]struct {
+		dst    *int
+		lo, hi int
+	}{"HealthCheckIntervalSeconds": {&hc.interval, 5, 300}, "HealthCheckTimeoutSeconds": {&hc.timeout, 2, 120},
+		"HealthyThresholdCount": {&hc.healthy, 2, 10}, "UnhealthyThresholdCount": {&hc.unhealthy, 2, 10}} {
 		if v := f.Get(key); v != "" {
 			n, err := strconv.Atoi(v)
-			if err != nil {
-				return hc, errorf("ValidationError", "%s must be a number", key)
+			if err != nil || n < r.lo || n > r.hi {
+				return hc, errorf("ValidationError", "%s must be from %d to %d", key, r.lo, r.hi)
 			}
-			*dst = n
+			*r.dst = n
 		}
 	}
 	if hc.protocol == "" {
 		hc.protocol = "TCP"
 	}
+	if hc.timeout == 0 {
+		// AWS's default: 6 seconds for HTTP checks, 10 for TCP and HTTPS.
+		hc.timeout = 10
+		if hc.protocol == "HTTP" {
+			hc.timeout = 6
+		}
+	}
 	switch {
-	case hc.protocol == "UDP" || hc.protocol == "TCP_UDP":
+	case hc.protocol != "TCP" && hc.protocol != "HTTP" && hc.protocol != "HTTPS":
 		return hc, errorf("ValidationError", "Health check protocol '%s' is not supported for target groups with the protocol '%s'", hc.protocol, protocol)
 	case hc.protocol == "TCP" && hc.path != "":
 		return hc, errorf("ValidationError", "Health check path cannot be set with health check protocol TCP")
-	case hc.protocol == "HTTP" && hc.path == "":
+	case hc.protocol != "TCP" && hc.path == "":
 		hc.path = "/"
 	}
 	if hc.port != "traffic-port" {

@@ -173,3 +173,44 @@ func attr[A elbtypes.LoadBalancerAttribute | elbtypes.TargetGroupAttribute](as [
 	}
 	return "<absent>"
 }
+
+// TestHealthCheckSettings: a network load balancer's target group takes
+// TCP, HTTP and HTTPS checks within AWS's ranges; the timeout defaults to
+// 10 s (6 s for HTTP) and HTTP(S) checks to path /.
+func TestHealthCheckSettings(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	create := func(name string, in elbv2.CreateTargetGroupInput) (elbtypes.TargetGroup, error) {
+		in.Name, in.Protocol, in.Port, in.VpcId = awssdk.String(name), elbtypes.ProtocolEnumTcp, awssdk.Int32(30080), awssdk.String("vpc-1")
+		out, err := c.elb.CreateTargetGroup(ctx, &in)
+		if err != nil {
+			return elbtypes.TargetGroup{}, err
+		}
+		return out.TargetGroups[0], nil
+	}
+	for _, tc := range []struct {
+		name         string
+		in           elbv2.CreateTargetGroupInput
+		timeout      int32
+		path, errorC string
+	}{
+		{name: "tcp", timeout: 10},
+		{name: "http", in: elbv2.CreateTargetGroupInput{HealthCheckProtocol: elbtypes.ProtocolEnumHttp}, timeout: 6, path: "/"},
+		{name: "https", in: elbv2.CreateTargetGroupInput{HealthCheckProtocol: elbtypes.ProtocolEnumHttps, HealthCheckTimeoutSeconds: awssdk.Int32(20)}, timeout: 20, path: "/"},
+		{name: "udp", in: elbv2.CreateTargetGroupInput{HealthCheckProtocol: elbtypes.ProtocolEnumUdp}, errorC: "ValidationError"},
+		{name: "timeout-1", in: elbv2.CreateTargetGroupInput{HealthCheckTimeoutSeconds: awssdk.Int32(1)}, errorC: "ValidationError"},
+		{name: "interval-301", in: elbv2.CreateTargetGroupInput{HealthCheckIntervalSeconds: awssdk.Int32(301)}, errorC: "ValidationError"},
+		{name: "healthy-11", in: elbv2.CreateTargetGroupInput{HealthyThresholdCount: awssdk.Int32(11)}, errorC: "ValidationError"},
+	} {
+		tg, err := create(tc.name, tc.in)
+		if tc.errorC != "" {
+			if errorCode(err) != tc.errorC {
+				t.Errorf("%s: %v; want %s", tc.name, err, tc.errorC)
+			}
+			continue
+		}
+		if err != nil || awssdk.ToInt32(tg.HealthCheckTimeoutSeconds) != tc.timeout || awssdk.ToString(tg.HealthCheckPath) != tc.path {
+			t.Errorf("%s: timeout %d path %q (%v); want %d and %q", tc.name, awssdk.ToInt32(tg.HealthCheckTimeoutSeconds), awssdk.ToString(tg.HealthCheckPath), err, tc.timeout, tc.path)
+		}
+	}
+}
