@@ -30,6 +30,110 @@ const (
 	// instances are targets; with ip, every node with an IPv4 InternalIP is,
 	// by that address, at the Service's NodePort.
 	AnnotationTargetType = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
+
+	// AnnotationType (string: nlb, external or nlb-ip; default: nlb) is
+	// the upstream AWS provider's load-balancer type. This backend makes
+	// Network Load Balancers only, so nlb and no annotation are the same.
+	// external and nlb-ip mean the AWS Load Balancer Controller (or
+	// someone else) manages the Service's load balancer: the backend answers
+	// ImplementedElsewhere and creates, changes and deletes nothing in AWS,
+	// not even a load balancer it made before the annotation was set (as
+	// upstream, which leaves it to be cleaned up by hand).
+	AnnotationType = "service.beta.kubernetes.io/aws-load-balancer-type"
+
+	// AnnotationHealthCheckProtocol (string: TCP, HTTP or HTTPS, any case;
+	// default TCP, or HTTP with externalTrafficPolicy Local) is the target
+	// groups' health-check protocol. Changed in place.
+	AnnotationHealthCheckProtocol = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol"
+
+	// AnnotationHealthCheckPort (traffic-port or 1-65535; default
+	// traffic-port, or the Service's healthCheckNodePort with
+	// externalTrafficPolicy Local) is the port health checks go to.
+	// Changed in place.
+	AnnotationHealthCheckPort = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-port"
+
+	// AnnotationHealthCheckPath (string starting with /, at most 1024
+	// characters; default /, or /healthz with externalTrafficPolicy Local)
+	// is the HTTP or HTTPS health checks' path. Ignored for TCP checks.
+	// Changed in place.
+	AnnotationHealthCheckPath = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"
+
+	// AnnotationHealthCheckInterval (whole seconds, 5-300; default 30) is
+	// the time between health checks of a target. Changed in place.
+	AnnotationHealthCheckInterval = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"
+
+	// AnnotationHealthCheckTimeout (whole seconds, 2-120 and not longer
+	// than the interval; default 10, or 6 for HTTP checks) is how long a
+	// health check may take. Changed in place.
+	AnnotationHealthCheckTimeout = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout"
+
+	// AnnotationHealthyThreshold (2-10; default 5) is how many health checks
+	// in a row must pass before a target takes traffic. Changed in place.
+	AnnotationHealthyThreshold = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
+
+	// AnnotationUnhealthyThreshold (2-10; default 2) is how many health
+	// checks in a row must fail before a target stops taking traffic.
+	// Changed in place.
+	AnnotationUnhealthyThreshold = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold"
+
+	// AnnotationTargetGroupAttributes (comma-separated key=value; default
+	// none) sets attributes of every target group of the Service:
+	// preserve_client_ip.enabled (true or false; default true for instance
+	// targets and UDP, false for IP targets; false is refused with UDP
+	// ports), proxy_protocol_v2.enabled (true or false; default false),
+	// deregistration_delay.timeout_seconds (0-3600; default 300),
+	// deregistration_delay.connection_termination.enabled (true or false;
+	// default false), stickiness.enabled (true or false; default false),
+	// stickiness.type (source_ip) and load_balancing.cross_zone.enabled
+	// (true, false or use_load_balancer_configuration, the default).
+	// Changed in place; an attribute no longer listed goes back to its
+	// default.
+	AnnotationTargetGroupAttributes = "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
+
+	// AnnotationProxyProtocol (string: "*"; default none) turns on proxy
+	// protocol v2 on every target group of the Service, as the upstream
+	// provider's annotation does on its load balancers; the same as
+	// proxy_protocol_v2.enabled=true in AnnotationTargetGroupAttributes.
+	// Changed in place.
+	AnnotationProxyProtocol = "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"
+
+	// AnnotationAttributes (comma-separated key=value; default none), the
+	// AWS Load Balancer Controller's name, sets attributes of the NLB:
+	// deletion_protection.enabled (true or false; default false; while true
+	// the NLB cannot be deleted or replaced, so deleting the Service waits
+	// until it is set back to false),
+	// load_balancing.cross_zone.enabled (true or false; default false),
+	// access_logs.s3.enabled (true or false; default false),
+	// access_logs.s3.bucket and access_logs.s3.prefix (strings; a bucket is
+	// needed while access logs are on) and dns_record.client_routing_policy
+	// (any_availability_zone, the default, availability_zone_affinity or
+	// partial_availability_zone_affinity). Changed in place; an attribute
+	// no longer set goes back to its default.
+	AnnotationAttributes = "service.beta.kubernetes.io/aws-load-balancer-attributes"
+
+	// AnnotationCrossZone (bool; default false), the upstream provider's
+	// name, sets load_balancing.cross_zone.enabled. Changed in place.
+	AnnotationCrossZone = "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled"
+
+	// AnnotationAccessLogEnabled (bool; default false), the upstream
+	// provider's name, sets access_logs.s3.enabled; it needs
+	// AnnotationAccessLogBucket. Changed in place.
+	AnnotationAccessLogEnabled = "service.beta.kubernetes.io/aws-load-balancer-access-log-enabled"
+
+	// AnnotationAccessLogBucket (S3 bucket name; default none), the
+	// upstream provider's name, sets access_logs.s3.bucket. Changed in place.
+	AnnotationAccessLogBucket = "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-name"
+
+	// AnnotationAccessLogPrefix (string; default none), the upstream
+	// provider's name, sets access_logs.s3.prefix. Changed in place.
+	AnnotationAccessLogPrefix = "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-prefix"
+)
+
+// Values of AnnotationType.
+const (
+	typeNLB      = "nlb"
+	typeExternal = "external"
+	typeNLBIP    = "nlb-ip"
 )
 
 // Tags the backend puts on everything it creates.
@@ -69,4 +173,7 @@ const (
 	// a way the running NLB cannot take in place (another subnet in one of
 	// its zones, or a zone dropped); the NLB is kept where it is.
 	reasonSubnetsKept = "LoadBalancerSubnetsKept"
+	// reasonDeletionProtected: the Service is being deleted (or moved) but
+	// asks for deletion protection on its NLB, which is kept.
+	reasonDeletionProtected = "LoadBalancerDeletionProtected"
 )

@@ -76,11 +76,11 @@ type Cloud struct {
 func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, error) {
 	s, ok := o.Settings.(*Settings)
 	if !ok || s == nil {
-		return nil, fmt.Errorf("aws backend %q: settings are %T, want *aws.Settings", o.Name, o.Settings)
+		return nil, fmt.Errorf("settings are %T, want *aws.Settings", o.Settings)
 	}
 	ec2c, elbc, err := newClients(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("aws backend %q: %w", o.Name, err)
+		return nil, err
 	}
 	return newCloud(o.Name, o.ClusterID, s, ec2c, elbc), nil
 }
@@ -91,7 +91,7 @@ func newCloud(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI) *Cl
 	c := &Cloud{name: name, settings: s, instances: inst}
 	c.lb = newLoadBalancer(name, clusterID, s, ec2c, elbc, inst)
 	if s.Routes != nil {
-		c.routes = newRoutes(name, clusterID, s, ec2c, inst)
+		c.routes = newRoutes(clusterID, s, ec2c, inst)
 	}
 	return c
 }

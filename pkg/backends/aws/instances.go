@@ -27,14 +27,13 @@ var _ cloudprovider.InstancesV2 = (*Instances)(nil)
 
 // Instances answers the upstream node controllers from the instance cache.
 type Instances struct {
-	backend string
-	region  string
-	cache   *instanceCache
-	now     func() time.Time
+	region string
+	cache  *instanceCache
+	now    func() time.Time
 }
 
 func newInstances(name string, s *Settings, c EC2API) *Instances {
-	return &Instances{backend: name, region: s.Region, cache: newInstanceCache(name, c, s.VPC, s.InstanceCacheTTL.Duration), now: time.Now}
+	return &Instances{region: s.Region, cache: newInstanceCache(name, c, s.VPC, s.InstanceCacheTTL.Duration), now: time.Now}
 }
 
 // InstanceExists is false only when AWS positively says the instance is
@@ -43,14 +42,14 @@ func newInstances(name string, s *Settings, c EC2API) *Instances {
 func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
 	in, err := i.find(ctx, node)
 	if err != nil {
-		return false, i.wrap("InstanceExists", node, err)
+		return false, i.wrap(node, err)
 	}
 	exists := in != nil && !isState(in, ec2types.InstanceStateNameTerminated)
 	if !exists && node.Spec.ProviderID != "" && i.now().Sub(node.CreationTimestamp.Time) < newNodeGrace {
-		return false, i.wrap("InstanceExists", node, fmt.Errorf("instance %s not visible yet; the node is less than %s old", node.Spec.ProviderID, newNodeGrace))
+		return false, i.wrap(node, fmt.Errorf("instance %s not visible yet; the node is less than %s old", node.Spec.ProviderID, newNodeGrace))
 	}
 	if !exists {
-		klog.FromContext(ctx).WithValues("backend", i.backend).V(2).Info("Instance is gone", "node", node.Name, "providerID", node.Spec.ProviderID)
+		klog.FromContext(ctx).V(2).Info("Instance is gone", "node", klog.KObj(node), "providerID", node.Spec.ProviderID)
 	}
 	return exists, nil
 }
@@ -65,10 +64,10 @@ func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bo
 		in, err = i.cache.describeOne(ctx, awssdk.ToString(in.InstanceId))
 	}
 	if err != nil {
-		return false, i.wrap("InstanceShutdown", node, err)
+		return false, i.wrap(node, err)
 	}
 	if in == nil {
-		return false, i.wrap("InstanceShutdown", node, cloudprovider.InstanceNotFound)
+		return false, i.wrap(node, cloudprovider.InstanceNotFound)
 	}
 	return isShutdown(in), nil
 }
@@ -85,7 +84,7 @@ func (i *Instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		err = cloudprovider.InstanceNotFound
 	}
 	if err != nil {
-		return nil, i.wrap("InstanceMetadata", node, err)
+		return nil, i.wrap(node, err)
 	}
 	zone := ""
 	md := &cloudprovider.InstanceMetadata{InstanceType: string(in.InstanceType), NodeAddresses: nodeAddresses(in), Region: i.region}
@@ -100,8 +99,10 @@ func (i *Instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 	return md, nil
 }
 
-func (i *Instances) wrap(op string, node *corev1.Node, err error) error {
-	return fmt.Errorf("aws backend %q: %s node %s: %w", i.backend, op, node.Name, err)
+// wrap names the node; the router's wrapper adds the backend and the
+// operation.
+func (i *Instances) wrap(node *corev1.Node, err error) error {
+	return fmt.Errorf("node %s: %w", node.Name, err)
 }
 
 // find returns the node's instance, or nil when there is positively none.

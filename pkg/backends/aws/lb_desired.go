@@ -27,6 +27,10 @@ type desiredLB struct {
 	targetType       string
 	ports            []desiredPort
 	hc               healthCheck
+	// tgAttrs are the target-group attributes the Service sets.
+	tgAttrs map[string]string
+	// lbAttrs are the NLB attributes the Service sets.
+	lbAttrs map[string]string
 	// sourceRanges are the CIDRs allowed in, sorted.
 	sourceRanges []string
 	// targets are instance IDs or IPv4 addresses; zone is "all" for
@@ -44,9 +48,12 @@ type desiredPort struct {
 }
 
 type healthCheck struct {
-	protocol string // TCP or HTTP.
+	protocol string // TCP, HTTP or HTTPS.
 	port     string // traffic-port or a number.
-	path     string
+	path     string // "" for TCP.
+	// interval and timeout are in seconds; healthy and unhealthy are the
+	// threshold counts.
+	interval, timeout, healthy, unhealthy int32
 }
 
 type target struct {
@@ -64,6 +71,16 @@ func annotationError(key, value, fix string) error {
 func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (*desiredLB, error) {
 	d := &desiredLB{names: namesFor(l.clusterID, svc)}
 	d.tags = map[string]string{tagClusterPrefix + l.clusterID: "owned", tagService: d.names.service, tagBackend: l.backend}
+	r := newReader(svc.Annotations)
+	if v, ok := svc.Annotations[AnnotationType]; ok && v != typeNLB {
+		r.invalid(AnnotationType, v, "must be nlb (this backend makes Network Load Balancers only), or external or nlb-ip for a load balancer another controller manages")
+	}
+	d.hc = readHealthCheck(r, healthCheckOf(svc))
+	d.tgAttrs = readTargetGroupAttributes(r, svc)
+	d.lbAttrs = readLBAttributes(r)
+	if err := r.err(); err != nil {
+		return nil, err
+	}
 	var err error
 	if d.scheme, err = schemeOf(svc); err != nil {
 		return nil, err
@@ -71,7 +88,6 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	if d.sourceRanges, err = sourceRanges(svc); err != nil {
 		return nil, err
 	}
-	d.hc = healthCheckOf(svc)
 	if d.subnets, err = l.subnetsFor(ctx, svc, d.scheme); err != nil {
 		return nil, err
 	}
@@ -125,13 +141,15 @@ func sourceRanges(svc *corev1.Service) ([]string, error) {
 	return out, nil
 }
 
-// healthCheckOf checks kube-proxy's health endpoint for
-// externalTrafficPolicy Local, else the traffic port.
+// healthCheckOf is the default health check: kube-proxy's health endpoint
+// for externalTrafficPolicy Local, else the traffic port, with AWS's
+// default timing.
 func healthCheckOf(svc *corev1.Service) healthCheck {
+	hc := healthCheck{protocol: "TCP", port: "traffic-port", interval: defaultHCInterval, healthy: defaultHCHealthy, unhealthy: defaultHCUnhealthy}
 	if path, port := servicehelpers.GetServiceHealthCheckPathPort(svc); path != "" {
-		return healthCheck{protocol: "HTTP", port: strconv.Itoa(int(port)), path: path}
+		hc.protocol, hc.port, hc.path = "HTTP", strconv.Itoa(int(port)), path
 	}
-	return healthCheck{protocol: "TCP", port: "traffic-port"}
+	return hc
 }
 
 // portsOf groups the Service's ports into listeners: TCP and UDP on the

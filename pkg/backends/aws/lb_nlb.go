@@ -9,7 +9,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
-	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -19,19 +19,19 @@ import (
 // and the scheme is the Service's own choice. Subnets that differ are
 // handled by moveLB; kept describes a subnet change the NLB was kept
 // without ("" when none), for a warning once the rest is reconciled.
-func (l *LoadBalancer) ensureLB(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (_ *elbtypes.LoadBalancer, kept string, _ error) {
+func (l *LoadBalancer) ensureLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (_ *elbtypes.LoadBalancer, kept string, _ error) {
 	switch {
 	case lb == nil:
-		lb, err := l.createLB(ctx, log, d, sgID)
+		lb, err := l.createLB(ctx, d, sgID)
 		return lb, "", err
 	case string(lb.Scheme) != d.scheme:
-		log.V(2).Info("Replacing load balancer: the Service changed its scheme", "scheme", d.scheme)
-		lb, err := l.replaceLB(ctx, log, d, lb, sgID)
+		klog.FromContext(ctx).V(2).Info("Replacing load balancer: the Service changed its scheme", "scheme", d.scheme)
+		lb, err := l.replaceLB(ctx, d, lb, sgID)
 		return lb, "", err
 	case equalStrings(lbSubnets(lb), d.subnets):
 		return lb, "", nil
 	}
-	return l.moveLB(ctx, log, d, lb, sgID)
+	return l.moveLB(ctx, d, lb, sgID)
 }
 
 // moveLB brings an existing NLB's subnets towards the wanted ones. Subnets
@@ -42,18 +42,18 @@ func (l *LoadBalancer) ensureLB(ctx context.Context, log logr.Logger, d *desired
 // discovered subnets changed (someone tagged a subnet), the NLB is kept
 // where it is and the change is returned for a warning. An NLB is never
 // replaced because discovery changed.
-func (l *LoadBalancer) moveLB(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, string, error) {
+func (l *LoadBalancer) moveLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, string, error) {
 	plan, err := l.planSubnets(ctx, lb, d.subnets)
 	if err != nil {
 		return nil, "", err
 	}
 	if len(plan.changes) > 0 && d.subnetsAnnotated {
-		log.V(2).Info("Replacing load balancer: the Service's subnet annotation moves it", "subnets", d.subnets, "changes", plan.changes)
-		lb, err := l.replaceLB(ctx, log, d, lb, sgID)
+		klog.FromContext(ctx).V(2).Info("Replacing load balancer: the Service's subnet annotation moves it", "subnets", d.subnets, "changes", plan.changes)
+		lb, err := l.replaceLB(ctx, d, lb, sgID)
 		return lb, "", err
 	}
 	if len(plan.add) > 0 {
-		refused, err := l.addSubnets(ctx, log, d, lb, plan.add)
+		refused, err := l.addSubnets(ctx, d, lb, plan.add)
 		if err != nil {
 			return nil, "", err
 		}
@@ -74,7 +74,7 @@ var refusedSubnetCodes = map[string]bool{
 // addSubnets adds subnets in new zones to the NLB in place. When AWS
 // refuses them, the NLB stays as it is: refused describes why, for the
 // warning (for the Service's own annotation, it is a user error).
-func (l *LoadBalancer) addSubnets(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, add []string) (refused string, _ error) {
+func (l *LoadBalancer) addSubnets(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, add []string) (refused string, _ error) {
 	out, err := l.elb.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: lb.LoadBalancerArn, Subnets: sorted(append(lbSubnets(lb), add...))})
 	switch {
 	case err != nil && refusedSubnetCodes[errorCode(err)] && d.subnetsAnnotated:
@@ -85,7 +85,7 @@ func (l *LoadBalancer) addSubnets(ctx context.Context, log logr.Logger, d *desir
 		return "", fmt.Errorf("SetSubnets: %w", err)
 	}
 	lb.AvailabilityZones = out.AvailabilityZones
-	log.V(2).Info("Added subnets to load balancer", "subnets", add)
+	klog.FromContext(ctx).V(2).Info("Added subnets to load balancer", "subnets", add)
 	return "", nil
 }
 
@@ -134,12 +134,16 @@ func (l *LoadBalancer) planSubnets(ctx context.Context, lb *elbtypes.LoadBalance
 }
 
 // replaceLB deletes the NLB and creates it again (a new DNS name).
-func (l *LoadBalancer) replaceLB(ctx context.Context, log logr.Logger, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, error) {
-	if _, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn}); err != nil {
+func (l *LoadBalancer) replaceLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, error) {
+	_, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
+	if errorCode(err) == "OperationNotPermitted" {
+		err = l.unprotectAndDelete(ctx, lb, d.lbAttrs[attrDeletionProtection] == "true")
+	}
+	if err != nil {
 		return nil, fmt.Errorf("DeleteLoadBalancer: %w", err)
 	}
-	log.V(2).Info("Deleted load balancer to replace it", "loadBalancerARN", awssdk.ToString(lb.LoadBalancerArn))
-	return l.createLB(ctx, log, d, sgID)
+	klog.FromContext(ctx).V(2).Info("Deleted load balancer to replace it", "loadBalancerARN", awssdk.ToString(lb.LoadBalancerArn))
+	return l.createLB(ctx, d, sgID)
 }
 
 // subnetsKept is the warning for a subnet change the NLB was kept without.
@@ -154,7 +158,13 @@ func (l *LoadBalancer) subnetsKept(d *desiredLB, lb *elbtypes.LoadBalancer, chan
 		source, changes, d.names.lb, current, AnnotationSubnets, current))
 }
 
-func (l *LoadBalancer) createLB(ctx context.Context, log logr.Logger, d *desiredLB, sgID string) (*elbtypes.LoadBalancer, error) {
+func (l *LoadBalancer) createLB(ctx context.Context, d *desiredLB, sgID string) (*elbtypes.LoadBalancer, error) {
+	if sgID == "" { // replacing an adopted NLB.
+		var err error
+		if sgID, err = l.ensureSG(ctx, d); err != nil {
+			return nil, err
+		}
+	}
 	out, err := l.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{
 		Name:           awssdk.String(d.names.lb),
 		Type:           elbtypes.LoadBalancerTypeEnumNetwork,
@@ -169,7 +179,7 @@ func (l *LoadBalancer) createLB(ctx context.Context, log logr.Logger, d *desired
 	if len(out.LoadBalancers) != 1 {
 		return nil, fmt.Errorf("CreateLoadBalancer %s: %d answers, want 1", d.names.lb, len(out.LoadBalancers))
 	}
-	log.V(2).Info("Created load balancer", "loadBalancerARN", awssdk.ToString(out.LoadBalancers[0].LoadBalancerArn))
+	klog.FromContext(ctx).V(2).Info("Created load balancer", "loadBalancerARN", awssdk.ToString(out.LoadBalancers[0].LoadBalancerArn))
 	return &out.LoadBalancers[0], nil
 }
 

@@ -9,7 +9,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 )
 
 // rule is one ingress rule: protocol (tcp, udp), port and source CIDR.
@@ -48,7 +48,7 @@ func ec2Tag(tags []ec2types.Tag, key string) string {
 
 // ensureSG returns the ID of the Service's security group, creating it and
 // bringing its ingress rules in line with the ports and source ranges.
-func (l *LoadBalancer) ensureSG(ctx context.Context, log logr.Logger, d *desiredLB) (string, error) {
+func (l *LoadBalancer) ensureSG(ctx context.Context, d *desiredLB) (string, error) {
 	sg, err := l.findSG(ctx, d.names)
 	if err != nil {
 		return "", err
@@ -56,7 +56,7 @@ func (l *LoadBalancer) ensureSG(ctx context.Context, log logr.Logger, d *desired
 	var id string
 	have := map[rule]bool{}
 	if sg == nil {
-		if id, err = l.createSG(ctx, log, d); err != nil {
+		if id, err = l.createSG(ctx, d); err != nil {
 			return "", err
 		}
 	} else {
@@ -74,10 +74,10 @@ func (l *LoadBalancer) ensureSG(ctx context.Context, log logr.Logger, d *desired
 			remove = append(remove, r)
 		}
 	}
-	return id, l.changeRules(ctx, log, id, add, remove)
+	return id, l.changeRules(ctx, id, add, remove)
 }
 
-func (l *LoadBalancer) createSG(ctx context.Context, log logr.Logger, d *desiredLB) (string, error) {
+func (l *LoadBalancer) createSG(ctx context.Context, d *desiredLB) (string, error) {
 	var tags []ec2types.Tag
 	for _, k := range sorted(keys(d.tags)) {
 		tags = append(tags, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(d.tags[k])})
@@ -91,7 +91,7 @@ func (l *LoadBalancer) createSG(ctx context.Context, log logr.Logger, d *desired
 	if err != nil {
 		return "", fmt.Errorf("CreateSecurityGroup: %w", err)
 	}
-	log.V(2).Info("Created security group", "securityGroup", awssdk.ToString(out.GroupId))
+	klog.FromContext(ctx).V(2).Info("Created security group", "securityGroup", awssdk.ToString(out.GroupId))
 	return awssdk.ToString(out.GroupId), nil
 }
 
@@ -120,18 +120,18 @@ func desiredRules(d *desiredLB) map[rule]bool {
 	return out
 }
 
-func (l *LoadBalancer) changeRules(ctx context.Context, log logr.Logger, id string, add, remove []rule) error {
+func (l *LoadBalancer) changeRules(ctx context.Context, id string, add, remove []rule) error {
 	if len(add) > 0 {
 		if _, err := l.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: awssdk.String(id), IpPermissions: permissions(add)}); err != nil {
 			return fmt.Errorf("AuthorizeSecurityGroupIngress: %w", err)
 		}
-		log.V(2).Info("Allowed ingress", "securityGroup", id, "rules", len(add))
+		klog.FromContext(ctx).V(2).Info("Allowed ingress", "securityGroup", id, "rules", len(add))
 	}
 	if len(remove) > 0 {
 		if _, err := l.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: awssdk.String(id), IpPermissions: permissions(remove)}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("RevokeSecurityGroupIngress: %w", err)
 		}
-		log.V(2).Info("Revoked ingress", "securityGroup", id, "rules", len(remove))
+		klog.FromContext(ctx).V(2).Info("Revoked ingress", "securityGroup", id, "rules", len(remove))
 	}
 	return nil
 }
@@ -151,7 +151,7 @@ func permissions(rules []rule) []ec2types.IpPermission {
 
 // deleteSG deletes the Service's security group. AWS refuses while the
 // deleted NLB's network interfaces linger; the error makes the caller retry.
-func (l *LoadBalancer) deleteSG(ctx context.Context, log logr.Logger, n names) error {
+func (l *LoadBalancer) deleteSG(ctx context.Context, n names) error {
 	sg, err := l.findSG(ctx, n)
 	if err != nil || sg == nil {
 		return err
@@ -159,6 +159,6 @@ func (l *LoadBalancer) deleteSG(ctx context.Context, log logr.Logger, n names) e
 	if _, err := l.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("DeleteSecurityGroup %s (retried until the deleted load balancer releases it): %w", awssdk.ToString(sg.GroupId), err)
 	}
-	log.V(2).Info("Deleted security group", "securityGroup", awssdk.ToString(sg.GroupId))
+	klog.FromContext(ctx).V(2).Info("Deleted security group", "securityGroup", awssdk.ToString(sg.GroupId))
 	return nil
 }

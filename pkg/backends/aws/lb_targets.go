@@ -8,7 +8,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
-	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 )
 
 // attachedTargetGroups returns the target groups the NLB's listeners use,
@@ -50,21 +50,24 @@ func (l *LoadBalancer) scanTargetGroups(ctx context.Context, n names) ([]elbtype
 
 // ensureTargetGroups makes one target group per port with the right
 // health check and targets. It returns their ARNs by port.
-func (l *LoadBalancer) ensureTargetGroups(ctx context.Context, log logr.Logger, d *desiredLB, attached map[string]elbtypes.TargetGroup) (map[int32]string, error) {
+func (l *LoadBalancer) ensureTargetGroups(ctx context.Context, d *desiredLB, attached map[string]elbtypes.TargetGroup) (map[int32]string, error) {
 	arns := map[int32]string{}
 	for _, p := range d.ports {
 		tg, found := attached[p.tgName]
 		if !found {
-			created, err := l.createTargetGroup(ctx, log, d, p)
+			created, err := l.createTargetGroup(ctx, d, p)
 			if err != nil {
 				return nil, err
 			}
 			tg = *created
 		}
-		if err := l.syncHealthCheck(ctx, log, d, tg); err != nil {
+		if err := l.syncHealthCheck(ctx, d, tg); err != nil {
 			return nil, err
 		}
-		if err := l.syncTargets(ctx, log, d, p, awssdk.ToString(tg.TargetGroupArn)); err != nil {
+		if err := l.syncTGAttributes(ctx, d, p, tg, !found); err != nil {
+			return nil, err
+		}
+		if err := l.syncTargets(ctx, d, p, awssdk.ToString(tg.TargetGroupArn)); err != nil {
 			return nil, err
 		}
 		arns[p.port] = awssdk.ToString(tg.TargetGroupArn)
@@ -75,16 +78,20 @@ func (l *LoadBalancer) ensureTargetGroups(ctx context.Context, log logr.Logger, 
 // createTargetGroup creates a port's group. AWS answers an existing group
 // of the same name and settings (one a crash left behind) with that group;
 // one with other settings is looked up by name and fixed afterwards.
-func (l *LoadBalancer) createTargetGroup(ctx context.Context, log logr.Logger, d *desiredLB, p desiredPort) (*elbtypes.TargetGroup, error) {
+func (l *LoadBalancer) createTargetGroup(ctx context.Context, d *desiredLB, p desiredPort) (*elbtypes.TargetGroup, error) {
 	in := &elbv2.CreateTargetGroupInput{
-		Name:                awssdk.String(p.tgName),
-		Protocol:            elbtypes.ProtocolEnum(p.protocol),
-		Port:                awssdk.Int32(p.nodePort),
-		VpcId:               awssdk.String(l.settings.VPC),
-		TargetType:          elbtypes.TargetTypeEnum(d.targetType),
-		HealthCheckProtocol: elbtypes.ProtocolEnum(d.hc.protocol),
-		HealthCheckPort:     awssdk.String(d.hc.port),
-		Tags:                elbTags(d.tags),
+		Name:                       awssdk.String(p.tgName),
+		Protocol:                   elbtypes.ProtocolEnum(p.protocol),
+		Port:                       awssdk.Int32(p.nodePort),
+		VpcId:                      awssdk.String(l.settings.VPC),
+		TargetType:                 elbtypes.TargetTypeEnum(d.targetType),
+		HealthCheckProtocol:        elbtypes.ProtocolEnum(d.hc.protocol),
+		HealthCheckPort:            awssdk.String(d.hc.port),
+		HealthCheckIntervalSeconds: awssdk.Int32(d.hc.interval),
+		HealthCheckTimeoutSeconds:  awssdk.Int32(d.hc.timeout),
+		HealthyThresholdCount:      awssdk.Int32(d.hc.healthy),
+		UnhealthyThresholdCount:    awssdk.Int32(d.hc.unhealthy),
+		Tags:                       elbTags(d.tags),
 	}
 	if d.hc.path != "" {
 		in.HealthCheckPath = awssdk.String(d.hc.path)
@@ -103,30 +110,33 @@ func (l *LoadBalancer) createTargetGroup(ctx context.Context, log logr.Logger, d
 	if len(out.TargetGroups) != 1 {
 		return nil, fmt.Errorf("CreateTargetGroup %s: %d answers, want 1", p.tgName, len(out.TargetGroups))
 	}
-	log.V(2).Info("Created target group", "targetGroup", p.tgName)
+	klog.FromContext(ctx).V(2).Info("Created target group", "targetGroup", p.tgName)
 	return &out.TargetGroups[0], nil
 }
 
-// syncHealthCheck modifies the group's health check if it differs.
-func (l *LoadBalancer) syncHealthCheck(ctx context.Context, log logr.Logger, d *desiredLB, tg elbtypes.TargetGroup) error {
-	if string(tg.HealthCheckProtocol) == d.hc.protocol && awssdk.ToString(tg.HealthCheckPort) == d.hc.port &&
-		(d.hc.path == "" || awssdk.ToString(tg.HealthCheckPath) == d.hc.path) {
+// syncHealthCheck modifies the group's health check in place (one
+// ModifyTargetGroup with every setting) if anything differs.
+func (l *LoadBalancer) syncHealthCheck(ctx context.Context, d *desiredLB, tg elbtypes.TargetGroup) error {
+	if healthCheckOfGroup(tg) == d.hc {
 		return nil
 	}
-	in := &elbv2.ModifyTargetGroupInput{TargetGroupArn: tg.TargetGroupArn, HealthCheckProtocol: elbtypes.ProtocolEnum(d.hc.protocol), HealthCheckPort: awssdk.String(d.hc.port)}
+	in := &elbv2.ModifyTargetGroupInput{TargetGroupArn: tg.TargetGroupArn, HealthCheckProtocol: elbtypes.ProtocolEnum(d.hc.protocol), HealthCheckPort: awssdk.String(d.hc.port),
+		HealthCheckIntervalSeconds: awssdk.Int32(d.hc.interval), HealthCheckTimeoutSeconds: awssdk.Int32(d.hc.timeout),
+		HealthyThresholdCount: awssdk.Int32(d.hc.healthy), UnhealthyThresholdCount: awssdk.Int32(d.hc.unhealthy)}
 	if d.hc.path != "" {
 		in.HealthCheckPath = awssdk.String(d.hc.path)
 	}
 	if _, err := l.elb.ModifyTargetGroup(ctx, in); err != nil {
 		return fmt.Errorf("ModifyTargetGroup %s: %w", awssdk.ToString(tg.TargetGroupName), err)
 	}
-	log.V(2).Info("Changed health check", "targetGroup", awssdk.ToString(tg.TargetGroupName), "protocol", d.hc.protocol, "port", d.hc.port)
+	klog.FromContext(ctx).V(2).Info("Changed health check", "targetGroup", awssdk.ToString(tg.TargetGroupName), "protocol", d.hc.protocol, "port", d.hc.port,
+		"path", d.hc.path, "interval", d.hc.interval, "timeout", d.hc.timeout, "healthy", d.hc.healthy, "unhealthy", d.hc.unhealthy)
 	return nil
 }
 
 // syncTargets registers missing targets and deregisters extra ones.
 // Draining targets count as absent.
-func (l *LoadBalancer) syncTargets(ctx context.Context, log logr.Logger, d *desiredLB, p desiredPort, arn string) error {
+func (l *LoadBalancer) syncTargets(ctx context.Context, d *desiredLB, p desiredPort, arn string) error {
 	out, err := l.elb.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: awssdk.String(arn)})
 	if err != nil {
 		return fmt.Errorf("DescribeTargetHealth %s: %w", p.tgName, err)
@@ -158,7 +168,19 @@ func (l *LoadBalancer) syncTargets(ctx context.Context, log logr.Logger, d *desi
 			remove = append(remove, td)
 		}
 	}
-	return l.changeTargets(ctx, log, p.tgName, arn, add, remove)
+	return l.changeTargets(ctx, p.tgName, arn, add, remove)
+}
+
+// healthCheckOfGroup is a target group's health check as desired
+// describes one (no path for TCP).
+func healthCheckOfGroup(tg elbtypes.TargetGroup) healthCheck {
+	hc := healthCheck{protocol: string(tg.HealthCheckProtocol), port: awssdk.ToString(tg.HealthCheckPort), path: awssdk.ToString(tg.HealthCheckPath),
+		interval: awssdk.ToInt32(tg.HealthCheckIntervalSeconds), timeout: awssdk.ToInt32(tg.HealthCheckTimeoutSeconds),
+		healthy: awssdk.ToInt32(tg.HealthyThresholdCount), unhealthy: awssdk.ToInt32(tg.UnhealthyThresholdCount)}
+	if hc.protocol == "TCP" {
+		hc.path = ""
+	}
+	return hc
 }
 
 func draining(th elbtypes.TargetHealthDescription) bool {
@@ -167,31 +189,31 @@ func draining(th elbtypes.TargetHealthDescription) bool {
 
 func targetKey(id string, port int32) string { return fmt.Sprintf("%s:%d", id, port) }
 
-func (l *LoadBalancer) changeTargets(ctx context.Context, log logr.Logger, name, arn string, add, remove []elbtypes.TargetDescription) error {
+func (l *LoadBalancer) changeTargets(ctx context.Context, name, arn string, add, remove []elbtypes.TargetDescription) error {
 	if len(add) > 0 {
 		if _, err := l.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: awssdk.String(arn), Targets: add}); err != nil {
 			return fmt.Errorf("RegisterTargets %s: %w", name, err)
 		}
-		log.V(2).Info("Registered targets", "targetGroup", name, "count", len(add))
+		klog.FromContext(ctx).V(2).Info("Registered targets", "targetGroup", name, "count", len(add))
 	}
 	if len(remove) > 0 {
 		if _, err := l.elb.DeregisterTargets(ctx, &elbv2.DeregisterTargetsInput{TargetGroupArn: awssdk.String(arn), Targets: remove}); err != nil {
 			return fmt.Errorf("DeregisterTargets %s: %w", name, err)
 		}
-		log.V(2).Info("Deregistered targets", "targetGroup", name, "count", len(remove))
+		klog.FromContext(ctx).V(2).Info("Deregistered targets", "targetGroup", name, "count", len(remove))
 	}
 	return nil
 }
 
 // ensureListeners makes one listener per port forwarding to its target
 // group, and deletes listeners on ports the Service no longer has.
-func (l *LoadBalancer) ensureListeners(ctx context.Context, log logr.Logger, d *desiredLB, lbARN string, tgARNs map[int32]string) error {
+func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN string, tgARNs map[int32]string) error {
 	have, err := l.listeners(ctx, lbARN)
 	if err != nil {
 		return err
 	}
 	for _, p := range d.ports {
-		if err := l.ensureListener(ctx, log, lbARN, p, tgARNs[p.port], have[p.port]); err != nil {
+		if err := l.ensureListener(ctx, lbARN, p, tgARNs[p.port], have[p.port]); err != nil {
 			return err
 		}
 		delete(have, p.port)
@@ -200,7 +222,7 @@ func (l *LoadBalancer) ensureListeners(ctx context.Context, log logr.Logger, d *
 		if _, err := l.elb.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: ls.ListenerArn}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("DeleteListener port %d: %w", port, err)
 		}
-		log.V(2).Info("Deleted listener", "port", port)
+		klog.FromContext(ctx).V(2).Info("Deleted listener", "port", port)
 	}
 	return nil
 }
@@ -220,7 +242,7 @@ func (l *LoadBalancer) listeners(ctx context.Context, lbARN string) (map[int32]*
 	return have, nil
 }
 
-func (l *LoadBalancer) ensureListener(ctx context.Context, log logr.Logger, lbARN string, p desiredPort, tgARN string, have *elbtypes.Listener) error {
+func (l *LoadBalancer) ensureListener(ctx context.Context, lbARN string, p desiredPort, tgARN string, have *elbtypes.Listener) error {
 	actions := []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: awssdk.String(tgARN)}}
 	switch {
 	case have == nil:
@@ -228,13 +250,13 @@ func (l *LoadBalancer) ensureListener(ctx context.Context, log logr.Logger, lbAR
 			Protocol: elbtypes.ProtocolEnum(p.protocol), DefaultActions: actions}); err != nil {
 			return fmt.Errorf("CreateListener port %d: %w", p.port, err)
 		}
-		log.V(2).Info("Created listener", "port", p.port, "protocol", p.protocol)
+		klog.FromContext(ctx).V(2).Info("Created listener", "port", p.port, "protocol", p.protocol)
 	case string(have.Protocol) != p.protocol || forwardsTo(have) != tgARN:
 		if _, err := l.elb.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: have.ListenerArn, Port: awssdk.Int32(p.port),
 			Protocol: elbtypes.ProtocolEnum(p.protocol), DefaultActions: actions}); err != nil {
 			return fmt.Errorf("ModifyListener port %d: %w", p.port, err)
 		}
-		log.V(2).Info("Changed listener", "port", p.port, "protocol", p.protocol)
+		klog.FromContext(ctx).V(2).Info("Changed listener", "port", p.port, "protocol", p.protocol)
 	}
 	return nil
 }
@@ -248,14 +270,14 @@ func forwardsTo(ls *elbtypes.Listener) string {
 
 // deleteUnused deletes target groups the listeners used before this
 // reconcile and no longer use.
-func (l *LoadBalancer) deleteUnused(ctx context.Context, log logr.Logger, d *desiredLB, attached map[string]elbtypes.TargetGroup) error {
+func (l *LoadBalancer) deleteUnused(ctx context.Context, d *desiredLB, attached map[string]elbtypes.TargetGroup) error {
 	want := map[string]bool{}
 	for _, p := range d.ports {
 		want[p.tgName] = true
 	}
 	for name, tg := range attached {
 		if !want[name] {
-			if err := l.deleteTargetGroup(ctx, log, tg); err != nil {
+			if err := l.deleteTargetGroup(ctx, tg); err != nil {
 				return err
 			}
 		}
@@ -263,10 +285,10 @@ func (l *LoadBalancer) deleteUnused(ctx context.Context, log logr.Logger, d *des
 	return nil
 }
 
-func (l *LoadBalancer) deleteTargetGroup(ctx context.Context, log logr.Logger, tg elbtypes.TargetGroup) error {
+func (l *LoadBalancer) deleteTargetGroup(ctx context.Context, tg elbtypes.TargetGroup) error {
 	if _, err := l.elb.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: tg.TargetGroupArn}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("DeleteTargetGroup %s: %w", awssdk.ToString(tg.TargetGroupName), err)
 	}
-	log.V(2).Info("Deleted target group", "targetGroup", awssdk.ToString(tg.TargetGroupName))
+	klog.FromContext(ctx).V(2).Info("Deleted target group", "targetGroup", awssdk.ToString(tg.TargetGroupName))
 	return nil
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
@@ -48,19 +48,18 @@ func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBA
 	return &LoadBalancer{backend: name, clusterID: clusterID, settings: s, ec2: ec2c, elb: elbc, instances: inst, subnetTTL: subnetTTL}
 }
 
-func (l *LoadBalancer) logger(ctx context.Context, svc *corev1.Service) logr.Logger {
-	return klog.FromContext(ctx).WithValues("backend", l.backend, "service", svc.Namespace+"/"+svc.Name)
+// withService puts the Service (and its NLB's name) into ctx's logger. The
+// router's logger already carries the backend and the operation.
+func withService(ctx context.Context, svc *corev1.Service, n names) context.Context {
+	return klog.NewContext(ctx, klog.FromContext(ctx).WithValues("service", klog.KObj(svc), "loadBalancer", n.lb))
 }
 
-func (l *LoadBalancer) wrap(op string, svc *corev1.Service, err error) error {
-	if err == nil {
-		return nil
-	}
-	var re *api.RetryError
-	if errors.As(err, &re) {
-		return err
-	}
-	return fmt.Errorf("aws backend %q: %s %s/%s: %w", l.backend, op, svc.Namespace, svc.Name, err)
+// managedElsewhere reports whether the Service's load balancer is someone
+// else's (aws-load-balancer-type external or nlb-ip): the backend then
+// touches nothing in AWS for it.
+func managedElsewhere(svc *corev1.Service) bool {
+	t := svc.Annotations[AnnotationType]
+	return t == typeExternal || t == typeNLBIP
 }
 
 // GetLoadBalancerName returns the NLB's deterministic name.
@@ -69,26 +68,30 @@ func (l *LoadBalancer) GetLoadBalancerName(_ context.Context, _ string, svc *cor
 }
 
 // GetLoadBalancer reports the NLB's status. The load balancer exists while
-// any part of it is left: the NLB, its security group or a target group.
+// any part of it is left: the NLB, its security group or a target group. A
+// Service whose load balancer is managed elsewhere has none here.
 func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	if managedElsewhere(svc) {
+		return nil, false, nil
+	}
 	n := namesFor(l.clusterID, svc)
 	lb, err := l.findLB(ctx, n)
 	if err != nil && !errors.Is(err, errNotOurs) {
-		return nil, false, l.wrap("GetLoadBalancer", svc, err)
+		return nil, false, err
 	}
 	if lb != nil {
 		return statusOf(lb), true, nil
 	}
 	sg, err := l.findSG(ctx, n)
 	if err != nil {
-		return nil, false, l.wrap("GetLoadBalancer", svc, err)
+		return nil, false, err
 	}
 	if sg != nil {
 		return &corev1.LoadBalancerStatus{}, true, nil
 	}
 	tgs, err := l.scanTargetGroups(ctx, n)
 	if err != nil {
-		return nil, false, l.wrap("GetLoadBalancer", svc, err)
+		return nil, false, err
 	}
 	return &corev1.LoadBalancerStatus{}, len(tgs) > 0, nil
 }
@@ -107,37 +110,47 @@ func statusOf(lb *elbtypes.LoadBalancer) *corev1.LoadBalancerStatus {
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: awssdk.ToString(lb.DNSName)}}}
 }
 
-// EnsureLoadBalancer creates or updates the NLB. It changes only what
+// EnsureLoadBalancer creates or updates the NLB; for a Service whose load
+// balancer is managed elsewhere it is ImplementedElsewhere. It changes only what
 // differs; a load balancer still provisioning is a RetryError. A subnet
 // change the NLB was kept without is a LoadBalancerSubnetsKept error (a
 // Warning event) once the Service's status shows the NLB; before that the
 // status comes first: the upstream controller writes no status with an
 // error, and the NLB serves the Service all the same.
 func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	if managedElsewhere(svc) {
+		return nil, cloudprovider.ImplementedElsewhere
+	}
+	ctx = withService(ctx, svc, namesFor(l.clusterID, svc))
 	lb, err := l.reconcile(ctx, svc, nodes, true)
 	if ue, kept := backends.AsUserError(err); kept && ue.Reason == reasonSubnetsKept && !shows(svc, lb) {
-		l.logger(ctx, svc).Info("Load balancer kept in its subnets; writing its status first", "reason", ue.Reason, "err", err.Error())
+		klog.FromContext(ctx).Info("Load balancer kept in its subnets; writing its status first", "reason", ue.Reason, "err", err.Error())
 		err = nil
 	}
 	if err != nil {
-		return nil, l.wrap("EnsureLoadBalancer", svc, err)
+		return nil, err
 	}
 	if lb.State != nil && lb.State.Code == elbtypes.LoadBalancerStateEnumProvisioning {
-		return nil, api.NewRetryError(fmt.Sprintf("aws backend %q: load balancer %s is still provisioning", l.backend, awssdk.ToString(lb.LoadBalancerName)), provisioningRetry)
+		return nil, api.NewRetryError(fmt.Sprintf("load balancer %s is still provisioning", awssdk.ToString(lb.LoadBalancerName)), provisioningRetry)
 	}
 	return statusOf(lb), nil
 }
 
-// UpdateLoadBalancer brings targets (and anything else that drifted) in
+// UpdateLoadBalancer (ImplementedElsewhere for a load balancer managed
+// elsewhere) brings targets (and anything else that drifted) in
 // line with the nodes.
 func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) error {
-	_, err := l.reconcile(ctx, svc, nodes, false)
-	return l.wrap("UpdateLoadBalancer", svc, err)
+	if managedElsewhere(svc) {
+		return cloudprovider.ImplementedElsewhere
+	}
+	_, err := l.reconcile(withService(ctx, svc, namesFor(l.clusterID, svc)), svc, nodes, false)
+	return err
 }
 
 // reconcile makes the Service's resources match what it asks for, in
-// dependency order: security group, NLB, target groups and targets,
-// listeners, then target groups no longer used. A subnet change the NLB
+// dependency order: security group, NLB and its attributes, target groups
+// (health checks, attributes, targets), listeners, then target groups no
+// longer used. A subnet change the NLB
 // was kept without is reported (a user error) once all of that is done.
 //
 // Without create (UpdateLoadBalancer) a Service with no NLB is left alone:
@@ -148,10 +161,14 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	if err != nil || (existing == nil && !create) {
 		return nil, err
 	}
-	log := l.logger(ctx, svc).WithValues("loadBalancer", d.names.lb)
-	sgID, err := l.ensureSG(ctx, log, d)
-	if err != nil {
-		return nil, err
+	// An adopted NLB keeps the security groups it has (AWS cannot add
+	// any to an NLB made without them); ours is made only for an NLB we
+	// create (createLB makes it then).
+	var sgID string
+	if !adopted(existing, d.names) {
+		if sgID, err = l.ensureSG(ctx, d); err != nil {
+			return nil, err
+		}
 	}
 	// The target groups are read before ensureLB: one that replaces the
 	// NLB leaves them unattached, and they are reused or deleted below.
@@ -159,11 +176,15 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	if err != nil {
 		return nil, err
 	}
-	lb, kept, err := l.ensureLB(ctx, log, d, existing, sgID)
+	lb, kept, err := l.ensureLB(ctx, d, existing, sgID)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.ensureForwarding(ctx, log, d, awssdk.ToString(lb.LoadBalancerArn), attached); err != nil {
+	fresh := existing == nil || awssdk.ToString(existing.LoadBalancerArn) != awssdk.ToString(lb.LoadBalancerArn)
+	if err := l.syncLBAttributes(ctx, d, lb, fresh); err != nil {
+		return nil, err
+	}
+	if err := l.ensureForwarding(ctx, d, awssdk.ToString(lb.LoadBalancerArn), attached); err != nil {
 		return nil, err
 	}
 	if kept != "" {
@@ -198,77 +219,149 @@ func (l *LoadBalancer) attachedTo(ctx context.Context, lb *elbtypes.LoadBalancer
 
 // ensureForwarding makes the target groups, their targets and the
 // listeners of the NLB at lbARN, then deletes the groups no longer used.
-func (l *LoadBalancer) ensureForwarding(ctx context.Context, log logr.Logger, d *desiredLB, lbARN string, attached map[string]elbtypes.TargetGroup) error {
-	tgARNs, err := l.ensureTargetGroups(ctx, log, d, attached)
+func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lbARN string, attached map[string]elbtypes.TargetGroup) error {
+	tgARNs, err := l.ensureTargetGroups(ctx, d, attached)
 	if err != nil {
 		return err
 	}
-	if err := l.ensureListeners(ctx, log, d, lbARN, tgARNs); err != nil {
+	if err := l.ensureListeners(ctx, d, lbARN, tgARNs); err != nil {
 		return err
 	}
-	return l.deleteUnused(ctx, log, d, attached)
+	return l.deleteUnused(ctx, d, attached)
 }
 
-// EnsureLoadBalancerDeleted removes every part of the Service's load
+// EnsureLoadBalancerDeleted (a no-op for a load balancer managed
+// elsewhere) removes every part of the Service's load
 // balancer: the NLB with its listeners, its target groups (also ones a
 // crash left unattached) and its security group. It is idempotent.
 func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *corev1.Service) error {
+	if managedElsewhere(svc) {
+		return nil
+	}
 	n := namesFor(l.clusterID, svc)
-	log := l.logger(ctx, svc).WithValues("loadBalancer", n.lb)
-	if err := l.deleteLB(ctx, log, n); err != nil {
-		return l.wrap("EnsureLoadBalancerDeleted", svc, err)
+	ctx = withService(ctx, svc, n)
+	theirs, err := l.deleteLB(ctx, n, protected(svc))
+	if err != nil {
+		return err
 	}
 	tgs, err := l.scanTargetGroups(ctx, n)
 	if err != nil {
-		return l.wrap("EnsureLoadBalancerDeleted", svc, err)
+		return err
 	}
+	tgs = append(tgs, theirs...)
 	for _, tg := range tgs {
-		if err := l.deleteTargetGroup(ctx, log, tg); err != nil {
-			return l.wrap("EnsureLoadBalancerDeleted", svc, err)
+		if err := l.deleteTargetGroup(ctx, tg); err != nil {
+			return err
 		}
 	}
-	return l.wrap("EnsureLoadBalancerDeleted", svc, l.deleteSG(ctx, log, n))
+	return l.deleteSG(ctx, n)
 }
 
 // deleteLB deletes the NLB (and so its listeners) if it is ours.
-func (l *LoadBalancer) deleteLB(ctx context.Context, log logr.Logger, n names) error {
+//
+// An adopted NLB's target groups (the upstream provider's names, which
+// scanTargetGroups does not find) are returned, to be deleted after it.
+func (l *LoadBalancer) deleteLB(ctx context.Context, n names, protect bool) ([]elbtypes.TargetGroup, error) {
 	lb, err := l.findLB(ctx, n)
 	if errors.Is(err, errNotOurs) {
-		log.Info("Leaving a load balancer with this Service's name alone: it is not tagged as this cluster's")
-		return nil
+		klog.FromContext(ctx).Info("Leaving a load balancer with this Service's name alone: it is not tagged as this cluster's")
+		return nil, nil
 	}
 	if err != nil || lb == nil {
-		return err
+		return nil, err
 	}
-	if _, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn}); err != nil && !isNotFound(err) {
-		return fmt.Errorf("DeleteLoadBalancer: %w", err)
+	var theirs []elbtypes.TargetGroup
+	if adopted(lb, n) {
+		attached, err := l.attachedTargetGroups(ctx, awssdk.ToString(lb.LoadBalancerArn))
+		if err != nil {
+			return nil, err
+		}
+		for name, tg := range attached {
+			if !strings.HasPrefix(name, n.tgPrefix()) {
+				theirs = append(theirs, tg)
+			}
+		}
 	}
-	log.V(2).Info("Deleted load balancer", "loadBalancerARN", awssdk.ToString(lb.LoadBalancerArn))
-	return nil
+	_, err = l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
+	if errorCode(err) == "OperationNotPermitted" {
+		err = l.unprotectAndDelete(ctx, lb, protect)
+	}
+	if err != nil && !isNotFound(err) {
+		return nil, fmt.Errorf("DeleteLoadBalancer: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted load balancer", "loadBalancerARN", awssdk.ToString(lb.LoadBalancerArn))
+	return theirs, nil
+}
+
+// protected reports whether the Service asks for deletion protection
+// (a bad annotation counts as asking: nothing is deleted on a typo).
+func protected(svc *corev1.Service) bool {
+	r := newReader(svc.Annotations)
+	attrs := readLBAttributes(r)
+	return attrs[attrDeletionProtection] == "true" || r.err() != nil
+}
+
+// unprotectAndDelete deletes an NLB that has deletion protection on: when
+// the Service no longer asks for it, it is turned off first; while the
+// Service asks for it, the NLB stays and the user is told how to let it go.
+func (l *LoadBalancer) unprotectAndDelete(ctx context.Context, lb *elbtypes.LoadBalancer, protect bool) error {
+	if protect {
+		return backends.NewUserError(reasonDeletionProtected, fmt.Errorf("load balancer %s has deletion protection on and the Service asks for it (%s in %s); set it to false to let the load balancer be deleted or replaced",
+			awssdk.ToString(lb.LoadBalancerName), attrDeletionProtection, AnnotationAttributes))
+	}
+	if _, err := l.elb.ModifyLoadBalancerAttributes(ctx, &elbv2.ModifyLoadBalancerAttributesInput{LoadBalancerArn: lb.LoadBalancerArn,
+		Attributes: []elbtypes.LoadBalancerAttribute{{Key: awssdk.String(attrDeletionProtection), Value: awssdk.String("false")}}}); err != nil {
+		return fmt.Errorf("ModifyLoadBalancerAttributes (turning deletion protection off): %w", err)
+	}
+	_, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
+	return err
 }
 
 // findLB returns the Service's NLB, nil if there is none, or errNotOurs
 // (with the load balancer) if one with its name is not tagged as ours.
+// Without one of our name, an NLB the upstream AWS provider made for the
+// Service (its name, tagged as this cluster's and Service's) is the
+// Service's NLB: it is adopted, not replaced.
 func (l *LoadBalancer) findLB(ctx context.Context, n names) (*elbtypes.LoadBalancer, error) {
-	out, err := l.elb.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{n.lb}})
+	lb, owned, err := l.describeLB(ctx, n, n.lb)
+	switch {
+	case err != nil:
+		return nil, err
+	case lb != nil && !owned:
+		return nil, fmt.Errorf("load balancer %s %w", n.lb, errNotOurs)
+	case lb != nil:
+		return lb, nil
+	}
+	if lb, owned, err = l.describeLB(ctx, n, n.upstream); err != nil || !owned {
+		return nil, err
+	}
+	return lb, nil
+}
+
+// adopted reports whether lb is an NLB the upstream provider made.
+func adopted(lb *elbtypes.LoadBalancer, n names) bool {
+	return lb != nil && awssdk.ToString(lb.LoadBalancerName) != n.lb
+}
+
+// describeLB returns the NLB called name (nil if there is none) and
+// whether it is tagged as this cluster's and Service's.
+func (l *LoadBalancer) describeLB(ctx context.Context, n names, name string) (*elbtypes.LoadBalancer, bool, error) {
+	out, err := l.elb.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
 	if isNotFound(err) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("DescribeLoadBalancers: %w", err)
+		return nil, false, fmt.Errorf("DescribeLoadBalancers: %w", err)
 	}
 	if len(out.LoadBalancers) != 1 {
-		return nil, fmt.Errorf("DescribeLoadBalancers %s: %d answers, want 1", n.lb, len(out.LoadBalancers))
+		return nil, false, fmt.Errorf("DescribeLoadBalancers %s: %d answers, want 1", name, len(out.LoadBalancers))
 	}
 	lb := &out.LoadBalancers[0]
 	tags, err := l.elb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)}})
 	if err != nil {
-		return nil, fmt.Errorf("DescribeTags: %w", err)
+		return nil, false, fmt.Errorf("DescribeTags: %w", err)
 	}
-	if !l.ownedELB(tags, n) {
-		return nil, fmt.Errorf("load balancer %s %w", n.lb, errNotOurs)
-	}
-	return lb, nil
+	return lb, l.ownedELB(tags, n), nil
 }
 
 func (l *LoadBalancer) ownedELB(out *elbv2.DescribeTagsOutput, n names) bool {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
 )
 
 // names are the deterministic names of one Service's AWS resources. They
@@ -22,13 +23,17 @@ type names struct {
 	sg string
 	// service is "<namespace>/<name>".
 	service string
+	// upstream is the name the upstream AWS provider gives the Service's
+	// NLB ("a" + the UID without dashes, at most 32 characters): an NLB of
+	// that name tagged as this cluster's and Service's is adopted.
+	upstream string
 }
 
 func namesFor(clusterID string, svc *corev1.Service) names {
 	sum := sha256.Sum256([]byte(strings.Join([]string{clusterID, svc.Namespace, svc.Name, string(svc.UID)}, "/")))
 	h := hex.EncodeToString(sum[:])[:10]
 	lb := fmt.Sprintf("k8s-%s-%s-%s", short(svc.Namespace, 6), short(svc.Name, 8), h)
-	return names{hash: h, lb: lb, sg: "k8s-elb-" + lb, service: svc.Namespace + "/" + svc.Name}
+	return names{hash: h, lb: lb, sg: "k8s-elb-" + lb, service: svc.Namespace + "/" + svc.Name, upstream: cloudprovider.DefaultLoadBalancerName(svc)}
 }
 
 // tgPrefix starts the names of every target group of the Service.

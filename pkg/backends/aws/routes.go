@@ -26,7 +26,6 @@ var (
 // kubernetes.io/cluster/<clusterID>. Creating a route disables the
 // instance's source/destination check, as forwarding pod traffic needs.
 type Routes struct {
-	backend   string
 	clusterID string
 	settings  *Settings
 	ec2       EC2API
@@ -36,8 +35,8 @@ type Routes struct {
 	nodes corelisters.NodeLister
 }
 
-func newRoutes(name, clusterID string, s *Settings, c EC2API, inst *Instances) *Routes {
-	return &Routes{backend: name, clusterID: clusterID, settings: s, ec2: c, instances: inst}
+func newRoutes(clusterID string, s *Settings, c EC2API, inst *Instances) *Routes {
+	return &Routes{clusterID: clusterID, settings: s, ec2: c, instances: inst}
 }
 
 // SetInformers gives the routes a Node lister, to map instances to nodes.
@@ -48,13 +47,6 @@ func (c *Cloud) SetInformers(f informers.SharedInformerFactory) {
 	c.routes.mu.Lock()
 	defer c.routes.mu.Unlock()
 	c.routes.nodes = f.Core().V1().Nodes().Lister()
-}
-
-func (r *Routes) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("aws backend %q: %s: %w", r.backend, op, err)
 }
 
 // routeTable returns the table routes go into.
@@ -103,11 +95,11 @@ func (r *Routes) nodeNames() (map[string]types.NodeName, error) {
 func (r *Routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Route, error) {
 	rt, err := r.routeTable(ctx)
 	if err != nil {
-		return nil, r.wrap("ListRoutes", err)
+		return nil, err
 	}
 	names, err := r.nodeNames()
 	if err != nil {
-		return nil, r.wrap("ListRoutes", err)
+		return nil, err
 	}
 	var out []*cloudprovider.Route
 	for _, route := range rt.Routes {
@@ -125,20 +117,20 @@ func (r *Routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 func (r *Routes) CreateRoute(ctx context.Context, _ string, _ string, route *cloudprovider.Route) error {
 	id, err := r.instanceOf(route.TargetNode)
 	if err != nil {
-		return r.wrap("CreateRoute", err)
+		return err
 	}
 	if err := r.disableSourceDestCheck(ctx, id); err != nil {
-		return r.wrap("CreateRoute", err)
+		return err
 	}
 	rt, err := r.routeTable(ctx)
 	if err != nil {
-		return r.wrap("CreateRoute", err)
+		return err
 	}
 	_, err = r.ec2.CreateRoute(ctx, &ec2.CreateRouteInput{RouteTableId: rt.RouteTableId, DestinationCidrBlock: awssdk.String(route.DestinationCIDR), InstanceId: awssdk.String(id)})
 	if err != nil {
-		return r.wrap("CreateRoute", fmt.Errorf("CreateRoute %s via %s: %w", route.DestinationCIDR, id, err))
+		return fmt.Errorf("CreateRoute %s via %s: %w", route.DestinationCIDR, id, err)
 	}
-	klog.FromContext(ctx).WithValues("backend", r.backend).V(2).Info("Created route", "cidr", route.DestinationCIDR, "node", route.TargetNode)
+	klog.FromContext(ctx).V(2).Info("Created route", "cidr", route.DestinationCIDR, "node", route.TargetNode)
 	return nil
 }
 
@@ -175,13 +167,13 @@ func (r *Routes) disableSourceDestCheck(ctx context.Context, id string) error {
 func (r *Routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
 	rt, err := r.routeTable(ctx)
 	if err != nil {
-		return r.wrap("DeleteRoute", err)
+		return err
 	}
 	_, err = r.ec2.DeleteRoute(ctx, &ec2.DeleteRouteInput{RouteTableId: rt.RouteTableId, DestinationCidrBlock: awssdk.String(route.DestinationCIDR)})
 	if err != nil && !isNotFound(err) {
-		return r.wrap("DeleteRoute", fmt.Errorf("DeleteRoute %s: %w", route.DestinationCIDR, err))
+		return fmt.Errorf("DeleteRoute %s: %w", route.DestinationCIDR, err)
 	}
-	klog.FromContext(ctx).WithValues("backend", r.backend).V(2).Info("Deleted route", "cidr", route.DestinationCIDR)
+	klog.FromContext(ctx).V(2).Info("Deleted route", "cidr", route.DestinationCIDR)
 	return nil
 }
 

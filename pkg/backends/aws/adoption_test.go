@@ -1,0 +1,153 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// upstreamNLB makes, through the ELBv2 API, what the upstream AWS provider
+// leaves for a Service: an NLB named "a"+UID without security groups, a
+// target group with its naming and health-check settings, a listener, all
+// tagged with the Service and the cluster. It returns the NLB's DNS name.
+func upstreamNLB(t *testing.T, e *env, svc *corev1.Service, targets ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	tags := []elbtypes.Tag{{Key: awssdk.String(tagService), Value: awssdk.String(svc.Namespace + "/" + svc.Name)},
+		{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")}}
+	lb, err := e.cloud.lb.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String(cloudprovider.DefaultLoadBalancerName(svc)),
+		Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-0a", "subnet-0b"}, Tags: tags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbARN := lb.LoadBalancers[0].LoadBalancerArn
+	tg, err := e.cloud.lb.elb.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: awssdk.String("k8s-default-web-0a1b2c3d4e"), Protocol: elbtypes.ProtocolEnumTcp,
+		Port: awssdk.Int32(30080), VpcId: awssdk.String(testVPC), TargetType: elbtypes.TargetTypeEnumInstance, HealthCheckProtocol: elbtypes.ProtocolEnumTcp,
+		HealthCheckPort: awssdk.String("traffic-port"), HealthCheckIntervalSeconds: awssdk.Int32(30), HealthyThresholdCount: awssdk.Int32(3), UnhealthyThresholdCount: awssdk.Int32(3), Tags: tags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgARN := tg.TargetGroups[0].TargetGroupArn
+	var ts []elbtypes.TargetDescription
+	for _, id := range targets {
+		ts = append(ts, elbtypes.TargetDescription{Id: awssdk.String(id), Port: awssdk.Int32(30080)})
+	}
+	if _, err := e.cloud.lb.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: tgARN, Targets: ts}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cloud.lb.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: lbARN, Port: awssdk.Int32(80), Protocol: elbtypes.ProtocolEnumTcp,
+		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tgARN}}}); err != nil {
+		t.Fatal(err)
+	}
+	return awssdk.ToString(lb.LoadBalancers[0].DNSName)
+}
+
+// TestAdoptUpstreamNLB: a Service whose NLB the upstream AWS provider made
+// (its status already shows that NLB, its finalizer is set) is adopted by
+// the upstream service controller driving this backend: the same NLB and
+// DNS name, no NLB or security group created or deleted; the listener is
+// converged to the backend's target group with the nodes as targets and
+// the upstream target group is removed. Deleting the Service then leaves
+// nothing behind.
+func TestAdoptUpstreamNLB(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	dns := upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
+	svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: dns}}
+	client := fake.NewClientset(svc)
+	e.fake.ResetCalls()
+	runServiceController(t, e.cloud, client)
+	ours := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
+	eventually(t, "the listener forwards to the backend's target group; the upstream one is gone", func() error {
+		lb := e.onlyLB(t)
+		if got := strings.Join(lb.Listeners, ","); got != "TCP:80->"+ours {
+			return fmt.Errorf("listeners %s", got)
+		}
+		if tgs := e.targetGroups(t); len(tgs) != 1 {
+			return fmt.Errorf("target groups %v", tgs)
+		}
+		return nil
+	})
+	createNodes(t, client, nodes...)
+	eventually(t, "the nodes are targets", func() error {
+		if tg := e.targetGroups(t)[ours]; len(tg.Targets) != 2 {
+			return fmt.Errorf("targets %v", tg.Targets)
+		}
+		return nil
+	})
+	if lb := e.onlyLB(t); lb.DNSName != dns || len(lb.SecurityGroups) != 0 {
+		t.Errorf("NLB %s with security groups %v; want the upstream one, %s, untouched", lb.DNSName, lb.SecurityGroups, dns)
+	}
+	for _, op := range []string{"CreateLoadBalancer", "DeleteLoadBalancer", "CreateSecurityGroup"} {
+		if n := e.fake.Calls(op); n != 0 {
+			t.Errorf("%s calls = %d, want 0", op, n)
+		}
+	}
+	s, err := client.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || len(s.Status.LoadBalancer.Ingress) != 1 || s.Status.LoadBalancer.Ingress[0].Hostname != dns {
+		t.Errorf("status %v (%v), want the upstream NLB's %s", s.Status.LoadBalancer, err, dns)
+	}
+
+	markDeleted(t, client, "web")
+	eventually(t, "nothing left in AWS", func() error {
+		if n := e.fake.ResourceCount(); n != 0 {
+			return fmt.Errorf("%d resources left", n)
+		}
+		return nil
+	})
+}
+
+// TestAdoptedDeleteTakesUpstreamTargetGroups: a Service deleted before
+// the backend ever reconciled its upstream NLB leaves nothing behind: the
+// upstream provider's target groups go with the NLB.
+func TestAdoptedDeleteTakesUpstreamTargetGroups(t *testing.T) {
+	e := newEnv(t)
+	svc := newService("web")
+	upstreamNLB(t, e, svc, e.addInstance(1).ID)
+	lb, _ := e.cloud.LoadBalancer()
+	if _, exists, err := lb.GetLoadBalancer(context.Background(), testCluster, svc); err != nil || !exists {
+		t.Fatalf("GetLoadBalancer = %v, %v; want the upstream NLB found", exists, err)
+	}
+	if err := lb.EnsureLoadBalancerDeleted(context.Background(), testCluster, svc); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.fake.ResourceCount(); n != 0 {
+		t.Errorf("%d resources left", n)
+	}
+}
+
+// TestUpstreamNameOfAnotherClusterIsNotAdopted: an NLB with the upstream
+// name but another cluster's tag is not this Service's: the backend makes
+// its own and leaves that one alone.
+func TestUpstreamNameOfAnotherClusterIsNotAdopted(t *testing.T) {
+	e := newEnv(t)
+	svc := newService("web")
+	ctx := context.Background()
+	if _, err := e.cloud.lb.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String(cloudprovider.DefaultLoadBalancerName(svc)),
+		Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-0a"},
+		Tags: []elbtypes.Tag{{Key: awssdk.String(tagService), Value: awssdk.String("default/web")}, {Key: awssdk.String(tagClusterPrefix + "other"), Value: awssdk.String("owned")}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ensure(t, svc, nil)
+	if n := len(e.fake.LoadBalancers()); n != 2 {
+		t.Fatalf("%d load balancers, want the other cluster's and ours", n)
+	}
+	lb, _ := e.cloud.LoadBalancer()
+	if err := lb.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Fatal(err)
+	}
+	if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || lbs[0].Name != cloudprovider.DefaultLoadBalancerName(svc) {
+		t.Errorf("load balancers %+v, want only the other cluster's", lbs)
+	}
+}

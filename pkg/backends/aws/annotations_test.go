@@ -1,0 +1,419 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+)
+
+// annotated drives one Service through the upstream service controller
+// against the backend and the fake, step by step: each step sets the
+// Service's annotations (all of them) and waits for the fake to show what
+// the step expects.
+type annotated struct {
+	t      *testing.T
+	e      *env
+	client *fake.Clientset
+	svc    *corev1.Service
+	// lbARN is the NLB the first step made.
+	lbARN string
+}
+
+// startAnnotated creates the Service with annotations and waits until its
+// status shows the NLB and check passes.
+func startAnnotated(t *testing.T, svc *corev1.Service, check func(*env) error) *annotated {
+	t.Helper()
+	e := newEnv(t)
+	a := &annotated{t: t, e: e, client: fake.NewClientset(), svc: svc}
+	runServiceController(t, e.cloud, a.client)
+	if _, err := a.client.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the NLB is created as the annotations ask", func() error {
+		s, err := a.client.CoreV1().Services(svc.Namespace).Get(context.Background(), svc.Name, metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no ingress yet (%w)", err)
+		}
+		return check(e)
+	})
+	a.lbARN = e.onlyLB(t).ARN
+	return a
+}
+
+// change sets the Service's annotations (ours are replaced, the router's
+// kept) and waits for check; the NLB must stay the same one, and the
+// change must have made only the mutating calls listed in calls (by
+// operation, any order and count; nil: any but create/delete of the NLB).
+func (a *annotated) change(what string, annotations map[string]string, check func(*env) error, calls ...string) {
+	a.t.Helper()
+	a.e.fake.ResetCalls()
+	a.update(annotations)
+	eventually(a.t, what, func() error { return check(a.e) })
+	if got := a.e.onlyLB(a.t).ARN; got != a.lbARN {
+		a.t.Fatalf("%s replaced the NLB: %s -> %s", what, a.lbARN, got)
+	}
+	for _, op := range a.e.fake.MutatingCalls() {
+		if op == "CreateLoadBalancer" || op == "DeleteLoadBalancer" || (calls != nil && !contains(calls, op)) {
+			a.t.Errorf("%s made mutating call %s; want only %v", what, op, calls)
+		}
+	}
+}
+
+// refused sets bad annotations and waits for the Warning event whose
+// message contains every string in want; AWS must see no mutating call.
+func (a *annotated) refused(what string, annotations map[string]string, want ...string) {
+	a.t.Helper()
+	a.e.fake.ResetCalls()
+	a.update(annotations)
+	eventually(a.t, what+" is a Warning event", func() error {
+		evs, err := a.client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs.Items {
+			if ev.Type == corev1.EventTypeWarning && containsAll(ev.Message, want) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning event containing %q among %d events", want, len(evs.Items))
+	})
+	time.Sleep(200 * time.Millisecond)
+	a.e.assertNoMutation(a.t, what)
+}
+
+// resyncChangesNothing runs Update on the Service as it is now: nothing
+// changed, so no mutating call.
+func (a *annotated) resyncChangesNothing() {
+	a.t.Helper()
+	s, err := a.client.CoreV1().Services(a.svc.Namespace).Get(context.Background(), a.svc.Name, metav1.GetOptions{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.e.fake.ResetCalls()
+	if err := a.e.cloud.lb.UpdateLoadBalancer(context.Background(), testCluster, s, nil); err != nil {
+		a.t.Fatal(err)
+	}
+	a.e.assertNoMutation(a.t, "a resync with nothing changed")
+}
+
+func (a *annotated) update(annotations map[string]string) {
+	a.t.Helper()
+	ctx := context.Background()
+	s, err := a.client.CoreV1().Services(a.svc.Namespace).Get(ctx, a.svc.Name, metav1.GetOptions{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	s.Annotations = maps.Clone(annotations)
+	if _, err := a.client.CoreV1().Services(a.svc.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyTG returns the single target group, or an error.
+func onlyTG(e *env) (awsfake.TargetGroupView, error) {
+	tgs := e.fake.TargetGroups()
+	if len(tgs) != 1 {
+		return awsfake.TargetGroupView{}, fmt.Errorf("%d target groups, want 1", len(tgs))
+	}
+	return tgs[0], nil
+}
+
+// healthCheckIs checks the target group's health check, rendered as
+// "PROTOCOL port path interval/timeout healthy/unhealthy".
+func healthCheckIs(want string) func(*env) error {
+	return func(e *env) error {
+		tg, err := onlyTG(e)
+		if err != nil {
+			return err
+		}
+		got := fmt.Sprintf("%s %s %s %d/%d %d/%d", tg.HealthCheckProtocol, tg.HealthCheckPort, tg.HealthCheckPath,
+			tg.HealthCheckInterval, tg.HealthCheckTimeout, tg.HealthyThreshold, tg.UnhealthyThreshold)
+		if got != want {
+			return fmt.Errorf("health check %q, want %q", got, want)
+		}
+		return nil
+	}
+}
+
+func TestHealthCheckAnnotations(t *testing.T) {
+	a := startAnnotated(t, newService("web",
+		withAnnotation(AnnotationHealthCheckProtocol, "http"),
+		withAnnotation(AnnotationHealthCheckPath, "/ready"),
+		withAnnotation(AnnotationHealthCheckPort, "8081"),
+		withAnnotation(AnnotationHealthCheckInterval, "10"),
+		withAnnotation(AnnotationHealthCheckTimeout, "4"),
+		withAnnotation(AnnotationHealthyThreshold, "3"),
+		withAnnotation(AnnotationUnhealthyThreshold, "4"),
+	), healthCheckIs("HTTP 8081 /ready 10/4 3/4"))
+
+	changed := map[string]string{
+		AnnotationHealthCheckProtocol: "HTTPS",
+		AnnotationHealthCheckPath:     "/live",
+		AnnotationHealthCheckPort:     "traffic-port",
+		AnnotationHealthCheckInterval: "20",
+		AnnotationHealthCheckTimeout:  "5",
+		AnnotationHealthyThreshold:    "2",
+		AnnotationUnhealthyThreshold:  "10",
+	}
+	a.change("every health-check annotation changed", changed, healthCheckIs("HTTPS traffic-port /live 20/5 2/10"), "ModifyTargetGroup")
+	if n := a.e.fake.Calls("ModifyTargetGroup"); n != 1 {
+		t.Errorf("ModifyTargetGroup calls = %d, want 1 (one call for the whole change)", n)
+	}
+	a.change("protocol tcp drops the path", map[string]string{AnnotationHealthCheckProtocol: "tcp", AnnotationHealthCheckInterval: "300"},
+		healthCheckIs("TCP traffic-port  300/10 5/2"), "ModifyTargetGroup")
+
+	for _, bad := range []struct {
+		name string
+		ann  map[string]string
+		want []string
+	}{
+		{"interval below 5", map[string]string{AnnotationHealthCheckInterval: "4"}, []string{AnnotationHealthCheckInterval, "from 5 to 300"}},
+		{"interval not a number", map[string]string{AnnotationHealthCheckInterval: "10s"}, []string{AnnotationHealthCheckInterval, "from 5 to 300"}},
+		{"timeout above 120", map[string]string{AnnotationHealthCheckTimeout: "121"}, []string{AnnotationHealthCheckTimeout, "from 2 to 120"}},
+		{"healthy threshold 1", map[string]string{AnnotationHealthyThreshold: "1"}, []string{AnnotationHealthyThreshold, "from 2 to 10"}},
+		{"unhealthy threshold 11", map[string]string{AnnotationUnhealthyThreshold: "11"}, []string{AnnotationUnhealthyThreshold, "from 2 to 10"}},
+		{"protocol udp", map[string]string{AnnotationHealthCheckProtocol: "udp"}, []string{AnnotationHealthCheckProtocol, "TCP, HTTP, HTTPS"}},
+		{"port 0", map[string]string{AnnotationHealthCheckPort: "0"}, []string{AnnotationHealthCheckPort, "traffic-port or a port number"}},
+		{"path without slash", map[string]string{AnnotationHealthCheckProtocol: "HTTP", AnnotationHealthCheckPath: "ready"}, []string{AnnotationHealthCheckPath, "starting with /"}},
+		{"two bad values, both named", map[string]string{AnnotationHealthCheckInterval: "1", AnnotationHealthyThreshold: "99"},
+			[]string{AnnotationHealthCheckInterval, AnnotationHealthyThreshold}},
+	} {
+		a.refused(bad.name, bad.ann, bad.want...)
+		if err := healthCheckIs("TCP traffic-port  300/10 5/2")(a.e); err != nil {
+			t.Errorf("%s changed the health check: %v", bad.name, err)
+		}
+	}
+
+	a.change("annotations removed: AWS's defaults again", nil, healthCheckIs("TCP traffic-port  30/10 5/2"), "ModifyTargetGroup")
+	a.resyncChangesNothing()
+}
+
+// TestHealthCheckLocalTrafficDefaults: with externalTrafficPolicy Local the
+// default check is HTTP on the healthCheckNodePort at /healthz (AWS's HTTP
+// timeout, 6 s); the annotations override parts of it.
+func TestHealthCheckLocalTrafficDefaults(t *testing.T) {
+	a := startAnnotated(t, newService("web", withLocalTraffic(32000)), healthCheckIs("HTTP 32000 /healthz 30/6 5/2"))
+	a.change("interval and thresholds on the Local default", map[string]string{AnnotationHealthCheckInterval: "10", AnnotationHealthyThreshold: "2"},
+		healthCheckIs("HTTP 32000 /healthz 10/6 2/2"), "ModifyTargetGroup")
+}
+
+// attributesAre checks some of the target group's attributes.
+func attributesAre(want map[string]string) func(*env) error {
+	return func(e *env) error {
+		tg, err := onlyTG(e)
+		if err != nil {
+			return err
+		}
+		for k, v := range want {
+			if tg.Attributes[k] != v {
+				return fmt.Errorf("attribute %s=%q, want %q (all: %v)", k, tg.Attributes[k], v, tg.Attributes)
+			}
+		}
+		return nil
+	}
+}
+
+func TestTargetGroupAttributeAnnotations(t *testing.T) {
+	a := startAnnotated(t, newService("web",
+		withAnnotation(AnnotationTargetGroupAttributes, "preserve_client_ip.enabled=true, deregistration_delay.timeout_seconds=30"),
+	), attributesAre(map[string]string{attrPreserveClientIP: "true", "deregistration_delay.timeout_seconds": "30", attrProxyProtocolV2: "false"}))
+
+	a.change("proxy protocol on, delay changed, stickiness on",
+		map[string]string{AnnotationTargetGroupAttributes: "preserve_client_ip.enabled=true,deregistration_delay.timeout_seconds=0,stickiness.enabled=true", AnnotationProxyProtocol: "*"},
+		attributesAre(map[string]string{attrProxyProtocolV2: "true", "deregistration_delay.timeout_seconds": "0", "stickiness.enabled": "true"}),
+		"ModifyTargetGroupAttributes")
+	if n := a.e.fake.Calls("ModifyTargetGroupAttributes"); n != 1 {
+		t.Errorf("ModifyTargetGroupAttributes calls = %d, want 1", n)
+	}
+
+	for _, bad := range []struct {
+		name string
+		ann  map[string]string
+		want []string
+	}{
+		{"unknown attribute", map[string]string{AnnotationTargetGroupAttributes: "slow_start.duration_seconds=30"}, []string{AnnotationTargetGroupAttributes, "slow_start.duration_seconds", "preserve_client_ip.enabled"}},
+		{"not a bool", map[string]string{AnnotationTargetGroupAttributes: "proxy_protocol_v2.enabled=yes"}, []string{AnnotationTargetGroupAttributes, "one of true, false"}},
+		{"delay out of range", map[string]string{AnnotationTargetGroupAttributes: "deregistration_delay.timeout_seconds=3601"}, []string{"from 0 to 3600"}},
+		{"not key=value", map[string]string{AnnotationTargetGroupAttributes: "stickiness.enabled"}, []string{"not key=value"}},
+		{"proxy protocol other than *", map[string]string{AnnotationProxyProtocol: "true"}, []string{AnnotationProxyProtocol, `must be "*"`}},
+		{"proxy protocol contradicted", map[string]string{AnnotationProxyProtocol: "*", AnnotationTargetGroupAttributes: "proxy_protocol_v2.enabled=false"}, []string{"contradicts"}},
+	} {
+		a.refused(bad.name, bad.ann, bad.want...)
+		if err := attributesAre(map[string]string{attrProxyProtocolV2: "true", "stickiness.enabled": "true"})(a.e); err != nil {
+			t.Errorf("%s changed the attributes: %v", bad.name, err)
+		}
+	}
+
+	a.change("annotations removed: AWS's defaults again (IP targets: no client IP preservation)", nil,
+		attributesAre(map[string]string{attrPreserveClientIP: "false", attrProxyProtocolV2: "false", "deregistration_delay.timeout_seconds": "300", "stickiness.enabled": "false"}),
+		"ModifyTargetGroupAttributes")
+	a.resyncChangesNothing()
+}
+
+// TestClientIPPreservationOffRefusedForUDP: AWS cannot turn client IP
+// preservation off for UDP; the backend says so before calling it.
+func TestClientIPPreservationOffRefusedForUDP(t *testing.T) {
+	e := newEnv(t)
+	svc := newService("dns", func(s *corev1.Service) { s.Spec.Ports[0].Protocol = corev1.ProtocolUDP },
+		withAnnotation(AnnotationTargetGroupAttributes, "preserve_client_ip.enabled=false"))
+	lb, _ := e.cloud.LoadBalancer()
+	_, err := lb.EnsureLoadBalancer(context.Background(), testCluster, svc, nil)
+	if err == nil || !strings.Contains(err.Error(), "cannot be turned off for UDP") {
+		t.Fatalf("err = %v, want the UDP refusal", err)
+	}
+	e.assertNoMutation(t, "a refused Service")
+}
+
+// TestTypeExternalIsImplementedElsewhere: aws-load-balancer-type external
+// or nlb-ip belongs to the AWS Load Balancer Controller. The backend makes
+// no AWS call at all for such a Service, and setting it on a Service whose
+// NLB we made leaves that NLB alone (as upstream does).
+func TestTypeExternalIsImplementedElsewhere(t *testing.T) {
+	for _, typ := range []string{typeExternal, typeNLBIP} {
+		t.Run(typ, func(t *testing.T) {
+			e := newEnv(t)
+			client := fake.NewClientset()
+			runServiceController(t, e.cloud, client)
+			ctx := context.Background()
+			if _, err := client.CoreV1().Services("default").Create(ctx, newService("lbc", withAnnotation(AnnotationType, typ)), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			a := startAnnotatedOn(t, e, client, newService("web", withAnnotation(AnnotationType, typeNLB)))
+			if n := len(e.fake.LoadBalancers()); n != 1 {
+				t.Fatalf("%d load balancers, want only web's", n)
+			}
+			e.fake.ResetCalls()
+			a.update(map[string]string{AnnotationType: typ})
+			time.Sleep(time.Second)
+			if n := e.fake.TotalCalls(); n != 0 {
+				t.Errorf("%d AWS calls after the type became %s, want none: %v", n, typ, e.fake.CallCounts())
+			}
+			markDeleted(t, client, "web")
+			markDeleted(t, client, "lbc")
+			eventually(t, "both Services released", func() error {
+				for _, name := range []string{"web", "lbc"} {
+					s, err := client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+					if err != nil || len(s.Finalizers) > 0 {
+						return fmt.Errorf("%s: finalizers %v (%w)", name, s.Finalizers, err)
+					}
+				}
+				return nil
+			})
+			if n := e.fake.TotalCalls(); n != 0 || len(e.fake.LoadBalancers()) != 1 {
+				t.Errorf("%d AWS calls, %d load balancers after deleting; want none and web's NLB left alone", n, len(e.fake.LoadBalancers()))
+			}
+		})
+	}
+}
+
+// startAnnotatedOn is startAnnotated on a running controller.
+func startAnnotatedOn(t *testing.T, e *env, client *fake.Clientset, svc *corev1.Service) *annotated {
+	t.Helper()
+	a := &annotated{t: t, e: e, client: client, svc: svc}
+	if _, err := client.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Service gets its NLB", func() error {
+		s, err := client.CoreV1().Services(svc.Namespace).Get(context.Background(), svc.Name, metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no ingress yet (%w)", err)
+		}
+		return nil
+	})
+	return a
+}
+
+func TestTypeOtherThanNLBIsRefused(t *testing.T) {
+	a := startAnnotated(t, newService("web"), func(*env) error { return nil })
+	a.refused("type clb", map[string]string{AnnotationType: "clb"}, AnnotationType, "must be nlb")
+}
+
+// lbAttributesAre checks some of the NLB's attributes.
+func lbAttributesAre(want map[string]string) func(*env) error {
+	return func(e *env) error {
+		lbs := e.fake.LoadBalancers()
+		if len(lbs) != 1 {
+			return fmt.Errorf("%d load balancers", len(lbs))
+		}
+		for k, v := range want {
+			if lbs[0].Attributes[k] != v {
+				return fmt.Errorf("attribute %s=%q, want %q (all: %v)", k, lbs[0].Attributes[k], v, lbs[0].Attributes)
+			}
+		}
+		return nil
+	}
+}
+
+func TestLoadBalancerAttributeAnnotations(t *testing.T) {
+	a := startAnnotated(t, newService("web",
+		withAnnotation(AnnotationCrossZone, "true"),
+		withAnnotation(AnnotationAttributes, "deletion_protection.enabled=true"),
+	), lbAttributesAre(map[string]string{attrCrossZone: "true", attrDeletionProtection: "true", attrAccessLogs: "false"}))
+
+	logs := map[string]string{AnnotationAccessLogEnabled: "true", AnnotationAccessLogBucket: "logs", AnnotationAccessLogPrefix: "web",
+		AnnotationAttributes: "deletion_protection.enabled=true,load_balancing.cross_zone.enabled=false,dns_record.client_routing_policy=availability_zone_affinity"}
+	a.change("access logs on, cross-zone off through -attributes", logs,
+		lbAttributesAre(map[string]string{attrCrossZone: "false", attrAccessLogs: "true", attrAccessLogsBucket: "logs", attrAccessLogsPrefix: "web", attrRoutingPolicy: "availability_zone_affinity"}),
+		"ModifyLoadBalancerAttributes")
+	if n := a.e.fake.Calls("ModifyLoadBalancerAttributes"); n != 1 {
+		t.Errorf("ModifyLoadBalancerAttributes calls = %d, want 1", n)
+	}
+
+	for _, bad := range []struct {
+		name string
+		ann  map[string]string
+		want []string
+	}{
+		{"cross-zone not a bool", map[string]string{AnnotationCrossZone: "yes"}, []string{AnnotationCrossZone, "one of true, false"}},
+		{"logs without a bucket", map[string]string{AnnotationAccessLogEnabled: "true"}, []string{"access logs need a bucket"}},
+		{"unknown attribute", map[string]string{AnnotationAttributes: "idle_timeout.timeout_seconds=60"}, []string{AnnotationAttributes, "idle_timeout.timeout_seconds", "deletion_protection.enabled"}},
+		{"the two names disagree", map[string]string{AnnotationCrossZone: "true", AnnotationAttributes: "load_balancing.cross_zone.enabled=false"}, []string{"contradicts"}},
+	} {
+		a.refused(bad.name, bad.ann, bad.want...)
+		if err := lbAttributesAre(map[string]string{attrAccessLogs: "true", attrDeletionProtection: "true"})(a.e); err != nil {
+			t.Errorf("%s changed the attributes: %v", bad.name, err)
+		}
+	}
+
+	// Deletion protection holds the NLB while set; removing it lets the
+	// delete through.
+	markDeleted(t, a.client, "web")
+	time.Sleep(time.Second)
+	if n := len(a.e.fake.LoadBalancers()); n != 1 {
+		t.Fatalf("%d load balancers; deletion protection should keep the NLB", n)
+	}
+	a.update(nil)
+	eventually(t, "protection off, the delete goes through", func() error {
+		if n := a.e.fake.ResourceCount(); n != 0 {
+			return fmt.Errorf("%d resources left", n)
+		}
+		return nil
+	})
+}

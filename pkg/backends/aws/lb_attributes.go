@@ -1,0 +1,305 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+// Target-group attributes the Service may set, and the values each takes.
+const (
+	attrPreserveClientIP = "preserve_client_ip.enabled"
+	attrProxyProtocolV2  = "proxy_protocol_v2.enabled"
+)
+
+// attributeRule checks one attribute's value and says what it must be.
+type attributeRule struct {
+	valid func(string) bool
+	want  string
+}
+
+func oneOf(values ...string) attributeRule {
+	return attributeRule{valid: func(v string) bool {
+		for _, x := range values {
+			if v == x {
+				return true
+			}
+		}
+		return false
+	}, want: "one of " + strings.Join(values, ", ")}
+}
+
+func wholeRange(lo, hi int) attributeRule {
+	return attributeRule{valid: func(v string) bool {
+		n, err := strconv.Atoi(v)
+		return err == nil && n >= lo && n <= hi
+	}, want: fmt.Sprintf("a whole number from %d to %d", lo, hi)}
+}
+
+var boolRule = oneOf("true", "false")
+
+// tgAttributeRules are the target-group attributes of network load
+// balancers the Service may set (ELBv2 API reference, TargetGroupAttribute).
+var tgAttributeRules = map[string]attributeRule{
+	attrPreserveClientIP:                                  boolRule,
+	attrProxyProtocolV2:                                   boolRule,
+	"deregistration_delay.timeout_seconds":                wholeRange(0, 3600),
+	"deregistration_delay.connection_termination.enabled": boolRule,
+	"stickiness.enabled":                                  boolRule,
+	"stickiness.type":                                     oneOf("source_ip"),
+	"load_balancing.cross_zone.enabled":                   oneOf("true", "false", "use_load_balancer_configuration"),
+}
+
+// tgAttributeDefaults are AWS's defaults for the attributes above: what a
+// new target group has, and what an attribute goes back to when the
+// Service no longer sets it.
+func tgAttributeDefaults(protocol, targetType string) map[string]string {
+	preserve := targetType == targetInstance || protocol != "TCP"
+	return map[string]string{
+		attrPreserveClientIP:                                  strconv.FormatBool(preserve),
+		attrProxyProtocolV2:                                   "false",
+		"deregistration_delay.timeout_seconds":                "300",
+		"deregistration_delay.connection_termination.enabled": "false",
+		"stickiness.enabled":                                  "false",
+		"stickiness.type":                                     "source_ip",
+		"load_balancing.cross_zone.enabled":                   "use_load_balancer_configuration",
+	}
+}
+
+// readTargetGroupAttributes reads the target-group attributes the Service
+// sets (AnnotationTargetGroupAttributes and AnnotationProxyProtocol).
+func readTargetGroupAttributes(r *reader, svc *corev1.Service) map[string]string {
+	attrs := map[string]string{}
+	if r.keyValues(AnnotationTargetGroupAttributes, &attrs) {
+		for _, k := range sorted(keys(attrs)) {
+			rule, known := tgAttributeRules[k]
+			switch {
+			case !known:
+				r.invalid(AnnotationTargetGroupAttributes, r.values[AnnotationTargetGroupAttributes], fmt.Sprintf("attribute %q is not one of %s", k, strings.Join(sorted(mapKeys(tgAttributeRules)), ", ")))
+				delete(attrs, k)
+			case !rule.valid(attrs[k]):
+				r.invalid(AnnotationTargetGroupAttributes, r.values[AnnotationTargetGroupAttributes], fmt.Sprintf("%s must be %s", k, rule.want))
+				delete(attrs, k)
+			}
+		}
+	}
+	if attrs[attrPreserveClientIP] == "false" && hasUDP(svc) {
+		r.invalid(AnnotationTargetGroupAttributes, r.values[AnnotationTargetGroupAttributes], "client IP preservation cannot be turned off for UDP ports")
+	}
+	if v, ok := r.values[AnnotationProxyProtocol]; ok {
+		switch {
+		case v != "*":
+			r.invalid(AnnotationProxyProtocol, v, `must be "*" (proxy protocol v2 on every port)`)
+		case attrs[attrProxyProtocolV2] == "false":
+			r.invalid(AnnotationProxyProtocol, v, fmt.Sprintf("contradicts %s=false in %s; remove one of them", attrProxyProtocolV2, AnnotationTargetGroupAttributes))
+		default:
+			attrs[attrProxyProtocolV2] = "true"
+		}
+	}
+	return attrs
+}
+
+func hasUDP(svc *corev1.Service) bool {
+	for _, p := range svc.Spec.Ports {
+		if p.Protocol == corev1.ProtocolUDP {
+			return true
+		}
+	}
+	return false
+}
+
+// wantTGAttributes are one port's target-group attributes: the defaults
+// with the Service's settings over them.
+func wantTGAttributes(d *desiredLB, p desiredPort) map[string]string {
+	want := tgAttributeDefaults(p.protocol, d.targetType)
+	for k, v := range d.tgAttrs {
+		want[k] = v
+	}
+	return want
+}
+
+// syncTGAttributes changes the group's attributes that differ, in one
+// ModifyTargetGroupAttributes. A group just created has AWS's defaults, so
+// it is compared with them without a DescribeTargetGroupAttributes.
+func (l *LoadBalancer) syncTGAttributes(ctx context.Context, d *desiredLB, p desiredPort, tg elbtypes.TargetGroup, fresh bool) error {
+	want := wantTGAttributes(d, p)
+	have := tgAttributeDefaults(p.protocol, d.targetType)
+	if !fresh {
+		out, err := l.elb.DescribeTargetGroupAttributes(ctx, &elbv2.DescribeTargetGroupAttributesInput{TargetGroupArn: tg.TargetGroupArn})
+		if err != nil {
+			return fmt.Errorf("DescribeTargetGroupAttributes %s: %w", p.tgName, err)
+		}
+		have = map[string]string{}
+		for _, a := range out.Attributes {
+			have[awssdk.ToString(a.Key)] = awssdk.ToString(a.Value)
+		}
+	}
+	var change []elbtypes.TargetGroupAttribute
+	for _, k := range sorted(keys(want)) {
+		if have[k] != want[k] {
+			change = append(change, elbtypes.TargetGroupAttribute{Key: awssdk.String(k), Value: awssdk.String(want[k])})
+		}
+	}
+	if len(change) == 0 {
+		return nil
+	}
+	if _, err := l.elb.ModifyTargetGroupAttributes(ctx, &elbv2.ModifyTargetGroupAttributesInput{TargetGroupArn: tg.TargetGroupArn, Attributes: change}); err != nil {
+		return fmt.Errorf("ModifyTargetGroupAttributes %s: %w", p.tgName, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Changed target group attributes", "targetGroup", p.tgName, "attributes", attributeList(change))
+	return nil
+}
+
+func attributeList(as []elbtypes.TargetGroupAttribute) string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = awssdk.ToString(a.Key) + "=" + awssdk.ToString(a.Value)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// Load-balancer attributes the Service may set.
+const (
+	attrDeletionProtection = "deletion_protection.enabled"
+	attrCrossZone          = "load_balancing.cross_zone.enabled"
+	attrAccessLogs         = "access_logs.s3.enabled"
+	attrAccessLogsBucket   = "access_logs.s3.bucket"
+	attrAccessLogsPrefix   = "access_logs.s3.prefix"
+	attrRoutingPolicy      = "dns_record.client_routing_policy"
+)
+
+var anyString = attributeRule{valid: func(string) bool { return true }, want: "a string"}
+
+// lbAttributeRules are the NLB attributes the Service may set (ELBv2 API
+// reference, LoadBalancerAttribute).
+var lbAttributeRules = map[string]attributeRule{
+	attrDeletionProtection: boolRule,
+	attrCrossZone:          boolRule,
+	attrAccessLogs:         boolRule,
+	attrAccessLogsBucket:   anyString,
+	attrAccessLogsPrefix:   anyString,
+	attrRoutingPolicy:      oneOf("any_availability_zone", "availability_zone_affinity", "partial_availability_zone_affinity"),
+}
+
+// lbAttributeDefaults are AWS's defaults for a new NLB. The bucket and
+// prefix are compared only while access logs are on: AWS refuses an empty
+// bucket, so turning logs off leaves them as they were (as upstream does).
+func lbAttributeDefaults() map[string]string {
+	return map[string]string{attrDeletionProtection: "false", attrCrossZone: "false", attrAccessLogs: "false", attrRoutingPolicy: "any_availability_zone"}
+}
+
+// upstreamLBAnnotations are the upstream provider's annotations for NLB
+// attributes.
+var upstreamLBAnnotations = []struct{ name, attr string }{
+	{AnnotationCrossZone, attrCrossZone},
+	{AnnotationAccessLogEnabled, attrAccessLogs},
+	{AnnotationAccessLogBucket, attrAccessLogsBucket},
+	{AnnotationAccessLogPrefix, attrAccessLogsPrefix},
+}
+
+// readLBAttributes reads the NLB attributes the Service sets, through
+// AnnotationAttributes and the upstream names; the two must agree.
+func readLBAttributes(r *reader) map[string]string {
+	attrs := map[string]string{}
+	raw := r.values[AnnotationAttributes]
+	if r.keyValues(AnnotationAttributes, &attrs) {
+		for _, k := range sorted(keys(attrs)) {
+			rule, known := lbAttributeRules[k]
+			switch {
+			case !known:
+				r.invalid(AnnotationAttributes, raw, fmt.Sprintf("attribute %q is not one of %s", k, strings.Join(sorted(mapKeys(lbAttributeRules)), ", ")))
+				delete(attrs, k)
+			case !rule.valid(attrs[k]):
+				r.invalid(AnnotationAttributes, raw, fmt.Sprintf("%s must be %s", k, rule.want))
+				delete(attrs, k)
+			}
+		}
+	}
+	for _, u := range upstreamLBAnnotations {
+		v, ok := r.values[u.name]
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if rule := lbAttributeRules[u.attr]; !rule.valid(v) {
+			r.invalid(u.name, v, "must be "+rule.want)
+			continue
+		}
+		if prev, set := attrs[u.attr]; set && prev != v {
+			r.invalid(u.name, v, fmt.Sprintf("contradicts %s=%s in %s; set it in one place", u.attr, prev, AnnotationAttributes))
+			continue
+		}
+		attrs[u.attr] = v
+	}
+	if attrs[attrAccessLogs] == "true" && attrs[attrAccessLogsBucket] == "" {
+		r.invalid(AnnotationAccessLogEnabled, "true", fmt.Sprintf("access logs need a bucket: set %s (or %s in %s)", AnnotationAccessLogBucket, attrAccessLogsBucket, AnnotationAttributes))
+	}
+	return attrs
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// wantLBAttributes are the NLB's attributes: the defaults with the
+// Service's settings over them.
+func wantLBAttributes(d *desiredLB) map[string]string {
+	want := lbAttributeDefaults()
+	for k, v := range d.lbAttrs {
+		want[k] = v
+	}
+	if want[attrAccessLogs] != "true" {
+		delete(want, attrAccessLogsBucket)
+		delete(want, attrAccessLogsPrefix)
+	} else if _, set := want[attrAccessLogsPrefix]; !set {
+		want[attrAccessLogsPrefix] = ""
+	}
+	return want
+}
+
+// syncLBAttributes changes the NLB's attributes that differ, in one
+// ModifyLoadBalancerAttributes. An NLB just created has AWS's defaults, so
+// it is compared with them without a DescribeLoadBalancerAttributes.
+func (l *LoadBalancer) syncLBAttributes(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, fresh bool) error {
+	want := wantLBAttributes(d)
+	have := lbAttributeDefaults()
+	if !fresh {
+		out, err := l.elb.DescribeLoadBalancerAttributes(ctx, &elbv2.DescribeLoadBalancerAttributesInput{LoadBalancerArn: lb.LoadBalancerArn})
+		if err != nil {
+			return fmt.Errorf("DescribeLoadBalancerAttributes: %w", err)
+		}
+		have = map[string]string{}
+		for _, a := range out.Attributes {
+			have[awssdk.ToString(a.Key)] = awssdk.ToString(a.Value)
+		}
+	}
+	var change []elbtypes.LoadBalancerAttribute
+	var changed []string
+	for _, k := range sorted(keys(want)) {
+		if have[k] != want[k] {
+			change = append(change, elbtypes.LoadBalancerAttribute{Key: awssdk.String(k), Value: awssdk.String(want[k])})
+			changed = append(changed, k+"="+want[k])
+		}
+	}
+	if len(change) == 0 {
+		return nil
+	}
+	if _, err := l.elb.ModifyLoadBalancerAttributes(ctx, &elbv2.ModifyLoadBalancerAttributesInput{LoadBalancerArn: lb.LoadBalancerArn, Attributes: change}); err != nil {
+		return fmt.Errorf("ModifyLoadBalancerAttributes: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Changed load balancer attributes", "attributes", strings.Join(changed, ","))
+	return nil
+}
