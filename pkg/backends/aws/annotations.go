@@ -127,6 +127,22 @@ const (
 	// AnnotationAccessLogPrefix (string; default none), the upstream
 	// provider's name, sets access_logs.s3.prefix. Changed in place.
 	AnnotationAccessLogPrefix = "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-prefix"
+
+	// AnnotationAdditionalTags (comma-separated Key=Value, Key= or Key;
+	// default none) adds tags to everything the backend creates for the
+	// Service: the NLB, its target groups and its security group. Tags
+	// added or changed later are added to the NLB in place (resources made
+	// earlier otherwise keep the tags they were made with); a tag removed
+	// from the annotation stays where it was put. The backend's own tags
+	// (kubernetes.io/cluster/..., kubernetes.io/service-name,
+	// multicloud-ccm.io/backend) cannot be set.
+	AnnotationAdditionalTags = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
+
+	// AnnotationTargetNodeLabels (comma-separated key=value, key= or key;
+	// default none: every node) makes only the nodes carrying every listed
+	// label (any value for key or key=) targets. Changed in place
+	// (RegisterTargets / DeregisterTargets).
+	AnnotationTargetNodeLabels = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels"
 )
 
 // Values of AnnotationType.

@@ -98,8 +98,16 @@ func (a *annotated) resyncChangesNothing() {
 	if err != nil {
 		a.t.Fatal(err)
 	}
+	list, err := a.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	var nodes []*corev1.Node
+	for i := range list.Items {
+		nodes = append(nodes, &list.Items[i])
+	}
 	a.e.fake.ResetCalls()
-	if err := a.e.cloud.lb.UpdateLoadBalancer(context.Background(), testCluster, s, nil); err != nil {
+	if err := a.e.cloud.lb.UpdateLoadBalancer(context.Background(), testCluster, s, nodes); err != nil {
 		a.t.Fatal(err)
 	}
 	a.e.assertNoMutation(a.t, "a resync with nothing changed")
@@ -416,4 +424,71 @@ func TestLoadBalancerAttributeAnnotations(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAdditionalTagsAndTargetNodeLabels: additional tags go on every
+// resource created and onto the NLB when changed; target-node-labels
+// chooses the targets, in place.
+func TestAdditionalTagsAndTargetNodeLabels(t *testing.T) {
+	tagged := func(want map[string]string) func(*env) error {
+		return func(e *env) error {
+			lb := e.onlyLB(t)
+			tg, err := onlyTG(e)
+			if err != nil {
+				return err
+			}
+			sgs := e.fake.SecurityGroups()
+			for k, v := range want {
+				if lb.Tags[k] != v || tg.Tags[k] != v || len(sgs) != 1 || sgs[0].Tags[k] != v {
+					return fmt.Errorf("tag %s=%q: NLB %v, target group %v, security groups %+v", k, v, lb.Tags, tg.Tags, sgs)
+				}
+			}
+			return nil
+		}
+	}
+	base := map[string]string{AnnotationAdditionalTags: "team=web,cost-center=42,bare", AnnotationTargetType: targetInstance}
+	a := startAnnotated(t, newService("web", func(s *corev1.Service) { s.Annotations = maps.Clone(base) }),
+		tagged(map[string]string{"team": "web", "cost-center": "42", "bare": ""}))
+
+	nodes := a.e.awsNodes(1, 3)
+	nodes[0].Labels = map[string]string{"pool": "edge"}
+	nodes[1].Labels = map[string]string{"pool": "batch"}
+	createNodes(t, a.client, nodes...)
+	targets := func(want ...string) func(*env) error {
+		return func(e *env) error {
+			tg, err := onlyTG(e)
+			if err != nil {
+				return err
+			}
+			if got := strings.Join(tg.Targets, ","); got != strings.Join(want, ",") {
+				return fmt.Errorf("targets %s, want %s", got, strings.Join(want, ","))
+			}
+			return nil
+		}
+	}
+	everyNode := targets(instanceID(1)+":30080", instanceID(2)+":30080", instanceID(3)+":30080")
+	eventually(t, "every node a target", func() error { return everyNode(a.e) })
+
+	labelled := maps.Clone(base)
+	labelled[AnnotationTargetNodeLabels] = "pool=edge"
+	a.change("only pool=edge nodes", labelled, targets(instanceID(1)+":30080"), "DeregisterTargets")
+	labelled[AnnotationTargetNodeLabels] = "pool"
+	a.change("any pool", labelled, targets(instanceID(1)+":30080", instanceID(2)+":30080"), "RegisterTargets")
+
+	retagged := maps.Clone(labelled)
+	retagged[AnnotationAdditionalTags] = "team=platform,cost-center=42,bare"
+	a.change("a tag changed", retagged, func(e *env) error {
+		if v := e.onlyLB(t).Tags["team"]; v != "platform" {
+			return fmt.Errorf("NLB tag team=%q", v)
+		}
+		return nil
+	}, "AddTags")
+	a.resyncChangesNothing()
+
+	bad := maps.Clone(retagged)
+	bad[AnnotationAdditionalTags] = "kubernetes.io/service-name=other/svc"
+	a.refused("the backend's own tag", bad, AnnotationAdditionalTags, "the backend's own")
+	a.change("good annotations again", retagged, targets(instanceID(1)+":30080", instanceID(2)+":30080"), "none")
+	delete(retagged, AnnotationTargetNodeLabels)
+	a.change("labels removed: every node again", retagged, targets(instanceID(1)+":30080", instanceID(2)+":30080", instanceID(3)+":30080"), "RegisterTargets")
 }

@@ -96,6 +96,45 @@ func hasKey(m map[string]string, k string) bool {
 	return ok
 }
 
+// pairs reads upstream's "Key1=Val1,Key2=,Key3" lists: a key alone has
+// the empty value.
+func (r *reader) pairs(n string, out *map[string]string) bool {
+	v, ok := r.values[n]
+	if !ok {
+		return false
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, val, _ := strings.Cut(kv, "=")
+		if k = strings.TrimSpace(k); k == "" {
+			r.invalid(n, v, fmt.Sprintf("entry %q has no key; write e.g. key1=value1,key2", kv))
+			return false
+		}
+		m[k] = strings.TrimSpace(val)
+	}
+	*out = m
+	return true
+}
+
+// readAdditionalTags reads AnnotationAdditionalTags; the backend's own
+// tags are refused.
+func readAdditionalTags(r *reader) map[string]string {
+	var tags map[string]string
+	if !r.pairs(AnnotationAdditionalTags, &tags) {
+		return nil
+	}
+	for k := range tags {
+		if strings.HasPrefix(k, tagClusterPrefix) || k == tagService || k == tagBackend || strings.HasPrefix(k, "aws:") {
+			r.invalid(AnnotationAdditionalTags, r.values[AnnotationAdditionalTags], fmt.Sprintf("tag %q is the backend's own (or AWS's); choose another key", k))
+			return nil
+		}
+	}
+	return tags
+}
+
 // NLB health-check limits (ELBv2 API reference, network load balancers).
 const (
 	minHCInterval, maxHCInterval   = 5, 300

@@ -303,3 +303,36 @@ func (l *LoadBalancer) syncLBAttributes(ctx context.Context, d *desiredLB, lb *e
 	klog.FromContext(ctx).V(2).Info("Changed load balancer attributes", "attributes", strings.Join(changed, ","))
 	return nil
 }
+
+// syncLBTags adds the Service's additional tags the NLB lacks (or has
+// with another value), in one AddTags. It costs a DescribeTags only while
+// the Service has additional tags; a new NLB was created with them.
+func (l *LoadBalancer) syncLBTags(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, fresh bool) error {
+	if fresh || len(d.extraTags) == 0 {
+		return nil
+	}
+	out, err := l.elb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)}})
+	if err != nil {
+		return fmt.Errorf("DescribeTags: %w", err)
+	}
+	have := map[string]string{}
+	for _, td := range out.TagDescriptions {
+		for _, t := range td.Tags {
+			have[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
+		}
+	}
+	add := map[string]string{}
+	for k, v := range d.extraTags {
+		if cur, ok := have[k]; !ok || cur != v {
+			add[k] = v
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	if _, err := l.elb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)}, Tags: elbTags(add)}); err != nil {
+		return fmt.Errorf("AddTags: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Tagged load balancer", "tags", len(add))
+	return nil
+}

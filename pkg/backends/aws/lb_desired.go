@@ -31,6 +31,8 @@ type desiredLB struct {
 	tgAttrs map[string]string
 	// lbAttrs are the NLB attributes the Service sets.
 	lbAttrs map[string]string
+	// extraTags are the Service's additional tags (also in tags).
+	extraTags map[string]string
 	// sourceRanges are the CIDRs allowed in, sorted.
 	sourceRanges []string
 	// targets are instance IDs or IPv4 addresses; zone is "all" for
@@ -78,9 +80,16 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	d.hc = readHealthCheck(r, healthCheckOf(svc))
 	d.tgAttrs = readTargetGroupAttributes(r, svc)
 	d.lbAttrs = readLBAttributes(r)
+	d.extraTags = readAdditionalTags(r)
+	var targetLabels map[string]string
+	r.pairs(AnnotationTargetNodeLabels, &targetLabels)
 	if err := r.err(); err != nil {
 		return nil, err
 	}
+	for k, v := range d.extraTags {
+		d.tags[k] = v
+	}
+	nodes = withLabels(nodes, targetLabels)
 	var err error
 	if d.scheme, err = schemeOf(svc); err != nil {
 		return nil, err
@@ -211,6 +220,27 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, svc *corev1.Service, node
 	}
 	ts, err := l.ipTargets(ctx, nodes)
 	return tt, ts, err
+}
+
+// withLabels keeps the nodes carrying every label in want (an empty value
+// matches any value), as upstream's target-node-labels does.
+func withLabels(nodes []*corev1.Node, want map[string]string) []*corev1.Node {
+	if len(want) == 0 {
+		return nodes
+	}
+	var out []*corev1.Node
+	for _, n := range nodes {
+		match := true
+		for k, v := range want {
+			if have, ok := n.Labels[k]; !ok || (v != "" && have != v) {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func instanceTargets(ids []string) []target {
