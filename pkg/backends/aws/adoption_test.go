@@ -11,8 +11,9 @@ import (
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // upstreamNLB makes, through the ELBv2 API, what the upstream AWS provider
@@ -65,7 +66,7 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 	dns := upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
 	svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: dns}}
-	client := fake.NewClientset(svc)
+	client := testutil.NewClientset(svc)
 	e.fake.ResetCalls()
 	runServiceController(t, e.cloud, client)
 	ours := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
@@ -99,7 +100,7 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 		t.Errorf("status %v (%v), want the upstream NLB's %s", s.Status.LoadBalancer, err, dns)
 	}
 
-	markDeleted(t, client, "web")
+	deleteService(t, client, "web")
 	eventually(t, "nothing left in AWS", func() error {
 		if n := e.fake.ResourceCount(); n != 0 {
 			return fmt.Errorf("%d resources left", n)

@@ -1,5 +1,7 @@
 package aws
 
+import "github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+
 // Service annotations the AWS backend reads. Where the upstream AWS
 // provider or the AWS Load Balancer Controller has an annotation with the
 // same meaning, its name is used. They are listed in docs/aws.md.
@@ -7,12 +9,12 @@ const (
 	// AnnotationScheme (string: internal or internet-facing, default
 	// internet-facing) chooses the NLB's scheme. It takes precedence over
 	// AnnotationInternal. Changing it replaces the NLB (and its DNS name).
-	AnnotationScheme = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+	AnnotationScheme annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-scheme"
 
 	// AnnotationInternal (bool "true"/"false", or the upstream "0.0.0.0/0"
 	// meaning true; default false) makes the NLB internal, as with the
 	// upstream AWS provider.
-	AnnotationInternal = "service.beta.kubernetes.io/aws-load-balancer-internal"
+	AnnotationInternal annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-internal"
 
 	// AnnotationSubnets (comma-separated subnet IDs or Name tags, at most one
 	// per zone; default: the config's subnets, else the subnets tagged
@@ -22,14 +24,14 @@ const (
 	// annotation ever replaces an NLB for its subnets: a change of the
 	// config's subnets or of the discovered ones never does (a Warning
 	// event LoadBalancerSubnetsKept instead).
-	AnnotationSubnets = "service.beta.kubernetes.io/aws-load-balancer-subnets"
+	AnnotationSubnets annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-subnets"
 
 	// AnnotationTargetType (string: instance or ip; default: instance when
 	// every node handed to the backend is an instance of its VPC, else ip)
 	// chooses the target type. With instance, only the backend's own
 	// instances are targets; with ip, every node with an IPv4 InternalIP is,
 	// by that address, at the Service's NodePort.
-	AnnotationTargetType = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
+	AnnotationTargetType annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
 
 	// AnnotationType (string: nlb, external or nlb-ip; default: nlb) is
 	// the upstream AWS provider's load-balancer type. This backend makes
@@ -39,42 +41,42 @@ const (
 	// ImplementedElsewhere and creates, changes and deletes nothing in AWS,
 	// not even a load balancer it made before the annotation was set (as
 	// upstream, which leaves it to be cleaned up by hand).
-	AnnotationType = "service.beta.kubernetes.io/aws-load-balancer-type"
+	AnnotationType annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-type"
 
 	// AnnotationHealthCheckProtocol (string: TCP, HTTP or HTTPS, any case;
 	// default TCP, or HTTP with externalTrafficPolicy Local) is the target
 	// groups' health-check protocol. Changed in place.
-	AnnotationHealthCheckProtocol = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol"
+	AnnotationHealthCheckProtocol annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol"
 
 	// AnnotationHealthCheckPort (traffic-port or 1-65535; default
 	// traffic-port, or the Service's healthCheckNodePort with
 	// externalTrafficPolicy Local) is the port health checks go to.
 	// Changed in place.
-	AnnotationHealthCheckPort = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-port"
+	AnnotationHealthCheckPort annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-port"
 
 	// AnnotationHealthCheckPath (string starting with /, at most 1024
 	// characters; default /, or /healthz with externalTrafficPolicy Local)
 	// is the HTTP or HTTPS health checks' path. Ignored for TCP checks.
 	// Changed in place.
-	AnnotationHealthCheckPath = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"
+	AnnotationHealthCheckPath annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"
 
 	// AnnotationHealthCheckInterval (whole seconds, 5-300; default 30) is
 	// the time between health checks of a target. Changed in place.
-	AnnotationHealthCheckInterval = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"
+	AnnotationHealthCheckInterval annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"
 
 	// AnnotationHealthCheckTimeout (whole seconds, 2-120 and not longer
 	// than the interval; default 10, or 6 for HTTP checks) is how long a
 	// health check may take. Changed in place.
-	AnnotationHealthCheckTimeout = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout"
+	AnnotationHealthCheckTimeout annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout"
 
 	// AnnotationHealthyThreshold (2-10; default 5) is how many health checks
 	// in a row must pass before a target takes traffic. Changed in place.
-	AnnotationHealthyThreshold = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
+	AnnotationHealthyThreshold annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
 
 	// AnnotationUnhealthyThreshold (2-10; default 2) is how many health
 	// checks in a row must fail before a target stops taking traffic.
 	// Changed in place.
-	AnnotationUnhealthyThreshold = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold"
+	AnnotationUnhealthyThreshold annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold"
 
 	// AnnotationTargetGroupAttributes (comma-separated key=value; default
 	// none) sets attributes of every target group of the Service:
@@ -88,14 +90,14 @@ const (
 	// (true, false or use_load_balancer_configuration, the default).
 	// Changed in place; an attribute no longer listed goes back to its
 	// default.
-	AnnotationTargetGroupAttributes = "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
+	AnnotationTargetGroupAttributes annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
 
 	// AnnotationProxyProtocol (string: "*"; default none) turns on proxy
 	// protocol v2 on every target group of the Service, as the upstream
 	// provider's annotation does on its load balancers; the same as
 	// proxy_protocol_v2.enabled=true in AnnotationTargetGroupAttributes.
 	// Changed in place.
-	AnnotationProxyProtocol = "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"
+	AnnotationProxyProtocol annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"
 
 	// AnnotationAttributes (comma-separated key=value; default none), the
 	// AWS Load Balancer Controller's name, sets attributes of the NLB:
@@ -109,24 +111,24 @@ const (
 	// (any_availability_zone, the default, availability_zone_affinity or
 	// partial_availability_zone_affinity). Changed in place; an attribute
 	// no longer set goes back to its default.
-	AnnotationAttributes = "service.beta.kubernetes.io/aws-load-balancer-attributes"
+	AnnotationAttributes annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-attributes"
 
 	// AnnotationCrossZone (bool; default false), the upstream provider's
 	// name, sets load_balancing.cross_zone.enabled. Changed in place.
-	AnnotationCrossZone = "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled"
+	AnnotationCrossZone annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled"
 
 	// AnnotationAccessLogEnabled (bool; default false), the upstream
 	// provider's name, sets access_logs.s3.enabled; it needs
 	// AnnotationAccessLogBucket. Changed in place.
-	AnnotationAccessLogEnabled = "service.beta.kubernetes.io/aws-load-balancer-access-log-enabled"
+	AnnotationAccessLogEnabled annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-access-log-enabled"
 
 	// AnnotationAccessLogBucket (S3 bucket name; default none), the
 	// upstream provider's name, sets access_logs.s3.bucket. Changed in place.
-	AnnotationAccessLogBucket = "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-name"
+	AnnotationAccessLogBucket annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-name"
 
 	// AnnotationAccessLogPrefix (string; default none), the upstream
 	// provider's name, sets access_logs.s3.prefix. Changed in place.
-	AnnotationAccessLogPrefix = "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-prefix"
+	AnnotationAccessLogPrefix annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-prefix"
 
 	// AnnotationAdditionalTags (comma-separated Key=Value, Key= or Key;
 	// default none) adds tags to everything the backend creates for the
@@ -136,13 +138,13 @@ const (
 	// from the annotation stays where it was put. The backend's own tags
 	// (kubernetes.io/cluster/..., kubernetes.io/service-name,
 	// multicloud-ccm.io/backend) cannot be set.
-	AnnotationAdditionalTags = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
+	AnnotationAdditionalTags annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
 
 	// AnnotationTargetNodeLabels (comma-separated key=value, key= or key;
 	// default none: every node) makes only the nodes carrying every listed
 	// label (any value for key or key=) targets. Changed in place
 	// (RegisterTargets / DeregisterTargets).
-	AnnotationTargetNodeLabels = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels"
+	AnnotationTargetNodeLabels annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels"
 )
 
 // Values of AnnotationType.
@@ -181,10 +183,9 @@ const (
 
 // Event reasons of user-fixable problems.
 const (
-	reasonInvalidAnnotation = "InvalidLoadBalancerAnnotation"
-	reasonInvalidService    = "InvalidLoadBalancerService"
-	reasonNameConflict      = "LoadBalancerNameConflict"
-	reasonNoSubnets         = "NoLoadBalancerSubnets"
+	reasonInvalidService = "InvalidLoadBalancerService"
+	reasonNameConflict   = "LoadBalancerNameConflict"
+	reasonNoSubnets      = "NoLoadBalancerSubnets"
 	// reasonSubnetsKept: the config's or the discovered subnets changed in
 	// a way the running NLB cannot take in place (another subnet in one of
 	// its zones, or a zone dropped); the NLB is kept where it is.

@@ -9,10 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // annotated drives one Service through the upstream service controller
@@ -33,7 +37,7 @@ type annotated struct {
 func startAnnotated(t *testing.T, svc *corev1.Service, check func(*env) error) *annotated {
 	t.Helper()
 	e := newEnv(t)
-	a := &annotated{t: t, e: e, client: fake.NewClientset(), svc: svc}
+	a := &annotated{t: t, e: e, client: testutil.NewClientset(), svc: svc}
 	runServiceController(t, e.cloud, a.client)
 	if _, err := a.client.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -53,7 +57,7 @@ func startAnnotated(t *testing.T, svc *corev1.Service, check func(*env) error) *
 // kept) and waits for check; the NLB must stay the same one, and the
 // change must have made only the mutating calls listed in calls (by
 // operation, any order and count; nil: any but create/delete of the NLB).
-func (a *annotated) change(what string, annotations map[string]string, check func(*env) error, calls ...string) {
+func (a *annotated) change(what string, annotations map[annotation.Name]string, check func(*env) error, calls ...string) {
 	a.t.Helper()
 	a.e.fake.ResetCalls()
 	a.update(annotations)
@@ -70,7 +74,7 @@ func (a *annotated) change(what string, annotations map[string]string, check fun
 
 // refused sets bad annotations and waits for the Warning event whose
 // message contains every string in want; AWS must see no mutating call.
-func (a *annotated) refused(what string, annotations map[string]string, want ...string) {
+func (a *annotated) refused(what string, annotations map[annotation.Name]string, want ...string) {
 	a.t.Helper()
 	a.e.fake.ResetCalls()
 	a.update(annotations)
@@ -113,14 +117,15 @@ func (a *annotated) resyncChangesNothing() {
 	a.e.assertNoMutation(a.t, "a resync with nothing changed")
 }
 
-func (a *annotated) update(annotations map[string]string) {
+func (a *annotated) update(annotations map[annotation.Name]string) {
 	a.t.Helper()
 	ctx := context.Background()
 	s, err := a.client.CoreV1().Services(a.svc.Namespace).Get(ctx, a.svc.Name, metav1.GetOptions{})
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	s.Annotations = maps.Clone(annotations)
+	s.Annotations = map[string]string{}
+	withAnnotations(annotations)(s)
 	if _, err := a.client.CoreV1().Services(a.svc.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		a.t.Fatal(err)
 	}
@@ -181,7 +186,7 @@ func TestHealthCheckAnnotations(t *testing.T) {
 		withAnnotation(AnnotationUnhealthyThreshold, "4"),
 	), healthCheckIs("HTTP 8081 /ready 10/4 3/4"))
 
-	changed := map[string]string{
+	changed := map[annotation.Name]string{
 		AnnotationHealthCheckProtocol: "HTTPS",
 		AnnotationHealthCheckPath:     "/live",
 		AnnotationHealthCheckPort:     "traffic-port",
@@ -194,24 +199,24 @@ func TestHealthCheckAnnotations(t *testing.T) {
 	if n := a.e.fake.Calls("ModifyTargetGroup"); n != 1 {
 		t.Errorf("ModifyTargetGroup calls = %d, want 1 (one call for the whole change)", n)
 	}
-	a.change("protocol tcp drops the path", map[string]string{AnnotationHealthCheckProtocol: "tcp", AnnotationHealthCheckInterval: "300"},
+	a.change("protocol tcp drops the path", map[annotation.Name]string{AnnotationHealthCheckProtocol: "tcp", AnnotationHealthCheckInterval: "300"},
 		healthCheckIs("TCP traffic-port  300/10 5/2"), "ModifyTargetGroup")
 
 	for _, bad := range []struct {
 		name string
-		ann  map[string]string
+		ann  map[annotation.Name]string
 		want []string
 	}{
-		{"interval below 5", map[string]string{AnnotationHealthCheckInterval: "4"}, []string{AnnotationHealthCheckInterval, "from 5 to 300"}},
-		{"interval not a number", map[string]string{AnnotationHealthCheckInterval: "10s"}, []string{AnnotationHealthCheckInterval, "from 5 to 300"}},
-		{"timeout above 120", map[string]string{AnnotationHealthCheckTimeout: "121"}, []string{AnnotationHealthCheckTimeout, "from 2 to 120"}},
-		{"healthy threshold 1", map[string]string{AnnotationHealthyThreshold: "1"}, []string{AnnotationHealthyThreshold, "from 2 to 10"}},
-		{"unhealthy threshold 11", map[string]string{AnnotationUnhealthyThreshold: "11"}, []string{AnnotationUnhealthyThreshold, "from 2 to 10"}},
-		{"protocol udp", map[string]string{AnnotationHealthCheckProtocol: "udp"}, []string{AnnotationHealthCheckProtocol, "TCP, HTTP, HTTPS"}},
-		{"port 0", map[string]string{AnnotationHealthCheckPort: "0"}, []string{AnnotationHealthCheckPort, "traffic-port or a port number"}},
-		{"path without slash", map[string]string{AnnotationHealthCheckProtocol: "HTTP", AnnotationHealthCheckPath: "ready"}, []string{AnnotationHealthCheckPath, "starting with /"}},
-		{"two bad values, both named", map[string]string{AnnotationHealthCheckInterval: "1", AnnotationHealthyThreshold: "99"},
-			[]string{AnnotationHealthCheckInterval, AnnotationHealthyThreshold}},
+		{"interval below 5", map[annotation.Name]string{AnnotationHealthCheckInterval: "4"}, []string{string(AnnotationHealthCheckInterval), "from 5 to 300"}},
+		{"interval not a number", map[annotation.Name]string{AnnotationHealthCheckInterval: "10s"}, []string{string(AnnotationHealthCheckInterval), "from 5 to 300"}},
+		{"timeout above 120", map[annotation.Name]string{AnnotationHealthCheckTimeout: "121"}, []string{string(AnnotationHealthCheckTimeout), "from 2 to 120"}},
+		{"healthy threshold 1", map[annotation.Name]string{AnnotationHealthyThreshold: "1"}, []string{string(AnnotationHealthyThreshold), "from 2 to 10"}},
+		{"unhealthy threshold 11", map[annotation.Name]string{AnnotationUnhealthyThreshold: "11"}, []string{string(AnnotationUnhealthyThreshold), "from 2 to 10"}},
+		{"protocol udp", map[annotation.Name]string{AnnotationHealthCheckProtocol: "udp"}, []string{string(AnnotationHealthCheckProtocol), "TCP, HTTP, HTTPS"}},
+		{"port 0", map[annotation.Name]string{AnnotationHealthCheckPort: "0"}, []string{string(AnnotationHealthCheckPort), "traffic-port or a port number"}},
+		{"path without slash", map[annotation.Name]string{AnnotationHealthCheckProtocol: "HTTP", AnnotationHealthCheckPath: "ready"}, []string{string(AnnotationHealthCheckPath), "starting with /"}},
+		{"two bad values, both named", map[annotation.Name]string{AnnotationHealthCheckInterval: "1", AnnotationHealthyThreshold: "99"},
+			[]string{string(AnnotationHealthCheckInterval), string(AnnotationHealthyThreshold)}},
 	} {
 		a.refused(bad.name, bad.ann, bad.want...)
 		if err := healthCheckIs("TCP traffic-port  300/10 5/2")(a.e); err != nil {
@@ -227,8 +232,8 @@ func TestHealthCheckAnnotations(t *testing.T) {
 // default check is HTTP on the healthCheckNodePort at /healthz (AWS's HTTP
 // timeout, 6 s); the annotations override parts of it.
 func TestHealthCheckLocalTrafficDefaults(t *testing.T) {
-	a := startAnnotated(t, newService("web", withLocalTraffic(32000)), healthCheckIs("HTTP 32000 /healthz 30/6 5/2"))
-	a.change("interval and thresholds on the Local default", map[string]string{AnnotationHealthCheckInterval: "10", AnnotationHealthyThreshold: "2"},
+	a := startAnnotated(t, newService("web", testutil.WithLocalTraffic(32000)), healthCheckIs("HTTP 32000 /healthz 30/6 5/2"))
+	a.change("interval and thresholds on the Local default", map[annotation.Name]string{AnnotationHealthCheckInterval: "10", AnnotationHealthyThreshold: "2"},
 		healthCheckIs("HTTP 32000 /healthz 10/6 2/2"), "ModifyTargetGroup")
 }
 
@@ -254,7 +259,7 @@ func TestTargetGroupAttributeAnnotations(t *testing.T) {
 	), attributesAre(map[string]string{attrPreserveClientIP: "true", "deregistration_delay.timeout_seconds": "30", attrProxyProtocolV2: "false"}))
 
 	a.change("proxy protocol on, delay changed, stickiness on",
-		map[string]string{AnnotationTargetGroupAttributes: "preserve_client_ip.enabled=true,deregistration_delay.timeout_seconds=0,stickiness.enabled=true", AnnotationProxyProtocol: "*"},
+		map[annotation.Name]string{AnnotationTargetGroupAttributes: "preserve_client_ip.enabled=true,deregistration_delay.timeout_seconds=0,stickiness.enabled=true", AnnotationProxyProtocol: "*"},
 		attributesAre(map[string]string{attrProxyProtocolV2: "true", "deregistration_delay.timeout_seconds": "0", "stickiness.enabled": "true"}),
 		"ModifyTargetGroupAttributes")
 	if n := a.e.fake.Calls("ModifyTargetGroupAttributes"); n != 1 {
@@ -263,15 +268,15 @@ func TestTargetGroupAttributeAnnotations(t *testing.T) {
 
 	for _, bad := range []struct {
 		name string
-		ann  map[string]string
+		ann  map[annotation.Name]string
 		want []string
 	}{
-		{"unknown attribute", map[string]string{AnnotationTargetGroupAttributes: "slow_start.duration_seconds=30"}, []string{AnnotationTargetGroupAttributes, "slow_start.duration_seconds", "preserve_client_ip.enabled"}},
-		{"not a bool", map[string]string{AnnotationTargetGroupAttributes: "proxy_protocol_v2.enabled=yes"}, []string{AnnotationTargetGroupAttributes, "one of true, false"}},
-		{"delay out of range", map[string]string{AnnotationTargetGroupAttributes: "deregistration_delay.timeout_seconds=3601"}, []string{"from 0 to 3600"}},
-		{"not key=value", map[string]string{AnnotationTargetGroupAttributes: "stickiness.enabled"}, []string{"not key=value"}},
-		{"proxy protocol other than *", map[string]string{AnnotationProxyProtocol: "true"}, []string{AnnotationProxyProtocol, `must be "*"`}},
-		{"proxy protocol contradicted", map[string]string{AnnotationProxyProtocol: "*", AnnotationTargetGroupAttributes: "proxy_protocol_v2.enabled=false"}, []string{"contradicts"}},
+		{"unknown attribute", map[annotation.Name]string{AnnotationTargetGroupAttributes: "slow_start.duration_seconds=30"}, []string{string(AnnotationTargetGroupAttributes), "slow_start.duration_seconds", "preserve_client_ip.enabled"}},
+		{"not a bool", map[annotation.Name]string{AnnotationTargetGroupAttributes: "proxy_protocol_v2.enabled=yes"}, []string{string(AnnotationTargetGroupAttributes), "one of true, false"}},
+		{"delay out of range", map[annotation.Name]string{AnnotationTargetGroupAttributes: "deregistration_delay.timeout_seconds=3601"}, []string{"from 0 to 3600"}},
+		{"not key=value", map[annotation.Name]string{AnnotationTargetGroupAttributes: "stickiness.enabled"}, []string{"not key=value"}},
+		{"proxy protocol other than *", map[annotation.Name]string{AnnotationProxyProtocol: "true"}, []string{string(AnnotationProxyProtocol), `must be "*"`}},
+		{"proxy protocol contradicted", map[annotation.Name]string{AnnotationProxyProtocol: "*", AnnotationTargetGroupAttributes: "proxy_protocol_v2.enabled=false"}, []string{"contradicts"}},
 	} {
 		a.refused(bad.name, bad.ann, bad.want...)
 		if err := attributesAre(map[string]string{attrProxyProtocolV2: "true", "stickiness.enabled": "true"})(a.e); err != nil {
@@ -307,7 +312,7 @@ func TestTypeExternalIsImplementedElsewhere(t *testing.T) {
 	for _, typ := range []string{typeExternal, typeNLBIP} {
 		t.Run(typ, func(t *testing.T) {
 			e := newEnv(t)
-			client := fake.NewClientset()
+			client := testutil.NewClientset()
 			runServiceController(t, e.cloud, client)
 			ctx := context.Background()
 			if _, err := client.CoreV1().Services("default").Create(ctx, newService("lbc", withAnnotation(AnnotationType, typ)), metav1.CreateOptions{}); err != nil {
@@ -318,18 +323,17 @@ func TestTypeExternalIsImplementedElsewhere(t *testing.T) {
 				t.Fatalf("%d load balancers, want only web's", n)
 			}
 			e.fake.ResetCalls()
-			a.update(map[string]string{AnnotationType: typ})
+			a.update(map[annotation.Name]string{AnnotationType: typ})
 			time.Sleep(time.Second)
 			if n := e.fake.TotalCalls(); n != 0 {
 				t.Errorf("%d AWS calls after the type became %s, want none: %v", n, typ, e.fake.CallCounts())
 			}
-			markDeleted(t, client, "web")
-			markDeleted(t, client, "lbc")
+			deleteService(t, client, "web")
+			deleteService(t, client, "lbc")
 			eventually(t, "both Services released", func() error {
 				for _, name := range []string{"web", "lbc"} {
-					s, err := client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
-					if err != nil || len(s.Finalizers) > 0 {
-						return fmt.Errorf("%s: finalizers %v (%w)", name, s.Finalizers, err)
+					if s, err := client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("%s is still there (finalizers %v, err %w)", name, s.Finalizers, err)
 					}
 				}
 				return nil
@@ -360,7 +364,7 @@ func startAnnotatedOn(t *testing.T, e *env, client *fake.Clientset, svc *corev1.
 
 func TestTypeOtherThanNLBIsRefused(t *testing.T) {
 	a := startAnnotated(t, newService("web"), func(*env) error { return nil })
-	a.refused("type clb", map[string]string{AnnotationType: "clb"}, AnnotationType, "must be nlb")
+	a.refused("type clb", map[annotation.Name]string{AnnotationType: "clb"}, string(AnnotationType), "must be nlb")
 }
 
 // lbAttributesAre checks some of the NLB's attributes.
@@ -385,7 +389,7 @@ func TestLoadBalancerAttributeAnnotations(t *testing.T) {
 		withAnnotation(AnnotationAttributes, "deletion_protection.enabled=true"),
 	), lbAttributesAre(map[string]string{attrCrossZone: "true", attrDeletionProtection: "true", attrAccessLogs: "false"}))
 
-	logs := map[string]string{AnnotationAccessLogEnabled: "true", AnnotationAccessLogBucket: "logs", AnnotationAccessLogPrefix: "web",
+	logs := map[annotation.Name]string{AnnotationAccessLogEnabled: "true", AnnotationAccessLogBucket: "logs", AnnotationAccessLogPrefix: "web",
 		AnnotationAttributes: "deletion_protection.enabled=true,load_balancing.cross_zone.enabled=false,dns_record.client_routing_policy=availability_zone_affinity"}
 	a.change("access logs on, cross-zone off through -attributes", logs,
 		lbAttributesAre(map[string]string{attrCrossZone: "false", attrAccessLogs: "true", attrAccessLogsBucket: "logs", attrAccessLogsPrefix: "web", attrRoutingPolicy: "availability_zone_affinity"}),
@@ -396,13 +400,13 @@ func TestLoadBalancerAttributeAnnotations(t *testing.T) {
 
 	for _, bad := range []struct {
 		name string
-		ann  map[string]string
+		ann  map[annotation.Name]string
 		want []string
 	}{
-		{"cross-zone not a bool", map[string]string{AnnotationCrossZone: "yes"}, []string{AnnotationCrossZone, "one of true, false"}},
-		{"logs without a bucket", map[string]string{AnnotationAccessLogEnabled: "true"}, []string{"access logs need a bucket"}},
-		{"unknown attribute", map[string]string{AnnotationAttributes: "idle_timeout.timeout_seconds=60"}, []string{AnnotationAttributes, "idle_timeout.timeout_seconds", "deletion_protection.enabled"}},
-		{"the two names disagree", map[string]string{AnnotationCrossZone: "true", AnnotationAttributes: "load_balancing.cross_zone.enabled=false"}, []string{"contradicts"}},
+		{"cross-zone not a bool", map[annotation.Name]string{AnnotationCrossZone: "yes"}, []string{string(AnnotationCrossZone), "one of true, false"}},
+		{"logs without a bucket", map[annotation.Name]string{AnnotationAccessLogEnabled: "true"}, []string{"access logs need a bucket"}},
+		{"unknown attribute", map[annotation.Name]string{AnnotationAttributes: "idle_timeout.timeout_seconds=60"}, []string{string(AnnotationAttributes), "idle_timeout.timeout_seconds", "deletion_protection.enabled"}},
+		{"the two names disagree", map[annotation.Name]string{AnnotationCrossZone: "true", AnnotationAttributes: "load_balancing.cross_zone.enabled=false"}, []string{"contradicts"}},
 	} {
 		a.refused(bad.name, bad.ann, bad.want...)
 		if err := lbAttributesAre(map[string]string{attrAccessLogs: "true", attrDeletionProtection: "true"})(a.e); err != nil {
@@ -412,7 +416,7 @@ func TestLoadBalancerAttributeAnnotations(t *testing.T) {
 
 	// Deletion protection holds the NLB while set; removing it lets the
 	// delete through.
-	markDeleted(t, a.client, "web")
+	deleteService(t, a.client, "web")
 	time.Sleep(time.Second)
 	if n := len(a.e.fake.LoadBalancers()); n != 1 {
 		t.Fatalf("%d load balancers; deletion protection should keep the NLB", n)
@@ -446,8 +450,8 @@ func TestAdditionalTagsAndTargetNodeLabels(t *testing.T) {
 			return nil
 		}
 	}
-	base := map[string]string{AnnotationAdditionalTags: "team=web,cost-center=42,bare", AnnotationTargetType: targetInstance}
-	a := startAnnotated(t, newService("web", func(s *corev1.Service) { s.Annotations = maps.Clone(base) }),
+	base := map[annotation.Name]string{AnnotationAdditionalTags: "team=web,cost-center=42,bare", AnnotationTargetType: targetInstance}
+	a := startAnnotated(t, newService("web", withAnnotations(base)),
 		tagged(map[string]string{"team": "web", "cost-center": "42", "bare": ""}))
 
 	nodes := a.e.awsNodes(1, 3)
@@ -487,8 +491,36 @@ func TestAdditionalTagsAndTargetNodeLabels(t *testing.T) {
 
 	bad := maps.Clone(retagged)
 	bad[AnnotationAdditionalTags] = "kubernetes.io/service-name=other/svc"
-	a.refused("the backend's own tag", bad, AnnotationAdditionalTags, "the backend's own")
+	a.refused("the backend's own tag", bad, string(AnnotationAdditionalTags), "the backend's own")
 	a.change("good annotations again", retagged, targets(instanceID(1)+":30080", instanceID(2)+":30080"), "none")
 	delete(retagged, AnnotationTargetNodeLabels)
 	a.change("labels removed: every node again", retagged, targets(instanceID(1)+":30080", instanceID(2)+":30080", instanceID(3)+":30080"), "RegisterTargets")
+}
+
+// TestEveryBadAnnotationInOneError: bad values of annotations read in
+// different places (scheme, target type, health check, attributes, tags)
+// are all named in one InvalidLoadBalancerAnnotation error, and nothing is
+// changed in AWS.
+func TestEveryBadAnnotationInOneError(t *testing.T) {
+	e := newEnv(t)
+	bad := map[annotation.Name]string{
+		AnnotationScheme:                "public",
+		AnnotationTargetType:            "lambda",
+		AnnotationHealthCheckInterval:   "1",
+		AnnotationAttributes:            "deletion_protection.enabled=maybe",
+		AnnotationAdditionalTags:        "kubernetes.io/service-name=x",
+		AnnotationTargetGroupAttributes: "nonsense",
+	}
+	lb, _ := e.cloud.LoadBalancer()
+	_, err := lb.EnsureLoadBalancer(context.Background(), testCluster, newService("web", withAnnotations(bad)), e.awsNodes(1, 1))
+	ue, ok := backends.AsUserError(err)
+	if !ok || ue.Reason != annotation.ReasonInvalid {
+		t.Fatalf("err = %v, want a %s user error", err, annotation.ReasonInvalid)
+	}
+	for n := range bad {
+		if !strings.Contains(err.Error(), string(n)) {
+			t.Errorf("the error does not name %s: %v", n, err)
+		}
+	}
+	e.assertNoMutation(t, "a Service with bad annotations")
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // expire makes the next lookup refresh the instance listing, as the first
@@ -25,7 +26,7 @@ func sweepEnv(b *testing.B, n int) (*env, []*corev1.Node) {
 			in.PrivateIPs = []string{fmt.Sprintf("10.0.%d.%d", 20+i/250, 1+i%250)}
 			in.PrivateDNSName = fmt.Sprintf("ip-10-0-%d-%d.eu-west-1.compute.internal", 20+i/250, 1+i%250)
 		})
-		nodes[i] = newNode(in.PrivateDNSName, withProviderID(providerID(in.Zone, in.ID)))
+		nodes[i] = newNode(in.PrivateDNSName, testutil.WithProviderID(providerID(in.Zone, in.ID)))
 	}
 	return e, nodes
 }

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -91,7 +92,7 @@ func cloudFromJSON(t *testing.T, url, extra string) *Cloud {
 
 // describe makes one DescribeInstances call through the backend.
 func describe(c *Cloud) error {
-	_, err := c.instances.InstanceExists(context.Background(), newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(1))))
+	_, err := c.instances.InstanceExists(context.Background(), newNode("n", testutil.WithProviderID("aws:///eu-west-1a/"+instanceID(1))))
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/internal/backendtest"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
@@ -88,11 +89,11 @@ func (c *conformance) running() awsfake.Instance {
 // initialised is the instance's Node as the upstream node controller leaves
 // it: providerID, addresses and the labels InstanceMetadata gives.
 func (c *conformance) initialised(in awsfake.Instance) *corev1.Node {
-	return newNode(in.PrivateDNSName, withProviderID(providerID(in.Zone, in.ID)), withInternalIP(in.PrivateIPs[0]),
-		withAddress(corev1.NodeInternalDNS, in.PrivateDNSName), withAddress(corev1.NodeHostName, in.PrivateDNSName),
-		withLabel(corev1.LabelTopologyRegion, testRegion), withLabel(corev1.LabelTopologyZone, in.Zone),
-		withLabel(corev1.LabelInstanceTypeStable, in.InstanceType), withLabel(ZoneIDLabel, in.ZoneID),
-		withLabel(string(annotation.NodeBackend), "aws-1"))
+	return newNode(in.PrivateDNSName, testutil.WithProviderID(providerID(in.Zone, in.ID)), testutil.WithInternalIP(in.PrivateIPs[0]),
+		testutil.WithAddress(corev1.NodeInternalDNS, in.PrivateDNSName), testutil.WithAddress(corev1.NodeHostName, in.PrivateDNSName),
+		testutil.WithLabel(corev1.LabelTopologyRegion, testRegion), testutil.WithLabel(corev1.LabelTopologyZone, in.Zone),
+		testutil.WithLabel(corev1.LabelInstanceTypeStable, in.InstanceType), testutil.WithLabel(ZoneIDLabel, in.ZoneID),
+		testutil.WithLabel(string(annotation.NodeBackend), "aws-1"))
 }
 
 func (c *conformance) setState(t *testing.T, n *corev1.Node, state string) {
@@ -121,7 +122,7 @@ func (c *conformance) foreign(t *testing.T) []string {
 // private DNS name, with no providerID yet.
 func (c *conformance) strongMatch(*testing.T) *corev1.Node {
 	in := c.running()
-	return newNode(in.PrivateDNSName, withInternalIP(in.PrivateIPs[0]), withAddress(corev1.NodeHostName, in.PrivateDNSName))
+	return newNode(in.PrivateDNSName, testutil.WithInternalIP(in.PrivateIPs[0]), testutil.WithAddress(corev1.NodeHostName, in.PrivateDNSName))
 }
 
 // weakMatch shares a running instance's address, but its name is the
@@ -131,7 +132,7 @@ func (c *conformance) weakMatch(*testing.T) *corev1.Node {
 	in := c.running()
 	time.Sleep(2 * c.e.cloud.instances.cache.snaps.Config().MissInterval)
 	name := strings.Replace(in.PrivateDNSName, testRegion, "us-east-1", 1)
-	return newNode(name, withInternalIP(in.PrivateIPs[0]), withAddress(corev1.NodeHostName, name))
+	return newNode(name, testutil.WithInternalIP(in.PrivateIPs[0]), testutil.WithAddress(corev1.NodeHostName, name))
 }
 
 func randomInstanceID(t *testing.T) string {

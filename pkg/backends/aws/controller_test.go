@@ -27,9 +27,8 @@ import (
 	_ "k8s.io/controller-manager/pkg/features/register" // the route controller reads its feature gates.
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // runNodeControllers runs the upstream cloud-node and cloud-node-lifecycle
@@ -80,9 +79,9 @@ func TestNodeControllers(t *testing.T) {
 	client := runNodeControllers(t, e.cloud,
 		kubeletNode(byDNS.PrivateDNSName),
 		kubeletNode(byName.ID),
-		newNode("stopped", notReady, withProviderID(providerID(stopped.Zone, stopped.ID))),
-		newNode("gone", notReady, withProviderID(providerID(gone.Zone, gone.ID))),
-		newNode("ready", withProviderID(providerID(gone.Zone, gone.ID))),
+		newNode("stopped", testutil.NotReady, testutil.WithProviderID(providerID(stopped.Zone, stopped.ID))),
+		newNode("gone", testutil.NotReady, testutil.WithProviderID(providerID(gone.Zone, gone.ID))),
+		newNode("ready", testutil.WithProviderID(providerID(gone.Zone, gone.ID))),
 	)
 
 	for _, in := range []awsfake.Instance{byDNS, byName} {
@@ -221,6 +220,15 @@ func TestServiceControllerCrashBeforeStatus(t *testing.T) {
 	})
 }
 
+// deleteService deletes a Service as a user would; its finalizer keeps it,
+// marked for deletion, until the service controller has released it.
+func deleteService(t *testing.T, client *fake.Clientset, name string) {
+	t.Helper()
+	if err := client.CoreV1().Services("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func createNodes(t *testing.T, client *fake.Clientset, nodes ...*corev1.Node) {
 	t.Helper()
 	for _, n := range nodes {
@@ -270,7 +278,7 @@ func TestServiceControllerVSphereOnAWS(t *testing.T) {
 	createNodes(t, client, nodes...)
 	eventually(t, "IP targets are the nodes' addresses", wantTargets("10.0.11.11:30080,192.168.10.1:30080@all,192.168.10.2:30080@all"))
 
-	extra := newNode("vm-z", withProviderID("vsphere://4201-z"), withInternalIP("192.168.10.9"))
+	extra := newNode("vm-z", testutil.WithProviderID("vsphere://4201-z"), testutil.WithInternalIP("192.168.10.9"))
 	if _, err := client.CoreV1().Nodes().Create(ctx, extra, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -317,8 +325,8 @@ func TestRouteController(t *testing.T) {
 		return func(n *corev1.Node) { n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr} }
 	}
 	client := testutil.NewClientset(
-		newNode("a", withProviderID(providerID(a.Zone, a.ID)), withPodCIDR("10.244.1.0/24")),
-		newNode("b", withProviderID(providerID(b.Zone, b.ID)), withPodCIDR("10.244.2.0/24")))
+		newNode("a", testutil.WithProviderID(providerID(a.Zone, a.ID)), withPodCIDR("10.244.1.0/24")),
+		newNode("b", testutil.WithProviderID(providerID(b.Zone, b.ID)), withPodCIDR("10.244.2.0/24")))
 	routes, _ := e.cloud.Routes()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	e.cloud.SetInformers(factory)
@@ -373,8 +381,8 @@ func TestRouteController(t *testing.T) {
 func TestForeignRegionNodeIsNeverDeleted(t *testing.T) {
 	e := newEnv(t, fastCache)
 	client := runNodeControllers(t, e.cloud,
-		newNode("us-east", notReady, withProviderID("aws:///us-east-1a/i-0123456789abcdef0")),
-		newNode("gone", notReady, withProviderID("aws:///eu-west-1a/i-0123456789abcdef0")),
+		newNode("us-east", testutil.NotReady, testutil.WithProviderID("aws:///us-east-1a/i-0123456789abcdef0")),
+		newNode("gone", testutil.NotReady, testutil.WithProviderID("aws:///eu-west-1a/i-0123456789abcdef0")),
 	)
 	eventually(t, "the node of this region whose instance does not exist is deleted", func() error {
 		if _, ok := getNode(t, client, "gone"); ok {
@@ -444,7 +452,7 @@ func TestServiceControllerSubnetTaggedKeepsNLB(t *testing.T) {
 func TestCreateRouteOtherRegionNode(t *testing.T) {
 	e := newEnv(t, func(s *Settings) { s.Routes = &RoutesSettings{RouteTableID: "rtb-0c1"} })
 	e.fake.AddRouteTable(awsfake.RouteTable{ID: "rtb-0c1", VPCID: testVPC})
-	client := testutil.NewClientset(newNode("us-east", withProviderID("aws:///us-east-1a/i-0123456789abcdef0")))
+	client := testutil.NewClientset(newNode("us-east", testutil.WithProviderID("aws:///us-east-1a/i-0123456789abcdef0")))
 	factory := informers.NewSharedInformerFactory(client, 0)
 	e.cloud.SetInformers(factory)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -9,11 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -86,61 +86,40 @@ func (e *env) addInstance(n int, tweaks ...func(*awsfake.Instance)) awsfake.Inst
 
 func instanceID(n int) string { return fmt.Sprintf("i-%012x", n) }
 
-type nodeTweak func(*corev1.Node)
+type (
+	nodeTweak = testutil.NodeTweak
+	svcTweak  = testutil.ServiceTweak
+)
 
 // newNode returns a Ready node created an hour ago.
 func newNode(name string, tweaks ...nodeTweak) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour))},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	for _, tw := range tweaks {
-		tw(n)
-	}
-	return n
+	return testutil.NewNode(name, append([]nodeTweak{readyHourAgo}, tweaks...)...)
 }
 
-func withProviderID(id string) nodeTweak { return func(n *corev1.Node) { n.Spec.ProviderID = id } }
-
-func withAddress(t corev1.NodeAddressType, a string) nodeTweak {
-	return func(n *corev1.Node) {
-		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: t, Address: a})
-	}
-}
-
-func withLabel(k, v string) nodeTweak {
-	return func(n *corev1.Node) {
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
-		}
-		n.Labels[k] = v
-	}
-}
-
-func withInternalIP(ip string) nodeTweak { return withAddress(corev1.NodeInternalIP, ip) }
-
-func notReady(n *corev1.Node) {
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+func readyHourAgo(n *corev1.Node) {
+	n.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 }
 
 func createdNow(n *corev1.Node) { n.CreationTimestamp = metav1.Now() }
 
-type svcTweak func(*corev1.Service)
-
-// newService returns a LoadBalancer Service with port 80/TCP on nodePort 30080.
+// newService returns a LoadBalancer Service with port 80/TCP on nodePort
+// 30080.
 func newService(name string, tweaks ...svcTweak) *corev1.Service {
-	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080}}}}
-	for _, tw := range tweaks {
-		tw(s)
-	}
-	return s
+	return testutil.NewService(name, tweaks...)
 }
 
-func withAnnotation(k, v string) svcTweak {
+// withAnnotation sets one of the backend's annotations.
+func withAnnotation(n annotation.Name, v string) svcTweak {
+	return testutil.WithAnnotation(string(n), v)
+}
+
+// withAnnotations sets the backend's annotations in m.
+func withAnnotations(m map[annotation.Name]string) svcTweak {
 	return func(s *corev1.Service) {
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
+		for n, v := range m {
+			s.Annotations[string(n)] = v
 		}
-		s.Annotations[k] = v
 	}
 }
 
@@ -148,15 +127,4 @@ func withPort(name string, proto corev1.Protocol, port, nodePort int32) svcTweak
 	return func(s *corev1.Service) {
 		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: name, Protocol: proto, Port: port, NodePort: nodePort})
 	}
-}
-
-func withLocalTraffic(hcPort int32) svcTweak {
-	return func(s *corev1.Service) {
-		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-		s.Spec.HealthCheckNodePort = hcPort
-	}
-}
-
-func withSourceRanges(r ...string) svcTweak {
-	return func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = r }
 }

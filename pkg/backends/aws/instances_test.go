@@ -10,6 +10,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -74,18 +75,18 @@ func TestInstanceLookups(t *testing.T) {
 		exists, shutdown     bool
 		providerID, errorMsg string
 	}{
-		{name: "providerID as written upstream", node: newNode("n", withProviderID(want)), exists: true, providerID: want},
-		{name: "providerID without zone", node: newNode("n", withProviderID("aws:////"+in.ID)), exists: true, providerID: want},
+		{name: "providerID as written upstream", node: newNode("n", testutil.WithProviderID(want)), exists: true, providerID: want},
+		{name: "providerID without zone", node: newNode("n", testutil.WithProviderID("aws:////"+in.ID)), exists: true, providerID: want},
 		{name: "node named after the instance", node: newNode(in.ID), exists: true, providerID: want},
 		{name: "node named by private DNS", node: newNode(in.PrivateDNSName), exists: true, providerID: want},
-		{name: "node found by secondary IP", node: newNode("vm-1", withInternalIP("10.0.11.99")), exists: true, providerID: want},
-		{name: "stopped instance is shut down", node: newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(2))), exists: true, shutdown: true, providerID: "aws:///eu-west-1a/" + instanceID(2)},
-		{name: "stopping instance is shut down", node: newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(5))), exists: true, shutdown: true, providerID: "aws:///eu-west-1b/" + instanceID(5)},
-		{name: "shutting-down instance still exists", node: newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(6))), exists: true, providerID: "aws:///eu-west-1a/" + instanceID(6)},
-		{name: "terminated instance is gone", node: newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(3))), errorMsg: "not found"},
-		{name: "instance unknown to AWS is gone", node: newNode("n", withProviderID("aws:///eu-west-1b/i-0000000000ff")), errorMsg: "not found"},
-		{name: "instance in another VPC still exists", node: newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(4))), exists: true, providerID: "aws:///eu-west-1a/" + instanceID(4)},
-		{name: "node of another cloud is not ours", node: newNode("vsphere-1", withInternalIP("192.168.1.5")), errorMsg: "not found"},
+		{name: "node found by secondary IP", node: newNode("vm-1", testutil.WithInternalIP("10.0.11.99")), exists: true, providerID: want},
+		{name: "stopped instance is shut down", node: newNode("n", testutil.WithProviderID("aws:///eu-west-1a/"+instanceID(2))), exists: true, shutdown: true, providerID: "aws:///eu-west-1a/" + instanceID(2)},
+		{name: "stopping instance is shut down", node: newNode("n", testutil.WithProviderID("aws:///eu-west-1b/"+instanceID(5))), exists: true, shutdown: true, providerID: "aws:///eu-west-1b/" + instanceID(5)},
+		{name: "shutting-down instance still exists", node: newNode("n", testutil.WithProviderID("aws:///eu-west-1a/"+instanceID(6))), exists: true, providerID: "aws:///eu-west-1a/" + instanceID(6)},
+		{name: "terminated instance is gone", node: newNode("n", testutil.WithProviderID("aws:///eu-west-1b/"+instanceID(3))), errorMsg: "not found"},
+		{name: "instance unknown to AWS is gone", node: newNode("n", testutil.WithProviderID("aws:///eu-west-1b/i-0000000000ff")), errorMsg: "not found"},
+		{name: "instance in another VPC still exists", node: newNode("n", testutil.WithProviderID("aws:///eu-west-1a/"+instanceID(4))), exists: true, providerID: "aws:///eu-west-1a/" + instanceID(4)},
+		{name: "node of another cloud is not ours", node: newNode("vsphere-1", testutil.WithInternalIP("192.168.1.5")), errorMsg: "not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exists, err := inst.InstanceExists(ctx, tc.node)
@@ -110,7 +111,7 @@ func TestInstanceLookups(t *testing.T) {
 	}
 
 	t.Run("metadata", func(t *testing.T) {
-		md, err := inst.InstanceMetadata(ctx, newNode("n", withProviderID(want)))
+		md, err := inst.InstanceMetadata(ctx, newNode("n", testutil.WithProviderID(want)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,11 +139,11 @@ func TestInstanceSafety(t *testing.T) {
 		e.addInstance(1)
 		inst, _ := e.cloud.InstancesV2()
 		e.fake.SetOutage(true)
-		exists, err := inst.InstanceExists(ctx, newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(1))))
+		exists, err := inst.InstanceExists(ctx, newNode("n", testutil.WithProviderID("aws:///eu-west-1b/"+instanceID(1))))
 		if err == nil || exists {
 			t.Fatalf("InstanceExists during outage = %v, %v; want an error", exists, err)
 		}
-		md, err := inst.InstanceMetadata(ctx, newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(1))))
+		md, err := inst.InstanceMetadata(ctx, newNode("n", testutil.WithProviderID("aws:///eu-west-1b/"+instanceID(1))))
 		if err == nil || md != nil || errors.Is(err, cloudprovider.InstanceNotFound) {
 			t.Fatalf("InstanceMetadata during outage = %+v, %v", md, err)
 		}
@@ -150,7 +151,7 @@ func TestInstanceSafety(t *testing.T) {
 	t.Run("a new node whose instance AWS does not show yet is an error", func(t *testing.T) {
 		e := newEnv(t)
 		inst, _ := e.cloud.InstancesV2()
-		exists, err := inst.InstanceExists(ctx, newNode("n", createdNow, withProviderID("aws:///eu-west-1b/"+instanceID(7))))
+		exists, err := inst.InstanceExists(ctx, newNode("n", createdNow, testutil.WithProviderID("aws:///eu-west-1b/"+instanceID(7))))
 		if err == nil || exists {
 			t.Fatalf("InstanceExists = %v, %v; want an error", exists, err)
 		}
@@ -158,7 +159,7 @@ func TestInstanceSafety(t *testing.T) {
 	t.Run("a malformed providerID is an error", func(t *testing.T) {
 		e := newEnv(t)
 		inst, _ := e.cloud.InstancesV2()
-		if exists, err := inst.InstanceExists(ctx, newNode("n", withProviderID("aws:///eu-west-1b/vol-1"))); err == nil || exists {
+		if exists, err := inst.InstanceExists(ctx, newNode("n", testutil.WithProviderID("aws:///eu-west-1b/vol-1"))); err == nil || exists {
 			t.Fatalf("InstanceExists = %v, %v; want an error", exists, err)
 		}
 	})
@@ -167,7 +168,7 @@ func TestInstanceSafety(t *testing.T) {
 		e.addInstance(1)
 		inst, _ := e.cloud.InstancesV2()
 		e.fake.Throttle(4)
-		exists, err := inst.InstanceExists(ctx, newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(1))))
+		exists, err := inst.InstanceExists(ctx, newNode("n", testutil.WithProviderID("aws:///eu-west-1b/"+instanceID(1))))
 		if err != nil || !exists {
 			t.Fatalf("InstanceExists = %v, %v", exists, err)
 		}
@@ -187,7 +188,7 @@ func TestInstanceSweepIsBatched(t *testing.T) {
 	}
 	inst, _ := e.cloud.InstancesV2()
 	for i := range n {
-		if _, err := inst.InstanceMetadata(context.Background(), newNode("n", withProviderID("aws:///eu-west-1a/"+instanceID(i)))); err != nil {
+		if _, err := inst.InstanceMetadata(context.Background(), newNode("n", testutil.WithProviderID("aws:///eu-west-1a/"+instanceID(i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,12 +229,12 @@ func TestForeignRegionIsNotOurs(t *testing.T) {
 	inst, _ := e.cloud.InstancesV2()
 	ctx := context.Background()
 	for _, node := range []*corev1.Node{
-		newNode("n", withProviderID("aws:///us-east-1a/i-0123456789abcdef0")),
-		newNode("n", withProviderID("aws://us-east-1b/i-0123456789abcdef0")),
-		newNode("n", withProviderID("aws:///us-west-2-lax-1a/i-0123456789abcdef0")),
-		newNode("n", withProviderID("aws:///us-east-1a/"+here.ID)),
-		newNode("n", withProviderID("aws:///i-0123456789abcdef0"), withLabel(corev1.LabelTopologyRegion, "us-east-1")),
-		newNode("n", withProviderID("aws:////i-0123456789abcdef0"), withLabel(corev1.LabelTopologyZone, "us-east-1c")),
+		newNode("n", testutil.WithProviderID("aws:///us-east-1a/i-0123456789abcdef0")),
+		newNode("n", testutil.WithProviderID("aws://us-east-1b/i-0123456789abcdef0")),
+		newNode("n", testutil.WithProviderID("aws:///us-west-2-lax-1a/i-0123456789abcdef0")),
+		newNode("n", testutil.WithProviderID("aws:///us-east-1a/"+here.ID)),
+		newNode("n", testutil.WithProviderID("aws:///i-0123456789abcdef0"), testutil.WithLabel(corev1.LabelTopologyRegion, "us-east-1")),
+		newNode("n", testutil.WithProviderID("aws:////i-0123456789abcdef0"), testutil.WithLabel(corev1.LabelTopologyZone, "us-east-1c")),
 	} {
 		t.Run(node.Spec.ProviderID+" "+fmt.Sprint(node.Labels), func(t *testing.T) {
 			exists, err := inst.InstanceExists(ctx, node)
@@ -249,7 +250,7 @@ func TestForeignRegionIsNotOurs(t *testing.T) {
 		})
 	}
 	t.Run("a zone-less providerID with this region's labels is looked up", func(t *testing.T) {
-		node := newNode("n", withProviderID("aws:///i-0123456789abcdef0"), withLabel(corev1.LabelTopologyRegion, testRegion), withLabel(corev1.LabelTopologyZone, "eu-west-1a"))
+		node := newNode("n", testutil.WithProviderID("aws:///i-0123456789abcdef0"), testutil.WithLabel(corev1.LabelTopologyRegion, testRegion), testutil.WithLabel(corev1.LabelTopologyZone, "eu-west-1a"))
 		if exists, err := inst.InstanceExists(ctx, node); err != nil || exists {
 			t.Errorf("InstanceExists = %v, %v; want false (AWS says the instance does not exist)", exists, err)
 		}
@@ -270,11 +271,11 @@ func TestWeakMatchIsNotClaimed(t *testing.T) {
 		node *corev1.Node
 		want bool
 	}{
-		{newNode("ip-10-0-11-11.us-east-1.compute.internal", withInternalIP(ip)), false},
-		{newNode("worker-1", withAddress(corev1.NodeHostName, "ip-10-0-11-11.ec2.internal"), withInternalIP(ip)), false},
-		{newNode("i-0123456789abcdef0", withInternalIP(ip)), false},
-		{newNode("worker-1", withAddress(corev1.NodeHostName, "worker-1"), withInternalIP(ip)), true},
-		{newNode("worker-1.example.com", withInternalIP(ip)), true},
+		{newNode("ip-10-0-11-11.us-east-1.compute.internal", testutil.WithInternalIP(ip)), false},
+		{newNode("worker-1", testutil.WithAddress(corev1.NodeHostName, "ip-10-0-11-11.ec2.internal"), testutil.WithInternalIP(ip)), false},
+		{newNode("i-0123456789abcdef0", testutil.WithInternalIP(ip)), false},
+		{newNode("worker-1", testutil.WithAddress(corev1.NodeHostName, "worker-1"), testutil.WithInternalIP(ip)), true},
+		{newNode("worker-1.example.com", testutil.WithInternalIP(ip)), true},
 	} {
 		t.Run(tc.node.Name, func(t *testing.T) {
 			exists, err := inst.InstanceExists(ctx, tc.node)
@@ -293,7 +294,7 @@ func TestShutdownIsFresh(t *testing.T) {
 	in := e.addInstance(1, func(i *awsfake.Instance) { i.State = "stopped" })
 	inst, _ := e.cloud.InstancesV2()
 	ctx := context.Background()
-	node := newNode("n", withProviderID(providerID(in.Zone, in.ID)))
+	node := newNode("n", testutil.WithProviderID(providerID(in.Zone, in.ID)))
 	if off, err := inst.InstanceShutdown(ctx, node); err != nil || !off {
 		t.Fatalf("InstanceShutdown of a stopped instance = %v, %v", off, err)
 	}
@@ -311,7 +312,7 @@ func TestListingFailureBacksOff(t *testing.T) {
 	e.addInstance(1)
 	inst, _ := e.cloud.InstancesV2()
 	ctx := context.Background()
-	node := newNode("n", withProviderID("aws:///eu-west-1b/"+instanceID(1)))
+	node := newNode("n", testutil.WithProviderID("aws:///eu-west-1b/"+instanceID(1)))
 	e.fake.SetOutage(true)
 	if _, err := inst.InstanceMetadata(ctx, node); err == nil {
 		t.Fatal("InstanceMetadata succeeded while EC2 is down")

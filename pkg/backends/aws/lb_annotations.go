@@ -1,105 +1,60 @@
 package aws
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
-// reader reads a Service's annotations and collects every bad value, so a
-// user sees all of them in one InvalidLoadBalancerAnnotation event. Each
-// method leaves its out parameter alone unless the annotation is set and
-// valid, and reports whether it set it.
+// reader is the shared annotation.Reader (every bad value collected into
+// one InvalidLoadBalancerAnnotation event) with the forms only AWS's
+// annotations take: upstream's key lists, case-insensitive enums and
+// 32-bit numbers.
 type reader struct {
+	*annotation.Reader
 	values map[string]string
-	errs   []error
 }
 
-func newReader(annotations map[string]string) *reader { return &reader{values: annotations} }
-
-// invalid records a bad value of annotation n and what it must be.
-func (r *reader) invalid(n, value, want string) {
-	r.errs = append(r.errs, fmt.Errorf("annotation %s=%q: %s", n, value, want))
+func newReader(annotations map[string]string) *reader {
+	return &reader{Reader: annotation.NewReader(annotations), values: annotations}
 }
 
-// err is nil when every annotation read was valid, else one user error
-// listing every problem.
-func (r *reader) err() error {
-	if len(r.errs) == 0 {
-		return nil
-	}
-	return backends.NewUserError(reasonInvalidAnnotation, errors.Join(r.errs...))
-}
+// raw returns the annotation's value as written.
+func (r *reader) raw(n annotation.Name) string { return r.values[string(n)] }
 
-// intRange reads a whole number from lo to hi.
-func (r *reader) intRange(n string, lo, hi int32, out *int32) bool {
-	v, ok := r.values[n]
-	if !ok {
+// int32 reads a whole number from lo to hi.
+func (r *reader) int32(n annotation.Name, lo, hi int, out *int32) bool {
+	var i int
+	if !r.Int(n, lo, hi, &i) {
 		return false
 	}
-	i, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-	if err != nil || int32(i) < lo || int32(i) > hi {
-		r.invalid(n, v, fmt.Sprintf("must be a whole number from %d to %d", lo, hi))
-		return false
-	}
-	*out = int32(i)
+	*out = int32(i) //nolint:gosec // from lo to hi, both small.
 	return true
 }
 
-// enum reads one of the allowed values; fold compares without case and
-// returns the allowed spelling.
-func (r *reader) enum(n string, fold bool, out *string, allowed ...string) bool {
-	v, ok := r.values[n]
+// enumFold reads one of the allowed values in any case and returns the
+// allowed spelling.
+func (r *reader) enumFold(n annotation.Name, out *string, allowed ...string) bool {
+	v, ok := n.Get(r.values)
 	if !ok {
 		return false
 	}
 	for _, a := range allowed {
-		if strings.TrimSpace(v) == a || (fold && strings.EqualFold(strings.TrimSpace(v), a)) {
+		if strings.EqualFold(strings.TrimSpace(v), a) {
 			*out = a
 			return true
 		}
 	}
-	r.invalid(n, v, "must be one of "+strings.Join(allowed, ", "))
+	r.Invalid(n, v, "must be one of "+strings.Join(allowed, ", "))
 	return false
 }
 
-// keyValues reads comma-separated key=value pairs ("a=1,b=2"); keys are
-// unique and non-empty.
-func (r *reader) keyValues(n string, out *map[string]string) bool {
-	v, ok := r.values[n]
-	if !ok {
-		return false
-	}
-	m := map[string]string{}
-	for _, kv := range strings.Split(v, ",") {
-		k, val, found := strings.Cut(strings.TrimSpace(kv), "=")
-		k = strings.TrimSpace(k)
-		switch {
-		case !found || k == "":
-			r.invalid(n, v, fmt.Sprintf("entry %q is not key=value; write e.g. key1=value1,key2=value2", kv))
-			return false
-		case hasKey(m, k):
-			r.invalid(n, v, fmt.Sprintf("key %q is given twice", k))
-			return false
-		}
-		m[k] = strings.TrimSpace(val)
-	}
-	*out = m
-	return true
-}
-
-func hasKey(m map[string]string, k string) bool {
-	_, ok := m[k]
-	return ok
-}
-
 // pairs reads upstream's "Key1=Val1,Key2=,Key3" lists: a key alone has
-// the empty value.
-func (r *reader) pairs(n string, out *map[string]string) bool {
-	v, ok := r.values[n]
+// the empty value; empty entries are skipped.
+func (r *reader) pairs(n annotation.Name, out *map[string]string) bool {
+	v, ok := n.Get(r.values)
 	if !ok {
 		return false
 	}
@@ -110,7 +65,7 @@ func (r *reader) pairs(n string, out *map[string]string) bool {
 		}
 		k, val, _ := strings.Cut(kv, "=")
 		if k = strings.TrimSpace(k); k == "" {
-			r.invalid(n, v, fmt.Sprintf("entry %q has no key; write e.g. key1=value1,key2", kv))
+			r.Invalid(n, v, fmt.Sprintf("entry %q has no key; write e.g. key1=value1,key2", kv))
 			return false
 		}
 		m[k] = strings.TrimSpace(val)
@@ -128,7 +83,7 @@ func readAdditionalTags(r *reader) map[string]string {
 	}
 	for k := range tags {
 		if strings.HasPrefix(k, tagClusterPrefix) || k == tagService || k == tagBackend || strings.HasPrefix(k, "aws:") {
-			r.invalid(AnnotationAdditionalTags, r.values[AnnotationAdditionalTags], fmt.Sprintf("tag %q is the backend's own (or AWS's); choose another key", k))
+			r.Invalid(AnnotationAdditionalTags, r.raw(AnnotationAdditionalTags), fmt.Sprintf("tag %q is the backend's own (or AWS's); choose another key", k))
 			return nil
 		}
 	}
@@ -150,20 +105,20 @@ const (
 // readHealthCheck overrides the default health check (hc) with the
 // Service's health-check annotations.
 func readHealthCheck(r *reader, hc healthCheck) healthCheck {
-	if r.enum(AnnotationHealthCheckProtocol, true, &hc.protocol, "TCP", "HTTP", "HTTPS") && hc.protocol != "TCP" && hc.path == "" {
+	if r.enumFold(AnnotationHealthCheckProtocol, &hc.protocol, "TCP", "HTTP", "HTTPS") && hc.protocol != "TCP" && hc.path == "" {
 		hc.path = "/"
 	}
-	if v, ok := r.values[AnnotationHealthCheckPort]; ok {
+	if v, ok := AnnotationHealthCheckPort.Get(r.values); ok {
 		port := strings.TrimSpace(v)
 		if n, err := strconv.Atoi(port); port != "traffic-port" && (err != nil || n < 1 || n > 65535) {
-			r.invalid(AnnotationHealthCheckPort, v, "must be traffic-port or a port number from 1 to 65535")
+			r.Invalid(AnnotationHealthCheckPort, v, "must be traffic-port or a port number from 1 to 65535")
 		} else {
 			hc.port = port
 		}
 	}
-	if v, ok := r.values[AnnotationHealthCheckPath]; ok && hc.protocol != "TCP" {
+	if v, ok := AnnotationHealthCheckPath.Get(r.values); ok && hc.protocol != "TCP" {
 		if !strings.HasPrefix(v, "/") || len(v) > maxHCPathLength || strings.ContainsAny(v, " \t\n") {
-			r.invalid(AnnotationHealthCheckPath, v, fmt.Sprintf("must be a path starting with / of at most %d characters, without white space", maxHCPathLength))
+			r.Invalid(AnnotationHealthCheckPath, v, fmt.Sprintf("must be a path starting with / of at most %d characters, without white space", maxHCPathLength))
 		} else {
 			hc.path = v
 		}
@@ -175,9 +130,9 @@ func readHealthCheck(r *reader, hc healthCheck) healthCheck {
 	if hc.protocol == "HTTP" {
 		hc.timeout = defaultHCTimeoutHTTP
 	}
-	r.intRange(AnnotationHealthCheckInterval, minHCInterval, maxHCInterval, &hc.interval)
-	r.intRange(AnnotationHealthCheckTimeout, minHCTimeout, maxHCTimeout, &hc.timeout)
-	r.intRange(AnnotationHealthyThreshold, minHCThreshold, maxHCThreshold, &hc.healthy)
-	r.intRange(AnnotationUnhealthyThreshold, minHCThreshold, maxHCThreshold, &hc.unhealthy)
+	r.int32(AnnotationHealthCheckInterval, minHCInterval, maxHCInterval, &hc.interval)
+	r.int32(AnnotationHealthCheckTimeout, minHCTimeout, maxHCTimeout, &hc.timeout)
+	r.int32(AnnotationHealthyThreshold, minHCThreshold, maxHCThreshold, &hc.healthy)
+	r.int32(AnnotationUnhealthyThreshold, minHCThreshold, maxHCThreshold, &hc.unhealthy)
 	return hc
 }

@@ -12,6 +12,8 @@ import (
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
 // Target-group attributes the Service may set, and the values each takes.
@@ -78,28 +80,28 @@ func tgAttributeDefaults(protocol, targetType string) map[string]string {
 // sets (AnnotationTargetGroupAttributes and AnnotationProxyProtocol).
 func readTargetGroupAttributes(r *reader, svc *corev1.Service) map[string]string {
 	attrs := map[string]string{}
-	if r.keyValues(AnnotationTargetGroupAttributes, &attrs) {
+	if r.Map(AnnotationTargetGroupAttributes, &attrs) {
 		for _, k := range sorted(keys(attrs)) {
 			rule, known := tgAttributeRules[k]
 			switch {
 			case !known:
-				r.invalid(AnnotationTargetGroupAttributes, r.values[AnnotationTargetGroupAttributes], fmt.Sprintf("attribute %q is not one of %s", k, strings.Join(sorted(mapKeys(tgAttributeRules)), ", ")))
+				r.Invalid(AnnotationTargetGroupAttributes, r.raw(AnnotationTargetGroupAttributes), fmt.Sprintf("attribute %q is not one of %s", k, strings.Join(sorted(mapKeys(tgAttributeRules)), ", ")))
 				delete(attrs, k)
 			case !rule.valid(attrs[k]):
-				r.invalid(AnnotationTargetGroupAttributes, r.values[AnnotationTargetGroupAttributes], fmt.Sprintf("%s must be %s", k, rule.want))
+				r.Invalid(AnnotationTargetGroupAttributes, r.raw(AnnotationTargetGroupAttributes), fmt.Sprintf("%s must be %s", k, rule.want))
 				delete(attrs, k)
 			}
 		}
 	}
 	if attrs[attrPreserveClientIP] == "false" && hasUDP(svc) {
-		r.invalid(AnnotationTargetGroupAttributes, r.values[AnnotationTargetGroupAttributes], "client IP preservation cannot be turned off for UDP ports")
+		r.Invalid(AnnotationTargetGroupAttributes, r.raw(AnnotationTargetGroupAttributes), "client IP preservation cannot be turned off for UDP ports")
 	}
-	if v, ok := r.values[AnnotationProxyProtocol]; ok {
+	if v, ok := AnnotationProxyProtocol.Get(r.values); ok {
 		switch {
 		case v != "*":
-			r.invalid(AnnotationProxyProtocol, v, `must be "*" (proxy protocol v2 on every port)`)
+			r.Invalid(AnnotationProxyProtocol, v, `must be "*" (proxy protocol v2 on every port)`)
 		case attrs[attrProxyProtocolV2] == "false":
-			r.invalid(AnnotationProxyProtocol, v, fmt.Sprintf("contradicts %s=false in %s; remove one of them", attrProxyProtocolV2, AnnotationTargetGroupAttributes))
+			r.Invalid(AnnotationProxyProtocol, v, fmt.Sprintf("contradicts %s=false in %s; remove one of them", attrProxyProtocolV2, AnnotationTargetGroupAttributes))
 		default:
 			attrs[attrProxyProtocolV2] = "true"
 		}
@@ -199,7 +201,10 @@ func lbAttributeDefaults() map[string]string {
 
 // upstreamLBAnnotations are the upstream provider's annotations for NLB
 // attributes.
-var upstreamLBAnnotations = []struct{ name, attr string }{
+var upstreamLBAnnotations = []struct {
+	name annotation.Name
+	attr string
+}{
 	{AnnotationCrossZone, attrCrossZone},
 	{AnnotationAccessLogEnabled, attrAccessLogs},
 	{AnnotationAccessLogBucket, attrAccessLogsBucket},
@@ -210,38 +215,38 @@ var upstreamLBAnnotations = []struct{ name, attr string }{
 // AnnotationAttributes and the upstream names; the two must agree.
 func readLBAttributes(r *reader) map[string]string {
 	attrs := map[string]string{}
-	raw := r.values[AnnotationAttributes]
-	if r.keyValues(AnnotationAttributes, &attrs) {
+	raw := r.raw(AnnotationAttributes)
+	if r.Map(AnnotationAttributes, &attrs) {
 		for _, k := range sorted(keys(attrs)) {
 			rule, known := lbAttributeRules[k]
 			switch {
 			case !known:
-				r.invalid(AnnotationAttributes, raw, fmt.Sprintf("attribute %q is not one of %s", k, strings.Join(sorted(mapKeys(lbAttributeRules)), ", ")))
+				r.Invalid(AnnotationAttributes, raw, fmt.Sprintf("attribute %q is not one of %s", k, strings.Join(sorted(mapKeys(lbAttributeRules)), ", ")))
 				delete(attrs, k)
 			case !rule.valid(attrs[k]):
-				r.invalid(AnnotationAttributes, raw, fmt.Sprintf("%s must be %s", k, rule.want))
+				r.Invalid(AnnotationAttributes, raw, fmt.Sprintf("%s must be %s", k, rule.want))
 				delete(attrs, k)
 			}
 		}
 	}
 	for _, u := range upstreamLBAnnotations {
-		v, ok := r.values[u.name]
+		v, ok := u.name.Get(r.values)
 		if !ok {
 			continue
 		}
 		v = strings.TrimSpace(v)
 		if rule := lbAttributeRules[u.attr]; !rule.valid(v) {
-			r.invalid(u.name, v, "must be "+rule.want)
+			r.Invalid(u.name, v, "must be "+rule.want)
 			continue
 		}
 		if prev, set := attrs[u.attr]; set && prev != v {
-			r.invalid(u.name, v, fmt.Sprintf("contradicts %s=%s in %s; set it in one place", u.attr, prev, AnnotationAttributes))
+			r.Invalid(u.name, v, fmt.Sprintf("contradicts %s=%s in %s; set it in one place", u.attr, prev, AnnotationAttributes))
 			continue
 		}
 		attrs[u.attr] = v
 	}
 	if attrs[attrAccessLogs] == "true" && attrs[attrAccessLogsBucket] == "" {
-		r.invalid(AnnotationAccessLogEnabled, "true", fmt.Sprintf("access logs need a bucket: set %s (or %s in %s)", AnnotationAccessLogBucket, attrAccessLogsBucket, AnnotationAttributes))
+		r.Invalid(AnnotationAccessLogEnabled, "true", fmt.Sprintf("access logs need a bucket: set %s (or %s in %s)", AnnotationAccessLogBucket, attrAccessLogsBucket, AnnotationAttributes))
 	}
 	return attrs
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
 )
@@ -63,9 +64,10 @@ type target struct {
 	zone string
 }
 
-// annotationError is a user-fixable error about one annotation.
-func annotationError(key, value, fix string) error {
-	return backends.NewUserError(reasonInvalidAnnotation, fmt.Errorf("annotation %s=%q: %s", key, value, fix))
+// annotationError is a user-fixable error about one annotation found
+// after the annotations were read (a subnet AWS does not have, say).
+func annotationError(n annotation.Name, value, fix string) error {
+	return backends.NewUserError(annotation.ReasonInvalid, fmt.Errorf("annotation %s=%q: %s", n, value, fix))
 }
 
 // desired computes the Service's load balancer. Bad annotations or ports
@@ -74,16 +76,19 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	d := &desiredLB{names: namesFor(l.clusterID, svc)}
 	d.tags = map[string]string{tagClusterPrefix + l.clusterID: "owned", tagService: d.names.service, tagBackend: l.backend}
 	r := newReader(svc.Annotations)
-	if v, ok := svc.Annotations[AnnotationType]; ok && v != typeNLB {
-		r.invalid(AnnotationType, v, "must be nlb (this backend makes Network Load Balancers only), or external or nlb-ip for a load balancer another controller manages")
+	if v, ok := AnnotationType.Get(svc.Annotations); ok && v != typeNLB {
+		r.Invalid(AnnotationType, v, "must be nlb (this backend makes Network Load Balancers only), or external or nlb-ip for a load balancer another controller manages")
 	}
+	d.scheme = readScheme(r)
+	var targetType string
+	r.Enum(AnnotationTargetType, &targetType, targetInstance, targetIP)
 	d.hc = readHealthCheck(r, healthCheckOf(svc))
 	d.tgAttrs = readTargetGroupAttributes(r, svc)
 	d.lbAttrs = readLBAttributes(r)
 	d.extraTags = readAdditionalTags(r)
 	var targetLabels map[string]string
 	r.pairs(AnnotationTargetNodeLabels, &targetLabels)
-	if err := r.err(); err != nil {
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
 	for k, v := range d.extraTags {
@@ -91,17 +96,14 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	}
 	nodes = withLabels(nodes, targetLabels)
 	var err error
-	if d.scheme, err = schemeOf(svc); err != nil {
-		return nil, err
-	}
 	if d.sourceRanges, err = sourceRanges(svc); err != nil {
 		return nil, err
 	}
 	if d.subnets, err = l.subnetsFor(ctx, svc, d.scheme); err != nil {
 		return nil, err
 	}
-	_, d.subnetsAnnotated = svc.Annotations[AnnotationSubnets]
-	if d.targetType, d.targets, err = l.targetsFor(ctx, svc, nodes); err != nil {
+	_, d.subnetsAnnotated = AnnotationSubnets.Get(svc.Annotations)
+	if d.targetType, d.targets, err = l.targetsFor(ctx, targetType, nodes); err != nil {
 		return nil, err
 	}
 	if d.ports, err = portsOf(svc, d.names, d.targetType); err != nil {
@@ -110,28 +112,27 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	return d, nil
 }
 
-func schemeOf(svc *corev1.Service) (string, error) {
-	if v, ok := svc.Annotations[AnnotationScheme]; ok {
-		if v != schemeInternal && v != schemeInternetFacing {
-			return "", annotationError(AnnotationScheme, v, "use internal or internet-facing")
-		}
-		return v, nil
+// readScheme reads AnnotationScheme, else AnnotationInternal (true,
+// false, or upstream's 0.0.0.0/0 meaning true).
+func readScheme(r *reader) string {
+	scheme := schemeInternetFacing
+	if r.Enum(AnnotationScheme, &scheme, schemeInternal, schemeInternetFacing) || r.Has(AnnotationScheme) {
+		return scheme
 	}
-	v, ok := svc.Annotations[AnnotationInternal]
+	v, ok := AnnotationInternal.Get(r.values)
 	if !ok {
-		return schemeInternetFacing, nil
+		return scheme
 	}
-	if v == "0.0.0.0/0" {
-		return schemeInternal, nil
+	internal, err := strconv.ParseBool(strings.TrimSpace(v))
+	switch {
+	case strings.TrimSpace(v) == "0.0.0.0/0":
+		return schemeInternal
+	case err != nil:
+		r.Invalid(AnnotationInternal, v, `must be "true" or "false"`)
+	case internal:
+		return schemeInternal
 	}
-	internal, err := strconv.ParseBool(v)
-	if err != nil {
-		return "", annotationError(AnnotationInternal, v, "use true or false")
-	}
-	if internal {
-		return schemeInternal, nil
-	}
-	return schemeInternetFacing, nil
+	return scheme
 }
 
 func sourceRanges(svc *corev1.Service) ([]string, error) {
@@ -193,13 +194,10 @@ func portsOf(svc *corev1.Service, n names, targetType string) ([]desiredPort, er
 	return out, nil
 }
 
-// targetsFor chooses the target type (the annotation's, else instance when
-// every node is an instance of the VPC, else ip) and the targets.
-func (l *LoadBalancer) targetsFor(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (string, []target, error) {
-	tt, set := svc.Annotations[AnnotationTargetType]
-	if set && tt != targetInstance && tt != targetIP {
-		return "", nil, annotationError(AnnotationTargetType, tt, "use instance or ip")
-	}
+// targetsFor chooses the target type (tt, the annotation's, else instance
+// when every node is an instance of the VPC, else ip) and the targets.
+func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev1.Node) (string, []target, error) {
+	set := tt != ""
 	ids := make([]string, len(nodes))
 	all := len(nodes) > 0
 	for i, n := range nodes {
@@ -324,7 +322,7 @@ func (l *LoadBalancer) CanTarget(svc *corev1.Service, node *corev1.Node) bool {
 	if s, err := providerid.Scheme(node.Spec.ProviderID); err == nil && s == Scheme {
 		return true
 	}
-	if svc.Annotations[AnnotationTargetType] == targetInstance {
+	if v, _ := AnnotationTargetType.Get(svc.Annotations); v == targetInstance {
 		return false
 	}
 	ip := nodeIPv4(node)

@@ -62,7 +62,7 @@ func (l *LoadBalancer) vpcSubnets(ctx context.Context) ([]subnet, error) {
 // subnetsFor returns the NLB's subnets: the annotation's, else the
 // config's, else those tagged for the scheme's role.
 func (l *LoadBalancer) subnetsFor(ctx context.Context, svc *corev1.Service, scheme string) ([]string, error) {
-	if v, ok := svc.Annotations[AnnotationSubnets]; ok {
+	if v, ok := AnnotationSubnets.Get(svc.Annotations); ok {
 		return l.annotatedSubnets(ctx, v)
 	}
 	if len(l.settings.Subnets) > 0 {

@@ -58,7 +58,7 @@ func withService(ctx context.Context, svc *corev1.Service, n names) context.Cont
 // else's (aws-load-balancer-type external or nlb-ip): the backend then
 // touches nothing in AWS for it.
 func managedElsewhere(svc *corev1.Service) bool {
-	t := svc.Annotations[AnnotationType]
+	t, _ := AnnotationType.Get(svc.Annotations)
 	return t == typeExternal || t == typeNLBIP
 }
 
@@ -301,7 +301,7 @@ func (l *LoadBalancer) deleteLB(ctx context.Context, n names, protect bool) ([]e
 func protected(svc *corev1.Service) bool {
 	r := newReader(svc.Annotations)
 	attrs := readLBAttributes(r)
-	return attrs[attrDeletionProtection] == "true" || r.err() != nil
+	return attrs[attrDeletionProtection] == "true" || r.Err() != nil
 }
 
 // unprotectAndDelete deletes an NLB that has deletion protection on: when

@@ -15,6 +15,7 @@ import (
 	"k8s.io/cloud-provider/api"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -23,7 +24,7 @@ func (e *env) awsNodes(from, n int) []*corev1.Node {
 	var out []*corev1.Node
 	for i := from; i < from+n; i++ {
 		in := e.addInstance(i)
-		out = append(out, newNode(in.PrivateDNSName, withProviderID(providerID(in.Zone, in.ID)), withInternalIP(in.PrivateIPs[0])))
+		out = append(out, newNode(in.PrivateDNSName, testutil.WithProviderID(providerID(in.Zone, in.ID)), testutil.WithInternalIP(in.PrivateIPs[0])))
 	}
 	return out
 }
@@ -32,7 +33,7 @@ func (e *env) awsNodes(from, n int) []*corev1.Node {
 func otherNodes(n int) []*corev1.Node {
 	var out []*corev1.Node
 	for i := range n {
-		out = append(out, newNode("vm-"+string(rune('a'+i)), withProviderID("vsphere://4201-"+string(rune('a'+i))), withInternalIP("192.168.10."+string(rune('1'+i)))))
+		out = append(out, newNode("vm-"+string(rune('a'+i)), testutil.WithProviderID("vsphere://4201-"+string(rune('a'+i))), testutil.WithInternalIP("192.168.10."+string(rune('1'+i)))))
 	}
 	return out
 }
@@ -129,10 +130,10 @@ func TestEnsureIPTargetsForOtherClouds(t *testing.T) {
 	if targeter.CanTarget(svc, newNode("no-address")) {
 		t.Error("CanTarget of a node without an address = true")
 	}
-	if targeter.CanTarget(svc, newNode("public", withProviderID("vsphere://p"), withInternalIP("203.0.113.7"))) {
+	if targeter.CanTarget(svc, newNode("public", testutil.WithProviderID("vsphere://p"), testutil.WithInternalIP("203.0.113.7"))) {
 		t.Error("CanTarget of a node with a public address = true; AWS refuses such IP targets outside the VPC")
 	}
-	if !targeter.CanTarget(svc, newNode("cgnat", withProviderID("vsphere://c"), withInternalIP("100.64.3.4"))) {
+	if !targeter.CanTarget(svc, newNode("cgnat", testutil.WithProviderID("vsphere://c"), testutil.WithInternalIP("100.64.3.4"))) {
 		t.Error("CanTarget of a node in 100.64.0.0/10 = false")
 	}
 	e.ensure(t, svc, nodes)
@@ -221,7 +222,7 @@ func TestUpdates(t *testing.T) {
 		}
 	})
 	t.Run("source ranges and local traffic", func(t *testing.T) {
-		svc = newService("web", withSourceRanges("203.0.113.0/24", "198.51.100.0/24"), withLocalTraffic(31999))
+		svc = newService("web", testutil.WithSourceRanges("203.0.113.0/24", "198.51.100.0/24"), testutil.WithLocalTraffic(31999))
 		e.ensure(t, svc, nodes)
 		lb := e.onlyLB(t)
 		if got := e.fake.SecurityGroupIngress(lb.SecurityGroups[0]); strings.Join(got, ",") != "tcp:80-80:198.51.100.0/24,tcp:80-80:203.0.113.0/24" {
@@ -276,15 +277,15 @@ func TestBadInputChangesNothing(t *testing.T) {
 		name, want string
 		svc        *corev1.Service
 	}{
-		{"scheme", AnnotationScheme, newService("a", withAnnotation(AnnotationScheme, "public"))},
-		{"internal", AnnotationInternal, newService("a", withAnnotation(AnnotationInternal, "maybe"))},
-		{"target type", AnnotationTargetType, newService("a", withAnnotation(AnnotationTargetType, "lambda"))},
+		{"scheme", string(AnnotationScheme), newService("a", withAnnotation(AnnotationScheme, "public"))},
+		{"internal", string(AnnotationInternal), newService("a", withAnnotation(AnnotationInternal, "maybe"))},
+		{"target type", string(AnnotationTargetType), newService("a", withAnnotation(AnnotationTargetType, "lambda"))},
 		{"unknown subnet", "subnet-0ff", newService("a", withAnnotation(AnnotationSubnets, "subnet-0ff"))},
 		{"two subnets in a zone", "both in zone", newService("a", withAnnotation(AnnotationSubnets, "subnet-0a,subnet-1a"))},
 		{"SCTP", "SCTP", newService("a", withPort("s", corev1.ProtocolSCTP, 9, 30009))},
 		{"TCP and UDP on different node ports", "same nodePort", newService("a", withPort("u", corev1.ProtocolUDP, 80, 30081))},
-		{"bad source range", "loadBalancerSourceRanges", newService("a", withSourceRanges("nonsense"))},
-		{"IPv6 source range", "not an IPv4 CIDR", newService("a", withSourceRanges("2001:db8::/32"))},
+		{"bad source range", "loadBalancerSourceRanges", newService("a", testutil.WithSourceRanges("nonsense"))},
+		{"IPv6 source range", "not an IPv4 CIDR", newService("a", testutil.WithSourceRanges("2001:db8::/32"))},
 		{"bad source-range annotation", "load-balancer-source-ranges", newService("a", withAnnotation("service.beta.kubernetes.io/load-balancer-source-ranges", "10.0.0.0/33"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -514,7 +515,7 @@ func TestSubnetChanges(t *testing.T) {
 	}
 	wantKept := func(t *testing.T, err error) {
 		t.Helper()
-		if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonSubnetsKept || !strings.Contains(err.Error(), AnnotationSubnets) {
+		if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonSubnetsKept || !strings.Contains(err.Error(), string(AnnotationSubnets)) {
 			t.Errorf("err = %v, want a %s user error naming %s", err, reasonSubnetsKept, AnnotationSubnets)
 		}
 	}
@@ -611,7 +612,7 @@ func TestSubnetChanges(t *testing.T) {
 // once the cache is warm, an Ensure makes no DescribeInstances call.
 func TestOtherRegionNodeIsNoLookup(t *testing.T) {
 	e := newEnv(t)
-	nodes := append(e.awsNodes(1, 1), newNode("us-east", withProviderID("aws:///us-east-1a/i-0123456789abcdef0"), withInternalIP("172.16.0.5")))
+	nodes := append(e.awsNodes(1, 1), newNode("us-east", testutil.WithProviderID("aws:///us-east-1a/i-0123456789abcdef0"), testutil.WithInternalIP("172.16.0.5")))
 	svc := newService("web")
 	e.ensure(t, svc, nodes)
 	if tg := e.fake.TargetGroups(); len(tg) != 1 || tg[0].TargetType != targetIP || len(tg[0].Targets) != 2 {
