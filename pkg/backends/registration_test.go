@@ -104,7 +104,7 @@ func TestOneRegistration(t *testing.T) {
 
 	// config: the section goes to the tiny parser, errors under its path.
 	_, err := config.Parse([]byte(head+"- {name: t1, type: tiny, tiny: {instancs: [a]}}\n"), t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), `backends[0].tiny.instancs: Forbidden: unknown field "backends[0].tiny.instancs"`) {
+	if err == nil || !strings.Contains(err.Error(), `backends[0].tiny.instancs: Forbidden: unknown field: remove it or fix its spelling (did you mean "instances"?)`) {
 		t.Errorf("a misspelt key in the tiny section: err = %v", err)
 	}
 	_, err = config.Parse([]byte(head+"- {name: t1, type: tiny, tiny: {instances: []}}\n- {name: t2, type: gcp}\n"), t.TempDir())

@@ -20,9 +20,9 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -221,7 +221,8 @@ func RegisteredTypes() []string {
 	return types
 }
 
-// Load reads and parses the config file at path.
+// Load reads and parses the config file at path. Problems of the file as a
+// whole (not YAML) name the path.
 func Load(path string) (*CloudConfig, error) {
 	data, err := os.ReadFile(path) //nolint:gosec // G304: the operator's --cloud-config path.
 	if err != nil {
@@ -231,53 +232,96 @@ func Load(path string) (*CloudConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading cloud-config: %w", err)
 	}
-	return Parse(data, dir)
+	return parse(data, dir, path)
 }
 
 // Parse decodes, defaults and validates a config document. dir is where
 // relative file paths resolve. The error, if any, joins every problem found,
 // each naming its field path.
 func Parse(data []byte, dir string) (*CloudConfig, error) {
-	cfg, errs := decode(data)
+	return parse(data, dir, "cloud-config")
+}
+
+// FileError is a problem of the file as a whole: it is not YAML, or it
+// repeats a key (YAML names the line, not the path).
+type FileError struct {
+	// File is the file's path as given, or "cloud-config".
+	File string
+	// Problem says what is wrong, with the line where YAML gives one.
+	Problem string
+}
+
+func (e *FileError) Error() string { return e.File + ": " + e.Problem }
+
+func parse(data []byte, dir, name string) (*CloudConfig, error) {
+	cfg, fileErr, errs := decode(data, name)
 	if cfg == nil {
-		return nil, errs.ToAggregate()
+		return nil, fileErr
 	}
 	cfg.setDefaults()
-	errs = append(errs, cfg.validate(dir)...)
-	if len(errs) > 0 {
-		return nil, errs.ToAggregate()
+	errs = prune(append(errs, cfg.validate(dir)...))
+	if fileErr == nil && len(errs) == 0 {
+		return cfg, nil
 	}
-	return cfg, nil
+	all := make([]error, 0, len(errs)+1)
+	if fileErr != nil {
+		all = append(all, fileErr)
+	}
+	for _, e := range errs {
+		all = append(all, e)
+	}
+	return nil, utilerrors.NewAggregate(all)
 }
 
 // decode turns YAML into the typed config. A nil config means the document
-// could not be read at all; otherwise errs holds unknown and duplicate keys.
-func decode(data []byte) (*CloudConfig, field.ErrorList) {
+// could not be read at all (fileErr says why). A repeated key is a fileErr
+// too, but the rest of the document is still decoded (the last value wins)
+// and checked; errs holds values of the wrong type and unknown keys.
+func decode(data []byte, name string) (cfg *CloudConfig, fileErr *FileError, errs field.ErrorList) {
 	if len(strings.TrimSpace(string(data))) == 0 {
-		return nil, field.ErrorList{field.Required(field.NewPath("apiVersion"), "the cloud-config file is empty")}
+		return nil, &FileError{File: name, Problem: "the file is empty; it needs at least apiVersion, kind, clusterID and backends"}, nil
 	}
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(field.NewPath("<file>"), field.OmitValueType{}, "not valid YAML: "+err.Error())}
+		js, fileErr = yamlFallback(data, name, err)
+		if js == nil {
+			return nil, fileErr, nil
+		}
 	}
 	// The document is decoded strictly with each backend cut down to its
 	// name and type; the other keys of an entry are its sections, which
 	// validation hands to the registered parsers.
 	doc := &document{}
-	strict, err := kjson.UnmarshalStrict(js, doc)
-	if err != nil {
-		p, msg := decodeMessage(nil, err)
-		return nil, field.ErrorList{field.Invalid(p, field.OmitValueType{}, msg)}
-	}
+	errs, cleaned := decodeClean(js, nil, doc)
+	errs = slices.DeleteFunc(errs, isSectionKey)
 	var entries struct {
 		Backends []Backend `json:"backends"`
 	}
-	if err := json.Unmarshal(js, &entries); err != nil {
-		return nil, field.ErrorList{field.Invalid(field.NewPath("backends"), field.OmitValueType{}, err.Error())}
-	}
-	cfg := &doc.CloudConfig
+	// Values of the wrong type are reported above; what is left decodes.
+	_ = json.Unmarshal(cleaned, &entries)
+	cfg = &doc.CloudConfig
 	cfg.Backends = entries.Backends
-	return cfg, strictErrors(nil, slices.DeleteFunc(strict, isSectionKey))
+	return cfg, fileErr, errs
+}
+
+// yamlFallback handles a document the strict YAML reader refused: one that
+// only repeats a key is read leniently, the repetition reported; anything
+// else is not YAML (nil JSON).
+func yamlFallback(data []byte, name string, strictErr error) ([]byte, *FileError) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, &FileError{File: name, Problem: "not valid YAML: " + yamlMessage(err)}
+	}
+	return js, &FileError{File: name, Problem: yamlMessage(strictErr) + ": keep one"}
+}
+
+// yamlMessage strips the converter's prefixes from a YAML error.
+func yamlMessage(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
+	return strings.Join(strings.Fields(msg), " ")
 }
 
 // document is the file as the strict decoder sees it.
@@ -286,86 +330,36 @@ type document struct {
 	Backends []backendHead `json:"backends"`
 }
 
-// sectionKeyRE matches the strict decoder's complaint about a key of a
-// backend entry other than name and type: such keys are sections.
-var sectionKeyRE = regexp.MustCompile(`^unknown field "backends\[\d+\]\.[^"]*"$`)
+// sectionKeyRE matches the path of a key of a backend entry other than name
+// and type: such keys are sections, checked by their parsers.
+var sectionKeyRE = regexp.MustCompile(`^backends\[\d+\]\.[^.\[]+$`)
 
-func isSectionKey(err error) bool { return sectionKeyRE.MatchString(err.Error()) }
-
-// typeErrorRE matches encoding/json's type errors, which name the field path.
-var typeErrorRE = regexp.MustCompile(`^json: cannot unmarshal (.+) into Go struct field [^.]*\.(\S+) of type (\S+)$`)
-
-// decodeMessage rewrites a decoder error as "path: must be X, not a JSON Y"
-// when it is a type error, prefixing base to the path.
-func decodeMessage(base *field.Path, err error) (*field.Path, string) {
-	m := typeErrorRE.FindStringSubmatch(err.Error())
-	if m == nil {
-		if base == nil {
-			base = field.NewPath("<file>")
-		}
-		return base, err.Error()
-	}
-	p := field.NewPath(m[2])
-	if base != nil {
-		p = base.Child(m[2])
-	}
-	return p, fmt.Sprintf("must be %s, not a JSON %s", friendlyType(m[3]), m[1])
+func isSectionKey(e *field.Error) bool {
+	return e.Type == field.ErrorTypeForbidden && sectionKeyRE.MatchString(e.Field)
 }
 
-func friendlyType(t string) string {
-	switch {
-	case strings.HasSuffix(t, "SecretRef"):
-		return "a secret reference, {file: /path/to/secret} or {env: VARIABLE}: credentials are never written into the config"
-	case strings.HasPrefix(t, "[]"):
-		return "a list"
-	case strings.HasPrefix(t, "map["):
-		return "a map"
-	case t == "string" || strings.HasSuffix(t, "Policy"):
-		return "a string"
-	case t == "bool":
-		return "true or false"
-	case strings.Contains(t, "int") || strings.Contains(t, "float") || strings.Contains(t, "Duration"):
-		return "a number"
-	}
-	return "an object"
+// unknownField is the error for a key no one reads, with the closest of
+// the keys that are read when it looks misspelt.
+func unknownField(p *field.Path, known []string) *field.Error {
+	return decodeErr(field.Forbidden(p, "unknown field: remove it or fix its spelling"+suggest(lastKey(p), known)))
 }
 
-// strictErrors turns the decoder's unknown/duplicate field errors into field
-// errors under base.
-func strictErrors(base *field.Path, strict []error) field.ErrorList {
-	var errs field.ErrorList
-	for _, e := range strict {
-		msg := e.Error()
-		if base != nil {
-			msg = strings.Replace(msg, `field "`, `field "`+base.String()+".", 1)
-		}
-		errs = append(errs, field.Forbidden(field.NewPath(fieldFromStrict(msg)), msg+": remove it or fix its spelling"))
-	}
-	return errs
+// lastKey is the last key of a path ending in a key.
+func lastKey(p *field.Path) string {
+	s := p.String()
+	return s[strings.LastIndexAny(s, ".]")+1:]
 }
 
-// fieldFromStrict pulls the quoted path out of `unknown field "a.b"`.
-func fieldFromStrict(msg string) string {
-	i := strings.IndexByte(msg, '"')
-	j := strings.LastIndexByte(msg, '"')
-	if i < 0 || j <= i {
-		return ""
-	}
-	return msg[i+1 : j]
-}
-
-// DecodeSection strictly decodes a backend section into v. Unknown and
-// duplicate keys come back as errors named under path.
+// DecodeSection decodes a backend section into v, strictly and completely:
+// every value of the wrong type and every unknown or repeated key comes back
+// as an error under path, and everything else is decoded into v. A section
+// parser validates v even when there were errors: Parse drops what
+// validation says about a value that was of the wrong type.
 func DecodeSection(raw []byte, path *field.Path, v any) field.ErrorList {
 	if len(raw) == 0 {
-		return field.ErrorList{field.Required(path, "the backend's settings are missing")}
+		return field.ErrorList{decodeErr(field.Required(path, "the backend's settings are missing"))}
 	}
-	strict, err := kjson.UnmarshalStrict(raw, v)
-	if err != nil {
-		p, msg := decodeMessage(path, err)
-		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, msg)}
-	}
-	return strictErrors(path, strict)
+	return decodeInto(raw, path, v)
 }
 
 func (c *CloudConfig) setDefaults() {
@@ -435,11 +429,14 @@ func (b *Backend) parseSection(bp *field.Path, dir string) field.ErrorList {
 		switch _, known := sectionParser(key); {
 		case ok && key != b.Type:
 			errs = append(errs, field.Forbidden(bp.Child(key), fmt.Sprintf("a backend of type %q takes its settings under %q; remove %q", b.Type, b.Type, key)))
-		case !ok && !known:
-			errs = append(errs, strictErrors(nil, []error{fmt.Errorf("unknown field %q", bp.Child(key).String())})...)
+		case !ok && !known && key != b.Type:
+			errs = append(errs, unknownField(bp.Child(key), append([]string{"name", "type"}, RegisteredTypes()...)))
 		}
 	}
-	if !ok {
+	switch {
+	case b.Type == "":
+		return append(errs, field.Required(bp.Child("type"), "set type to one of: "+strings.Join(RegisteredTypes(), ", ")))
+	case !ok:
 		return append(errs, field.NotSupported(bp.Child("type"), b.Type, RegisteredTypes()))
 	}
 	settings, serrs := parse(b.Sections[b.Type], bp.Child(b.Type), dir)

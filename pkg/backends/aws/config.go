@@ -110,11 +110,9 @@ var (
 // ParseSection decodes, defaults and validates an aws section.
 func ParseSection(raw []byte, path *field.Path, dir string) (any, field.ErrorList) {
 	s := &Settings{}
-	if errs := config.DecodeSection(raw, path, s); len(errs) > 0 {
-		return nil, errs
-	}
+	errs := config.DecodeSection(raw, path, s)
 	s.setDefaults()
-	if errs := s.Validate(path, dir); len(errs) > 0 {
+	if errs = append(errs, s.Validate(path, dir)...); len(errs) > 0 {
 		return nil, errs
 	}
 	return s, nil

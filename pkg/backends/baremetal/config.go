@@ -99,11 +99,9 @@ type compiled struct {
 // ParseSection is the config.SectionParser of the baremetal type.
 func ParseSection(raw []byte, path *field.Path, _ string) (any, field.ErrorList) {
 	s := &Settings{}
-	if errs := config.DecodeSection(raw, path, s); len(errs) > 0 {
-		return nil, errs
-	}
+	errs := config.DecodeSection(raw, path, s)
 	s.setDefaults()
-	if errs := s.Validate(path); len(errs) > 0 {
+	if errs = append(errs, s.Validate(path)...); len(errs) > 0 {
 		return nil, errs
 	}
 	return s, nil

@@ -146,11 +146,9 @@ var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}
 // parseSection is the config.SectionParser of the openstack type.
 func parseSection(raw []byte, path *field.Path, dir string) (any, field.ErrorList) {
 	s := &Settings{}
-	if errs := config.DecodeSection(raw, path, s); len(errs) > 0 {
-		return nil, errs
-	}
+	errs := config.DecodeSection(raw, path, s)
 	s.setDefaults(dir)
-	if errs := s.validate(path, dir); len(errs) > 0 {
+	if errs = append(errs, s.validate(path, dir)...); len(errs) > 0 {
 		return nil, errs
 	}
 	return s, nil

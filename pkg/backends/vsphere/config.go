@@ -112,12 +112,10 @@ type AddressRules struct {
 // parseSection is the config.SectionParser of the vsphere type.
 func parseSection(raw []byte, path *field.Path, dir string) (any, field.ErrorList) {
 	s := &Settings{}
-	if errs := config.DecodeSection(raw, path, s); len(errs) > 0 {
-		return nil, errs
-	}
+	errs := config.DecodeSection(raw, path, s)
 	s.path = path
 	s.setDefaults()
-	if errs := s.validate(path, dir); len(errs) > 0 {
+	if errs = append(errs, s.validate(path, dir)...); len(errs) > 0 {
 		return nil, errs
 	}
 	return s, nil

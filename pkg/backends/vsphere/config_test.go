@@ -59,8 +59,8 @@ func TestParseSectionErrors(t *testing.T) {
 		want  []string
 	}{
 		{"no vcenters", func(m map[string]any) { m["vcenters"] = []any{} }, []string{"vsphere.vcenters: Required"}},
-		{"unknown key", func(m map[string]any) { m["zoneCatgory"] = "x" }, []string{`unknown field "backends[0].vsphere.zoneCatgory"`}},
-		{"inline password", func(m map[string]any) { vc0(m)["password"] = "hunter2" }, []string{"vcenters.password", "must be a secret reference", "never written into the config"}},
+		{"unknown key", func(m map[string]any) { m["zoneCatgory"] = "x" }, []string{`backends[0].vsphere.zoneCatgory: Forbidden: unknown field`}},
+		{"inline password", func(m map[string]any) { vc0(m)["password"] = "hunter2" }, []string{"vcenters[0].password", "must be a secret reference", "never written into the config"}},
 		{"no server", func(m map[string]any) { vc0(m)["server"] = "" }, []string{"vcenters[0].server", "host name or URL"}},
 		{"bad scheme", func(m map[string]any) { vc0(m)["server"] = "ftp://vc" }, []string{"vcenters[0].server", "scheme must be https"}},
 		{"plain http", func(m map[string]any) { vc0(m)["server"] = "http://vc1.example.com/sdk" }, []string{"vcenters[0].server", "scheme must be https", `"http"`, "https://vc1.example.com"}},
