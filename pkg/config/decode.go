@@ -242,10 +242,10 @@ func typeMessage(v any, t reflect.Type) string {
 
 // friendlyType names a Go type the way the config file's reader sees it.
 func friendlyType(t reflect.Type) string {
-	switch {
-	case t == secretRefType:
+	switch t {
+	case secretRefType:
 		return "a secret reference"
-	case t == durationType:
+	case durationType:
 		return "a duration such as 30s, 5m or 1h30m"
 	}
 	switch t.Kind() {
