@@ -223,7 +223,7 @@ func (w *watcher) applied(sum string) {
 func (w *watcher) failed(sum string, err error) {
 	configLastReloadSuccessful.Set(0)
 	configReloads.WithLabelValues("failure").Inc()
-	problems := flatten(err)
+	problems := problemTexts(err)
 	klog.ErrorS(err, "The changed cloud-config was not applied; the previous configuration stays in use",
 		"file", w.path, "hash", sum, "problems", problems)
 	w.event(corev1.EventTypeWarning, reasonReloadFailed, fmt.Sprintf(

@@ -151,3 +151,14 @@ func problems(err error) []problem {
 	}
 	return []problem{{Type: "FileInvalid", Message: text, text: text}}
 }
+
+// problemTexts lists the individual problems in a (possibly aggregated)
+// error as the text validate prints, one per problem.
+func problemTexts(err error) []string {
+	ps := problems(err)
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.text
+	}
+	return out
+}

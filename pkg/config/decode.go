@@ -79,7 +79,6 @@ type checker struct {
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-	secretRefType   = reflect.TypeFor[SecretRef]()
 	durationType    = reflect.TypeFor[metav1.Duration]()
 )
 

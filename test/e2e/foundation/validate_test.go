@@ -2,10 +2,12 @@ package foundation
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,5 +86,53 @@ func TestConfigValidateHelp(t *testing.T) {
 	out, _, code = runCCM(t, "--help")
 	if code != 0 || !strings.Contains(out, "multicloud-ccm config validate --cloud-config FILE") || !strings.Contains(out, "--cloud-config") {
 		t.Errorf("--help: exit %d, does not explain config validate:\n%.2000s", code, out)
+	}
+}
+
+// TestConfigValidateJSON runs "config validate -o json" from the built
+// binary on issue 17's broken AWS section (a value of the wrong type, a
+// misspelt key, a missing one, a secret with both file and env): one run
+// reports them all as one JSON object on standard output, exit status 1,
+// only the one-line count on standard error (no log line); a valid file is
+// {"valid": true}.
+func TestConfigValidateJSON(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("..", "..", "..", "cmd", "multicloud-ccm", "testdata", "broken", "aws-section.yaml")
+	out, errOut, code := runCCM(t, "config", "validate", "--cloud-config", path, "-o", "json")
+	if code != 1 || errOut != "Error: "+path+": 5 problem(s)\n" {
+		t.Fatalf("broken config: exit %d (want 1), stderr %q, stdout %q", code, errOut, out)
+	}
+	var rep struct {
+		File     string `json:"file"`
+		Valid    bool   `json:"valid"`
+		Problems []struct {
+			Field, Type, Message string
+		} `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	var got []string
+	for _, p := range rep.Problems {
+		got = append(got, p.Field+" "+p.Type)
+	}
+	want := []string{
+		"backends[0].aws.credentials.accessKeyID FieldValueInvalid",
+		"backends[0].aws.regin FieldValueForbidden",
+		"backends[0].aws.region FieldValueInvalid",
+		"backends[0].aws.vpc FieldValueInvalid",
+		"backends[0].aws.credentials.secretAccessKey FieldValueInvalid",
+	}
+	if rep.Valid || rep.File != path || !slices.Equal(got, want) {
+		t.Errorf("report: valid %v, file %q, problems\n%s\nwant\n%s", rep.Valid, rep.File, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	out, errOut, code = runCCM(t, "config", "validate", "--cloud-config", writeConfig(t, cloudConfig), "--output=json")
+	if code != 0 || errOut != "" || !strings.Contains(out, `"valid": true`) || !strings.Contains(out, `"problems": []`) {
+		t.Errorf("valid config: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	_, errOut, code = runCCM(t, "config", "validate", "--cloud-config", path, "-o", "yaml")
+	if code != 1 || !strings.Contains(errOut, "--output must be text or json") {
+		t.Errorf("-o yaml: exit %d, stderr %q", code, errOut)
 	}
 }
