@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,10 +74,12 @@ type securityGroup struct {
 	releasePolls                 int
 }
 
+// permission is one ingress rule; its source is a CIDR or (group) another
+// security group.
 type permission struct {
-	protocol string
-	from, to int
-	cidr     string
+	protocol    string
+	from, to    int
+	cidr, group string
 }
 
 var stateCodes = map[string]int{"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
@@ -166,7 +169,8 @@ func (s *Server) SecurityGroupCount() int {
 type SecurityGroupView struct {
 	ID, Name, VPCID string
 	Tags            map[string]string
-	// Ingress are the rules, "protocol:from-to:cidr", sorted.
+	// Ingress are the rules, "protocol:from-to:source" (a CIDR or a
+	// security group ID), sorted.
 	Ingress []string
 }
 
@@ -199,7 +203,7 @@ func (s *Server) SecurityGroupIngress(id string) []string {
 func (sg *securityGroup) rules() []string {
 	var out []string
 	for _, p := range sg.ingress {
-		out = append(out, fmt.Sprintf("%s:%d-%d:%s", p.protocol, p.from, p.to, p.cidr))
+		out = append(out, fmt.Sprintf("%s:%d-%d:%s", p.protocol, p.from, p.to, p.cidr+p.group))
 	}
 	sort.Strings(out)
 	return out
@@ -543,6 +547,13 @@ type xmlIPPermission struct {
 	IPRanges   []struct {
 		CidrIP string `xml:"cidrIp"`
 	} `xml:"ipRanges>item"`
+	Groups []xmlGroupPair `xml:"groups>item"`
+}
+
+// xmlGroupPair is a UserIdGroupPair: a security group as a rule's source.
+type xmlGroupPair struct {
+	UserID  string `xml:"userId"`
+	GroupID string `xml:"groupId"`
 }
 
 type xmlSecurityGroup struct {
@@ -573,6 +584,14 @@ func (sg *securityGroup) attr(name string) []string {
 		return []string{sg.name}
 	case "group-id":
 		return []string{sg.id}
+	case "ip-permission.group-id":
+		var out []string
+		for _, p := range sg.ingress {
+			if p.group != "" {
+				out = append(out, p.group)
+			}
+		}
+		return out
 	}
 	return nil
 }
@@ -581,9 +600,13 @@ func (sg *securityGroup) xml() xmlSecurityGroup {
 	x := xmlSecurityGroup{OwnerID: Account, GroupID: sg.id, GroupName: sg.name, Description: sg.description, VpcID: sg.vpcID, Tags: ec2Tags(sg.tags)}
 	for _, p := range sg.ingress {
 		xp := xmlIPPermission{IPProtocol: p.protocol, FromPort: p.from, ToPort: p.to}
-		xp.IPRanges = append(xp.IPRanges, struct {
-			CidrIP string `xml:"cidrIp"`
-		}{p.cidr})
+		if p.group != "" {
+			xp.Groups = append(xp.Groups, xmlGroupPair{UserID: Account, GroupID: p.group})
+		} else {
+			xp.IPRanges = append(xp.IPRanges, struct {
+				CidrIP string `xml:"cidrIp"`
+			}{p.cidr})
+		}
 		x.Ingress = append(x.Ingress, xp)
 	}
 	return x
@@ -679,11 +702,16 @@ func (s *Server) deleteSecurityGroup(f url.Values) (any, *Error) {
 		sg.releasePolls--
 		return nil, errorf("DependencyViolation", "resource %s has a dependent object", id)
 	}
+	for _, other := range s.sgs {
+		if slices.Contains(other.attr("ip-permission.group-id"), id) {
+			return nil, errorf("DependencyViolation", "resource %s has a dependent object", id)
+		}
+	}
 	delete(s.sgs, id)
 	return ok("DeleteSecurityGroup"), nil
 }
 
-func permissions(f url.Values) ([]permission, *Error) {
+func (s *Server) permissions(f url.Values) ([]permission, *Error) {
 	var out []permission
 	for _, p := range items(f, "IpPermissions") {
 		from, err1 := strconv.Atoi(f.Get(p + ".FromPort"))
@@ -698,6 +726,13 @@ func permissions(f url.Values) ([]permission, *Error) {
 			}
 			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, cidr: cidr})
 		}
+		for _, g := range items(f, p+".Groups") {
+			id := f.Get(g + ".GroupId")
+			if _, known := s.sgs[id]; !known {
+				return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
+			}
+			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, group: id})
+		}
 	}
 	return out, nil
 }
@@ -707,7 +742,7 @@ func (s *Server) changeIngress(f url.Values, add bool) (any, *Error) {
 	if !found {
 		return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", f.Get("GroupId"))
 	}
-	perms, err := permissions(f)
+	perms, err := s.permissions(f)
 	if err != nil {
 		return nil, err
 	}

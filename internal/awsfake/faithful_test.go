@@ -214,3 +214,39 @@ func TestHealthCheckSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestSecurityGroupSourceRules: a rule's source may be another security
+// group (UserIdGroupPairs); the ip-permission.group-id filter finds the
+// groups whose rules name it, and a group named by another's rule cannot
+// be deleted until the rule is revoked.
+func TestSecurityGroupSourceRules(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	mk := func(name string) *string {
+		out, err := c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(name), Description: awssdk.String(name), VpcId: awssdk.String("vpc-1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.GroupId
+	}
+	lb, nodes := mk("lb"), mk("nodes")
+	perm := []ec2types.IpPermission{{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(30080), ToPort: awssdk.Int32(30080),
+		UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: lb}}}}
+	if _, err := c.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: nodes, IpPermissions: perm}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{{Name: awssdk.String("ip-permission.group-id"), Values: []string{*lb}}}})
+	if err != nil || len(out.SecurityGroups) != 1 || awssdk.ToString(out.SecurityGroups[0].GroupId) != *nodes ||
+		len(out.SecurityGroups[0].IpPermissions) != 1 || awssdk.ToString(out.SecurityGroups[0].IpPermissions[0].UserIdGroupPairs[0].GroupId) != *lb {
+		t.Fatalf("groups whose rules name %s: %+v, %v; want %s with the rule", *lb, out, err, *nodes)
+	}
+	if _, err := c.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: lb}); errorCode(err) != "DependencyViolation" {
+		t.Errorf("deleting a group another's rule names: %v; want DependencyViolation", err)
+	}
+	if _, err := c.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: nodes, IpPermissions: perm}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: lb}); err != nil {
+		t.Errorf("deleting it once the rule is revoked: %v", err)
+	}
+}

@@ -33,6 +33,34 @@ const (
 	// by that address, at the Service's NodePort.
 	AnnotationTargetType annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
 
+	// AnnotationSecurityGroups (comma-separated security-group IDs of the
+	// VPC; default none: the backend makes one, k8s-elb-<load balancer
+	// name>, allowing the listener ports from loadBalancerSourceRanges)
+	// brings your own security groups for the NLB, as the upstream provider
+	// and the AWS Load Balancer Controller take them: they replace the
+	// backend's, which it then neither creates nor keeps, and the backend
+	// never changes or deletes them. Changed in place (SetSecurityGroups);
+	// an NLB made without security groups (by the upstream provider) cannot
+	// get any, so there it has no effect.
+	AnnotationSecurityGroups annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-security-groups"
+
+	// AnnotationExtraSecurityGroups (comma-separated security-group IDs of
+	// the VPC; default none) adds your security groups to the NLB beside
+	// the backend's own (or beside AnnotationSecurityGroups'). The backend
+	// never changes or deletes them. Changed in place (SetSecurityGroups).
+	AnnotationExtraSecurityGroups annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-extra-security-groups"
+
+	// AnnotationManageBackendSGRules (bool; default true, false with
+	// AnnotationSecurityGroups), the AWS Load Balancer Controller's name,
+	// says whether the backend adds ingress rules to the target
+	// instances' security groups allowing the NodePorts (and a numeric
+	// health-check port) from the NLB's backend security group — the
+	// backend's own, which it also attaches beside yours when you bring
+	// your own. It applies to instance targets (IP targets' security groups
+	// are outside the backend's reach). Rules it added are removed when a
+	// port, an instance or the Service goes, or when this turns false.
+	AnnotationManageBackendSGRules annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-manage-backend-security-group-rules"
+
 	// AnnotationType (string: nlb, external or nlb-ip; default: nlb) is
 	// the upstream AWS provider's load-balancer type. This backend makes
 	// Network Load Balancers only, so nlb and no annotation are the same.

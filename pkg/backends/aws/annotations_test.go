@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -523,4 +527,194 @@ func TestEveryBadAnnotationInOneError(t *testing.T) {
 		}
 	}
 	e.assertNoMutation(t, "a Service with bad annotations")
+}
+
+// userSG creates a security group of the user's in the VPC, allowing
+// 443 from 10.0.0.0/8, and returns its ID.
+func userSG(t *testing.T, e *env, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	out, err := e.cloud.lb.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(name), Description: awssdk.String("the user's"), VpcId: awssdk.String(testVPC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cloud.lb.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: out.GroupId, IpPermissions: []ec2types.IpPermission{
+		{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(443), ToPort: awssdk.Int32(443), IpRanges: []ec2types.IpRange{{CidrIp: awssdk.String("10.0.0.0/8")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	return awssdk.ToString(out.GroupId)
+}
+
+// nlbGroups checks the NLB's security groups: want lists the user's IDs,
+// with "ours" for the backend's own group.
+func nlbGroups(want ...string) func(*env) error {
+	return func(e *env) error {
+		lbs := e.fake.LoadBalancers()
+		if len(lbs) != 1 {
+			return fmt.Errorf("%d load balancers", len(lbs))
+		}
+		var got []string
+		for _, id := range lbs[0].SecurityGroups {
+			if sgs := e.fake.SecurityGroups(); slices.ContainsFunc(sgs, func(sg awsfake.SecurityGroupView) bool { return sg.ID == id && sg.Tags[tagService] != "" }) {
+				id = "ours"
+			}
+			got = append(got, id)
+		}
+		slices.Sort(got)
+		want = slices.Sorted(slices.Values(want))
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("NLB security groups %v, want %v", got, want)
+		}
+		return nil
+	}
+}
+
+// TestSecurityGroupAnnotations: the Service's own security groups replace
+// the backend's (which is then not made, or deleted), extra ones go beside;
+// every change is one SetSecurityGroups on the same NLB; the user's groups
+// are never changed or deleted; unknown groups are refused before any
+// change.
+func TestSecurityGroupAnnotations(t *testing.T) {
+	e := newEnv(t)
+	byo1, byo2, extra := userSG(t, e, "byo-1"), userSG(t, e, "byo-2"), userSG(t, e, "extra")
+	e.fake.ResetCalls()
+	client := testutil.NewClientset()
+	runServiceController(t, e.cloud, client)
+	a := startAnnotatedOn(t, e, client, newService("web", withAnnotation(AnnotationSecurityGroups, byo1)))
+	a.lbARN = e.onlyLB(t).ARN
+	if err := nlbGroups(byo1)(e); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.fake.Calls("CreateSecurityGroup"); n != 0 {
+		t.Errorf("CreateSecurityGroup calls = %d with the Service's own group, want 0", n)
+	}
+	a.change("extra group added", map[annotation.Name]string{AnnotationSecurityGroups: byo1, AnnotationExtraSecurityGroups: extra},
+		nlbGroups(byo1, extra), "SetSecurityGroups")
+	a.resyncChangesNothing()
+	a.change("own groups removed: the backend's group again, beside the extra one", map[annotation.Name]string{AnnotationExtraSecurityGroups: extra},
+		nlbGroups("ours", extra), "CreateSecurityGroup", "AuthorizeSecurityGroupIngress", "SetSecurityGroups")
+	a.change("another own group: the backend's is deleted", map[annotation.Name]string{AnnotationSecurityGroups: byo2},
+		func(e *env) error {
+			if err := nlbGroups(byo2)(e); err != nil {
+				return err
+			}
+			if n := e.fake.SecurityGroupCount(); n != 3 {
+				return fmt.Errorf("%d security groups, want the user's 3", n)
+			}
+			return nil
+		}, "SetSecurityGroups", "DeleteSecurityGroup")
+
+	for _, bad := range []struct {
+		name string
+		ann  map[annotation.Name]string
+		want []string
+	}{
+		{"unknown group", map[annotation.Name]string{AnnotationSecurityGroups: "sg-0123456789abcdef0"}, []string{string(AnnotationSecurityGroups), "sg-0123456789abcdef0 does not exist"}},
+		{"not an ID", map[annotation.Name]string{AnnotationExtraSecurityGroups: "default"}, []string{string(AnnotationExtraSecurityGroups), "like sg-0123456789abcdef0"}},
+		{"listed twice", map[annotation.Name]string{AnnotationSecurityGroups: byo2, AnnotationExtraSecurityGroups: byo2}, []string{"list it once"}},
+		{"manage not a bool", map[annotation.Name]string{AnnotationSecurityGroups: byo2, AnnotationManageBackendSGRules: "yes"}, []string{string(AnnotationManageBackendSGRules)}},
+	} {
+		a.refused(bad.name, bad.ann, bad.want...)
+		if err := nlbGroups(byo2)(e); err != nil {
+			t.Errorf("%s changed the NLB: %v", bad.name, err)
+		}
+	}
+	a.change("good annotations again", map[annotation.Name]string{AnnotationSecurityGroups: byo2}, nlbGroups(byo2), "none")
+
+	deleteService(t, client, "web")
+	eventually(t, "the NLB deleted, the user's groups left as they were", func() error {
+		if n := len(e.fake.LoadBalancers()); n != 0 {
+			return fmt.Errorf("%d load balancers", n)
+		}
+		return nil
+	})
+	for _, id := range []string{byo1, byo2, extra} {
+		if got := e.fake.SecurityGroupIngress(id); strings.Join(got, ",") != "tcp:443-443:10.0.0.0/8" {
+			t.Errorf("the user's group %s has rules %v, want them unchanged", id, got)
+		}
+	}
+	if n := e.fake.SecurityGroupCount(); n != 3 {
+		t.Errorf("%d security groups left, want the user's 3", n)
+	}
+}
+
+// TestManageBackendSecurityGroupRules: with instance targets, each
+// instance's security group (its only one, else the one tagged as the
+// cluster's) allows the NodePort from the backend's own group; turning
+// the annotation off removes those rules and nothing else; with the
+// Service's own groups the backend's group goes beside them only when the
+// annotation asks for it; deleting the Service removes the rules and the
+// backend's group and leaves the instances' groups as they were.
+func TestManageBackendSecurityGroupRules(t *testing.T) {
+	e := newEnv(t)
+	single, tagged, other := userSG(t, e, "nodes-a"), userSG(t, e, "nodes-b"), userSG(t, e, "ssh")
+	byo := userSG(t, e, "frontend")
+	if _, err := e.cloud.lb.ec2.(*ec2.Client).CreateTags(context.Background(), &ec2.CreateTagsInput{Resources: []string{tagged},
+		Tags: []ec2types.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")}}}); err != nil {
+		t.Fatal(err)
+	}
+	in1 := e.addInstance(1, func(in *awsfake.Instance) { in.SecurityGroups = []string{single} })
+	in2 := e.addInstance(2, func(in *awsfake.Instance) { in.SecurityGroups = []string{other, tagged} })
+	var nodes []*corev1.Node
+	for _, in := range []awsfake.Instance{in1, in2} {
+		nodes = append(nodes, newNode(in.PrivateDNSName, testutil.WithProviderID(providerID(in.Zone, in.ID)), testutil.WithInternalIP(in.PrivateIPs[0])))
+	}
+	client := testutil.NewClientset()
+	runServiceController(t, e.cloud, client)
+	createNodes(t, client, nodes...)
+	base := map[annotation.Name]string{AnnotationTargetType: targetInstance}
+	a := startAnnotatedOn(t, e, client, newService("web", withAnnotations(base)))
+	a.lbARN = e.onlyLB(t).ARN
+	ours := func() string {
+		for _, sg := range e.fake.SecurityGroups() {
+			if sg.Tags[tagService] != "" {
+				return sg.ID
+			}
+		}
+		return "none"
+	}
+	rules := func(want map[string]string) func(*env) error {
+		return func(e *env) error {
+			for id, w := range want {
+				w = strings.ReplaceAll(w, "OURS", ours())
+				if got := strings.Join(e.fake.SecurityGroupIngress(id), ","); got != w {
+					return fmt.Errorf("group %s: rules %s, want %s", id, got, w)
+				}
+			}
+			return nil
+		}
+	}
+	const user = "tcp:443-443:10.0.0.0/8"
+	eventually(t, "the instances' groups allow the NodePort from the backend's group", func() error {
+		return rules(map[string]string{single: "tcp:30080-30080:OURS," + user, tagged: "tcp:30080-30080:OURS," + user, other: user})(e)
+	})
+	a.resyncChangesNothing()
+
+	off := maps.Clone(base)
+	off[AnnotationManageBackendSGRules] = "false"
+	a.change("backend rules off", off, rules(map[string]string{single: user, tagged: user, other: user}), "RevokeSecurityGroupIngress")
+
+	own := maps.Clone(base)
+	own[AnnotationSecurityGroups] = byo
+	own[AnnotationManageBackendSGRules] = "true"
+	a.change("the Service's own group, backend rules on", own, func(e *env) error {
+		if err := nlbGroups(byo, "ours")(e); err != nil {
+			return err
+		}
+		if got := e.fake.SecurityGroupIngress(ours()); len(got) != 0 {
+			return fmt.Errorf("the backend group beside the Service's own allows %v, want nothing", got)
+		}
+		return rules(map[string]string{single: "tcp:30080-30080:OURS," + user, tagged: "tcp:30080-30080:OURS," + user, byo: user})(e)
+	}, "AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress", "SetSecurityGroups")
+
+	deleteService(t, client, "web")
+	eventually(t, "everything of the Service's gone, the user's groups as they were", func() error {
+		if n := e.fake.ResourceCount(); n != 4 {
+			return fmt.Errorf("%d resources left, want the user's 4 security groups", n)
+		}
+		if n := e.fake.SecurityGroupCount(); n != 4 {
+			return fmt.Errorf("%d security groups, want the user's 4", n)
+		}
+		return rules(map[string]string{single: user, tagged: user, other: user, byo: user})(e)
+	})
 }

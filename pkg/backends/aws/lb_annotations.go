@@ -2,6 +2,8 @@ package aws
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -135,4 +137,24 @@ func readHealthCheck(r *reader, hc healthCheck) healthCheck {
 	r.int32(AnnotationHealthyThreshold, minHCThreshold, maxHCThreshold, &hc.healthy)
 	r.int32(AnnotationUnhealthyThreshold, minHCThreshold, maxHCThreshold, &hc.unhealthy)
 	return hc
+}
+
+// securityGroupID is the format of security-group IDs.
+var securityGroupID = annotation.IDFormat{
+	Pattern: regexp.MustCompile(`^sg-([0-9a-f]{8}|[0-9a-f]{17})$`),
+	Example: "sg-0123456789abcdef0",
+	Hint:    "`aws ec2 describe-security-groups`",
+}
+
+// readSecurityGroups reads the security-group annotations into d.
+func readSecurityGroups(r *reader, d *desiredLB) {
+	r.IDs(AnnotationSecurityGroups, securityGroupID, &d.byoSGs)
+	r.IDs(AnnotationExtraSecurityGroups, securityGroupID, &d.extraSGs)
+	d.manageBackend = len(d.byoSGs) == 0
+	r.Bool(AnnotationManageBackendSGRules, &d.manageBackend)
+	for _, id := range d.extraSGs {
+		if slices.Contains(d.byoSGs, id) {
+			r.Invalid(AnnotationExtraSecurityGroups, r.raw(AnnotationExtraSecurityGroups), fmt.Sprintf("%s is already in %s; list it once", id, AnnotationSecurityGroups))
+		}
+	}
 }

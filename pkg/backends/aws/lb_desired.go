@@ -34,6 +34,13 @@ type desiredLB struct {
 	lbAttrs map[string]string
 	// extraTags are the Service's additional tags (also in tags).
 	extraTags map[string]string
+	// byoSGs are the security groups the Service brings
+	// (AnnotationSecurityGroups), extraSGs those it adds
+	// (AnnotationExtraSecurityGroups).
+	byoSGs, extraSGs []string
+	// manageBackend: the backend adds the instances' ingress rules from
+	// its own security group (AnnotationManageBackendSGRules).
+	manageBackend bool
 	// sourceRanges are the CIDRs allowed in, sorted.
 	sourceRanges []string
 	// targets are instance IDs or IPv4 addresses; zone is "all" for
@@ -88,6 +95,7 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	d.extraTags = readAdditionalTags(r)
 	var targetLabels map[string]string
 	r.pairs(AnnotationTargetNodeLabels, &targetLabels)
+	readSecurityGroups(r, d)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}

@@ -19,19 +19,19 @@ import (
 // and the scheme is the Service's own choice. Subnets that differ are
 // handled by moveLB; kept describes a subnet change the NLB was kept
 // without ("" when none), for a warning once the rest is reconciled.
-func (l *LoadBalancer) ensureLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (_ *elbtypes.LoadBalancer, kept string, _ error) {
+func (l *LoadBalancer) ensureLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgIDs []string) (_ *elbtypes.LoadBalancer, kept string, _ error) {
 	switch {
 	case lb == nil:
-		lb, err := l.createLB(ctx, d, sgID)
+		lb, err := l.createLB(ctx, d, sgIDs)
 		return lb, "", err
 	case string(lb.Scheme) != d.scheme:
 		klog.FromContext(ctx).V(2).Info("Replacing load balancer: the Service changed its scheme", "scheme", d.scheme)
-		lb, err := l.replaceLB(ctx, d, lb, sgID)
+		lb, err := l.replaceLB(ctx, d, lb, sgIDs)
 		return lb, "", err
 	case equalStrings(lbSubnets(lb), d.subnets):
 		return lb, "", nil
 	}
-	return l.moveLB(ctx, d, lb, sgID)
+	return l.moveLB(ctx, d, lb, sgIDs)
 }
 
 // moveLB brings an existing NLB's subnets towards the wanted ones. Subnets
@@ -42,14 +42,14 @@ func (l *LoadBalancer) ensureLB(ctx context.Context, d *desiredLB, lb *elbtypes.
 // discovered subnets changed (someone tagged a subnet), the NLB is kept
 // where it is and the change is returned for a warning. An NLB is never
 // replaced because discovery changed.
-func (l *LoadBalancer) moveLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, string, error) {
+func (l *LoadBalancer) moveLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgIDs []string) (*elbtypes.LoadBalancer, string, error) {
 	plan, err := l.planSubnets(ctx, lb, d.subnets)
 	if err != nil {
 		return nil, "", err
 	}
 	if len(plan.changes) > 0 && d.subnetsAnnotated {
 		klog.FromContext(ctx).V(2).Info("Replacing load balancer: the Service's subnet annotation moves it", "subnets", d.subnets, "changes", plan.changes)
-		lb, err := l.replaceLB(ctx, d, lb, sgID)
+		lb, err := l.replaceLB(ctx, d, lb, sgIDs)
 		return lb, "", err
 	}
 	if len(plan.add) > 0 {
@@ -134,7 +134,7 @@ func (l *LoadBalancer) planSubnets(ctx context.Context, lb *elbtypes.LoadBalance
 }
 
 // replaceLB deletes the NLB and creates it again (a new DNS name).
-func (l *LoadBalancer) replaceLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgID string) (*elbtypes.LoadBalancer, error) {
+func (l *LoadBalancer) replaceLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgIDs []string) (*elbtypes.LoadBalancer, error) {
 	_, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
 	if errorCode(err) == "OperationNotPermitted" {
 		err = l.unprotectAndDelete(ctx, lb, d.lbAttrs[attrDeletionProtection] == "true")
@@ -143,7 +143,7 @@ func (l *LoadBalancer) replaceLB(ctx context.Context, d *desiredLB, lb *elbtypes
 		return nil, fmt.Errorf("DeleteLoadBalancer: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted load balancer to replace it", "loadBalancerARN", awssdk.ToString(lb.LoadBalancerArn))
-	return l.createLB(ctx, d, sgID)
+	return l.createLB(ctx, d, sgIDs)
 }
 
 // subnetsKept is the warning for a subnet change the NLB was kept without.
@@ -158,10 +158,10 @@ func (l *LoadBalancer) subnetsKept(d *desiredLB, lb *elbtypes.LoadBalancer, chan
 		source, changes, d.names.lb, current, AnnotationSubnets, current))
 }
 
-func (l *LoadBalancer) createLB(ctx context.Context, d *desiredLB, sgID string) (*elbtypes.LoadBalancer, error) {
-	if sgID == "" { // replacing an adopted NLB.
+func (l *LoadBalancer) createLB(ctx context.Context, d *desiredLB, sgIDs []string) (*elbtypes.LoadBalancer, error) {
+	if sgIDs == nil { // replacing an adopted NLB.
 		var err error
-		if sgID, err = l.ensureSG(ctx, d); err != nil {
+		if sgIDs, err = l.ensureSGs(ctx, d); err != nil {
 			return nil, err
 		}
 	}
@@ -170,7 +170,7 @@ func (l *LoadBalancer) createLB(ctx context.Context, d *desiredLB, sgID string) 
 		Type:           elbtypes.LoadBalancerTypeEnumNetwork,
 		Scheme:         elbtypes.LoadBalancerSchemeEnum(d.scheme),
 		Subnets:        d.subnets,
-		SecurityGroups: []string{sgID},
+		SecurityGroups: sgIDs,
 		Tags:           elbTags(d.tags),
 	})
 	if err != nil {

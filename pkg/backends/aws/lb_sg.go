@@ -9,7 +9,11 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
 // rule is one ingress rule: protocol (tcp, udp), port and source CIDR.
@@ -108,8 +112,14 @@ func sgRules(sg *ec2types.SecurityGroup) map[rule]bool {
 	return out
 }
 
+// desiredRules are the ingress rules of the backend's security group: the
+// listener ports from the source ranges, none when it is only the backend
+// security group beside the Service's own.
 func desiredRules(d *desiredLB) map[rule]bool {
 	out := map[rule]bool{}
+	if len(d.byoSGs) > 0 {
+		return out
+	}
 	for _, p := range d.ports {
 		for _, proto := range strings.Split(strings.ToLower(p.protocol), "_") {
 			for _, cidr := range d.sourceRanges {
@@ -156,9 +166,88 @@ func (l *LoadBalancer) deleteSG(ctx context.Context, n names) error {
 	if err != nil || sg == nil {
 		return err
 	}
+	if err := l.revokeBackendRules(ctx, awssdk.ToString(sg.GroupId)); err != nil {
+		return err
+	}
 	if _, err := l.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("DeleteSecurityGroup %s (retried until the deleted load balancer releases it): %w", awssdk.ToString(sg.GroupId), err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted security group", "securityGroup", awssdk.ToString(sg.GroupId))
 	return nil
+}
+
+// ownSG reports whether the NLB has the backend's security group: always
+// unless the Service brings its own, and then as the backend security group
+// of AnnotationManageBackendSGRules.
+func (d *desiredLB) ownSG() bool { return len(d.byoSGs) == 0 || d.manageBackend }
+
+// checkGroups makes sure the security groups the Service names exist in the
+// VPC, in one DescribeSecurityGroups, before anything is changed.
+func (l *LoadBalancer) checkGroups(ctx context.Context, d *desiredLB) error {
+	ids := append(append([]string(nil), d.byoSGs...), d.extraSGs...)
+	if len(ids) == 0 {
+		return nil
+	}
+	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}},
+		{Name: awssdk.String("group-id"), Values: ids},
+	}})
+	if err != nil {
+		return fmt.Errorf("DescribeSecurityGroups: %w", err)
+	}
+	found := map[string]bool{}
+	for _, sg := range out.SecurityGroups {
+		found[awssdk.ToString(sg.GroupId)] = true
+	}
+	r := newReader(nil)
+	for _, a := range []struct {
+		n   annotation.Name
+		ids []string
+	}{{AnnotationSecurityGroups, d.byoSGs}, {AnnotationExtraSecurityGroups, d.extraSGs}} {
+		for _, id := range a.ids {
+			if !found[id] {
+				r.Invalid(a.n, strings.Join(a.ids, ","), fmt.Sprintf("security group %s does not exist in %s; list groups of the load balancer's VPC", id, l.settings.VPC))
+			}
+		}
+	}
+	return r.Err()
+}
+
+// ensureSGs returns the security groups the NLB should have: the Service's
+// own (AnnotationSecurityGroups) or the backend's, the backend's as well
+// when it manages backend rules for them, then the extra ones. The
+// backend's is created and its rules brought in line when it is one of
+// them, with the instances' rules from it (syncBackendRules); the
+// Service's groups are never changed.
+func (l *LoadBalancer) ensureSGs(ctx context.Context, d *desiredLB) ([]string, error) {
+	groups := append([]string(nil), d.byoSGs...)
+	if d.ownSG() {
+		id, err := l.ensureSG(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.syncBackendRules(ctx, d, id); err != nil {
+			return nil, err
+		}
+		groups = append(groups, id)
+	}
+	return append(groups, d.extraSGs...), nil
+}
+
+// syncSGs gives an existing NLB the wanted security groups in one
+// SetSecurityGroups when they differ (an NLB made without security groups
+// cannot get any: it is left as it is), then deletes the backend's own
+// group when the NLB no longer uses it.
+func (l *LoadBalancer) syncSGs(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, want []string, fresh bool) error {
+	if !fresh && len(lb.SecurityGroups) > 0 && !equalStrings(sorted(lb.SecurityGroups), sorted(want)) {
+		if _, err := l.elb.SetSecurityGroups(ctx, &elbv2.SetSecurityGroupsInput{LoadBalancerArn: lb.LoadBalancerArn, SecurityGroups: want}); err != nil {
+			return fmt.Errorf("SetSecurityGroups: %w", err)
+		}
+		klog.FromContext(ctx).V(2).Info("Changed load balancer security groups", "securityGroups", want)
+		lb.SecurityGroups = want
+	}
+	if d.ownSG() {
+		return nil
+	}
+	return l.deleteSG(ctx, d.names)
 }

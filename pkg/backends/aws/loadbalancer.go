@@ -164,9 +164,9 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	// An adopted NLB keeps the security groups it has (AWS cannot add
 	// any to an NLB made without them); ours is made only for an NLB we
 	// create (createLB makes it then).
-	var sgID string
+	var sgIDs []string
 	if !adopted(existing, d.names) {
-		if sgID, err = l.ensureSG(ctx, d); err != nil {
+		if sgIDs, err = l.ensureSGs(ctx, d); err != nil {
 			return nil, err
 		}
 	}
@@ -176,11 +176,16 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	if err != nil {
 		return nil, err
 	}
-	lb, kept, err := l.ensureLB(ctx, d, existing, sgID)
+	lb, kept, err := l.ensureLB(ctx, d, existing, sgIDs)
 	if err != nil {
 		return nil, err
 	}
 	fresh := existing == nil || awssdk.ToString(existing.LoadBalancerArn) != awssdk.ToString(lb.LoadBalancerArn)
+	if sgIDs != nil {
+		if err := l.syncSGs(ctx, d, lb, sgIDs, fresh); err != nil {
+			return nil, err
+		}
+	}
 	if err := l.syncLBAttributes(ctx, d, lb, fresh); err != nil {
 		return nil, err
 	}
@@ -203,6 +208,9 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 	}
 	d, err := l.desired(ctx, svc, nodes)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := l.checkGroups(ctx, d); err != nil {
 		return nil, nil, err
 	}
 	existing, err := l.findLB(ctx, d.names)
