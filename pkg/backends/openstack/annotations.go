@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
 // Service annotations of the OpenStack backend. They are those of
@@ -145,9 +145,6 @@ const (
 	AnnotationHostname = "loadbalancer.openstack.org/hostname"
 )
 
-// Event reason for a bad OpenStack annotation.
-const reasonInvalidAnnotation = "InvalidOpenStackAnnotation"
-
 // Octavia's limits on listener timeouts (milliseconds).
 const maxTimeoutMillis = 24 * 60 * 60 * 1000
 
@@ -182,10 +179,6 @@ type listenerTimeouts struct {
 	clientData, memberConnect, memberData, tcpInspect int
 }
 
-func annotationError(key, value, want string) error {
-	return backends.NewUserError(reasonInvalidAnnotation, fmt.Errorf("annotation %s=%q: %s", key, value, want))
-}
-
 // defaultOptions are the options of a Service without annotations.
 func defaultOptions(d *LoadBalancerSettings) *lbOptions {
 	return &lbOptions{
@@ -197,221 +190,170 @@ func defaultOptions(d *LoadBalancerSettings) *lbOptions {
 	}
 }
 
+// openstackID is the format of an OpenStack ID annotation; hint says where
+// to find one.
+func openstackID(hint string) annotation.IDFormat {
+	return annotation.IDFormat{Pattern: uuidRE, Example: "3b1f2c4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f", Hint: hint}
+}
+
 // parseOptions reads a Service's annotations over the backend's defaults.
 // Every bad value is reported at once, each naming its annotation and the
-// fix, as one user error.
+// fix, as one user error with reason annotation.ReasonInvalid.
 func parseOptions(svc *corev1.Service, d *LoadBalancerSettings) (*lbOptions, error) {
-	a := svc.Annotations
+	r := annotation.NewReader(svc.Annotations)
 	o := defaultOptions(d)
-	var errs []error
-	collect := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
+	r.Bool(AnnotationInternal, &o.internal)
+	r.Bool(AnnotationKeepFloatingIP, &o.keepFloatingIP)
+	r.Bool(AnnotationHealthMonitor, &o.monitor)
+	r.Bool(AnnotationXForwardedFor, &o.xForwardedFor)
+	readIDs(r, o)
+	readInts(r, o)
+	readConnLimit(r, svc.Annotations, &o.connLimit)
+	r.Enum(AnnotationLBMethod, &o.method, "ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT")
+	readProxy(r, &o.proxy)
+	readZone(r, &o.availabilityZone)
+	readNodeSelector(r, svc.Annotations, &o.nodeSelector)
+	readHostname(r, &o.hostname)
+	crossChecks(r, svc, o)
+	if r.Has(AnnotationVIPSubnetID) && !r.Has(AnnotationVIPNetworkID) {
+		o.vipNetworkID = ""
 	}
-	collect(boolAnnotation(a, AnnotationInternal, &o.internal))
-	collect(boolAnnotation(a, AnnotationKeepFloatingIP, &o.keepFloatingIP))
-	collect(boolAnnotation(a, AnnotationHealthMonitor, &o.monitor))
-	collect(boolAnnotation(a, AnnotationXForwardedFor, &o.xForwardedFor))
-	for key, out := range map[string]*string{
-		AnnotationFloatingNetworkID: &o.floatingNetworkID, AnnotationFloatingSubnetID: &o.floatingSubnetID,
-		AnnotationVIPSubnetID: &o.vipSubnetID, AnnotationVIPNetworkID: &o.vipNetworkID, AnnotationPortID: &o.portID,
-		AnnotationMemberSubnetID: &o.memberSubnetID, AnnotationFlavorID: &o.flavorID, AnnotationLoadBalancerID: new(string),
-	} {
-		collect(idAnnotation(a, key, out))
-	}
-	for key, r := range map[string]struct {
-		lo, hi int
-		out    *int
-	}{
-		AnnotationHealthMonitorDelay: {1, 3600, &o.delay}, AnnotationHealthMonitorTimeout: {1, 3600, &o.timeout},
-		AnnotationHealthMonitorMaxRetries: {1, 10, &o.retries}, AnnotationHealthMonitorMaxRetriesDown: {1, 10, &o.retriesDown},
-		AnnotationTimeoutClientData: {0, maxTimeoutMillis, &o.timeouts.clientData}, AnnotationTimeoutMemberConnect: {0, maxTimeoutMillis, &o.timeouts.memberConnect},
-		AnnotationTimeoutMemberData: {0, maxTimeoutMillis, &o.timeouts.memberData}, AnnotationTimeoutTCPInspect: {0, maxTimeoutMillis, &o.timeouts.tcpInspect},
-	} {
-		collect(intAnnotation(a, key, r.lo, r.hi, r.out))
-	}
-	collect(connLimitAnnotation(a, &o.connLimit))
-	collect(methodAnnotation(a, &o.method))
-	collect(proxyAnnotation(a, &o.proxy))
-	collect(zoneAnnotation(a, &o.availabilityZone))
-	collect(nodeSelectorAnnotation(a, &o.nodeSelector))
-	collect(hostnameAnnotation(a, &o.hostname))
-	errs = append(errs, crossChecks(svc, o)...)
-	if _, set := a[AnnotationVIPSubnetID]; set {
-		if _, net := a[AnnotationVIPNetworkID]; !net {
-			o.vipNetworkID = ""
-		}
-	}
-	if len(errs) > 0 {
-		return nil, joinUserErrors(errs)
+	if err := r.Err(); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
 
+// readIDs reads the ID annotations, in a fixed order.
+func readIDs(r *annotation.Reader, o *lbOptions) {
+	network, subnet := openstackID("`openstack network list`"), openstackID("`openstack subnet list`")
+	for _, a := range []struct {
+		name annotation.Name
+		f    annotation.IDFormat
+		out  *string
+	}{
+		{AnnotationFloatingNetworkID, network, &o.floatingNetworkID},
+		{AnnotationFloatingSubnetID, subnet, &o.floatingSubnetID},
+		{AnnotationVIPSubnetID, subnet, &o.vipSubnetID},
+		{AnnotationVIPNetworkID, network, &o.vipNetworkID},
+		{AnnotationPortID, openstackID("`openstack port list`"), &o.portID},
+		{AnnotationMemberSubnetID, subnet, &o.memberSubnetID},
+		{AnnotationFlavorID, openstackID("`openstack loadbalancer flavor list`"), &o.flavorID},
+		{AnnotationLoadBalancerID, openstackID("`openstack loadbalancer list`"), new(string)},
+	} {
+		r.ID(a.name, a.f, a.out)
+	}
+}
+
+// readInts reads the whole-number annotations with Octavia's ranges.
+func readInts(r *annotation.Reader, o *lbOptions) {
+	for _, a := range []struct {
+		name   annotation.Name
+		lo, hi int
+		out    *int
+	}{
+		{AnnotationHealthMonitorDelay, 1, 3600, &o.delay},
+		{AnnotationHealthMonitorTimeout, 1, 3600, &o.timeout},
+		{AnnotationHealthMonitorMaxRetries, 1, 10, &o.retries},
+		{AnnotationHealthMonitorMaxRetriesDown, 1, 10, &o.retriesDown},
+		{AnnotationTimeoutClientData, 0, maxTimeoutMillis, &o.timeouts.clientData},
+		{AnnotationTimeoutMemberConnect, 0, maxTimeoutMillis, &o.timeouts.memberConnect},
+		{AnnotationTimeoutMemberData, 0, maxTimeoutMillis, &o.timeouts.memberData},
+		{AnnotationTimeoutTCPInspect, 0, maxTimeoutMillis, &o.timeouts.tcpInspect},
+	} {
+		r.Int(a.name, a.lo, a.hi, a.out)
+	}
+}
+
 // crossChecks reports combinations of annotations and ports that Octavia
 // cannot serve.
-func crossChecks(svc *corev1.Service, o *lbOptions) []error {
-	var errs []error
+func crossChecks(r *annotation.Reader, svc *corev1.Service, o *lbOptions) {
+	a := svc.Annotations
 	if o.timeout > o.delay {
-		errs = append(errs, annotationError(AnnotationHealthMonitorTimeout, strconv.Itoa(o.timeout), fmt.Sprintf("must not exceed the delay (%d); lower it or raise %s", o.delay, AnnotationHealthMonitorDelay)))
+		r.Invalid(AnnotationHealthMonitorTimeout, strconv.Itoa(o.timeout), fmt.Sprintf("must not exceed the delay (%d); lower it or raise %s", o.delay, AnnotationHealthMonitorDelay))
 	}
 	if o.proxy != "" && o.xForwardedFor {
-		errs = append(errs, annotationError(AnnotationXForwardedFor, svc.Annotations[AnnotationXForwardedFor], "cannot be used together with "+AnnotationProxyProtocol+": remove one of them"))
+		r.Invalid(AnnotationXForwardedFor, a[AnnotationXForwardedFor], "cannot be used together with "+AnnotationProxyProtocol+": remove one of them")
 	}
 	if o.proxy == "" && !o.xForwardedFor {
-		return errs
+		return
 	}
-	key := AnnotationProxyProtocol
+	var key annotation.Name = AnnotationProxyProtocol
 	if o.xForwardedFor {
 		key = AnnotationXForwardedFor
 	}
 	for _, p := range svc.Spec.Ports {
 		if p.Protocol != corev1.ProtocolTCP && p.Protocol != "" {
-			errs = append(errs, annotationError(key, svc.Annotations[key], fmt.Sprintf("needs TCP ports, but port %d is %s: remove the annotation or the port", p.Port, p.Protocol)))
+			r.Invalid(key, a[string(key)], fmt.Sprintf("needs TCP ports, but port %d is %s: remove the annotation or the port", p.Port, p.Protocol))
 		}
 	}
-	return errs
 }
 
-// joinUserErrors keeps the user-error marking of a list of user errors.
-func joinUserErrors(errs []error) error {
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
-	}
-	return backends.NewUserError(reasonInvalidAnnotation, fmt.Errorf("%s", strings.Join(msgs, "; ")))
-}
-
-func boolAnnotation(a map[string]string, key string, out *bool) error {
-	v, ok := a[key]
-	if !ok {
-		return nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return annotationError(key, v, `must be "true" or "false"`)
-	}
-	*out = b
-	return nil
-}
-
-func intAnnotation(a map[string]string, key string, lo, hi int, out *int) error {
-	v, ok := a[key]
-	if !ok {
-		return nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		return annotationError(key, v, fmt.Sprintf("must be a whole number from %d to %d", lo, hi))
-	}
-	*out = n
-	return nil
-}
-
-func connLimitAnnotation(a map[string]string, out *int) error {
+// readConnLimit reads connection-limit: -1 (no limit) or a positive number.
+func readConnLimit(r *annotation.Reader, a map[string]string, out *int) {
 	v, ok := a[AnnotationConnectionLimit]
 	if !ok {
-		return nil
+		return
 	}
-	n, err := strconv.Atoi(v)
+	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n == 0 || n < -1 {
-		return annotationError(AnnotationConnectionLimit, v, "must be a positive whole number, or -1 for no limit")
+		r.Invalid(AnnotationConnectionLimit, v, "must be a positive whole number, or -1 for no limit")
+		return
 	}
 	*out = n
-	return nil
 }
 
-func idAnnotation(a map[string]string, key string, out *string) error {
-	v, ok := a[key]
-	if !ok {
-		return nil
+// readProxy reads proxy-protocol as OCCM does: true and v1 are version 1,
+// v2 version 2, false none.
+func readProxy(r *annotation.Reader, out *string) {
+	var v string
+	if r.Enum(AnnotationProxyProtocol, &v, "true", "v1", "v2", "false") {
+		*out = map[string]string{"true": "PROXY", "v1": "PROXY", "v2": "PROXYV2", "false": ""}[v]
 	}
-	if !uuidRE.MatchString(v) {
-		return annotationError(key, v, "must be an OpenStack ID (a UUID); find it with `openstack network list`, `openstack subnet list`, `openstack port list` or `openstack loadbalancer flavor list`")
+}
+
+func readZone(r *annotation.Reader, out *string) {
+	var v string
+	if !r.String(AnnotationAvailabilityZone, &v) {
+		return
+	}
+	if len(v) > maxNameLength {
+		r.Invalid(AnnotationAvailabilityZone, v, fmt.Sprintf("must be the name of an Octavia availability zone (at most %d characters; `openstack loadbalancer availabilityzone list`)", maxNameLength))
+		return
 	}
 	*out = v
-	return nil
 }
 
-func methodAnnotation(a map[string]string, out *string) error {
-	v, ok := a[AnnotationLBMethod]
-	if !ok {
-		return nil
-	}
-	switch v {
-	case "ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT":
-		*out = v
-		return nil
-	}
-	return annotationError(AnnotationLBMethod, v, "must be ROUND_ROBIN, LEAST_CONNECTIONS, SOURCE_IP or SOURCE_IP_PORT")
-}
-
-// proxyAnnotation reads proxy-protocol as OCCM does: true and v1 are
-// version 1, v2 version 2, false none.
-func proxyAnnotation(a map[string]string, out *string) error {
-	v, ok := a[AnnotationProxyProtocol]
-	if !ok {
-		return nil
-	}
-	switch v {
-	case "true", "v1":
-		*out = "PROXY"
-	case "v2":
-		*out = "PROXYV2"
-	case "false":
-		*out = ""
-	default:
-		return annotationError(AnnotationProxyProtocol, v, `must be "v1" (or "true"), "v2" or "false"`)
-	}
-	return nil
-}
-
-func zoneAnnotation(a map[string]string, out *string) error {
-	v, ok := a[AnnotationAvailabilityZone]
-	if !ok {
-		return nil
-	}
-	if strings.TrimSpace(v) == "" || len(v) > maxNameLength {
-		return annotationError(AnnotationAvailabilityZone, v, "must be the name of an Octavia availability zone (`openstack loadbalancer availabilityzone list`)")
-	}
-	*out = v
-	return nil
-}
-
-// nodeSelectorAnnotation parses "key=value, key2" into label requirements;
-// a bare key asks only for the label to exist.
-func nodeSelectorAnnotation(a map[string]string, out *map[string]string) error {
-	v, ok := a[AnnotationNodeSelector]
-	if !ok {
-		return nil
+// readNodeSelector parses "key=value, key2" into label requirements; a
+// bare key asks only for the label to exist.
+func readNodeSelector(r *annotation.Reader, a map[string]string, out *map[string]string) {
+	var list []string
+	if !r.List(AnnotationNodeSelector, &list) {
+		return
 	}
 	sel := map[string]string{}
-	for part := range strings.SplitSeq(v, ",") {
-		key, value, _ := strings.Cut(strings.TrimSpace(part), "=")
+	for _, part := range list {
+		key, value, _ := strings.Cut(part, "=")
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
 		if len(validation.IsQualifiedName(key)) > 0 || (value != "" && len(validation.IsValidLabelValue(value)) > 0) {
-			return annotationError(AnnotationNodeSelector, v, fmt.Sprintf("entry %q is not a label key or key=value; write e.g. env=production, gpu", part))
+			r.Invalid(AnnotationNodeSelector, a[AnnotationNodeSelector], fmt.Sprintf("entry %q is not a label key or key=value; write e.g. env=production, gpu", part))
+			return
 		}
 		sel[key] = value
 	}
 	*out = sel
-	return nil
 }
 
-func hostnameAnnotation(a map[string]string, out *string) error {
-	v, ok := a[AnnotationHostname]
-	if !ok {
-		return nil
+func readHostname(r *annotation.Reader, out *string) {
+	var v string
+	if !r.String(AnnotationHostname, &v) {
+		return
 	}
 	if len(validation.IsDNS1123Subdomain(v)) > 0 {
-		return annotationError(AnnotationHostname, v, "must be a DNS name such as lb.example.com")
+		r.Invalid(AnnotationHostname, v, "must be a DNS name such as lb.example.com")
+		return
 	}
 	*out = v
-	return nil
 }
 
 // selectNodes keeps the nodes carrying every label of the selector.

@@ -91,11 +91,11 @@ func transport(s *Settings) (*http.Transport, error) {
 	if s.CAFile != "" {
 		pem, err := os.ReadFile(s.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("openstack: reading caFile: %w", err)
+			return nil, fmt.Errorf("reading caFile: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("openstack: caFile %s holds no PEM certificate", s.CAFile)
+			return nil, fmt.Errorf("caFile %s holds no PEM certificate", s.CAFile)
 		}
 		tlsCfg.RootCAs = pool
 	}
@@ -127,12 +127,12 @@ func (c *connector) connect(ctx context.Context) (*serviceClients, error) {
 	ao.AllowReauth = true
 	provider, err := gcopenstack.NewClient(ao.IdentityEndpoint)
 	if err != nil {
-		return nil, fmt.Errorf("openstack: auth URL: %w", err)
+		return nil, fmt.Errorf("auth URL: %w", err)
 	}
 	provider.HTTPClient = *c.http
 	provider.UserAgent.Prepend(userAgent)
 	if err := gcopenstack.Authenticate(ctx, provider, ao); err != nil {
-		return nil, fmt.Errorf("openstack: logging in to Keystone at %s: %w", ao.IdentityEndpoint, err)
+		return nil, fmt.Errorf("logging in to Keystone at %s: %w", ao.IdentityEndpoint, err)
 	}
 	return c.serviceClients(provider, eo)
 }
@@ -144,19 +144,19 @@ func (c *connector) serviceClients(p *gophercloud.ProviderClient, eo gophercloud
 	sc := &serviceClients{}
 	var err error
 	if sc.compute, err = serviceClient(p, e.Compute, "compute", "", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewComputeV2(p, eo) }); err != nil {
-		sc.computeErr = fmt.Errorf("openstack: compute endpoint: %w (set endpoints.compute or add Nova to the catalog)", err)
+		sc.computeErr = fmt.Errorf("compute endpoint: %w (set endpoints.compute or add Nova to the catalog)", err)
 		sc.compute = nil
 	} else {
 		sc.compute.Microversion = computeMicroversion
 	}
 	if *c.settings.LoadBalancer.Enabled {
 		if sc.loadBalancer, err = serviceClient(p, e.LoadBalancer, "load-balancer", "v2.0/", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewLoadBalancerV2(p, eo) }); err != nil {
-			return nil, fmt.Errorf("openstack: load-balancer endpoint: %w (set endpoints.loadBalancer or add Octavia to the catalog)", err)
+			return nil, fmt.Errorf("load-balancer endpoint: %w (set endpoints.loadBalancer or add Octavia to the catalog)", err)
 		}
 	}
 	if sc.network, err = serviceClient(p, e.Network, "network", "v2.0/", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewNetworkV2(p, eo) }); err != nil {
 		if c.settings.Routes.RouterID != "" {
-			return nil, fmt.Errorf("openstack: network endpoint: %w (set endpoints.network or add Neutron to the catalog)", err)
+			return nil, fmt.Errorf("network endpoint: %w (set endpoints.network or add Neutron to the catalog)", err)
 		}
 		sc.network = nil
 	}
@@ -190,14 +190,14 @@ func (c *connector) authOptions() (gophercloud.AuthOptions, gophercloud.Endpoint
 	if a.ApplicationCredentialSecret.IsSet() {
 		secret, err := a.ApplicationCredentialSecret.Resolve()
 		if err != nil {
-			return ao, eo, fmt.Errorf("openstack: auth.applicationCredentialSecret: %w", err)
+			return ao, eo, fmt.Errorf("auth.applicationCredentialSecret: %w", err)
 		}
 		ao.ApplicationCredentialSecret = secret
 		return ao, eo, nil
 	}
 	pw, err := a.Password.Resolve()
 	if err != nil {
-		return ao, eo, fmt.Errorf("openstack: auth.password: %w", err)
+		return ao, eo, fmt.Errorf("auth.password: %w", err)
 	}
 	ao.Password = pw
 	ao.Scope = &gophercloud.AuthScope{ProjectName: a.ProjectName, ProjectID: a.ProjectID, DomainName: a.ProjectDomainName, DomainID: a.ProjectDomainID}
@@ -236,15 +236,15 @@ func cloudsOptions(a Auth, eo gophercloud.EndpointOpts) (gophercloud.AuthOptions
 	var ao gophercloud.AuthOptions
 	data, err := os.ReadFile(a.CloudsFile)
 	if err != nil {
-		return ao, eo, fmt.Errorf("openstack: auth.cloudsFile: %w", err)
+		return ao, eo, fmt.Errorf("auth.cloudsFile: %w", err)
 	}
 	var cy cloudsYAML
 	if err := yaml.Unmarshal(data, &cy); err != nil {
-		return ao, eo, fmt.Errorf("openstack: auth.cloudsFile %s: %w", a.CloudsFile, err)
+		return ao, eo, fmt.Errorf("auth.cloudsFile %s: %w", a.CloudsFile, err)
 	}
 	c, ok := cy.Clouds[a.Cloud]
 	if !ok {
-		return ao, eo, fmt.Errorf("openstack: auth.cloud: %s has no cloud %q", a.CloudsFile, a.Cloud)
+		return ao, eo, fmt.Errorf("auth.cloud: %s has no cloud %q", a.CloudsFile, a.Cloud)
 	}
 	ca := c.Auth
 	ao = gophercloud.AuthOptions{
@@ -264,10 +264,10 @@ func cloudsOptions(a Auth, eo gophercloud.EndpointOpts) (gophercloud.AuthOptions
 		eo.Availability = gophercloud.AvailabilityInternal
 	}
 	if ao.IdentityEndpoint == "" {
-		return ao, eo, fmt.Errorf("openstack: auth.cloud: cloud %q in %s has no auth.auth_url", a.Cloud, a.CloudsFile)
+		return ao, eo, fmt.Errorf("auth.cloud: cloud %q in %s has no auth.auth_url", a.Cloud, a.CloudsFile)
 	}
 	if errs := validateURL(field.NewPath("clouds", a.Cloud, "auth", "auth_url"), ao.IdentityEndpoint); len(errs) > 0 {
-		return gophercloud.AuthOptions{}, eo, fmt.Errorf("openstack: auth.cloudsFile %s: %w", a.CloudsFile, errs.ToAggregate())
+		return gophercloud.AuthOptions{}, eo, fmt.Errorf("auth.cloudsFile %s: %w", a.CloudsFile, errs.ToAggregate())
 	}
 	return ao, eo, nil
 }

@@ -163,7 +163,7 @@ func (l *LoadBalancer) byID(ctx context.Context, sc *serviceClients, clusterName
 		return nil, fmt.Errorf("getting load balancer %s: %w", id, err)
 	}
 	if lb.Name != occmName(clusterName, svc) && lb.Name != l.lbName(svc) {
-		return nil, backends.NewUserError(reasonInvalidAnnotation, fmt.Errorf("annotation %s=%q: load balancer %s is named %q, not %q: sharing one load balancer among Services is not supported; remove the annotation to get a load balancer of the Service's own", AnnotationLoadBalancerID, id, id, lb.Name, occmName(clusterName, svc)))
+		return nil, backends.NewUserError(annotation.ReasonInvalid, fmt.Errorf("annotation %s=%q: load balancer %s is named %q, not %q: sharing one load balancer among Services is not supported; remove the annotation to get a load balancer of the Service's own", AnnotationLoadBalancerID, id, id, lb.Name, occmName(clusterName, svc)))
 	}
 	return lb, nil
 }

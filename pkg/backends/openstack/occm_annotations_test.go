@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // statusIP checks the status carries one address with the given ipMode.
@@ -130,7 +132,7 @@ func TestServiceControllerBadOCCMAnnotation(t *testing.T) {
 	e.apply(t, svc)
 	testutil.Eventually(t, 30*time.Second, "a Warning event naming every bad annotation", func() error {
 		for _, w := range e.warnings(t, "bad") {
-			if !strings.HasPrefix(w, reasonInvalidAnnotation+": ") {
+			if !strings.HasPrefix(w, annotation.ReasonInvalid+": ") {
 				continue
 			}
 			var missing []string
@@ -144,7 +146,7 @@ func TestServiceControllerBadOCCMAnnotation(t *testing.T) {
 			}
 			return fmt.Errorf("event %q does not name %v", w, missing)
 		}
-		return fmt.Errorf("no %s event: %q", reasonInvalidAnnotation, e.warnings(t, "bad"))
+		return fmt.Errorf("no %s event: %q", annotation.ReasonInvalid, e.warnings(t, "bad"))
 	})
 	if got, _, err := detail(e.cloud, svc); err != nil || got != want {
 		t.Errorf("Octavia changed by bad annotations:\n%s\nwant\n%s", got, want)
@@ -226,6 +228,29 @@ func TestParseOCCMAnnotations(t *testing.T) {
 		_, err := parseOptions(newService("x", withAnnotation(tt[0], tt[1])), d)
 		if err == nil || !strings.Contains(err.Error(), tt[0]) {
 			t.Errorf("%s=%q: error %v, want one naming the annotation", tt[0], tt[1], err)
+		}
+	}
+}
+
+// TestBadOCCMAnnotationsAllReported: every bad value is in one user error
+// with the shared reason, each naming its annotation.
+func TestBadOCCMAnnotationsAllReported(t *testing.T) {
+	bad := map[string]string{
+		AnnotationConnectionLimit: "0", AnnotationLBMethod: "FASTEST", AnnotationTimeoutClientData: "-5",
+		AnnotationHealthMonitorMaxRetriesDown: "11", AnnotationProxyProtocol: "v3", AnnotationNodeSelector: "=x",
+		AnnotationHostname: "not a host", AnnotationFlavorID: "small", AnnotationAvailabilityZone: " ",
+		AnnotationInternal: "1", AnnotationPortID: "port-1",
+	}
+	svc := newService("x")
+	svc.Annotations = bad
+	_, err := parseOptions(svc, defaultSettingsForTest())
+	ue, ok := backends.AsUserError(err)
+	if !ok || ue.Reason != annotation.ReasonInvalid {
+		t.Fatalf("error %v: want a user error with reason %s", err, annotation.ReasonInvalid)
+	}
+	for k, v := range bad {
+		if want := fmt.Sprintf("annotation %s=%q", k, v); !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -215,8 +216,8 @@ func TestOctaviaBadAnnotationChangesNothing(t *testing.T) {
 	if !ok || !strings.Contains(err.Error(), AnnotationHealthMonitorMaxRetries) {
 		t.Fatalf("error %v: want a user error naming %s", err, AnnotationHealthMonitorMaxRetries)
 	}
-	if ue.Reason != reasonInvalidAnnotation {
-		t.Errorf("reason %q, want %q", ue.Reason, reasonInvalidAnnotation)
+	if ue.Reason != annotation.ReasonInvalid {
+		t.Errorf("reason %q, want %q", ue.Reason, annotation.ReasonInvalid)
 	}
 	if r, w := c.Stats().Reads(), c.Stats().Writes(); r+w != 0 {
 		t.Errorf("bad annotation made %d reads and %d writes, want none", r, w)

@@ -47,12 +47,12 @@ var _ cloudprovider.Interface = (*Cloud)(nil)
 func New(_ context.Context, o backends.Options) (cloudprovider.Interface, error) {
 	s, ok := o.Settings.(*Settings)
 	if !ok || s == nil {
-		return nil, fmt.Errorf("openstack backend %s: settings are %T, want *openstack.Settings", o.Name, o.Settings)
+		return nil, fmt.Errorf("settings are %T, want *openstack.Settings", o.Settings)
 	}
 	stats := &APIStats{}
 	conn, err := newConnector(s, stats)
 	if err != nil {
-		return nil, fmt.Errorf("openstack backend %s: %w", o.Name, err)
+		return nil, err
 	}
 	return newCloud(o.Name, o.ClusterID, s, stats, conn.get), nil
 }
