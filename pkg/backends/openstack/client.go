@@ -15,6 +15,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-base/metrics"
 	"sigs.k8s.io/yaml"
 )
 
@@ -36,52 +37,77 @@ type serviceClients struct {
 	network      *gophercloud.ServiceClient
 }
 
-// APIStats counts HTTP calls to OpenStack services (Keystone excluded):
-// reads are GETs, writes everything else.
-type APIStats struct {
-	reads, writes atomic.Int64
+// countingTransport counts each request to an OpenStack service (Keystone
+// and version documents excluded) in apiRequests, by the service whose
+// endpoint the URL is under: reads are GET and HEAD, writes the rest.
+type countingTransport struct {
+	next    http.RoundTripper
+	backend string
+	// services are the resolved endpoints, set once logged in.
+	services atomic.Pointer[[]serviceCounters]
 }
 
-// Reads returns the number of GET calls made.
-func (s *APIStats) Reads() int64 { return s.reads.Load() }
-
-// Writes returns the number of mutating calls made.
-func (s *APIStats) Writes() int64 { return s.writes.Load() }
-
-// countingTransport counts calls into an APIStats.
-type countingTransport struct {
-	next  http.RoundTripper
-	stats *APIStats
+// serviceCounters are one service's endpoint and metric children.
+type serviceCounters struct {
+	endpoint      string
+	reads, writes metrics.CounterMetric
 }
 
 // RoundTrip counts and forwards the request.
 func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !strings.Contains(r.URL.Path, "/auth/tokens") && r.URL.Path != "/" && !strings.HasSuffix(r.URL.Path, "/v3") {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			t.stats.reads.Add(1)
-		} else {
-			t.stats.writes.Add(1)
+	if services := t.services.Load(); services != nil {
+		u := r.URL.String()
+		for _, s := range *services {
+			if strings.HasPrefix(u, s.endpoint) {
+				if r.Method == http.MethodGet || r.Method == http.MethodHead {
+					s.reads.Inc()
+				} else {
+					s.writes.Inc()
+				}
+				break
+			}
 		}
 	}
 	return t.next.RoundTrip(r)
+}
+
+// count starts counting the requests to the services of sc.
+func (t *countingTransport) count(sc *serviceClients) {
+	var services []serviceCounters
+	for _, c := range []struct {
+		service string
+		client  *gophercloud.ServiceClient
+	}{{"compute", sc.compute}, {"load-balancer", sc.loadBalancer}, {"network", sc.network}} {
+		if c.client != nil {
+			services = append(services, serviceCounters{
+				endpoint: c.client.Endpoint,
+				reads:    apiRequests.WithLabelValues(t.backend, c.service, "read"),
+				writes:   apiRequests.WithLabelValues(t.backend, c.service, "write"),
+			})
+		}
+	}
+	t.services.Store(&services)
 }
 
 // connector logs in lazily: a cloud unreachable at start-up makes calls fail
 // later, it does not stop the CCM from starting.
 type connector struct {
 	settings *Settings
+	counter  *countingTransport
 	http     *http.Client
 	mu       sync.Mutex
 	clients  *serviceClients
 }
 
-func newConnector(s *Settings, stats *APIStats) (*connector, error) {
+// newConnector returns the connector of backend's settings; its requests
+// are counted in apiRequests under the backend's name.
+func newConnector(backend string, s *Settings) (*connector, error) {
 	tr, err := transport(s)
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Timeout: requestTimeout, Transport: &countingTransport{next: tr, stats: stats}}
-	return &connector{settings: s, http: hc}, nil
+	counter := &countingTransport{next: tr, backend: backend}
+	return &connector{settings: s, counter: counter, http: &http.Client{Timeout: requestTimeout, Transport: counter}}, nil
 }
 
 // transport builds the HTTP transport with the configured CA and TLS mode.
@@ -115,6 +141,7 @@ func (c *connector) get(ctx context.Context) (*serviceClients, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.counter.count(sc)
 	c.clients = sc
 	return sc, nil
 }

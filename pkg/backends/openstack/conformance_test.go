@@ -133,17 +133,16 @@ func newConformance(t *testing.T, loadBalancers bool) *conformance {
 	if errs := s.validate(nil, ""); len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	stats := &APIStats{}
-	conn, err := newConnector(s, stats)
+	conn, err := newConnector("os", s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fault := newFaultTransport(conn.http.Transport)
 	conn.http.Transport = fault
-	c := &conformance{fake: f, fault: fault, cloud: newCloud("os", "c"+randomID(t), s, stats, conn.get)}
+	c := &conformance{fake: f, fault: fault, cloud: newCloud("os", "c"+randomID(t), s, conn.get)}
 	if c.cloud.lb != nil {
 		c.cloud.lb.retryDelay = 300 * time.Millisecond
-		direct, err := newConnector(s, &APIStats{})
+		direct, err := newConnector("os-direct", s)
 		if err != nil {
 			t.Fatal(err)
 		}

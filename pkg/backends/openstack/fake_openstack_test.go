@@ -156,6 +156,20 @@ func (f *FakeOpenStack) CallCount(key string) int {
 	return f.calls[key]
 }
 
+// CallsUnder returns the number of requests with method to paths starting
+// with prefix.
+func (f *FakeOpenStack) CallsUnder(method, prefix string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for k, c := range f.calls {
+		if strings.HasPrefix(k, method+" "+prefix) {
+			n += c
+		}
+	}
+	return n
+}
+
 func (f *FakeOpenStack) count(r *http.Request) {
 	f.mu.Lock()
 	f.calls[r.Method+" "+r.URL.Path]++

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cloud-provider/api"
+	"k8s.io/component-base/metrics/legacyregistry"
+	metricstestutil "k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -184,4 +186,30 @@ const VIPSubnetForTests = "6f1e4f39-9c6a-4d55-8a25-4a4c8c3c2b11"
 // controller retries any error.
 func sqliteLocked(err error) bool {
 	return gophercloud.ResponseCodeIs(err, http.StatusInternalServerError) && strings.Contains(err.Error(), "database is locked")
+}
+
+// apiCalls reads multicloud_ccm_openstack_api_requests_total for c's
+// backend: its reads and writes, summed over the services.
+func apiCalls(t testing.TB, c *Cloud) (reads, writes float64) {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "multicloud_ccm_openstack_api_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !metricstestutil.LabelsMatch(m, map[string]string{"backend": c.name}) {
+				continue
+			}
+			if metricstestutil.LabelsMatch(m, map[string]string{"kind": "read"}) {
+				reads += m.GetCounter().GetValue()
+			} else {
+				writes += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return reads, writes
 }

@@ -34,7 +34,6 @@ type Cloud struct {
 
 	name      string
 	settings  *Settings
-	stats     *APIStats
 	instances *Instances
 	lb        *LoadBalancer
 	routes    *Routes
@@ -49,18 +48,17 @@ func New(_ context.Context, o backends.Options) (cloudprovider.Interface, error)
 	if !ok || s == nil {
 		return nil, fmt.Errorf("settings are %T, want *openstack.Settings", o.Settings)
 	}
-	stats := &APIStats{}
-	conn, err := newConnector(s, stats)
+	conn, err := newConnector(o.Name, s)
 	if err != nil {
 		return nil, err
 	}
-	return newCloud(o.Name, o.ClusterID, s, stats, conn.get), nil
+	return newCloud(o.Name, o.ClusterID, s, conn.get), nil
 }
 
 // newCloud wires a backend around a source of service clients.
-func newCloud(name, clusterID string, s *Settings, stats *APIStats, clients func(context.Context) (*serviceClients, error)) *Cloud {
+func newCloud(name, clusterID string, s *Settings, clients func(context.Context) (*serviceClients, error)) *Cloud {
 	n := &nova{clients: clients, pageSize: s.Instances.PageSize, networks: addressRules{internal: s.Instances.InternalNetworks, public: s.Instances.PublicNetworks}}
-	c := &Cloud{name: name, settings: s, stats: stats}
+	c := &Cloud{name: name, settings: s}
 	c.instances = &Instances{
 		name: name, region: s.Region, regional: s.RegionalProviderID,
 		cache: newServerCache(name, n, time.Duration(s.Instances.CacheTTLSeconds)*time.Second),
@@ -73,9 +71,6 @@ func newCloud(name, clusterID string, s *Settings, stats *APIStats, clients func
 	}
 	return c
 }
-
-// Stats returns the counts of OpenStack API calls this backend made.
-func (c *Cloud) Stats() *APIStats { return c.stats }
 
 // Initialize does nothing: the backend needs no Kubernetes client.
 func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
