@@ -1,40 +1,25 @@
 package snapshot
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/metric"
 )
 
 var (
-	lookups = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace:      "multicloud_ccm",
-		Subsystem:      "snapshot",
-		Name:           "lookups_total",
-		Help:           "Lookups in a backend's bulk-listing cache, by backend and result (hit: found; miss: not found, after a refresh if the snapshot was old enough).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"backend", "result"})
+	lookups = metric.CounterVec("snapshot", "lookups_total",
+		"Lookups in a backend's bulk-listing cache, by backend and result (hit: found; miss: not found, after a refresh if the snapshot was old enough).",
+		"backend", "result")
 
-	lists = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace:      "multicloud_ccm",
-		Subsystem:      "snapshot",
-		Name:           "lists_total",
-		Help:           "Bulk listings of a backend's cloud, by backend and result (success, error, or backoff: a lookup answered with a recent failure instead of listing).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"backend", "result"})
+	lists = metric.CounterVec("snapshot", "lists_total",
+		"Bulk listings of a backend's cloud, by backend, source (what was listed, where a backend lists several: a vCenter) and result (success, error, or backoff: a lookup answered with a recent failure instead of listing).",
+		"backend", "source", "result")
 
-	listDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Namespace:      "multicloud_ccm",
-		Subsystem:      "snapshot",
-		Name:           "list_duration_seconds",
-		Help:           "Duration of a backend's bulk listings, by backend.",
-		Buckets:        metrics.ExponentialBuckets(0.01, 2, 14),
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"backend"})
-
-	registerOnce sync.Once
+	listDuration = metric.HistogramVec("snapshot", "list_duration_seconds",
+		"Duration of a backend's bulk listings, by backend and source.",
+		metrics.ExponentialBuckets(0.01, 2, 14), "backend", "source")
 )
 
 // cacheMetrics holds one backend's metric children, resolved once.
@@ -44,15 +29,14 @@ type cacheMetrics struct {
 	duration                      metrics.ObserverMetric
 }
 
-func metricsFor(backend string) *cacheMetrics {
-	registerOnce.Do(func() { legacyregistry.MustRegister(lookups, lists, listDuration) })
+func metricsFor(backend, source string) *cacheMetrics {
 	return &cacheMetrics{
 		hits:       lookups.WithLabelValues(backend, "hit"),
 		misses:     lookups.WithLabelValues(backend, "miss"),
-		listOK:     lists.WithLabelValues(backend, "success"),
-		listFailed: lists.WithLabelValues(backend, "error"),
-		backedOff:  lists.WithLabelValues(backend, "backoff"),
-		duration:   listDuration.WithLabelValues(backend),
+		listOK:     lists.WithLabelValues(backend, source, "success"),
+		listFailed: lists.WithLabelValues(backend, source, "error"),
+		backedOff:  lists.WithLabelValues(backend, source, "backoff"),
+		duration:   listDuration.WithLabelValues(backend, source),
 	}
 }
 

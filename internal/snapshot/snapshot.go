@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -22,6 +21,9 @@ import (
 type Config struct {
 	// Backend names the backend in metrics.
 	Backend string
+	// Source names what is listed in the listing metrics, where a backend
+	// lists several things (a vCenter's host); empty for one listing.
+	Source string
 	// TTL is the age from which a snapshot is refreshed on the next lookup.
 	TTL time.Duration
 	// MissInterval is the age from which a lookup that misses refreshes the
@@ -54,8 +56,6 @@ type Cache[S any] struct {
 	// failed is the last listing's error and failedAt when it ended.
 	failed   error
 	failedAt time.Time
-
-	lists atomic.Int64
 }
 
 // New returns an empty cache listing with fetch.
@@ -64,14 +64,11 @@ func New[S any](cfg Config, fetch Fetch[S]) *Cache[S] {
 		cfg.Now = time.Now
 	}
 	cfg.MissInterval = min(cfg.MissInterval, cfg.TTL)
-	return &Cache[S]{cfg: cfg, fetch: fetch, metrics: metricsFor(cfg.Backend)}
+	return &Cache[S]{cfg: cfg, fetch: fetch, metrics: metricsFor(cfg.Backend, cfg.Source)}
 }
 
 // Config returns the cache's settings.
 func (c *Cache[S]) Config() Config { return c.cfg }
-
-// Lists returns how many listings the cache started.
-func (c *Cache[S]) Lists() int64 { return c.lists.Load() }
 
 // Current returns the cached snapshot and when its listing began, without
 // listing; ok is false when there is none.
@@ -176,7 +173,6 @@ func (c *Cache[S]) list(ctx context.Context) (listed[S], error) {
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.ListTimeout)
 		defer cancel()
 	}
-	c.lists.Add(1)
 	started := c.cfg.Now()
 	s, err := c.fetch(ctx)
 	c.metrics.observeList(err, c.cfg.Now().Sub(started))

@@ -226,9 +226,6 @@ func TestConcurrentListingsMerge(t *testing.T) {
 	if n := src.calls.Load(); n != 1 {
 		t.Fatalf("%d listings for 50 concurrent lookups, want 1", n)
 	}
-	if n := c.Lists(); n != 1 {
-		t.Fatalf("Lists() = %d, want 1", n)
-	}
 }
 
 func TestCallerCancellationDoesNotCancelTheListing(t *testing.T) {
@@ -347,5 +344,20 @@ func TestMetricsRegistered(t *testing.T) {
 	got, err = testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, "multicloud_ccm_snapshot_lookups_total", map[string]string{"backend": "registered"}, "result")
 	if err != nil || got["hit"] != 1 {
 		t.Fatalf("lookups_total{backend=registered} by result = %v, %v; want hit 1", got, err)
+	}
+}
+
+// TestMetricsBySource: the listings of a backend's several sources are
+// counted apart.
+func TestMetricsBySource(t *testing.T) {
+	a, _, _ := newTest(t, Config{Backend: "sources", Source: "vc-a", TTL: time.Minute})
+	b, _, _ := newTest(t, Config{Backend: "sources", Source: "vc-b", TTL: time.Minute})
+	_, _ = lookup(t, a, "a")
+	a.Invalidate()
+	_, _ = lookup(t, a, "a")
+	_, _ = lookup(t, b, "a")
+	got, err := testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, "multicloud_ccm_snapshot_lists_total", map[string]string{"backend": "sources", "result": "success"}, "source")
+	if err != nil || got["vc-a"] != 2 || got["vc-b"] != 1 {
+		t.Fatalf("lists_total{backend=sources,result=success} by source = %v, %v; want vc-a 2, vc-b 1", got, err)
 	}
 }

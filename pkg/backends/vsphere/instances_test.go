@@ -301,7 +301,7 @@ func TestConcurrentMissesShareOneRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.vcenters[0].invalidate()
-	before := c.vcenters[0].refreshes()
+	before := refreshes(t, c.vcenters[0])
 	var wg sync.WaitGroup
 	errs := make([]error, 50)
 	for i := range errs {
@@ -313,8 +313,8 @@ func TestConcurrentMissesShareOneRefresh(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if n := c.vcenters[0].refreshes() - before; n != 1 {
-		t.Errorf("50 concurrent lookups on a cold cache cost %d refreshes, want 1", n)
+	if n := refreshes(t, c.vcenters[0]) - before; n != 1 {
+		t.Errorf("50 concurrent lookups on a cold cache cost %v refreshes, want 1", n)
 	}
 }
 
@@ -323,10 +323,11 @@ func TestSessionReestablished(t *testing.T) {
 	c := newCloud(t, []*sim{s}, withZones())
 	ctx := context.Background()
 	node := newNode("n", withVM(vms[0]))
+	v := c.vcenters[0]
+	logins0 := logins(t, v) // a vCenter port an earlier test used
 	if _, err := c.InstanceMetadata(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	v := c.vcenters[0]
 	conn, err := v.connection(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -346,8 +347,8 @@ func TestSessionReestablished(t *testing.T) {
 	if md.Zone == "" {
 		t.Errorf("zone lost after the tagging session expired")
 	}
-	if n := v.logins.Load(); n != 2 {
-		t.Errorf("%d logins, want 2 (the first and one after expiry)", n)
+	if n := logins(t, v) - logins0; n != 2 {
+		t.Errorf("%v logins, want 2 (the first and one after expiry)", n)
 	}
 }
 
@@ -379,20 +380,20 @@ func TestMissOfOldNodeCostsNoRefresh(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
 		node          *corev1.Node
-		wantRefreshes int64
+		wantRefreshes float64
 	}{
 		{"old node", newNode("old", missing, created(time.Hour)), 0},
 		{"new node", newNode("new", missing, created(time.Second)), 1},
 		{"node of unknown age", newNode("unknown", missing), 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			before := v.refreshes()
+			before := refreshes(t, v)
 			ok, err := c.InstanceExists(ctx, tt.node)
 			if err != nil || ok {
 				t.Fatalf("InstanceExists = %v, %v; want false", ok, err)
 			}
-			if n := v.refreshes() - before; n != tt.wantRefreshes {
-				t.Errorf("%d refreshes, want %d", n, tt.wantRefreshes)
+			if n := refreshes(t, v) - before; n != tt.wantRefreshes {
+				t.Errorf("%v refreshes, want %v", n, tt.wantRefreshes)
 			}
 		})
 	}
@@ -429,12 +430,12 @@ func TestMoveBetweenVCentersIsNotGone(t *testing.T) {
 	b.reconfigure(t, bvms[0], typesUUID(avms[0].uuid))
 	// a's inventory is retrieved after the move, b's is from before it.
 	c.vcenters[0].invalidate()
-	before := c.vcenters[1].refreshes()
+	before := refreshes(t, c.vcenters[1])
 	if ok, err := c.InstanceExists(ctx, node); err != nil || !ok {
 		t.Errorf("after the move: InstanceExists = %v, %v; want true (found in the other vCenter)", ok, err)
 	}
-	if n := c.vcenters[1].refreshes() - before; n != 1 {
-		t.Errorf("the other vCenter was retrieved %d times, want 1", n)
+	if n := refreshes(t, c.vcenters[1]) - before; n != 1 {
+		t.Errorf("the other vCenter was retrieved %v times, want 1", n)
 	}
 }
 
@@ -495,17 +496,18 @@ func TestInitializeKeepsTheInventoryFresh(t *testing.T) {
 	s := startSim(t)
 	c := newCloud(t, []*sim{s}, fastRefresh)
 	stop := make(chan struct{})
-	c.Initialize(nil, stop)
 	v := c.vcenters[0]
+	refreshes0, logins0 := refreshes(t, v), logins(t, v) // a vCenter port an earlier test used
+	c.Initialize(nil, stop)
 	deadline := time.Now().Add(10 * time.Second)
-	for v.refreshes() < 2 {
+	for refreshes(t, v)-refreshes0 < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d background refreshes in 10 s with a 1 s interval", v.refreshes())
+			t.Fatalf("%v background refreshes in 10 s with a 1 s interval", refreshes(t, v)-refreshes0)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := v.logins.Load(); n != 1 {
-		t.Errorf("%d logins for %d refreshes, want 1: the session is kept", n, v.refreshes())
+	if n := logins(t, v) - logins0; n != 1 {
+		t.Errorf("%v logins for %v refreshes, want 1: the session is kept", n, refreshes(t, v)-refreshes0)
 	}
 	close(stop)
 	for {

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/fault"
@@ -70,8 +69,8 @@ type vcenter struct {
 	// that turns unreadable is still known by its UUID.
 	known map[types.ManagedObjectReference]string
 
-	// logins counts sessions, for tests.
-	logins atomic.Int64
+	// backend names the backend in metrics.
+	backend string
 }
 
 // connection is an authenticated session with the resolved datacenters.
@@ -95,9 +94,6 @@ func (v *vcenter) snapshotSince(ctx context.Context, notBefore time.Time) (*snap
 	}
 	return s, err
 }
-
-// refreshes returns how many inventory retrievals began, for tests.
-func (v *vcenter) refreshes() int64 { return v.inv.Lists() }
 
 // failureBackoff is how long a failed refresh is answered from memory. It
 // is capped at the refresh interval.
@@ -186,8 +182,9 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 	if err != nil {
 		return nil, v.connectError(err)
 	}
-	v.logins.Add(1)
-	if err := session.NewManager(vim).Login(ctx, url.UserPassword(v.user, v.password)); err != nil {
+	err = session.NewManager(vim).Login(ctx, url.UserPassword(v.user, v.password))
+	loginsTotal.WithLabelValues(v.backend, v.name, result(err)).Inc()
+	if err != nil {
 		return nil, v.loginError(err)
 	}
 	dcs, err := v.resolveDatacenters(ctx, vim)

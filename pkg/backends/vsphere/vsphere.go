@@ -112,7 +112,7 @@ func newVCenter(backend string, s *Settings, i int, tr *tagReader) (*vcenter, er
 		dcRecords = append(dcRecords, datacenterRecord(dc))
 	}
 	v := &vcenter{
-		name: cfg.url.Host, cfg: cfg, path: p.String(),
+		name: cfg.url.Host, backend: backend, cfg: cfg, path: p.String(),
 		record: serverRecord(cfg.url), dcRecords: dcRecords,
 		user: user, password: password,
 		timeout: s.RequestTimeout.Duration, tags: tr,
@@ -121,6 +121,7 @@ func newVCenter(backend string, s *Settings, i int, tr *tagReader) (*vcenter, er
 	// and miss interval are the refresh interval, which keepFresh keeps.
 	v.inv = snapcache.New(snapcache.Config{
 		Backend:        backend,
+		Source:         cfg.url.Host,
 		TTL:            s.RefreshInterval.Duration,
 		MissInterval:   s.RefreshInterval.Duration,
 		FailureBackoff: min(failureBackoff, s.RefreshInterval.Duration),
