@@ -64,11 +64,11 @@ type Cloud struct {
 func New(_ context.Context, o backends.Options) (cloudprovider.Interface, error) {
 	s, ok := o.Settings.(*Settings)
 	if !ok || s == nil {
-		return nil, fmt.Errorf("baremetal backend %q: settings are %T, want *baremetal.Settings", o.Name, o.Settings)
+		return nil, fmt.Errorf("settings are %T, want *baremetal.Settings", o.Settings)
 	}
 	if s.compiled == nil {
 		if errs := s.Validate(field.NewPath(Type)); len(errs) > 0 {
-			return nil, fmt.Errorf("baremetal backend %q: %w", o.Name, errs.ToAggregate())
+			return nil, errs.ToAggregate()
 		}
 	}
 	c := &Cloud{name: o.Name}

@@ -46,7 +46,7 @@ func (lb *LoadBalancer) reportReplaced(ctx context.Context, service *corev1.Serv
 	if len(old) == 0 {
 		return
 	}
-	klog.FromContext(ctx).WithValues("backend", lb.backend, "service", klog.KObj(service)).Info("Replaced load-balancer addresses outside every address pool", "previous", old, "addresses", got)
+	klog.FromContext(ctx).Info("Replaced load-balancer addresses outside every address pool", "service", klog.KObj(service), "previous", old, "addresses", got)
 	lb.srcMu.Lock()
 	r := lb.events
 	lb.srcMu.Unlock()

@@ -53,7 +53,7 @@ func (i *Instances) lookup(node *corev1.Node) (*InventoryEntry, error) {
 	}
 	name, err := parseProviderID(node.Spec.ProviderID)
 	if err != nil {
-		return nil, fmt.Errorf("baremetal backend %q: node %s: %w", i.backend, node.Name, err)
+		return nil, fmt.Errorf("node %s: %w", node.Name, err)
 	}
 	return i.inventory[name], nil
 }
@@ -67,7 +67,7 @@ func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool
 		return false, err
 	}
 	if e == nil {
-		klog.FromContext(ctx).WithValues("backend", i.backend, "node", node.Name, "providerID", node.Spec.ProviderID).V(4).Info("Node is not in the inventory")
+		klog.FromContext(ctx).V(4).Info("Node is not in the inventory", "node", klog.KObj(node), "providerID", node.Spec.ProviderID)
 	}
 	return e != nil, nil
 }
@@ -89,8 +89,8 @@ func (i *Instances) InstanceMetadata(_ context.Context, node *corev1.Node) (*clo
 		return nil, err
 	}
 	if e == nil {
-		return nil, fmt.Errorf("baremetal backend %q: node %s (providerID %q) is not in the inventory; add it under baremetal.inventory: %w",
-			i.backend, node.Name, node.Spec.ProviderID, cloudprovider.InstanceNotFound)
+		return nil, fmt.Errorf("node %s (providerID %q) is not in the inventory; add it under baremetal.inventory: %w",
+			node.Name, node.Spec.ProviderID, cloudprovider.InstanceNotFound)
 	}
 	return &cloudprovider.InstanceMetadata{
 		ProviderID:       ProviderID(e.Name),

@@ -73,6 +73,9 @@ func TestInstances(t *testing.T) {
 				if exists || shutdown || meta != nil {
 					t.Errorf("answers with an error: exists=%v shutdown=%v meta=%v", exists, shutdown, meta)
 				}
+				if strings.Contains(err.Error(), `"metal"`) {
+					t.Errorf("error %q names the backend: the router does", err)
+				}
 				return
 			}
 			if err != nil || serr != nil || exists != tt.wantExists || shutdown {
@@ -81,6 +84,9 @@ func TestInstances(t *testing.T) {
 			if tt.wantMetaErr != "" {
 				if meta != nil || merr == nil || !strings.Contains(merr.Error(), tt.wantMetaErr) || !errors.Is(merr, cloudprovider.InstanceNotFound) {
 					t.Fatalf("InstanceMetadata = %v, %v; want InstanceNotFound containing %q", meta, merr, tt.wantMetaErr)
+				}
+				if strings.Contains(merr.Error(), `"metal"`) {
+					t.Errorf("error %q names the backend: the router does", merr)
 				}
 				return
 			}
@@ -146,7 +152,7 @@ func TestCapabilities(t *testing.T) {
 func second[T any](_ T, ok bool) bool { return ok }
 
 func TestNewRejectsBadSettings(t *testing.T) {
-	if _, err := New(context.Background(), backends.Options{Name: "metal", Settings: "nope"}); err == nil || !strings.Contains(err.Error(), "metal") {
+	if _, err := New(context.Background(), backends.Options{Name: "metal", Settings: "nope"}); err == nil || !strings.Contains(err.Error(), "settings are string") {
 		t.Errorf("New with wrong settings type: %v", err)
 	}
 	bad := &Settings{AddressPools: []AddressPool{{Name: "p", Addresses: []string{"192.0.2.0/24", "192.0.2.128/25"}}}}

@@ -215,7 +215,7 @@ func (lb *LoadBalancer) ready(ctx context.Context) error {
 		return fmt.Errorf("waiting for the Service informer to sync: %w", context.Cause(ctx))
 	}
 	if !lb.seeded.Swap(true) {
-		klog.FromContext(ctx).WithValues("backend", lb.backend).V(2).Info("Load-balancer addresses follow Service statuses", "holders", lb.holders())
+		klog.FromContext(ctx).V(2).Info("Load-balancer addresses follow Service statuses", "holders", lb.holders())
 	}
 	return nil
 }
@@ -317,7 +317,7 @@ func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, servic
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
 	if !slices.Equal(before, ips) {
-		klog.FromContext(ctx).WithValues("backend", lb.backend, "service", req.name).V(2).Info("Assigned load-balancer addresses", "addresses", ips, "previous", before)
+		klog.FromContext(ctx).V(2).Info("Assigned load-balancer addresses", "service", klog.KObj(service), "addresses", ips, "previous", before)
 	}
 	lb.reportReplaced(ctx, service, ips)
 	if err := lb.announce(ctx, service, ips); err != nil {
@@ -378,13 +378,13 @@ func (lb *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 	}
 	lb.mu.Unlock()
 	if released {
-		klog.FromContext(ctx).WithValues("backend", lb.backend, "service", serviceKey(service)).V(2).Info("Released load-balancer addresses")
+		klog.FromContext(ctx).V(2).Info("Released load-balancer addresses", "service", klog.KObj(service))
 	}
 	return nil
 }
 
 func (lb *LoadBalancer) wrap(op string, service *corev1.Service, err error) error {
-	return fmt.Errorf("baremetal backend %q: %s for service %s: %w", lb.backend, op, serviceKey(service), err)
+	return fmt.Errorf("%s for service %s: %w", op, serviceKey(service), err)
 }
 
 func serviceKey(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }

@@ -1,11 +1,9 @@
 package baremetal
 
 import (
-	"sync"
-
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/metric"
 )
 
 // Per-pool address metrics, named after MetalLB's
@@ -13,22 +11,12 @@ import (
 // metallb_allocator_addresses_total, which dashboards graph, with the
 // backend and the IP family as labels.
 var (
-	addressesInUse = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace:      "multicloud_ccm",
-		Subsystem:      "baremetal",
-		Name:           "addresses_in_use_total",
-		Help:           "Usable addresses of a bare-metal address pool that are taken (assigned, shown in a Service's status, or requested by a Service), by backend, pool and IP family.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"backend", "pool", "family"})
-	addressesTotal = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace:      "multicloud_ccm",
-		Subsystem:      "baremetal",
-		Name:           "addresses_total",
-		Help:           "Usable addresses of a bare-metal address pool, by backend, pool and IP family (IPv6 pools saturate at 2^64-1).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"backend", "pool", "family"})
-
-	registerMetricsOnce sync.Once
+	addressesInUse = metric.GaugeVec("baremetal", "addresses_in_use_total",
+		"Usable addresses of a bare-metal address pool that are taken (assigned, shown in a Service's status, or requested by a Service), by backend, pool and IP family.",
+		"backend", "pool", "family")
+	addressesTotal = metric.GaugeVec("baremetal", "addresses_total",
+		"Usable addresses of a bare-metal address pool, by backend, pool and IP family (IPv6 pools saturate at 2^64-1).",
+		"backend", "pool", "family")
 )
 
 var families = [2]corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
@@ -36,7 +24,6 @@ var families = [2]corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 // publish makes the allocator's pools report their metrics as the pools of
 // backend. Families a pool has no address of are not reported.
 func (a *allocator) publish(backend string) {
-	registerMetricsOnce.Do(func() { legacyregistry.MustRegister(addressesInUse, addressesTotal) })
 	for _, ps := range a.pools {
 		for i := range ps.fams {
 			fs := &ps.fams[i]
