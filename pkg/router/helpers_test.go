@@ -24,6 +24,7 @@ import (
 var (
 	newNode        = testutil.NewNode
 	withProviderID = testutil.WithProviderID
+	withInternalIP = testutil.WithInternalIP
 	withLabel      = testutil.WithLabel
 	uninitialized  = testutil.Uninitialized
 	notReady       = testutil.NotReady

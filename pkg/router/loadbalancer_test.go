@@ -209,12 +209,6 @@ func (t targeter) CanTarget(_ *corev1.Service, n *corev1.Node) bool {
 	return false
 }
 
-func withInternalIP(ip string) func(*corev1.Node) {
-	return func(n *corev1.Node) {
-		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
-	}
-}
-
 func TestEachBackendGetsOnlyNodesItCanTarget(t *testing.T) {
 	own := newLBCloud("own", "192.0.2.1")
 	ips := targeter{newLBCloud("ips", "198.51.100.1")}

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -26,8 +26,9 @@ func newTestCloud(t testing.TB, section string) *Cloud {
 	return c.(*Cloud)
 }
 
+// newNode is a Node with the given providerID ("" for none).
 func newNode(name, providerID string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+	return testutil.NewNode(name, testutil.WithProviderID(providerID))
 }
 
 func TestInstances(t *testing.T) {

@@ -9,10 +9,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -43,32 +42,13 @@ func newTestLB(t testing.TB, section string) *LoadBalancer {
 	return l
 }
 
-type svcTweak func(*corev1.Service)
+type svcTweak = testutil.ServiceTweak
 
-func newService(name string, tweaks ...svcTweak) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-		Spec: corev1.ServiceSpec{
-			Type:  corev1.ServiceTypeLoadBalancer,
-			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}},
-		},
-	}
-	for _, tw := range tweaks {
-		tw(svc)
-	}
-	return svc
-}
-
-func withAnnotation(k, v string) svcTweak {
-	return func(s *corev1.Service) {
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
-		}
-		s.Annotations[k] = v
-	}
-}
-
-func withNamespace(ns string) svcTweak { return func(s *corev1.Service) { s.Namespace = ns } }
+var (
+	newService     = testutil.NewService
+	withAnnotation = testutil.WithAnnotation
+	withNamespace  = testutil.WithNamespace
+)
 
 func withShared(key string) svcTweak { return withAnnotation(string(annotation.AllowSharedIP), key) }
 

@@ -14,8 +14,6 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cloud-provider/api"
 	"k8s.io/component-base/metrics/legacyregistry"
 	metricstestutil "k8s.io/component-base/metrics/testutil"
@@ -25,63 +23,28 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
-// serviceTweak changes a test Service.
-type serviceTweak func(*corev1.Service)
+// The shared builders of internal/testutil.
+type (
+	serviceTweak = testutil.ServiceTweak
+	nodeTweak    = testutil.NodeTweak
+)
 
-func newService(name string, tweaks ...serviceTweak) *corev1.Service {
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), Annotations: map[string]string{}},
-		Spec: corev1.ServiceSpec{
-			Type:  corev1.ServiceTypeLoadBalancer,
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}},
-		},
-	}
-	for _, t := range tweaks {
-		t(s)
-	}
-	return s
-}
+var (
+	newService       = testutil.NewService
+	withAnnotation   = testutil.WithAnnotation
+	withLocalTraffic = testutil.WithLocalTraffic
+	withSourceRanges = testutil.WithSourceRanges
+	newNode          = testutil.NewNode
+	withInternalIP   = testutil.WithInternalIP
+	withProviderID   = testutil.WithProviderID
+	withLabel        = testutil.WithLabel
+)
 
-func withAnnotation(k, v string) serviceTweak {
-	return func(s *corev1.Service) { s.Annotations[k] = v }
-}
-
+// withPort adds a port (named p<port>) to the Service's.
 func withPort(proto corev1.Protocol, port, nodePort int32) serviceTweak {
 	return func(s *corev1.Service) {
 		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", port), Protocol: proto, Port: port, NodePort: nodePort})
 	}
-}
-
-func withLocalTraffic(hcPort int32) serviceTweak {
-	return func(s *corev1.Service) {
-		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-		s.Spec.HealthCheckNodePort = hcPort
-	}
-}
-
-func withSourceRanges(r ...string) serviceTweak {
-	return func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = r }
-}
-
-// nodeTweak changes a test Node.
-type nodeTweak func(*corev1.Node)
-
-func newNode(name string, tweaks ...nodeTweak) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
-	for _, t := range tweaks {
-		t(n)
-	}
-	return n
-}
-
-func withInternalIP(ip string) nodeTweak {
-	return func(n *corev1.Node) {
-		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
-	}
-}
-
-func withProviderID(id string) nodeTweak {
-	return func(n *corev1.Node) { n.Spec.ProviderID = id }
 }
 
 func randomID(t testing.TB) string {

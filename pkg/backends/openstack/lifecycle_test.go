@@ -23,10 +23,6 @@ func uninitialised(n *corev1.Node) {
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 }
 
-func withLabel(k, v string) nodeTweak {
-	return func(n *corev1.Node) { n.Labels[k] = v }
-}
-
 // TestNodeLifecycleKeepsOtherRegionsNodes drives the upstream cloud-node
 // and node-lifecycle controllers against a RegionOne backend: Nodes of
 // RegionTwo, named by their providerID or (openstack:///<uuid>) by the

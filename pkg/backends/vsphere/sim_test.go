@@ -32,9 +32,9 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 
 	_ "github.com/vmware/govmomi/vapi/simulator" // the vAPI (tagging) endpoints of the simulator
@@ -381,18 +381,13 @@ func newOptions(s *Settings) backends.Options {
 	return backends.Options{Name: "onprem", ClusterID: "test", Settings: s}
 }
 
-// nodeTweak changes a test node.
-type nodeTweak func(*corev1.Node)
+// The shared Node builders of internal/testutil.
+type nodeTweak = testutil.NodeTweak
 
-func newNode(name string, tweaks ...nodeTweak) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	for _, tw := range tweaks {
-		tw(n)
-	}
-	return n
-}
-
-func withProviderID(id string) nodeTweak { return func(n *corev1.Node) { n.Spec.ProviderID = id } }
+var (
+	newNode        = testutil.NewNode
+	withProviderID = testutil.WithProviderID
+)
 
 func withVM(v vm) nodeTweak { return withProviderID(ProviderIDPrefix + v.uuid) }
 
