@@ -24,10 +24,7 @@ import (
 )
 
 // The shared builders of internal/testutil.
-type (
-	serviceTweak = testutil.ServiceTweak
-	nodeTweak    = testutil.NodeTweak
-)
+type serviceTweak = testutil.ServiceTweak
 
 var (
 	newService       = testutil.NewService
