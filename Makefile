@@ -26,7 +26,7 @@ LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 FUZZTIME ?= 10s
 
-.PHONY: image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down
+.PHONY: image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down metallb
 
 all: build
 
@@ -84,11 +84,17 @@ openstack-down:
 openstack-test: openstack-up
 	$(WITH_OS_ENV) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./pkg/backends/openstack/...
 
-e2e: build control-plane helm image kubelet
+e2e: build control-plane helm image kubelet metallb
 	$(WITH_OS_ENV) $(GO) test -count=1 -timeout 40m ./test/e2e/...
 
-bench:
+bench: build control-plane metallb
 	$(WITH_OS_ENV) bash hack/bench.sh
+
+# metallb: MetalLB's controller, speaker and CRDs (v0.16.2, from the Go
+# module proxy) under $(OUT)/metallb, for the bare-metal wire tests and the
+# throughput benchmark beside MetalLB (hack/metallb/build.sh; cached).
+metallb:
+	bash hack/metallb/build.sh
 
 demo: build control-plane
 	$(GO) run ./test/e2e/cmd/demo

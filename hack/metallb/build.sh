@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds MetalLB's controller and speaker (go.universe.tf/metallb, pinned
-# below) from the Go module proxy into _output/metallb (or $OUT), for the
+# below) from the Go module proxy into _output/metallb (or $OUT), with its
+# CRDs under crds/, for the
 # throughput comparison (issue 14) and the bare-metal speaker tests (issue 15).
 # Cached: a binary is rebuilt only when missing or built from another version
 # (a stamp file records it), so a rerun takes well under a second.
@@ -22,7 +23,7 @@ METALLB_VERSION=${METALLB_VERSION:-v0.16.2}
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 
 stamp="$OUT/.version"
-if [ -x "$OUT/controller" ] && [ -x "$OUT/speaker" ] &&
+if [ -x "$OUT/controller" ] && [ -x "$OUT/speaker" ] && [ -f "$OUT/crds/metallb.io_ipaddresspools.yaml" ] &&
   [ "$(cat "$stamp" 2>/dev/null)" = "$METALLB_VERSION $(sha256sum "$ROOT/hack/metallb/frr-k8s-api/api/v1beta1/types.go" | cut -c1-16)" ]; then
   exit 0
 fi
@@ -33,6 +34,10 @@ mkdir -p "$src"
 dir=$(go mod download -json "go.universe.tf/metallb@$METALLB_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
 [ -d "$dir" ] || { echo "hack/metallb: go mod download go.universe.tf/metallb@$METALLB_VERSION failed" >&2; exit 1; }
 cp -r "$dir" "$src/metallb"
+rm -rf "$OUT/crds"
+mkdir -p "$OUT/crds"
+cp "$dir"/config/crd/bases/*.yaml "$OUT/crds/"
+chmod u+w "$OUT"/crds/*.yaml
 cp -r "$ROOT/hack/metallb/frr-k8s-api" "$src/frr-k8s"
 chmod -R u+w "$src"
 cd "$src/metallb"
@@ -40,4 +45,5 @@ go mod edit -replace github.com/metallb/frr-k8s=../frr-k8s
 go build -mod=mod -trimpath -ldflags "-s -w" -o "$OUT/controller" ./controller
 go build -mod=mod -trimpath -ldflags "-s -w" -o "$OUT/speaker" ./speaker
 echo "$METALLB_VERSION $(sha256sum "$ROOT/hack/metallb/frr-k8s-api/api/v1beta1/types.go" | cut -c1-16)" > "$stamp"
-echo "hack/metallb: built $OUT/controller and $OUT/speaker ($METALLB_VERSION)"
+rm -rf "$src"
+echo "hack/metallb: built $OUT/controller and $OUT/speaker ($METALLB_VERSION), CRDs in $OUT/crds"

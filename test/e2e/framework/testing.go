@@ -15,13 +15,14 @@ const LogLines = 150
 
 // StartControlPlaneT starts a control plane for one test and stops it when
 // the test ends, printing the logs' tails if the test failed. It skips or
-// fails (with CI set) when the binaries are missing.
-func StartControlPlaneT(tb testing.TB) *ControlPlane {
+// fails (with CI set) when the binaries are missing. extraAPIServerArgs
+// are ControlPlaneOptions.ExtraAPIServerArgs.
+func StartControlPlaneT(tb testing.TB, extraAPIServerArgs ...string) *ControlPlane {
 	tb.Helper()
 	bins := RequireBinaries(tb, Binaries.ControlPlaneOnly)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cp, err := StartControlPlane(ctx, ControlPlaneOptions{Binaries: bins})
+	cp, err := StartControlPlane(ctx, ControlPlaneOptions{Binaries: bins, ExtraAPIServerArgs: extraAPIServerArgs})
 	if err != nil {
 		tb.Fatalf("start control plane: %v", err)
 	}

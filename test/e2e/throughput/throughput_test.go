@@ -1,0 +1,331 @@
+// Package throughput measures, through the built multicloud-ccm binary on a
+// real kube-apiserver, how long 1,000 new LoadBalancer Services take to get
+// their addresses from the bare-metal backend, beside MetalLB's controller
+// (built from the Go module proxy by hack/metallb/build.sh) allocating from
+// the same pool on the same API server in the same run; and how soon a
+// changed cloud-config is applied. A benchmark, run by `make bench`: it
+// reports seconds, Services per second and API writes per Service, never
+// passes or fails on them.
+package throughput
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+const (
+	metallbNS    = "metallb-system"
+	metallbClass = "metallb.io/bench"
+	pool         = "10.200.0.0/20"
+)
+
+// services is how many Services each contender addresses (BENCH_SERVICES
+// overrides it).
+func services() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_SERVICES")); err == nil && n > 0 {
+		return n
+	}
+	return 1000
+}
+
+// ccmFlags are the chart's client defaults (charts/multicloud-ccm
+// values.yaml, docs/chart.md): the figures an operator gets.
+var ccmFlags = []string{"--kube-api-qps=100", "--kube-api-burst=200", "--concurrent-service-syncs=10", "--v=1"}
+
+func ccmConfig(pools string) string {
+	return `apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: bench
+loadBalancer: {defaultBackend: metal}
+backends:
+- name: metal
+  type: baremetal
+  baremetal:
+    addressPools: ` + pools + `
+`
+}
+
+// BenchmarkThousandServices creates the Services for MetalLB's controller
+// (with its class, so the CCM leaves them alone), then for the CCM
+// (classless, in another namespace), each contender running alone, and
+// reports for each the seconds until every Service shows an address, and
+// the writes to Services and Events per Service beyond the test's own
+// create. MetalLB's controller uses controller-runtime's client, which has
+// no client-side rate limit; the CCM runs with the chart's limits.
+func BenchmarkThousandServices(b *testing.B) {
+	controller, crds := metallb(b)
+	cp := framework.StartControlPlaneT(b)
+	ctx := context.Background()
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS = -1 // the test's own creates are not the bottleneck
+	client := kubernetes.NewForConfigOrDie(cfg)
+	n := services()
+
+	setupMetalLB(ctx, b, cp, crds)
+	for range b.N {
+		b.StopTimer()
+		stop := startMetalLB(b, cp, controller)
+		b.StartTimer()
+		mlbSecs, mlbWrites := addressAll(ctx, b, cp, client, "metallb-bench", n, ptr.To(metallbClass))
+		b.StopTimer()
+		stop()
+
+		ccm := cp.StartCCMT(b, framework.CCMOptions{CloudConfig: ccmConfig(`[{name: lan, addresses: ["` + pool + `"]}]`), ExtraArgs: ccmFlags})
+		b.StartTimer()
+		ccmSecs, ccmWrites := addressAll(ctx, b, cp, client, "ccm-bench", n, nil)
+		b.StopTimer()
+		reload := reloadLatency(ctx, b, ccm)
+		if err := ccm.Stop(15 * time.Second); err != nil {
+			b.Fatal(err)
+		}
+
+		b.ReportMetric(mlbSecs, "metallb-s")
+		b.ReportMetric(ccmSecs, "ccm-s")
+		b.ReportMetric(ccmSecs/mlbSecs, "ccm/metallb")
+		b.ReportMetric(float64(n)/ccmSecs, "ccm-svc/s")
+		b.ReportMetric(mlbWrites, "metallb-writes/svc")
+		b.ReportMetric(ccmWrites, "ccm-writes/svc")
+		b.ReportMetric(reload.Seconds(), "reload-s")
+		b.Logf("%d Services: MetalLB's controller %.1fs (%.2f writes/Service), multicloud-ccm %.1fs (%.2f writes/Service, flags %v); reload applied in %v",
+			n, mlbSecs, mlbWrites, ccmSecs, ccmWrites, ccmFlags, reload)
+		b.StartTimer()
+	}
+}
+
+// addressAll creates n LoadBalancer Services in a new namespace, 32 at a
+// time, and returns the seconds from the first create until every one shows
+// an address, and the API writes to Services and Events per Service beyond
+// its create.
+func addressAll(ctx context.Context, b *testing.B, cp *framework.ControlPlane, client kubernetes.Interface, ns string, n int, class *string) (float64, float64) {
+	b.Helper()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	before := writes(ctx, b, cp)
+	w, err := client.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.Everything().String()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	start := time.Now()
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 32 {
+		wg.Go(func() {
+			for i := range work {
+				svc := framework.NewLoadBalancerService(ns, fmt.Sprintf("s%04d", i), framework.WithPort("http", 80, corev1.ProtocolTCP))
+				svc.Spec.LoadBalancerClass = class
+				if _, err := client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	addressed := map[string]bool{}
+	timeout := time.After(15 * time.Minute)
+	for len(addressed) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatalf("watch ended with %d of %d Services addressed", len(addressed), n)
+			}
+			if s, isSvc := ev.Object.(*corev1.Service); isSvc && ev.Type != watch.Deleted && len(s.Status.LoadBalancer.Ingress) > 0 {
+				addressed[s.Name] = true
+			}
+		case <-timeout:
+			b.Fatalf("%d of %d Services addressed after 15 minutes", len(addressed), n)
+		}
+	}
+	secs := time.Since(start).Seconds()
+	// Writes still in flight when the last address appears (events) count too.
+	time.Sleep(3 * time.Second)
+	return secs, float64(writes(ctx, b, cp)-before-n) / float64(n)
+}
+
+// writes sums kube-apiserver's apiserver_request_total over the mutating
+// verbs on Services (status included) and Events.
+func writes(ctx context.Context, b *testing.B, cp *framework.ControlPlane) int {
+	b.Helper()
+	raw, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		if !strings.Contains(line, `resource="services"`) && !strings.Contains(line, `resource="events"`) {
+			continue
+		}
+		mutating := false
+		for _, v := range []string{"POST", "PUT", "PATCH", "DELETE", "APPLY"} {
+			mutating = mutating || strings.Contains(line, `verb="`+v+`"`)
+		}
+		if !mutating {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			b.Fatalf("apiserver_request_total: %q: %v", line, err)
+		}
+		total += int(v)
+	}
+	return total
+}
+
+// reloadLatency rewrites the CCM's cloud-config with a second pool and
+// returns how long until the CCM reports the reload applied.
+func reloadLatency(ctx context.Context, b *testing.B, ccm *framework.CCM) time.Duration {
+	b.Helper()
+	const success = `multicloud_ccm_config_reloads_total{result="success"}`
+	before := metricValue(ctx, b, ccm, success)
+	next := ccmConfig(`[{name: lan, addresses: ["` + pool + `"]}, {name: extra, addresses: ["10.201.0.0/24"]}]`)
+	tmp := ccm.CloudConfigPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(next), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if err := os.Rename(tmp, ccm.CloudConfigPath); err != nil {
+		b.Fatal(err)
+	}
+	for metricValue(ctx, b, ccm, success) == before {
+		if time.Since(start) > time.Minute {
+			b.Fatalf("the changed cloud-config was not applied within a minute:\n%s", ccm.Logs(framework.LogLines))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func metricValue(ctx context.Context, b *testing.B, ccm *framework.CCM, name string) string {
+	b.Helper()
+	code, body, err := ccm.Get(ctx, "/metrics")
+	if err != nil || code != 200 {
+		b.Fatalf("/metrics: %d %v", code, err)
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// metallb returns MetalLB's controller binary and CRD folder, skipping
+// (failing in CI) when hack/metallb/build.sh has not run.
+func metallb(b *testing.B) (controller, crds string) {
+	b.Helper()
+	dir := os.Getenv("METALLB_DIR")
+	if dir == "" {
+		root, err := framework.RepoRoot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		dir = filepath.Join(root, "_output", "metallb")
+	}
+	controller, crds = filepath.Join(dir, "controller"), filepath.Join(dir, "crds")
+	_, err := os.Stat(controller)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(crds, "metallb.io_ipaddresspools.yaml"))
+	}
+	if err != nil {
+		framework.MissingBinaries(b, fmt.Errorf("MetalLB's controller and CRDs under %s (set METALLB_DIR; build them with `make metallb`): %w", dir, err))
+	}
+	return controller, crds
+}
+
+// setupMetalLB installs MetalLB's CRDs, its namespace, the controller's own
+// Pod (unscheduled: v0.16's controller reads it at start) and the pool.
+func setupMetalLB(ctx context.Context, b *testing.B, cp *framework.ControlPlane, crds string) {
+	b.Helper()
+	run := func(stdin string, args ...string) {
+		out, err := cp.KubectlWith(ctx, cp.AdminKubeconfig, strings.NewReader(stdin), args...)
+		if err != nil {
+			b.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("", "apply", "--server-side", "-f", crds)
+	run("", "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+	run("", "create", "namespace", metallbNS)
+	run(`apiVersion: v1
+kind: ServiceAccount
+metadata: {name: default, namespace: `+metallbNS+`}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: controller, namespace: `+metallbNS+`}
+spec: {containers: [{name: controller, image: quay.io/metallb/controller:v0.16.2}]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: lan, namespace: `+metallbNS+`}
+spec: {addresses: ["`+pool+`"]}
+`, "apply", "-f", "-")
+}
+
+// startMetalLB runs MetalLB's controller for the benchmark's class, and
+// returns the function stopping it.
+func startMetalLB(b *testing.B, cp *framework.ControlPlane, controller string) func() {
+	b.Helper()
+	probe, err := framework.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := framework.StartProcess(framework.ProcessOptions{
+		Name: "metallb-controller", Path: controller,
+		Args: []string{"--webhook-mode=disabled", "--disable-cert-rotation", "--port=0", "--lb-class=" + metallbClass,
+			"--health-probe-port=" + strconv.Itoa(probe), "--log-level=warn"},
+		Env:     append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig, "METALLB_NAMESPACE="+metallbNS, "METALLB_POD_NAME=controller"),
+		LogPath: filepath.Join(cp.Dir, "metallb-controller.log"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
+	framework.Eventually(b, time.Minute, "MetalLB's controller ready", func(ctx context.Context) (bool, string, error) {
+		if exited, _ := p.Exited(); exited {
+			return false, "", fmt.Errorf("MetalLB's controller exited:\n%s", p.LogTail(framework.LogLines))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ready, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
+	})
+	return func() {
+		if err := p.Stop(10 * time.Second); err != nil {
+			b.Logf("stop MetalLB's controller: %v\n%s", err, p.LogTail(framework.LogLines))
+		}
+	}
+}
