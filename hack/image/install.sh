@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs Debian's tools the image and real-node tests run the image with:
 # umoci (unpacks the OCI layout), runc (runs it) and containerd (the real
-# node's runtime, test/e2e/node). Idempotent; .ci/run calls it. Needs root.
+# node's runtime, test/e2e/node); and iproute2, whose `ip netns` the wire
+# tests (test/e2e/netns, test/e2e/wire) build their networks with.
+# Idempotent; .ci/run calls it. Needs root.
 set -euo pipefail
 
-pkgs=(umoci runc containerd)
+pkgs=(umoci runc containerd iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

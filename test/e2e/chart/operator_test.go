@@ -141,8 +141,22 @@ func TestAPIServerValue(t *testing.T) {
 	if env["KUBERNETES_SERVICE_HOST"] != "10.0.0.10" || env["KUBERNETES_SERVICE_PORT"] != "6443" {
 		t.Errorf("env %v: want KUBERNETES_SERVICE_HOST=10.0.0.10 and KUBERNETES_SERVICE_PORT=6443", env)
 	}
-	if get(workload(t, parse(t, mustRender(t, "-f", valuesFile("minimal")))), "spec", "template", "spec", "containers", 0, "env") != nil {
-		t.Error("without apiServer.host the pod must keep the in-cluster default")
+	for _, e := range get(workload(t, parse(t, mustRender(t, "-f", valuesFile("minimal")))), "spec", "template", "spec", "containers", 0, "env").([]any) {
+		if name := get(e, "name").(string); strings.HasPrefix(name, "KUBERNETES_SERVICE_") {
+			t.Errorf("without apiServer.host the pod must keep the in-cluster default, not set %s", name)
+		}
+	}
+}
+
+// TestPodIdentityEnv: the pod knows its own name and namespace (downward
+// API), where the CCM records configuration reload events.
+func TestPodIdentityEnv(t *testing.T) {
+	refs := map[string]any{}
+	for _, e := range get(workload(t, parse(t, mustRender(t, "-f", valuesFile("minimal")))), "spec", "template", "spec", "containers", 0, "env").([]any) {
+		refs[get(e, "name").(string)] = get(e, "valueFrom", "fieldRef", "fieldPath")
+	}
+	if refs["POD_NAME"] != "metadata.name" || refs["POD_NAMESPACE"] != "metadata.namespace" {
+		t.Errorf("env field references %v: want POD_NAME from metadata.name and POD_NAMESPACE from metadata.namespace", refs)
 	}
 }
 
