@@ -61,6 +61,9 @@ type listener struct {
 	arn, lbARN, protocol, tgARN string
 	port                        int
 	tags                        map[string]string
+	// cert and sslPolicy are a TLS listener's default certificate and
+	// security policy.
+	cert, sslPolicy string
 }
 
 // LoadBalancerView is a load balancer as tests inspect it.
@@ -68,7 +71,8 @@ type LoadBalancerView struct {
 	ARN, Name, Scheme, DNSName, State string
 	Subnets, SecurityGroups           []string
 	Tags                              map[string]string
-	// Listeners are "PROTOCOL:port->target-group-name", sorted.
+	// Listeners are "PROTOCOL:port->target-group-name", sorted; a TLS
+	// listener's ends with " (certificate ARN, security policy)".
 	Listeners []string
 	// Attributes are the load balancer's attributes (AWS's defaults until
 	// modified).
@@ -112,7 +116,11 @@ func (s *Server) LoadBalancers() []LoadBalancerView {
 				if tg := s.tgs[l.tgARN]; tg != nil {
 					name = tg.name
 				}
-				v.Listeners = append(v.Listeners, fmt.Sprintf("%s:%d->%s", l.protocol, l.port, name))
+				desc := fmt.Sprintf("%s:%d->%s", l.protocol, l.port, name)
+				if l.protocol == "TLS" {
+					desc += fmt.Sprintf(" (%s, %s)", l.cert, l.sslPolicy)
+				}
+				v.Listeners = append(v.Listeners, desc)
 			}
 		}
 		sort.Strings(v.Listeners)
@@ -186,6 +194,7 @@ func (s *Server) elbv2(action string, f url.Values) (any, *Error) {
 		"DescribeListeners":     s.describeListeners,
 		"ModifyListener":        s.modifyListener,
 		"DeleteListener":        s.deleteListener,
+		"DescribeSSLPolicies":   s.describeSSLPolicies,
 		"AddTags":               s.addTags,
 		"RemoveTags":            s.removeTags,
 		"DescribeTags":          s.describeTags,

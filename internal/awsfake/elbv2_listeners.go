@@ -13,11 +13,17 @@ type xmlAction struct {
 }
 
 type xmlListener struct {
-	ListenerArn     string      `xml:"ListenerArn"`
-	LoadBalancerArn string      `xml:"LoadBalancerArn"`
-	Port            int         `xml:"Port"`
-	Protocol        string      `xml:"Protocol"`
-	DefaultActions  []xmlAction `xml:"DefaultActions>member"`
+	ListenerArn     string           `xml:"ListenerArn"`
+	LoadBalancerArn string           `xml:"LoadBalancerArn"`
+	Port            int              `xml:"Port"`
+	Protocol        string           `xml:"Protocol"`
+	DefaultActions  []xmlAction      `xml:"DefaultActions>member"`
+	Certificates    []xmlCertificate `xml:"Certificates>member,omitempty"`
+	SslPolicy       string           `xml:"SslPolicy,omitempty"`
+}
+
+type xmlCertificate struct {
+	CertificateArn string `xml:"CertificateArn"`
 }
 
 type listenersResult struct {
@@ -26,8 +32,12 @@ type listenersResult struct {
 }
 
 func (l *listener) xml() xmlListener {
-	return xmlListener{ListenerArn: l.arn, LoadBalancerArn: l.lbARN, Port: l.port, Protocol: l.protocol,
-		DefaultActions: []xmlAction{{Type: "forward", TargetGroupArn: l.tgARN}}}
+	x := xmlListener{ListenerArn: l.arn, LoadBalancerArn: l.lbARN, Port: l.port, Protocol: l.protocol,
+		DefaultActions: []xmlAction{{Type: "forward", TargetGroupArn: l.tgARN}}, SslPolicy: l.sslPolicy}
+	if l.cert != "" {
+		x.Certificates = []xmlCertificate{{CertificateArn: l.cert}}
+	}
+	return x
 }
 
 // readListener reads Port, Protocol and a single forward default action.
@@ -49,11 +59,16 @@ func (s *Server) readListener(f url.Values, base listener) (listener, *Error) {
 		}
 		l.tgARN = f.Get(acts[0] + ".TargetGroupArn")
 	}
+	if err := s.readTLS(f, &l); err != nil {
+		return l, err
+	}
 	tg, err := s.targetGroup(l.tgARN)
 	if err != nil {
 		return l, err
 	}
-	if tg.protocol != l.protocol {
+	// A TLS listener forwards to TCP or TLS groups; the others to their
+	// own protocol.
+	if tg.protocol != l.protocol && (l.protocol != "TLS" || tg.protocol != "TCP") {
 		return l, errorf("ValidationError", "The listener protocol '%s' must match the target group protocol '%s'", l.protocol, tg.protocol)
 	}
 	if other := s.lbOf(tg.arn); other != "" && other != l.lbARN {
@@ -75,7 +90,7 @@ func (s *Server) createListener(f url.Values) (any, *Error) {
 	}
 	for _, o := range s.listeners {
 		if o.lbARN == lb.arn && o.port == l.port {
-			if o.protocol == l.protocol && o.tgARN == l.tgARN {
+			if o.protocol == l.protocol && o.tgARN == l.tgARN && o.cert == l.cert && o.sslPolicy == l.sslPolicy {
 				return elbResult("CreateListener", listenersResult{Listeners: []xmlListener{o.xml()}}), nil
 			}
 			return nil, errorf("DuplicateListener", "A listener already exists on port %d of this load balancer", l.port)
@@ -219,4 +234,89 @@ func (s *Server) describeTags(f url.Values) (any, *Error) {
 		res.TagDescriptions = append(res.TagDescriptions, xmlTagDescription{ResourceArn: arn, Tags: elbTags(m)})
 	}
 	return elbResult("DescribeTags", res), nil
+}
+
+// sslPolicies are AWS's predefined security policies for TLS listeners of
+// network load balancers (ELBv2 API reference, DescribeSSLPolicies).
+var sslPolicies = []string{
+	"ELBSecurityPolicy-2016-08", "ELBSecurityPolicy-FS-1-2-Res-2020-10", "ELBSecurityPolicy-TLS-1-2-2017-01",
+	"ELBSecurityPolicy-TLS-1-2-Ext-2018-06", "ELBSecurityPolicy-TLS13-1-0-2021-06", "ELBSecurityPolicy-TLS13-1-1-2021-06",
+	"ELBSecurityPolicy-TLS13-1-2-2021-06", "ELBSecurityPolicy-TLS13-1-2-Ext1-2021-06", "ELBSecurityPolicy-TLS13-1-2-Ext2-2021-06",
+	"ELBSecurityPolicy-TLS13-1-2-Res-2021-06", "ELBSecurityPolicy-TLS13-1-3-2021-06",
+}
+
+// defaultSSLPolicy is what AWS gives a TLS listener made through its API
+// without a policy.
+const defaultSSLPolicy = "ELBSecurityPolicy-2016-08"
+
+// AddCertificate makes a certificate ARN known, as an issued ACM
+// certificate of the region: TLS listeners refuse others.
+func (s *Server) AddCertificate(arn string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.certs == nil {
+		s.certs = map[string]bool{}
+	}
+	s.certs[arn] = true
+}
+
+// readTLS reads a listener's Certificates and SslPolicy: a TLS listener
+// needs exactly one known certificate and takes a known policy (AWS's
+// default when none was given); other listeners have neither.
+func (s *Server) readTLS(f url.Values, l *listener) *Error {
+	certs := items(f, "Certificates.member")
+	if l.protocol != "TLS" {
+		if len(certs) > 0 || f.Get("SslPolicy") != "" {
+			return errorf("ValidationError", "Certificates and SslPolicy can be set only on TLS listeners")
+		}
+		l.cert, l.sslPolicy = "", ""
+		return nil
+	}
+	switch {
+	case len(certs) > 1:
+		return errorf("ValidationError", "A listener takes exactly one default certificate")
+	case len(certs) == 1:
+		l.cert = f.Get(certs[0] + ".CertificateArn")
+	}
+	if l.cert == "" {
+		return errorf("ValidationError", "A certificate must be specified for TLS listeners")
+	}
+	if !s.certs[l.cert] {
+		return errorf("CertificateNotFound", "Certificate '%s' not found", l.cert)
+	}
+	if p := f.Get("SslPolicy"); p != "" {
+		l.sslPolicy = p
+	}
+	if l.sslPolicy == "" {
+		l.sslPolicy = defaultSSLPolicy
+	}
+	if !contains(sslPolicies, l.sslPolicy) {
+		return errorf("SSLPolicyNotFound", "SSL policy '%s' not found", l.sslPolicy)
+	}
+	return nil
+}
+
+type xmlSSLPolicy struct {
+	Name string `xml:"Name"`
+}
+
+type sslPoliciesResult struct {
+	SslPolicies []xmlSSLPolicy `xml:"SslPolicies>member"`
+}
+
+// describeSSLPolicies answers the named policies (all without names); an
+// unknown name is SSLPolicyNotFound.
+func (s *Server) describeSSLPolicies(f url.Values) (any, *Error) {
+	names := list(f, "Names.member")
+	if len(names) == 0 {
+		names = sslPolicies
+	}
+	var res sslPoliciesResult
+	for _, n := range names {
+		if !contains(sslPolicies, n) {
+			return nil, errorf("SSLPolicyNotFound", "SSL policy '%s' not found", n)
+		}
+		res.SslPolicies = append(res.SslPolicies, xmlSSLPolicy{Name: n})
+	}
+	return elbResult("DescribeSSLPolicies", res), nil
 }

@@ -250,3 +250,44 @@ func TestSecurityGroupSourceRules(t *testing.T) {
 		t.Errorf("deleting it once the rule is revoked: %v", err)
 	}
 }
+
+// TestTLSListeners: a TLS listener needs one known certificate, gets AWS's
+// default policy without one, refuses unknown policies and forwards to TCP
+// or TLS groups; DescribeSSLPolicies knows AWS's policies.
+func TestTLSListeners(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	const cert = "arn:aws:acm:eu-west-1:123456789012:certificate/11111111-1111-1111-1111-111111111111"
+	c.fake.AddCertificate(cert)
+	lb, err := c.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String("nlb"), Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := c.elb.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: awssdk.String("tg"), Protocol: elbtypes.ProtocolEnumTcp, Port: awssdk.Int32(30443), VpcId: awssdk.String("vpc-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(certs []elbtypes.Certificate, policy *string) *elbv2.CreateListenerInput {
+		return &elbv2.CreateListenerInput{LoadBalancerArn: lb.LoadBalancers[0].LoadBalancerArn, Port: awssdk.Int32(443), Protocol: elbtypes.ProtocolEnumTls,
+			Certificates: certs, SslPolicy: policy, DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tg.TargetGroups[0].TargetGroupArn}}}
+	}
+	if _, err := c.elb.CreateListener(ctx, in(nil, nil)); errorCode(err) != "ValidationError" {
+		t.Errorf("TLS without a certificate: %v; want ValidationError", err)
+	}
+	if _, err := c.elb.CreateListener(ctx, in([]elbtypes.Certificate{{CertificateArn: awssdk.String(cert + "0")}}, nil)); errorCode(err) != "CertificateNotFound" {
+		t.Errorf("unknown certificate: %v; want CertificateNotFound", err)
+	}
+	if _, err := c.elb.CreateListener(ctx, in([]elbtypes.Certificate{{CertificateArn: awssdk.String(cert)}}, awssdk.String("ELBSecurityPolicy-Nope"))); errorCode(err) != "SSLPolicyNotFound" {
+		t.Errorf("unknown policy: %v; want SSLPolicyNotFound", err)
+	}
+	out, err := c.elb.CreateListener(ctx, in([]elbtypes.Certificate{{CertificateArn: awssdk.String(cert)}}, nil))
+	if err != nil || awssdk.ToString(out.Listeners[0].SslPolicy) != "ELBSecurityPolicy-2016-08" || awssdk.ToString(out.Listeners[0].Certificates[0].CertificateArn) != cert {
+		t.Fatalf("TLS listener to a TCP group: %+v, %v; want the certificate and AWS's default policy", out, err)
+	}
+	if _, err := c.elb.DescribeSSLPolicies(ctx, &elbv2.DescribeSSLPoliciesInput{Names: []string{"ELBSecurityPolicy-TLS13-1-2-2021-06"}}); err != nil {
+		t.Errorf("DescribeSSLPolicies of a predefined policy: %v", err)
+	}
+	if _, err := c.elb.DescribeSSLPolicies(ctx, &elbv2.DescribeSSLPoliciesInput{Names: []string{"mine"}}); errorCode(err) != "SSLPolicyNotFound" {
+		t.Errorf("DescribeSSLPolicies of an unknown policy: %v; want SSLPolicyNotFound", err)
+	}
+}

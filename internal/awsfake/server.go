@@ -54,6 +54,9 @@ const Account = "123456789012"
 
 // Server is the fake. The zero value is not usable: call New.
 type Server struct {
+	// certs are the certificate ARNs TLS listeners may use (AddCertificate).
+	certs map[string]bool
+
 	mu     sync.Mutex
 	region string
 	seq    int

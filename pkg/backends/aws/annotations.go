@@ -61,6 +61,33 @@ const (
 	// port, an instance or the Service goes, or when this turns false.
 	AnnotationManageBackendSGRules annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-manage-backend-security-group-rules"
 
+	// AnnotationSSLCert (an ACM or IAM certificate ARN; default none) makes
+	// the NLB terminate TLS: the TCP ports AnnotationSSLPorts lists (all
+	// by default) get TLS listeners with this certificate, as with the
+	// upstream provider. Changed in place (ModifyListener).
+	AnnotationSSLCert annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
+
+	// AnnotationSSLPorts (comma-separated Service port numbers or names, or
+	// "*"; default "*": every TCP port) chooses the ports that get TLS
+	// listeners when AnnotationSSLCert is set. Each must be a TCP port of
+	// the Service (not one it also serves over UDP). Changed in place.
+	AnnotationSSLPorts annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-ssl-ports"
+
+	// AnnotationSSLNegotiationPolicy (an ELBv2 security policy name;
+	// default ELBSecurityPolicy-2016-08, AWS's default for listeners made
+	// through its API) is the TLS listeners' security policy. Checked with
+	// DescribeSSLPolicies before anything changes; changed in place.
+	AnnotationSSLNegotiationPolicy annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"
+
+	// AnnotationBackendProtocol (tcp, ssl, http or https, any case; default
+	// tcp) is the protocol between the NLB and the targets behind TLS
+	// listeners, as with the upstream provider: ssl makes TLS target
+	// groups (the NLB re-encrypts); the others make TCP target groups (an
+	// NLB has no HTTP listeners). Changing it replaces the TLS ports'
+	// target groups (AWS cannot change a target group's protocol), not the
+	// NLB.
+	AnnotationBackendProtocol annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-backend-protocol"
+
 	// AnnotationType (string: nlb, external or nlb-ip; default: nlb) is
 	// the upstream AWS provider's load-balancer type. This backend makes
 	// Network Load Balancers only, so nlb and no annotation are the same.

@@ -661,10 +661,12 @@ func TestManageBackendSecurityGroupRules(t *testing.T) {
 	}
 	client := testutil.NewClientset()
 	runServiceController(t, e.cloud, client)
-	createNodes(t, client, nodes...)
 	base := map[annotation.Name]string{AnnotationTargetType: targetInstance}
 	a := startAnnotatedOn(t, e, client, newService("web", withAnnotations(base)))
 	a.lbARN = e.onlyLB(t).ARN
+	// The nodes join once the Service is handled (see
+	// TestServiceControllerCrashBeforeStatus for why).
+	createNodes(t, client, nodes...)
 	ours := func() string {
 		for _, sg := range e.fake.SecurityGroups() {
 			if sg.Tags[tagService] != "" {
@@ -717,4 +719,99 @@ func TestManageBackendSecurityGroupRules(t *testing.T) {
 		}
 		return rules(map[string]string{single: user, tagged: user, other: user, byo: user})(e)
 	})
+}
+
+// listenersAre checks the NLB's listeners ("PROTOCOL:port->group", TLS
+// ones with " (certificate, policy)"), sorted, and that no other target
+// group is left.
+func listenersAre(want ...string) func(*env) error {
+	return func(e *env) error {
+		lbs := e.fake.LoadBalancers()
+		if len(lbs) != 1 {
+			return fmt.Errorf("%d load balancers", len(lbs))
+		}
+		if got := strings.Join(lbs[0].Listeners, ", "); got != strings.Join(want, ", ") {
+			return fmt.Errorf("listeners %s, want %s", got, strings.Join(want, ", "))
+		}
+		if n := len(e.fake.TargetGroups()); n != len(want) {
+			return fmt.Errorf("%d target groups, want one per listener", n)
+		}
+		return nil
+	}
+}
+
+// TestTLSAnnotations: ssl-cert makes TLS listeners on the ports ssl-ports
+// lists (every TCP port by default), with AWS's default security policy
+// unless ssl-negotiation-policy names one; backend-protocol ssl makes TLS
+// target groups. Every change is in place on the same NLB with the fewest
+// calls; bad values are refused before any change; removing the
+// annotations makes plain TCP listeners again.
+func TestTLSAnnotations(t *testing.T) {
+	const (
+		cert1 = "arn:aws:acm:eu-west-1:123456789012:certificate/11111111-1111-1111-1111-111111111111"
+		cert2 = "arn:aws:acm:eu-west-1:123456789012:certificate/22222222-2222-2222-2222-222222222222"
+		tls13 = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+	)
+	svc := newService("web", withPort("https", corev1.ProtocolTCP, 443, 30443),
+		withAnnotations(map[annotation.Name]string{AnnotationSSLCert: cert1, AnnotationSSLPorts: "https"}))
+	n := namesFor(testCluster, svc)
+	tg := func(port int32, proto string) string { return n.targetGroup(port, proto, targetIP) }
+	a := startAnnotatedWith(t, func(e *env) { e.fake.AddCertificate(cert1); e.fake.AddCertificate(cert2) }, svc,
+		listenersAre("TCP:80->"+tg(80, "TCP"), "TLS:443->"+tg(443, "TCP")+" ("+cert1+", "+defaultSSLPolicy+")"))
+
+	a.change("certificate and policy changed", map[annotation.Name]string{AnnotationSSLCert: cert2, AnnotationSSLPorts: "443", AnnotationSSLNegotiationPolicy: tls13},
+		listenersAre("TCP:80->"+tg(80, "TCP"), "TLS:443->"+tg(443, "TCP")+" ("+cert2+", "+tls13+")"), "ModifyListener")
+	if n := a.e.fake.Calls("ModifyListener"); n != 1 {
+		t.Errorf("ModifyListener calls = %d, want 1", n)
+	}
+	a.resyncChangesNothing()
+	reencrypt := map[annotation.Name]string{AnnotationSSLCert: cert2, AnnotationSSLNegotiationPolicy: tls13, AnnotationBackendProtocol: "ssl"}
+	a.change("every port, re-encrypted to the targets", reencrypt,
+		listenersAre("TLS:443->"+tg(443, "TLS")+" ("+cert2+", "+tls13+")", "TLS:80->"+tg(80, "TLS")+" ("+cert2+", "+tls13+")"),
+		"CreateTargetGroup", "ModifyListener", "DeleteTargetGroup")
+
+	for _, bad := range []struct {
+		name string
+		ann  map[annotation.Name]string
+		want []string
+	}{
+		{"unknown policy", map[annotation.Name]string{AnnotationSSLCert: cert2, AnnotationSSLNegotiationPolicy: "ELBSecurityPolicy-Nonsense"}, []string{string(AnnotationSSLNegotiationPolicy), "no such security policy"}},
+		{"not a certificate ARN", map[annotation.Name]string{AnnotationSSLCert: "my-cert"}, []string{string(AnnotationSSLCert), "aws acm list-certificates"}},
+		{"a port the Service lacks", map[annotation.Name]string{AnnotationSSLCert: cert2, AnnotationSSLPorts: "8443"}, []string{string(AnnotationSSLPorts), "8443 is not a TCP port"}},
+		{"backend protocol grpc", map[annotation.Name]string{AnnotationSSLCert: cert2, AnnotationBackendProtocol: "grpc"}, []string{string(AnnotationBackendProtocol), "tcp, ssl, http, https"}},
+	} {
+		a.refused(bad.name, bad.ann, bad.want...)
+	}
+	a.change("good annotations again", reencrypt, listenersAre("TLS:443->"+tg(443, "TLS")+" ("+cert2+", "+tls13+")", "TLS:80->"+tg(80, "TLS")+" ("+cert2+", "+tls13+")"), "none")
+	a.change("annotations removed: plain TCP", nil, listenersAre("TCP:443->"+tg(443, "TCP"), "TCP:80->"+tg(80, "TCP")),
+		"CreateTargetGroup", "ModifyListener", "DeleteTargetGroup")
+	a.resyncChangesNothing()
+
+	a.update(map[annotation.Name]string{AnnotationSSLCert: "arn:aws:acm:eu-west-1:123456789012:certificate/33333333-3333-3333-3333-333333333333"})
+	eventually(t, "a certificate AWS does not have is a Warning naming the annotation", func() error {
+		evs, err := a.client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs.Items {
+			if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, string(AnnotationSSLCert)) && strings.Contains(ev.Message, "CertificateNotFound") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no such event among %d", len(evs.Items))
+	})
+}
+
+// startAnnotatedWith is startAnnotated with a hook run on the fresh env
+// before the Service is created.
+func startAnnotatedWith(t *testing.T, prepare func(*env), svc *corev1.Service, check func(*env) error) *annotated {
+	t.Helper()
+	e := newEnv(t)
+	prepare(e)
+	client := testutil.NewClientset()
+	runServiceController(t, e.cloud, client)
+	a := startAnnotatedOn(t, e, client, svc)
+	eventually(t, "the NLB is created as the annotations ask", func() error { return check(e) })
+	a.lbARN = e.onlyLB(t).ARN
+	return a
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
@@ -157,4 +159,73 @@ func readSecurityGroups(r *reader, d *desiredLB) {
 			r.Invalid(AnnotationExtraSecurityGroups, r.raw(AnnotationExtraSecurityGroups), fmt.Sprintf("%s is already in %s; list it once", id, AnnotationSecurityGroups))
 		}
 	}
+}
+
+// defaultSSLPolicy is AWS's security policy for TLS listeners made
+// through its API without one.
+const defaultSSLPolicy = "ELBSecurityPolicy-2016-08"
+
+// certificateARN is the format of ACM and IAM certificate ARNs.
+var certificateARN = annotation.IDFormat{
+	Pattern: regexp.MustCompile(`^arn:aws[a-z-]*:(acm:[a-z0-9-]+:[0-9]{12}:certificate/[0-9a-zA-Z-]+|iam::[0-9]{12}:server-certificate/[\w+=,.@/-]+)$`),
+	Example: "arn:aws:acm:eu-west-1:123456789012:certificate/12345678-1234-1234-1234-123456789012",
+	Hint:    "`aws acm list-certificates`",
+}
+
+// tlsConfig is what the TLS annotations ask for.
+type tlsConfig struct {
+	cert, policy string
+	// ports are the Service port numbers and names to terminate TLS on;
+	// nil: every TCP port.
+	ports      []string
+	backendTLS bool
+}
+
+// wants reports whether port p gets a TLS listener: a TCP port listed
+// (every TCP port without a list). c may be nil.
+func (c *tlsConfig) wants(p *desiredPort) bool {
+	if c == nil || p.protocol != "TCP" {
+		return false
+	}
+	return c.ports == nil || slices.Contains(c.ports, strconv.Itoa(int(p.port))) || slices.ContainsFunc(p.names, func(n string) bool { return n != "" && slices.Contains(c.ports, n) })
+}
+
+// readTLS reads the TLS annotations: nil without AnnotationSSLCert (the
+// others are then ignored, as upstream does).
+func readTLS(r *reader, svc *corev1.Service) *tlsConfig {
+	c := &tlsConfig{policy: defaultSSLPolicy}
+	proto := "tcp"
+	r.enumFold(AnnotationBackendProtocol, &proto, "tcp", "ssl", "http", "https")
+	c.backendTLS = proto == "ssl"
+	r.String(AnnotationSSLNegotiationPolicy, &c.policy)
+	if r.Has(AnnotationSSLPorts) && strings.TrimSpace(r.raw(AnnotationSSLPorts)) != "*" && r.List(AnnotationSSLPorts, &c.ports) {
+		checkSSLPorts(r, svc, c.ports)
+	}
+	if !r.ID(AnnotationSSLCert, certificateARN, &c.cert) {
+		return nil
+	}
+	return c
+}
+
+// checkSSLPorts refuses entries that are not a TCP-only port of the
+// Service.
+func checkSSLPorts(r *reader, svc *corev1.Service, ports []string) {
+	for _, want := range ports {
+		var tcp, udp bool
+		for _, p := range svc.Spec.Ports {
+			if want == strconv.Itoa(int(p.Port)) || (p.Name != "" && want == p.Name) {
+				tcp, udp = tcp || p.Protocol == corev1.ProtocolTCP, udp || p.Protocol == corev1.ProtocolUDP || hasUDPOn(svc, p.Port)
+			}
+		}
+		switch {
+		case !tcp:
+			r.Invalid(AnnotationSSLPorts, r.raw(AnnotationSSLPorts), fmt.Sprintf("%s is not a TCP port of the Service (by number or name)", want))
+		case udp:
+			r.Invalid(AnnotationSSLPorts, r.raw(AnnotationSSLPorts), fmt.Sprintf("port %s is also served over UDP (one TCP_UDP listener), which cannot be TLS", want))
+		}
+	}
+}
+
+func hasUDPOn(svc *corev1.Service, port int32) bool {
+	return slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == port && p.Protocol == corev1.ProtocolUDP })
 }

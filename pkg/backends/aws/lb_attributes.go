@@ -64,7 +64,7 @@ var tgAttributeRules = map[string]attributeRule{
 // new target group has, and what an attribute goes back to when the
 // Service no longer sets it.
 func tgAttributeDefaults(protocol, targetType string) map[string]string {
-	preserve := targetType == targetInstance || protocol != "TCP"
+	preserve := targetType == targetInstance || protocol == "UDP" || protocol == "TCP_UDP"
 	return map[string]string{
 		attrPreserveClientIP:                                  strconv.FormatBool(preserve),
 		attrProxyProtocolV2:                                   "false",

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -65,7 +64,7 @@ func (l *LoadBalancer) wantBackendRules(ctx context.Context, d *desiredLB) (map[
 	}
 	rules := map[backendRule]bool{}
 	for _, p := range d.ports {
-		for _, proto := range strings.Split(strings.ToLower(p.protocol), "_") {
+		for _, proto := range ipProtocols(p.protocol) {
 			rules[backendRule{protocol: proto, port: p.nodePort}] = true
 		}
 	}

@@ -38,6 +38,8 @@ type desiredLB struct {
 	// (AnnotationSecurityGroups), extraSGs those it adds
 	// (AnnotationExtraSecurityGroups).
 	byoSGs, extraSGs []string
+	// tls is what the TLS annotations ask for (nil: no TLS).
+	tls *tlsConfig
 	// manageBackend: the backend adds the instances' ingress rules from
 	// its own security group (AnnotationManageBackendSGRules).
 	manageBackend bool
@@ -52,9 +54,17 @@ type desiredLB struct {
 // desiredPort is one listener and its target group.
 type desiredPort struct {
 	port     int32
-	protocol string // TCP, UDP or TCP_UDP.
+	protocol string // the target group's: TCP, UDP, TCP_UDP or TLS.
 	nodePort int32
 	tgName   string
+	// listener is the listener's protocol: the target group's, or TLS
+	// over a TCP target group.
+	listener string
+	// cert and sslPolicy are a TLS listener's certificate ARN and
+	// security policy.
+	cert, sslPolicy string
+	// names are the Service's names of the port.
+	names []string
 }
 
 type healthCheck struct {
@@ -96,6 +106,7 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	var targetLabels map[string]string
 	r.pairs(AnnotationTargetNodeLabels, &targetLabels)
 	readSecurityGroups(r, d)
+	d.tls = readTLS(r, svc)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
@@ -114,7 +125,7 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	if d.targetType, d.targets, err = l.targetsFor(ctx, targetType, nodes); err != nil {
 		return nil, err
 	}
-	if d.ports, err = portsOf(svc, d.names, d.targetType); err != nil {
+	if d.ports, err = portsOf(svc, d.names, d.targetType, d.tls); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -172,7 +183,7 @@ func healthCheckOf(svc *corev1.Service) healthCheck {
 
 // portsOf groups the Service's ports into listeners: TCP and UDP on the
 // same port become one TCP_UDP listener, which needs one NodePort for both.
-func portsOf(svc *corev1.Service, n names, targetType string) ([]desiredPort, error) {
+func portsOf(svc *corev1.Service, n names, targetType string, tls *tlsConfig) ([]desiredPort, error) {
 	byPort := map[int32]*desiredPort{}
 	for _, p := range svc.Spec.Ports {
 		if p.Protocol != corev1.ProtocolTCP && p.Protocol != corev1.ProtocolUDP {
@@ -184,17 +195,24 @@ func portsOf(svc *corev1.Service, n names, targetType string) ([]desiredPort, er
 		dp, seen := byPort[p.Port]
 		switch {
 		case !seen:
-			byPort[p.Port] = &desiredPort{port: p.Port, protocol: string(p.Protocol), nodePort: p.NodePort}
+			byPort[p.Port] = &desiredPort{port: p.Port, protocol: string(p.Protocol), nodePort: p.NodePort, names: []string{p.Name}}
 		case dp.protocol == string(p.Protocol) || dp.protocol == "TCP_UDP":
 			return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: port %d/%s is listed twice", svc.Namespace, svc.Name, p.Port, p.Protocol))
 		case dp.nodePort != p.NodePort:
 			return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: port %d is both TCP (nodePort %d) and UDP (nodePort %d); an NLB serves both through one TCP_UDP target group, so give both the same nodePort", svc.Namespace, svc.Name, p.Port, dp.nodePort, p.NodePort))
 		default:
-			dp.protocol = "TCP_UDP"
+			dp.protocol, dp.names = "TCP_UDP", append(dp.names, p.Name)
 		}
 	}
 	out := make([]desiredPort, 0, len(byPort))
 	for _, dp := range byPort {
+		dp.listener = dp.protocol
+		if tls.wants(dp) {
+			dp.listener, dp.cert, dp.sslPolicy = "TLS", tls.cert, tls.policy
+			if tls.backendTLS {
+				dp.protocol = "TLS"
+			}
+		}
 		dp.tgName = n.targetGroup(dp.port, dp.protocol, targetType)
 		out = append(out, *dp)
 	}

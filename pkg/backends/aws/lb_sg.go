@@ -121,7 +121,7 @@ func desiredRules(d *desiredLB) map[rule]bool {
 		return out
 	}
 	for _, p := range d.ports {
-		for _, proto := range strings.Split(strings.ToLower(p.protocol), "_") {
+		for _, proto := range ipProtocols(p.listener) {
 			for _, cidr := range d.sourceRanges {
 				out[rule{protocol: proto, port: p.port, cidr: cidr}] = true
 			}
@@ -250,4 +250,16 @@ func (l *LoadBalancer) syncSGs(ctx context.Context, d *desiredLB, lb *elbtypes.L
 		return nil
 	}
 	return l.deleteSG(ctx, d.names)
+}
+
+// ipProtocols are the IP protocols of an ELBv2 protocol: tcp for TCP and
+// TLS, udp for UDP, both for TCP_UDP.
+func ipProtocols(protocol string) []string {
+	switch protocol {
+	case "UDP":
+		return []string{"udp"}
+	case "TCP_UDP":
+		return []string{"tcp", "udp"}
+	}
+	return []string{"tcp"}
 }

@@ -244,21 +244,46 @@ func (l *LoadBalancer) listeners(ctx context.Context, lbARN string) (map[int32]*
 
 func (l *LoadBalancer) ensureListener(ctx context.Context, lbARN string, p desiredPort, tgARN string, have *elbtypes.Listener) error {
 	actions := []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: awssdk.String(tgARN)}}
+	var certs []elbtypes.Certificate
+	var policy *string
+	if p.listener == "TLS" {
+		certs, policy = []elbtypes.Certificate{{CertificateArn: awssdk.String(p.cert)}}, awssdk.String(p.sslPolicy)
+	}
 	switch {
 	case have == nil:
 		if _, err := l.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: awssdk.String(lbARN), Port: awssdk.Int32(p.port),
-			Protocol: elbtypes.ProtocolEnum(p.protocol), DefaultActions: actions}); err != nil {
-			return fmt.Errorf("CreateListener port %d: %w", p.port, err)
+			Protocol: elbtypes.ProtocolEnum(p.listener), DefaultActions: actions, Certificates: certs, SslPolicy: policy}); err != nil {
+			return listenerError("CreateListener", p, err)
 		}
-		klog.FromContext(ctx).V(2).Info("Created listener", "port", p.port, "protocol", p.protocol)
-	case string(have.Protocol) != p.protocol || forwardsTo(have) != tgARN:
+		klog.FromContext(ctx).V(2).Info("Created listener", "port", p.port, "protocol", p.listener)
+	case !listenerIs(have, p, tgARN):
 		if _, err := l.elb.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: have.ListenerArn, Port: awssdk.Int32(p.port),
-			Protocol: elbtypes.ProtocolEnum(p.protocol), DefaultActions: actions}); err != nil {
-			return fmt.Errorf("ModifyListener port %d: %w", p.port, err)
+			Protocol: elbtypes.ProtocolEnum(p.listener), DefaultActions: actions, Certificates: certs, SslPolicy: policy}); err != nil {
+			return listenerError("ModifyListener", p, err)
 		}
-		klog.FromContext(ctx).V(2).Info("Changed listener", "port", p.port, "protocol", p.protocol)
+		klog.FromContext(ctx).V(2).Info("Changed listener", "port", p.port, "protocol", p.listener)
 	}
 	return nil
+}
+
+// listenerIs reports whether the listener is what port p asks for.
+func listenerIs(have *elbtypes.Listener, p desiredPort, tgARN string) bool {
+	if string(have.Protocol) != p.listener || forwardsTo(have) != tgARN {
+		return false
+	}
+	if p.listener != "TLS" {
+		return true
+	}
+	return awssdk.ToString(have.SslPolicy) == p.sslPolicy && len(have.Certificates) == 1 && awssdk.ToString(have.Certificates[0].CertificateArn) == p.cert
+}
+
+// listenerError makes AWS's refusal of the certificate a user error naming
+// the annotation.
+func listenerError(op string, p desiredPort, err error) error {
+	if code := errorCode(err); code == "CertificateNotFound" || code == "UnsupportedCertificate" {
+		return annotationError(AnnotationSSLCert, p.cert, fmt.Sprintf("AWS refused the certificate for port %d (%s); give the ARN of an issued ACM (or IAM) certificate of this region", p.port, code))
+	}
+	return fmt.Errorf("%s port %d: %w", op, p.port, err)
 }
 
 func forwardsTo(ls *elbtypes.Listener) string {
@@ -290,5 +315,22 @@ func (l *LoadBalancer) deleteTargetGroup(ctx context.Context, tg elbtypes.Target
 		return fmt.Errorf("DeleteTargetGroup %s: %w", awssdk.ToString(tg.TargetGroupName), err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted target group", "targetGroup", awssdk.ToString(tg.TargetGroupName))
+	return nil
+}
+
+// checkSSLPolicy makes sure the security policy the Service names exists,
+// with one DescribeSSLPolicies, before anything is changed (AWS's default
+// is not checked).
+func (l *LoadBalancer) checkSSLPolicy(ctx context.Context, d *desiredLB) error {
+	if d.tls == nil || d.tls.policy == defaultSSLPolicy {
+		return nil
+	}
+	_, err := l.elb.DescribeSSLPolicies(ctx, &elbv2.DescribeSSLPoliciesInput{Names: []string{d.tls.policy}})
+	if errorCode(err) == "SSLPolicyNotFound" {
+		return annotationError(AnnotationSSLNegotiationPolicy, d.tls.policy, "AWS has no such security policy; list them with `aws elbv2 describe-ssl-policies`")
+	}
+	if err != nil {
+		return fmt.Errorf("DescribeSSLPolicies: %w", err)
+	}
 	return nil
 }

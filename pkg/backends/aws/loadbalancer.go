@@ -213,6 +213,9 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 	if err := l.checkGroups(ctx, d); err != nil {
 		return nil, nil, err
 	}
+	if err := l.checkSSLPolicy(ctx, d); err != nil {
+		return nil, nil, err
+	}
 	existing, err := l.findLB(ctx, d.names)
 	if errors.Is(err, errNotOurs) {
 		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w; delete or rename that load balancer", err))
