@@ -26,7 +26,7 @@ LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 FUZZTIME ?= 10s
 
-.PHONY: image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down metallb
+.PHONY: image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down metallb gobgp
 
 all: build
 
@@ -84,7 +84,7 @@ openstack-down:
 openstack-test: openstack-up
 	$(WITH_OS_ENV) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./pkg/backends/openstack/...
 
-e2e: build control-plane helm image kubelet metallb
+e2e: build control-plane helm image kubelet metallb gobgp
 	$(WITH_OS_ENV) $(GO) test -count=1 -timeout 40m ./test/e2e/...
 
 bench: build control-plane metallb
@@ -95,6 +95,11 @@ bench: build control-plane metallb
 # throughput benchmark beside MetalLB (hack/metallb/build.sh; cached).
 metallb:
 	bash hack/metallb/build.sh
+
+# gobgp: GoBGP's daemon and CLI (v3.37.0, from the Go module proxy) under
+# $(OUT)/gobgp, the BGP router of the wire tests (hack/gobgp/build.sh; cached).
+gobgp:
+	bash hack/gobgp/build.sh
 
 demo: build control-plane
 	$(GO) run ./test/e2e/cmd/demo

@@ -158,6 +158,13 @@ func (h *Host) Command(path string, args ...string) (string, []string) {
 	return "ip", append([]string{"netns", "exec", h.NS, path}, args...)
 }
 
+// Run runs path with args inside the host's namespace and returns its
+// standard output.
+func (h *Host) Run(path string, args ...string) (string, error) {
+	name, all := h.Command(path, args...)
+	return output(name, all...)
+}
+
 // Neighbour returns the link-layer address the host's kernel has resolved
 // for addr on eth0, or "" when it has none (no entry, or INCOMPLETE/FAILED).
 func (h *Host) Neighbour(addr string) (string, error) {

@@ -1,0 +1,186 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/netns"
+)
+
+const (
+	nodeASN   = 64512
+	routerASN = 64513
+	routerIP  = "10.77.0.1"
+	// EnvGoBGP names the folder holding gobgpd and gobgp (default
+	// _output/gobgp, where hack/gobgp/build.sh puts them).
+	EnvGoBGP = "GOBGP_DIR"
+)
+
+// metallbBGPConfig is MetalLB's pool for the CCM's addresses (autoAssign
+// off) advertised by BGP to the router.
+var metallbBGPConfig = fmt.Sprintf(`apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: lan, namespace: %[1]s}
+spec:
+  addresses: [%[2]q]
+  autoAssign: false
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router, namespace: %[1]s}
+spec: {myASN: %[3]d, peerASN: %[4]d, peerAddress: %[5]s}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: lan, namespace: %[1]s}
+spec:
+  ipAddressPools: [lan]
+`, metallbNS, pool4, nodeASN, routerASN, routerIP)
+
+// gobgpConfig makes the router namespace's GoBGP peer with the node.
+var gobgpConfig = fmt.Sprintf(`[global.config]
+  as = %d
+  router-id = %q
+[[neighbors]]
+  [neighbors.config]
+    neighbor-address = "10.77.0.2"
+    peer-as = %d
+`, routerASN, routerIP, nodeASN)
+
+// TestMetalLBSpeakerAdvertisesOurAddressesByBGP: a Service gets an IPv4
+// address from the CCM; MetalLB's speaker in the node namespace, in BGP
+// mode, peers with GoBGP in a "router" namespace on the same bridge, which
+// then holds a /32 route to the address via the node — none before the
+// speaker runs, and none once the Service is deleted.
+func TestMetalLBSpeakerAdvertisesOurAddressesByBGP(t *testing.T) {
+	lan := netns.Require(t)
+	speaker, crds := metallb(t)
+	gobgpd, gobgp := gobgpBinaries(t)
+	node, err := lan.AddHost("node", "10.77.0.2/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := lan.AddHost("router", routerIP+"/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	cp := framework.StartControlPlaneT(t)
+	startGoBGP(t, cp, router, gobgpd)
+	kubectl(ctx, t, cp, nil, "apply", "--server-side", "-f", crds)
+	kubectl(ctx, t, cp, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+	kubectl(ctx, t, cp, nil, "create", "namespace", metallbNS)
+	kubectl(ctx, t, cp, strings.NewReader(metallbBGPConfig), "apply", "-f", "-")
+	createSpeakerPod(ctx, t, cp)
+	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode(nodeName,
+		framework.WithProviderID("baremetal://"+nodeName), framework.WithoutUninitializedTaint(),
+		framework.WithReady(corev1.ConditionTrue),
+		framework.WithAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.77.0.2"}))); err != nil {
+		t.Fatal(err)
+	}
+	cp.StartCCMT(t, framework.CCMOptions{CloudConfig: ccmConfig})
+
+	svc := framework.NewLoadBalancerService("default", "web", framework.WithPort("http", 80, corev1.ProtocolTCP))
+	if _, err := framework.CreateService(ctx, cp.Client, svc); err != nil {
+		t.Fatal(err)
+	}
+	createReadyEndpoint(ctx, t, cp, "web")
+	var addr string
+	framework.Eventually(t, time.Minute, "an address from the pool", func(ctx context.Context) (bool, string, error) {
+		s, err := cp.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		ips := framework.IngressIPs(s)
+		if len(ips) == 1 && inPool(ips[0]) {
+			addr = ips[0]
+		}
+		return addr != "", fmt.Sprintf("ingress %v", ips), nil
+	})
+	route := func() string {
+		t.Helper()
+		out, err := router.Run(gobgp, "--host", "127.0.0.1", "--port", "50051", "global", "rib", "-a", "ipv4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(out, "\n") {
+			if strings.Contains(line, addr+"/32") {
+				return strings.Join(strings.Fields(line), " ")
+			}
+		}
+		return ""
+	}
+	if r := route(); r != "" {
+		t.Fatalf("the router holds a route to %s before any speaker ran: %s", addr, r)
+	}
+
+	startSpeaker(t, cp, node, speaker)
+	framework.Eventually(t, 90*time.Second, "a route to the address via the node", func(context.Context) (bool, string, error) {
+		r := route()
+		return strings.Contains(r, " 10.77.0.2 ") && strings.Contains(r, fmt.Sprint(nodeASN)), "route: " + r, nil
+	})
+	t.Logf("GoBGP's RIB: %s", route())
+
+	if err := cp.Client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, time.Minute, "the route withdrawn", func(context.Context) (bool, string, error) {
+		r := route()
+		return r == "", "route: " + r, nil
+	})
+}
+
+// gobgpBinaries returns gobgpd and gobgp, skipping (failing in CI) when
+// hack/gobgp/build.sh has not run.
+func gobgpBinaries(t *testing.T) (daemon, cli string) {
+	t.Helper()
+	dir := os.Getenv(EnvGoBGP)
+	if dir == "" {
+		root, err := framework.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(root, "_output", "gobgp")
+	}
+	daemon, cli = filepath.Join(dir, "gobgpd"), filepath.Join(dir, "gobgp")
+	for _, p := range []string{daemon, cli} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
+			framework.MissingBinaries(t, fmt.Errorf("no GoBGP executable at %s (set %s; build it with `make gobgp`)", p, EnvGoBGP))
+		}
+	}
+	return daemon, cli
+}
+
+// startGoBGP runs gobgpd in the router namespace, its API on that
+// namespace's loopback.
+func startGoBGP(t *testing.T, cp *framework.ControlPlane, router *netns.Host, gobgpd string) {
+	t.Helper()
+	conf := filepath.Join(cp.Dir, "gobgpd.toml")
+	if err := os.WriteFile(conf, []byte(gobgpConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path, args := router.Command(gobgpd, "-f", conf, "-t", "toml", "--api-hosts=127.0.0.1:50051", "--pprof-disable")
+	p, err := framework.StartProcess(framework.ProcessOptions{
+		Name: "gobgpd", Path: path, Args: args, LogPath: filepath.Join(cp.Dir, "gobgpd.log"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Log(p.LogTail(framework.LogLines))
+		}
+	})
+}
