@@ -42,7 +42,10 @@ type Subnet struct {
 	Zone   string
 	ZoneID string
 	CIDR   string
-	Tags   map[string]string
+	// IPv6CIDR is the subnet's IPv6 block, if any (dual-stack load
+	// balancers need one on every subnet).
+	IPv6CIDR string
+	Tags     map[string]string
 }
 
 // RouteTable is an EC2 route table. Every table also lists the VPC's local

@@ -77,6 +77,11 @@ type LoadBalancerView struct {
 	// Attributes are the load balancer's attributes (AWS's defaults until
 	// modified).
 	Attributes map[string]string
+	// IPAddressType is ipv4 or dualstack.
+	IPAddressType string
+	// Addresses are the subnets' fixed addresses, "subnet=allocation-or-IP",
+	// sorted (none for AWS-assigned ones).
+	Addresses []string
 }
 
 // TargetGroupView is a target group as tests inspect it.
@@ -109,7 +114,11 @@ func (s *Server) LoadBalancers() []LoadBalancerView {
 	for _, lb := range s.lbs {
 		v := LoadBalancerView{ARN: lb.arn, Name: lb.name, Scheme: lb.scheme, DNSName: lb.dns, State: lb.state,
 			Subnets: append([]string(nil), lb.subnets...), SecurityGroups: append([]string(nil), lb.securityGroups...), Tags: copyTags(lb.tags),
-			Attributes: copyTags(s.lbAttributes(lb))}
+			Attributes: copyTags(s.lbAttributes(lb)), IPAddressType: s.lbXML(lb).IPAddressType}
+		for id, m := range lb.mappings {
+			v.Addresses = append(v.Addresses, id+"="+m.allocationID+m.privateIPv4)
+		}
+		sort.Strings(v.Addresses)
 		for _, l := range s.listeners {
 			if l.lbARN == lb.arn {
 				name := ""
@@ -195,6 +204,7 @@ func (s *Server) elbv2(action string, f url.Values) (any, *Error) {
 		"ModifyListener":        s.modifyListener,
 		"DeleteListener":        s.deleteListener,
 		"DescribeSSLPolicies":   s.describeSSLPolicies,
+		"SetIpAddressType":      s.setIPAddressType,
 		"AddTags":               s.addTags,
 		"RemoveTags":            s.removeTags,
 		"DescribeTags":          s.describeTags,
@@ -387,9 +397,18 @@ func (s *Server) createLoadBalancer(f url.Values) (any, *Error) {
 	switch ipType {
 	case "":
 		ipType = "ipv4"
-	case "ipv4", "dualstack":
+	case "ipv4":
+	case "dualstack":
+		for _, id := range subnets {
+			if s.subnets[id].IPv6CIDR == "" {
+				return nil, errorf("InvalidConfigurationRequest", "Subnet '%s' has no IPv6 CIDR block", id)
+			}
+		}
 	default:
 		return nil, errorf("ValidationError", "IP address type '%s' is not valid for a network load balancer; use ipv4 or dualstack", ipType)
+	}
+	if err := s.checkMappings(mappings, scheme); err != nil {
+		return nil, err
 	}
 	sgs := list(f, "SecurityGroups.member")
 	for _, g := range sgs {

@@ -59,3 +59,68 @@ func (s *Server) SetSubnetTag(id, key, value string) {
 		sn.Tags[key] = value
 	}
 }
+
+// AddAddress makes an Elastic IP allocation ID known, as one the account
+// allocated.
+func (s *Server) AddAddress(allocationID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.eips == nil {
+		s.eips = map[string]bool{}
+	}
+	s.eips[allocationID] = true
+}
+
+// checkMappings applies AWS's rules to SubnetMappings' addresses: Elastic
+// IPs the account has, for internet-facing load balancers only, each used
+// once; private addresses for internal ones only.
+func (s *Server) checkMappings(mappings map[string]subnetMapping, scheme string) *Error {
+	used := map[string]bool{}
+	for _, m := range mappings {
+		switch {
+		case m.allocationID != "" && !s.eips[m.allocationID]:
+			return errorf("AllocationIdNotFound", "The allocation ID '%s' does not exist", m.allocationID)
+		case m.allocationID != "" && scheme == "internal":
+			return errorf("InvalidConfigurationRequest", "Elastic IP addresses can be used only by internet-facing load balancers")
+		case m.privateIPv4 != "" && scheme != "internal":
+			return errorf("InvalidConfigurationRequest", "Private IPv4 addresses can be set only for internal load balancers")
+		case m.allocationID != "" && used[m.allocationID]:
+			return errorf("InvalidConfigurationRequest", "The allocation ID '%s' is given twice", m.allocationID)
+		}
+		used[m.allocationID] = m.allocationID != ""
+	}
+	for _, lb := range s.lbs {
+		for _, m := range lb.mappings {
+			if m.allocationID != "" && used[m.allocationID] {
+				return errorf("InvalidConfigurationRequest", "The allocation ID '%s' is already associated", m.allocationID)
+			}
+		}
+	}
+	return nil
+}
+
+type ipAddressTypeResult struct {
+	IPAddressType string `xml:"IpAddressType"`
+}
+
+// setIPAddressType changes a network load balancer between ipv4 and
+// dualstack in place; dualstack needs an IPv6 CIDR on every subnet.
+func (s *Server) setIPAddressType(f url.Values) (any, *Error) {
+	lb, found := s.lbs[f.Get("LoadBalancerArn")]
+	if !found {
+		return nil, &Error{Status: 400, Code: "LoadBalancerNotFound", Message: "One or more load balancers not found"}
+	}
+	t := f.Get("IpAddressType")
+	if t != "ipv4" && t != "dualstack" {
+		return nil, errorf("ValidationError", "IP address type '%s' is not valid for a network load balancer; use ipv4 or dualstack", t)
+	}
+	if t == "dualstack" {
+		for _, id := range lb.subnets {
+			if sn := s.subnets[id]; sn == nil || sn.IPv6CIDR == "" {
+				return nil, errorf("InvalidConfigurationRequest", "Subnet '%s' has no IPv6 CIDR block", id)
+			}
+		}
+	}
+	lb.ipAddressType = t
+	return elbResult("SetIpAddressType", ipAddressTypeResult{IPAddressType: t}), nil
+}

@@ -104,7 +104,7 @@ func TestSubnetMappingsAndAttributes(t *testing.T) {
 	c := newClients(t)
 	ctx := context.Background()
 	created, err := c.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String("mapped"), Type: elbtypes.LoadBalancerTypeEnumNetwork,
-		SubnetMappings: []elbtypes.SubnetMapping{{SubnetId: awssdk.String("subnet-a"), PrivateIPv4Address: awssdk.String("10.0.1.20")}, {SubnetId: awssdk.String("subnet-b")}}})
+		Scheme: elbtypes.LoadBalancerSchemeEnumInternal, SubnetMappings: []elbtypes.SubnetMapping{{SubnetId: awssdk.String("subnet-a"), PrivateIPv4Address: awssdk.String("10.0.1.20")}, {SubnetId: awssdk.String("subnet-b")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestSubnetMappingsAndAttributes(t *testing.T) {
 		t.Fatalf("load balancer zones %+v; want both subnets, 10.0.1.20 in subnet-a", lb.AvailabilityZones)
 	}
 	if _, err := c.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String("outside"), Type: elbtypes.LoadBalancerTypeEnumNetwork,
-		SubnetMappings: []elbtypes.SubnetMapping{{SubnetId: awssdk.String("subnet-a"), PrivateIPv4Address: awssdk.String("10.9.9.9")}}}); errorCode(err) != "InvalidConfigurationRequest" {
+		Scheme: elbtypes.LoadBalancerSchemeEnumInternal, SubnetMappings: []elbtypes.SubnetMapping{{SubnetId: awssdk.String("subnet-a"), PrivateIPv4Address: awssdk.String("10.9.9.9")}}}); errorCode(err) != "InvalidConfigurationRequest" {
 		t.Errorf("address outside its subnet: %v; want InvalidConfigurationRequest", err)
 	}
 	arn := lb.LoadBalancerArn
@@ -289,5 +289,39 @@ func TestTLSListeners(t *testing.T) {
 	}
 	if _, err := c.elb.DescribeSSLPolicies(ctx, &elbv2.DescribeSSLPoliciesInput{Names: []string{"mine"}}); errorCode(err) != "SSLPolicyNotFound" {
 		t.Errorf("DescribeSSLPolicies of an unknown policy: %v; want SSLPolicyNotFound", err)
+	}
+}
+
+// TestElasticIPsAndIPAddressType: Elastic IPs must be the account's, go
+// only to internet-facing load balancers and only once; SetIpAddressType
+// makes a load balancer dual-stack in place when its subnets have IPv6.
+func TestElasticIPsAndIPAddressType(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	c.fake.AddAddress("eipalloc-1")
+	create := func(name string, scheme elbtypes.LoadBalancerSchemeEnum, eip string) (*elbv2.CreateLoadBalancerOutput, error) {
+		return c.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String(name), Type: elbtypes.LoadBalancerTypeEnumNetwork, Scheme: scheme,
+			SubnetMappings: []elbtypes.SubnetMapping{{SubnetId: awssdk.String("subnet-a"), AllocationId: awssdk.String(eip)}}})
+	}
+	if _, err := create("unknown", elbtypes.LoadBalancerSchemeEnumInternetFacing, "eipalloc-2"); errorCode(err) != "AllocationIdNotFound" {
+		t.Errorf("unknown allocation: %v; want AllocationIdNotFound", err)
+	}
+	if _, err := create("internal", elbtypes.LoadBalancerSchemeEnumInternal, "eipalloc-1"); errorCode(err) != "InvalidConfigurationRequest" {
+		t.Errorf("Elastic IP on an internal load balancer: %v; want InvalidConfigurationRequest", err)
+	}
+	out, err := create("public", elbtypes.LoadBalancerSchemeEnumInternetFacing, "eipalloc-1")
+	if err != nil || awssdk.ToString(out.LoadBalancers[0].AvailabilityZones[0].LoadBalancerAddresses[0].AllocationId) != "eipalloc-1" {
+		t.Fatalf("with the account's Elastic IP: %+v, %v", out, err)
+	}
+	if _, err := create("again", elbtypes.LoadBalancerSchemeEnumInternetFacing, "eipalloc-1"); errorCode(err) != "InvalidConfigurationRequest" {
+		t.Errorf("an Elastic IP already in use: %v; want InvalidConfigurationRequest", err)
+	}
+	arn := out.LoadBalancers[0].LoadBalancerArn
+	if _, err := c.elb.SetIpAddressType(ctx, &elbv2.SetIpAddressTypeInput{LoadBalancerArn: arn, IpAddressType: elbtypes.IpAddressTypeDualstack}); errorCode(err) != "InvalidConfigurationRequest" {
+		t.Errorf("dual-stack without IPv6 subnets: %v; want InvalidConfigurationRequest", err)
+	}
+	c.fake.AddSubnet(Subnet{ID: "subnet-a", VPCID: "vpc-1", Zone: "eu-west-1a", ZoneID: "euw1-az1", CIDR: "10.0.1.0/24", IPv6CIDR: "2001:db8::/64"})
+	if res, err := c.elb.SetIpAddressType(ctx, &elbv2.SetIpAddressTypeInput{LoadBalancerArn: arn, IpAddressType: elbtypes.IpAddressTypeDualstack}); err != nil || res.IpAddressType != elbtypes.IpAddressTypeDualstack {
+		t.Errorf("dual-stack with IPv6 subnets: %+v, %v", res, err)
 	}
 }

@@ -56,6 +56,8 @@ const Account = "123456789012"
 type Server struct {
 	// certs are the certificate ARNs TLS listeners may use (AddCertificate).
 	certs map[string]bool
+	// eips are the Elastic IP allocation IDs of the account (AddAddress).
+	eips map[string]bool
 
 	mu     sync.Mutex
 	region string

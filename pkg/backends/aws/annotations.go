@@ -88,6 +88,28 @@ const (
 	// NLB.
 	AnnotationBackendProtocol annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-backend-protocol"
 
+	// AnnotationEIPAllocations (comma-separated Elastic IP allocation IDs,
+	// one per subnet of the NLB, matched to its subnets in ID order;
+	// internet-facing only; default none: AWS's addresses), the upstream
+	// provider's name, gives a new NLB static public addresses. AWS cannot
+	// change an NLB's addresses: on a running NLB a change is not applied
+	// (as upstream) and a Warning event LoadBalancerAddressesKept says so
+	// and how to get a new NLB.
+	AnnotationEIPAllocations annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-eip-allocations"
+
+	// AnnotationPrivateIPv4Addresses (comma-separated IPv4 addresses, one
+	// in each subnet of the NLB; internal only; default none: AWS's
+	// choice), the upstream provider's name, gives a new internal NLB
+	// static private addresses. Like AnnotationEIPAllocations, fixed when
+	// the NLB is created (a change is a LoadBalancerAddressesKept warning).
+	AnnotationPrivateIPv4Addresses annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses"
+
+	// AnnotationIPAddressType (ipv4 or dualstack; default ipv4), the AWS
+	// Load Balancer Controller's name, makes the NLB dual-stack (IPv4 and
+	// IPv6 addresses; its subnets need IPv6 CIDRs). Changed in place
+	// (SetIpAddressType): same NLB, same DNS name.
+	AnnotationIPAddressType annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-ip-address-type"
+
 	// AnnotationType (string: nlb, external or nlb-ip; default: nlb) is
 	// the upstream AWS provider's load-balancer type. This backend makes
 	// Network Load Balancers only, so nlb and no annotation are the same.
@@ -245,6 +267,10 @@ const (
 	// a way the running NLB cannot take in place (another subnet in one of
 	// its zones, or a zone dropped); the NLB is kept where it is.
 	reasonSubnetsKept = "LoadBalancerSubnetsKept"
+	// reasonAddressesKept: the Service asks for Elastic IPs or private
+	// addresses the running NLB was made without; AWS cannot change them,
+	// so the NLB keeps its addresses.
+	reasonAddressesKept = "LoadBalancerAddressesKept"
 	// reasonDeletionProtected: the Service is being deleted (or moved) but
 	// asks for deletion protection on its NLB, which is kept.
 	reasonDeletionProtected = "LoadBalancerDeletionProtected"

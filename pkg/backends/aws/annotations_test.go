@@ -815,3 +815,77 @@ func startAnnotatedWith(t *testing.T, prepare func(*env), svc *corev1.Service, c
 	a.lbARN = e.onlyLB(t).ARN
 	return a
 }
+
+// addressesAre checks the NLB's fixed addresses ("subnet=allocation-or-IP")
+// and IP address type.
+func addressesAre(ipType string, want ...string) func(*env) error {
+	return func(e *env) error {
+		lbs := e.fake.LoadBalancers()
+		if len(lbs) != 1 {
+			return fmt.Errorf("%d load balancers", len(lbs))
+		}
+		if got := strings.Join(lbs[0].Addresses, ","); got != strings.Join(want, ",") || lbs[0].IPAddressType != ipType {
+			return fmt.Errorf("addresses %s (%s), want %s (%s)", got, lbs[0].IPAddressType, strings.Join(want, ","), ipType)
+		}
+		return nil
+	}
+}
+
+// TestAddressAnnotations: Elastic IPs fix a new internet-facing NLB's
+// addresses; AWS cannot change them, so a change on the running NLB is a
+// LoadBalancerAddressesKept warning and nothing is changed (as upstream);
+// the IP address type changes in place; bad values change nothing.
+func TestAddressAnnotations(t *testing.T) {
+	eips := []string{"eipalloc-00000000000000001", "eipalloc-00000000000000002", "eipalloc-00000000000000003", "eipalloc-00000000000000004"}
+	prepare := func(e *env) {
+		for _, id := range eips {
+			e.fake.AddAddress(id)
+		}
+		for i, z := range []string{"a", "b"} {
+			e.fake.AddSubnet(awsfake.Subnet{ID: "subnet-0" + z, VPCID: testVPC, Zone: testRegion + z, ZoneID: fmt.Sprintf("euw1-az%d", i+1),
+				CIDR: fmt.Sprintf("10.0.%d.0/24", i), IPv6CIDR: fmt.Sprintf("2001:db8:0:%d::/64", i), Tags: map[string]string{tagRoleELB: "1", "Name": "public-" + z}})
+		}
+	}
+	first := map[annotation.Name]string{AnnotationEIPAllocations: eips[0] + "," + eips[1]}
+	a := startAnnotatedWith(t, prepare, newService("web", withAnnotations(first)), addressesAre("ipv4", "subnet-0a="+eips[0], "subnet-0b="+eips[1]))
+
+	a.refused("other Elastic IPs on the running NLB", map[annotation.Name]string{AnnotationEIPAllocations: eips[2] + "," + eips[3]},
+		"keeps its addresses", "subnet-0a has "+eips[0]+", not "+eips[2], "delete and re-create the Service")
+	for _, bad := range []struct {
+		name string
+		ann  map[annotation.Name]string
+		want []string
+	}{
+		{"one allocation for two subnets", map[annotation.Name]string{AnnotationEIPAllocations: eips[0]}, []string{string(AnnotationEIPAllocations), "one allocation per subnet"}},
+		{"not an allocation ID", map[annotation.Name]string{AnnotationEIPAllocations: "203.0.113.7,eipalloc-00000000000000002"}, []string{string(AnnotationEIPAllocations), "like eipalloc-"}},
+		{"private addresses on an internet-facing NLB", map[annotation.Name]string{AnnotationPrivateIPv4Addresses: "10.0.0.9,10.0.1.9"}, []string{string(AnnotationPrivateIPv4Addresses), "internal load balancers"}},
+		{"ip address type ipv6", map[annotation.Name]string{AnnotationEIPAllocations: eips[0] + "," + eips[1], AnnotationIPAddressType: "ipv6"}, []string{string(AnnotationIPAddressType), "ipv4, dualstack"}},
+	} {
+		a.refused(bad.name, bad.ann, bad.want...)
+		if err := addressesAre("ipv4", "subnet-0a="+eips[0], "subnet-0b="+eips[1])(a.e); err != nil {
+			t.Errorf("%s changed the NLB: %v", bad.name, err)
+		}
+	}
+	dual := map[annotation.Name]string{AnnotationEIPAllocations: eips[0] + "," + eips[1], AnnotationIPAddressType: "dualstack"}
+	a.change("dual-stack in place", dual, addressesAre("dualstack", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "SetIpAddressType")
+	a.resyncChangesNothing()
+	a.change("back to IPv4", first, addressesAre("ipv4", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "SetIpAddressType")
+}
+
+// TestPrivateAddressesOfAnInternalNLB: private addresses go to the
+// subnets holding them; one outside the NLB's subnets is refused before
+// anything is made.
+func TestPrivateAddressesOfAnInternalNLB(t *testing.T) {
+	e := newEnv(t)
+	lb, _ := e.cloud.LoadBalancer()
+	bad := newService("web", withAnnotations(map[annotation.Name]string{AnnotationInternal: "true", AnnotationPrivateIPv4Addresses: "10.0.11.50,10.0.0.50"}))
+	_, err := lb.EnsureLoadBalancer(context.Background(), testCluster, bad, nil)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != annotation.ReasonInvalid || !strings.Contains(err.Error(), "10.0.0.50 is not in one of them") {
+		t.Fatalf("err = %v, want an %s error naming 10.0.0.50", err, annotation.ReasonInvalid)
+	}
+	e.assertNoMutation(t, "a Service with an address outside its subnets")
+	e.ensure(t, newService("web", withAnnotations(map[annotation.Name]string{AnnotationInternal: "true", AnnotationPrivateIPv4Addresses: "10.0.11.50,10.0.10.50"})), nil)
+	if err := addressesAre("ipv4", "subnet-1a=10.0.10.50", "subnet-1b=10.0.11.50")(e); err != nil {
+		t.Error(err)
+	}
+}

@@ -38,6 +38,13 @@ type desiredLB struct {
 	// (AnnotationSecurityGroups), extraSGs those it adds
 	// (AnnotationExtraSecurityGroups).
 	byoSGs, extraSGs []string
+	// eips and privateIPs are the addresses the Service asks for
+	// (AnnotationEIPAllocations, AnnotationPrivateIPv4Addresses); mappings
+	// assigns them to subnets.
+	eips, privateIPs []string
+	mappings         map[string]subnetMapping
+	// ipType is ipv4 or dualstack.
+	ipType string
 	// tls is what the TLS annotations ask for (nil: no TLS).
 	tls *tlsConfig
 	// manageBackend: the backend adds the instances' ingress rules from
@@ -107,6 +114,7 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	r.pairs(AnnotationTargetNodeLabels, &targetLabels)
 	readSecurityGroups(r, d)
 	d.tls = readTLS(r, svc)
+	readAddresses(r, d)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
@@ -122,6 +130,9 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 		return nil, err
 	}
 	_, d.subnetsAnnotated = AnnotationSubnets.Get(svc.Annotations)
+	if d.mappings, err = l.mapAddresses(ctx, d); err != nil {
+		return nil, err
+	}
 	if d.targetType, d.targets, err = l.targetsFor(ctx, targetType, nodes); err != nil {
 		return nil, err
 	}

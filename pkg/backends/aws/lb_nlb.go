@@ -165,14 +165,21 @@ func (l *LoadBalancer) createLB(ctx context.Context, d *desiredLB, sgIDs []strin
 			return nil, err
 		}
 	}
-	out, err := l.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{
+	in := &elbv2.CreateLoadBalancerInput{
 		Name:           awssdk.String(d.names.lb),
 		Type:           elbtypes.LoadBalancerTypeEnumNetwork,
 		Scheme:         elbtypes.LoadBalancerSchemeEnum(d.scheme),
-		Subnets:        d.subnets,
+		IpAddressType:  elbtypes.IpAddressType(d.ipType),
 		SecurityGroups: sgIDs,
 		Tags:           elbTags(d.tags),
-	})
+	}
+	if in.SubnetMappings = subnetMappings(d); in.SubnetMappings == nil {
+		in.Subnets = d.subnets
+	}
+	out, err := l.elb.CreateLoadBalancer(ctx, in)
+	if code := errorCode(err); code == "AllocationIdNotFound" || (code == "InvalidConfigurationRequest" && d.mappings != nil) {
+		return nil, annotationError(AnnotationEIPAllocations, strings.Join(d.eips, ","), fmt.Sprintf("AWS refused the addresses (%v); give free Elastic IP allocations of this region", err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("CreateLoadBalancer: %w", err)
 	}

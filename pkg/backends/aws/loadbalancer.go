@@ -123,7 +123,7 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 	}
 	ctx = withService(ctx, svc, namesFor(l.clusterID, svc))
 	lb, err := l.reconcile(ctx, svc, nodes, true)
-	if ue, kept := backends.AsUserError(err); kept && ue.Reason == reasonSubnetsKept && !shows(svc, lb) {
+	if ue, kept := backends.AsUserError(err); kept && (ue.Reason == reasonSubnetsKept || ue.Reason == reasonAddressesKept) && !shows(svc, lb) {
 		klog.FromContext(ctx).Info("Load balancer kept in its subnets; writing its status first", "reason", ue.Reason, "err", err.Error())
 		err = nil
 	}
@@ -186,6 +186,9 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 			return nil, err
 		}
 	}
+	if err := l.syncIPType(ctx, d, lb); err != nil {
+		return nil, err
+	}
 	if err := l.syncLBAttributes(ctx, d, lb, fresh); err != nil {
 		return nil, err
 	}
@@ -197,6 +200,9 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	}
 	if kept != "" {
 		return lb, l.subnetsKept(d, lb, kept)
+	}
+	if diffs := addressesKept(d, lb); diffs != "" {
+		return lb, addressesKeptError(lb, diffs)
 	}
 	return lb, nil
 }
