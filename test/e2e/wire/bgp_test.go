@@ -76,38 +76,9 @@ func TestMetalLBSpeakerAdvertisesOurAddressesByBGP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	cp := framework.StartControlPlaneT(t)
-	startGoBGP(t, cp, router, gobgpd)
-	kubectl(ctx, t, cp, nil, "apply", "--server-side", "-f", crds)
-	kubectl(ctx, t, cp, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-	kubectl(ctx, t, cp, nil, "create", "namespace", metallbNS)
-	kubectl(ctx, t, cp, strings.NewReader(metallbBGPConfig), "apply", "-f", "-")
-	createSpeakerPod(ctx, t, cp)
-	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode(nodeName,
-		framework.WithProviderID("baremetal://"+nodeName), framework.WithoutUninitializedTaint(),
-		framework.WithReady(corev1.ConditionTrue),
-		framework.WithAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.77.0.2"}))); err != nil {
-		t.Fatal(err)
-	}
-	cp.StartCCMT(t, framework.CCMOptions{CloudConfig: ccmConfig})
-
-	svc := framework.NewLoadBalancerService("default", "web", framework.WithPort("http", 80, corev1.ProtocolTCP))
-	if _, err := framework.CreateService(ctx, cp.Client, svc); err != nil {
-		t.Fatal(err)
-	}
-	createReadyEndpoint(ctx, t, cp, "web")
-	var addr string
-	framework.Eventually(t, time.Minute, "an address from the pool", func(ctx context.Context) (bool, string, error) {
-		s, err := cp.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		ips := framework.IngressIPs(s)
-		if len(ips) == 1 && inPool(ips[0]) {
-			addr = ips[0]
-		}
-		return addr != "", fmt.Sprintf("ingress %v", ips), nil
-	})
+	startGoBGP(t, router, gobgpd, gobgp)
+	cp := startCluster(ctx, t, crds, metallbBGPConfig)
+	addr := addressed(ctx, t, cp, framework.NewLoadBalancerService("default", "web", framework.WithPort("http", 80, corev1.ProtocolTCP)), 1)[0]
 	route := func() string {
 		t.Helper()
 		out, err := router.Run(gobgp, "--host", "127.0.0.1", "--port", "50051", "global", "rib", "-a", "ipv4")
@@ -163,16 +134,17 @@ func gobgpBinaries(t *testing.T) (daemon, cli string) {
 }
 
 // startGoBGP runs gobgpd in the router namespace, its API on that
-// namespace's loopback.
-func startGoBGP(t *testing.T, cp *framework.ControlPlane, router *netns.Host, gobgpd string) {
+// namespace's loopback, and waits until the API answers.
+func startGoBGP(t *testing.T, router *netns.Host, gobgpd, gobgp string) {
 	t.Helper()
-	conf := filepath.Join(cp.Dir, "gobgpd.toml")
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "gobgpd.toml")
 	if err := os.WriteFile(conf, []byte(gobgpConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	path, args := router.Command(gobgpd, "-f", conf, "-t", "toml", "--api-hosts=127.0.0.1:50051", "--pprof-disable")
 	p, err := framework.StartProcess(framework.ProcessOptions{
-		Name: "gobgpd", Path: path, Args: args, LogPath: filepath.Join(cp.Dir, "gobgpd.log"),
+		Name: "gobgpd", Path: path, Args: args, LogPath: filepath.Join(dir, "gobgpd.log"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -182,5 +154,15 @@ func startGoBGP(t *testing.T, cp *framework.ControlPlane, router *netns.Host, go
 		if t.Failed() {
 			t.Log(p.LogTail(framework.LogLines))
 		}
+	})
+	framework.Eventually(t, time.Minute, "GoBGP's API", func(context.Context) (bool, string, error) {
+		if exited, err := p.Exited(); exited {
+			return false, "", fmt.Errorf("gobgpd exited (%w):\n%s", err, p.LogTail(framework.LogLines))
+		}
+		out, err := router.Run(gobgp, "--host", "127.0.0.1", "--port", "50051", "global")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return strings.Contains(out, fmt.Sprint(routerASN)), out, nil
 	})
 }

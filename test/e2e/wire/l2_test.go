@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,36 +88,11 @@ func TestMetalLBSpeakerAnnouncesOurAddresses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	cp := framework.StartControlPlaneT(t, "--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112")
-	kubectl(ctx, t, cp, nil, "apply", "--server-side", "-f", crds)
-	kubectl(ctx, t, cp, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-	kubectl(ctx, t, cp, nil, "create", "namespace", metallbNS)
-	kubectl(ctx, t, cp, strings.NewReader(metallbConfig), "apply", "-f", "-")
-	createSpeakerPod(ctx, t, cp)
-	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode(nodeName,
-		framework.WithProviderID("baremetal://"+nodeName), framework.WithoutUninitializedTaint(),
-		framework.WithReady(corev1.ConditionTrue),
-		framework.WithAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.77.0.2"}))); err != nil {
-		t.Fatal(err)
-	}
-	cp.StartCCMT(t, framework.CCMOptions{CloudConfig: ccmConfig})
-
+	cp := startCluster(ctx, t, crds, metallbConfig, "--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112")
 	svc := framework.NewLoadBalancerService("default", "web", framework.WithPort("http", 80, corev1.ProtocolTCP))
 	svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
-	if _, err := framework.CreateService(ctx, cp.Client, svc); err != nil {
-		t.Fatal(err)
-	}
-	createReadyEndpoint(ctx, t, cp, "web")
-	var addrs []string
-	framework.Eventually(t, time.Minute, "an address of each family from the pool", func(ctx context.Context) (bool, string, error) {
-		s, err := cp.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		addrs = framework.IngressIPs(s)
-		return len(addrs) == 2 && inPool(addrs[0]) && inPool(addrs[1]), fmt.Sprintf("ingress %v", addrs), nil
-	})
+	addrs := addressed(ctx, t, cp, svc, 2)
 
 	for _, a := range addrs {
 		if mac := resolve(t, client, a, 3*time.Second, func(string) bool { return false }); mac != "" {
@@ -151,6 +127,48 @@ func TestMetalLBSpeakerAnnouncesOurAddresses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startCluster starts a control plane (with extra kube-apiserver
+// arguments), installs MetalLB's CRDs, namespace, configuration and the
+// speaker's Pod, creates the node namespace's Node, and starts the CCM
+// with ccmConfig.
+func startCluster(ctx context.Context, t *testing.T, crds, metallbConfig string, apiServerArgs ...string) *framework.ControlPlane {
+	t.Helper()
+	cp := framework.StartControlPlaneT(t, apiServerArgs...)
+	kubectl(ctx, t, cp, nil, "apply", "--server-side", "-f", crds)
+	kubectl(ctx, t, cp, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+	kubectl(ctx, t, cp, nil, "create", "namespace", metallbNS)
+	kubectl(ctx, t, cp, strings.NewReader(metallbConfig), "apply", "-f", "-")
+	createSpeakerPod(ctx, t, cp)
+	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode(nodeName,
+		framework.WithProviderID("baremetal://"+nodeName), framework.WithoutUninitializedTaint(),
+		framework.WithReady(corev1.ConditionTrue),
+		framework.WithAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.77.0.2"}))); err != nil {
+		t.Fatal(err)
+	}
+	cp.StartCCMT(t, framework.CCMOptions{CloudConfig: ccmConfig})
+	return cp
+}
+
+// addressed creates svc with a ready endpoint on the node and returns its
+// addresses once the CCM has given it n from the pool.
+func addressed(ctx context.Context, t *testing.T, cp *framework.ControlPlane, svc *corev1.Service, n int) []string {
+	t.Helper()
+	if _, err := framework.CreateService(ctx, cp.Client, svc); err != nil {
+		t.Fatal(err)
+	}
+	createReadyEndpoint(ctx, t, cp, svc.Name)
+	var addrs []string
+	framework.Eventually(t, time.Minute, fmt.Sprintf("%d addresses from the pool", n), func(ctx context.Context) (bool, string, error) {
+		s, err := cp.Client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		addrs = framework.IngressIPs(s)
+		return len(addrs) == n && !slices.ContainsFunc(addrs, func(a string) bool { return !inPool(a) }), fmt.Sprintf("ingress %v", addrs), nil
+	})
+	return addrs
 }
 
 func inPool(a string) bool {
