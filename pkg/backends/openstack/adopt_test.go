@@ -115,7 +115,7 @@ func TestAdoptOCCMLoadBalancers(t *testing.T) {
 		made[svc.Name] = createLikeOCCM(t, sc.loadBalancer, svc, nodes)
 		t.Cleanup(func() { deleteConverged(t, e.cloud.lb, svc) })
 	}
-	byID.Annotations[AnnotationLoadBalancerID] = made[byID.Name].ID
+	byID.Annotations[string(AnnotationLoadBalancerID)] = made[byID.Name].ID
 	before := len(e.octavia.Writes())
 	for _, svc := range []*corev1.Service{byID, byName} {
 		e.apply(t, svc)

@@ -18,75 +18,75 @@ import (
 const (
 	// AnnotationInternal (bool, default false): the load balancer gets no
 	// floating IP; its status carries the VIP address. OCCM's name.
-	AnnotationInternal = "service.beta.kubernetes.io/openstack-internal-load-balancer"
+	AnnotationInternal annotation.Name = "service.beta.kubernetes.io/openstack-internal-load-balancer"
 
 	// AnnotationFloatingNetworkID (UUID, default: the backend's
 	// loadBalancer.floatingNetworkID): the external network the floating IP
 	// comes from. Setting it on a Service gives it a floating IP even when
 	// the backend has no default floating network.
-	AnnotationFloatingNetworkID = "loadbalancer.openstack.org/floating-network-id"
+	AnnotationFloatingNetworkID annotation.Name = "loadbalancer.openstack.org/floating-network-id"
 
 	// AnnotationFloatingSubnetID (UUID, default: Neutron's choice): the
 	// subnet of the floating network the floating IP is allocated from.
 	// Read when the floating IP is allocated.
-	AnnotationFloatingSubnetID = "loadbalancer.openstack.org/floating-subnet-id"
+	AnnotationFloatingSubnetID annotation.Name = "loadbalancer.openstack.org/floating-subnet-id"
 
 	// AnnotationKeepFloatingIP (bool, default false): on delete, the floating
 	// IP is only disassociated and stays in the project, instead of being
 	// released.
-	AnnotationKeepFloatingIP = "loadbalancer.openstack.org/keep-floatingip"
+	AnnotationKeepFloatingIP annotation.Name = "loadbalancer.openstack.org/keep-floatingip"
 
 	// AnnotationVIPSubnetID (UUID, default: loadBalancer.vipSubnetID): the
 	// subnet of the VIP. Read when the load balancer is created.
-	AnnotationVIPSubnetID = "loadbalancer.openstack.org/subnet-id"
+	AnnotationVIPSubnetID annotation.Name = "loadbalancer.openstack.org/subnet-id"
 
 	// AnnotationVIPNetworkID (UUID, default: loadBalancer.vipNetworkID): the
 	// network of the VIP, when no VIP subnet is set. Read at creation.
-	AnnotationVIPNetworkID = "loadbalancer.openstack.org/network-id"
+	AnnotationVIPNetworkID annotation.Name = "loadbalancer.openstack.org/network-id"
 
 	// AnnotationPortID (UUID, default: none): an existing Neutron port to
 	// use as the VIP port; it takes precedence over the subnet and network.
 	// Read at creation.
-	AnnotationPortID = "loadbalancer.openstack.org/port-id"
+	AnnotationPortID annotation.Name = "loadbalancer.openstack.org/port-id"
 
 	// AnnotationMemberSubnetID (UUID, default: loadBalancer.memberSubnetID,
 	// else the VIP subnet): the subnet members are reached through.
-	AnnotationMemberSubnetID = "loadbalancer.openstack.org/member-subnet-id"
+	AnnotationMemberSubnetID annotation.Name = "loadbalancer.openstack.org/member-subnet-id"
 
 	// AnnotationFlavorID (UUID, default: loadBalancer.flavorID): the Octavia
 	// flavor of the load balancer. Read at creation: Octavia cannot change
 	// the flavor of a load balancer.
-	AnnotationFlavorID = "loadbalancer.openstack.org/flavor-id"
+	AnnotationFlavorID annotation.Name = "loadbalancer.openstack.org/flavor-id"
 
 	// AnnotationAvailabilityZone (string, default:
 	// loadBalancer.availabilityZone): the Octavia availability zone of the
 	// load balancer. Read at creation: Octavia cannot move a load balancer.
-	AnnotationAvailabilityZone = "loadbalancer.openstack.org/availability-zone"
+	AnnotationAvailabilityZone annotation.Name = "loadbalancer.openstack.org/availability-zone"
 
 	// AnnotationLBMethod (string, default ROUND_ROBIN): the pools' algorithm,
 	// one of ROUND_ROBIN, LEAST_CONNECTIONS, SOURCE_IP, SOURCE_IP_PORT (the
 	// last only with providers that offer it, such as ovn).
-	AnnotationLBMethod = "loadbalancer.openstack.org/lb-method"
+	AnnotationLBMethod annotation.Name = "loadbalancer.openstack.org/lb-method"
 
 	// AnnotationConnectionLimit (int, -1 or 1 and more, default -1 =
 	// unlimited): the most connections each listener accepts.
-	AnnotationConnectionLimit = "loadbalancer.openstack.org/connection-limit"
+	AnnotationConnectionLimit annotation.Name = "loadbalancer.openstack.org/connection-limit"
 
 	// AnnotationTimeoutClientData (int ms 0-86400000, default 50000): how
 	// long a client connection may be idle.
-	AnnotationTimeoutClientData = "loadbalancer.openstack.org/timeout-client-data"
+	AnnotationTimeoutClientData annotation.Name = "loadbalancer.openstack.org/timeout-client-data"
 
 	// AnnotationTimeoutMemberConnect (int ms 0-86400000, default 5000): how
 	// long connecting to a member may take.
-	AnnotationTimeoutMemberConnect = "loadbalancer.openstack.org/timeout-member-connect"
+	AnnotationTimeoutMemberConnect annotation.Name = "loadbalancer.openstack.org/timeout-member-connect"
 
 	// AnnotationTimeoutMemberData (int ms 0-86400000, default 50000): how
 	// long a member connection may be idle.
-	AnnotationTimeoutMemberData = "loadbalancer.openstack.org/timeout-member-data"
+	AnnotationTimeoutMemberData annotation.Name = "loadbalancer.openstack.org/timeout-member-data"
 
 	// AnnotationTimeoutTCPInspect (int ms 0-86400000, default 0): how long
 	// to wait for more TCP data for content inspection.
-	AnnotationTimeoutTCPInspect = "loadbalancer.openstack.org/timeout-tcp-inspect"
+	AnnotationTimeoutTCPInspect annotation.Name = "loadbalancer.openstack.org/timeout-tcp-inspect"
 
 	// AnnotationProxyProtocol (string, default false): pools speak the PROXY
 	// protocol to the members so they see the client's address: "true" or
@@ -94,42 +94,42 @@ const (
 	// for none. TCP ports only; not with x-forwarded-for. The status then
 	// carries ipMode Proxy, so kube-proxy sends in-cluster traffic through
 	// the load balancer too.
-	AnnotationProxyProtocol = "loadbalancer.openstack.org/proxy-protocol"
+	AnnotationProxyProtocol annotation.Name = "loadbalancer.openstack.org/proxy-protocol"
 
 	// AnnotationXForwardedFor (bool, default false): listeners are HTTP and
 	// insert an X-Forwarded-For header with the client's address. TCP ports
 	// only; not with proxy-protocol.
-	AnnotationXForwardedFor = "loadbalancer.openstack.org/x-forwarded-for"
+	AnnotationXForwardedFor annotation.Name = "loadbalancer.openstack.org/x-forwarded-for"
 
 	// AnnotationHealthMonitor (bool, default: loadBalancer.createMonitor):
 	// whether pools get a health monitor. With externalTrafficPolicy: Local
 	// it is an HTTP check of /healthz on the Service's healthCheckNodePort;
 	// otherwise a TCP (UDP-CONNECT, SCTP) check of the NodePort.
-	AnnotationHealthMonitor = "loadbalancer.openstack.org/enable-health-monitor"
+	AnnotationHealthMonitor annotation.Name = "loadbalancer.openstack.org/enable-health-monitor"
 
 	// AnnotationHealthMonitorDelay (int seconds 1-3600, default:
 	// loadBalancer.monitorDelaySeconds): interval between checks.
-	AnnotationHealthMonitorDelay = "loadbalancer.openstack.org/health-monitor-delay"
+	AnnotationHealthMonitorDelay annotation.Name = "loadbalancer.openstack.org/health-monitor-delay"
 
 	// AnnotationHealthMonitorTimeout (int seconds 1-3600, default:
 	// loadBalancer.monitorTimeoutSeconds): time a check may take; at most the
 	// delay.
-	AnnotationHealthMonitorTimeout = "loadbalancer.openstack.org/health-monitor-timeout"
+	AnnotationHealthMonitorTimeout annotation.Name = "loadbalancer.openstack.org/health-monitor-timeout"
 
 	// AnnotationHealthMonitorMaxRetries (int 1-10, default:
 	// loadBalancer.monitorMaxRetries): successful checks before a member is
 	// up again.
-	AnnotationHealthMonitorMaxRetries = "loadbalancer.openstack.org/health-monitor-max-retries"
+	AnnotationHealthMonitorMaxRetries annotation.Name = "loadbalancer.openstack.org/health-monitor-max-retries"
 
 	// AnnotationHealthMonitorMaxRetriesDown (int 1-10, default:
 	// loadBalancer.monitorMaxRetriesDown): failed checks before a member is
 	// down.
-	AnnotationHealthMonitorMaxRetriesDown = "loadbalancer.openstack.org/health-monitor-max-retries-down"
+	AnnotationHealthMonitorMaxRetriesDown annotation.Name = "loadbalancer.openstack.org/health-monitor-max-retries-down"
 
 	// AnnotationNodeSelector (comma-separated key=value or key, default:
 	// every node): only nodes carrying all these labels (a bare key: the
 	// label with any value) become members.
-	AnnotationNodeSelector = "loadbalancer.openstack.org/node-selector"
+	AnnotationNodeSelector annotation.Name = "loadbalancer.openstack.org/node-selector"
 
 	// AnnotationLoadBalancerID (UUID, default: none): the Octavia load
 	// balancer of the Service. cloud-provider-openstack writes it on every
@@ -138,11 +138,11 @@ const (
 	// Service's own load balancer (named by cloud-provider-openstack or by
 	// multicloud-ccm for this Service): sharing one load balancer among
 	// Services is refused with an event.
-	AnnotationLoadBalancerID = "loadbalancer.openstack.org/load-balancer-id"
+	AnnotationLoadBalancerID annotation.Name = "loadbalancer.openstack.org/load-balancer-id"
 
 	// AnnotationHostname (DNS name, default: none): the status carries this
 	// host name instead of the address.
-	AnnotationHostname = "loadbalancer.openstack.org/hostname"
+	AnnotationHostname annotation.Name = "loadbalancer.openstack.org/hostname"
 )
 
 // Octavia's limits on listener timeouts (milliseconds).
@@ -273,7 +273,7 @@ func crossChecks(r *annotation.Reader, svc *corev1.Service, o *lbOptions) {
 		r.Invalid(AnnotationHealthMonitorTimeout, strconv.Itoa(o.timeout), fmt.Sprintf("must not exceed the delay (%d); lower it or raise %s", o.delay, AnnotationHealthMonitorDelay))
 	}
 	if o.proxy != "" && o.xForwardedFor {
-		r.Invalid(AnnotationXForwardedFor, a[AnnotationXForwardedFor], "cannot be used together with "+AnnotationProxyProtocol+": remove one of them")
+		r.Invalid(AnnotationXForwardedFor, a[string(AnnotationXForwardedFor)], "cannot be used together with "+string(AnnotationProxyProtocol)+": remove one of them")
 	}
 	if o.proxy == "" && !o.xForwardedFor {
 		return
@@ -291,7 +291,7 @@ func crossChecks(r *annotation.Reader, svc *corev1.Service, o *lbOptions) {
 
 // readConnLimit reads connection-limit: -1 (no limit) or a positive number.
 func readConnLimit(r *annotation.Reader, a map[string]string, out *int) {
-	v, ok := a[AnnotationConnectionLimit]
+	v, ok := a[string(AnnotationConnectionLimit)]
 	if !ok {
 		return
 	}
@@ -336,7 +336,7 @@ func readNodeSelector(r *annotation.Reader, a map[string]string, out *map[string
 		key, value, _ := strings.Cut(part, "=")
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
 		if len(validation.IsQualifiedName(key)) > 0 || (value != "" && len(validation.IsValidLabelValue(value)) > 0) {
-			r.Invalid(AnnotationNodeSelector, a[AnnotationNodeSelector], fmt.Sprintf("entry %q is not a label key or key=value; write e.g. env=production, gpu", part))
+			r.Invalid(AnnotationNodeSelector, a[string(AnnotationNodeSelector)], fmt.Sprintf("entry %q is not a label key or key=value; write e.g. env=production, gpu", part))
 			return
 		}
 		sel[key] = value

@@ -19,6 +19,7 @@ import (
 	metricstestutil "k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
@@ -28,7 +29,6 @@ type serviceTweak = testutil.ServiceTweak
 
 var (
 	newService       = testutil.NewService
-	withAnnotation   = testutil.WithAnnotation
 	withLocalTraffic = testutil.WithLocalTraffic
 	withSourceRanges = testutil.WithSourceRanges
 	newNode          = testutil.NewNode
@@ -36,6 +36,20 @@ var (
 	withProviderID   = testutil.WithProviderID
 	withLabel        = testutil.WithLabel
 )
+
+// withAnnotation sets annotation n.
+func withAnnotation(n annotation.Name, v string) serviceTweak {
+	return testutil.WithAnnotation(string(n), v)
+}
+
+// annotations turns annotation names and values into metadata.annotations.
+func annotations(m map[annotation.Name]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for n, v := range m {
+		out[string(n)] = v
+	}
+	return out
+}
 
 // withPort adds a port (named p<port>) to the Service's.
 func withPort(proto corev1.Protocol, port, nodePort int32) serviceTweak {

@@ -216,12 +216,12 @@ func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbSt
 	if p.pool.LBMethod != w.method {
 		return &step{"updating algorithm of pool " + p.pool.ID, func(ctx context.Context) error {
 			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{LBMethod: pools.LBMethod(w.method)}).Err
-		}, AnnotationLBMethod}
+		}, string(AnnotationLBMethod)}
 	}
 	if !sameMembers(p.members, w.members) {
 		return &step{fmt.Sprintf("updating members of pool %s (%d)", p.pool.ID, len(w.members)), func(ctx context.Context) error {
 			return pools.BatchUpdateMembers(ctx, c, p.pool.ID, batchMembers(w.members)).ExtractErr()
-		}, AnnotationMemberSubnetID}
+		}, string(AnnotationMemberSubnetID)}
 	}
 	return monitorStep(c, p, w.monitor)
 }
@@ -239,7 +239,7 @@ func createPoolStep(c *gophercloud.ServiceClient, listenerID string, w *listener
 		return pools.Create(ctx, c, pools.CreateOpts{
 			Name: w.name, Protocol: pools.Protocol(w.poolProtocol), LBMethod: pools.LBMethod(w.method), ListenerID: listenerID,
 		}).Err
-	}, AnnotationLBMethod + ", " + AnnotationProxyProtocol}
+	}, string(AnnotationLBMethod + ", " + AnnotationProxyProtocol)}
 }
 
 // removeListenerStep deletes a listener no port asks for: its pool first
@@ -330,9 +330,9 @@ func batchMembers(want []memberSpec) []pools.BatchUpdateMemberOpts {
 
 // Annotations shaping listeners and monitors, for error messages.
 const (
-	listenerCause = AnnotationConnectionLimit + ", " + AnnotationTimeoutClientData + ", " + AnnotationTimeoutMemberConnect + ", " +
-		AnnotationTimeoutMemberData + ", " + AnnotationTimeoutTCPInspect + ", " + AnnotationXForwardedFor + " or loadBalancerSourceRanges"
-	monitorCause = AnnotationHealthMonitorDelay + ", " + AnnotationHealthMonitorTimeout + ", " + AnnotationHealthMonitorMaxRetries + " or " + AnnotationHealthMonitorMaxRetriesDown
+	listenerCause = string(AnnotationConnectionLimit + ", " + AnnotationTimeoutClientData + ", " + AnnotationTimeoutMemberConnect + ", " +
+		AnnotationTimeoutMemberData + ", " + AnnotationTimeoutTCPInspect + ", " + AnnotationXForwardedFor + " or loadBalancerSourceRanges")
+	monitorCause = string(AnnotationHealthMonitorDelay + ", " + AnnotationHealthMonitorTimeout + ", " + AnnotationHealthMonitorMaxRetries + " or " + AnnotationHealthMonitorMaxRetriesDown)
 )
 
 // listenerCreateOpts builds a listener without its pool.

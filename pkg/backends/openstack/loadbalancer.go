@@ -130,7 +130,7 @@ func (l *LoadBalancer) lookup(ctx context.Context, sc *serviceClients, clusterNa
 	if err != nil || len(found) > 0 {
 		return found, false, err
 	}
-	if id := svc.Annotations[AnnotationLoadBalancerID]; id != "" {
+	if id, _ := AnnotationLoadBalancerID.Get(svc.Annotations); id != "" {
 		lb, err := l.byID(ctx, sc, clusterName, svc, id)
 		if _, user := backends.AsUserError(err); user && !strict {
 			return nil, false, nil
@@ -381,15 +381,15 @@ func (l *LoadBalancer) lenientOptions(ctx context.Context, svc *corev1.Service) 
 	bare := svc.DeepCopy()
 	bare.Annotations = nil
 	o, _ = parseOptions(bare, l.settings)
-	if v, set := svc.Annotations[AnnotationKeepFloatingIP]; set {
+	if v, set := AnnotationKeepFloatingIP.Get(svc.Annotations); set {
 		keep, perr := strconv.ParseBool(v)
 		o.keepFloatingIP = keep || perr != nil
 	}
-	if v, set := svc.Annotations[AnnotationInternal]; set {
+	if v, set := AnnotationInternal.Get(svc.Annotations); set {
 		internal, perr := strconv.ParseBool(v)
 		o.internal = internal && perr == nil
 	}
-	if id := svc.Annotations[AnnotationFloatingNetworkID]; uuidRE.MatchString(id) {
+	if id, _ := AnnotationFloatingNetworkID.Get(svc.Annotations); uuidRE.MatchString(id) {
 		o.floatingNetworkID = id
 	}
 	return o

@@ -47,12 +47,12 @@ func TestServiceControllerOCCMAnnotations(t *testing.T) {
 		readyNode("n2", "10.20.0.2", map[string]string{"env": "dev"}))
 	steps := []struct {
 		name   string
-		annos  map[string]string
+		annos  map[annotation.Name]string
 		want   string
 		status func(corev1.LoadBalancerStatus) error
 	}{
 		{
-			name: "create", annos: map[string]string{
+			name: "create", annos: map[annotation.Name]string{
 				AnnotationConnectionLimit: "100", AnnotationTimeoutClientData: "10000", AnnotationTimeoutMemberConnect: "3000",
 				AnnotationTimeoutMemberData: "20000", AnnotationTimeoutTCPInspect: "500", AnnotationLBMethod: "LEAST_CONNECTIONS",
 				AnnotationHealthMonitorDelay: "7", AnnotationHealthMonitorTimeout: "4", AnnotationHealthMonitorMaxRetries: "2",
@@ -62,7 +62,7 @@ func TestServiceControllerOCCMAnnotations(t *testing.T) {
 			status: statusIP(corev1.LoadBalancerIPModeProxy),
 		},
 		{
-			name: "change", annos: map[string]string{
+			name: "change", annos: map[annotation.Name]string{
 				AnnotationConnectionLimit: "200", AnnotationTimeoutClientData: "11000", AnnotationTimeoutMemberConnect: "3100",
 				AnnotationTimeoutMemberData: "21000", AnnotationTimeoutTCPInspect: "600", AnnotationLBMethod: "SOURCE_IP",
 				AnnotationHealthMonitorDelay: "9", AnnotationHealthMonitorTimeout: "6", AnnotationHealthMonitorMaxRetries: "4",
@@ -73,13 +73,13 @@ func TestServiceControllerOCCMAnnotations(t *testing.T) {
 		},
 		{
 			name:   "x-forwarded-for and hostname",
-			annos:  map[string]string{AnnotationXForwardedFor: "true", AnnotationHostname: "web.example.com", AnnotationHealthMonitor: "false"},
+			annos:  map[annotation.Name]string{AnnotationXForwardedFor: "true", AnnotationHostname: "web.example.com", AnnotationHealthMonitor: "false"},
 			want:   "HTTP/80 conn=-1 t=50000/5000/50000/0 xff=true pool=HTTP:ROUND_ROBIN members=n1,n2",
 			status: statusHostname("web.example.com"),
 		},
 		{
 			name:   "all removed",
-			annos:  map[string]string{},
+			annos:  map[annotation.Name]string{},
 			want:   "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1,n2",
 			status: statusIP(corev1.LoadBalancerIPModeVIP),
 		},
@@ -89,7 +89,7 @@ func TestServiceControllerOCCMAnnotations(t *testing.T) {
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			svc := newService("occm")
-			svc.Annotations = st.annos
+			svc.Annotations = annotations(st.annos)
 			e.apply(t, svc)
 			lb := e.waitDetail(t, svc, st.want, st.status)
 			if lbID == "" {
@@ -123,12 +123,12 @@ func TestServiceControllerBadOCCMAnnotation(t *testing.T) {
 	e.waitDetail(t, svc, want, statusIP(corev1.LoadBalancerIPModeVIP))
 	before := len(e.octavia.Writes())
 
-	bad := map[string]string{
+	bad := map[annotation.Name]string{
 		AnnotationConnectionLimit: "0", AnnotationLBMethod: "FASTEST", AnnotationTimeoutClientData: "-5",
 		AnnotationHealthMonitorMaxRetriesDown: "11", AnnotationProxyProtocol: "v3", AnnotationNodeSelector: "=x",
 		AnnotationHostname: "not a host", AnnotationFlavorID: "small", AnnotationAvailabilityZone: " ",
 	}
-	svc.Annotations = bad
+	svc.Annotations = annotations(bad)
 	e.apply(t, svc)
 	testutil.Eventually(t, 30*time.Second, "a Warning event naming every bad annotation", func() error {
 		for _, w := range e.warnings(t, "bad") {
@@ -137,8 +137,8 @@ func TestServiceControllerBadOCCMAnnotation(t *testing.T) {
 			}
 			var missing []string
 			for k := range bad {
-				if !strings.Contains(w, k) {
-					missing = append(missing, k)
+				if !strings.Contains(w, string(k)) {
+					missing = append(missing, string(k))
 				}
 			}
 			if len(missing) == 0 {
@@ -164,8 +164,8 @@ func TestProxyAndXFFRefused(t *testing.T) {
 		svc   *corev1.Service
 		wants []string
 	}{
-		{"both", newService("both", withAnnotation(AnnotationProxyProtocol, "v1"), withAnnotation(AnnotationXForwardedFor, "true")), []string{AnnotationXForwardedFor, AnnotationProxyProtocol}},
-		{"udp", newService("udp", withPort(corev1.ProtocolUDP, 53, 30053), withAnnotation(AnnotationProxyProtocol, "v2")), []string{AnnotationProxyProtocol, "port 53 is UDP"}},
+		{"both", newService("both", withAnnotation(AnnotationProxyProtocol, "v1"), withAnnotation(AnnotationXForwardedFor, "true")), []string{string(AnnotationXForwardedFor), string(AnnotationProxyProtocol)}},
+		{"udp", newService("udp", withPort(corev1.ProtocolUDP, 53, 30053), withAnnotation(AnnotationProxyProtocol, "v2")), []string{string(AnnotationProxyProtocol), "port 53 is UDP"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseOptions(tt.svc, defaultSettingsForTest())
@@ -196,8 +196,9 @@ func TestParseOCCMAnnotations(t *testing.T) {
 		t.Errorf("defaults %+v", o)
 	}
 	for _, tt := range []struct {
-		key, value string
-		check      func(*lbOptions) bool
+		key   annotation.Name
+		value string
+		check func(*lbOptions) bool
 	}{
 		{AnnotationLBMethod, "SOURCE_IP_PORT", func(o *lbOptions) bool { return o.method == "SOURCE_IP_PORT" }},
 		{AnnotationProxyProtocol, "true", func(o *lbOptions) bool { return o.proxy == "PROXY" }},
@@ -220,14 +221,17 @@ func TestParseOCCMAnnotations(t *testing.T) {
 			t.Errorf("%s=%q: %+v, %v", tt.key, tt.value, o, err)
 		}
 	}
-	for _, tt := range [][2]string{
+	for _, tt := range []struct {
+		key   annotation.Name
+		value string
+	}{
 		{AnnotationConnectionLimit, "0"}, {AnnotationConnectionLimit, "-2"}, {AnnotationTimeoutMemberData, "86400001"},
 		{AnnotationHealthMonitorMaxRetriesDown, "0"}, {AnnotationProxyProtocol, "yes"}, {AnnotationNodeSelector, "a=b=c"},
 		{AnnotationLoadBalancerID, "lb-1"}, {AnnotationXForwardedFor, "on"},
 	} {
-		_, err := parseOptions(newService("x", withAnnotation(tt[0], tt[1])), d)
-		if err == nil || !strings.Contains(err.Error(), tt[0]) {
-			t.Errorf("%s=%q: error %v, want one naming the annotation", tt[0], tt[1], err)
+		_, err := parseOptions(newService("x", withAnnotation(tt.key, tt.value)), d)
+		if err == nil || !strings.Contains(err.Error(), string(tt.key)) {
+			t.Errorf("%s=%q: error %v, want one naming the annotation", tt.key, tt.value, err)
 		}
 	}
 }
@@ -235,14 +239,14 @@ func TestParseOCCMAnnotations(t *testing.T) {
 // TestBadOCCMAnnotationsAllReported: every bad value is in one user error
 // with the shared reason, each naming its annotation.
 func TestBadOCCMAnnotationsAllReported(t *testing.T) {
-	bad := map[string]string{
+	bad := map[annotation.Name]string{
 		AnnotationConnectionLimit: "0", AnnotationLBMethod: "FASTEST", AnnotationTimeoutClientData: "-5",
 		AnnotationHealthMonitorMaxRetriesDown: "11", AnnotationProxyProtocol: "v3", AnnotationNodeSelector: "=x",
 		AnnotationHostname: "not a host", AnnotationFlavorID: "small", AnnotationAvailabilityZone: " ",
 		AnnotationInternal: "1", AnnotationPortID: "port-1",
 	}
 	svc := newService("x")
-	svc.Annotations = bad
+	svc.Annotations = annotations(bad)
 	_, err := parseOptions(svc, defaultSettingsForTest())
 	ue, ok := backends.AsUserError(err)
 	if !ok || ue.Reason != annotation.ReasonInvalid {

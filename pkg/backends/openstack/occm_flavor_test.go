@@ -99,7 +99,7 @@ func TestServiceControllerFlavorAndZone(t *testing.T) {
 	e.apply(t, unknown)
 	testutil.Eventually(t, 30*time.Second, "a Warning event for the unknown flavor", func() error {
 		for _, w := range e.warnings(t, unknown.Name) {
-			if strings.HasPrefix(w, reasonOctaviaRefused+": ") && strings.Contains(w, AnnotationFlavorID) {
+			if strings.HasPrefix(w, reasonOctaviaRefused+": ") && strings.Contains(w, string(AnnotationFlavorID)) {
 				return nil
 			}
 		}

@@ -214,7 +214,7 @@ func TestOctaviaBadAnnotationChangesNothing(t *testing.T) {
 	r0, w0 := apiCalls(t, c)
 	_, err := c.lb.EnsureLoadBalancer(context.Background(), "kubernetes", svc, []*corev1.Node{newNode("n", withInternalIP("10.3.0.1"))})
 	ue, ok := backends.AsUserError(err)
-	if !ok || !strings.Contains(err.Error(), AnnotationHealthMonitorMaxRetries) {
+	if !ok || !strings.Contains(err.Error(), string(AnnotationHealthMonitorMaxRetries)) {
 		t.Fatalf("error %v: want a user error naming %s", err, AnnotationHealthMonitorMaxRetries)
 	}
 	if ue.Reason != annotation.ReasonInvalid {
@@ -303,7 +303,7 @@ func TestOctaviaBadAnnotationDoesNotBlockDelete(t *testing.T) {
 	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.8.0.1"))}
 	ensureConverged(t, c.lb, newService("later-bad"), nodes)
 	bad := newService("later-bad", withAnnotation(AnnotationLBMethod, "FASTEST"))
-	if _, err := c.lb.EnsureLoadBalancer(context.Background(), "kubernetes", bad, nodes); err == nil || !strings.Contains(err.Error(), AnnotationLBMethod) {
+	if _, err := c.lb.EnsureLoadBalancer(context.Background(), "kubernetes", bad, nodes); err == nil || !strings.Contains(err.Error(), string(AnnotationLBMethod)) {
 		t.Fatalf("Ensure with a bad annotation: %v, want an error naming %s", err, AnnotationLBMethod)
 	}
 	if _, exists, err := c.lb.GetLoadBalancer(context.Background(), "kubernetes", bad); err != nil || !exists {
