@@ -278,7 +278,7 @@ func crossChecks(r *annotation.Reader, svc *corev1.Service, o *lbOptions) {
 	if o.proxy == "" && !o.xForwardedFor {
 		return
 	}
-	var key annotation.Name = AnnotationProxyProtocol
+	key := AnnotationProxyProtocol
 	if o.xForwardedFor {
 		key = AnnotationXForwardedFor
 	}
