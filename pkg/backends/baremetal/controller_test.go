@@ -11,14 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	restclient "k8s.io/client-go/rest"
-	servicecontroller "k8s.io/cloud-provider/controllers/service"
-	"k8s.io/component-base/featuregate"
-	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	"k8s.io/utils/ptr"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // restartPool holds exactly 128 addresses.
@@ -38,32 +35,16 @@ func runServiceControllerWith(t *testing.T, client kubernetes.Interface, section
 	t.Helper()
 	cloud := newTestCloud(t, section)
 	stopEvents := make(chan struct{})
-	cloud.Initialize(clientBuilder{client}, stopEvents)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	cloud.SetInformers(factory)
-	ctrl, err := servicecontroller.New(cloud, client, factory.Core().V1().Services(), factory.Core().V1().Nodes(), "c1", featuregate.NewFeatureGate())
-	if err != nil {
-		t.Fatalf("service controller: %v", err)
+	cloud.Initialize(testutil.NewClientBuilder(client), stopEvents)
+	stopController := testutil.StartServiceController(t, cloud, client, "c1", 5)
+	var once sync.Once
+	stop := func() {
+		stopController()
+		once.Do(func() { close(stopEvents) })
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	var wg sync.WaitGroup
-	wg.Go(func() { ctrl.Run(ctx, 5, controllersmetrics.NewControllerManagerMetrics("test")) })
-	return cloud, func() {
-		cancel()
-		wg.Wait()
-		factory.Shutdown()
-		close(stopEvents)
-	}
+	t.Cleanup(stop)
+	return cloud, stop
 }
-
-// clientBuilder hands out one client, as the CCM's builder would.
-type clientBuilder struct{ client kubernetes.Interface }
-
-func (b clientBuilder) Config(string) (*restclient.Config, error)   { return &restclient.Config{}, nil }
-func (b clientBuilder) ConfigOrDie(string) *restclient.Config       { return &restclient.Config{} }
-func (b clientBuilder) Client(string) (kubernetes.Interface, error) { return b.client, nil }
-func (b clientBuilder) ClientOrDie(string) kubernetes.Interface     { return b.client }
 
 func createServices(t *testing.T, client kubernetes.Interface, prefix string, n int) {
 	t.Helper()

@@ -17,13 +17,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/informers"
-	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	restclient "k8s.io/client-go/rest"
-	servicecontroller "k8s.io/cloud-provider/controllers/service"
-	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
@@ -88,13 +82,6 @@ type svcEnv struct {
 	ctx     context.Context
 }
 
-type fakeBuilder struct{ client clientset.Interface }
-
-func (b fakeBuilder) Config(string) (*restclient.Config, error)  { return &restclient.Config{}, nil }
-func (b fakeBuilder) ConfigOrDie(string) *restclient.Config      { return &restclient.Config{} }
-func (b fakeBuilder) Client(string) (clientset.Interface, error) { return b.client, nil }
-func (b fakeBuilder) ClientOrDie(string) clientset.Interface     { return b.client }
-
 // newSvcEnv starts the service controller with nodes in the API server.
 // tweak may change the backend's settings first.
 func newSvcEnv(t *testing.T, tweak func(*Settings), nodes ...*corev1.Node) *svcEnv {
@@ -120,18 +107,9 @@ func newSvcEnv(t *testing.T, tweak func(*Settings), nodes ...*corev1.Node) *svcE
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.ctx = ctx
-	r.Initialize(fakeBuilder{e.client}, ctx.Done())
-	factory := informers.NewSharedInformerFactory(e.client, 0)
-	r.SetInformers(factory)
-	ctrl, err := servicecontroller.New(r, e.client, factory.Core().V1().Services(), factory.Core().V1().Nodes(), "kubernetes", utilfeature.DefaultFeatureGate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	var wg sync.WaitGroup
-	wg.Go(func() { ctrl.Run(ctx, 2, controllersmetrics.NewControllerManagerMetrics("test")) })
-	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
+	r.Initialize(testutil.NewClientBuilder(e.client), ctx.Done())
+	testutil.StartServiceController(t, r, e.client, "kubernetes", 2)
+	t.Cleanup(cancel)
 	// Upstream's service controller races its start-up node sync against
 	// its service workers; Services come after it.
 	time.Sleep(time.Second)
