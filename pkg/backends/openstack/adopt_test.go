@@ -3,6 +3,7 @@ package openstack
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -65,11 +66,17 @@ func createLikeOCCM(t *testing.T, c *gophercloud.ServiceClient, svc *corev1.Serv
 		if p.Protocol == corev1.ProtocolUDP {
 			typ = "UDP-CONNECT"
 		}
-		if _, err := monitors.Create(ctx, c, monitors.CreateOpts{
-			Name: fmt.Sprintf("monitor_%d_%s", i, name), PoolID: pool.ID, Type: typ, Delay: 5, Timeout: 3, MaxRetries: 1, MaxRetriesDown: 3,
-		}).Extract(); err != nil {
-			t.Fatalf("creating the OCCM monitor: %v", err)
-		}
+		// Octavia may answer 409 (pool immutable) while the member update
+		// settles, though the load balancer reads ACTIVE: OCCM waits too.
+		testutil.Eventually(t, 60*time.Second, "creating the OCCM monitor", func() error {
+			_, err := monitors.Create(ctx, c, monitors.CreateOpts{
+				Name: fmt.Sprintf("monitor_%d_%s", i, name), PoolID: pool.ID, Type: typ, Delay: 5, Timeout: 3, MaxRetries: 1, MaxRetriesDown: 3,
+			}).Extract()
+			if err != nil && !gophercloud.ResponseCodeIs(err, http.StatusConflict) {
+				t.Fatalf("creating the OCCM monitor: %v", err)
+			}
+			return err
+		})
 		waitActive(t, c, lb.ID)
 	}
 	lb, err = loadbalancers.Get(ctx, c, lb.ID).Extract()
