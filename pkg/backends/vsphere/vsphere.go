@@ -70,7 +70,7 @@ var (
 func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, error) {
 	s, ok := o.Settings.(*Settings)
 	if !ok || s == nil {
-		return nil, fmt.Errorf("vsphere backend %s: settings are %T, want *vsphere.Settings", o.Name, o.Settings)
+		return nil, fmt.Errorf("settings are %T, want *vsphere.Settings", o.Settings)
 	}
 	c := &Cloud{name: o.Name, settings: s}
 	log := klog.FromContext(ctx).WithValues("backend", o.Name)
@@ -88,7 +88,7 @@ func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, erro
 		c.vcenters = append(c.vcenters, vc)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("vsphere backend %s: %w", o.Name, errors.Join(errs...))
+		return nil, errors.Join(errs...)
 	}
 	return c, nil
 }
