@@ -26,7 +26,7 @@ LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 FUZZTIME ?= 10s
 
-.PHONY: image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet control-plane tools clean openstack-up openstack-down metallb gobgp
+.PHONY: image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet upstream-aws control-plane tools clean openstack-up openstack-down metallb gobgp
 
 all: build
 
@@ -71,6 +71,12 @@ unit:
 
 fuzz:
 	bash hack/fuzz.sh $(FUZZTIME)
+
+# Upstream's AWS provider (k8s.io/cloud-provider-aws) unmodified against
+# internal/awsfake: its own Go module (test/upstream-aws), for upstream's
+# heavy dependency tree stays out of ours.
+upstream-aws:
+	cd test/upstream-aws && $(GO) vet ./... && $(GO) test -count=1 -timeout 30m ./...
 
 openstack-up:
 	@mkdir -p $(OUT)

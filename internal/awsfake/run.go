@@ -51,7 +51,9 @@ func (r *Running) Close() error {
 
 // SeedSpec describes a VPC for Seed.
 type SeedSpec struct {
-	// ClusterID, when set, tags the subnets kubernetes.io/cluster/<id>=shared.
+	// ClusterID, when set, tags the subnets kubernetes.io/cluster/<id>=shared
+	// and the instances kubernetes.io/cluster/<id>=owned, as cluster
+	// installers do (upstream's provider takes only instances so tagged).
 	ClusterID string
 	// VPCID is the VPC's ID. Default vpc-0e7a3f1c.
 	VPCID string
@@ -127,6 +129,9 @@ func (s *Server) Seed(spec SeedSpec) Seeded {
 			VPCID: spec.VPCID, SubnetID: out.PrivateSubnets[z], State: "running", PrivateIPs: []string{ip},
 			PrivateDNSName: fmt.Sprintf("ip-%s.%s.compute.internal", strings.ReplaceAll(ip, ".", "-"), s.region), SourceDestCheck: true,
 			SecurityGroups: groups}
+		if spec.ClusterID != "" {
+			in.Tags = map[string]string{"kubernetes.io/cluster/" + spec.ClusterID: "owned"}
+		}
 		s.AddInstance(in)
 		out.Instances = append(out.Instances, in)
 	}
