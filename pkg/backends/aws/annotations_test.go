@@ -687,7 +687,14 @@ func TestManageBackendSecurityGroupRules(t *testing.T) {
 		}
 	}
 	const user = "tcp:443-443:10.0.0.0/8"
-	eventually(t, "the instances' groups allow the NodePort from the backend's group", func() error {
+	eventually(t, "the instances registered and their groups allowing the NodePort from the backend's group", func() error {
+		// The node sync registers the instances and adds the rules in
+		// either order: both must be done before a resync can change nothing.
+		for _, tg := range e.fake.TargetGroups() {
+			if len(tg.Targets) != len(nodes) {
+				return fmt.Errorf("target group %s: targets %v, want the %d instances", tg.Name, tg.Targets, len(nodes))
+			}
+		}
 		return rules(map[string]string{single: "tcp:30080-30080:OURS," + user, tagged: "tcp:30080-30080:OURS," + user, other: user})(e)
 	})
 	a.resyncChangesNothing()
