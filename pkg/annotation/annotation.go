@@ -36,3 +36,24 @@ const (
 	// their ports clash (same port and protocol).
 	AllowSharedIP Name = "multicloud-ccm.io/allow-shared-ip"
 )
+
+const (
+	// LoadBalancerServedBy (Service annotation, backend name, written by the
+	// router, default: none) names the backend whose load balancer serves
+	// the Service, whether chosen by multicloud-ccm.io/load-balancer-backend,
+	// by a loadBalancer.classes entry or by the config's default. Set after
+	// each successful EnsureLoadBalancer, removed when the Service no longer
+	// has a load balancer from us. Read-only: edit load-balancer-backend to
+	// move it.
+	LoadBalancerServedBy Name = "multicloud-ccm.io/load-balancer-served-by"
+
+	// LoadBalancerID (Service annotation, string, written by the router,
+	// default: none) is the cloud's own ID of the Service's load balancer as
+	// its backend reports it, the way cloud-provider-openstack writes
+	// loadbalancer.openstack.org/load-balancer-id: the NLB's ARN (aws), the
+	// Octavia load balancer's UUID (openstack). Absent when the backend has
+	// no cloud object to name: a bare-metal load balancer is its addresses,
+	// shown in the Service's status. Set and removed with
+	// load-balancer-served-by. Read-only.
+	LoadBalancerID Name = "multicloud-ccm.io/load-balancer-id"
+)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
@@ -155,13 +156,71 @@ func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names 
 }
 
 // writeRecord applies change to the Service's record as the API server
-// has it, guarded by its resourceVersion, and remembers the result. Without
-// a client (a router never initialised), only the memory is updated.
+// has it, guarded by its resourceVersion, and remembers the result. A record
+// left empty also drops the annotations naming the serving backend and its
+// load balancer (see markServed). Without a client (a router never
+// initialised), only the memory is updated.
 func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(lbRecord) lbRecord) error {
 	if r.client == nil {
 		r.remember(svc.UID, change(r.current(svc)))
 		return nil
 	}
+	return r.patchAnnotations(ctx, svc, goneOK, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
+		old := r.baseline(cur)
+		next := change(old)
+		changes := map[annotation.Name]*string{}
+		if !old.known || old.value() != next.value() {
+			changes[annotation.LoadBalancerBackends] = ptr.To(next.value())
+		}
+		if len(next.names) == 0 {
+			setAnnotation(changes, cur, annotation.LoadBalancerServedBy, "")
+			setAnnotation(changes, cur, annotation.LoadBalancerID, "")
+		}
+		return changes, func() { r.remember(svc.UID, next) }
+	})
+}
+
+// markServed writes on the Service which backend serves its load balancer
+// and the ID the backend reported for it ("" removes the ID annotation).
+// Nothing is written when the Service already says so, so the annotation
+// change re-runs the service controller's sync once at most: that sync
+// finds the same values and writes nothing.
+func (r *Router) markServed(ctx context.Context, svc *corev1.Service, b *backend, id string) error {
+	if r.client == nil {
+		return nil
+	}
+	err := r.patchAnnotations(ctx, svc, true, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
+		changes := map[annotation.Name]*string{}
+		setAnnotation(changes, cur, annotation.LoadBalancerServedBy, b.Name)
+		setAnnotation(changes, cur, annotation.LoadBalancerID, id)
+		return changes, func() {}
+	})
+	if err != nil {
+		return fmt.Errorf("service %s/%s: writing annotations %s and %s: %w", svc.Namespace, svc.Name,
+			annotation.LoadBalancerServedBy, annotation.LoadBalancerID, err)
+	}
+	return nil
+}
+
+// setAnnotation adds to changes what makes cur's annotation name say value
+// ("": absent), if it does not already.
+func setAnnotation(changes map[annotation.Name]*string, cur *corev1.Service, name annotation.Name, value string) {
+	got, ok := cur.Annotations[string(name)]
+	switch {
+	case value == "" && ok:
+		changes[name] = nil
+	case value != "" && got != value:
+		changes[name] = ptr.To(value)
+	}
+}
+
+// patchAnnotations is the one writer of the router's Service annotations:
+// desired, given the Service as the API server has it, returns the
+// annotation changes (nil removes one) and what to do once they are
+// written. The patch is guarded by the resourceVersion and retried on
+// conflict; nothing is sent when there is nothing to change. With goneOK, a
+// Service that is gone is forgotten instead of an error.
+func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, goneOK bool, desired func(*corev1.Service) (map[annotation.Name]*string, func())) error {
 	services := r.client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
@@ -175,15 +234,14 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 			}
 			return err
 		}
-		old := r.baseline(cur)
-		next := change(old)
-		if old.known && old.value() == next.value() {
-			r.remember(svc.UID, next)
+		changes, done := desired(cur)
+		if len(changes) == 0 {
+			done()
 			return nil
 		}
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": cur.ResourceVersion,
-			"annotations":     map[string]string{string(annotation.LoadBalancerBackends): next.value()},
+			"annotations":     changes,
 		}})
 		if err != nil {
 			return err
@@ -191,7 +249,7 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 		if _, err := services.Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return err
 		}
-		r.remember(svc.UID, next)
+		done()
 		return nil
 	})
 }

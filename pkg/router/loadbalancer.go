@@ -79,7 +79,9 @@ func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, se
 // EnsureLoadBalancer records the target backend on the Service, creates or
 // updates the load balancer there, handing it only the nodes it can target,
 // then removes it from every other backend that may still hold one (the
-// annotation may have moved it). A Service no backend serves gets
+// annotation may have moved it), and writes on the Service the backend
+// serving it and the load-balancer ID that backend reported (markServed).
+// A Service no backend serves gets
 // ImplementedElsewhere, after any load balancer we made for it earlier is
 // removed and its address cleared from the Service's status.
 func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
@@ -103,12 +105,16 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	if err := r.addToRecord(ctx, service, target); err != nil {
 		return nil, err
 	}
-	status, err := target.ensureLoadBalancer(ctx, clusterName, service, target.targetable(service, nodes))
+	idCtx, reportedID := backends.WithLoadBalancerIDReport(ctx)
+	status, err := target.ensureLoadBalancer(idCtx, clusterName, service, target.targetable(service, nodes))
 	if err != nil {
 		r.recordServiceError(ctx, service, err)
 		return nil, err
 	}
 	if err := r.evict(ctx, clusterName, service, target); err != nil {
+		return nil, err
+	}
+	if err := r.markServed(ctx, service, target, reportedID()); err != nil {
 		return nil, err
 	}
 	return status, nil

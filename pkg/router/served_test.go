@@ -1,0 +1,135 @@
+package router
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// idCloud is an lbCloud that reports its load balancer's ID, as the AWS and
+// OpenStack backends do, and counts EnsureLoadBalancer calls.
+type idCloud struct {
+	*lbCloud
+	ensures atomic.Int64
+}
+
+func (c *idCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+
+func (c *idCloud) EnsureLoadBalancer(ctx context.Context, cluster string, s *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	c.ensures.Add(1)
+	backends.ReportLoadBalancerID(ctx, "lb-"+string(s.UID))
+	return c.lbCloud.EnsureLoadBalancer(ctx, cluster, s, nodes)
+}
+
+func servedAnnotations(s *corev1.Service) (by, id string, hasID bool) {
+	id, hasID = s.Annotations[string(annotation.LoadBalancerID)]
+	return s.Annotations[string(annotation.LoadBalancerServedBy)], id, hasID
+}
+
+// TestServiceControllerServedAnnotations drives the upstream service
+// controller: a served Service carries the backend serving it and the
+// cloud's load-balancer ID, written once; the syncs that write re-runs
+// (upstream re-ensures on any annotation change) write nothing, so it
+// converges; a move rewrites them; a Service that stops being a
+// LoadBalancer loses them.
+func TestServiceControllerServedAnnotations(t *testing.T) {
+	other := &idCloud{lbCloud: newLBCloud("other", "198.51.100.7")}
+	r := metalRouter(t, "error", Backend{Name: "other", Type: "aws", Scheme: "aws", Cloud: other})
+	svc := newService("shop", withLBBackend("other"))
+	c := startCluster(t, r, svc)
+	// writes counts the router's writes: Service writes but the status
+	// subresource's (upstream's finalizer and status patches; a sync that
+	// started from an informer copy older than its predecessor's status
+	// patch repeats that patch, with the same value).
+	var writes atomic.Int64
+	c.client.PrependReactor("*", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if v := a.GetVerb(); (v == "patch" || v == "update") && a.GetSubresource() == "" {
+			writes.Add(1)
+		}
+		return false, nil, nil
+	})
+	runServiceController(t, c)
+
+	eventually(t, "the backend and the ID on the Service", func() bool {
+		by, id, _ := servedAnnotations(c.service(t, "shop"))
+		return by == "other" && id == "lb-"+string(svc.UID) && ingressIP(c.service(t, "shop")) == "198.51.100.7"
+	})
+	// The first sync writes the record (load-balancer-backends) before the
+	// load balancer, the served annotations after it: each annotation write
+	// re-runs the controller's sync (it compares annotations), and those
+	// syncs find everything written and write nothing. The record alone
+	// costs one extra sync; the served annotations one more at most (when
+	// the informer delivers their change after the next sync started).
+	eventually(t, "the extra sync", func() bool { return other.ensures.Load() >= 2 })
+	w := writes.Load()
+	if w != 2 {
+		t.Errorf("the router wrote the Service %d times, want 2 (the record, then the served annotations)", w)
+	}
+	consistently(t, time.Second, "no further write, two extra syncs at most", func() bool {
+		if n := other.ensures.Load(); n > 3 || writes.Load() != w {
+			t.Logf("EnsureLoadBalancer ran %d times; %d writes by the router, then %d", n, w, writes.Load())
+			return false
+		}
+		return true
+	})
+
+	// Moved to bare metal, which reports no ID: the backend changes and the
+	// ID goes.
+	s := c.service(t, "shop")
+	s.Annotations[string(annotation.LoadBalancerBackend)] = "metal"
+	if _, err := c.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new backend on the Service, without an ID", func() bool {
+		by, _, hasID := servedAnnotations(c.service(t, "shop"))
+		return by == "metal" && !hasID && ingressIP(c.service(t, "shop")) != "198.51.100.7"
+	})
+
+	// No longer a LoadBalancer: the load balancer goes, and the annotations
+	// naming it with it.
+	s = c.service(t, "shop")
+	s.Spec.Type = corev1.ServiceTypeClusterIP
+	if _, err := c.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the finalizer removed", func() bool { return len(c.service(t, "shop").Finalizers) == 0 })
+	if by, id, hasID := servedAnnotations(c.service(t, "shop")); by != "" || hasID {
+		t.Errorf("a Service without a load balancer still says served by %q, ID %q", by, id)
+	}
+}
+
+// consistently fails the test if cond does not hold throughout d. Call it
+// only after an eventually has shown the controller in question acted.
+func consistently(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if !cond() {
+			t.Fatalf("%s: did not hold", what)
+		}
+	}
+}
+
+// TestReportLoadBalancerIDOutsideACall: a report with no router listening
+// is dropped, and the last report wins.
+func TestReportLoadBalancerIDOutsideACall(t *testing.T) {
+	backends.ReportLoadBalancerID(context.Background(), "x") // No panic, no effect.
+	ctx, got := backends.WithLoadBalancerIDReport(context.Background())
+	if got() != "" {
+		t.Errorf("nothing reported: got %q", got())
+	}
+	backends.ReportLoadBalancerID(ctx, "a")
+	backends.ReportLoadBalancerID(ctx, "b")
+	if got() != "b" {
+		t.Errorf("got %q, want the last report", got())
+	}
+}
