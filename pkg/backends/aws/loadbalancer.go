@@ -133,6 +133,7 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 	if lb.State != nil && lb.State.Code == elbtypes.LoadBalancerStateEnumProvisioning {
 		return nil, api.NewRetryError(fmt.Sprintf("load balancer %s is still provisioning", awssdk.ToString(lb.LoadBalancerName)), provisioningRetry)
 	}
+	backends.ReportLoadBalancerID(ctx, awssdk.ToString(lb.LoadBalancerArn))
 	return statusOf(lb), nil
 }
 
