@@ -286,6 +286,7 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 	if err != nil {
 		return nil, err
 	}
+	backends.ReportLoadBalancerID(ctx, lb.ID)
 	return status(addr, o), nil
 }
 
