@@ -100,6 +100,7 @@ func (b *backend) done(op operation, start time.Time, err error) {
 	res := resultSuccess
 	if err != nil {
 		res = resultError
+		b.metrics.errors[op][classify(err)].Inc()
 	}
 	b.metrics.requests[op][res].Inc()
 	b.metrics.duration[op].Observe(time.Since(start).Seconds())

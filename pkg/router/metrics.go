@@ -58,12 +58,21 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"backend", "operation"})
 
+	backendErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "backend",
+		Name:           "errors_total",
+		Help:           "Calls the router made to a backend that returned an error, by backend, operation and class (throttled, auth, not_found, other); per backend and operation they sum to requests_total{result=\"error\"}.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"backend", "operation", "class"})
+
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(backendRequests, backendDuration)
+		legacyregistry.MustRegister(backendRequests, backendDuration, backendErrors)
+		legacyregistry.CustomMustRegister(served)
 	})
 }
 
@@ -72,6 +81,7 @@ func registerMetrics() {
 type backendMetrics struct {
 	requests [numOperations][numResults]metrics.CounterMetric
 	duration [numOperations]metrics.ObserverMetric
+	errors   [numOperations][numErrorClasses]metrics.CounterMetric
 }
 
 func newBackendMetrics(backend string) *backendMetrics {
@@ -82,6 +92,9 @@ func newBackendMetrics(backend string) *backendMetrics {
 			m.requests[op][res] = backendRequests.WithLabelValues(backend, op.String(), resultNames[res])
 		}
 		m.duration[op] = backendDuration.WithLabelValues(backend, op.String())
+		for c := errorClass(0); c < numErrorClasses; c++ {
+			m.errors[op][c] = backendErrors.WithLabelValues(backend, op.String(), c.String())
+		}
 	}
 	return m
 }

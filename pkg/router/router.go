@@ -232,6 +232,11 @@ func (r *Router) SetInformers(factory informers.SharedInformerFactory) {
 // backends.
 func (r *Router) setInformers(factory informers.SharedInformerFactory) {
 	r.nodeLister = factory.Core().V1().Nodes().Lister()
+	var services corelisters.ServiceLister
+	if len(r.lbs) > 0 {
+		services = factory.Core().V1().Services().Lister()
+	}
+	r.countServed(r.nodeLister, services)
 	if len(r.lbs) > 0 {
 		r.forgetDeletedServices(factory)
 		if r.stop == nil {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,7 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 
+	mcctestutil "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -131,5 +135,38 @@ func TestReportLoadBalancerIDOutsideACall(t *testing.T) {
 	backends.ReportLoadBalancerID(ctx, "b")
 	if got() != "b" {
 		t.Errorf("got %q, want the last report", got())
+	}
+}
+
+// TestServedMetrics: per backend, the Nodes labelled with it and the
+// Services annotated as served by it, counted from the informers at each
+// scrape, 0 for a backend serving none; no node gauge for a backend
+// without instances ("other" here).
+func TestServedMetrics(t *testing.T) {
+	r, _ := metalAndOther(t)
+	served := func(backend string) mcctestutil.ServiceTweak {
+		return func(s *corev1.Service) {
+			s.Annotations = map[string]string{string(annotation.LoadBalancerServedBy): backend}
+		}
+	}
+	c := startCluster(t, r,
+		newNode("a", withLabel(string(annotation.NodeBackend), "metal")),
+		newNode("b", withLabel(string(annotation.NodeBackend), "metal")),
+		newNode("c", withLabel(string(annotation.NodeBackend), "other")),
+		newNode("d"),
+		newService("s1", served("metal")), newService("s2", served("metal")), newService("s3"),
+	)
+	c.run(t, func(context.Context) {})
+	want := `
+# HELP multicloud_ccm_backend_load_balancers [ALPHA] LoadBalancer Services a backend serves: Services annotated multicloud-ccm.io/load-balancer-served-by with its name.
+# TYPE multicloud_ccm_backend_load_balancers gauge
+multicloud_ccm_backend_load_balancers{backend="metal"} 2
+multicloud_ccm_backend_load_balancers{backend="other"} 0
+# HELP multicloud_ccm_backend_nodes [ALPHA] Nodes a backend serves: Nodes labelled multicloud-ccm.io/backend with its name.
+# TYPE multicloud_ccm_backend_nodes gauge
+multicloud_ccm_backend_nodes{backend="metal"} 2
+`
+	if err := testutil.GatherAndCompare(legacyregistry.DefaultGatherer, strings.NewReader(want), "multicloud_ccm_backend_nodes", "multicloud_ccm_backend_load_balancers"); err != nil {
+		t.Error(err)
 	}
 }

@@ -1,0 +1,90 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/gophercloud/gophercloud/v2"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// TestClassify uses the SDKs' own error types (the router recognises them
+// by their methods, without importing the SDKs), wrapped as backends wrap
+// them.
+func TestClassify(t *testing.T) {
+	awsErr := func(code string) error {
+		return fmt.Errorf("describing instances: %w", &smithy.GenericAPIError{Code: code, Message: "m"})
+	}
+	awsHTTP := func(status int) error {
+		return fmt.Errorf("operation error: %w", &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: errors.New("x")})
+	}
+	gopher := func(status int) error {
+		return fmt.Errorf("listing load balancers: %w", gophercloud.ErrUnexpectedResponseCode{Actual: status, Expected: []int{200}})
+	}
+	cases := []struct {
+		err  error
+		want errorClass
+	}{
+		{awsErr("Throttling"), classThrottled},
+		{awsErr("RequestLimitExceeded"), classThrottled},
+		{awsErr("AuthFailure"), classAuth},
+		{awsErr("InvalidClientTokenId"), classAuth},
+		{awsErr("UnauthorizedOperation"), classAuth},
+		{awsErr("InvalidInstanceID.NotFound"), classNotFound},
+		{awsErr("LoadBalancerNotFound"), classNotFound},
+		{awsErr("InvalidParameterValue"), classOther},
+		{awsHTTP(http.StatusTooManyRequests), classThrottled},
+		{awsHTTP(http.StatusForbidden), classAuth},
+		{awsHTTP(http.StatusInternalServerError), classOther},
+		{gopher(http.StatusUnauthorized), classAuth},
+		{gopher(http.StatusTooManyRequests), classThrottled},
+		{gopher(http.StatusNotFound), classNotFound},
+		{gopher(http.StatusConflict), classOther},
+		{fmt.Errorf("x: %w", cloudprovider.InstanceNotFound), classNotFound},
+		{context.DeadlineExceeded, classOther},
+		{backends.NewUserError("BadThing", errors.New("fix it")), classOther},
+		{api.NewRetryError("provisioning", 0), classOther},
+	}
+	for _, tc := range cases {
+		if got := classify(tc.err); got != tc.want {
+			t.Errorf("classify(%v) = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestErrorsByClassMetric: each failed call counts once, under its
+// operation and class, beside requests_total's error count.
+func TestErrorsByClassMetric(t *testing.T) {
+	name := "errclass-" + t.Name()
+	cloud := instanceCloud(true, nil)
+	r := mustRouter(t, testConfig(), awsB(name, cloud))
+	node := newNode("n", withProviderID("aws:///us-east-1a/i-1"))
+	for _, err := range []error{
+		&smithy.GenericAPIError{Code: "Throttling"}, &smithy.GenericAPIError{Code: "Throttling"},
+		&smithy.GenericAPIError{Code: "AuthFailure"}, errors.New("connection refused"), nil,
+	} {
+		cloud.ErrByProviderID = err
+		_, _ = r.InstanceExists(context.Background(), node)
+	}
+	count := func(class string) float64 {
+		v, err := testutil.GetCounterMetricValue(backendErrors.WithLabelValues(name, "InstanceExists", class))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	got := fmt.Sprint(count("throttled"), count("auth"), count("not_found"), count("other"))
+	errs, _ := testutil.GetCounterMetricValue(backendRequests.WithLabelValues(name, "InstanceExists", "error"))
+	if got != "2 1 0 1" || errs != 4 {
+		t.Errorf("errors by class (throttled auth not_found other) = %s, requests with an error = %v; want 2 1 0 1 and 4", got, errs)
+	}
+}
