@@ -40,8 +40,12 @@ route call to the backend (` + strings.Join(backends.Types(), ", ") + `) it conc
 Run it with --cloud-provider=multicloud --cloud-config=FILE and the usual
 cloud-controller-manager flags. Check a cloud-config file offline with:
 
-  multicloud-ccm config validate --cloud-config FILE`
-	cmd.AddCommand(newConfigCommand())
+  multicloud-ccm config validate --cloud-config FILE
+
+See where nodes and load balancers went (read-only, from the API server):
+
+  multicloud-ccm status [--kubeconfig FILE] [-o table|json|yaml]`
+	cmd.AddCommand(newConfigCommand(), newStatusCommand())
 	withProductVersion(cmd, os.Stdout)
 	os.Exit(cli.Run(cmd))
 }

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+func newStatusCommand() *cobra.Command {
+	var kubeconfig, output string
+	cmd := &cobra.Command{
+		Use:   "status [--kubeconfig FILE] [-o table|json|yaml]",
+		Short: "Show where nodes and load balancers went, read from the API server",
+		Long: `Status shows the routing at a glance, read-only, from the API server the
+kubeconfig names (--kubeconfig, else $KUBECONFIG, else ~/.kube/config): the
+backends with the nodes and load balancers they serve; the nodes by backend
+with their providerID, zone and latest Warning event; the LoadBalancer
+Services by backend, how the backend was chosen (class, annotation or the
+default), their address and the cloud's load-balancer ID. It reads what the
+CCM writes on the objects: the Node label multicloud-ccm.io/backend and the
+Service annotations multicloud-ccm.io/load-balancer-served-by and
+multicloud-ccm.io/load-balancer-id.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// No log set-up: a command-line reader logs nothing.
+		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" && output != "yaml" {
+				return fmt.Errorf("--output must be table, json or yaml, not %q", output)
+			}
+			client, err := statusClient(kubeconfig)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
+			defer cancel()
+			st, err := readStatus(ctx, client)
+			if err != nil {
+				return err
+			}
+			return printStatus(cmd.OutOrStdout(), st, output)
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
+	plainHelp(cmd)
+	return cmd
+}
+
+func statusClient(kubeconfig string) (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// status is what the status command shows (and prints as JSON or YAML).
+type status struct {
+	Backends []backendStatus `json:"backends"`
+	Nodes    []nodeStatus    `json:"nodes"`
+	Services []serviceStatus `json:"loadBalancers"`
+}
+
+// backendStatus is one backend as the objects show it.
+type backendStatus struct {
+	Name          string `json:"name"`
+	Nodes         int    `json:"nodes"`
+	LoadBalancers int    `json:"loadBalancers"`
+}
+
+// nodeStatus is one Node.
+type nodeStatus struct {
+	Backend    string `json:"backend"`
+	Name       string `json:"name"`
+	ProviderID string `json:"providerID"`
+	Zone       string `json:"zone"`
+	Warning    string `json:"warning,omitempty"`
+}
+
+// serviceStatus is one LoadBalancer Service.
+type serviceStatus struct {
+	Backend        string `json:"backend"`
+	Namespace      string `json:"namespace"`
+	Name           string `json:"name"`
+	ChosenBy       string `json:"chosenBy"`
+	Address        string `json:"address"`
+	LoadBalancerID string `json:"loadBalancerID,omitempty"`
+}
+
+func readStatus(ctx context.Context, client kubernetes.Interface) (*status, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	services, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing services: %w", err)
+	}
+	warnings, err := nodeWarnings(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	st := &status{Backends: []backendStatus{}, Nodes: []nodeStatus{}, Services: []serviceStatus{}}
+	counts := map[string]*backendStatus{}
+	count := func(name string) *backendStatus {
+		if counts[name] == nil {
+			counts[name] = &backendStatus{Name: name}
+		}
+		return counts[name]
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		ns := nodeStatus{Backend: n.Labels[string(annotation.NodeBackend)], Name: n.Name, ProviderID: n.Spec.ProviderID,
+			Zone: n.Labels[corev1.LabelTopologyZone], Warning: warnings[n.Name]}
+		st.Nodes = append(st.Nodes, ns)
+		if ns.Backend != "" {
+			count(ns.Backend).Nodes++
+		}
+	}
+	for i := range services.Items {
+		s := &services.Items[i]
+		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		ss := serviceOf(s)
+		st.Services = append(st.Services, ss)
+		if ss.Backend != "" {
+			count(ss.Backend).LoadBalancers++
+		}
+	}
+	for _, b := range counts {
+		st.Backends = append(st.Backends, *b)
+	}
+	sortStatus(st)
+	return st, nil
+}
+
+func serviceOf(s *corev1.Service) serviceStatus {
+	ss := serviceStatus{Backend: s.Annotations[string(annotation.LoadBalancerServedBy)], Namespace: s.Namespace, Name: s.Name,
+		ChosenBy: "default", LoadBalancerID: s.Annotations[string(annotation.LoadBalancerID)]}
+	switch {
+	case s.Spec.LoadBalancerClass != nil:
+		ss.ChosenBy = "class " + *s.Spec.LoadBalancerClass
+	case s.Annotations[string(annotation.LoadBalancerBackend)] != "":
+		ss.ChosenBy = "annotation"
+	}
+	var addrs []string
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		addrs = append(addrs, in.IP+in.Hostname)
+	}
+	ss.Address = strings.Join(addrs, ",")
+	return ss
+}
+
+// nodeWarnings returns each Node's latest Warning event's reason and
+// message.
+func nodeWarnings(ctx context.Context, client kubernetes.Interface) (map[string]string, error) {
+	events, err := client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
+			fields.OneTermEqualSelector("involvedObject.kind", "Node")).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	latest := map[string]corev1.Event{}
+	for _, e := range events.Items {
+		if e.Type != corev1.EventTypeWarning || e.InvolvedObject.Kind != "Node" {
+			continue // a server that ignored the field selector
+		}
+		name := e.InvolvedObject.Name
+		if cur, ok := latest[name]; !ok || eventTime(e).After(eventTime(cur)) {
+			latest[name] = e
+		}
+	}
+	out := map[string]string{}
+	for name, e := range latest {
+		out[name] = e.Reason + ": " + e.Message
+	}
+	return out, nil
+}
+
+func eventTime(e corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	return e.EventTime.Time
+}
+
+func sortStatus(st *status) {
+	slices.SortFunc(st.Backends, func(a, b backendStatus) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(st.Nodes, func(a, b nodeStatus) int {
+		return strings.Compare(a.Backend+"\x00"+a.Name, b.Backend+"\x00"+b.Name)
+	})
+	slices.SortFunc(st.Services, func(a, b serviceStatus) int {
+		return strings.Compare(a.Backend+"\x00"+a.Namespace+"/"+a.Name, b.Backend+"\x00"+b.Namespace+"/"+b.Name)
+	})
+}
+
+func printStatus(w io.Writer, st *status, output string) error {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	case "yaml":
+		out, err := yaml.Marshal(st)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(out)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tNODES\tLOAD BALANCERS")
+	for _, b := range st.Backends {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", b.Name, b.Nodes, b.LoadBalancers)
+	}
+	fmt.Fprintln(tw, "\nBACKEND\tNODE\tPROVIDER ID\tZONE\tWARNING")
+	for _, n := range st.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(n.Backend), n.Name, dash(n.ProviderID), dash(n.Zone), dash(n.Warning))
+	}
+	fmt.Fprintln(tw, "\nBACKEND\tSERVICE\tCHOSEN BY\tADDRESS\tLOAD BALANCER ID")
+	for _, s := range st.Services {
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", dash(s.Backend), s.Namespace, s.Name, s.ChosenBy, dash(s.Address), dash(s.LoadBalancerID))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
