@@ -1,8 +1,10 @@
 package foundation
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -19,7 +21,7 @@ import (
 // annotation status reads; the table has its three sections.
 func TestStatus(t *testing.T) {
 	t.Parallel()
-	cp, _ := shared(t)
+	cp, ccm := shared(t)
 	ctx := ctxFor(t)
 	createService(ctx, t, "status-lb", framework.WithAnnotation(string(annotation.LoadBalancerBackend), "metal2"))
 	framework.Eventually(t, settle, "status-lb served by metal2", framework.ServiceMatches(cp.Client, ns, "status-lb", oneIngressIn(metal2Pool)))
@@ -66,4 +68,26 @@ func TestStatus(t *testing.T) {
 			t.Errorf("status table: exit %d, no %q:\n%s", code, h, out)
 		}
 	}
+
+	// The same counts on /metrics, from the CCM's informers.
+	framework.Eventually(t, settle, "served gauges in /metrics", func(ctx context.Context) (bool, string, error) {
+		code, body, err := ccm.Get(ctx, "/metrics")
+		if err != nil || code != http.StatusOK {
+			return false, fmt.Sprintf("%d %v", code, err), nil
+		}
+		var lines []string
+		for _, l := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(l, "multicloud_ccm_backend_load_balancers{") || strings.HasPrefix(l, "multicloud_ccm_backend_nodes{") {
+				lines = append(lines, l)
+			}
+		}
+		joined := strings.Join(lines, "\n")
+		ok := strings.Contains(joined, `multicloud_ccm_backend_nodes{backend="metal"}`) &&
+			strings.Contains(joined, `multicloud_ccm_backend_load_balancers{backend="metal2"}`) &&
+			!strings.Contains(joined, `multicloud_ccm_backend_load_balancers{backend="metal2"} 0`)
+		if ok {
+			t.Logf("served gauges:\n%s", joined)
+		}
+		return ok, joined, nil
+	})
 }
