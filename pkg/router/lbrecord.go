@@ -189,6 +189,12 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, b *backend
 	if r.client == nil {
 		return nil
 	}
+	deferred := map[annotation.Name]*string{}
+	setAnnotation(deferred, svc, annotation.LoadBalancerServedBy, b.Name)
+	setAnnotation(deferred, svc, annotation.LoadBalancerID, id)
+	if deferServed(ctx, deferred) {
+		return nil
+	}
 	err := r.patchAnnotations(ctx, svc, true, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
 		changes := map[annotation.Name]*string{}
 		setAnnotation(changes, cur, annotation.LoadBalancerServedBy, b.Name)

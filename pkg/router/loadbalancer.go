@@ -102,6 +102,9 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 		}
 		return nil, cloudprovider.ImplementedElsewhere
 	}
+	if r.wasDeleted(service.UID) {
+		return nil, fmt.Errorf("service %s/%s: its load balancer was deleted with the Service; not creating it again", service.Namespace, service.Name)
+	}
 	if err := r.addToRecord(ctx, service, target); err != nil {
 		return nil, err
 	}
@@ -163,6 +166,9 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 		done = append(done, b.Name)
 	})
 	err = errors.Join(err, r.dropFromRecord(ctx, service, done))
+	if err == nil {
+		r.markDeleted(service)
+	}
 	r.recordServiceError(ctx, service, err)
 	return err
 }

@@ -180,6 +180,7 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 		return Changes{}, err
 	}
 	g.r.recorded = old.r.recordedCopy()
+	g.r.deleted = old.r.deletedCopy()
 	for _, apply := range ch.applies {
 		apply()
 	}

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
@@ -72,6 +73,10 @@ type Router struct {
 	// last wrote (see lbrecord.go); Services with an empty record have no
 	// entry, and entries go when their Service does.
 	recorded map[types.UID][]string
+	// deleted holds, per Service UID, when the router finished deleting the
+	// load balancer of that Service while it was being deleted (see
+	// markDeleted).
+	deleted map[types.UID]time.Time
 	// svcLocks serialises load-balancer calls per Service UID.
 	svcLocks map[types.UID]*svcLock
 	// clusterName is the last cluster name the service controller passed.
@@ -159,6 +164,7 @@ func assemble(cfg *config.CloudConfig, bs []*backend) (*Router, error) {
 		byScheme:   map[string][]*backend{},
 		recorded:   map[types.UID][]string{},
 		svcLocks:   map[types.UID]*svcLock{},
+		deleted:    map[types.UID]time.Time{},
 		routeOwner: map[string]*backend{},
 	}
 	for _, nb := range bs {

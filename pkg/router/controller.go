@@ -1,0 +1,119 @@
+package router
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// What a load-balancer controller that writes its own Service patches (see
+// pkg/lbcontroller) needs from the router, so that a new Service costs it
+// two writes: its finalizer together with the record (PrepareLoadBalancer),
+// and its status together with the served annotations
+// (DeferServedAnnotations).
+
+// PrepareLoadBalancer returns the annotation changes the router would write
+// on service before ensuring its load balancer: the record naming the
+// target backend (see lbrecord.go). nil when there are none, or when the
+// Service has no target (EnsureLoadBalancer then reports why). A controller
+// that writes them in the same request as its finalizer, guarded by the
+// resourceVersion, and hands the patched Service to EnsureLoadBalancer
+// makes the router write nothing before the backend's calls.
+func (r *Router) PrepareLoadBalancer(service *corev1.Service) map[string]*string {
+	target, err := r.lbTarget(service)
+	if err != nil || target == nil || r.recordOf(service).has(target.Name) {
+		return nil
+	}
+	return map[string]*string{
+		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).with(target.Name).value()),
+	}
+}
+
+// PrepareLoadBalancer is the current configuration's.
+func (rl *Reloadable) PrepareLoadBalancer(service *corev1.Service) map[string]*string {
+	return rl.Current().PrepareLoadBalancer(service)
+}
+
+type servedDeferralKey struct{}
+
+// servedDeferral holds the served annotations' changes markServed left to
+// the caller.
+type servedDeferral struct {
+	mu      sync.Mutex
+	changes map[string]*string
+}
+
+// DeferServedAnnotations returns a context under which EnsureLoadBalancer
+// does not write the annotations naming the serving backend and its load
+// balancer's ID, and a function returning the changes it would have
+// written (nil values remove an annotation), relative to the Service it
+// was given. A controller that patches the Service's status afterwards
+// sends them in that same request.
+func DeferServedAnnotations(ctx context.Context) (context.Context, func() map[string]*string) {
+	d := &servedDeferral{}
+	return context.WithValue(ctx, servedDeferralKey{}, d), func() map[string]*string {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.changes
+	}
+}
+
+// deferServed keeps changes for DeferServedAnnotations' caller, if ctx
+// comes from it.
+func deferServed(ctx context.Context, changes map[annotation.Name]*string) bool {
+	d, ok := ctx.Value(servedDeferralKey{}).(*servedDeferral)
+	if !ok {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.changes = make(map[string]*string, len(changes))
+	for k, v := range changes {
+		d.changes[string(k)] = v
+	}
+	return true
+}
+
+// deletedFor is how long the router refuses to ensure a load balancer for
+// a Service whose deletion it completed: longer than any queued call can
+// wait for the Service's lock.
+const deletedFor = 10 * time.Minute
+
+// markDeleted remembers that the load balancer of a Service being deleted
+// is gone, so a call queued behind the delete with an older copy of the
+// Service (a node sync, a drift repair) cannot create it again.
+func (r *Router) markDeleted(service *corev1.Service) {
+	if service.DeletionTimestamp == nil {
+		return
+	}
+	r.lbMu.Lock()
+	defer r.lbMu.Unlock()
+	now := time.Now()
+	for uid, at := range r.deleted {
+		if now.Sub(at) > deletedFor {
+			delete(r.deleted, uid)
+		}
+	}
+	r.deleted[service.UID] = now
+}
+
+// wasDeleted reports whether markDeleted saw the Service's UID recently.
+func (r *Router) wasDeleted(uid types.UID) bool {
+	r.lbMu.Lock()
+	defer r.lbMu.Unlock()
+	at, ok := r.deleted[uid]
+	return ok && time.Since(at) <= deletedFor
+}
+
+func (r *Router) deletedCopy() map[types.UID]time.Time {
+	r.lbMu.Lock()
+	defer r.lbMu.Unlock()
+	return maps.Clone(r.deleted)
+}

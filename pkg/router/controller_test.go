@@ -1,0 +1,104 @@
+package router
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// writes counts the clientset's mutating requests.
+func writes(actions []k8stesting.Action) int {
+	n := 0
+	for _, a := range actions {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete":
+			n++
+		}
+	}
+	return n
+}
+
+// TestPreparedServiceCostsNoRouterWrites: a controller that writes
+// PrepareLoadBalancer's record itself and ensures under
+// DeferServedAnnotations makes the router write nothing to the API server,
+// and receives the served annotations to send with its status.
+func TestPreparedServiceCostsNoRouterWrites(t *testing.T) {
+	r, a, _ := twoClouds(t)
+	c := startCluster(t, r, newService("s", withLBBackend("a")))
+	svc := c.service(t, "s")
+
+	prep := r.PrepareLoadBalancer(svc)
+	rec := prep[string(annotation.LoadBalancerBackends)]
+	if len(prep) != 1 || rec == nil || *rec != "a" {
+		t.Fatalf("PrepareLoadBalancer = %v, want the record naming a", prep)
+	}
+	svc.Annotations[string(annotation.LoadBalancerBackends)] = *rec
+	if got := r.PrepareLoadBalancer(svc); got != nil {
+		t.Errorf("PrepareLoadBalancer on a recorded Service = %v, want nil", got)
+	}
+
+	c.client.ClearActions()
+	ctx, served := DeferServedAnnotations(context.Background())
+	if _, err := r.EnsureLoadBalancer(ctx, cluster, svc, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := writes(c.client.Actions()); n != 0 {
+		t.Errorf("the router wrote %d times, want 0: %v", n, c.client.Actions())
+	}
+	if !a.holds(svc) {
+		t.Error("a holds no load balancer")
+	}
+	got := served()
+	if by := got[string(annotation.LoadBalancerServedBy)]; by == nil || *by != "a" {
+		t.Errorf("deferred served-by = %v, want a (all: %v)", by, got)
+	}
+
+	// Without the deferral the router writes them itself, as for the
+	// upstream service controller.
+	if _, err := r.EnsureLoadBalancer(context.Background(), cluster, svc, nil); err != nil {
+		t.Fatal(err)
+	}
+	if by := c.service(t, "s").Annotations[string(annotation.LoadBalancerServedBy)]; by != "a" {
+		t.Errorf("served-by = %q, want a", by)
+	}
+}
+
+// TestNoRecreateAfterDelete: a call queued behind a Service's deletion with
+// an older copy of the Service (a node sync, a drift repair) cannot create
+// its load balancer again.
+func TestNoRecreateAfterDelete(t *testing.T) {
+	r, a, _ := twoClouds(t)
+	svc := newService("s", withLBBackend("a"))
+	ensure(t, r, svc)
+	old := svc.DeepCopy()
+
+	deleting := svc.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	if err := r.EnsureLoadBalancerDeleted(context.Background(), cluster, deleting); err != nil {
+		t.Fatal(err)
+	}
+	if a.holds(svc) {
+		t.Fatal("the load balancer survived its deletion")
+	}
+	_, err := r.EnsureLoadBalancer(context.Background(), cluster, old, nil)
+	if err == nil || !strings.Contains(err.Error(), "deleted with the Service") {
+		t.Errorf("EnsureLoadBalancer after the delete: err = %v, want a refusal", err)
+	}
+	if a.holds(svc) {
+		t.Error("the load balancer was created again")
+	}
+
+	// A Service of the same name is a new UID: served as usual.
+	again := newService("s", withLBBackend("a"))
+	again.UID = "another"
+	ensure(t, r, again)
+	if !a.holds(again) {
+		t.Error("a new Service of the same name got no load balancer")
+	}
+}
