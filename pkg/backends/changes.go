@@ -1,0 +1,61 @@
+package backends
+
+import (
+	"context"
+	"sync"
+)
+
+// ReportChange tells the caller of EnsureLoadBalancer or UpdateLoadBalancer
+// what the call changed in the cloud on a load balancer that already
+// existed, in a few words an operator understands ("listener TCP:80
+// re-created", "target i-0abc registered", "member 10.0.0.5:30080 added",
+// "security-group rule tcp/30080 from 0.0.0.0/0 restored"). Call it once per
+// mutating cloud call that changed an existing load balancer, with the ctx
+// the call was given; creating a load balancer from nothing is not a
+// change to report. Outside WithChangeReport it does nothing.
+//
+// The load-balancer controller re-ensures every Service it serves each
+// --load-balancer-resync-period; what such a pass reports is drift that was
+// repaired (event LoadBalancerDriftRepaired, metric
+// multicloud_ccm_load_balancer_drift_repairs_total).
+func ReportChange(ctx context.Context, what string) {
+	if l, ok := ctx.Value(changeKey{}).(*changeLog); ok {
+		l.mu.Lock()
+		l.changes = append(l.changes, what)
+		l.mu.Unlock()
+	}
+}
+
+// WithChangeReport returns a ctx through which ReportChange reaches the
+// returned function, which gives the changes reported so far in order.
+func WithChangeReport(ctx context.Context) (context.Context, func() []string) {
+	l := &changeLog{}
+	return context.WithValue(ctx, changeKey{}, l), func() []string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return append([]string(nil), l.changes...)
+	}
+}
+
+type changeKey struct{}
+
+type changeLog struct {
+	mu      sync.Mutex
+	changes []string
+}
+
+// RepairPasser is implemented by a backend that can read all of its load
+// balancers in bulk, so that a drift-repair pass over N Services costs a
+// few list calls per page instead of N times the describes of one
+// EnsureLoadBalancer.
+type RepairPasser interface {
+	// BeginRepairPass reads, with bulk list/describe calls, what
+	// EnsureLoadBalancer compares for every load balancer of clusterName
+	// the backend holds, and returns a ctx under which EnsureLoadBalancer
+	// reads from that snapshot instead of the cloud (a load balancer
+	// missing from the snapshot is read from the cloud as usual; mutating
+	// calls go to the cloud and keep the snapshot correct or mark the load
+	// balancer to be read again). end releases the snapshot. An error
+	// means no snapshot: the pass then runs with per-Service reads.
+	BeginRepairPass(ctx context.Context, clusterName string) (passCtx context.Context, end func(), err error)
+}
