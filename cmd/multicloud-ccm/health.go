@@ -10,6 +10,8 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
 	"k8s.io/controller-manager/pkg/healthz"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/lbcontroller"
 )
 
 // backendHealthController is the name of the controller that mounts the
@@ -17,10 +19,15 @@ import (
 // and can be turned off with --controllers=*,-backend-health.
 const backendHealthController = "backend-health"
 
-// controllerInitializers are upstream's controllers plus backend-health.
+// controllerInitializers are upstream's controllers plus backend-health and
+// multicloud-load-balancer (pkg/lbcontroller).
 func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
 	m := maps.Clone(app.DefaultInitFuncConstructors)
 	m[backendHealthController] = app.ControllerInitFuncConstructor{Constructor: startBackendHealth}
+	m[lbcontroller.Name] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: lbcontroller.Name},
+		Constructor: startLoadBalancerController,
+	}
 	return m
 }
 

@@ -8,9 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // What a load-balancer controller that writes its own Service patches (see
@@ -116,4 +118,36 @@ func (r *Router) deletedCopy() map[types.UID]time.Time {
 	r.lbMu.Lock()
 	defer r.lbMu.Unlock()
 	return maps.Clone(r.deleted)
+}
+
+// BeginRepairPass starts a drift-repair pass: each backend that can read
+// its load balancers in bulk (backends.RepairPasser) does so once, and the
+// returned context carries their snapshots to the EnsureLoadBalancer calls
+// of the pass. end releases them. A backend whose bulk read fails is read
+// per Service, as without a pass.
+func (r *Router) BeginRepairPass(ctx context.Context, clusterName string) (context.Context, func()) {
+	var ends []func()
+	for _, b := range r.lbs {
+		rp, ok := b.Cloud.(backends.RepairPasser)
+		if !ok {
+			continue
+		}
+		pctx, end, err := rp.BeginRepairPass(ctx, clusterName)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Reading the load balancers in bulk for a drift-repair pass failed; reading them one by one", "backend", b.Name)
+			continue
+		}
+		ctx = pctx
+		ends = append(ends, end)
+	}
+	return ctx, func() {
+		for _, end := range ends {
+			end()
+		}
+	}
+}
+
+// BeginRepairPass is the current configuration's.
+func (rl *Reloadable) BeginRepairPass(ctx context.Context, clusterName string) (context.Context, func()) {
+	return rl.Current().BeginRepairPass(ctx, clusterName)
 }

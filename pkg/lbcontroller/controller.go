@@ -1,0 +1,292 @@
+// Package lbcontroller is multicloud-ccm's own load-balancer controller. It
+// serves the LoadBalancer Services the upstream service controller cannot:
+// those whose spec.loadBalancerClass is one of the classes in the
+// cloud-config's loadBalancer.classes (upstream skips every Service with a
+// class), and, when upstream's service controller is turned off
+// (--controllers=*,-service), those without a class too. It keeps the
+// semantics users know from upstream (finalizer
+// service.kubernetes.io/load-balancer-cleanup, status written with a patch,
+// node changes re-targeting, the upstream event reasons, retries with
+// backoff, --concurrent-service-syncs) while writing as little as the API
+// allows: a new Service costs two writes (finalizer with the router's
+// record, then status with the served annotations) and one event.
+//
+// Every --load-balancer-resync-period it re-ensures each Service it serves
+// (drift repair): backends make no mutating call when nothing changed, and
+// what they had to repair is reported as a LoadBalancerDriftRepaired event
+// and counted in multicloud_ccm_load_balancer_drift_repairs_total.
+package lbcontroller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// Name is the controller's name for --controllers (enable or disable it
+// with --controllers=*,-multicloud-load-balancer) and its clients' name.
+const Name = "multicloud-load-balancer"
+
+// Retry delays after a failed sync, as upstream's service controller.
+const (
+	minRetryDelay = 5 * time.Second
+	maxRetryDelay = 300 * time.Second
+)
+
+// Cloud is what the controller needs from the provider: the router.
+type Cloud interface {
+	cloudprovider.LoadBalancer
+	// ServesClass reports whether a spec.loadBalancerClass is ours.
+	ServesClass(class string) bool
+	// PrepareLoadBalancer returns the annotations to write with the
+	// finalizer before EnsureLoadBalancer (see router.PrepareLoadBalancer).
+	PrepareLoadBalancer(service *corev1.Service) map[string]*string
+}
+
+// RepairPasser is a Cloud that can read its load balancers in bulk for a
+// drift-repair pass (see backends.RepairPasser; the router implements it
+// over its backends).
+type RepairPasser interface {
+	BeginRepairPass(ctx context.Context, clusterName string) (context.Context, func())
+}
+
+// Options configure a Controller.
+type Options struct {
+	// Client writes the Services' finalizers and status.
+	Client kubernetes.Interface
+	// EventClient writes events; Client when nil.
+	EventClient kubernetes.Interface
+	Services    coreinformers.ServiceInformer
+	Nodes       coreinformers.NodeInformer
+	// ClusterName is --cluster-name, passed to the cloud.
+	ClusterName string
+	// Classless makes the controller serve Services without a class as
+	// well: set it when upstream's service controller does not run.
+	Classless bool
+	// ResyncPeriod is --load-balancer-resync-period: how often every
+	// served Service is re-ensured (drift repair); 0 turns it off.
+	ResyncPeriod time.Duration
+	// RetryMin and RetryMax bound the per-Service retry backoff; upstream's
+	// 5 s and 300 s when zero.
+	RetryMin, RetryMax time.Duration
+}
+
+// Controller ensures the load balancers of the Services it serves.
+type Controller struct {
+	cloud    Cloud
+	opts     Options
+	client   kubernetes.Interface
+	services corelisters.ServiceLister
+	nodes    corelisters.NodeLister
+	synced   []cache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[string]
+	recorder record.EventRecorder
+
+	mu sync.Mutex
+	// state holds, per Service key, what the controller last did for it:
+	// the Service as its last successful sync left it and the nodes its
+	// load balancer targets.
+	state map[string]*served
+	// pass is the drift-repair pass in progress, if any.
+	pass *repairPass
+}
+
+// served is what the controller knows of a Service it serves.
+type served struct {
+	svc *corev1.Service
+	// seen holds the resourceVersions of the Service the last sync read
+	// and wrote: an update to one of them is the controller's own.
+	seen  sets.Set[string]
+	nodes nodeSet
+}
+
+// New returns a controller; Run starts it.
+func New(cloud Cloud, opts Options) (*Controller, error) {
+	if opts.Client == nil || opts.Services == nil || opts.Nodes == nil {
+		return nil, fmt.Errorf("%s: Client, Services and Nodes are required", Name)
+	}
+	if opts.EventClient == nil {
+		opts.EventClient = opts.Client
+	}
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = minRetryDelay
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = maxRetryDelay
+	}
+	c := &Controller{
+		cloud:    cloud,
+		opts:     opts,
+		client:   opts.Client,
+		services: opts.Services.Lister(),
+		nodes:    opts.Nodes.Lister(),
+		synced:   []cache.InformerSynced{opts.Services.Informer().HasSynced, opts.Nodes.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryMin, opts.RetryMax),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
+		state: map[string]*served{},
+	}
+	if _, err := opts.Services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.serviceAdded,
+		UpdateFunc: c.serviceUpdated,
+		DeleteFunc: c.serviceDeleted,
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := opts.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.nodesChanged() },
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.Node)
+			n, ok2 := cur.(*corev1.Node)
+			if ok1 && ok2 && nodeChangeMatters(o, n) {
+				c.nodesChanged()
+			}
+		},
+		DeleteFunc: func(any) { c.nodesChanged() },
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Run starts workers and, with a resync period, the drift-repair passes,
+// until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	stop := ctx.Done()
+	c.recorder = backends.NewEventRecorder(c.opts.EventClient, stop)
+	logger := klog.FromContext(ctx).WithValues("controller", Name)
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting", "workers", workers, "classless", c.opts.Classless, "resyncPeriod", c.opts.ResyncPeriod)
+	if !cache.WaitForNamedCacheSync(Name, stop, c.synced...) {
+		return
+	}
+	for range max(workers, 1) {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	if c.opts.ResyncPeriod > 0 {
+		go wait.UntilWithContext(ctx, c.startRepairPass, c.opts.ResyncPeriod)
+	}
+	<-stop
+	logger.Info("Stopping")
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		klog.FromContext(ctx).Error(err, "Syncing the Service's load balancer failed; retrying", "service", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// serves reports whether the controller serves the Service: one of our
+// classes, or no class when it serves classless Services.
+func (c *Controller) serves(svc *corev1.Service) bool {
+	if svc.Spec.LoadBalancerClass != nil {
+		return c.cloud.ServesClass(*svc.Spec.LoadBalancerClass)
+	}
+	return c.opts.Classless
+}
+
+// known reports whether the controller holds state for key.
+func (c *Controller) known(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.state[key]
+	return ok
+}
+
+func (c *Controller) serviceAdded(obj any) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok || !c.serves(svc) {
+		return
+	}
+	c.enqueue(svc)
+}
+
+func (c *Controller) serviceUpdated(old, cur any) {
+	o, ok1 := old.(*corev1.Service)
+	n, ok2 := cur.(*corev1.Service)
+	if !ok1 || !ok2 {
+		return
+	}
+	key := keyOf(n)
+	if !c.serves(n) && !c.serves(o) && !c.known(key) {
+		return
+	}
+	if c.ownWrite(key, n) || !relevantChange(o, n) {
+		return
+	}
+	c.queue.Add(key)
+}
+
+// ownWrite reports whether the Service's version is one the controller
+// wrote or synced.
+func (c *Controller) ownWrite(key string, svc *corev1.Service) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.state[key]
+	return ok && st.own(svc)
+}
+
+// own reports whether svc is a version the last sync read or wrote.
+func (st *served) own(svc *corev1.Service) bool {
+	return svc.ResourceVersion != "" && st.seen.Has(svc.ResourceVersion)
+}
+
+func (c *Controller) serviceDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	if key := keyOf(svc); c.known(key) {
+		c.queue.Add(key)
+	}
+}
+
+// nodesChanged queues every served Service: the sync of one whose Service
+// did not change compares its nodes and updates its load balancer if they
+// differ.
+func (c *Controller) nodesChanged() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.state {
+		c.queue.Add(key)
+	}
+}
+
+func (c *Controller) enqueue(svc *corev1.Service) { c.queue.Add(keyOf(svc)) }
+
+func keyOf(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }

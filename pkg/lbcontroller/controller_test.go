@@ -1,0 +1,425 @@
+package lbcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	servicehelper "k8s.io/cloud-provider/service/helpers"
+	"k8s.io/component-base/metrics/testutil"
+
+	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	_ "github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal" // the bare-metal backend type.
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
+)
+
+const (
+	ourClass     = "multicloud-ccm.io/metal"
+	foreignClass = "metallb.io/other"
+	cluster      = "test"
+)
+
+const cloudConfig = `apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: test
+loadBalancer:
+  defaultBackend: metal
+  classes: [{name: ` + ourClass + `, backend: metal}]
+backends:
+- name: metal
+  type: baremetal
+  baremetal:
+    inventory: [{name: worker-0, addresses: [{type: InternalIP, address: 10.0.0.10}]}]
+    addressPools: [{name: lan, addresses: ["192.0.2.0/28"]}]
+`
+
+// hookedCloud is the router with hooks on the calls the controller makes.
+type hookedCloud struct {
+	*router.Router
+	ensures, updates atomic.Int32
+	mu               sync.Mutex
+	failEnsure       error
+	report           []string
+}
+
+func (h *hookedCloud) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	h.ensures.Add(1)
+	h.mu.Lock()
+	fail, report := h.failEnsure, h.report
+	h.report = nil
+	h.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	for _, r := range report {
+		backends.ReportChange(ctx, r)
+	}
+	return h.Router.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
+}
+
+func (h *hookedCloud) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
+	h.updates.Add(1)
+	return h.Router.UpdateLoadBalancer(ctx, clusterName, svc, nodes)
+}
+
+func (h *hookedCloud) set(fail error, report ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failEnsure, h.report = fail, report
+}
+
+type env struct {
+	client *fake.Clientset
+	cloud  *hookedCloud
+	ctrl   *Controller
+	ctx    context.Context
+}
+
+func start(t *testing.T, classless bool, objs ...runtime.Object) *env {
+	t.Helper()
+	cfg, err := config.Parse([]byte(cloudConfig), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := router.NewFromConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = append(objs, utilt.NewNode("worker-0", utilt.WithProviderID("baremetal://worker-0"), utilt.WithInternalIP("10.0.0.10")))
+	client := utilt.NewClientset(objs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactory(client, 0)
+	r.Initialize(utilt.NewClientBuilder(client), ctx.Done())
+	r.SetInformers(factory)
+	h := &hookedCloud{Router: r}
+	c, err := New(h, Options{
+		Client: client, Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(),
+		ClusterName: cluster, Classless: classless, RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx, 2) })
+	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
+	return &env{client: client, cloud: h, ctrl: c, ctx: ctx}
+}
+
+func service(name string, class *string) *corev1.Service {
+	s := utilt.NewService(name)
+	s.Spec.LoadBalancerClass = class
+	return s
+}
+
+func ptrTo(s string) *string { return &s }
+
+func (e *env) get(t *testing.T, name string) *corev1.Service {
+	t.Helper()
+	s, err := e.client.CoreV1().Services("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) create(t *testing.T, s *corev1.Service) {
+	t.Helper()
+	if _, err := e.client.CoreV1().Services(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ingress(s *corev1.Service) string {
+	if len(s.Status.LoadBalancer.Ingress) == 0 {
+		return ""
+	}
+	return s.Status.LoadBalancer.Ingress[0].IP
+}
+
+// events lists the Service's events as "reason: message".
+func (e *env) events(t *testing.T, name string) []string {
+	t.Helper()
+	list, err := e.client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Name == name && ev.InvolvedObject.Kind == "Service" {
+			out = append(out, ev.Reason+": "+ev.Message)
+		}
+	}
+	return out
+}
+
+func hasEvent(evs []string, reason string) string {
+	for _, ev := range evs {
+		if strings.HasPrefix(ev, reason+": ") {
+			return ev
+		}
+	}
+	return ""
+}
+
+// serviceWrites counts the writes to Services (and their status).
+func (e *env) serviceWrites() int {
+	n := 0
+	for _, a := range e.client.Actions() {
+		if a.GetResource().Resource != "services" {
+			continue
+		}
+		switch a.GetVerb() {
+		case "update", "patch":
+			n++
+		}
+	}
+	return n
+}
+
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	utilt.Eventually(t, 10*time.Second, what, cond)
+}
+
+func addressed(e *env, t *testing.T, name string) func() error {
+	return func() error {
+		if ip := ingress(e.get(t, name)); ip == "" {
+			return errors.New("no address yet")
+		}
+		return nil
+	}
+}
+
+// TestClassedServiceLifecycle: a Service with one of our classes gets its
+// address with the finalizer, the record and the served annotations in two
+// writes and one event naming the backend; an edit moves it nowhere; its
+// deletion releases the address and removes the finalizer.
+func TestClassedServiceLifecycle(t *testing.T) {
+	e := start(t, false, service("web", ptrTo(ourClass)))
+	eventually(t, "the Service's address", addressed(e, t, "web"))
+	s := e.get(t, "web")
+	ip := ingress(s)
+	if !strings.HasPrefix(ip, "192.0.2.") {
+		t.Errorf("address %q is not from the pool", ip)
+	}
+	if !servicehelper.HasLBFinalizer(s) {
+		t.Error("no cleanup finalizer")
+	}
+	if got := s.Annotations[string(annotation.LoadBalancerServedBy)]; got != "metal" {
+		t.Errorf("served-by = %q, want metal", got)
+	}
+	if got := s.Annotations[string(annotation.LoadBalancerBackends)]; got != "metal" {
+		t.Errorf("record = %q, want metal", got)
+	}
+	eventually(t, "the EnsuredLoadBalancer event", func() error {
+		if ev := hasEvent(e.events(t, "web"), reasonEnsured); !strings.Contains(ev, `backend "metal"`) {
+			return fmt.Errorf("events %v", e.events(t, "web"))
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // let any echo of the controller's own writes arrive
+	if n := e.serviceWrites(); n != 2 {
+		t.Errorf("%d writes to the Service, want 2 (finalizer with record, status with served annotations): %v", n, e.client.Actions())
+	}
+	if evs := e.events(t, "web"); len(evs) != 1 {
+		t.Errorf("events %v, want only EnsuredLoadBalancer", evs)
+	}
+
+	// Edited: same address.
+	s.Spec.Ports = append(s.Spec.Ports, utilt.Port(corev1.ProtocolTCP, 443, 30443))
+	if _, err := e.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the edit ensured", func() error {
+		if n := e.cloud.ensures.Load(); n < 2 {
+			return fmt.Errorf("%d ensures", n)
+		}
+		return nil
+	})
+	if got := ingress(e.get(t, "web")); got != ip {
+		t.Errorf("after an edit the address is %q, want %q", got, ip)
+	}
+
+	// Deleted: finalizer removed, Service gone, address free again.
+	if err := e.client.CoreV1().Services("default").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Service gone", func() error {
+		_, err := e.client.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+	eventually(t, "the DeletedLoadBalancer event", func() error {
+		if hasEvent(e.events(t, "web"), reasonDeleted) == "" {
+			return fmt.Errorf("events %v", e.events(t, "web"))
+		}
+		return nil
+	})
+	if _, exists, err := e.cloud.GetLoadBalancer(context.Background(), cluster, s); err != nil || exists {
+		t.Errorf("the load balancer is left: exists=%v err=%v", exists, err)
+	}
+}
+
+// TestForeignAndClasslessServices: a Service with a class we do not list is
+// never touched, and one without a class is left to upstream's service
+// controller unless the controller serves classless Services.
+func TestForeignAndClasslessServices(t *testing.T) {
+	e := start(t, false, service("foreign", ptrTo(foreignClass)), service("plain", nil), service("ours", ptrTo(ourClass)))
+	eventually(t, "our Service's address", addressed(e, t, "ours"))
+	time.Sleep(300 * time.Millisecond)
+	for _, name := range []string{"foreign", "plain"} {
+		s := e.get(t, name)
+		if len(s.Finalizers) > 0 || ingress(s) != "" || len(s.Annotations) > 0 {
+			t.Errorf("%s was touched: finalizers %v, address %q, annotations %v", name, s.Finalizers, ingress(s), s.Annotations)
+		}
+		if evs := e.events(t, name); len(evs) > 0 {
+			t.Errorf("%s has events %v", name, evs)
+		}
+	}
+
+	e2 := start(t, true, service("foreign", ptrTo(foreignClass)), service("plain", nil))
+	eventually(t, "the classless Service's address", addressed(e2, t, "plain"))
+	if s := e2.get(t, "foreign"); len(s.Finalizers) > 0 || ingress(s) != "" {
+		t.Errorf("foreign was touched in classless mode: %v %q", s.Finalizers, ingress(s))
+	}
+}
+
+// TestNodeChangesRetarget: a node joining or leaving the load balancers'
+// targets updates each served Service's load balancer once; a node change
+// that does not matter updates nothing.
+func TestNodeChangesRetarget(t *testing.T) {
+	e := start(t, false, service("web", ptrTo(ourClass)))
+	eventually(t, "the Service's address", addressed(e, t, "web"))
+	n := utilt.NewNode("worker-1", utilt.WithProviderID("baremetal://worker-1"), utilt.WithInternalIP("10.0.0.11"))
+	if _, err := e.client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "an UpdateLoadBalancer for the new node", func() error {
+		if u := e.cloud.updates.Load(); u != 1 {
+			return fmt.Errorf("%d updates", u)
+		}
+		return nil
+	})
+	n.Labels["unrelated"] = "x"
+	if _, err := e.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.Labels[corev1.LabelNodeExcludeBalancers] = "true"
+	if _, err := e.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "an UpdateLoadBalancer for the excluded node", func() error {
+		if u := e.cloud.updates.Load(); u != 2 {
+			return fmt.Errorf("%d updates", u)
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond)
+	if u := e.cloud.updates.Load(); u != 2 {
+		t.Errorf("%d updates, want 2", u)
+	}
+}
+
+// TestFailuresRetryWithAWarning: a failing ensure is a Warning event and is
+// retried with backoff until it succeeds.
+func TestFailuresRetryWithAWarning(t *testing.T) {
+	e := start(t, false)
+	e.cloud.set(errors.New("the cloud is down"))
+	e.create(t, service("web", ptrTo(ourClass)))
+	eventually(t, "the warning", func() error {
+		if ev := hasEvent(e.events(t, "web"), reasonSyncFailed); !strings.Contains(ev, "the cloud is down") {
+			return fmt.Errorf("events %v", e.events(t, "web"))
+		}
+		return nil
+	})
+	e.cloud.set(nil)
+	eventually(t, "the address after the retry", addressed(e, t, "web"))
+}
+
+// TestRepairPass: with nothing changed a pass writes nothing; an address
+// edited away, or a change a backend reports, is repaired with a
+// LoadBalancerDriftRepaired event and counted.
+func TestRepairPass(t *testing.T) {
+	e := start(t, false, service("web", ptrTo(ourClass)))
+	eventually(t, "the Service's address", addressed(e, t, "web"))
+	ip := ingress(e.get(t, "web"))
+	time.Sleep(200 * time.Millisecond)
+	before := len(e.events(t, "web"))
+	e.client.ClearActions()
+	ensures := e.cloud.ensures.Load()
+
+	e.ctrl.startRepairPass(e.ctx)
+	eventually(t, "the pass", func() error {
+		if e.cloud.ensures.Load() == ensures {
+			return errors.New("no ensure yet")
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := e.serviceWrites(); n != 0 {
+		t.Errorf("a pass with nothing changed wrote %d times: %v", n, e.client.Actions())
+	}
+	if evs := e.events(t, "web"); len(evs) != before {
+		t.Errorf("a pass with nothing changed added events: %v", evs[before:])
+	}
+
+	// The address edited away.
+	s := e.get(t, "web")
+	s.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+	if _, err := e.client.CoreV1().Services("default").UpdateStatus(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the controller's cache without the address", func() error {
+		if cur, err := e.ctrl.services.Services("default").Get("web"); err != nil || ingress(cur) != "" {
+			return fmt.Errorf("cached: %v %v", cur, err)
+		}
+		return nil
+	})
+	repairsBefore, _ := testutil.GetCounterMetricValue(driftRepairs.WithLabelValues("metal"))
+	e.ctrl.startRepairPass(e.ctx)
+	eventually(t, "the address restored", func() error {
+		if got := ingress(e.get(t, "web")); got != ip {
+			return fmt.Errorf("address %q, want %q", got, ip)
+		}
+		return nil
+	})
+	eventually(t, "the drift event", func() error {
+		if ev := hasEvent(e.events(t, "web"), reasonDriftRepaired); !strings.Contains(ev, "status address restored") {
+			return fmt.Errorf("events %v", e.events(t, "web"))
+		}
+		return nil
+	})
+
+	// A change the backend reports.
+	e.cloud.set(nil, "listener TCP:80 re-created")
+	e.ctrl.startRepairPass(e.ctx)
+	eventually(t, "the reported repair", func() error {
+		for _, ev := range e.events(t, "web") {
+			if strings.HasPrefix(ev, reasonDriftRepaired) && strings.Contains(ev, "listener TCP:80 re-created") && strings.Contains(ev, `backend "metal"`) {
+				return nil
+			}
+		}
+		return fmt.Errorf("events %v", e.events(t, "web"))
+	})
+	after, _ := testutil.GetCounterMetricValue(driftRepairs.WithLabelValues("metal"))
+	if after-repairsBefore != 2 {
+		t.Errorf("drift repairs counted %v, want 2", after-repairsBefore)
+	}
+}

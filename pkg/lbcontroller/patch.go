@@ -1,0 +1,121 @@
+package lbcontroller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	servicehelper "k8s.io/cloud-provider/service/helpers"
+)
+
+// conflictRetries bounds the re-reads after a write lost to another.
+const conflictRetries = 5
+
+// prepare adds the finalizer and the router's record to the Service in one
+// write, guarded by its resourceVersion (re-read and recomputed after a
+// conflict), before any cloud call; nil when the Service is gone. Like
+// upstream, it writes through the status subresource, which takes
+// metadata changes and leaves the spec alone.
+func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
+	for attempt := 0; ; attempt++ {
+		ann := c.cloud.PrepareLoadBalancer(svc)
+		needFinalizer := !servicehelper.HasLBFinalizer(svc)
+		if !needFinalizer && len(ann) == 0 {
+			return svc, nil
+		}
+		meta := map[string]any{"resourceVersion": svc.ResourceVersion}
+		if needFinalizer {
+			meta["finalizers"] = append(slices.Clone(svc.Finalizers), servicehelper.LoadBalancerCleanupFinalizer)
+		}
+		if len(ann) > 0 {
+			meta["annotations"] = ann
+		}
+		out, err := c.patch(ctx, svc, map[string]any{"metadata": meta})
+		if !apierrors.IsConflict(err) || attempt == conflictRetries {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("adding the load-balancer cleanup finalizer: %w", err)
+			}
+			return out, nil
+		}
+		if svc, err = c.reread(ctx, svc); svc == nil || err != nil {
+			return nil, err
+		}
+	}
+}
+
+// patchStatus writes the load-balancer status and the served annotations in
+// one request.
+func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus, ann map[string]*string) (*corev1.Service, error) {
+	body := map[string]any{"status": map[string]any{"loadBalancer": statusBody(status)}}
+	if len(ann) > 0 {
+		body["metadata"] = map[string]any{"annotations": ann}
+	}
+	return c.patch(ctx, svc, body)
+}
+
+// statusBody is a load-balancer status for a merge patch: an empty list is
+// sent as null, so that it replaces the old one.
+func statusBody(status *corev1.LoadBalancerStatus) map[string]any {
+	if len(status.Ingress) == 0 {
+		return map[string]any{"ingress": nil}
+	}
+	return map[string]any{"ingress": status.Ingress}
+}
+
+// release removes the finalizer once the load balancer is gone, and the
+// address of a Service that is no longer of type LoadBalancer.
+func (c *Controller) release(ctx context.Context, svc *corev1.Service) error {
+	for attempt := 0; ; attempt++ {
+		if !servicehelper.HasLBFinalizer(svc) {
+			return nil
+		}
+		rest := slices.DeleteFunc(slices.Clone(svc.Finalizers), func(f string) bool { return f == servicehelper.LoadBalancerCleanupFinalizer })
+		meta := map[string]any{"resourceVersion": svc.ResourceVersion, "finalizers": rest}
+		if len(rest) == 0 {
+			meta["finalizers"] = nil
+		}
+		body := map[string]any{"metadata": meta}
+		if svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
+			body["status"] = map[string]any{"loadBalancer": statusBody(&corev1.LoadBalancerStatus{})}
+		}
+		_, err := c.patch(ctx, svc, body)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == conflictRetries {
+			if err != nil {
+				return fmt.Errorf("removing the load-balancer cleanup finalizer: %w", err)
+			}
+			return nil
+		}
+		if svc, err = c.reread(ctx, svc); svc == nil || err != nil {
+			return err
+		}
+	}
+}
+
+// patch sends a JSON merge patch to the Service's status subresource.
+func (c *Controller) patch(ctx context.Context, svc *corev1.Service, body map[string]any) (*corev1.Service, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return c.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, raw, metav1.PatchOptions{}, "status")
+}
+
+// reread gets the Service from the API server; nil when it is gone.
+func (c *Controller) reread(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
+	cur, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return cur, err
+}

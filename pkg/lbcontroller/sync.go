@@ -1,0 +1,281 @@
+package lbcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	cloudprovider "k8s.io/cloud-provider"
+	servicehelper "k8s.io/cloud-provider/service/helpers"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
+)
+
+// Event reasons, upstream's service controller's where it has one.
+const (
+	reasonEnsuring      = "EnsuringLoadBalancer"
+	reasonEnsured       = "EnsuredLoadBalancer"
+	reasonDeleting      = "DeletingLoadBalancer"
+	reasonDeleted       = "DeletedLoadBalancer"
+	reasonSyncFailed    = "SyncLoadBalancerFailed"
+	reasonNoNodes       = "UnAvailableLoadBalancer"
+	reasonDriftRepaired = "LoadBalancerDriftRepaired"
+)
+
+// sync brings one Service's load balancer to what the Service asks.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	start := time.Now()
+	logger := klog.FromContext(ctx).WithValues("service", key)
+	ctx = klog.NewContext(ctx, logger)
+	defer func() { logger.V(4).Info("Synced", "duration", time.Since(start)) }()
+
+	pctx, repair, done := c.takeRepair(key)
+	defer done()
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	svc, err := c.services.Services(ns).Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return c.gone(ctx, key)
+	case err != nil:
+		return err
+	}
+	svc = svc.DeepCopy()
+	st := c.stateOf(key)
+	if !c.serves(svc) && st == nil {
+		if needsCleanup(svc) && svc.Spec.LoadBalancerClass != nil && svc.Annotations[string(annotation.LoadBalancerBackends)] != "" {
+			// One of ours whose class left the config: still cleaned up,
+			// so that its deletion is not blocked for ever.
+			return c.cleanup(ctx, key, svc)
+		}
+		return nil
+	}
+	if needsCleanup(svc) {
+		return c.cleanup(ctx, key, svc)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(svc) {
+		// Not ours (any more) and nothing to clean up: its load balancer,
+		// if any, is left alone.
+		c.forget(key)
+		return nil
+	}
+	if repair {
+		// The pass's context carries the backends' bulk snapshots; it
+		// ends with the controller, as ctx does.
+		ctx = klog.NewContext(pctx, logger)
+	}
+	return c.ensure(ctx, key, svc, st, repair)
+}
+
+// needsCleanup is upstream's: the finalizer is ours to act on once the
+// Service is being deleted or no longer of type LoadBalancer.
+func needsCleanup(svc *corev1.Service) bool {
+	return servicehelper.HasLBFinalizer(svc) && (svc.DeletionTimestamp != nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer)
+}
+
+// unchanged reports whether the Service is as the controller last left it,
+// or changed only by the controller's own writes.
+func unchanged(st *served, svc *corev1.Service) bool {
+	return st != nil && (st.own(svc) || !relevantChange(st.svc, svc))
+}
+
+// ensure creates or updates the Service's load balancer. A Service that did
+// not change since its last sync only has its nodes compared; a changed or
+// new one is ensured in full, with two writes at most: the finalizer with
+// the router's record, then the status with the served annotations.
+func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service, st *served, repair bool) error {
+	nodes, err := c.targets()
+	if err != nil {
+		return err
+	}
+	same := unchanged(st, svc)
+	if same && !repair {
+		return c.retarget(ctx, key, svc, st, nodes)
+	}
+	if len(nodes) == 0 {
+		c.event(svc, corev1.EventTypeWarning, reasonNoNodes, "There are no available nodes for LoadBalancer")
+	}
+	specChanged := st != nil && !same
+	if specChanged && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		c.event(svc, corev1.EventTypeNormal, reasonEnsuring, "Ensuring load balancer")
+	}
+	seen := sets.New(svc.ResourceVersion)
+	svc, err = c.prepare(ctx, svc)
+	if err != nil || svc == nil {
+		return err
+	}
+	seen.Insert(svc.ResourceVersion)
+
+	ectx, served := router.DeferServedAnnotations(ctx)
+	ectx, changes := backends.WithChangeReport(ectx)
+	status, err := c.cloud.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
+	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
+		c.forget(key)
+		return nil
+	}
+	if err == nil && status == nil {
+		err = errors.New("the cloud returned no load-balancer status")
+	}
+	if err != nil {
+		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to ensure load balancer: "+err.Error())
+		return err
+	}
+	statusChanged := !servicehelper.LoadBalancerStatusEqual(&svc.Status.LoadBalancer, status)
+	ann := served()
+	if statusChanged || len(ann) > 0 {
+		out, err := c.patchStatus(ctx, svc, status, ann)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("writing the load-balancer status: %w", err)
+		}
+		svc = out
+		seen.Insert(svc.ResourceVersion)
+	}
+	c.remember(key, svc, seen, setOf(nodes))
+
+	what := changes()
+	switch {
+	case repair && st != nil && !specChanged && (len(what) > 0 || statusChanged):
+		if statusChanged {
+			what = append(what, "status address restored")
+		}
+		backend := svc.Annotations[string(annotation.LoadBalancerServedBy)]
+		driftRepairs.WithLabelValues(backend).Inc()
+		c.event(svc, corev1.EventTypeNormal, reasonDriftRepaired, fmt.Sprintf("Repaired the load balancer%s, changed out of band: %s", describe(svc), strings.Join(what, "; ")))
+	case statusChanged || len(ann) > 0 || specChanged || len(what) > 0:
+		msg := "Ensured load balancer" + describe(svc)
+		if len(what) > 0 {
+			msg += "; changed: " + strings.Join(what, "; ")
+		}
+		c.event(svc, corev1.EventTypeNormal, reasonEnsured, msg)
+	}
+	return nil
+}
+
+// retarget updates the load balancer of an unchanged Service when the
+// nodes it targets changed.
+func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Service, st *served, nodes []*corev1.Node) error {
+	set := setOf(nodes)
+	if set.equal(st.nodes) {
+		return nil
+	}
+	if err := c.cloud.UpdateLoadBalancer(ctx, c.opts.ClusterName, svc, nodes); err != nil {
+		if errors.Is(err, cloudprovider.ImplementedElsewhere) {
+			return nil
+		}
+		c.event(svc, corev1.EventTypeWarning, "UpdateLoadBalancerFailed", fmt.Sprintf("Error updating load balancer with new hosts %d: %v", len(nodes), err))
+		return err
+	}
+	c.mu.Lock()
+	if cur, ok := c.state[key]; ok {
+		cur.nodes = set
+	}
+	c.mu.Unlock()
+	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", len(nodes)))
+	return nil
+}
+
+// describe names the backend and the cloud's load-balancer ID, as the
+// router wrote them on the Service.
+func describe(svc *corev1.Service) string {
+	var parts []string
+	if b := svc.Annotations[string(annotation.LoadBalancerServedBy)]; b != "" {
+		parts = append(parts, fmt.Sprintf("backend %q", b))
+	}
+	if id := svc.Annotations[string(annotation.LoadBalancerID)]; id != "" {
+		parts = append(parts, fmt.Sprintf("load balancer %s", id))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " in " + strings.Join(parts, ", ")
+}
+
+// cleanup deletes the Service's load balancer and then removes the
+// finalizer (and the address, for a Service no longer of type
+// LoadBalancer).
+func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Service) error {
+	_, exists, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, svc)
+	if err != nil {
+		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to check if load balancer exists before cleanup: "+err.Error())
+		return err
+	}
+	if exists {
+		c.event(svc, corev1.EventTypeNormal, reasonDeleting, "Deleting load balancer")
+		if err := c.cloud.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
+			c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to delete load balancer: "+err.Error())
+			return err
+		}
+	}
+	if err := c.release(ctx, svc); err != nil {
+		return err
+	}
+	if exists {
+		c.event(svc, corev1.EventTypeNormal, reasonDeleted, "Deleted load balancer")
+	}
+	c.forget(key)
+	return nil
+}
+
+// gone handles a Service deleted without the controller's cleanup (its
+// finalizer removed by hand): the load balancer of the last copy the
+// controller served is deleted, as upstream does.
+func (c *Controller) gone(ctx context.Context, key string) error {
+	st := c.stateOf(key)
+	if st == nil {
+		return nil
+	}
+	svc := st.svc.DeepCopy()
+	if svc.DeletionTimestamp == nil {
+		svc.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	}
+	klog.FromContext(ctx).Info("The Service was deleted without its load balancer's cleanup; deleting the load balancer")
+	if err := c.cloud.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
+		return err
+	}
+	c.forget(key)
+	return nil
+}
+
+func (c *Controller) event(svc *corev1.Service, typ, reason, msg string) {
+	if c.recorder != nil {
+		c.recorder.Event(svc, typ, reason, msg)
+	}
+}
+
+func (c *Controller) stateOf(key string) *served {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.state[key]
+	if !ok {
+		return nil
+	}
+	cp := *st
+	return &cp
+}
+
+func (c *Controller) remember(key string, svc *corev1.Service, seen sets.Set[string], nodes nodeSet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state[key] = &served{svc: svc, seen: seen, nodes: nodes}
+}
+
+func (c *Controller) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.state, key)
+}
