@@ -574,6 +574,7 @@ type describeSecurityGroupsResponse struct {
 	Xmlns     string             `xml:"xmlns,attr"`
 	RequestID string             `xml:"requestId"`
 	Groups    []xmlSecurityGroup `xml:"securityGroupInfo>item"`
+	NextToken string             `xml:"nextToken,omitempty"`
 }
 
 func (sg *securityGroup) attr(name string) []string {
@@ -626,11 +627,25 @@ func (s *Server) describeSecurityGroups(f url.Values) (any, *Error) {
 	if len(ids) > 0 {
 		fs["group-id"] = ids
 	}
-	resp := describeSecurityGroupsResponse{Xmlns: ec2NS, RequestID: "fake"}
+	// MaxResults (5 to 1000) pages the answer; without it, every group
+	// is returned (EC2 API reference, DescribeSecurityGroups).
+	max, err := maxResults(f, 5, 1000)
+	if err != nil {
+		return nil, err
+	}
+	var matched []*securityGroup
 	for _, id := range sortedKeys(s.sgs) {
 		if sg := s.sgs[id]; matchFilters(fs, sg.attr) {
-			resp.Groups = append(resp.Groups, sg.xml())
+			matched = append(matched, sg)
 		}
+	}
+	page, next, err := paginate(len(matched), f.Get("NextToken"), max)
+	if err != nil {
+		return nil, err
+	}
+	resp := describeSecurityGroupsResponse{Xmlns: ec2NS, RequestID: "fake", NextToken: next}
+	for _, sg := range matched[page[0]:page[1]] {
+		resp.Groups = append(resp.Groups, sg.xml())
 	}
 	return resp, nil
 }

@@ -335,3 +335,34 @@ func TestFailMutationsAfter(t *testing.T) {
 		t.Errorf("security groups = %+v", sgs)
 	}
 }
+
+// TestSecurityGroupPagesThroughSDK: MaxResults (5 to 1000) pages the
+// groups, which the SDK's paginator follows; outside that range is an
+// error.
+func TestSecurityGroupPagesThroughSDK(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	for i := range 12 {
+		if _, err := c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(fmt.Sprintf("g%d", i)), Description: awssdk.String("d"), VpcId: awssdk.String("vpc-1")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.fake.ResetCalls()
+	seen := map[string]bool{}
+	p := ec2.NewDescribeSecurityGroupsPaginator(c.ec2, &ec2.DescribeSecurityGroupsInput{MaxResults: awssdk.Int32(5)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sg := range page.SecurityGroups {
+			seen[awssdk.ToString(sg.GroupId)] = true
+		}
+	}
+	if len(seen) != 12 || c.fake.Calls("DescribeSecurityGroups") != 3 {
+		t.Errorf("%d groups in %d calls, want 12 in 3", len(seen), c.fake.Calls("DescribeSecurityGroups"))
+	}
+	if _, err := c.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{MaxResults: awssdk.Int32(1001)}); errorCode(err) != "InvalidParameterValue" {
+		t.Errorf("MaxResults 1001: %v, want InvalidParameterValue", err)
+	}
+}
