@@ -6,7 +6,9 @@ import (
 	"sort"
 	"testing"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
@@ -144,4 +146,104 @@ func sortedOps(m map[string]int) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// BenchmarkRepairPass is one drift-repair pass over 1,000 load balancers
+// with nothing changed: BeginRepairPass, then EnsureLoadBalancer for every
+// Service under its ctx ("snapshot"), beside the same 1,000 Ensures with
+// per-Service reads ("per-service"), over the same fake in the same run.
+// Each Service has port 80/TCP and two EC2 instance targets whose security
+// group holds the backend's rules. It reports the read and mutating calls
+// per pass (goal: 0 mutating calls) and the snapshot's bulk reads apart
+// from the reads that remain per load balancer.
+func BenchmarkRepairPass(b *testing.B) {
+	const services = 1000
+	e, svcs, nodes := repairEnv(b, services)
+	lb := e.cloud.lb
+	b.Run(fmt.Sprintf("lbs=%d/snapshot", services), func(b *testing.B) {
+		e.fake.ResetCalls()
+		for b.Loop() {
+			ctx, end, err := lb.BeginRepairPass(context.Background(), testCluster)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ensureEach(b, ctx, lb, svcs, nodes)
+			end()
+		}
+		reportPass(b, e.fake)
+	})
+	b.Run(fmt.Sprintf("lbs=%d/per-service", services), func(b *testing.B) {
+		e.fake.ResetCalls()
+		for b.Loop() {
+			ensureEach(b, context.Background(), lb, svcs, nodes)
+		}
+		reportPass(b, e.fake)
+	})
+}
+
+// repairEnv creates n Services' load balancers, eight at a time.
+func repairEnv(b *testing.B, n int) (*env, []*corev1.Service, []*corev1.Node) {
+	e := newEnv(b)
+	sg, err := e.cloud.lb.ec2.CreateSecurityGroup(context.Background(), &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("nodes"),
+		Description: awssdk.String("the nodes'"), VpcId: awssdk.String(testVPC)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var nodes []*corev1.Node
+	for i := 1; i <= 2; i++ {
+		in := e.addInstance(i, func(in *awsfake.Instance) { in.SecurityGroups = []string{awssdk.ToString(sg.GroupId)} })
+		nodes = append(nodes, newNode(in.PrivateDNSName, testutil.WithProviderID(providerID(in.Zone, in.ID)), testutil.WithInternalIP(in.PrivateIPs[0])))
+	}
+	svcs := make([]*corev1.Service, n)
+	for i := range svcs {
+		svcs[i] = newService(fmt.Sprintf("svc-%04d", i))
+	}
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, svc := range svcs {
+		g.Go(func() error {
+			_, err := e.cloud.lb.EnsureLoadBalancer(context.Background(), testCluster, svc, nodes)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return e, svcs, nodes
+}
+
+func ensureEach(b *testing.B, ctx context.Context, lb *LoadBalancer, svcs []*corev1.Service, nodes []*corev1.Node) {
+	for _, svc := range svcs {
+		if _, err := lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// bulkReads are the calls of BeginRepairPass.
+var bulkReads = map[string]bool{"DescribeLoadBalancers": true, "DescribeTags": true, "DescribeTargetGroups": true, "DescribeSecurityGroups": true}
+
+func reportPass(b *testing.B, fake *awsfake.Server) {
+	passes := float64(b.N)
+	var reads, bulk int
+	for op, n := range fake.CallCounts() {
+		if awsfake.IsMutating(op) {
+			continue
+		}
+		reads += n
+		if bulkReads[op] {
+			bulk += n
+		}
+		b.ReportMetric(float64(n)/passes, op+"/pass")
+	}
+	mutating := len(fake.MutatingCalls())
+	b.ReportMetric(float64(reads)/passes, "read-calls/pass")
+	b.ReportMetric(float64(bulk)/passes, "LB,tag,TG,SG-reads/pass")
+	b.ReportMetric(float64(reads-bulk)/passes, "other-reads/pass")
+	b.ReportMetric(float64(mutating)/passes, "mutating-calls/pass")
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/passes, "ms/pass")
+	b.ReportMetric(0, "ns/op")
+	if mutating != 0 {
+		b.Errorf("a pass with nothing changed made %d mutating calls: %v", mutating, fake.CallCounts())
+	}
 }

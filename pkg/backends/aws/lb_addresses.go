@@ -133,6 +133,7 @@ func (l *LoadBalancer) syncIPType(ctx context.Context, d *desiredLB, lb *elbtype
 	}
 	lb.IpAddressType = elbtypes.IpAddressType(d.ipType)
 	klog.FromContext(ctx).V(2).Info("Changed load balancer IP address type", "ipAddressType", d.ipType)
+	reportChange(ctx, "load-balancer IP address type set to %s", d.ipType)
 	return nil
 }
 

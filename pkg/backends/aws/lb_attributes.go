@@ -157,6 +157,7 @@ func (l *LoadBalancer) syncTGAttributes(ctx context.Context, d *desiredLB, p des
 		return fmt.Errorf("ModifyTargetGroupAttributes %s: %w", p.tgName, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Changed target group attributes", "targetGroup", p.tgName, "attributes", attributeList(change))
+	reportChange(ctx, "target group %s attributes set: %s", p.tgName, attributeList(change))
 	return nil
 }
 
@@ -306,6 +307,7 @@ func (l *LoadBalancer) syncLBAttributes(ctx context.Context, d *desiredLB, lb *e
 		return fmt.Errorf("ModifyLoadBalancerAttributes: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Changed load balancer attributes", "attributes", strings.Join(changed, ","))
+	reportChange(ctx, "load-balancer attributes set: %s", strings.Join(changed, ","))
 	return nil
 }
 
@@ -316,15 +318,9 @@ func (l *LoadBalancer) syncLBTags(ctx context.Context, d *desiredLB, lb *elbtype
 	if fresh || len(d.extraTags) == 0 {
 		return nil
 	}
-	out, err := l.elb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)}})
+	have, err := l.lbTags(ctx, lb)
 	if err != nil {
-		return fmt.Errorf("DescribeTags: %w", err)
-	}
-	have := map[string]string{}
-	for _, td := range out.TagDescriptions {
-		for _, t := range td.Tags {
-			have[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-		}
+		return err
 	}
 	add := map[string]string{}
 	for k, v := range d.extraTags {
@@ -339,5 +335,19 @@ func (l *LoadBalancer) syncLBTags(ctx context.Context, d *desiredLB, lb *elbtype
 		return fmt.Errorf("AddTags: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Tagged load balancer", "tags", len(add))
+	reportChange(ctx, "load-balancer tags set: %s", tagList(add))
 	return nil
+}
+
+// lbTags returns the NLB's tags: from a repair pass's snapshot if the
+// reconcile has the NLB there, else from AWS.
+func (l *LoadBalancer) lbTags(ctx context.Context, lb *elbtypes.LoadBalancer) (map[string]string, error) {
+	if e := l.viewOf(ctx).entryByARN(awssdk.ToString(lb.LoadBalancerArn)); e != nil {
+		return e.tags, nil
+	}
+	out, err := l.elb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)}})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeTags: %w", err)
+	}
+	return tagMaps(out)[awssdk.ToString(lb.LoadBalancerArn)], nil
 }

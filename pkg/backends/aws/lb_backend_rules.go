@@ -121,12 +121,12 @@ func (l *LoadBalancer) clusterTaggedGroups(ctx context.Context, several map[stri
 	for _, ids := range several {
 		all = append(all, ids...)
 	}
-	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: sorted(slices.Compact(sorted(all)))})
+	sgs, err := l.groupsByID(ctx, sorted(slices.Compact(sorted(all))))
 	if err != nil {
-		return nil, fmt.Errorf("DescribeSecurityGroups (instances' groups): %w", err)
+		return nil, err
 	}
 	tagged := map[string]bool{}
-	for _, sg := range out.SecurityGroups {
+	for _, sg := range sgs {
 		if ec2Tag(sg.Tags, tagClusterPrefix+l.clusterID) != "" {
 			tagged[awssdk.ToString(sg.GroupId)] = true
 		}
@@ -148,30 +148,36 @@ func (l *LoadBalancer) clusterTaggedGroups(ctx context.Context, several map[stri
 	return groups, nil
 }
 
+// groupsByID returns the security groups with these IDs: from a repair
+// pass's snapshot when it has them all, else from AWS.
+func (l *LoadBalancer) groupsByID(ctx context.Context, ids []string) ([]ec2types.SecurityGroup, error) {
+	if v := l.viewOf(ctx); v != nil {
+		if groups, all := v.snap.groups(ids); all {
+			return groups, nil
+		}
+	}
+	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: ids})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeSecurityGroups (instances' groups): %w", err)
+	}
+	return out.SecurityGroups, nil
+}
+
 // backendRules returns, per security group, the rules whose source is the
-// backend's own group.
+// backend's own group: from a repair pass's snapshot if the reconcile has
+// the group there, else from AWS.
 func (l *LoadBalancer) backendRules(ctx context.Context, own string) (map[string]map[backendRule]bool, error) {
+	if v := l.viewOf(ctx); v != nil {
+		if have, ok := v.rulesFrom[own]; ok {
+			return have, nil
+		}
+	}
 	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
 		{Name: awssdk.String("ip-permission.group-id"), Values: []string{own}}}})
 	if err != nil {
 		return nil, fmt.Errorf("DescribeSecurityGroups (rules from %s): %w", own, err)
 	}
-	have := map[string]map[backendRule]bool{}
-	for _, sg := range out.SecurityGroups {
-		rules := map[backendRule]bool{}
-		for _, p := range sg.IpPermissions {
-			if p.FromPort == nil || p.ToPort == nil || *p.FromPort != *p.ToPort {
-				continue
-			}
-			for _, pair := range p.UserIdGroupPairs {
-				if awssdk.ToString(pair.GroupId) == own {
-					rules[backendRule{protocol: awssdk.ToString(p.IpProtocol), port: *p.FromPort}] = true
-				}
-			}
-		}
-		have[awssdk.ToString(sg.GroupId)] = rules
-	}
-	return have, nil
+	return rulesBySource(out.SecurityGroups)[own], nil
 }
 
 // changeBackendRules adds and removes rules from own in group g.
@@ -181,12 +187,14 @@ func (l *LoadBalancer) changeBackendRules(ctx context.Context, g, own string, ad
 			return fmt.Errorf("AuthorizeSecurityGroupIngress %s: %w", g, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Allowed load balancer traffic to instances", "securityGroup", g, "rules", len(add))
+		reportChange(ctx, "%s authorized in instance security group %s", plural("security-group rule", backendRuleNames(add, own)), g)
 	}
 	if len(remove) > 0 {
 		if _, err := l.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: awssdk.String(g), IpPermissions: groupPermissions(remove, own)}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("RevokeSecurityGroupIngress %s: %w", g, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Revoked load balancer traffic to instances", "securityGroup", g, "rules", len(remove))
+		reportChange(ctx, "%s revoked in instance security group %s", plural("security-group rule", backendRuleNames(remove, own)), g)
 	}
 	return nil
 }

@@ -86,6 +86,7 @@ func (l *LoadBalancer) addSubnets(ctx context.Context, d *desiredLB, lb *elbtype
 	}
 	lb.AvailabilityZones = out.AvailabilityZones
 	klog.FromContext(ctx).V(2).Info("Added subnets to load balancer", "subnets", add)
+	reportChange(ctx, "%s added to the load balancer", plural("subnet", add))
 	return "", nil
 }
 
@@ -143,7 +144,12 @@ func (l *LoadBalancer) replaceLB(ctx context.Context, d *desiredLB, lb *elbtypes
 		return nil, fmt.Errorf("DeleteLoadBalancer: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted load balancer to replace it", "loadBalancerARN", awssdk.ToString(lb.LoadBalancerArn))
-	return l.createLB(ctx, d, sgIDs)
+	reportChange(ctx, "load balancer %s deleted to be replaced", awssdk.ToString(lb.LoadBalancerName))
+	created, err := l.createLB(ctx, d, sgIDs)
+	if err == nil {
+		reportChange(ctx, "load balancer %s re-created (scheme %s, subnets %s)", d.names.lb, d.scheme, strings.Join(d.subnets, ","))
+	}
+	return created, err
 }
 
 // subnetsKept is the warning for a subnet change the NLB was kept without.

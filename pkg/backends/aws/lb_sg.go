@@ -25,20 +25,33 @@ type rule struct {
 
 // findSG returns the Service's security group, or nil.
 func (l *LoadBalancer) findSG(ctx context.Context, n names) (*ec2types.SecurityGroup, error) {
-	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
-		{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}},
-		{Name: awssdk.String("group-name"), Values: []string{n.sg}},
-	}})
+	groups, err := l.sgsNamed(ctx, n.sg)
 	if err != nil {
-		return nil, fmt.Errorf("DescribeSecurityGroups: %w", err)
+		return nil, err
 	}
-	for i := range out.SecurityGroups {
-		sg := &out.SecurityGroups[i]
+	for i := range groups {
+		sg := &groups[i]
 		if ec2Tag(sg.Tags, tagClusterPrefix+l.clusterID) != "" && ec2Tag(sg.Tags, tagService) == n.service {
 			return sg, nil
 		}
 	}
 	return nil, nil
+}
+
+// sgsNamed returns the VPC's security groups called name: from a repair
+// pass's snapshot if the reconcile has one, else from AWS.
+func (l *LoadBalancer) sgsNamed(ctx context.Context, name string) ([]ec2types.SecurityGroup, error) {
+	if v := l.viewOf(ctx); v != nil {
+		return v.sgs, nil
+	}
+	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}},
+		{Name: awssdk.String("group-name"), Values: []string{name}},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeSecurityGroups: %w", err)
+	}
+	return out.SecurityGroups, nil
 }
 
 func ec2Tag(tags []ec2types.Tag, key string) string {
@@ -96,6 +109,7 @@ func (l *LoadBalancer) createSG(ctx context.Context, d *desiredLB) (string, erro
 		return "", fmt.Errorf("CreateSecurityGroup: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Created security group", "securityGroup", awssdk.ToString(out.GroupId))
+	reportChange(ctx, "security group %s (%s) created", d.names.sg, awssdk.ToString(out.GroupId))
 	return awssdk.ToString(out.GroupId), nil
 }
 
@@ -136,12 +150,14 @@ func (l *LoadBalancer) changeRules(ctx context.Context, id string, add, remove [
 			return fmt.Errorf("AuthorizeSecurityGroupIngress: %w", err)
 		}
 		klog.FromContext(ctx).V(2).Info("Allowed ingress", "securityGroup", id, "rules", len(add))
+		reportChange(ctx, "%s authorized in security group %s", plural("security-group rule", ruleNames(add)), id)
 	}
 	if len(remove) > 0 {
 		if _, err := l.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: awssdk.String(id), IpPermissions: permissions(remove)}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("RevokeSecurityGroupIngress: %w", err)
 		}
 		klog.FromContext(ctx).V(2).Info("Revoked ingress", "securityGroup", id, "rules", len(remove))
+		reportChange(ctx, "%s revoked in security group %s", plural("security-group rule", ruleNames(remove)), id)
 	}
 	return nil
 }
@@ -172,7 +188,9 @@ func (l *LoadBalancer) deleteSG(ctx context.Context, n names) error {
 	if _, err := l.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("DeleteSecurityGroup %s (retried until the deleted load balancer releases it): %w", awssdk.ToString(sg.GroupId), err)
 	}
+	l.forgetGroup(awssdk.ToString(sg.GroupId))
 	klog.FromContext(ctx).V(2).Info("Deleted security group", "securityGroup", awssdk.ToString(sg.GroupId))
+	reportChange(ctx, "security group %s (%s) deleted", n.sg, awssdk.ToString(sg.GroupId))
 	return nil
 }
 
@@ -188,16 +206,25 @@ func (l *LoadBalancer) checkGroups(ctx context.Context, d *desiredLB) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
-		{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}},
-		{Name: awssdk.String("group-id"), Values: ids},
-	}})
-	if err != nil {
-		return fmt.Errorf("DescribeSecurityGroups: %w", err)
-	}
 	found := map[string]bool{}
-	for _, sg := range out.SecurityGroups {
-		found[awssdk.ToString(sg.GroupId)] = true
+	if v := l.viewOf(ctx); v != nil {
+		if _, all := v.snap.groups(ids); all {
+			for _, id := range ids {
+				found[id] = true
+			}
+		}
+	}
+	if len(found) == 0 {
+		out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+			{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}},
+			{Name: awssdk.String("group-id"), Values: ids},
+		}})
+		if err != nil {
+			return fmt.Errorf("DescribeSecurityGroups: %w", err)
+		}
+		for _, sg := range out.SecurityGroups {
+			found[awssdk.ToString(sg.GroupId)] = true
+		}
 	}
 	r := newReader(nil)
 	for _, a := range []struct {
@@ -244,6 +271,7 @@ func (l *LoadBalancer) syncSGs(ctx context.Context, d *desiredLB, lb *elbtypes.L
 			return fmt.Errorf("SetSecurityGroups: %w", err)
 		}
 		klog.FromContext(ctx).V(2).Info("Changed load balancer security groups", "securityGroups", want)
+		reportChange(ctx, "security groups of the load balancer set to %s", strings.Join(want, ", "))
 		lb.SecurityGroups = want
 	}
 	if d.ownSG() {

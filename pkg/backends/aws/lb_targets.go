@@ -15,6 +15,12 @@ import (
 // by name.
 func (l *LoadBalancer) attachedTargetGroups(ctx context.Context, lbARN string) (map[string]elbtypes.TargetGroup, error) {
 	out := map[string]elbtypes.TargetGroup{}
+	if e := l.viewOf(ctx).entryByARN(lbARN); e != nil {
+		for name, tg := range e.tgs {
+			out[name] = tg
+		}
+		return out, nil
+	}
 	p := elbv2.NewDescribeTargetGroupsPaginator(l.elb, &elbv2.DescribeTargetGroupsInput{LoadBalancerArn: awssdk.String(lbARN)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -55,11 +61,11 @@ func (l *LoadBalancer) ensureTargetGroups(ctx context.Context, d *desiredLB, att
 	for _, p := range d.ports {
 		tg, found := attached[p.tgName]
 		if !found {
-			created, err := l.createTargetGroup(ctx, d, p)
+			got, existed, err := l.detachedOrNew(ctx, d, p)
 			if err != nil {
 				return nil, err
 			}
-			tg = *created
+			tg, found = *got, existed
 		}
 		if err := l.syncHealthCheck(ctx, d, tg); err != nil {
 			return nil, err
@@ -73,6 +79,23 @@ func (l *LoadBalancer) ensureTargetGroups(ctx context.Context, d *desiredLB, att
 		arns[p.port] = awssdk.ToString(tg.TargetGroupArn)
 	}
 	return arns, nil
+}
+
+// detachedOrNew returns port p's target group when no listener of the NLB
+// uses it: on an NLB that existed, the group left when its listener was
+// deleted behind the backend's back (existed), else a new one.
+func (l *LoadBalancer) detachedOrNew(ctx context.Context, d *desiredLB, p desiredPort) (_ *elbtypes.TargetGroup, existed bool, _ error) {
+	if ctx.Value(existingKey{}) != nil {
+		out, err := l.elb.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{Names: []string{p.tgName}})
+		if err != nil && !isNotFound(err) {
+			return nil, false, fmt.Errorf("DescribeTargetGroups %s: %w", p.tgName, err)
+		}
+		if err == nil && len(out.TargetGroups) == 1 && awssdk.ToString(out.TargetGroups[0].VpcId) == l.settings.VPC {
+			return &out.TargetGroups[0], true, nil
+		}
+	}
+	tg, err := l.createTargetGroup(ctx, d, p)
+	return tg, false, err
 }
 
 // createTargetGroup creates a port's group. AWS answers an existing group
@@ -111,6 +134,7 @@ func (l *LoadBalancer) createTargetGroup(ctx context.Context, d *desiredLB, p de
 		return nil, fmt.Errorf("CreateTargetGroup %s: %d answers, want 1", p.tgName, len(out.TargetGroups))
 	}
 	klog.FromContext(ctx).V(2).Info("Created target group", "targetGroup", p.tgName)
+	reportChange(ctx, "target group %s created", p.tgName)
 	return &out.TargetGroups[0], nil
 }
 
@@ -131,6 +155,7 @@ func (l *LoadBalancer) syncHealthCheck(ctx context.Context, d *desiredLB, tg elb
 	}
 	klog.FromContext(ctx).V(2).Info("Changed health check", "targetGroup", awssdk.ToString(tg.TargetGroupName), "protocol", d.hc.protocol, "port", d.hc.port,
 		"path", d.hc.path, "interval", d.hc.interval, "timeout", d.hc.timeout, "healthy", d.hc.healthy, "unhealthy", d.hc.unhealthy)
+	reportChange(ctx, "health check of target group %s set to %s:%s%s every %ds", awssdk.ToString(tg.TargetGroupName), d.hc.protocol, d.hc.port, d.hc.path, d.hc.interval)
 	return nil
 }
 
@@ -195,12 +220,14 @@ func (l *LoadBalancer) changeTargets(ctx context.Context, name, arn string, add,
 			return fmt.Errorf("RegisterTargets %s: %w", name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Registered targets", "targetGroup", name, "count", len(add))
+		reportChange(ctx, "%s registered in target group %s", plural("target", targetNames(add)), name)
 	}
 	if len(remove) > 0 {
 		if _, err := l.elb.DeregisterTargets(ctx, &elbv2.DeregisterTargetsInput{TargetGroupArn: awssdk.String(arn), Targets: remove}); err != nil {
 			return fmt.Errorf("DeregisterTargets %s: %w", name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Deregistered targets", "targetGroup", name, "count", len(remove))
+		reportChange(ctx, "%s deregistered from target group %s", plural("target", targetNames(remove)), name)
 	}
 	return nil
 }
@@ -223,6 +250,7 @@ func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN 
 			return fmt.Errorf("DeleteListener port %d: %w", port, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Deleted listener", "port", port)
+		reportChange(ctx, "listener %s:%d deleted", ls.Protocol, port)
 	}
 	return nil
 }
@@ -256,12 +284,14 @@ func (l *LoadBalancer) ensureListener(ctx context.Context, lbARN string, p desir
 			return listenerError("CreateListener", p, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Created listener", "port", p.port, "protocol", p.listener)
+		reportChange(ctx, "listener %s:%d created", p.listener, p.port)
 	case !listenerIs(have, p, tgARN):
 		if _, err := l.elb.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: have.ListenerArn, Port: awssdk.Int32(p.port),
 			Protocol: elbtypes.ProtocolEnum(p.listener), DefaultActions: actions, Certificates: certs, SslPolicy: policy}); err != nil {
 			return listenerError("ModifyListener", p, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Changed listener", "port", p.port, "protocol", p.listener)
+		reportChange(ctx, "listener %s:%d modified (%s)", p.listener, p.port, listenerDiff(have, p, tgARN))
 	}
 	return nil
 }
@@ -315,6 +345,7 @@ func (l *LoadBalancer) deleteTargetGroup(ctx context.Context, tg elbtypes.Target
 		return fmt.Errorf("DeleteTargetGroup %s: %w", awssdk.ToString(tg.TargetGroupName), err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted target group", "targetGroup", awssdk.ToString(tg.TargetGroupName))
+	reportChange(ctx, "target group %s deleted", awssdk.ToString(tg.TargetGroupName))
 	return nil
 }
 

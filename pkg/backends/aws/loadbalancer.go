@@ -40,6 +40,8 @@ type LoadBalancer struct {
 	elb       ELBAPI
 	instances *Instances
 	subnets   subnetCache
+	// passes are the repair passes under way (BeginRepairPass).
+	passes passSet
 	// subnetTTL is how long the VPC's subnet list is reused (subnetTTL).
 	subnetTTL time.Duration
 }
@@ -158,10 +160,12 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *co
 // upstream's node sync calls Update for Services whose delete may have just
 // finished, and an NLB made then would be left behind.
 func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node, create bool) (*elbtypes.LoadBalancer, error) {
+	ctx = l.withView(ctx, namesFor(l.clusterID, svc))
 	d, existing, err := l.observe(ctx, svc, nodes)
 	if err != nil || (existing == nil && !create) {
 		return nil, err
 	}
+	ctx = withExisting(ctx, existing)
 	// An adopted NLB keeps the security groups it has (AWS cannot add
 	// any to an NLB made without them); ours is made only for an NLB we
 	// create (createLB makes it then).
@@ -260,7 +264,7 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, 
 		return nil
 	}
 	n := namesFor(l.clusterID, svc)
-	ctx = withService(ctx, svc, n)
+	ctx = l.withView(withService(ctx, svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
 	if err != nil {
 		return err
@@ -334,6 +338,7 @@ func (l *LoadBalancer) unprotectAndDelete(ctx context.Context, lb *elbtypes.Load
 		Attributes: []elbtypes.LoadBalancerAttribute{{Key: awssdk.String(attrDeletionProtection), Value: awssdk.String("false")}}}); err != nil {
 		return fmt.Errorf("ModifyLoadBalancerAttributes (turning deletion protection off): %w", err)
 	}
+	reportChange(ctx, "load-balancer deletion protection turned off to replace it")
 	_, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
 	return err
 }
@@ -367,6 +372,10 @@ func adopted(lb *elbtypes.LoadBalancer, n names) bool {
 // describeLB returns the NLB called name (nil if there is none) and
 // whether it is tagged as this cluster's and Service's.
 func (l *LoadBalancer) describeLB(ctx context.Context, n names, name string) (*elbtypes.LoadBalancer, bool, error) {
+	if v := l.viewOf(ctx); v != nil && v.lbs[name] != nil {
+		lb := v.lbs[name].lb
+		return &lb, l.ownedELB(v.lbs[name].tags, n), nil
+	}
 	out, err := l.elb.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
 	if isNotFound(err) {
 		return nil, false, nil
@@ -382,18 +391,11 @@ func (l *LoadBalancer) describeLB(ctx context.Context, n names, name string) (*e
 	if err != nil {
 		return nil, false, fmt.Errorf("DescribeTags: %w", err)
 	}
-	return lb, l.ownedELB(tags, n), nil
+	return lb, l.ownedELB(tagMaps(tags)[awssdk.ToString(lb.LoadBalancerArn)], n), nil
 }
 
-func (l *LoadBalancer) ownedELB(out *elbv2.DescribeTagsOutput, n names) bool {
-	for _, td := range out.TagDescriptions {
-		m := map[string]string{}
-		for _, t := range td.Tags {
-			m[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-		}
-		if m[tagClusterPrefix+l.clusterID] != "" && m[tagService] == n.service {
-			return true
-		}
-	}
-	return false
+// ownedELB reports whether a load balancer's tags say it is this
+// cluster's and the Service's.
+func (l *LoadBalancer) ownedELB(tags map[string]string, n names) bool {
+	return tags[tagClusterPrefix+l.clusterID] != "" && tags[tagService] == n.service
 }
