@@ -18,10 +18,10 @@ import (
 // Page sizes of the bulk reads of a repair pass: the largest each API
 // takes (ELBv2 PageSize 1-400, DescribeTags 20 ARNs, EC2 MaxResults 5-1000).
 const (
-	lbPageSize      = 400
-	tagsPerCall     = 20
-	sgPageSize      = 1000
-	tgPageSize      = lbPageSize
+	lbPageSize  = 400
+	tagsPerCall = 20
+	sgPageSize  = 1000
+	tgPageSize  = lbPageSize
 )
 
 var (
