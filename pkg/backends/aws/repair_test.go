@@ -217,6 +217,7 @@ func TestRepairPassNothingChanged(t *testing.T) {
 	d.fake.ResetCalls()
 	perService := d.ensureAll(t, context.Background())
 	plain := d.fake.CallCounts()
+	t.Logf("per-Service reads of %d Services: %v", len(d.svcs), plain)
 	d.fake.ResetCalls()
 	inPass := d.ensureAll(t, d.begin(t, true))
 	if len(perService)+len(inPass) > 0 {
