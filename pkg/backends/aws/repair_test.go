@@ -214,6 +214,9 @@ func (e *env) begin(t *testing.T, pass bool) context.Context {
 // balancer.
 func TestRepairPassNothingChanged(t *testing.T) {
 	d := newDriftEnv(t)
+	extra := newService("extra", withAnnotation(AnnotationExtraSecurityGroups, userSG(t, d.env, "extra")))
+	d.svcs = append(d.svcs, extra)
+	d.ensure(t, extra, d.nodes)
 	d.fake.ResetCalls()
 	perService := d.ensureAll(t, context.Background())
 	plain := d.fake.CallCounts()
@@ -228,7 +231,7 @@ func TestRepairPassNothingChanged(t *testing.T) {
 	}
 	got := d.fake.CallCounts()
 	for op, want := range map[string]int{"DescribeLoadBalancers": 1, "DescribeTags": 1, "DescribeTargetGroups": 1, "DescribeSecurityGroups": 1,
-		"DescribeListeners": 3, "DescribeLoadBalancerAttributes": 3, "DescribeTargetHealth": 3, "DescribeTargetGroupAttributes": 3} {
+		"DescribeListeners": 4, "DescribeLoadBalancerAttributes": 4, "DescribeTargetHealth": 4, "DescribeTargetGroupAttributes": 4} {
 		if got[op] != want {
 			t.Errorf("%s: %d calls in the pass, want %d (all: %v)", op, got[op], want, got)
 		}
@@ -328,5 +331,54 @@ func TestCreationIsNoChange(t *testing.T) {
 	want := "target " + instanceID(2) + ":30080 deregistered from target group " + namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
 	if c := changes(); len(c) != 1 || c[0] != want {
 		t.Errorf("reported %q, want [%q]", c, want)
+	}
+}
+
+// TestRepairPassReads: a load balancer deleted between the listing and its
+// tags makes DescribeTags refuse the batch; the others are then asked one
+// by one and still served from the snapshot. A pass that cannot read is an
+// error, and the Ensures then read from AWS.
+func TestRepairPassReads(t *testing.T) {
+	d := newDriftEnv(t)
+	d.fake.FailNext("DescribeTags", "LoadBalancerNotFound")
+	d.fake.ResetCalls()
+	ctx := d.begin(t, true)
+	if n := d.fake.Calls("DescribeTags"); n != 1+len(d.svcs) {
+		t.Errorf("%d DescribeTags, want the refused batch and one per load balancer (%d)", n, 1+len(d.svcs))
+	}
+	d.fake.ResetCalls()
+	d.ensureAll(t, ctx)
+	if n := d.fake.Calls("DescribeLoadBalancers"); n != 0 {
+		t.Errorf("%d DescribeLoadBalancers in the pass, want 0", n)
+	}
+	d.fake.SetOutage(true)
+	_, end, err := d.cloud.lb.BeginRepairPass(context.Background(), testCluster)
+	d.fake.SetOutage(false)
+	end()
+	if err == nil {
+		t.Fatal("BeginRepairPass in an outage: no error")
+	}
+	d.fake.ResetCalls()
+	d.ensureAll(t, context.Background())
+	if n := d.fake.Calls("DescribeLoadBalancers"); n != len(d.svcs) {
+		t.Errorf("%d DescribeLoadBalancers without a pass, want %d", n, len(d.svcs))
+	}
+}
+
+// TestRepairPassUpdate: UpdateLoadBalancer under a pass reads from the
+// snapshot too, repairs and reports.
+func TestRepairPassUpdate(t *testing.T) {
+	d := newDriftEnv(t)
+	drifts[1].change(t, d)
+	ctx, changes := backends.WithChangeReport(d.begin(t, true))
+	d.fake.ResetCalls()
+	if err := d.cloud.lb.UpdateLoadBalancer(ctx, testCluster, d.svcs[0], d.nodes); err != nil {
+		t.Fatal(err)
+	}
+	if c := changes(); len(c) != 1 || c[0] != drifts[1].want(d) {
+		t.Errorf("reported %q, want [%q]", c, drifts[1].want(d))
+	}
+	if n := d.fake.Calls("DescribeLoadBalancers"); n != 0 {
+		t.Errorf("%d DescribeLoadBalancers, want 0", n)
 	}
 }
