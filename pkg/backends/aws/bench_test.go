@@ -238,8 +238,8 @@ func reportPass(b *testing.B, fake *awsfake.Server) {
 	}
 	mutating := len(fake.MutatingCalls())
 	b.ReportMetric(float64(reads)/passes, "read-calls/pass")
-	b.ReportMetric(float64(bulk)/passes, "LB,tag,TG,SG-reads/pass")
-	b.ReportMetric(float64(reads-bulk)/passes, "other-reads/pass")
+	b.ReportMetric(float64(bulk)/passes, "bulk-reads/pass")
+	b.ReportMetric(float64(reads-bulk)/passes, "per-LB-reads/pass")
 	b.ReportMetric(float64(mutating)/passes, "mutating-calls/pass")
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/passes, "ms/pass")
 	b.ReportMetric(0, "ns/op")

@@ -11,6 +11,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
@@ -381,4 +382,33 @@ func TestRepairPassUpdate(t *testing.T) {
 	if n := d.fake.Calls("DescribeLoadBalancers"); n != 0 {
 		t.Errorf("%d DescribeLoadBalancers, want 0", n)
 	}
+}
+
+// TestRepairPassConcurrent: Ensures of a pass run in parallel (the
+// controller's workers), beside Ensures outside it, without a race and
+// without a mutating call.
+func TestRepairPassConcurrent(t *testing.T) {
+	d := newDriftEnv(t)
+	for i := range 5 {
+		svc := newService(fmt.Sprintf("more-%d", i))
+		d.svcs = append(d.svcs, svc)
+		d.ensure(t, svc, d.nodes)
+	}
+	ctx := d.begin(t, true)
+	d.fake.ResetCalls()
+	var g errgroup.Group
+	for i, svc := range d.svcs {
+		g.Go(func() error {
+			c := ctx
+			if i%3 == 0 {
+				c = context.Background()
+			}
+			_, err := d.cloud.lb.EnsureLoadBalancer(c, testCluster, svc, d.nodes)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	d.assertNoMutation(t, "a pass with nothing changed")
 }
