@@ -73,7 +73,11 @@ func (d *driftEnv) state(t *testing.T) string {
 		}
 	}
 	for _, tg := range d.fake.TargetGroups() {
-		b.WriteString(tg.Name + " " + strings.Join(tg.Targets, ",") + "\n")
+		b.WriteString(fmt.Sprintf("%s %s %s:%s/%d", tg.Name, strings.Join(tg.Targets, ","), tg.HealthCheckProtocol, tg.HealthCheckPort, tg.HealthCheckInterval))
+		for _, k := range sorted(keys(tg.Attributes)) {
+			b.WriteString(" " + k + "=" + tg.Attributes[k])
+		}
+		b.WriteString("\n")
 	}
 	for _, sg := range d.fake.SecurityGroups() {
 		b.WriteString(sg.ID + " " + strings.Join(d.fake.SecurityGroupIngress(sg.ID), ",") + "\n")
@@ -135,6 +139,49 @@ var drifts = []drift{
 			t.Fatal(err)
 		}
 	}, func(*driftEnv) string { return "load-balancer attributes set: " + attrCrossZone + "=false" }, "ModifyLoadBalancerAttributes"},
+	{"target-group attribute changed", func(t *testing.T, d *driftEnv) {
+		if _, err := d.cloud.lb.elb.ModifyTargetGroupAttributes(context.Background(), &elbv2.ModifyTargetGroupAttributesInput{TargetGroupArn: awssdk.String(d.tgOf(t, d.svcs[0]).ARN),
+			Attributes: []elbtypes.TargetGroupAttribute{{Key: awssdk.String("deregistration_delay.timeout_seconds"), Value: awssdk.String("10")}}}); err != nil {
+			t.Fatal(err)
+		}
+	}, func(d *driftEnv) string {
+		return "target group " + d.webTG() + " attributes set: deregistration_delay.timeout_seconds=300"
+	}, "ModifyTargetGroupAttributes"},
+	{"health check changed", func(t *testing.T, d *driftEnv) {
+		if _, err := d.cloud.lb.elb.ModifyTargetGroup(context.Background(), &elbv2.ModifyTargetGroupInput{TargetGroupArn: awssdk.String(d.tgOf(t, d.svcs[0]).ARN),
+			HealthCheckIntervalSeconds: awssdk.Int32(10)}); err != nil {
+			t.Fatal(err)
+		}
+	}, func(d *driftEnv) string {
+		return "health check of target group " + d.webTG() + " set to TCP:traffic-port every 30s"
+	}, "ModifyTargetGroup"},
+	{"listener added", func(t *testing.T, d *driftEnv) {
+		if _, err := d.cloud.lb.elb.CreateListener(context.Background(), &elbv2.CreateListenerInput{LoadBalancerArn: awssdk.String(d.lbOf(t, d.svcs[0]).ARN),
+			Port: awssdk.Int32(8080), Protocol: elbtypes.ProtocolEnumTcp,
+			DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: awssdk.String(d.tgOf(t, d.svcs[0]).ARN)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}, func(*driftEnv) string { return "listener TCP:8080 deleted" }, "DeleteListener"},
+	{"load-balancer security-group rule added", func(t *testing.T, d *driftEnv) {
+		if _, err := d.cloud.lb.ec2.AuthorizeSecurityGroupIngress(context.Background(), &ec2.AuthorizeSecurityGroupIngressInput{GroupId: awssdk.String(d.ownSG()),
+			IpPermissions: []ec2types.IpPermission{{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(22), ToPort: awssdk.Int32(22),
+				IpRanges: []ec2types.IpRange{{CidrIp: awssdk.String("0.0.0.0/0")}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}, func(d *driftEnv) string {
+		return "security-group rule tcp/22 from 0.0.0.0/0 revoked in security group " + d.ownSG()
+	}, "RevokeSecurityGroupIngress"},
+	{"load-balancer security groups changed", func(t *testing.T, d *driftEnv) {
+		if _, err := d.cloud.lb.elb.SetSecurityGroups(context.Background(), &elbv2.SetSecurityGroupsInput{LoadBalancerArn: awssdk.String(d.lbOf(t, d.svcs[0]).ARN),
+			SecurityGroups: []string{d.ownSG(), d.nodesSG}}); err != nil {
+			t.Fatal(err)
+		}
+	}, func(d *driftEnv) string { return "security groups of the load balancer set to " + d.ownSG() }, "SetSecurityGroups"},
+}
+
+// webTG is the name of the "web" Service's target group.
+func (d *driftEnv) webTG() string {
+	return namesFor(testCluster, d.svcs[0]).targetGroup(80, "TCP", targetInstance)
 }
 
 // ownSG is the backend's security group of the "web" Service.
