@@ -39,7 +39,7 @@ func startLoadBalancerController(initCtx app.ControllerInitContext, cc *config.C
 		classless := !upstreamServiceControllerEnabled(cc.ComponentConfig.Generic.Controllers)
 		c, err := lbcontroller.New(lbCloud, lbcontroller.Options{
 			Client:       cc.ClientBuilder.ClientOrDie(initCtx.ClientName),
-			EventClient:  cc.ClientBuilder.ClientOrDie(initCtx.ClientName + "-events"),
+			EventClient:  cc.ClientBuilder.ClientOrDie(initCtx.ClientName),
 			Services:     cc.SharedInformers.Core().V1().Services(),
 			Nodes:        cc.SharedInformers.Core().V1().Nodes(),
 			ClusterName:  cc.ComponentConfig.KubeCloudShared.ClusterName,

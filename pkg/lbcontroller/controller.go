@@ -19,6 +19,7 @@ package lbcontroller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -200,6 +202,14 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.sync(ctx, key); err != nil {
+		var re *api.RetryError
+		if errors.As(err, &re) {
+			// The cloud said when to ask again (a load balancer still
+			// provisioning), as upstream's controller honours.
+			klog.FromContext(ctx).Info("Load balancer not ready yet; retrying", "service", key, "after", re.RetryAfter(), "reason", err.Error())
+			c.queue.AddAfter(key, re.RetryAfter())
+			return true
+		}
 		klog.FromContext(ctx).Error(err, "Syncing the Service's load balancer failed; retrying", "service", key)
 		c.queue.AddRateLimited(key)
 		return true

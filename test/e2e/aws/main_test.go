@@ -27,6 +27,11 @@ const (
 	metalBackend = "onprem"
 	// metalPool is the bare-metal backend's address pool.
 	metalPool = "192.0.2.0/28"
+	// awsClass and metalClass are the config's load-balancer classes.
+	awsClass   = "multicloud-ccm.io/aws-nlb"
+	metalClass = "multicloud-ccm.io/onprem"
+	// repairPeriod is the CCM's --load-balancer-resync-period here.
+	repairPeriod = 3 * time.Second
 
 	settle  = 45 * time.Second // a controller acting on a new object
 	stopTTL = 15 * time.Second
@@ -38,6 +43,10 @@ const (
 const cloudConfigTemplate = `apiVersion: multicloud-ccm.io/v1alpha1
 kind: CloudConfig
 clusterID: ` + clusterID + `
+loadBalancer:
+  classes:
+  - {name: ` + awsClass + `, backend: ` + awsBackend + `}
+  - {name: ` + metalClass + `, backend: ` + metalBackend + `}
 nodes:
   rules:
   - backend: ` + metalBackend + `
@@ -125,6 +134,7 @@ func env(t *testing.T) *framework.ControlPlane {
 		ccm, ccmErr = cp.StartCCM(ctx, framework.CCMOptions{
 			CloudConfig: fmt.Sprintf(cloudConfigTemplate, fake.URL, seeded.VPCID),
 			Env:         []string{"E2E_AWS_ACCESS_KEY_ID=AKIDE2EFAKE", "E2E_AWS_SECRET_ACCESS_KEY=e2e-fake-secret"},
+			ExtraArgs:   []string{"--load-balancer-resync-period=" + repairPeriod.String()},
 		})
 	})
 	if ccmErr != nil {

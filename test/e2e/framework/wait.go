@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +157,29 @@ func EventSeen(c kubernetes.Interface, kind, namespace, name, eventType, reason 
 			return false, err.Error(), nil
 		}
 		return FindEvent(evs, eventType, reason) != nil, "events:\n" + DescribeEvents(evs), nil
+	}
+}
+
+// EventWith holds once the object has an event of reason whose message
+// contains every one of want.
+func EventWith(c kubernetes.Interface, kind, namespace, name, reason string, want ...string) Condition {
+	return func(ctx context.Context) (bool, string, error) {
+		evs, err := Events(ctx, c, kind, namespace, name)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, ev := range evs {
+			if ev.Reason != reason {
+				continue
+			}
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(ev.Message, w)
+			}
+			if all {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("no %s event with %q; events:\n%s", reason, want, DescribeEvents(evs)), nil
 	}
 }
