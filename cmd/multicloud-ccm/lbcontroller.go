@@ -15,7 +15,6 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/lbcontroller"
 )
 
-
 // defaultLoadBalancerResync is --load-balancer-resync-period's default.
 const defaultLoadBalancerResync = 10 * time.Minute
 
