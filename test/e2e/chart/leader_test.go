@@ -104,6 +104,12 @@ func TestLeaderElectionFailover(t *testing.T) {
 		t.Fatalf("lease duration %s, want the chart's %s", got, leaseDuration)
 	}
 
+	// A classed Service (multicloud-ccm's own controller) created just
+	// before the kill: its creation is in flight when the leader dies.
+	if _, err := framework.CreateService(ctx, cp.Client, framework.NewLoadBalancerService("default", "le-classed",
+		framework.WithPort("http", 80, corev1.ProtocolTCP), framework.WithLoadBalancerClass(metalClass))); err != nil {
+		t.Fatal(err)
+	}
 	// Kill the leader: no graceful release of the lease.
 	if err := syscall.Kill(leader.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -180,6 +186,21 @@ func TestLeaderElectionFailover(t *testing.T) {
 	}
 	if slices.Equal(framework.IngressIPs(after), framework.IngressIPs(before)) {
 		t.Errorf("the new leader gave le-after the address of le-before (%v): it does not see the old leader's allocation", framework.IngressIPs(before))
+	}
+	// The classed Service whose creation the kill interrupted: one address,
+	// the finalizer, and no address shared with the others.
+	framework.Eventually(t, settle, "le-classed has an address and the finalizer", framework.ServiceMatches(cp.Client, "default", "le-classed", func(s *corev1.Service) (bool, string) {
+		ok, seen := framework.HasIngress(s)
+		return ok && len(framework.IngressIPs(s)) == 1 && framework.HasFinalizer(s, lbFinalizer), seen
+	}))
+	classed, err := cp.Client.CoreV1().Services("default").Get(ctx, "le-classed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []*corev1.Service{before, after} {
+		if slices.Equal(framework.IngressIPs(classed), framework.IngressIPs(other)) {
+			t.Errorf("le-classed and %s share the address %v", other.Name, framework.IngressIPs(other))
+		}
 	}
 }
 

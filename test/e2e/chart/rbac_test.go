@@ -20,8 +20,10 @@ import (
 )
 
 const (
-	settle       = 60 * time.Second
-	lbFinalizer  = "service.kubernetes.io/load-balancer-cleanup"
+	settle      = 60 * time.Second
+	lbFinalizer = "service.kubernetes.io/load-balancer-cleanup"
+	// metalClass is the load-balancer class of testdata/e2e/baremetal.yaml.
+	metalClass   = "multicloud-ccm.io/metal"
 	backendLabel = "multicloud-ccm.io/backend"
 )
 
@@ -90,6 +92,9 @@ func TestRBACProven(t *testing.T) {
 				// Service's status only when the Service leaves every
 				// backend (its backend annotation removed, no default).
 				"patch services/status": "released address clearing",
+				// multicloud-load-balancer reads a Service again only
+				// after a write lost to another writer.
+				"get services": "re-read after a conflict",
 			},
 		},
 		{
@@ -149,7 +154,7 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("stray")); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, settle, "a repeated Warning about stray", repeatedWarning(cp, "stray"))
+	framework.Eventually(t, settle, "a repeated Warning about stray", repeatedEvent(cp, "Node", "stray", ""))
 
 	// cloud-node-lifecycle: a NotReady node whose machine is gone is deleted.
 	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("bm-gone", framework.WithProviderID("baremetal://bm-gone"),
@@ -172,6 +177,32 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 	}
 	framework.Eventually(t, settle, "web deleted (finalizer removed)", framework.ServiceGone(cp.Client, "default", "web"))
 
+	// multicloud-load-balancer: a classed Service's address, finalizer and
+	// deletion, and a repeated Warning for a classed Service it cannot
+	// serve (an address outside the pool).
+	classed := framework.NewLoadBalancerService("default", "web-classed", framework.WithPort("http", 80, corev1.ProtocolTCP), framework.WithLoadBalancerClass(metalClass))
+	if _, err := framework.CreateService(ctx, cp.Client, classed); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "web-classed has an address and the cleanup finalizer", framework.ServiceMatches(cp.Client, "default", "web-classed", func(s *corev1.Service) (bool, string) {
+		ok, seen := framework.HasIngress(s)
+		return ok && framework.HasFinalizer(s, lbFinalizer), seen
+	}))
+	if err := cp.Client.CoreV1().Services("default").Delete(ctx, "web-classed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "web-classed deleted (finalizer removed)", framework.ServiceGone(cp.Client, "default", "web-classed"))
+	bad := framework.NewLoadBalancerService("default", "bad-classed", framework.WithPort("http", 80, corev1.ProtocolTCP), framework.WithLoadBalancerClass(metalClass),
+		framework.WithAnnotation("multicloud-ccm.io/load-balancer-ips", "203.0.113.9"))
+	if _, err := framework.CreateService(ctx, cp.Client, bad); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "a repeated SyncLoadBalancerFailed on bad-classed", repeatedEvent(cp, "Service", "bad-classed", "SyncLoadBalancerFailed"))
+	if err := cp.Client.CoreV1().Services("default").Delete(ctx, "bad-classed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "bad-classed deleted (finalizer removed)", framework.ServiceGone(cp.Client, "default", "bad-classed"))
+
 	// Delegated authentication and authorization of the secure port.
 	if code, body, err := ccm.Get(ctx, "/metrics"); err != nil || code != 200 {
 		t.Fatalf("GET /metrics as admin: %d %v %.300s", code, err, body)
@@ -193,7 +224,7 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 	// Under --use-service-account-credentials the controllers and the
 	// router really act as their own identities.
 	if saCreds == "true" {
-		for _, id := range []string{"node-controller", "service-controller", "multicloud-ccm"} {
+		for _, id := range []string{"node-controller", "service-controller", "multicloud-ccm", "multicloud-load-balancer"} {
 			if counts["system:serviceaccount:kube-system:"+id] == 0 {
 				t.Errorf("no request as kube-system/%s: the controllers did not use their own identities", id)
 			}
@@ -203,7 +234,7 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 
 // controllerIdentities are the ServiceAccounts the client builder uses
 // under --use-service-account-credentials.
-var controllerIdentities = []string{"node-controller", "service-controller", "route-controller", "multicloud-ccm"}
+var controllerIdentities = []string{"node-controller", "service-controller", "route-controller", "multicloud-ccm", "multicloud-load-balancer"}
 
 // auditEvent is the part of an audit.k8s.io/v1 Event the check reads.
 type auditEvent struct {
@@ -299,7 +330,8 @@ func grants(t *testing.T, installed []object) []grant {
 // checkAudit fails the test for every request of the CCM's identities that
 // RBAC refused, and for every granted verb that no allowed request used.
 // notDriven lists grants ("verb resource" or "verb resource/name", to
-// anyone) this run cannot drive, with the reason.
+// anyone, or "verb resource as <kube-system ServiceAccount>", to that
+// identity only) this run cannot drive, with the reason.
 // It returns the number of allowed requests per identity.
 func checkAudit(t *testing.T, path string, installed []object, notDriven map[string]string) map[string]int {
 	t.Helper()
@@ -369,6 +401,9 @@ func checkAudit(t *testing.T, path string, installed []object, notDriven map[str
 		if !ok && g.name != "" {
 			reason, ok = notDriven[g.verb+" "+g.resource+"/"+g.name]
 		}
+		if !ok {
+			reason, ok = notDriven[g.verb+" "+g.resource+" as "+strings.TrimPrefix(g.subject, "system:serviceaccount:kube-system:")]
+		}
 		if ok && g.group == "" {
 			t.Logf("not driven by this run: %s (%s)", g, reason)
 			continue
@@ -402,16 +437,20 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// repeatedWarning holds once the router recorded a Warning about the node
-// at least twice (one create, then a patch of the count).
-func repeatedWarning(cp *framework.ControlPlane, node string) framework.Condition {
+// repeatedEvent holds once the object has a Warning of multicloud-ccm's
+// (of reason, when not empty) seen at least twice: created, then patched.
+func repeatedEvent(cp *framework.ControlPlane, kind, name, reason string) framework.Condition {
 	return func(ctx context.Context) (bool, string, error) {
-		evs, err := framework.Events(ctx, cp.Client, "Node", "", node)
+		ns := ""
+		if kind == "Service" {
+			ns = "default"
+		}
+		evs, err := framework.Events(ctx, cp.Client, kind, ns, name)
 		if err != nil {
 			return false, err.Error(), nil
 		}
 		for _, ev := range evs {
-			if ev.Type == corev1.EventTypeWarning && ev.Source.Component == "multicloud-ccm" && ev.Count >= 2 {
+			if ev.Type == corev1.EventTypeWarning && ev.Source.Component == "multicloud-ccm" && ev.Count >= 2 && (reason == "" || ev.Reason == reason) {
 				return true, "", nil
 			}
 		}

@@ -110,7 +110,7 @@ func TestRBACProvenRoutes(t *testing.T) {
 	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("stray")); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, settle, "a repeated Warning about stray", repeatedWarning(cp, "stray"))
+	framework.Eventually(t, settle, "a repeated Warning about stray", repeatedEvent(cp, "Node", "stray", ""))
 	if code, body, err := ccm.Get(ctx, "/metrics"); err != nil || code != 200 {
 		t.Fatalf("GET /metrics as admin: %d %v %.300s", code, err, body)
 	}
@@ -128,6 +128,10 @@ func TestRBACProvenRoutes(t *testing.T) {
 		// sends nothing, so its token is never minted (TestRBACProven
 		// drives it).
 		"create serviceaccounts/token/service-controller": "no load balancer in this run",
+		// Nor does multicloud-load-balancer write an event.
+		"create serviceaccounts/token/multicloud-load-balancer": "no load balancer in this run",
+		"create events as multicloud-load-balancer":             "no load balancer in this run",
+		"patch events as multicloud-load-balancer":              "no load balancer in this run",
 		// Nor does the router record where a load balancer lives, or
 		// clear a released address.
 		"get services":          "no load balancer in this run",

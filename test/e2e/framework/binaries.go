@@ -145,3 +145,27 @@ func RepoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// OutputFiles returns the paths of names (relative paths) inside the folder
+// named by the environment variable env, or else _output/<dir> of the
+// repository, where `make <target>` builds them; it ends tb (a skip, or a
+// failure in CI) when any of them is missing.
+func OutputFiles(tb testing.TB, env, dir, target string, names ...string) []string {
+	tb.Helper()
+	base := os.Getenv(env)
+	if base == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		base = filepath.Join(root, "_output", dir)
+	}
+	paths := make([]string, len(names))
+	for i, name := range names {
+		paths[i] = filepath.Join(base, name)
+		if _, err := os.Stat(paths[i]); err != nil {
+			MissingBinaries(tb, fmt.Errorf("%s (set %s; build it with `make %s`): %w", paths[i], env, target, err))
+		}
+	}
+	return paths
+}

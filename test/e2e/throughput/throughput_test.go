@@ -54,16 +54,18 @@ func services() int {
 // values.yaml, docs/chart.md): the figures an operator gets.
 var chartFlags = []string{"--kube-api-qps=100", "--kube-api-burst=200", "--concurrent-service-syncs=10", "--v=1"}
 
-// unthrottledFlags lift the client-side limit, as controller-runtime (and
-// so MetalLB's controller) does by default: the API server's priority and
-// fairness is the only limit left.
-var unthrottledFlags = []string{"--kube-api-qps=2000", "--kube-api-burst=4000", "--concurrent-service-syncs=10", "--v=1"}
+// ownControllerFlags serve classless Services with multicloud-ccm's own
+// load-balancer controller instead of upstream's service controller.
+var ownControllerFlags = append([]string{"--controllers=*,-service"}, chartFlags...)
+
+// benchClass is the config's load-balancer class for the classed run.
+const benchClass = "multicloud-ccm.io/bench"
 
 func ccmConfig(pools string) string {
 	return `apiVersion: multicloud-ccm.io/v1alpha1
 kind: CloudConfig
 clusterID: bench
-loadBalancer: {defaultBackend: metal}
+loadBalancer: {defaultBackend: metal, classes: [{name: ` + benchClass + `, backend: metal}]}
 backends:
 - name: metal
   type: baremetal
@@ -74,14 +76,15 @@ backends:
 }
 
 // BenchmarkThousandServices creates the Services for MetalLB's controller
-// (with its class, so the CCM leaves them alone), then twice for the CCM
-// (classless, each time in a new namespace): with the chart's client
-// limits, and without a client-side limit like MetalLB's controller, which
-// uses controller-runtime's unlimited client. Each contender runs alone and
-// allocates from the same pool. It reports for each the seconds until
-// every Service shows an address and the writes to Services and Events per
-// Service beyond the test's own create, and how soon a changed
-// cloud-config is applied.
+// (with its class, so the CCM leaves them alone), then three times for the
+// CCM, each time in a new namespace and with the chart's client limits:
+// classless through upstream's service controller (the binary's default),
+// with our class through multicloud-ccm's own controller, and classless
+// through our controller with upstream's turned off
+// (--controllers=*,-service). Each contender runs alone and allocates from
+// the same pool. It reports for each the seconds until every Service shows
+// an address and the writes to Services and Events per Service beyond the
+// test's own create, and how soon a changed cloud-config is applied.
 func BenchmarkThousandServices(b *testing.B) {
 	controller, crds := metallb(b)
 	cp := framework.StartControlPlaneT(b)
@@ -93,8 +96,8 @@ func BenchmarkThousandServices(b *testing.B) {
 	config := ccmConfig(`[{name: lan, addresses: ["` + pool + `"]}]`)
 
 	setupMetalLB(ctx, b, cp, crds)
-	// One ready node, as in any cluster: without one, every sync of the
-	// upstream service controller adds an UnAvailableLoadBalancer event.
+	// One ready node, as in any cluster: without one, every sync adds an
+	// UnAvailableLoadBalancer event.
 	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("worker-0",
 		framework.WithProviderID("baremetal://worker-0"), framework.WithoutUninitializedTaint(),
 		framework.WithReady(corev1.ConditionTrue),
@@ -109,33 +112,38 @@ func BenchmarkThousandServices(b *testing.B) {
 		b.StopTimer()
 		stop()
 
-		ccm := cp.StartCCMT(b, framework.CCMOptions{CloudConfig: config, ExtraArgs: chartFlags})
-		b.StartTimer()
-		ccmSecs, ccmWrites := addressAll(ctx, b, cp, client, fmt.Sprintf("ccm-chart-%d", i), n, nil)
-		b.StopTimer()
-		reload := reloadLatency(ctx, b, ccm)
-		if err := ccm.Stop(15 * time.Second); err != nil {
-			b.Fatal(err)
+		run := func(name string, flags []string, class *string, measureReload bool) (float64, float64, time.Duration) {
+			ccm := cp.StartCCMT(b, framework.CCMOptions{CloudConfig: config, ExtraArgs: flags})
+			b.StartTimer()
+			secs, writes := addressAll(ctx, b, cp, client, fmt.Sprintf("%s-%d", name, i), n, class)
+			b.StopTimer()
+			var reload time.Duration
+			if measureReload {
+				reload = reloadLatency(ctx, b, ccm)
+			}
+			if err := ccm.Stop(15 * time.Second); err != nil {
+				b.Fatal(err)
+			}
+			return secs, writes, reload
 		}
-
-		ccm = cp.StartCCMT(b, framework.CCMOptions{CloudConfig: config, ExtraArgs: unthrottledFlags})
-		b.StartTimer()
-		fastSecs, _ := addressAll(ctx, b, cp, client, fmt.Sprintf("ccm-unthrottled-%d", i), n, nil)
-		b.StopTimer()
-		if err := ccm.Stop(15 * time.Second); err != nil {
-			b.Fatal(err)
-		}
+		upSecs, upWrites, reload := run("ccm-upstream", chartFlags, nil, true)
+		classSecs, classWrites, _ := run("ccm-class", chartFlags, ptr.To(benchClass), false)
+		ownSecs, ownWrites, _ := run("ccm-own", ownControllerFlags, nil, false)
 
 		b.ReportMetric(mlbSecs, "metallb-s")
-		b.ReportMetric(ccmSecs, "ccm-chart-s")
-		b.ReportMetric(fastSecs, "ccm-unthrottled-s")
-		b.ReportMetric(ccmSecs/mlbSecs, "chart/metallb")
-		b.ReportMetric(fastSecs/mlbSecs, "unthrottled/metallb")
+		b.ReportMetric(upSecs, "ccm-upstream-s")
+		b.ReportMetric(classSecs, "ccm-class-s")
+		b.ReportMetric(ownSecs, "ccm-own-s")
+		b.ReportMetric(upSecs/mlbSecs, "upstream/metallb")
+		b.ReportMetric(classSecs/mlbSecs, "class/metallb")
+		b.ReportMetric(ownSecs/mlbSecs, "own/metallb")
 		b.ReportMetric(mlbWrites, "metallb-writes/svc")
-		b.ReportMetric(ccmWrites, "ccm-writes/svc")
+		b.ReportMetric(upWrites, "ccm-upstream-writes/svc")
+		b.ReportMetric(classWrites, "ccm-class-writes/svc")
+		b.ReportMetric(ownWrites, "ccm-own-writes/svc")
 		b.ReportMetric(reload.Seconds(), "reload-s")
-		b.Logf("%d Services: MetalLB's controller %.1fs (%.2f writes/Service); multicloud-ccm %.1fs with the chart's limits %v, %.1fs unthrottled %v (%.2f writes/Service); reload applied in %v",
-			n, mlbSecs, mlbWrites, ccmSecs, chartFlags, fastSecs, unthrottledFlags, ccmWrites, reload)
+		b.Logf("%d Services with the chart's limits %v: MetalLB's controller %.1fs (%.2f writes/Service); multicloud-ccm through upstream's service controller %.1fs (%.2f), classed through its own controller %.1fs (%.2f), classless through its own controller %.1fs (%.2f); reload applied in %v",
+			n, chartFlags, mlbSecs, mlbWrites, upSecs, upWrites, classSecs, classWrites, ownSecs, ownWrites, reload)
 		b.StartTimer()
 	}
 }
@@ -310,23 +318,8 @@ func metricValue(ctx context.Context, b *testing.B, ccm *framework.CCM, name str
 // (failing in CI) when hack/metallb/build.sh has not run.
 func metallb(b *testing.B) (controller, crds string) {
 	b.Helper()
-	dir := os.Getenv("METALLB_DIR")
-	if dir == "" {
-		root, err := framework.RepoRoot()
-		if err != nil {
-			b.Fatal(err)
-		}
-		dir = filepath.Join(root, "_output", "metallb")
-	}
-	controller, crds = filepath.Join(dir, "controller"), filepath.Join(dir, "crds")
-	_, err := os.Stat(controller)
-	if err == nil {
-		_, err = os.Stat(filepath.Join(crds, "metallb.io_ipaddresspools.yaml"))
-	}
-	if err != nil {
-		framework.MissingBinaries(b, fmt.Errorf("MetalLB's controller and CRDs under %s (set METALLB_DIR; build them with `make metallb`): %w", dir, err))
-	}
-	return controller, crds
+	p := framework.OutputFiles(b, "METALLB_DIR", "metallb", "metallb", "controller", "crds/metallb.io_ipaddresspools.yaml")
+	return p[0], filepath.Dir(p[1])
 }
 
 // setupMetalLB installs MetalLB's CRDs, its namespace, the controller's own

@@ -116,21 +116,8 @@ func TestMetalLBSpeakerAdvertisesOurAddressesByBGP(t *testing.T) {
 // hack/gobgp/build.sh has not run.
 func gobgpBinaries(t *testing.T) (daemon, cli string) {
 	t.Helper()
-	dir := os.Getenv(EnvGoBGP)
-	if dir == "" {
-		root, err := framework.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(root, "_output", "gobgp")
-	}
-	daemon, cli = filepath.Join(dir, "gobgpd"), filepath.Join(dir, "gobgp")
-	for _, p := range []string{daemon, cli} {
-		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
-			framework.MissingBinaries(t, fmt.Errorf("no GoBGP executable at %s (set %s; build it with `make gobgp`)", p, EnvGoBGP))
-		}
-	}
-	return daemon, cli
+	p := framework.OutputFiles(t, EnvGoBGP, "gobgp", "gobgp", "gobgpd", "gobgp")
+	return p[0], p[1]
 }
 
 // startGoBGP runs gobgpd in the router namespace, its API on that

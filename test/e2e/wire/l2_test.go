@@ -180,26 +180,8 @@ func inPool(a string) bool {
 // in CI) when hack/metallb/build.sh has not run.
 func metallb(t *testing.T) (speaker, crds string) {
 	t.Helper()
-	dir := os.Getenv(EnvMetalLB)
-	if dir == "" {
-		root, err := framework.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(root, "_output", "metallb")
-	}
-	speaker, crds = filepath.Join(dir, "speaker"), filepath.Join(dir, "crds")
-	fi, err := os.Stat(speaker)
-	if err == nil && fi.Mode()&0o111 == 0 {
-		err = fmt.Errorf("%s is not executable", speaker)
-	}
-	if err == nil {
-		_, err = os.Stat(filepath.Join(crds, "metallb.io_ipaddresspools.yaml"))
-	}
-	if err != nil {
-		framework.MissingBinaries(t, fmt.Errorf("MetalLB's speaker and CRDs under %s (set %s; build them with `make metallb`): %w", dir, EnvMetalLB, err))
-	}
-	return speaker, crds
+	p := framework.OutputFiles(t, EnvMetalLB, "metallb", "metallb", "speaker", "crds/metallb.io_ipaddresspools.yaml")
+	return p[0], filepath.Dir(p[1])
 }
 
 func kubectl(ctx context.Context, t *testing.T, cp *framework.ControlPlane, stdin *strings.Reader, args ...string) {
