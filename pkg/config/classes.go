@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -17,6 +19,12 @@ type LoadBalancerClass struct {
 	Name string `json:"name"`
 	// Backend is the name of the backend serving the class.
 	Backend string `json:"backend"`
+	// Annotations are the class's defaults: each applies to a Service of
+	// the class that does not set it itself, as if it did (e.g.
+	// multicloud-ccm.io/address-pool: a bare-metal pool, or
+	// loadbalancer.openstack.org/class: an OpenStack load-balancer
+	// class). The Service is not changed; the backend sees them.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // Class returns the entry for a spec.loadBalancerClass value.
@@ -54,9 +62,34 @@ func (c *CloudConfig) validateClasses(names map[string]*Backend) field.ErrorList
 		if _, ok := names[cl.Backend]; !ok {
 			errs = append(errs, field.NotSupported(cp.Child("backend"), cl.Backend, backendNames(names)))
 		}
+		errs = append(errs, validateClassAnnotations(cp.Child("annotations"), cl.Annotations)...)
 		if _, isBackend := names[cl.Name]; isBackend && cl.Name != cl.Backend {
 			errs = append(errs, field.Invalid(cp.Child("name"), cl.Name,
 				fmt.Sprintf("is the name of backend %q but the class is served by %q; name the class after its backend or use a prefixed name such as multicloud-ccm.io/%s", cl.Name, cl.Backend, cl.Backend)))
+		}
+	}
+	return errs
+}
+
+// routerAnnotations choose a Service's backend or are written by the router
+// (pkg/annotation, which imports this package through pkg/backends).
+var routerAnnotations = []string{
+	"multicloud-ccm.io/load-balancer-backend", "multicloud-ccm.io/load-balancer-backends",
+	"multicloud-ccm.io/load-balancer-served-by", "multicloud-ccm.io/load-balancer-id",
+}
+
+// validateClassAnnotations checks a class's default annotations: valid
+// annotation keys, and none of the router's own (the class already chooses
+// the backend; the record and served annotations are written by the
+// router).
+func validateClassAnnotations(p *field.Path, anns map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(anns)) {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p.Key(k), k, "not a valid annotation name: "+msg))
+		}
+		if slices.Contains(routerAnnotations, k) {
+			errs = append(errs, field.Forbidden(p.Key(k), "the router's own annotation cannot be a class default (the class chooses the backend; the router writes the others); remove it"))
 		}
 	}
 	return errs

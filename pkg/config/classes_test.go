@@ -29,6 +29,7 @@ func TestClassesValidation(t *testing.T) {
   - {name: "not a class!", backend: metal}
   - {backend: metal}
   - {name: other, backend: metal}
+  - {name: multicloud-ccm.io/d, backend: metal, annotations: {"multicloud-ccm.io/address-pool": p, "bad key!": x, "multicloud-ccm.io/load-balancer-backend": other}}
 backends:` + metal + `
 - name: other
   type: baremetal
@@ -44,6 +45,8 @@ backends:` + metal + `
 		`loadBalancer.classes[3].name: Invalid value: "not a class!": not a valid spec.loadBalancerClass`,
 		`loadBalancer.classes[4].name: Required value`,
 		`loadBalancer.classes[5].name: Invalid value: "other": is the name of backend "other" but the class is served by "metal"`,
+		`loadBalancer.classes[6].annotations[bad key!]: Invalid value: "bad key!": not a valid annotation name`,
+		`loadBalancer.classes[6].annotations[multicloud-ccm.io/load-balancer-backend]: Forbidden: the router's own annotation`,
 	} {
 		if !strings.Contains(err, want) {
 			t.Errorf("error does not report %q:\n%s", want, err)

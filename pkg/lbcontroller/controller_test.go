@@ -29,6 +29,7 @@ import (
 
 const (
 	ourClass     = "multicloud-ccm.io/metal"
+	secondClass  = "multicloud-ccm.io/metal-second"
 	foreignClass = "metallb.io/other"
 	cluster      = "test"
 )
@@ -38,13 +39,17 @@ kind: CloudConfig
 clusterID: test
 loadBalancer:
   defaultBackend: metal
-  classes: [{name: ` + ourClass + `, backend: metal}]
+  classes:
+  - {name: ` + ourClass + `, backend: metal}
+  - {name: ` + secondClass + `, backend: metal, annotations: {multicloud-ccm.io/address-pool: second}}
 backends:
 - name: metal
   type: baremetal
   baremetal:
     inventory: [{name: worker-0, addresses: [{type: InternalIP, address: 10.0.0.10}]}]
-    addressPools: [{name: lan, addresses: ["192.0.2.0/28"]}]
+    addressPools:
+    - {name: lan, addresses: ["192.0.2.0/28"]}
+    - {name: second, addresses: ["198.51.100.0/28"], autoAssign: false}
 `
 
 // hookedCloud is the router with hooks on the calls the controller makes.
@@ -421,5 +426,29 @@ func TestRepairPass(t *testing.T) {
 	after, _ := testutil.GetCounterMetricValue(driftRepairs.WithLabelValues("metal"))
 	if after-repairsBefore != 2 {
 		t.Errorf("drift repairs counted %v, want 2", after-repairsBefore)
+	}
+}
+
+// TestClassDefaults: a class's default annotations apply to its Services
+// that do not set them (here the bare-metal pool), and a Service's own
+// annotation wins.
+func TestClassDefaults(t *testing.T) {
+	own := service("own", ptrTo(secondClass))
+	own.Annotations = map[string]string{"multicloud-ccm.io/address-pool": "lan"}
+	e := start(t, false, service("second", ptrTo(secondClass)), own)
+	eventually(t, "the addresses", func() error {
+		if err := addressed(e, t, "second")(); err != nil {
+			return err
+		}
+		return addressed(e, t, "own")()
+	})
+	if ip := ingress(e.get(t, "second")); !strings.HasPrefix(ip, "198.51.100.") {
+		t.Errorf("the class's Service got %s, want an address of the class's pool 198.51.100.0/28", ip)
+	}
+	if ip := ingress(e.get(t, "own")); !strings.HasPrefix(ip, "192.0.2.") {
+		t.Errorf("the Service naming its own pool got %s, want one of 192.0.2.0/28", ip)
+	}
+	if _, set := e.get(t, "second").Annotations["multicloud-ccm.io/address-pool"]; set {
+		t.Error("the class default was written on the Service")
 	}
 }

@@ -57,3 +57,33 @@ func (r *Router) checkClasses() error {
 	}
 	return nil
 }
+
+// withClassDefaults returns the Service as its backend sees it: with its
+// class's default annotations (loadBalancer.classes[].annotations) for
+// those it does not set itself. The Service itself when there are none.
+func (r *Router) withClassDefaults(service *corev1.Service) *corev1.Service {
+	if service.Spec.LoadBalancerClass == nil {
+		return service
+	}
+	c, ok := r.cfg.LoadBalancer.Class(*service.Spec.LoadBalancerClass)
+	if !ok || len(c.Annotations) == 0 {
+		return service
+	}
+	var out *corev1.Service
+	for k, v := range c.Annotations {
+		if _, set := service.Annotations[k]; set {
+			continue
+		}
+		if out == nil {
+			out = service.DeepCopy()
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+		}
+		out.Annotations[k] = v
+	}
+	if out == nil {
+		return service
+	}
+	return out
+}

@@ -48,6 +48,7 @@ func (r *Router) lbTarget(service *corev1.Service) (*backend, error) {
 // never held it is not asked, so its outage blocks nothing. The status is
 // the target backend's if it has one.
 func (r *Router) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	service = r.withClassDefaults(service)
 	target, _ := r.lbTarget(service)
 	asked, err := r.mayHold(service, target)
 	if err != nil {
@@ -70,6 +71,7 @@ func (r *Router) GetLoadBalancer(ctx context.Context, clusterName string, servic
 // GetLoadBalancerName returns the target backend's name for the load
 // balancer, or the upstream default name.
 func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, service *corev1.Service) string {
+	service = r.withClassDefaults(service)
 	if b, err := r.lbTarget(service); err == nil && b != nil {
 		return b.lb.GetLoadBalancerName(ctx, clusterName, service)
 	}
@@ -85,6 +87,7 @@ func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, se
 // ImplementedElsewhere, after any load balancer we made for it earlier is
 // removed and its address cleared from the Service's status.
 func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
 	r.clusterName.Store(clusterName)
 	target, err := r.lbTarget(service)
@@ -125,6 +128,7 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 
 // UpdateLoadBalancer hands the target backend its targetable nodes.
 func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
+	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
 	r.clusterName.Store(clusterName)
 	target, err := r.lbTarget(service)
@@ -147,6 +151,7 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 // that succeeded leaves the record. It fails, keeping the Service's
 // finalizer, until every one of them succeeded.
 func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
+	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
 	target, _ := r.lbTarget(service)
 	asked, err := r.mayHold(service, target)
