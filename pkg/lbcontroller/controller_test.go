@@ -452,3 +452,25 @@ func TestClassDefaults(t *testing.T) {
 		t.Error("the class default was written on the Service")
 	}
 }
+
+// TestFinalizerRemovedByHand: a Service whose finalizer someone removed
+// before deleting it still has its load balancer deleted, from the last
+// copy the controller served (as upstream does).
+func TestFinalizerRemovedByHand(t *testing.T) {
+	e := start(t, false, service("web", ptrTo(ourClass)))
+	eventually(t, "the Service's address", addressed(e, t, "web"))
+	s := e.get(t, "web")
+	s.Finalizers = nil
+	if _, err := e.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.CoreV1().Services("default").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the load balancer deleted", func() error {
+		if _, exists, err := e.cloud.GetLoadBalancer(context.Background(), cluster, s); err != nil || exists {
+			return fmt.Errorf("exists=%v err=%v", exists, err)
+		}
+		return nil
+	})
+}
