@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -52,6 +53,9 @@ type backend struct {
 	metrics   *backendMetrics
 	health    *health
 	loggers   [numOperations]klog.Logger
+	// scopes holds, per operation, the scope serving its calls (see
+	// scope.go).
+	scopes [numOperations]atomic.Pointer[scope]
 }
 
 func newBackend(b Backend) *backend {
@@ -75,12 +79,14 @@ func newBackend(b Backend) *backend {
 // kind of call (see the constants above) and a logger carrying the backend
 // and operation in its context, records it in the backend's metrics, and
 // wraps its error with the backend and operation: backends name neither in
-// their logs or errors.
+// their logs or errors. The context comes from the backend's scope for the
+// operation (see scope.go), so a call answered from memory allocates
+// nothing for it.
 func call[T any](ctx context.Context, b *backend, op operation, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(klog.NewContext(ctx, b.logger(ctx, op)), timeout)
-	defer cancel()
-	v, err := fn(cctx)
+	s := b.scope(ctx, op, timeout, start)
+	defer s.release()
+	v, err := fn(s.ctx)
 	b.done(op, start, err)
 	b.health.observe(ctx, err)
 	return v, b.wrap(op, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
 )
@@ -75,6 +76,23 @@ func BenchmarkRouterOverhead(b *testing.B) {
 // router's whole share of a sweep. Compare it with the cloud's share: at
 // least one list call per 1,000 nodes, each tens of milliseconds.
 func BenchmarkNodeSweep5000(b *testing.B) {
+	benchmarkNodeSweep(b, context.Background())
+}
+
+// BenchmarkNodeSweep5000Controllers is BenchmarkNodeSweep5000 with the
+// contexts the upstream controllers pass: without leader election, one made
+// by wait.ContextForChannel from the stop channel (a context.WithTimeout
+// under it starts a goroutine); with it, the elector's context.WithCancel.
+func BenchmarkNodeSweep5000Controllers(b *testing.B) {
+	stop := make(chan struct{})
+	defer close(stop)
+	leader, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.Run("channel", func(b *testing.B) { benchmarkNodeSweep(b, wait.ContextForChannel(stop)) })
+	b.Run("leader", func(b *testing.B) { benchmarkNodeSweep(b, leader) })
+}
+
+func benchmarkNodeSweep(b *testing.B, ctx context.Context) {
 	backend := &noopInstances{Cloud: &upstreamfake.Cloud{DisableLoadBalancers: true, DisableRoutes: true},
 		md: cloudprovider.InstanceMetadata{ProviderID: "baremetal://bm", InstanceType: "r650", Zone: "rack-a", Region: "dc-1",
 			AdditionalLabels: map[string]string{"example.com/tier": "gold"}}}
@@ -84,7 +102,6 @@ func BenchmarkNodeSweep5000(b *testing.B) {
 		name := fmt.Sprintf("bm-%d", i)
 		nodes[i] = newNode(name, withProviderID("baremetal://"+name))
 	}
-	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, node := range nodes {

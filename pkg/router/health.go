@@ -80,10 +80,17 @@ func (h *health) observe(ctx context.Context, err error) {
 // answered reports whether a call ending with err reached the cloud and
 // got an answer.
 func answered(err error) bool {
+	if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream sentinel, never wrapped.
+		return true
+	}
+	return answeredWithError(err)
+}
+
+// answeredWithError is answered for a non-nil err: apart so that a
+// successful call does not allocate the RetryError target.
+func answeredWithError(err error) bool {
 	var retry *api.RetryError
-	switch {
-	case err == nil, err == cloudprovider.ImplementedElsewhere, //nolint:errorlint // upstream sentinel, never wrapped.
-		errors.Is(err, cloudprovider.InstanceNotFound), errors.As(err, &retry):
+	if errors.Is(err, cloudprovider.InstanceNotFound) || errors.As(err, &retry) {
 		return true
 	}
 	_, user := backends.AsUserError(err)

@@ -1,0 +1,106 @@
+package router
+
+import (
+	"context"
+	"reflect"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// scopeReuse is how long one call scope serves new calls. Every call gets
+// at least its operation's timeout, and at most scopeReuse more.
+const scopeReuse = time.Second
+
+// scopeRetired marks, in scope.refs, a scope that serves no new calls: the
+// last call holding it cancels its context.
+const scopeRetired = int64(1) << 62
+
+// scope is the context call hands a backend: the caller's context with the
+// operation's logger and, unless the caller's own deadline is sooner, the
+// router's deadline. It is built with klog.NewContext and
+// context.WithDeadline, once for many calls: the upstream controllers pass
+// the same long-lived context to every call of a sweep, so calls that start
+// within scopeReuse of each other with the same parent context share one
+// scope, and a call answered from memory allocates nothing for its context,
+// logger or deadline. A parent that cannot be compared gets a scope of its
+// own per call.
+type scope struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+	// until is when the scope stops serving new calls; zero when the
+	// parent's own deadline bounds every call and the scope serves that
+	// parent for as long as it is asked.
+	until time.Time
+	// refs counts the calls holding the scope, plus scopeRetired once the
+	// scope was replaced.
+	refs atomic.Int64
+}
+
+// newScope returns a scope over parent for calls starting at now, held once
+// by the caller.
+func newScope(parent context.Context, logger klog.Logger, timeout time.Duration, now time.Time) *scope {
+	s := &scope{parent: parent}
+	s.refs.Store(1)
+	ctx := klog.NewContext(parent, logger)
+	if d, ok := parent.Deadline(); ok && d.Before(now.Add(timeout)) {
+		s.ctx, s.cancel = ctx, func() {}
+		return s
+	}
+	s.until = now.Add(scopeReuse)
+	s.ctx, s.cancel = context.WithDeadline(ctx, now.Add(timeout+scopeReuse))
+	return s
+}
+
+// acquire holds s for a call with parent starting at now, and reports
+// whether it may: s serves that parent, still serves new calls, and was
+// not retired.
+func (s *scope) acquire(parent context.Context, now time.Time) bool {
+	if s == nil || s.parent != parent || (!s.until.IsZero() && !now.Before(s.until)) {
+		return false
+	}
+	for {
+		n := s.refs.Load()
+		if n&scopeRetired != 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release ends one call's hold on s.
+func (s *scope) release() {
+	if s.refs.Add(-1) == scopeRetired {
+		s.cancel()
+	}
+}
+
+// retire stops s from serving new calls; its context ends when the last
+// call holding it returns.
+func (s *scope) retire() {
+	if s != nil && s.refs.Or(scopeRetired) == 0 {
+		s.cancel()
+	}
+}
+
+// scope returns a held scope for a call of op with parent ctx starting at
+// now: the backend's current scope for op when it serves the call, else a
+// new one, which becomes the current scope when ctx can be compared.
+func (b *backend) scope(ctx context.Context, op operation, timeout time.Duration, now time.Time) *scope {
+	slot := &b.scopes[op]
+	cur := slot.Load()
+	if cur.acquire(ctx, now) {
+		return cur
+	}
+	s := newScope(ctx, b.logger(ctx, op), timeout, now)
+	if !reflect.TypeOf(ctx).Comparable() || !slot.CompareAndSwap(cur, s) {
+		s.retire() // this call's alone
+		return s
+	}
+	cur.retire()
+	return s
+}

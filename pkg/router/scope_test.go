@@ -1,0 +1,223 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cloudprovider "k8s.io/cloud-provider"
+	upstreamfake "k8s.io/cloud-provider/fake"
+	"k8s.io/klog/v2"
+)
+
+// listCtx is a context.Context whose dynamic type cannot be compared.
+type listCtx struct {
+	context.Context
+	tags []string
+}
+
+func scopeBackend() *backend {
+	return newBackend(Backend{Name: "scoped", Scheme: "scoped", Cloud: instanceCloud(true, nil)})
+}
+
+// TestScopeServesOneParentWithinReuse: calls with the same parent starting
+// within scopeReuse share one context, each with at least the timeout left;
+// a later call gets a new scope, and the old one's context ends only when
+// the last call holding it returns.
+func TestScopeServesOneParentWithinReuse(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	leader, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for name, parent := range map[string]context.Context{
+		"background": context.Background(), "channel": wait.ContextForChannel(stop), "cancel": leader,
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := scopeBackend()
+			start := time.Now()
+			first := b.scope(parent, opInstanceExists, instanceCallTimeout, start)
+			later := start.Add(scopeReuse / 2)
+			second := b.scope(parent, opInstanceExists, instanceCallTimeout, later)
+			if first != second {
+				t.Fatal("two calls with one parent within scopeReuse got two scopes")
+			}
+			d, ok := second.ctx.Deadline()
+			if !ok || d.Before(later.Add(instanceCallTimeout)) || d.After(start.Add(instanceCallTimeout+scopeReuse)) {
+				t.Errorf("deadline %v after the first call's start, want %v..%v", d.Sub(start), scopeReuse/2+instanceCallTimeout, instanceCallTimeout+scopeReuse)
+			}
+			third := b.scope(parent, opInstanceExists, instanceCallTimeout, start.Add(scopeReuse))
+			if third == first {
+				t.Fatal("a call scopeReuse after the first reused its scope")
+			}
+			first.release()
+			if err := first.ctx.Err(); err != nil {
+				t.Fatalf("replaced scope ended with a call still holding it: %v", err)
+			}
+			second.release()
+			if err := first.ctx.Err(); !errors.Is(err, context.Canceled) {
+				t.Errorf("replaced scope after its last call: Err = %v, want context.Canceled", err)
+			}
+			third.release()
+			if err := third.ctx.Err(); err != nil {
+				t.Errorf("current scope ended when its only call returned: %v", err)
+			}
+		})
+	}
+}
+
+// TestScopeDeadlines: the router's deadline applies unless the parent's is
+// sooner, in which case the scope keeps the parent's for as long as it is
+// asked with that parent.
+func TestScopeDeadlines(t *testing.T) {
+	start := time.Now()
+	soon, cancelSoon := context.WithDeadline(context.Background(), start.Add(time.Second))
+	defer cancelSoon()
+	late, cancelLate := context.WithDeadline(context.Background(), start.Add(time.Hour))
+	defer cancelLate()
+	for _, tc := range []struct {
+		name     string
+		parent   context.Context
+		min, max time.Time
+		shared   bool // a call 10*scopeReuse later shares the scope
+	}{
+		{"none", context.Background(), start.Add(loadBalancerCallTimeout), start.Add(loadBalancerCallTimeout + scopeReuse), false},
+		{"parent's sooner", soon, start.Add(time.Second), start.Add(time.Second), true},
+		{"parent's later", late, start.Add(loadBalancerCallTimeout), start.Add(loadBalancerCallTimeout + scopeReuse), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := scopeBackend()
+			s := b.scope(tc.parent, opEnsureLoadBalancer, loadBalancerCallTimeout, start)
+			defer s.release()
+			d, ok := s.ctx.Deadline()
+			if !ok || d.Before(tc.min) || d.After(tc.max) {
+				t.Errorf("deadline in %v, want %v..%v", d.Sub(start), tc.min.Sub(start), tc.max.Sub(start))
+			}
+			again := b.scope(tc.parent, opEnsureLoadBalancer, loadBalancerCallTimeout, start.Add(10*scopeReuse))
+			defer again.release()
+			if (again == s) != tc.shared {
+				t.Errorf("a call 10*scopeReuse later shares the scope: %v, want %v", again == s, tc.shared)
+			}
+		})
+	}
+}
+
+// TestScopeEndsWithItsParent: cancelling the caller's context ends the
+// backend call's context at once.
+func TestScopeEndsWithItsParent(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	s := scopeBackend().scope(parent, opInstanceExists, instanceCallTimeout, time.Now())
+	defer s.release()
+	cancel()
+	select {
+	case <-s.ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call's context outlived its parent's cancellation")
+	}
+}
+
+// TestScopeOfAnUncomparableParent: a parent that cannot be compared gets a
+// scope per call, ended when the call returns, and never becomes the
+// backend's current scope.
+func TestScopeOfAnUncomparableParent(t *testing.T) {
+	b := scopeBackend()
+	parent := listCtx{Context: context.Background(), tags: []string{"a"}}
+	s := b.scope(parent, opInstanceShutdown, instanceCallTimeout, time.Now())
+	if b.scopes[opInstanceShutdown].Load() != nil {
+		t.Error("a scope over an uncomparable parent became the backend's current scope")
+	}
+	if s.ctx.Err() != nil {
+		t.Fatalf("the call's context ended before the call returned: %v", s.ctx.Err())
+	}
+	s.release()
+	if !errors.Is(s.ctx.Err(), context.Canceled) {
+		t.Errorf("after the call: Err = %v, want context.Canceled", s.ctx.Err())
+	}
+}
+
+// TestScopeHandsOutOnlyLiveContexts: many calls at once, with two
+// parents, a clock moving past scopeReuse and scopes replaced all the
+// while, each see a live context until they return.
+func TestScopeHandsOutOnlyLiveContexts(t *testing.T) {
+	b := scopeBackend()
+	parents := []context.Context{context.Background(), context.TODO()}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				now := start.Add(time.Duration(i) * scopeReuse / 100)
+				s := b.scope(parents[(g+i)%2], opInstanceExists, instanceCallTimeout, now)
+				err := s.ctx.Err()
+				s.release()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a call got an ended context: %v", err)
+	}
+}
+
+// loggingInstances logs one line through the logger of each call's
+// context.
+type loggingInstances struct{ *upstreamfake.Cloud }
+
+func (l *loggingInstances) InstancesV2() (cloudprovider.InstancesV2, bool) { return l, true }
+func (l *loggingInstances) InstanceExists(ctx context.Context, _ *corev1.Node) (bool, error) {
+	klog.FromContext(ctx).Info("Looked up")
+	return true, nil
+}
+func (l *loggingInstances) InstanceShutdown(ctx context.Context, _ *corev1.Node) (bool, error) {
+	klog.FromContext(ctx).Info("Looked up")
+	return false, nil
+}
+func (l *loggingInstances) InstanceMetadata(context.Context, *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	return &cloudprovider.InstanceMetadata{}, nil
+}
+
+// TestCallLoggerNamesBackendAndOperation: the logger a backend finds in
+// its context carries the caller's values, the backend and the operation,
+// for each operation in turn although the calls share the caller's context.
+func TestCallLoggerNamesBackendAndOperation(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{}).WithValues("controller", "cloud-node-lifecycle")
+	ctx := klog.NewContext(context.Background(), logger)
+	r := mustRouter(t, testConfig(), Backend{Name: "metal", Scheme: "baremetal", Cloud: &loggingInstances{Cloud: &upstreamfake.Cloud{}}})
+	node := newNode("bm-1", withProviderID("baremetal://bm-1"))
+	for range 2 {
+		if _, err := r.InstanceExists(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.InstanceShutdown(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"InstanceExists", "InstanceShutdown", "InstanceExists", "InstanceShutdown"}
+	if len(lines) != len(want) {
+		t.Fatalf("logged %q, want %d lines", lines, len(want))
+	}
+	for i, line := range lines {
+		for _, kv := range []string{`"controller"="cloud-node-lifecycle"`, `"backend"="metal"`, `"operation"="` + want[i] + `"`} {
+			if !strings.Contains(line, kv) {
+				t.Errorf("line %d %s lacks %s", i, line, kv)
+			}
+		}
+	}
+}
