@@ -26,16 +26,31 @@ func StartServiceController(t testing.TB, cloud cloudprovider.Interface, client 
 	if u, ok := cloud.(cloudprovider.InformerUser); ok {
 		u.SetInformers(factory)
 	}
+	stopController := RunServiceController(t, cloud, client, factory, clusterName, workers)
+	var once sync.Once
+	stop = func() { once.Do(func() { stopController(); factory.Shutdown() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// RunServiceController is StartServiceController on a factory the caller
+// owns and has already handed to cloud, as a test that shares one factory
+// between the cloud and other controllers does: it starts factory and waits
+// for its caches. Stopping the controller stops the informers started for
+// it and leaves factory to the caller.
+func RunServiceController(t testing.TB, cloud cloudprovider.Interface, client kubernetes.Interface, factory informers.SharedInformerFactory, clusterName string, workers int) (stop func()) {
+	t.Helper()
 	ctrl, err := servicecontroller.New(cloud, client, factory.Core().V1().Services(), factory.Core().V1().Nodes(), clusterName, featuregate.NewFeatureGate())
 	if err != nil {
 		t.Fatalf("service controller: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Go(func() { ctrl.Run(ctx, workers, controllersmetrics.NewControllerManagerMetrics("test")) })
 	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); wg.Wait(); factory.Shutdown() }) }
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
 	t.Cleanup(stop)
 	return stop
 }

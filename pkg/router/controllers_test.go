@@ -12,14 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	nodecontroller "k8s.io/cloud-provider/controllers/node"
 	"k8s.io/cloud-provider/controllers/nodelifecycle"
-	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	upstreamfake "k8s.io/cloud-provider/fake"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
@@ -287,18 +285,12 @@ func (c *claimOnly) InstanceExists(_ context.Context, n *corev1.Node) (bool, err
 	return c.names[n.Name], nil
 }
 
-func runServiceController(t *testing.T, c *fakeCluster) context.CancelFunc {
+// runServiceController runs the upstream service controller over the
+// cluster's router and informers until the test ends or stop is called (a
+// crash, as far as the router can tell).
+func runServiceController(t *testing.T, c *fakeCluster) (stop func()) {
 	t.Helper()
-	ctrl, err := servicecontroller.New(c.router, c.client, c.factory.Core().V1().Services(), c.factory.Core().V1().Nodes(), cluster, utilfeature.DefaultFeatureGate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c.factory.Start(ctx.Done())
-	c.factory.WaitForCacheSync(ctx.Done())
-	go ctrl.Run(ctx, 4, controllersmetrics.NewControllerManagerMetrics("test"))
-	return cancel
+	return testutil.RunServiceController(t, c.router, c.client, c.factory, cluster, 4)
 }
 
 func (c *fakeCluster) service(t *testing.T, name string) *corev1.Service {

@@ -21,8 +21,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	routecontroller "k8s.io/cloud-provider/controllers/route"
-	servicecontroller "k8s.io/cloud-provider/controllers/service"
-	"k8s.io/component-base/featuregate"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	_ "k8s.io/controller-manager/pkg/features/register" // the route controller reads its feature gates.
 
@@ -132,26 +130,17 @@ func TestNodeControllers(t *testing.T) {
 }
 
 // runServiceController runs the upstream service controller against the
-// backend over client.
+// backend over client until the test ends.
 func runServiceController(t *testing.T, c *Cloud, client *fake.Clientset) {
 	t.Helper()
-	t.Cleanup(startServiceController(t, c, client))
+	startServiceController(t, c, client)
 }
 
 // startServiceController starts the upstream service controller and
 // returns the function that stops it (a crash, as far as AWS can tell).
 func startServiceController(t *testing.T, c *Cloud, client *fake.Clientset) (stop func()) {
 	t.Helper()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	ctrl, err := servicecontroller.New(c, client, factory.Core().V1().Services(), factory.Core().V1().Nodes(), testCluster, featuregate.NewFeatureGate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	var wg sync.WaitGroup
-	wg.Go(func() { ctrl.Run(ctx, 2, controllersmetrics.NewControllerManagerMetrics("test")) })
-	return func() { cancel(); wg.Wait(); factory.Shutdown() }
+	return testutil.StartServiceController(t, c, client, testCluster, 2)
 }
 
 // TestServiceControllerCrashBeforeStatus: the CCM creates the NLB and dies

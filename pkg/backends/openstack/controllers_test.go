@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -30,9 +29,9 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	nodecontroller "k8s.io/cloud-provider/controllers/node"
 	"k8s.io/cloud-provider/controllers/nodelifecycle"
-	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/openstack"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
@@ -319,12 +318,8 @@ func TestServiceControllerThroughOctaviaOutage(t *testing.T) {
 	bm.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.41"}}
 	e := newEnv(t, bm)
 	e.octavia.down.Store(true)
-	svcCtrl, err := servicecontroller.New(e.router, e.client, e.factory.Core().V1().Services(), e.factory.Core().V1().Nodes(), "kubernetes", utilfeature.DefaultFeatureGate)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.start()
-	go svcCtrl.Run(e.ctx, 2, controllersmetrics.NewControllerManagerMetrics("test"))
+	testutil.RunServiceController(t, e.router, e.client, e.factory, "kubernetes", 2)
 	// Upstream's service controller races between its node sync and its
 	// service workers (serviceCache.allServices against
 	// processServiceCreateOrUpdate); the Services come after the node sync
