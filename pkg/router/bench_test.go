@@ -76,7 +76,7 @@ func BenchmarkRouterOverhead(b *testing.B) {
 // router's whole share of a sweep. Compare it with the cloud's share: at
 // least one list call per 1,000 nodes, each tens of milliseconds.
 func BenchmarkNodeSweep5000(b *testing.B) {
-	benchmarkNodeSweep(b, context.Background())
+	benchmarkNodeSweep(context.Background(), b)
 }
 
 // BenchmarkNodeSweep5000Controllers is BenchmarkNodeSweep5000 with the
@@ -88,11 +88,11 @@ func BenchmarkNodeSweep5000Controllers(b *testing.B) {
 	defer close(stop)
 	leader, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b.Run("channel", func(b *testing.B) { benchmarkNodeSweep(b, wait.ContextForChannel(stop)) })
-	b.Run("leader", func(b *testing.B) { benchmarkNodeSweep(b, leader) })
+	b.Run("channel", func(b *testing.B) { benchmarkNodeSweep(wait.ContextForChannel(stop), b) })
+	b.Run("leader", func(b *testing.B) { benchmarkNodeSweep(leader, b) })
 }
 
-func benchmarkNodeSweep(b *testing.B, ctx context.Context) {
+func benchmarkNodeSweep(ctx context.Context, b *testing.B) {
 	backend := &noopInstances{Cloud: &upstreamfake.Cloud{DisableLoadBalancers: true, DisableRoutes: true},
 		md: cloudprovider.InstanceMetadata{ProviderID: "baremetal://bm", InstanceType: "r650", Zone: "rack-a", Region: "dc-1",
 			AdditionalLabels: map[string]string{"example.com/tier": "gold"}}}

@@ -193,7 +193,7 @@ func (l *loggingInstances) InstanceMetadata(context.Context, *corev1.Node) (*clo
 func TestCallLoggerNamesBackendAndOperation(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
-	logger := funcr.New(func(prefix, args string) {
+	logger := funcr.New(func(_, args string) {
 		mu.Lock()
 		defer mu.Unlock()
 		lines = append(lines, args)
