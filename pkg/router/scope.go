@@ -58,7 +58,7 @@ func newScope(parent context.Context, logger klog.Logger, timeout time.Duration,
 // whether it may: s serves that parent, still serves new calls, and was
 // not retired.
 func (s *scope) acquire(parent context.Context, now time.Time) bool {
-	if s == nil || s.parent != parent || (!s.until.IsZero() && !now.Before(s.until)) {
+	if s == nil || !sameContext(s.parent, parent) || (!s.until.IsZero() && !now.Before(s.until)) {
 		return false
 	}
 	for {
@@ -70,6 +70,17 @@ func (s *scope) acquire(parent context.Context, now time.Time) bool {
 			return true
 		}
 	}
+}
+
+// sameContext reports whether a and b are the same context. Contexts whose
+// comparison panics (a comparable wrapper around one that is not) are not.
+func sameContext(a, b context.Context) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // release ends one call's hold on s.

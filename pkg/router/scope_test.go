@@ -140,6 +140,25 @@ func TestScopeOfAnUncomparableParent(t *testing.T) {
 	}
 }
 
+// wrapCtx is a comparable context type that may hold one that is not.
+type wrapCtx struct{ context.Context }
+
+// TestScopeOfAWrappedUncomparableParent: comparing two wrappers of a
+// context that cannot be compared panics in Go; the router's comparison
+// must not, and the second call must not share the first call's scope.
+func TestScopeOfAWrappedUncomparableParent(t *testing.T) {
+	b := scopeBackend()
+	parent := func() context.Context { return wrapCtx{listCtx{Context: context.Background(), tags: []string{"a"}}} }
+	now := time.Now()
+	first := b.scope(parent(), opInstanceExists, instanceCallTimeout, now)
+	defer first.release()
+	second := b.scope(parent(), opInstanceExists, instanceCallTimeout, now)
+	defer second.release()
+	if first == second {
+		t.Error("calls with uncomparable parents shared a scope")
+	}
+}
+
 // TestScopeHandsOutOnlyLiveContexts: many calls at once, with two
 // parents, a clock moving past scopeReuse and scopes replaced all the
 // while, each see a live context until they return.
