@@ -115,10 +115,11 @@ func TestRemovingTheAnnotationClearsTheReleasedAddress(t *testing.T) {
 	delete(s.Annotations, string(annotation.LoadBalancerBackend))
 	c.update(t, s)
 	eventually(t, "the released address cleared from the Service's status", func() bool { return ingressIP(c.service(t, "web")) == "" })
-	s = c.service(t, "web")
-	if _, exists, err := r.byName["metal"].lb.GetLoadBalancer(context.Background(), cluster, s); err != nil || exists {
-		t.Errorf("bare metal still holds the Service's address (exists=%v, err=%v)", exists, err)
-	}
+	// The status is cleared first, then the address released.
+	eventually(t, "bare metal released the Service's address", func() bool {
+		_, exists, err := r.byName["metal"].lb.GetLoadBalancer(context.Background(), cluster, c.service(t, "web"))
+		return err == nil && !exists
+	})
 	eventually(t, "the record emptied", func() bool { return c.record(t, "web") == "" })
 }
 
