@@ -29,7 +29,8 @@ func (c errorClass) String() string { return errorClassNames[c] }
 // methods they have. aws-sdk-go-v2's API errors (smithy.APIError) have
 // ErrorCode; its HTTP errors (smithyhttp.ResponseError) HTTPStatusCode;
 // gophercloud's (ErrUnexpectedResponseCode, Keystone's refusals included)
-// GetStatusCode.
+// GetStatusCode; govmomi's (SOAP faults, VIM faults, task errors) Fault,
+// whose result is the vSphere fault (see vimfault.go).
 type (
 	errorCoder  interface{ ErrorCode() string }
 	httpStatusA interface{ HTTPStatusCode() int }
@@ -40,7 +41,7 @@ type (
 // ELBv2 API references, STS's included).
 var (
 	throttleCodes = []string{"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException", "RequestThrottled", "SlowDown"}
-	authCodes     = []string{"AuthFailure", "UnauthorizedOperation", "AccessDenied", "AccessDeniedException", "InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidAccessKeyId", "UnrecognizedClientException", "NotAuthenticated", "InvalidLogin"}
+	authCodes     = []string{"AuthFailure", "UnauthorizedOperation", "AccessDenied", "AccessDeniedException", "InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidAccessKeyId", "UnrecognizedClientException"}
 )
 
 // classify tells what kind of failure err is: the cloud throttled the call,
@@ -55,6 +56,9 @@ func classify(err error) errorClass {
 		if c, ok := classOfCode(coder.ErrorCode()); ok {
 			return c
 		}
+	}
+	if c, ok := classOfFault(vimFaultName(err)); ok {
+		return c
 	}
 	if status, ok := httpStatus(err); ok {
 		return classOfStatus(status)

@@ -93,6 +93,9 @@ func answeredWithError(err error) bool {
 	if errors.Is(err, cloudprovider.InstanceNotFound) || errors.As(err, &retry) {
 		return true
 	}
+	if classify(err) == classAuth {
+		return false // refused credentials, even reported as the user's to fix
+	}
 	_, user := backends.AsUserError(err)
 	return user
 }
