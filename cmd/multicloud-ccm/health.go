@@ -12,6 +12,7 @@ import (
 	"k8s.io/controller-manager/pkg/healthz"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/lbcontroller"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/statuspublisher"
 )
 
 // backendHealthController is the name of the controller that mounts the
@@ -28,6 +29,7 @@ func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
 		InitContext: app.ControllerInitContext{ClientName: lbcontroller.Name},
 		Constructor: startLoadBalancerController,
 	}
+	m[statuspublisher.ControllerName] = statuspublisher.Constructor()
 	return m
 }
 

@@ -88,7 +88,7 @@ func call[T any](ctx context.Context, b *backend, op operation, timeout time.Dur
 	defer s.release()
 	v, err := fn(s.ctx)
 	b.done(op, start, err)
-	b.health.observe(ctx, err)
+	b.health.observe(ctx, op, err)
 	return v, b.wrap(op, err)
 }
 

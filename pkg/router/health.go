@@ -46,6 +46,10 @@ type health struct {
 	failures int
 	since    time.Time
 	lastErr  error
+	// lastOK is when a call last got an answer; lastFailure the last call
+	// that did not, kept after the backend answers again.
+	lastOK      time.Time
+	lastFailure *CallError
 }
 
 func newHealth(backend string) *health {
@@ -55,23 +59,25 @@ func newHealth(backend string) *health {
 	return h
 }
 
-// observe records one call's outcome.
-func (h *health) observe(ctx context.Context, err error) {
+// observe records the outcome of one call of operation op.
+func (h *health) observe(ctx context.Context, op operation, err error) {
 	if ctx.Err() != nil {
 		return // the caller gave up: that says nothing about the cloud
 	}
+	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if answered(err) {
-		h.failures, h.lastErr = 0, nil
+		h.failures, h.lastErr, h.lastOK = 0, nil, now
 		h.up.Set(1)
 		return
 	}
 	if h.failures == 0 {
-		h.since = time.Now()
+		h.since = now
 	}
 	h.failures++
 	h.lastErr = err
+	h.lastFailure = newCallError(op, err, now)
 	if h.failures >= unreachableAfter {
 		h.up.Set(0)
 	}

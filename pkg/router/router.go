@@ -93,6 +93,10 @@ type Router struct {
 	// handlers are the router's informer handlers, removed when a reload
 	// retires it (see reload.go).
 	handlers handlers
+
+	// served counts what each backend serves, once the informers are set
+	// (see served.go and status.go).
+	served atomic.Pointer[servedSource]
 }
 
 var (

@@ -54,7 +54,18 @@ func (c *servedCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	if src == nil {
 		return
 	}
-	nodes, lbs := map[string]int{}, map[string]int{}
+	nodes, lbs := src.count()
+	for _, b := range src.withNodes {
+		ch <- metrics.NewLazyConstMetric(servedNodesDesc, metrics.GaugeValue, float64(nodes[b]), b)
+	}
+	for _, b := range src.withLBs {
+		ch <- metrics.NewLazyConstMetric(servedLBsDesc, metrics.GaugeValue, float64(lbs[b]), b)
+	}
+}
+
+// count counts the Nodes and the load balancers each backend serves.
+func (src *servedSource) count() (nodes, lbs map[string]int) {
+	nodes, lbs = map[string]int{}, map[string]int{}
 	if all, err := src.nodes.List(labels.Everything()); err == nil {
 		for _, n := range all {
 			nodes[n.Labels[string(annotation.NodeBackend)]]++
@@ -67,12 +78,7 @@ func (c *servedCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			}
 		}
 	}
-	for _, b := range src.withNodes {
-		ch <- metrics.NewLazyConstMetric(servedNodesDesc, metrics.GaugeValue, float64(nodes[b]), b)
-	}
-	for _, b := range src.withLBs {
-		ch <- metrics.NewLazyConstMetric(servedLBsDesc, metrics.GaugeValue, float64(lbs[b]), b)
-	}
+	return nodes, lbs
 }
 
 // countServed makes the served metrics count r's backends from these
@@ -81,4 +87,5 @@ func (r *Router) countServed(nodes corelisters.NodeLister, services corelisters.
 	registerMetrics()
 	src := &servedSource{nodes: nodes, services: services, withNodes: names(r.instances), withLBs: names(r.lbs)}
 	served.src.Store(src)
+	r.served.Store(src)
 }

@@ -48,7 +48,7 @@ func TestClassifyVSphere(t *testing.T) {
 			want: classAuth,
 		},
 		"NotAuthenticated": {err: powerOn(ctx, t, simClient(ctx, t, server.URL, withoutLogin), vm.Reference()), want: classAuth},
-		"NoPermission": {err: powerOff(ctx, vim, vm.Reference()), want: classAuth},
+		"NoPermission":     {err: powerOff(ctx, vim, vm.Reference()), want: classAuth},
 		"ManagedObjectNotFound": {
 			err:  property.DefaultCollector(vim).RetrieveOne(ctx, types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-gone"}, []string{"name"}, &mo.VirtualMachine{}),
 			want: classNotFound,

@@ -214,6 +214,10 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 		t.Errorf("lease holder %q, %v: the CCM should lead", holder, err)
 	}
 
+	// The leader's status ConfigMap: created at start, then updated (at
+	// most every 10 s) as the calls above change the backends' status.
+	framework.Eventually(t, settle, "the status ConfigMap created, then updated", statusUpdated(cp))
+
 	if err := ccm.Stop(15 * time.Second); err != nil {
 		t.Errorf("stop CCM: %v", err)
 	}
@@ -229,6 +233,22 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 				t.Errorf("no request as kube-system/%s: the controllers did not use their own identities", id)
 			}
 		}
+	}
+}
+
+// statusUpdated holds once the status ConfigMap changed after it was
+// first seen.
+func statusUpdated(cp *framework.ControlPlane) framework.Condition {
+	first := ""
+	return func(ctx context.Context) (bool, string, error) {
+		cm, err := cp.Client.CoreV1().ConfigMaps(namespace).Get(ctx, "multicloud-ccm-status", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if first == "" {
+			first = cm.ResourceVersion
+		}
+		return cm.ResourceVersion != first, "resourceVersion " + cm.ResourceVersion, nil
 	}
 }
 

@@ -81,7 +81,9 @@ func TestRBACProvenRoutes(t *testing.T) {
 	}
 	var env []string
 	for _, e := range get(workload(t, objs), "spec", "template", "spec", "containers", 0, "env").([]any) {
-		env = append(env, fmt.Sprintf("%s=%s", get(e, "name"), get(e, "value")))
+		if v, ok := get(e, "value").(string); ok { // not the downward API's
+			env = append(env, fmt.Sprintf("%s=%s", get(e, "name"), v))
+		}
 	}
 	ccm := cp.StartCCMT(t, framework.CCMOptions{CloudConfig: cfg, Kubeconfig: kubeconfig, ExtraArgs: ccmArgs(t, objs), Env: env})
 
