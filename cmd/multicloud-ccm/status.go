@@ -12,17 +12,21 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/statuspublisher"
 )
 
 func newStatusCommand() *cobra.Command {
-	var kubeconfig, output string
+	var kubeconfig, output, namespace string
 	cmd := &cobra.Command{
 		Use:   "status [--kubeconfig FILE] [-o table|json|yaml]",
 		Short: "Show where nodes and load balancers went, read from the API server",
@@ -31,10 +35,14 @@ kubeconfig names (--kubeconfig, else $KUBECONFIG, else ~/.kube/config): the
 backends with the nodes and load balancers they serve; the nodes by backend
 with their providerID, zone and latest Warning event; the LoadBalancer
 Services by backend, how the backend was chosen (class, annotation or the
-default), their address and the cloud's load-balancer ID. It reads what the
-CCM writes on the objects: the Node label multicloud-ccm.io/backend and the
-Service annotations multicloud-ccm.io/load-balancer-served-by and
-multicloud-ccm.io/load-balancer-id.`,
+default), their address and the cloud's load-balancer ID; the bare-metal
+address pools' usage. It reads what the CCM writes on the objects: the Node
+label multicloud-ccm.io/backend and the Service annotations
+multicloud-ccm.io/load-balancer-served-by and
+multicloud-ccm.io/load-balancer-id; and the backends' type, health (up or
+down, the last successful call, the last error) and pools from the
+ConfigMap multicloud-ccm-status the CCM's leader publishes in its namespace
+(--namespace).`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -50,15 +58,19 @@ multicloud-ccm.io/load-balancer-id.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			st, err := readStatus(ctx, client)
+			st, err := readStatus(ctx, client, namespace)
 			if err != nil {
 				return err
 			}
-			return printStatus(cmd.OutOrStdout(), st, output)
+			if st.note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), st.note)
+			}
+			return printStatus(cmd.OutOrStdout(), st, output, time.Now())
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", statuspublisher.DefaultNamespace, "the CCM's namespace, where it publishes the ConfigMap "+statuspublisher.ConfigMapName)
 	plainHelp(cmd)
 	return cmd
 }
@@ -78,13 +90,26 @@ type status struct {
 	Backends []backendStatus `json:"backends"`
 	Nodes    []nodeStatus    `json:"nodes"`
 	Services []serviceStatus `json:"loadBalancers"`
+	Pools    []poolStatus    `json:"pools"`
+	// note says why the backends' health is unknown, if it is.
+	note string
 }
 
-// backendStatus is one backend as the objects show it.
+// backendStatus is one backend as the objects and the published status
+// show it.
 type backendStatus struct {
 	Name          string `json:"name"`
+	Type          string `json:"type,omitempty"`
 	Nodes         int    `json:"nodes"`
 	LoadBalancers int    `json:"loadBalancers"`
+	// Health is the published health; nil when none is published.
+	Health *statuspublisher.Health `json:"health,omitempty"`
+}
+
+// poolStatus is the usage of one IP family of a bare-metal address pool.
+type poolStatus struct {
+	Backend string `json:"backend"`
+	backends.PoolUsage
 }
 
 // nodeStatus is one Node.
@@ -106,7 +131,7 @@ type serviceStatus struct {
 	LoadBalancerID string `json:"loadBalancerID,omitempty"`
 }
 
-func readStatus(ctx context.Context, client kubernetes.Interface) (*status, error) {
+func readStatus(ctx context.Context, client kubernetes.Interface, namespace string) (*status, error) {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -119,7 +144,11 @@ func readStatus(ctx context.Context, client kubernetes.Interface) (*status, erro
 	if err != nil {
 		return nil, err
 	}
-	st := &status{Backends: []backendStatus{}, Nodes: []nodeStatus{}, Services: []serviceStatus{}}
+	published, note, err := readPublished(ctx, client, namespace)
+	if err != nil {
+		return nil, err
+	}
+	st := &status{Backends: []backendStatus{}, Nodes: []nodeStatus{}, Services: []serviceStatus{}, Pools: []poolStatus{}, note: note}
 	counts := map[string]*backendStatus{}
 	count := func(name string) *backendStatus {
 		if counts[name] == nil {
@@ -147,11 +176,38 @@ func readStatus(ctx context.Context, client kubernetes.Interface) (*status, erro
 			count(ss.Backend).LoadBalancers++
 		}
 	}
+	for _, p := range published {
+		b := count(p.Name)
+		b.Type, b.Health = p.Type, &p.Health
+		for _, u := range p.Pools {
+			st.Pools = append(st.Pools, poolStatus{Backend: p.Name, PoolUsage: u})
+		}
+	}
 	for _, b := range counts {
 		st.Backends = append(st.Backends, *b)
 	}
 	sortStatus(st)
 	return st, nil
+}
+
+// readPublished reads the backends' status the CCM publishes. A ConfigMap
+// that is not there, or not readable, leaves the health unknown, with a
+// note saying why.
+func readPublished(ctx context.Context, client kubernetes.Interface, namespace string) ([]statuspublisher.NamedBackend, string, error) {
+	cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, statuspublisher.ConfigMapName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Sprintf("Health unknown: no ConfigMap %s/%s (is the CCM running, its leader elected, and --namespace its namespace?)", namespace, statuspublisher.ConfigMapName), nil
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Sprintf("Health unknown: reading ConfigMap %s/%s is forbidden: %v", namespace, statuspublisher.ConfigMapName, err), nil
+	case err != nil:
+		return nil, "", fmt.Errorf("reading ConfigMap %s/%s: %w", namespace, statuspublisher.ConfigMapName, err)
+	}
+	published, err := statuspublisher.Decode(cm)
+	if err != nil {
+		return nil, "", err
+	}
+	return published, "", nil
 }
 
 func serviceOf(s *corev1.Service) serviceStatus {
@@ -213,9 +269,11 @@ func sortStatus(st *status) {
 	slices.SortFunc(st.Services, func(a, b serviceStatus) int {
 		return strings.Compare(a.Backend+"\x00"+a.Namespace+"/"+a.Name, b.Backend+"\x00"+b.Namespace+"/"+b.Name)
 	})
+	slices.SortStableFunc(st.Pools, func(a, b poolStatus) int { return strings.Compare(a.Backend, b.Backend) })
 }
 
-func printStatus(w io.Writer, st *status, output string) error {
+// printStatus prints st as tables (times as ages at now), JSON or YAML.
+func printStatus(w io.Writer, st *status, output string, now time.Time) error {
 	switch output {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -230,9 +288,10 @@ func printStatus(w io.Writer, st *status, output string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tNODES\tLOAD BALANCERS")
+	fmt.Fprintln(tw, "BACKEND\tTYPE\tHEALTH\tNODES\tLOAD BALANCERS\tLAST SUCCESS\tLAST ERROR")
 	for _, b := range st.Backends {
-		fmt.Fprintf(tw, "%s\t%d\t%d\n", b.Name, b.Nodes, b.LoadBalancers)
+		health, ok, failed := healthColumns(b.Health, now)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", b.Name, dash(b.Type), health, b.Nodes, b.LoadBalancers, ok, failed)
 	}
 	fmt.Fprintln(tw, "\nBACKEND\tNODE\tPROVIDER ID\tZONE\tWARNING")
 	for _, n := range st.Nodes {
@@ -242,8 +301,36 @@ func printStatus(w io.Writer, st *status, output string) error {
 	for _, s := range st.Services {
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", dash(s.Backend), s.Namespace, s.Name, s.ChosenBy, dash(s.Address), dash(s.LoadBalancerID))
 	}
+	if len(st.Pools) > 0 {
+		fmt.Fprintln(tw, "\nBACKEND\tPOOL\tFAMILY\tUSED/SIZE")
+		for _, p := range st.Pools {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", p.Backend, p.Pool, p.Family, p.Used, p.Size)
+		}
+	}
 	return tw.Flush()
 }
+
+// healthColumns are the backends table's health, last success and last
+// error columns: up or down, ages like kubectl's, "-" for unknown.
+func healthColumns(h *statuspublisher.Health, now time.Time) (health, ok, failed string) {
+	if h == nil {
+		return "-", "-", "-"
+	}
+	health, ok, failed = "down", "-", "-"
+	if h.Up {
+		health = "up"
+	}
+	if h.LastSuccess != nil {
+		ok = age(now, h.LastSuccess.Time) + " ago"
+	}
+	if e := h.LastError; e != nil {
+		failed = fmt.Sprintf("%s ago, %s (%s): %s", age(now, e.Time.Time), e.Operation, e.Class, e.Message)
+	}
+	return health, ok, failed
+}
+
+// age is how long before now t was, as kubectl shows ages.
+func age(now, t time.Time) string { return duration.HumanDuration(now.Sub(t)) }
 
 func dash(s string) string {
 	if s == "" {

@@ -3,20 +3,63 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/statuspublisher"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
+
+// t0 is when the status tests' objects were written; now, when they are
+// read.
+var (
+	t0  = time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	now = t0.Add(90 * time.Second)
+)
+
+// publishedStatus is the ConfigMap the CCM publishes for the three
+// backends: aws answering, onprem refusing the login, metal with a
+// dual-stack pool.
+func publishedStatus(t *testing.T) *corev1.ConfigMap {
+	at := func(d time.Duration) *metav1.Time { m := metav1.NewTime(t0.Add(d)); return &m }
+	one, two := 1, 2
+	bs := map[string]statuspublisher.Backend{
+		"aws": {Type: "aws", Health: statuspublisher.Health{Up: true, LastSuccess: at(80 * time.Second),
+			LastError: &statuspublisher.CallError{Operation: "EnsureLoadBalancer", Class: "throttled", Message: "api error Throttling: Rate exceeded", Time: *at(-time.Hour)}},
+			Nodes: &one, LoadBalancers: &one},
+		"onprem": {Type: "vsphere", Health: statuspublisher.Health{Up: false, LastSuccess: at(-2 * time.Hour),
+			LastError: &statuspublisher.CallError{Operation: "InstanceMetadata", Class: "auth", Message: "vCenter vc1 refused the login of user \"ccm\"", Time: *at(85 * time.Second)}},
+			Nodes: &one},
+		"metal": {Type: "baremetal", Health: statuspublisher.Health{Up: true, LastSuccess: at(30 * time.Second)}, Nodes: &one, LoadBalancers: &two,
+			Pools: []backends.PoolUsage{{Pool: "public", Family: "IPv4", Used: 2, Size: 254}, {Pool: "public", Family: "IPv6", Used: 1, Size: 1 << 16}, {Pool: "private", Family: "IPv4", Used: 0, Size: 6}}},
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: statuspublisher.ConfigMapName}, Data: map[string]string{}}
+	for name, b := range bs {
+		out, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data[name] = string(out)
+	}
+	return cm
+}
 
 func statusObjects() []runtime.Object {
 	node := func(name, backend, providerID, zone string) *corev1.Node {
@@ -40,7 +83,6 @@ func statusObjects() []runtime.Object {
 		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Type: corev1.EventTypeWarning,
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: node}, Reason: reason, Message: msg, LastTimestamp: metav1.NewTime(at)}
 	}
-	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	return []runtime.Object{
 		node("bm-1", "metal", "baremetal://bm-1", "rack-a"),
 		node("vm-1", "onprem", "vsphere://4207-aa", "zone-a"),
@@ -65,17 +107,58 @@ func statusObjects() []runtime.Object {
 // backends, a node no backend claims (its latest Warning shown), Services
 // routed by default, annotation and class, one pending.
 func TestStatusGolden(t *testing.T) {
-	client := fake.NewClientset(statusObjects()...)
-	st, err := readStatus(context.Background(), client)
+	client := fake.NewClientset(append(statusObjects(), publishedStatus(t))...)
+	st, err := readStatus(context.Background(), client, "kube-system")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st.note != "" {
+		t.Errorf("note %q with the status published", st.note)
+	}
 	for _, format := range []string{"table", "json", "yaml"} {
 		var out bytes.Buffer
-		if err := printStatus(&out, st, format); err != nil {
+		if err := printStatus(&out, st, format, now); err != nil {
 			t.Fatal(err)
 		}
 		golden(t, filepath.Join("testdata", "status."+format), out.Bytes())
+	}
+}
+
+// TestStatusUnpublished: without the published ConfigMap (or in another
+// namespace, or unreadable) the objects are shown, the health unknown, and
+// a note says why.
+func TestStatusUnpublished(t *testing.T) {
+	forbidden := fake.NewClientset(statusObjects()...)
+	forbidden.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, statuspublisher.ConfigMapName, errors.New("RBAC"))
+	})
+	broken := publishedStatus(t)
+	broken.Data["aws"] = "{"
+	cases := []struct {
+		name, namespace, note string
+		client                *fake.Clientset
+	}{
+		{"absent", "kube-system", "Health unknown: no ConfigMap kube-system/multicloud-ccm-status", fake.NewClientset(statusObjects()...)},
+		{"elsewhere", "ccm-system", "Health unknown: no ConfigMap ccm-system/multicloud-ccm-status", fake.NewClientset(append(statusObjects(), publishedStatus(t))...)},
+		{"forbidden", "kube-system", "Health unknown: reading ConfigMap kube-system/multicloud-ccm-status is forbidden", forbidden},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := readStatus(context.Background(), tc.client, tc.namespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(st.note, tc.note) {
+				t.Errorf("note %q, want it to start %q", st.note, tc.note)
+			}
+			if len(st.Backends) != 3 || st.Backends[0].Health != nil || st.Backends[0].Nodes != 1 || len(st.Pools) != 0 {
+				t.Errorf("backends %+v, pools %+v; want 3 counted from the objects, health and pools unknown", st.Backends, st.Pools)
+			}
+		})
+	}
+	_, err := readStatus(context.Background(), fake.NewClientset(broken), "kube-system")
+	if err == nil || !strings.Contains(err.Error(), "key aws") {
+		t.Errorf("a published value that does not decode: %v, want an error naming its key", err)
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 // TestStatus runs "multicloud-ccm status" from the built binary against the
 // real API server: a Service annotated for metal2 shows up under metal2,
 // chosen by annotation, with its address; the CCM wrote the served-by
-// annotation status reads; the table has its three sections.
+// annotation status reads; the table has its four sections (the backends'
+// health and the pools from the ConfigMap the CCM publishes).
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	cp, ccm := shared(t)
@@ -63,7 +64,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	out, _, code = runCCM(t, "status", "--kubeconfig", cp.AdminKubeconfig)
-	for _, h := range []string{"BACKEND   NODES   LOAD BALANCERS", "PROVIDER ID", "CHOSEN BY", "status-lb"} {
+	for _, h := range []string{"HEALTH", "LAST SUCCESS", "PROVIDER ID", "CHOSEN BY", "status-lb", "USED/SIZE"} {
 		if code != 0 || !strings.Contains(out, h) {
 			t.Errorf("status table: exit %d, no %q:\n%s", code, h, out)
 		}
