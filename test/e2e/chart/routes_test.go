@@ -108,7 +108,7 @@ func TestRBACProvenRoutes(t *testing.T) {
 		return false, "no NetworkUnavailable condition"
 	}))
 	// The paths every install uses: a repeated Warning from the router's
-	// identity and an authenticated /metrics.
+	// identity, an authenticated /metrics and the published status.
 	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("stray")); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +119,7 @@ func TestRBACProvenRoutes(t *testing.T) {
 	if code, _, err := ccm.GetWithToken(ctx, "/metrics", ""); err != nil || code != 401 && code != 403 {
 		t.Errorf("GET /metrics without a token: %d %v; want 401 or 403", code, err)
 	}
+	framework.Eventually(t, settle, "the status ConfigMap created, then updated", statusUpdated(cp))
 	if err := ccm.Stop(15 * time.Second); err != nil {
 		t.Errorf("stop CCM: %v", err)
 	}
