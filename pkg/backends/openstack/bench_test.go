@@ -3,11 +3,15 @@ package openstack
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // sweepNodes is a cluster of n Nova servers and their nodes, half with a
@@ -135,7 +139,7 @@ func BenchmarkSteadyStateResync(b *testing.B) {
 // later". Octavia on sqlite (the test stack) answers 500 "database is
 // locked" when its API and worker write at once; that is retried too, as
 // the service controller would retry any error.
-func roundRobin(b *testing.B, what string, svcs []*corev1.Service, op func(*corev1.Service) error) {
+func roundRobin(b testing.TB, what string, svcs []*corev1.Service, op func(*corev1.Service) error) {
 	b.Helper()
 	pending := slices.Clone(svcs)
 	deadline := time.Now().Add(10 * time.Minute)
@@ -158,4 +162,97 @@ func roundRobin(b *testing.B, what string, svcs []*corev1.Service, op func(*core
 			time.Sleep(300 * time.Millisecond)
 		}
 	}
+}
+
+// benchLoadBalancers is the number of load balancers BenchmarkRepairPass
+// seeds: MCCM_BENCH_LOAD_BALANCERS, default 1,000.
+func benchLoadBalancers(b *testing.B) int {
+	n := 1000
+	if v := os.Getenv("MCCM_BENCH_LOAD_BALANCERS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("MCCM_BENCH_LOAD_BALANCERS=%q: want a positive number", v)
+		}
+	}
+	return n
+}
+
+// BenchmarkRepairPass is one drift-repair pass with nothing changed over
+// 1,000 load balancers on the real Octavia (seeded by seedLoadBalancers):
+// BeginRepairPass, then EnsureLoadBalancer for every Service under its
+// ctx; beside it the first pass of a backend just started (members not yet
+// remembered: one member read per pool) and the same Ensures without the
+// snapshot, in the same run. Reported per pass: OpenStack read calls and
+// mutating calls (must be 0).
+func BenchmarkRepairPass(b *testing.B) {
+	n := benchLoadBalancers(b)
+	s := realOctavia(b)
+	cluster := "b" + randomID(b)
+	c := newRealCloud(b, s, cluster)
+	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.6.1.1")), newNode("n2", withInternalIP("10.6.1.2"))}
+	svcs := seedLoadBalancers(b, c, "pass", n, nodes)
+	report := func(b *testing.B, reads, writes float64) {
+		b.ReportMetric(reads/float64(b.N), "reads/pass")
+		b.ReportMetric(writes/float64(b.N), "writes/pass")
+		b.ReportMetric(float64(n), "load-balancers")
+		if writes != 0 {
+			b.Errorf("%v mutating calls with nothing changed, want 0", writes)
+		}
+	}
+	b.Run("snapshot", func(b *testing.B) {
+		repairPassOnce(b, c, svcs, nodes, true) // Members remembered, as after the controller's first sync.
+		var reads, writes float64
+		for b.Loop() {
+			r, w := repairPassOnce(b, c, svcs, nodes, true)
+			reads, writes = reads+r, writes+w
+		}
+		report(b, reads, writes)
+		b.ReportMetric(float64(c.lb.pageSize), "page-size")
+	})
+	b.Run("snapshot-first-pass", func(b *testing.B) {
+		var reads, writes float64
+		for b.Loop() {
+			fresh := newRealCloud(b, s, cluster)
+			r, w := repairPassOnce(b, fresh, svcs, nodes, true)
+			reads, writes = reads+r, writes+w
+		}
+		report(b, reads, writes)
+	})
+	b.Run("no-snapshot", func(b *testing.B) {
+		var reads, writes float64
+		for b.Loop() {
+			r, w := repairPassOnce(b, c, svcs, nodes, false)
+			reads, writes = reads+r, writes+w
+		}
+		report(b, reads, writes)
+	})
+}
+
+// repairPassOnce ensures every Service once, under a repair pass when
+// snapshot is set, and returns the OpenStack reads and writes it took. A
+// Service asked to retry or changed is a failure: nothing changed.
+func repairPassOnce(b *testing.B, c *Cloud, svcs []*corev1.Service, nodes []*corev1.Node, snapshot bool) (reads, writes float64) {
+	b.Helper()
+	r0, w0 := apiCalls(b, c)
+	ctx := context.Background()
+	if snapshot {
+		passCtx, end, err := c.BeginRepairPass(ctx, "kubernetes")
+		if err != nil {
+			b.Fatalf("BeginRepairPass: %v", err)
+		}
+		defer end()
+		ctx = passCtx
+	}
+	for _, svc := range svcs {
+		svcCtx, changes := backends.WithChangeReport(ctx)
+		_, err := c.lb.EnsureLoadBalancer(svcCtx, "kubernetes", svc, nodes)
+		for sqliteLocked(err) {
+			_, err = c.lb.EnsureLoadBalancer(svcCtx, "kubernetes", svc, nodes)
+		}
+		if err != nil || len(changes()) > 0 {
+			b.Fatalf("EnsureLoadBalancer %s with nothing changed: %v, changes %q", svc.Name, err, changes())
+		}
+	}
+	r1, w1 := apiCalls(b, c)
+	return r1 - r0, w1 - w0
 }

@@ -36,13 +36,23 @@ func listFloatingIPs(ctx context.Context, sc *serviceClients, opts floatingips.L
 	return fips, nil
 }
 
+// floatingIPs lists the floating IPs of a load balancer's port or with its
+// name: from the ctx's repair pass when it holds the load balancer, else
+// from Neutron.
+func (l *LoadBalancer) floatingIPs(ctx context.Context, sc *serviceClients, lbID string, opts floatingips.ListOpts) ([]floatingips.FloatingIP, error) {
+	if p := l.passFrom(ctx); p != nil && sc.network != nil && lbID != "" && p.holds(lbID) {
+		return p.floatingIPs(opts), nil
+	}
+	return listFloatingIPs(ctx, sc, opts)
+}
+
 // currentAddress is the load balancer's floating IP when it should have one
 // and has, else its VIP.
 func (l *LoadBalancer) currentAddress(ctx context.Context, sc *serviceClients, lb *loadbalancers.LoadBalancer, o *lbOptions) (string, error) {
 	if !wantsFloatingIP(o) {
 		return lb.VipAddress, nil
 	}
-	fips, err := listFloatingIPs(ctx, sc, floatingips.ListOpts{PortID: lb.VipPortID})
+	fips, err := l.floatingIPs(ctx, sc, lb.ID, floatingips.ListOpts{PortID: lb.VipPortID})
 	if err != nil {
 		return "", err
 	}
@@ -65,7 +75,7 @@ func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients,
 		}
 		return lb.VipAddress, nil // Released ones were ours; see release.
 	}
-	fips, err := listFloatingIPs(ctx, sc, floatingips.ListOpts{PortID: lb.VipPortID})
+	fips, err := l.floatingIPs(ctx, sc, lb.ID, floatingips.ListOpts{PortID: lb.VipPortID})
 	if err != nil {
 		return "", err
 	}
@@ -74,7 +84,7 @@ func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients,
 		return fips[0].FloatingIP, nil
 	}
 	if len(fips) > 0 {
-		if err := l.release(ctx, sc, svc, &fips[0], o.keepFloatingIP); err != nil {
+		if err := l.release(ctx, sc, svc, lb.ID, &fips[0], o.keepFloatingIP); err != nil {
 			return "", err
 		}
 		return "", l.retry("floating IP %s released for the requested %s", fips[0].FloatingIP, want)
@@ -82,38 +92,66 @@ func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients,
 	return l.attachFloatingIP(ctx, sc, svc, lb, o, want)
 }
 
-// attachFloatingIP associates the requested floating IP, or allocates one.
+// attachFloatingIP associates the requested floating IP, or the one the
+// backend allocated for the load balancer when it was disassociated behind
+// its back (the address stays the same), or allocates one.
 func (l *LoadBalancer) attachFloatingIP(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions, want string) (string, error) {
-	desc := l.lbName(svc)
-	if want != "" {
-		existing, err := listFloatingIPs(ctx, sc, floatingips.ListOpts{FloatingIP: want, FloatingNetworkID: o.floatingNetworkID})
-		if err != nil {
-			return "", err
-		}
-		if len(existing) > 0 {
-			return l.associate(ctx, sc, svc, &existing[0], lb.VipPortID)
-		}
+	existing, err := l.existingFloatingIP(ctx, sc, svc, lb.ID, o, want)
+	if err != nil {
+		return "", err
 	}
+	if existing != nil {
+		return l.associate(ctx, sc, svc, existing, lb)
+	}
+	l.mutating(lb.ID)
 	fip, err := floatingips.Create(ctx, sc.network, floatingips.CreateOpts{
-		FloatingNetworkID: o.floatingNetworkID, SubnetID: o.floatingSubnetID, FloatingIP: want, PortID: lb.VipPortID, Description: desc,
+		FloatingNetworkID: o.floatingNetworkID, SubnetID: o.floatingSubnetID, FloatingIP: want, PortID: lb.VipPortID, Description: l.lbName(svc),
 	}).Extract()
 	if err != nil {
 		return "", fmt.Errorf("allocating a floating IP on network %s: %w", o.floatingNetworkID, err)
 	}
 	l.logger(ctx, svc).V(2).Info("Allocated floating IP", "loadBalancerID", lb.ID, "floatingIP", fip.FloatingIP)
+	l.reportChange(ctx, lb.ID, "floating IP "+fip.FloatingIP+" allocated")
 	return fip.FloatingIP, nil
+}
+
+// existingFloatingIP returns the floating IP to associate instead of
+// allocating one: the requested address when it exists, else one the
+// backend allocated for the load balancer on its floating network and that
+// is on no port; or nil.
+func (l *LoadBalancer) existingFloatingIP(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, o *lbOptions, want string) (*floatingips.FloatingIP, error) {
+	if want != "" {
+		existing, err := listFloatingIPs(ctx, sc, floatingips.ListOpts{FloatingIP: want, FloatingNetworkID: o.floatingNetworkID})
+		if err != nil || len(existing) == 0 {
+			return nil, err
+		}
+		return &existing[0], nil
+	}
+	left, err := l.leftoverFloatingIPs(ctx, sc, svc, lbID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range left {
+		if left[i].PortID == "" && left[i].FloatingNetworkID == o.floatingNetworkID {
+			return &left[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // associate puts a requested, pre-existing floating IP on the VIP port. Its
 // description is left alone, so deleting the Service only disassociates it.
-func (l *LoadBalancer) associate(ctx context.Context, sc *serviceClients, svc *corev1.Service, fip *floatingips.FloatingIP, portID string) (string, error) {
+func (l *LoadBalancer) associate(ctx context.Context, sc *serviceClients, svc *corev1.Service, fip *floatingips.FloatingIP, lb *loadbalancers.LoadBalancer) (string, error) {
+	portID := lb.VipPortID
 	if fip.PortID != "" && fip.PortID != portID {
 		return "", backends.NewUserError("FloatingIPInUse", fmt.Errorf("requested floating IP %s is in use by port %s: free it or request another address", fip.FloatingIP, fip.PortID))
 	}
+	l.mutating(lb.ID)
 	if _, err := floatingips.Update(ctx, sc.network, fip.ID, floatingips.UpdateOpts{PortID: &portID}).Extract(); err != nil {
 		return "", fmt.Errorf("associating floating IP %s: %w", fip.FloatingIP, err)
 	}
 	l.logger(ctx, svc).V(2).Info("Associated floating IP", "floatingIP", fip.FloatingIP)
+	l.reportChange(ctx, lb.ID, "floating IP "+fip.FloatingIP+" associated")
 	return fip.FloatingIP, nil
 }
 
@@ -126,34 +164,34 @@ func (l *LoadBalancer) releaseFloatingIPs(ctx context.Context, sc *serviceClient
 		}
 		return nil
 	}
-	fips, err := listFloatingIPs(ctx, sc, floatingips.ListOpts{PortID: lb.VipPortID})
+	fips, err := l.floatingIPs(ctx, sc, lb.ID, floatingips.ListOpts{PortID: lb.VipPortID})
 	if err != nil {
 		return err
 	}
 	for i := range fips {
-		if err := l.release(ctx, sc, svc, &fips[i], o.keepFloatingIP); err != nil {
+		if err := l.release(ctx, sc, svc, lb.ID, &fips[i], o.keepFloatingIP); err != nil {
 			return err
 		}
 	}
-	return l.releaseLeftovers(ctx, sc, svc, o)
+	return l.releaseLeftovers(ctx, sc, svc, lb.ID, o)
 }
 
 // leftoverFloatingIPs lists floating IPs still carrying the load balancer's
-// name in their description.
-func (l *LoadBalancer) leftoverFloatingIPs(ctx context.Context, sc *serviceClients, svc *corev1.Service) ([]floatingips.FloatingIP, error) {
+// name in their description; lbID is the load balancer's, if any.
+func (l *LoadBalancer) leftoverFloatingIPs(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string) ([]floatingips.FloatingIP, error) {
 	if sc.network == nil {
 		return nil, nil
 	}
-	return listFloatingIPs(ctx, sc, floatingips.ListOpts{Description: l.lbName(svc)})
+	return l.floatingIPs(ctx, sc, lbID, floatingips.ListOpts{Description: l.lbName(svc)})
 }
 
-func (l *LoadBalancer) releaseLeftovers(ctx context.Context, sc *serviceClients, svc *corev1.Service, o *lbOptions) error {
-	left, err := l.leftoverFloatingIPs(ctx, sc, svc)
+func (l *LoadBalancer) releaseLeftovers(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, o *lbOptions) error {
+	left, err := l.leftoverFloatingIPs(ctx, sc, svc, lbID)
 	if err != nil {
 		return err
 	}
 	for i := range left {
-		if err := l.release(ctx, sc, svc, &left[i], o.keepFloatingIP); err != nil {
+		if err := l.release(ctx, sc, svc, lbID, &left[i], o.keepFloatingIP); err != nil {
 			return err
 		}
 	}
@@ -170,14 +208,19 @@ func occmFloatingIPDescription(svc *corev1.Service) string {
 // release gives back a floating IP: one the backend allocated (its
 // description is the load balancer's name) is deleted unless kept; any other
 // (a requested, pre-existing one) and a kept one are only disassociated.
-func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *corev1.Service, fip *floatingips.FloatingIP, keep bool) error {
+// lbID is the load balancer it belongs to, if any.
+func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, fip *floatingips.FloatingIP, keep bool) error {
 	log := l.logger(ctx, svc).WithValues("floatingIP", fip.FloatingIP)
+	if lbID != "" {
+		l.mutating(lbID)
+	}
 	ours := fip.Description == l.lbName(svc) || strings.HasPrefix(fip.Description, occmFloatingIPDescription(svc))
 	if ours && !keep {
 		if err := ignoreNotFound(floatingips.Delete(ctx, sc.network, fip.ID).ExtractErr()); err != nil {
 			return fmt.Errorf("releasing floating IP %s: %w", fip.FloatingIP, err)
 		}
 		log.V(2).Info("Released floating IP")
+		l.reportChange(ctx, lbID, "floating IP "+fip.FloatingIP+" released")
 		return nil
 	}
 	opts := floatingips.UpdateOpts{PortID: new(string)}
@@ -188,5 +231,6 @@ func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *cor
 		return fmt.Errorf("disassociating floating IP %s: %w", fip.FloatingIP, err)
 	}
 	log.V(2).Info("Disassociated floating IP")
+	l.reportChange(ctx, lbID, "floating IP "+fip.FloatingIP+" disassociated")
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/listeners"
@@ -23,18 +25,39 @@ type lbState struct {
 
 // poolState is a pool with its members and monitor.
 type poolState struct {
-	pool    pools.Pool
-	members []pools.Member
-	monitor *monitors.Monitor
+	pool pools.Pool
+	// updatedAt is the pool's updated_at, listed before its members.
+	updatedAt string
+	members   []pools.Member
+	monitor   *monitors.Monitor
 }
 
-// step is one mutating call and what it does, for logs.
+// step is one mutating call and what it changes, for logs and change
+// reports: object ("listener TCP:80") and change ("created", "updated
+// (connection limit)").
 type step struct {
-	what string
-	do   func(ctx context.Context) error
+	object, change string
+	do             func(ctx context.Context) error
 	// cause names the annotations that shape the change: Octavia refusing
 	// it (400) is then a user error naming them.
 	cause string
+}
+
+// changeCreated is the change of a step creating a missing object.
+const changeCreated = "created"
+
+// what says what the step changes; in a repair pass a missing object is
+// one that was there before, so it is re-created.
+func (s *step) what(repair bool) string {
+	if repair && s.change == changeCreated {
+		return s.object + " re-created"
+	}
+	return s.object + " " + s.change
+}
+
+// listenerName names a listener for logs and change reports.
+func listenerName(protocol string, port int) string {
+	return fmt.Sprintf("listener %s:%d", protocol, port)
 }
 
 // readState reads listeners, pools, members and monitors (reads only).
@@ -47,13 +70,9 @@ func readState(ctx context.Context, c *gophercloud.ServiceClient, lbID string) (
 	if err != nil {
 		return nil, fmt.Errorf("listing listeners: %w", err)
 	}
-	pp, err := pools.List(c, pools.ListOpts{LoadbalancerID: lbID}).AllPages(ctx)
+	ps, err := listPools(ctx, c, pools.ListOpts{LoadbalancerID: lbID})
 	if err != nil {
-		return nil, fmt.Errorf("listing pools: %w", err)
-	}
-	ps, err := pools.ExtractPools(pp)
-	if err != nil {
-		return nil, fmt.Errorf("listing pools: %w", err)
+		return nil, err
 	}
 	st := &lbState{listeners: ls, pools: map[string]*poolState{}}
 	for _, p := range ps {
@@ -66,16 +85,12 @@ func readState(ctx context.Context, c *gophercloud.ServiceClient, lbID string) (
 	return st, nil
 }
 
-func readPool(ctx context.Context, c *gophercloud.ServiceClient, p pools.Pool) (*poolState, error) {
-	mp, err := pools.ListMembers(c, p.ID, pools.ListMembersOpts{}).AllPages(ctx)
+func readPool(ctx context.Context, c *gophercloud.ServiceClient, p poolRow) (*poolState, error) {
+	ms, err := readMembers(ctx, c, p.ID)
 	if err != nil {
-		return nil, fmt.Errorf("listing members of pool %s: %w", p.ID, err)
+		return nil, err
 	}
-	ms, err := pools.ExtractMembers(mp)
-	if err != nil {
-		return nil, fmt.Errorf("listing members of pool %s: %w", p.ID, err)
-	}
-	s := &poolState{pool: p, members: ms}
+	s := &poolState{pool: p.Pool, updatedAt: p.updatedAt, members: ms}
 	if p.MonitorID != "" {
 		m, err := monitors.Get(ctx, c, p.MonitorID).Extract()
 		if err != nil {
@@ -90,7 +105,7 @@ func readPool(ctx context.Context, c *gophercloud.ServiceClient, p pools.Pool) (
 // asks to retry; with nothing to change it returns nil having made no
 // mutating call.
 func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, want []listenerSpec) error {
-	st, err := readState(ctx, sc.loadBalancer, lb.ID)
+	st, err := l.state(ctx, sc, lb.ID)
 	if err != nil {
 		return err
 	}
@@ -98,18 +113,21 @@ func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *co
 	if s == nil {
 		return nil
 	}
-	l.logger(ctx, svc).V(2).Info("Changing load balancer", "loadBalancerID", lb.ID, "change", s.what)
+	what := s.what(l.passFrom(ctx) != nil)
+	l.logger(ctx, svc).V(2).Info("Changing load balancer", "loadBalancerID", lb.ID, "change", what)
+	l.passes.drop(lb.ID)
 	if err := s.do(ctx); err != nil {
 		if gophercloud.ResponseCodeIs(err, http.StatusConflict) {
 			// Octavia still applies an earlier change to a child object.
-			return l.retry("load balancer %s: %s: busy: %v", lb.ID, s.what, err)
+			return l.retry("load balancer %s: %s: busy: %v", lb.ID, what, err)
 		}
 		if gophercloud.ResponseCodeIs(err, http.StatusBadRequest) && s.cause != "" {
-			return backends.NewUserError(reasonOctaviaRefused, fmt.Errorf("octavia refused %s, set by %s: %w; change or remove the annotation", s.what, s.cause, err))
+			return backends.NewUserError(reasonOctaviaRefused, fmt.Errorf("octavia refused the change (%s), set by %s: %w; change or remove the annotation", what, s.cause, err))
 		}
-		return fmt.Errorf("%s: %w", s.what, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return l.retry("load balancer %s: %s", lb.ID, s.what)
+	l.reportChange(ctx, lb.ID, what)
+	return l.retry("load balancer %s: %s", lb.ID, what)
 }
 
 // nextStep returns the first change needed, or nil.
@@ -163,29 +181,30 @@ func portTaken(st *lbState, w *listenerSpec) *listeners.Listener {
 	return nil
 }
 
-// listenerUpdate returns the update a listener needs, or nil.
-func listenerUpdate(ls *listeners.Listener, w *listenerSpec) *listeners.UpdateOpts {
+// listenerUpdate returns the update a listener needs and the fields it
+// changes, or nil.
+func listenerUpdate(ls *listeners.Listener, w *listenerSpec) (*listeners.UpdateOpts, []string) {
 	var u listeners.UpdateOpts
-	changed := false
+	var fields []string
 	if !sameCIDRs(ls.AllowedCIDRs, w.cidrs) {
 		cidrs := append([]string{}, w.cidrs...)
-		u.AllowedCIDRs, changed = &cidrs, true
+		u.AllowedCIDRs, fields = &cidrs, append(fields, "allowed CIDRs")
 	}
 	if ls.ConnLimit != w.connLimit {
-		u.ConnLimit, changed = ptr(w.connLimit), true
+		u.ConnLimit, fields = ptr(w.connLimit), append(fields, "connection limit")
 	}
 	t := w.timeouts
 	if ls.TimeoutClientData != t.clientData || ls.TimeoutMemberConnect != t.memberConnect || ls.TimeoutMemberData != t.memberData || ls.TimeoutTCPInspect != t.tcpInspect {
 		u.TimeoutClientData, u.TimeoutMemberConnect, u.TimeoutMemberData, u.TimeoutTCPInspect = ptr(t.clientData), ptr(t.memberConnect), ptr(t.memberData), ptr(t.tcpInspect)
-		changed = true
+		fields = append(fields, "timeouts")
 	}
 	if w.xForwardedFor && ls.InsertHeaders[headerXForwardedFor] != "true" {
-		u.InsertHeaders, changed = &map[string]string{headerXForwardedFor: "true"}, true
+		u.InsertHeaders, fields = &map[string]string{headerXForwardedFor: "true"}, append(fields, headerXForwardedFor)
 	}
-	if !changed {
-		return nil
+	if len(fields) == 0 {
+		return nil, nil
 	}
-	return &u
+	return &u, fields
 }
 
 // headerXForwardedFor is Octavia's insert_headers key for the client address.
@@ -197,47 +216,48 @@ const reasonOctaviaRefused = "OctaviaRefusedAnnotation"
 
 // listenerStep converges one listener and its default pool.
 func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbState, w *listenerSpec) *step {
-	if u := listenerUpdate(ls, w); u != nil {
-		return &step{"updating listener " + ls.ID, func(ctx context.Context) error {
+	name := listenerName(ls.Protocol, ls.ProtocolPort)
+	if u, fields := listenerUpdate(ls, w); u != nil {
+		return &step{name, "updated (" + strings.Join(fields, ", ") + ")", func(ctx context.Context) error {
 			return listeners.Update(ctx, c, ls.ID, *u).Err
 		}, listenerCause}
 	}
 	p := st.pools[ls.DefaultPoolID]
 	if p == nil {
-		return createPoolStep(c, ls.ID, w)
+		return createPoolStep(c, ls, w)
 	}
 	if p.pool.ProvisioningStatus == lbError || p.pool.Protocol != w.poolProtocol {
 		// A failed change leaves the pool immutable in ERROR, and a pool's
 		// protocol (PROXY protocol) cannot change: replace it.
-		return &step{"deleting pool " + p.pool.ID + " (" + p.pool.ProvisioningStatus + ", " + p.pool.Protocol + ")", func(ctx context.Context) error {
+		return &step{"pool " + p.pool.ID + " of " + name, "deleted to be replaced (" + p.pool.ProvisioningStatus + ", " + p.pool.Protocol + ")", func(ctx context.Context) error {
 			return ignoreNotFound(pools.Delete(ctx, c, p.pool.ID).ExtractErr())
 		}, ""}
 	}
 	if p.pool.LBMethod != w.method {
-		return &step{"updating algorithm of pool " + p.pool.ID, func(ctx context.Context) error {
+		return &step{name + ":", "pool algorithm changed from " + p.pool.LBMethod + " to " + w.method, func(ctx context.Context) error {
 			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{LBMethod: pools.LBMethod(w.method)}).Err
 		}, string(AnnotationLBMethod)}
 	}
 	if !sameMembers(p.members, w.members) {
-		return &step{fmt.Sprintf("updating members of pool %s (%d)", p.pool.ID, len(w.members)), func(ctx context.Context) error {
+		return &step{name + ":", memberChanges(p.members, w.members), func(ctx context.Context) error {
 			return pools.BatchUpdateMembers(ctx, c, p.pool.ID, batchMembers(w.members)).ExtractErr()
 		}, string(AnnotationMemberSubnetID)}
 	}
-	return monitorStep(c, p, w.monitor)
+	return monitorStep(c, p, name, w.monitor)
 }
 
 func createListenerStep(c *gophercloud.ServiceClient, lbID string, w *listenerSpec) *step {
-	return &step{fmt.Sprintf("creating listener %s/%d", w.protocol, w.port), func(ctx context.Context) error {
+	return &step{listenerName(w.protocol, w.port), changeCreated, func(ctx context.Context) error {
 		opts := listenerCreateOpts(w)
 		opts.LoadbalancerID = lbID
 		return listeners.Create(ctx, c, opts).Err
 	}, listenerCause}
 }
 
-func createPoolStep(c *gophercloud.ServiceClient, listenerID string, w *listenerSpec) *step {
-	return &step{"creating pool of listener " + listenerID, func(ctx context.Context) error {
+func createPoolStep(c *gophercloud.ServiceClient, ls *listeners.Listener, w *listenerSpec) *step {
+	return &step{"pool of " + listenerName(ls.Protocol, ls.ProtocolPort), changeCreated, func(ctx context.Context) error {
 		return pools.Create(ctx, c, pools.CreateOpts{
-			Name: w.name, Protocol: pools.Protocol(w.poolProtocol), LBMethod: pools.LBMethod(w.method), ListenerID: listenerID,
+			Name: w.name, Protocol: pools.Protocol(w.poolProtocol), LBMethod: pools.LBMethod(w.method), ListenerID: ls.ID,
 		}).Err
 	}, string(AnnotationLBMethod + ", " + AnnotationProxyProtocol)}
 }
@@ -245,12 +265,13 @@ func createPoolStep(c *gophercloud.ServiceClient, listenerID string, w *listener
 // removeListenerStep deletes a listener no port asks for: its pool first
 // (members and monitor go with it), then the listener.
 func removeListenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener) *step {
+	name := listenerName(ls.Protocol, ls.ProtocolPort)
 	if ls.DefaultPoolID != "" {
-		return &step{"deleting pool " + ls.DefaultPoolID + " of unused listener " + ls.ID, func(ctx context.Context) error {
+		return &step{"pool " + ls.DefaultPoolID + " of unused " + name, "deleted", func(ctx context.Context) error {
 			return ignoreNotFound(pools.Delete(ctx, c, ls.DefaultPoolID).ExtractErr())
 		}, ""}
 	}
-	return &step{"deleting unused listener " + ls.ID, func(ctx context.Context) error {
+	return &step{"unused " + name, "deleted", func(ctx context.Context) error {
 		return ignoreNotFound(listeners.Delete(ctx, c, ls.ID).ExtractErr())
 	}, ""}
 }
@@ -263,7 +284,7 @@ func orphanPoolStep(c *gophercloud.ServiceClient, st *lbState) *step {
 	}
 	for id := range st.pools {
 		if !used[id] {
-			return &step{"deleting unused pool " + id, func(ctx context.Context) error {
+			return &step{"unused pool " + id, "deleted", func(ctx context.Context) error {
 				return ignoreNotFound(pools.Delete(ctx, c, id).ExtractErr())
 			}, ""}
 		}
@@ -272,23 +293,24 @@ func orphanPoolStep(c *gophercloud.ServiceClient, st *lbState) *step {
 }
 
 // monitorStep creates, updates or deletes a pool's health monitor.
-func monitorStep(c *gophercloud.ServiceClient, p *poolState, want *monitorSpec) *step {
+func monitorStep(c *gophercloud.ServiceClient, p *poolState, listener string, want *monitorSpec) *step {
 	have := p.monitor
+	object := "health monitor of " + listener
 	switch {
 	case have == nil && want == nil:
 		return nil
 	case have != nil && (want == nil || have.Type != want.typ):
-		return &step{"deleting monitor " + have.ID, func(ctx context.Context) error {
+		return &step{object, "deleted (" + have.Type + ")", func(ctx context.Context) error {
 			return ignoreNotFound(monitors.Delete(ctx, c, have.ID).ExtractErr())
 		}, ""}
 	case have == nil:
-		return &step{"creating monitor of pool " + p.pool.ID, func(ctx context.Context) error {
+		return &step{object, changeCreated, func(ctx context.Context) error {
 			opts := monitorCreateOpts(want)
 			opts.PoolID = p.pool.ID
 			return monitors.Create(ctx, c, opts).Err
 		}, monitorCause}
 	case have.Delay != want.delay || have.Timeout != want.timeout || have.MaxRetries != want.retries || have.MaxRetriesDown != want.retriesDown || (want.urlPath != "" && have.URLPath != want.urlPath):
-		return &step{"updating monitor " + have.ID, func(ctx context.Context) error {
+		return &step{object, "updated", func(ctx context.Context) error {
 			return monitors.Update(ctx, c, have.ID, monitors.UpdateOpts{Delay: want.delay, Timeout: want.timeout, MaxRetries: want.retries, MaxRetriesDown: want.retriesDown, URLPath: want.urlPath}).Err
 		}, monitorCause}
 	}
@@ -305,13 +327,51 @@ func sameMembers(have []pools.Member, want []memberSpec) bool {
 		idx[fmt.Sprintf("%s:%d", m.Address, m.ProtocolPort)] = m
 	}
 	for _, w := range want {
-		m, ok := idx[w.key()]
-		if !ok || m.MonitorPort != w.monitorPort || m.Name != w.name || (w.subnetID != "" && m.SubnetID != w.subnetID) {
+		if m, ok := idx[w.key()]; !ok || !sameMember(m, w) {
 			return false
 		}
 	}
 	return true
 }
+
+// sameMember compares a member at the wanted address and port.
+func sameMember(m pools.Member, w memberSpec) bool {
+	return m.MonitorPort == w.monitorPort && m.Name == w.name && (w.subnetID == "" || m.SubnetID == w.subnetID)
+}
+
+// memberChanges says what a batch update changes in a pool's members
+// ("member 10.0.0.5:30080 added, member 10.0.0.6:30080 removed"), naming
+// at most maxNamedMembers.
+func memberChanges(have []pools.Member, want []memberSpec) string {
+	had := map[string]pools.Member{}
+	for _, m := range have {
+		had[fmt.Sprintf("%s:%d", m.Address, m.ProtocolPort)] = m
+	}
+	var changes []string
+	for _, w := range want {
+		m, ok := had[w.key()]
+		delete(had, w.key())
+		switch {
+		case !ok:
+			changes = append(changes, "member "+w.key()+" added")
+		case !sameMember(m, w):
+			changes = append(changes, "member "+w.key()+" updated")
+		}
+	}
+	gone := make([]string, 0, len(had))
+	for k := range had {
+		gone = append(gone, "member "+k+" removed")
+	}
+	slices.Sort(gone)
+	changes = append(changes, gone...)
+	if len(changes) > maxNamedMembers {
+		changes = append(changes[:maxNamedMembers], fmt.Sprintf("%d more member changes", len(changes)-maxNamedMembers))
+	}
+	return strings.Join(changes, ", ")
+}
+
+// maxNamedMembers bounds the members a change report names.
+const maxNamedMembers = 5
 
 func batchMembers(want []memberSpec) []pools.BatchUpdateMemberOpts {
 	out := make([]pools.BatchUpdateMemberOpts, 0, len(want))

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -39,6 +40,16 @@ type LoadBalancer struct {
 	settings   *LoadBalancerSettings
 	clients    func(ctx context.Context) (*serviceClients, error)
 	retryDelay time.Duration
+
+	// pageSize is the page size of a repair pass's bulk lists.
+	pageSize int
+	// passes are the repair passes under way.
+	passes passRegistry
+	// members are the pools' members as last read.
+	members memberMemory
+	// building holds the IDs of load balancers this process created and
+	// has not yet converged: their changes are not drift.
+	building sync.Map
 }
 
 var (
@@ -47,7 +58,7 @@ var (
 )
 
 func newLoadBalancer(name, clusterID string, s *LoadBalancerSettings, clients func(context.Context) (*serviceClients, error)) *LoadBalancer {
-	return &LoadBalancer{name: name, clusterID: clusterID, settings: s, clients: clients, retryDelay: 2 * time.Second}
+	return &LoadBalancer{name: name, clusterID: clusterID, settings: s, clients: clients, retryDelay: 2 * time.Second, pageSize: defaultListPageSize}
 }
 
 // CanTarget is true for every node with an InternalIP: members may be any
@@ -90,8 +101,14 @@ func (l *LoadBalancer) retry(format string, args ...any) error {
 	return api.NewRetryError(fmt.Sprintf(format, args...), l.retryDelay)
 }
 
-// find lists the Service's load balancers by tag, oldest first.
+// find lists the Service's load balancers by tag, oldest first: from the
+// ctx's repair pass when it holds them, else from Octavia.
 func (l *LoadBalancer) find(ctx context.Context, sc *serviceClients, svc *corev1.Service) ([]loadbalancers.LoadBalancer, error) {
+	if p := l.passFrom(ctx); p != nil {
+		if found, ok := p.find(svc.Namespace + "/" + svc.Name); ok {
+			return found, nil
+		}
+	}
 	return l.list(ctx, sc, loadbalancers.ListOpts{Tags: l.tags(svc)})
 }
 
@@ -175,10 +192,12 @@ func (l *LoadBalancer) adoptLB(ctx context.Context, sc *serviceClients, svc *cor
 		return l.retry("load balancer %s to adopt is %s", lb.ID, lb.ProvisioningStatus)
 	}
 	tags := append(slices.Clone(lb.Tags), l.tags(svc)...)
+	l.mutating(lb.ID)
 	if _, err := loadbalancers.Update(ctx, sc.loadBalancer, lb.ID, loadbalancers.UpdateOpts{Tags: &tags}).Extract(); err != nil {
 		return fmt.Errorf("tagging load balancer %s to adopt it: %w", lb.ID, err)
 	}
 	l.logger(ctx, svc).V(2).Info("Adopted load balancer", "loadBalancerID", lb.ID, "name", lb.Name)
+	l.reportChange(ctx, lb.ID, "load balancer "+lb.Name+" adopted (tagged as this Service's)")
 	return l.retry("load balancer %s adopted", lb.ID)
 }
 
@@ -194,7 +213,7 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, 
 		return nil, false, l.wrap("getting", svc, err)
 	}
 	if len(found) == 0 {
-		left, err := l.leftoverFloatingIPs(ctx, sc, svc)
+		left, err := l.leftoverFloatingIPs(ctx, sc, svc, "")
 		if err != nil {
 			return nil, false, l.wrap("getting", svc, err)
 		}
@@ -273,7 +292,8 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 		return nil, l.create(ctx, sc, svc, o)
 	}
 	if len(found) > 1 {
-		return nil, l.deleteOne(ctx, sc, svc, &found[len(found)-1], o)
+		dup := &found[len(found)-1]
+		return nil, l.deleteOne(ctx, sc, svc, dup, o, "duplicate load balancer "+dup.ID+" deleted")
 	}
 	lb := &found[0]
 	if err := l.checkReady(ctx, sc, svc, lb); err != nil {
@@ -286,6 +306,7 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 	if err != nil {
 		return nil, err
 	}
+	l.building.Delete(lb.ID)
 	backends.ReportLoadBalancerID(ctx, lb.ID)
 	return status(addr, o), nil
 }
@@ -298,9 +319,11 @@ func (l *LoadBalancer) checkReady(ctx context.Context, sc *serviceClients, svc *
 		return nil
 	case lbError:
 		l.logger(ctx, svc).V(2).Info("Replacing load balancer in ERROR", "loadBalancerID", lb.ID)
+		l.mutating(lb.ID)
 		if err := loadbalancers.Delete(ctx, sc.loadBalancer, lb.ID, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr(); err != nil {
 			return fmt.Errorf("deleting load balancer %s in ERROR: %w", lb.ID, err)
 		}
+		l.reportChange(ctx, lb.ID, "load balancer "+lb.ID+" in ERROR deleted to be replaced")
 		return l.retry("load balancer %s was in ERROR and is being replaced", lb.ID)
 	}
 	return l.retry("load balancer %s is %s", lb.ID, lb.ProvisioningStatus)
@@ -331,6 +354,7 @@ func (l *LoadBalancer) create(ctx context.Context, sc *serviceClients, svc *core
 	if err != nil {
 		return fmt.Errorf("creating load balancer: %w", err)
 	}
+	l.building.Store(lb.ID, true)
 	l.logger(ctx, svc).V(2).Info("Created load balancer", "loadBalancerID", lb.ID)
 	return l.retry("load balancer %s is being created", lb.ID)
 }
@@ -364,9 +388,9 @@ func (l *LoadBalancer) ensureDeleted(ctx context.Context, clusterName string, sv
 		return err
 	}
 	if len(found) > 0 {
-		return l.deleteOne(ctx, sc, svc, &found[0], o)
+		return l.deleteOne(ctx, sc, svc, &found[0], o, "")
 	}
-	return l.releaseLeftovers(ctx, sc, svc, o)
+	return l.releaseLeftovers(ctx, sc, svc, "", o)
 }
 
 // lenientOptions are the options GetLoadBalancer and a delete need. A bad
@@ -397,14 +421,17 @@ func (l *LoadBalancer) lenientOptions(ctx context.Context, svc *corev1.Service) 
 }
 
 // deleteOne releases a load balancer's floating IP, then deletes the load
-// balancer with everything in it.
-func (l *LoadBalancer) deleteOne(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions) error {
+// balancer with everything in it; report, when set, is the change to
+// report once the delete is accepted.
+func (l *LoadBalancer) deleteOne(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions, report string) error {
 	if strings.HasPrefix(lb.ProvisioningStatus, "PENDING_") {
 		return l.retry("load balancer %s is %s", lb.ID, lb.ProvisioningStatus)
 	}
 	if err := l.releaseFloatingIPs(ctx, sc, svc, lb, o); err != nil {
 		return err
 	}
+	l.mutating(lb.ID)
+	l.building.Delete(lb.ID)
 	err := loadbalancers.Delete(ctx, sc.loadBalancer, lb.ID, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
 	if gophercloud.ResponseCodeIs(err, http.StatusConflict) {
 		return l.retry("load balancer %s is busy: %v", lb.ID, err)
@@ -413,6 +440,9 @@ func (l *LoadBalancer) deleteOne(ctx context.Context, sc *serviceClients, svc *c
 		return fmt.Errorf("deleting load balancer %s: %w", lb.ID, err)
 	}
 	l.logger(ctx, svc).V(2).Info("Deleting load balancer", "loadBalancerID", lb.ID)
+	if report != "" && err == nil {
+		backends.ReportChange(ctx, report)
+	}
 	return l.retry("load balancer %s is being deleted", lb.ID)
 }
 

@@ -96,3 +96,15 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
 
 // ProviderName returns the backend type.
 func (c *Cloud) ProviderName() string { return Type }
+
+var _ backends.RepairPasser = (*Cloud)(nil)
+
+// BeginRepairPass reads the backend's load balancers in bulk for a
+// drift-repair pass (see LoadBalancer.BeginRepairPass); with load
+// balancers disabled there is nothing to read.
+func (c *Cloud) BeginRepairPass(ctx context.Context, clusterName string) (context.Context, func(), error) {
+	if c.lb == nil {
+		return ctx, func() {}, nil
+	}
+	return c.lb.BeginRepairPass(ctx, clusterName)
+}
