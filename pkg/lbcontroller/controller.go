@@ -116,6 +116,12 @@ type served struct {
 	// and wrote: an update to one of them is the controller's own.
 	seen  sets.Set[string]
 	nodes nodeSet
+	// retry: the last sync failed (a cloud that converges in steps, as
+	// Octavia, answers a RetryError after each), so the next is a full one.
+	retry bool
+	// drift holds what a repair sync changed before it failed; the sync
+	// that completes the repair reports it.
+	drift []string
 }
 
 // New returns a controller; Run starts it.

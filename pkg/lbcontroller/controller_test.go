@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/cloud-provider/api"
 	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/component-base/metrics/testutil"
 
@@ -58,6 +59,7 @@ type hookedCloud struct {
 	ensures, updates atomic.Int32
 	mu               sync.Mutex
 	failEnsure       error
+	failOnce         bool
 	report           []string
 }
 
@@ -66,12 +68,15 @@ func (h *hookedCloud) EnsureLoadBalancer(ctx context.Context, clusterName string
 	h.mu.Lock()
 	fail, report := h.failEnsure, h.report
 	h.report = nil
-	h.mu.Unlock()
-	if fail != nil {
-		return nil, fail
+	if h.failOnce {
+		h.failEnsure, h.failOnce = nil, false
 	}
+	h.mu.Unlock()
 	for _, r := range report {
 		backends.ReportChange(ctx, r)
+	}
+	if fail != nil {
+		return nil, fail
 	}
 	return h.Router.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
 }
@@ -472,5 +477,25 @@ func TestFinalizerRemovedByHand(t *testing.T) {
 			return fmt.Errorf("exists=%v err=%v", exists, err)
 		}
 		return nil
+	})
+}
+
+// TestRepairInSteps: a backend that repairs in steps (Octavia: a change,
+// then a RetryError while the load balancer is busy) has its repair
+// reported once the sync that completes it succeeds.
+func TestRepairInSteps(t *testing.T) {
+	e := start(t, false, service("web", ptrTo(ourClass)))
+	eventually(t, "the Service's address", addressed(e, t, "web"))
+	e.cloud.mu.Lock()
+	e.cloud.failEnsure, e.cloud.failOnce, e.cloud.report = api.NewRetryError("load balancer busy", 20*time.Millisecond), true, []string{"member 10.0.0.10:30080 added"}
+	e.cloud.mu.Unlock()
+	e.ctrl.startRepairPass(e.ctx)
+	eventually(t, "the repair reported", func() error {
+		for _, ev := range e.events(t, "web") {
+			if strings.HasPrefix(ev, reasonDriftRepaired) && strings.Contains(ev, "member 10.0.0.10:30080 added") {
+				return nil
+			}
+		}
+		return fmt.Errorf("events %v", e.events(t, "web"))
 	})
 }

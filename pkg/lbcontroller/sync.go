@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,8 +102,11 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		return err
 	}
 	same := unchanged(st, svc)
-	if same && !repair {
+	if same && !repair && !st.retry {
 		return c.retarget(ctx, key, svc, st, nodes)
+	}
+	if same && st.drift != nil {
+		repair = true // completing a repair that needed more than one sync
 	}
 	if len(nodes) == 0 {
 		c.event(svc, corev1.EventTypeWarning, reasonNoNodes, "There are no available nodes for LoadBalancer")
@@ -129,6 +133,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		err = errors.New("the cloud returned no load-balancer status")
 	}
 	if err != nil {
+		c.failed(key, repair && !specChanged, changes())
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to ensure load balancer: "+err.Error())
 		return err
 	}
@@ -148,6 +153,9 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	c.remember(key, svc, seen, setOf(nodes))
 
 	what := changes()
+	if st != nil && same {
+		what = slices.Concat(st.drift, what)
+	}
 	switch {
 	case repair && st != nil && !specChanged && (len(what) > 0 || statusChanged):
 		if statusChanged {
@@ -272,6 +280,24 @@ func (c *Controller) remember(key string, svc *corev1.Service, seen sets.Set[str
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.state[key] = &served{svc: svc, seen: seen, nodes: nodes}
+}
+
+// failed marks a known Service's next sync as a full one and keeps what a
+// repair sync changed before it failed.
+func (c *Controller) failed(key string, repair bool, changes []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.state[key]
+	if !ok {
+		return
+	}
+	st.retry = true
+	if repair {
+		st.drift = append(st.drift, changes...)
+		if st.drift == nil {
+			st.drift = []string{}
+		}
+	}
 }
 
 func (c *Controller) forget(key string) {
