@@ -101,7 +101,14 @@ type env struct {
 
 func start(t *testing.T, classless bool, objs ...runtime.Object) *env {
 	t.Helper()
-	cfg, err := config.Parse([]byte(cloudConfig), t.TempDir())
+	return startWith(t, cloudConfig, classless, objs...)
+}
+
+// startWith runs the controller over a router built from doc, on a fake
+// API server holding objs and one node.
+func startWith(t testing.TB, doc string, classless bool, objs ...runtime.Object) *env {
+	t.Helper()
+	cfg, err := config.Parse([]byte(doc), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +210,12 @@ func (e *env) serviceWrites() int {
 
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	utilt.Eventually(t, 10*time.Second, what, cond)
+	waitFor(t, 10*time.Second, what, cond)
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	utilt.Eventually(t, timeout, what, cond)
 }
 
 func addressed(e *env, t *testing.T, name string) func() error {
