@@ -81,4 +81,3 @@ backends:
     inventory: [{name: worker-0, addresses: [{type: InternalIP, address: 10.0.0.10}]}]
     addressPools: [{name: lan, addresses: ["10.200.0.0/20"]}]
 `
-
