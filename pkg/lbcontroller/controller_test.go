@@ -286,7 +286,7 @@ func TestClassedServiceLifecycle(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there (%w)", err)
 	})
 	eventually(t, "the DeletedLoadBalancer event", func() error {
 		if hasEvent(e.events(t, "web"), reasonDeleted) == "" {
@@ -410,7 +410,7 @@ func TestRepairPass(t *testing.T) {
 	}
 	eventually(t, "the controller's cache without the address", func() error {
 		if cur, err := e.ctrl.services.Services("default").Get("web"); err != nil || ingress(cur) != "" {
-			return fmt.Errorf("cached: %v %v", cur, err)
+			return fmt.Errorf("cached: %v %w", cur, err)
 		}
 		return nil
 	})
@@ -486,7 +486,7 @@ func TestFinalizerRemovedByHand(t *testing.T) {
 	}
 	eventually(t, "the load balancer deleted", func() error {
 		if _, exists, err := e.cloud.GetLoadBalancer(context.Background(), cluster, s); err != nil || exists {
-			return fmt.Errorf("exists=%v err=%v", exists, err)
+			return fmt.Errorf("exists=%v err=%w", exists, err)
 		}
 		return nil
 	})

@@ -77,7 +77,7 @@ func TestVimFaultName(t *testing.T) {
 		want string
 	}{
 		{soap.WrapSoapFault(&soap.Fault{Detail: struct {
-			Fault types.AnyType `xml:",any,typeattr"`
+			Fault types.AnyType `xml:",any,typeattr"` //nolint:staticcheck // soap.Fault's own Detail type: govmomi's XML decoder reads typeattr.
 		}{Fault: types.NoPermission{}}}), "NoPermission"},
 		{soap.WrapVimFault(&types.ManagedObjectNotFound{}), "ManagedObjectNotFound"},
 		{errors.Join(errors.New("x"), fmt.Errorf("y: %w", soap.WrapVimFault(&types.InvalidLogin{}))), "InvalidLogin"},

@@ -167,7 +167,7 @@ func BenchmarkRepairPass(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ensureEach(b, ctx, lb, svcs, nodes)
+			ensureEach(ctx, b, lb, svcs, nodes)
 			end()
 		}
 		reportPass(b, e.fake)
@@ -175,7 +175,7 @@ func BenchmarkRepairPass(b *testing.B) {
 	b.Run(fmt.Sprintf("lbs=%d/per-service", services), func(b *testing.B) {
 		e.fake.ResetCalls()
 		for b.Loop() {
-			ensureEach(b, context.Background(), lb, svcs, nodes)
+			ensureEach(context.Background(), b, lb, svcs, nodes)
 		}
 		reportPass(b, e.fake)
 	})
@@ -212,7 +212,7 @@ func repairEnv(b *testing.B, n int) (*env, []*corev1.Service, []*corev1.Node) {
 	return e, svcs, nodes
 }
 
-func ensureEach(b *testing.B, ctx context.Context, lb *LoadBalancer, svcs []*corev1.Service, nodes []*corev1.Node) {
+func ensureEach(ctx context.Context, b *testing.B, lb *LoadBalancer, svcs []*corev1.Service, nodes []*corev1.Node) {
 	for _, svc := range svcs {
 		if _, err := lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
 			b.Fatal(err)

@@ -73,7 +73,7 @@ func (d *driftEnv) state(t *testing.T) string {
 		}
 	}
 	for _, tg := range d.fake.TargetGroups() {
-		b.WriteString(fmt.Sprintf("%s %s %s:%s/%d", tg.Name, strings.Join(tg.Targets, ","), tg.HealthCheckProtocol, tg.HealthCheckPort, tg.HealthCheckInterval))
+		fmt.Fprintf(&b, "%s %s %s:%s/%d", tg.Name, strings.Join(tg.Targets, ","), tg.HealthCheckProtocol, tg.HealthCheckPort, tg.HealthCheckInterval)
 		for _, k := range sorted(keys(tg.Attributes)) {
 			b.WriteString(" " + k + "=" + tg.Attributes[k])
 		}
@@ -196,7 +196,7 @@ func (d *driftEnv) ownSG() string {
 
 // ensureAll ensures every Service under ctx and returns what each
 // reported, by Service name.
-func (d *driftEnv) ensureAll(t *testing.T, ctx context.Context) map[string][]string {
+func (d *driftEnv) ensureAll(ctx context.Context, t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for _, svc := range d.svcs {
@@ -226,7 +226,7 @@ func TestDriftRepairedAndReported(t *testing.T) {
 					t.Fatal("the drift changed nothing in the fake")
 				}
 				d.fake.ResetCalls()
-				got := d.ensureAll(t, d.begin(t, pass))
+				got := d.ensureAll(d.begin(t, pass), t)
 				if want := map[string][]string{"web": {dr.want(d)}}; !equalReports(got, want) {
 					t.Errorf("reported %q, want %q", got, want)
 				}
@@ -266,11 +266,11 @@ func TestRepairPassNothingChanged(t *testing.T) {
 	d.svcs = append(d.svcs, extra)
 	d.ensure(t, extra, d.nodes)
 	d.fake.ResetCalls()
-	perService := d.ensureAll(t, context.Background())
+	perService := d.ensureAll(context.Background(), t)
 	plain := d.fake.CallCounts()
 	t.Logf("per-Service reads of %d Services: %v", len(d.svcs), plain)
 	d.fake.ResetCalls()
-	inPass := d.ensureAll(t, d.begin(t, true))
+	inPass := d.ensureAll(d.begin(t, true), t)
 	if len(perService)+len(inPass) > 0 {
 		t.Errorf("reported %q and %q, want nothing", perService, inPass)
 	}
@@ -312,7 +312,7 @@ func TestRepairPassSharesAreTakenOnce(t *testing.T) {
 	}
 	d.svcs = append(d.svcs, newService("new"))
 	d.fake.ResetCalls()
-	got := d.ensureAll(t, ctx)
+	got := d.ensureAll(ctx, t)
 	if m := d.fake.MutatingCalls(); len(m) == 0 || m[0] != "CreateSecurityGroup" {
 		t.Errorf("mutating calls %v, want only the new Service's creation", m)
 	}
@@ -323,7 +323,7 @@ func TestRepairPassSharesAreTakenOnce(t *testing.T) {
 		t.Errorf("web's rules %v, want %s", d.fake.SecurityGroupIngress(d.ownSG()), want)
 	}
 	d.fake.ResetCalls()
-	d.ensureAll(t, ctx)
+	d.ensureAll(ctx, t)
 	if n := d.fake.Calls("DescribeLoadBalancers"); n != len(d.svcs) {
 		t.Errorf("a second Ensure in the pass made %d DescribeLoadBalancers, want one per Service (%d)", n, len(d.svcs))
 	}
@@ -336,12 +336,12 @@ func TestRepairPassPerBackend(t *testing.T) {
 	a, b := newDriftEnv(t), newDriftEnv(t)
 	ctx := a.begin(t, true)
 	b.fake.ResetCalls()
-	b.ensureAll(t, ctx)
+	b.ensureAll(ctx, t)
 	if n := b.fake.Calls("DescribeLoadBalancers"); n != len(b.svcs) {
 		t.Errorf("the other backend made %d DescribeLoadBalancers, want its per-Service %d", n, len(b.svcs))
 	}
 	a.fake.ResetCalls()
-	a.ensureAll(t, ctx)
+	a.ensureAll(ctx, t)
 	if n := a.fake.Calls("DescribeLoadBalancers"); n != 0 {
 		t.Errorf("the pass's backend made %d DescribeLoadBalancers after the other's Ensures, want 0", n)
 	}
@@ -395,7 +395,7 @@ func TestRepairPassReads(t *testing.T) {
 		t.Errorf("%d DescribeTags, want the refused batch and one per load balancer (%d)", n, 1+len(d.svcs))
 	}
 	d.fake.ResetCalls()
-	d.ensureAll(t, ctx)
+	d.ensureAll(ctx, t)
 	if n := d.fake.Calls("DescribeLoadBalancers"); n != 0 {
 		t.Errorf("%d DescribeLoadBalancers in the pass, want 0", n)
 	}
@@ -407,7 +407,7 @@ func TestRepairPassReads(t *testing.T) {
 		t.Fatal("BeginRepairPass in an outage: no error")
 	}
 	d.fake.ResetCalls()
-	d.ensureAll(t, context.Background())
+	d.ensureAll(context.Background(), t)
 	if n := d.fake.Calls("DescribeLoadBalancers"); n != len(d.svcs) {
 		t.Errorf("%d DescribeLoadBalancers without a pass, want %d", n, len(d.svcs))
 	}

@@ -193,7 +193,7 @@ func listPools(ctx context.Context, c *gophercloud.ServiceClient, opts pools.Lis
 		UpdatedAt string `json:"updated_at"`
 	}
 	if err := page.(pools.PoolPage).ExtractIntoSlicePtr(&times, "pools"); err != nil || len(times) != len(ps) {
-		return nil, fmt.Errorf("listing pools: reading updated_at: %v", err)
+		return nil, fmt.Errorf("listing pools: reading updated_at: %w", err)
 	}
 	rows := make([]poolRow, len(ps))
 	for i := range ps {
