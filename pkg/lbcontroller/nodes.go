@@ -2,37 +2,19 @@ package lbcontroller
 
 import (
 	"maps"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
-// toBeDeletedTaint is the cluster autoscaler's taint; upstream leaves such
-// nodes out of load balancers.
-const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
-
-// nodeIncluded is upstream's stable node set: a node is a load-balancer
-// target unless it is being deleted, labelled
-// node.kubernetes.io/exclude-from-external-load-balancers, or tainted for
-// deletion by the cluster autoscaler. Readiness does not matter (the load
-// balancer's health checks decide), so the set changes rarely.
-func nodeIncluded(n *corev1.Node) bool {
-	if n.DeletionTimestamp != nil {
-		return false
-	}
-	if v, ok := n.Labels[corev1.LabelNodeExcludeBalancers]; ok {
-		if excluded, err := strconv.ParseBool(v); err != nil || excluded {
-			return false
-		}
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == toBeDeletedTaint {
-			return false
-		}
-	}
-	return true
-}
+// nodeIncluded is upstream's stable node set (router.StableNode): a node
+// is a load-balancer target unless it is being deleted, excluded by label
+// or tainted for deletion by the cluster autoscaler. Readiness does not
+// matter (the load balancer's health checks decide), so the set changes
+// rarely.
+var nodeIncluded = router.StableNode
 
 // nodeChangeMatters reports whether a node update can change a load
 // balancer's targets: its inclusion or its providerID (which chooses the

@@ -552,7 +552,7 @@ func TestStableNode(t *testing.T) {
 		}), false},
 	}
 	for _, tc := range cases {
-		if got := stableNode(tc.node); got != tc.want {
+		if got := StableNode(tc.node); got != tc.want {
 			t.Errorf("%s: stableNode = %v, want %v", tc.name, got, tc.want)
 		}
 	}

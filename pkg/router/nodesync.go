@@ -72,7 +72,7 @@ func (r *Router) startAddressResync(factory informers.SharedInformerFactory, sto
 		UpdateFunc: func(oldObj, newObj any) {
 			oldNode, ok1 := oldObj.(*corev1.Node)
 			newNode, ok2 := newObj.(*corev1.Node)
-			if ok1 && ok2 && !slices.Equal(oldNode.Status.Addresses, newNode.Status.Addresses) && stableNode(newNode) {
+			if ok1 && ok2 && !slices.Equal(oldNode.Status.Addresses, newNode.Status.Addresses) && StableNode(newNode) {
 				a.enqueueFor(oldNode, newNode)
 			}
 		},
@@ -162,7 +162,7 @@ func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) erro
 	}
 	nodes := make([]*corev1.Node, 0, len(all))
 	for _, n := range all {
-		if stableNode(n) {
+		if StableNode(n) {
 			nodes = append(nodes, n)
 		}
 	}
@@ -205,11 +205,11 @@ func (r *Router) ensuredIn(svc *corev1.Service) *backend {
 	return target
 }
 
-// stableNode mirrors the upstream service controller's choice of nodes for
+// StableNode mirrors the upstream service controller's choice of nodes for
 // a load balancer: not being deleted, not excluded by the
 // node.kubernetes.io/exclude-from-external-load-balancers label, and not
 // tainted for deletion by the cluster autoscaler.
-func stableNode(n *corev1.Node) bool {
+func StableNode(n *corev1.Node) bool {
 	if n.DeletionTimestamp != nil {
 		return false
 	}
