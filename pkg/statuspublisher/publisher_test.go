@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
@@ -248,19 +248,5 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs (go test -run %s -update to rewrite):\n%s", path, t.Name(), got)
-	}
+	testutil.Golden(t, path, got, *update)
 }

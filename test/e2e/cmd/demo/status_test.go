@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/statuspublisher"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
@@ -138,19 +138,5 @@ func normaliseStatus(out string) []byte {
 
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -run %s -update to rewrite):\n%s", path, t.Name(), got)
-	}
+	testutil.Golden(t, path, got, *update)
 }
