@@ -3,6 +3,7 @@ package openstack
 import (
 	"testing"
 
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/pools"
 )
 
@@ -74,5 +75,38 @@ func TestMemberMemory(t *testing.T) {
 	m.keep(map[string][]poolRow{"lb": {{Pool: pools.Pool{ID: "p9"}}}})
 	if _, ok := m.lookup(row("t1", "m1", "m2")); ok {
 		t.Error("a pool no longer listed is still remembered")
+	}
+}
+
+// TestPassDropsChangedLoadBalancer: a mutating call on a load balancer,
+// from any caller, makes every pass under way read it from the cloud;
+// an ended pass is no longer touched, and a load balancer not ACTIVE when
+// listed is never served from the snapshot.
+func TestPassDropsChangedLoadBalancer(t *testing.T) {
+	var l LoadBalancer
+	newPass := func() *repairPass {
+		p := &repairPass{byService: map[string][]loadbalancers.LoadBalancer{}, lbs: map[string]bool{}, dropped: map[string]bool{}}
+		p.indexLBs([]loadbalancers.LoadBalancer{
+			{ID: "lb1", ProvisioningStatus: lbActive, Tags: []string{"mccm-cluster=c", "mccm-service=ns/a"}},
+			{ID: "lb2", ProvisioningStatus: "PENDING_UPDATE", Tags: []string{"mccm-cluster=c", "mccm-service=ns/b"}},
+		})
+		return p
+	}
+	a, b := newPass(), newPass()
+	l.passes.add(a)
+	l.passes.add(b)
+	if _, ok := a.find("ns/a"); !ok || !a.holds("lb1") {
+		t.Fatal("ACTIVE lb1 not served by the pass")
+	}
+	if _, ok := a.find("ns/b"); ok || a.holds("lb2") {
+		t.Fatal("PENDING_UPDATE lb2 served by the pass: it must be read from the cloud")
+	}
+	l.passes.remove(b)
+	l.mutating("lb1")
+	if _, ok := a.find("ns/a"); ok || a.holds("lb1") {
+		t.Error("lb1 still served by a pass under way after a mutating call")
+	}
+	if !b.holds("lb1") {
+		t.Error("an ended pass was changed")
 	}
 }
