@@ -265,7 +265,7 @@ func ensureUnchanged(ctx context.Context, c *Cloud, svc *corev1.Service, nodes [
 		_, err = c.lb.EnsureLoadBalancer(svcCtx, "kubernetes", svc, nodes)
 	}
 	if err != nil || len(changes()) > 0 {
-		return fmt.Errorf("EnsureLoadBalancer %s with nothing changed: %v, changes %q", svc.Name, err, changes())
+		return fmt.Errorf("EnsureLoadBalancer %s with nothing changed: %w, changes %q", svc.Name, err, changes())
 	}
 	return nil
 }
