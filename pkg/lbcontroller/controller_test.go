@@ -218,10 +218,15 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error
 	utilt.Eventually(t, timeout, what, cond)
 }
 
+// addressed holds once the Service shows an address and the controller
+// has recorded its sync.
 func addressed(e *env, t *testing.T, name string) func() error {
 	return func() error {
 		if ip := ingress(e.get(t, name)); ip == "" {
 			return errors.New("no address yet")
+		}
+		if !e.ctrl.known("default/" + name) {
+			return errors.New("sync not recorded yet")
 		}
 		return nil
 	}
@@ -470,9 +475,9 @@ func TestClassDefaults(t *testing.T) {
 	}
 }
 
-// TestFinalizerRemovedByHand: a Service whose finalizer someone removed
-// before deleting it still has its load balancer deleted, from the last
-// copy the controller served (as upstream does).
+// TestFinalizerRemovedByHand: a Service whose cleanup finalizer someone
+// removed before deleting it still has its load balancer deleted, from the
+// last copy the controller served (as upstream does).
 func TestFinalizerRemovedByHand(t *testing.T) {
 	e := start(t, false, service("web", ptrTo(ourClass)))
 	eventually(t, "the Service's address", addressed(e, t, "web"))

@@ -66,6 +66,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if needsCleanup(svc) {
 		return c.cleanup(ctx, key, svc)
 	}
+	if svc.DeletionTimestamp != nil {
+		// Being deleted without our finalizer (removed by hand, or never
+		// added): no finalizer can be added now; delete what we served.
+		return c.gone(ctx, key)
+	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(svc) {
 		// Not ours (any more) and nothing to clean up: its load balancer,
 		// if any, is left alone.
