@@ -41,9 +41,11 @@ func TestClassedServiceOnOctavia(t *testing.T) {
 	oc := octavia(t, env)
 	for _, name := range []string{"bm-1", "bm-2"} {
 		if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode(name, framework.WithProviderID("baremetal://"+name),
-			framework.WithoutUninitializedTaint(), framework.WithAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: map[string]string{"bm-1": "10.9.0.11", "bm-2": "10.9.0.12"}[name]}))); err != nil && !strings.Contains(err.Error(), "already exists") {
+			framework.WithoutUninitializedTaint(), framework.WithAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: map[string]string{"bm-1": "10.9.0.11", "bm-2": "10.9.0.12"}[name]}))); err != nil {
 			t.Fatal(err)
 		}
+		// The suite's other tests register these machines themselves.
+		t.Cleanup(func() { _ = cp.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
 
 	if _, err := framework.CreateService(ctx, cp.Client, framework.NewLoadBalancerService(ns, "classy", framework.WithLoadBalancerClass(octaviaClass))); err != nil {
