@@ -36,8 +36,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
+	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/klog/v2"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -241,9 +243,17 @@ func (c *Controller) known(key string) bool {
 	return ok
 }
 
+// mayOwn reports whether the controller serves the Service or may have
+// served it: a classed Service with the cleanup finalizer and the router's
+// record, whose class has left the config since (it is still cleaned up).
+func (c *Controller) mayOwn(svc *corev1.Service) bool {
+	return c.serves(svc) || (svc.Spec.LoadBalancerClass != nil && servicehelper.HasLBFinalizer(svc) &&
+		svc.Annotations[string(annotation.LoadBalancerBackends)] != "")
+}
+
 func (c *Controller) serviceAdded(obj any) {
 	svc, ok := obj.(*corev1.Service)
-	if !ok || !c.serves(svc) {
+	if !ok || !c.mayOwn(svc) {
 		return
 	}
 	c.enqueue(svc)
@@ -256,7 +266,7 @@ func (c *Controller) serviceUpdated(old, cur any) {
 		return
 	}
 	key := keyOf(n)
-	if !c.serves(n) && !c.serves(o) && !c.known(key) {
+	if !c.mayOwn(n) && !c.mayOwn(o) && !c.known(key) {
 		return
 	}
 	if c.ownWrite(key, n) || !relevantChange(o, n) {

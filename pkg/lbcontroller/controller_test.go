@@ -516,3 +516,27 @@ func TestRepairInSteps(t *testing.T) {
 		return fmt.Errorf("events %v", e.events(t, "web"))
 	})
 }
+
+// TestClassLeftTheConfig: a Service of a class the config no longer lists
+// keeps its load balancer (a config change deletes nothing), and its
+// deletion is still cleaned up: the finalizer comes off.
+func TestClassLeftTheConfig(t *testing.T) {
+	old := service("old", ptrTo("multicloud-ccm.io/retired"))
+	old.Finalizers = []string{servicehelper.LoadBalancerCleanupFinalizer}
+	old.Annotations = map[string]string{string(annotation.LoadBalancerBackends): "metal"}
+	e := start(t, false, old)
+	time.Sleep(200 * time.Millisecond)
+	if evs := e.events(t, "old"); len(evs) > 0 {
+		t.Errorf("events %v for a Service nobody changed", evs)
+	}
+	if err := e.client.CoreV1().Services("default").Delete(context.Background(), "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Service gone (finalizer removed)", func() error {
+		_, err := e.client.CoreV1().Services("default").Get(context.Background(), "old", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%w)", err)
+	})
+}
