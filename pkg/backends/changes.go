@@ -59,3 +59,40 @@ type RepairPasser interface {
 	// means no snapshot: the pass then runs with per-Service reads.
 	BeginRepairPass(ctx context.Context, clusterName string) (passCtx context.Context, end func(), err error)
 }
+
+// Passes is the set of drift-repair passes a backend has under way (see
+// RepairPasser), so that a call outside a pass can update or drop what the
+// passes hold. The zero value is empty and ready.
+type Passes[T comparable] struct {
+	mu  sync.Mutex
+	set map[T]struct{}
+}
+
+// Add registers a pass and returns the function removing it (the end that
+// BeginRepairPass returns).
+func (s *Passes[T]) Add(p T) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.set == nil {
+		s.set = map[T]struct{}{}
+	}
+	s.set[p] = struct{}{}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.set, p)
+	}
+}
+
+// Each calls f on every pass under way, outside the set's lock.
+func (s *Passes[T]) Each(f func(T)) {
+	s.mu.Lock()
+	all := make([]T, 0, len(s.set))
+	for p := range s.set {
+		all = append(all, p)
+	}
+	s.mu.Unlock()
+	for _, p := range all {
+		f(p)
+	}
+}

@@ -54,9 +54,8 @@ func (l *LoadBalancer) BeginRepairPass(ctx context.Context, _ string) (context.C
 	if err != nil {
 		return ctx, func() {}, fmt.Errorf("reading load balancers for a repair pass: %w", err)
 	}
-	l.passes.add(s)
 	klog.FromContext(ctx).V(2).Info("Read load balancers for a repair pass", "loadBalancers", len(s.lbs), "securityGroups", len(s.sgsByID))
-	return context.WithValue(ctx, passKey{l}, s), func() { l.passes.remove(s) }, nil
+	return context.WithValue(ctx, passKey{l}, s), l.passes.Add(s), nil
 }
 
 // passKey is the ctx key of a pass's snapshot, one per backend instance:
@@ -100,40 +99,6 @@ type view struct {
 	rulesFrom map[string]map[string]map[backendRule]bool
 }
 
-// passSet are the snapshots of the passes under way.
-type passSet struct {
-	mu   sync.Mutex
-	snap map[*snapshot]bool
-}
-
-func (p *passSet) add(s *snapshot) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.snap == nil {
-		p.snap = map[*snapshot]bool{}
-	}
-	p.snap[s] = true
-}
-
-func (p *passSet) remove(s *snapshot) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.snap, s)
-}
-
-// each calls f on every pass under way.
-func (p *passSet) each(f func(*snapshot)) {
-	p.mu.Lock()
-	all := make([]*snapshot, 0, len(p.snap))
-	for s := range p.snap {
-		all = append(all, s)
-	}
-	p.mu.Unlock()
-	for _, s := range all {
-		f(s)
-	}
-}
-
 // withView takes the Service's share out of every pass under way and, when
 // ctx is one of this backend's passes, puts that pass's share into ctx for
 // the rest of the reconcile. Outside a pass, or for a Service already
@@ -141,7 +106,7 @@ func (p *passSet) each(f func(*snapshot)) {
 func (l *LoadBalancer) withView(ctx context.Context, n names) context.Context {
 	mine, _ := ctx.Value(passKey{l}).(*snapshot)
 	var v *view
-	l.passes.each(func(s *snapshot) {
+	l.passes.Each(func(s *snapshot) {
 		if taken := s.take(n); s == mine {
 			v = taken
 		}
@@ -200,7 +165,7 @@ func (s *snapshot) groups(ids []string) ([]ec2types.SecurityGroup, bool) {
 
 // forgetGroup drops a deleted security group from every pass under way.
 func (l *LoadBalancer) forgetGroup(id string) {
-	l.passes.each(func(s *snapshot) {
+	l.passes.Each(func(s *snapshot) {
 		s.mu.Lock()
 		delete(s.sgsByID, id)
 		s.mu.Unlock()

@@ -41,7 +41,7 @@ type LoadBalancer struct {
 	instances *Instances
 	subnets   subnetCache
 	// passes are the repair passes under way (BeginRepairPass).
-	passes passSet
+	passes backends.Passes[*snapshot]
 	// subnetTTL is how long the VPC's subnet list is reused (subnetTTL).
 	subnetTTL time.Duration
 }

@@ -115,7 +115,7 @@ func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *co
 	}
 	what := s.what(l.passFrom(ctx) != nil)
 	l.logger(ctx, svc).V(2).Info("Changing load balancer", "loadBalancerID", lb.ID, "change", what)
-	l.passes.drop(lb.ID)
+	l.dropFromPasses(lb.ID)
 	if err := s.do(ctx); err != nil {
 		if gophercloud.ResponseCodeIs(err, http.StatusConflict) {
 			// Octavia still applies an earlier change to a child object.

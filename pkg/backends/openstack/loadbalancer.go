@@ -44,7 +44,7 @@ type LoadBalancer struct {
 	// pageSize is the page size of a repair pass's bulk lists.
 	pageSize int
 	// passes are the repair passes under way.
-	passes passRegistry
+	passes backends.Passes[*repairPass]
 	// members are the pools' members as last read.
 	members memberMemory
 	// building holds the IDs of load balancers this process created and

@@ -93,15 +93,15 @@ func TestPassDropsChangedLoadBalancer(t *testing.T) {
 		return p
 	}
 	a, b := newPass(), newPass()
-	l.passes.add(a)
-	l.passes.add(b)
+	l.passes.Add(a)
+	endB := l.passes.Add(b)
 	if _, ok := a.find("ns/a"); !ok || !a.holds("lb1") {
 		t.Fatal("ACTIVE lb1 not served by the pass")
 	}
 	if _, ok := a.find("ns/b"); ok || a.holds("lb2") {
 		t.Fatal("PENDING_UPDATE lb2 served by the pass: it must be read from the cloud")
 	}
-	l.passes.remove(b)
+	endB()
 	l.mutating("lb1")
 	if _, ok := a.find("ns/a"); ok || a.holds("lb1") {
 		t.Error("lb1 still served by a pass under way after a mutating call")

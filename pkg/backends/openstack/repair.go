@@ -41,9 +41,8 @@ func (l *LoadBalancer) BeginRepairPass(ctx context.Context, _ string) (context.C
 	if err != nil {
 		return ctx, func() {}, fmt.Errorf("repair pass: %w", err)
 	}
-	l.passes.add(p)
 	klog.FromContext(ctx).V(2).Info("Read load balancers for a repair pass", "loadBalancers", len(p.lbs), "pools", len(p.pools))
-	return context.WithValue(ctx, passKey{l}, p), func() { l.passes.remove(p) }, nil
+	return context.WithValue(ctx, passKey{l}, p), l.passes.Add(p), nil
 }
 
 // passKey keys a repair pass's snapshot in a ctx by backend instance.
@@ -245,33 +244,7 @@ func (p *repairPass) floatingIPs(opts floatingips.ListOpts) []floatingips.Floati
 	return out
 }
 
-// passRegistry holds the passes under way, so that a mutating call drops
-// the load balancer it changed from every one of them.
-type passRegistry struct {
-	mu     sync.Mutex
-	active map[*repairPass]bool
-}
-
-func (r *passRegistry) add(p *repairPass) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.active == nil {
-		r.active = map[*repairPass]bool{}
-	}
-	r.active[p] = true
-}
-
-func (r *passRegistry) remove(p *repairPass) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.active, p)
-}
-
-// drop drops a load balancer from every pass under way.
-func (r *passRegistry) drop(lbID string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for p := range r.active {
-		p.drop(lbID)
-	}
+// dropFromPasses drops a load balancer from every pass under way.
+func (l *LoadBalancer) dropFromPasses(lbID string) {
+	l.passes.Each(func(p *repairPass) { p.drop(lbID) })
 }

@@ -18,4 +18,4 @@ func (l *LoadBalancer) reportChange(ctx context.Context, lbID, what string) {
 
 // mutating is called before a mutating call on an existing load balancer:
 // repair passes under way read it from the cloud from then on.
-func (l *LoadBalancer) mutating(lbID string) { l.passes.drop(lbID) }
+func (l *LoadBalancer) mutating(lbID string) { l.dropFromPasses(lbID) }
