@@ -102,3 +102,22 @@ func TestNoRecreateAfterDelete(t *testing.T) {
 		t.Error("a new Service of the same name got no load balancer")
 	}
 }
+
+// TestNoRecreateAfterUpstreamDelete drives the upstream service controller:
+// once it deleted a Service's load balancer and the Service is gone, a call
+// still holding the Service as it was (a drift-repair pass or node sync
+// queued behind the delete) creates nothing.
+func TestNoRecreateAfterUpstreamDelete(t *testing.T) {
+	r, _ := metalAndOther(t)
+	c, _ := ensuredServiceWhere(t, r, "web", "metal", func(ip string) bool { return strings.HasPrefix(ip, "192.0.2.") })
+	stale := c.service(t, "web")
+	c.markDeleted(t, "web")
+	eventually(t, "the Service gone", func() bool { return c.serviceGone(t, "web") })
+
+	if _, err := r.EnsureLoadBalancer(context.Background(), cluster, stale, nil); err == nil || !strings.Contains(err.Error(), "deleted with the Service") {
+		t.Errorf("EnsureLoadBalancer with the stale copy: err = %v, want a refusal", err)
+	}
+	if _, exists, err := r.byName["metal"].lb.GetLoadBalancer(context.Background(), cluster, stale); err != nil || exists {
+		t.Errorf("bare metal holds the deleted Service's address again (exists=%v, err=%v)", exists, err)
+	}
+}
