@@ -343,9 +343,12 @@ func TestServiceControllerMovesAndCleansUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the address from the other backend", func() bool { return ingressIP(c.service(t, "web")) == "198.51.100.7" })
-	if _, exists, err := metal.GetLoadBalancer(context.Background(), cluster, s); err != nil || exists {
-		t.Errorf("bare metal still holds the Service's address after the move (exists=%v, err=%v)", exists, err)
-	}
+	// Bare metal keeps an address reserved while a status shows it, so it
+	// lets go once its informer has seen the new status.
+	eventually(t, "bare metal to hold nothing for the moved Service", func() bool {
+		_, exists, err := metal.GetLoadBalancer(context.Background(), cluster, s)
+		return err == nil && !exists
+	})
 
 	c.markDeleted(t, "web")
 	eventually(t, "the Service deleted", func() bool { return c.serviceGone(t, "web") })

@@ -68,13 +68,6 @@ func TestErrorsByClassMetric(t *testing.T) {
 	cloud := instanceCloud(true, nil)
 	r := mustRouter(t, testConfig(), awsB(name, cloud))
 	node := newNode("n", withProviderID("aws:///us-east-1a/i-1"))
-	for _, err := range []error{
-		&smithy.GenericAPIError{Code: "Throttling"}, &smithy.GenericAPIError{Code: "Throttling"},
-		&smithy.GenericAPIError{Code: "AuthFailure"}, errors.New("connection refused"), nil,
-	} {
-		cloud.ErrByProviderID = err
-		_, _ = r.InstanceExists(context.Background(), node)
-	}
 	count := func(class string) float64 {
 		v, err := testutil.GetCounterMetricValue(backendErrors.WithLabelValues(name, "InstanceExists", class))
 		if err != nil {
@@ -82,8 +75,22 @@ func TestErrorsByClassMetric(t *testing.T) {
 		}
 		return v
 	}
-	got := fmt.Sprint(count("throttled"), count("auth"), count("not_found"), count("other"))
-	errs, _ := testutil.GetCounterMetricValue(backendRequests.WithLabelValues(name, "InstanceExists", "error"))
+	errCount := func() float64 {
+		v, _ := testutil.GetCounterMetricValue(backendRequests.WithLabelValues(name, "InstanceExists", "error"))
+		return v
+	}
+	// The metrics are process-wide: -count=N runs this test N times.
+	before := [4]float64{count("throttled"), count("auth"), count("not_found"), count("other")}
+	errsBefore := errCount()
+	for _, err := range []error{
+		&smithy.GenericAPIError{Code: "Throttling"}, &smithy.GenericAPIError{Code: "Throttling"},
+		&smithy.GenericAPIError{Code: "AuthFailure"}, errors.New("connection refused"), nil,
+	} {
+		cloud.ErrByProviderID = err
+		_, _ = r.InstanceExists(context.Background(), node)
+	}
+	got := fmt.Sprint(count("throttled")-before[0], count("auth")-before[1], count("not_found")-before[2], count("other")-before[3])
+	errs := errCount() - errsBefore
 	if got != "2 1 0 1" || errs != 4 {
 		t.Errorf("errors by class (throttled auth not_found other) = %s, requests with an error = %v; want 2 1 0 1 and 4", got, errs)
 	}
