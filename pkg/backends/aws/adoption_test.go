@@ -67,6 +67,9 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 	svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: dns}}
 	client := testutil.NewClientset(svc)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	e.cloud.Initialize(testutil.NewClientBuilder(client), stop)
 	e.fake.ResetCalls()
 	runServiceController(t, e.cloud, client)
 	ours := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
@@ -80,6 +83,8 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 		}
 		return nil
 	})
+	a := &annotated{t: t, e: e, client: client, svc: svc}
+	a.event(corev1.EventTypeNormal, reasonTargetGroupsReplacing, "port 80 from k8s-default-web-0a1b2c3d4e to "+ours)
 	createNodes(t, client, nodes...)
 	eventually(t, "the nodes are targets", func() error {
 		if tg := e.targetGroups(t)[ours]; len(tg.Targets) != 2 {

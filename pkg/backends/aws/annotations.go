@@ -8,19 +8,22 @@ import "github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 const (
 	// AnnotationScheme (string: internal or internet-facing, default
 	// internet-facing) chooses the NLB's scheme. It takes precedence over
-	// AnnotationInternal. Changing it replaces the NLB (and its DNS name).
+	// AnnotationInternal. Changing it replaces the NLB (and its DNS name),
+	// announced first by a Warning event LoadBalancerReplacing.
 	AnnotationScheme annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-scheme"
 
 	// AnnotationInternal (bool "true"/"false", or the upstream "0.0.0.0/0"
 	// meaning true; default false) makes the NLB internal, as with the
-	// upstream AWS provider.
+	// upstream AWS provider. Changing it replaces the NLB (and its DNS
+	// name), announced first by a Warning event LoadBalancerReplacing.
 	AnnotationInternal annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-internal"
 
 	// AnnotationSubnets (comma-separated subnet IDs or Name tags, at most one
 	// per zone; default: the config's subnets, else the subnets tagged
 	// kubernetes.io/role/elb or kubernetes.io/role/internal-elb) places the
 	// NLB. Subnets in zones the NLB is not in yet are added in place; any
-	// other change of it replaces the NLB (and its DNS name). Only this
+	// other change of it replaces the NLB (and its DNS name), announced
+	// first by a Warning event LoadBalancerReplacing. Only this
 	// annotation ever replaces an NLB for its subnets: a change of the
 	// config's subnets or of the discovered ones never does (a Warning
 	// event LoadBalancerSubnetsKept instead).
@@ -30,7 +33,10 @@ const (
 	// every node handed to the backend is an instance of its VPC, else ip)
 	// chooses the target type. With instance, only the backend's own
 	// instances are targets; with ip, every node with an IPv4 InternalIP is,
-	// by that address, at the Service's NodePort.
+	// by that address, at the Service's NodePort. Changing it replaces the
+	// target groups (AWS cannot change a group's target type), not the
+	// NLB, announced first by a Normal event
+	// LoadBalancerTargetGroupsReplacing.
 	AnnotationTargetType annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
 
 	// AnnotationSecurityGroups (comma-separated security-group IDs of the
@@ -85,7 +91,8 @@ const (
 	// groups (the NLB re-encrypts); the others make TCP target groups (an
 	// NLB has no HTTP listeners). Changing it replaces the TLS ports'
 	// target groups (AWS cannot change a target group's protocol), not the
-	// NLB.
+	// NLB, announced first by a Normal event
+	// LoadBalancerTargetGroupsReplacing.
 	AnnotationBackendProtocol annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-backend-protocol"
 
 	// AnnotationEIPAllocations (comma-separated Elastic IP allocation IDs,

@@ -35,6 +35,7 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -195,8 +196,17 @@ func assumeRole(cfg awssdk.Config, stsEndpoint string, r *AssumeRole) awssdk.Cre
 	return awssdk.NewCredentialsCache(p)
 }
 
-// Initialize does nothing: the backend builds its clients in New.
-func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+// Initialize starts the recorder of the events announcing a load
+// balancer's (or target group's) replacement before it is made; the
+// backend builds its AWS clients in New.
+func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	client, err := clientBuilder.Client(backends.EventComponent)
+	if err != nil {
+		klog.Background().WithValues("backend", c.name).Error(err, "Cannot create a client for events; replacements will only be logged")
+		return
+	}
+	c.lb.events.setRecorder(backends.NewEventRecorder(client, stop))
+}
 
 // LoadBalancer returns the NLB implementation.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lb, true }

@@ -9,6 +9,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -25,8 +26,8 @@ func (l *LoadBalancer) ensureLB(ctx context.Context, d *desiredLB, lb *elbtypes.
 		lb, err := l.createLB(ctx, d, sgIDs)
 		return lb, "", err
 	case string(lb.Scheme) != d.scheme:
-		klog.FromContext(ctx).V(2).Info("Replacing load balancer: the Service changed its scheme", "scheme", d.scheme)
-		lb, err := l.replaceLB(ctx, d, lb, sgIDs)
+		why := fmt.Sprintf("the Service asks for scheme %s (annotation %s or %s) and AWS cannot change the scheme of a running load balancer", d.scheme, AnnotationScheme, AnnotationInternal)
+		lb, err := l.replaceLB(ctx, d, lb, sgIDs, why)
 		return lb, "", err
 	case equalStrings(lbSubnets(lb), d.subnets):
 		return lb, "", nil
@@ -48,8 +49,8 @@ func (l *LoadBalancer) moveLB(ctx context.Context, d *desiredLB, lb *elbtypes.Lo
 		return nil, "", err
 	}
 	if len(plan.changes) > 0 && d.subnetsAnnotated {
-		klog.FromContext(ctx).V(2).Info("Replacing load balancer: the Service's subnet annotation moves it", "subnets", d.subnets, "changes", plan.changes)
-		lb, err := l.replaceLB(ctx, d, lb, sgIDs)
+		why := fmt.Sprintf("annotation %s asks for subnets %s (%s), which AWS cannot change on a running load balancer", AnnotationSubnets, strings.Join(d.subnets, ","), strings.Join(plan.changes, ", "))
+		lb, err := l.replaceLB(ctx, d, lb, sgIDs, why)
 		return lb, "", err
 	}
 	if len(plan.add) > 0 {
@@ -134,8 +135,12 @@ func (l *LoadBalancer) planSubnets(ctx context.Context, lb *elbtypes.LoadBalance
 	return plan, nil
 }
 
-// replaceLB deletes the NLB and creates it again (a new DNS name).
-func (l *LoadBalancer) replaceLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgIDs []string) (*elbtypes.LoadBalancer, error) {
+// replaceLB deletes the NLB and creates it again (a new DNS name), for the
+// reason why, which a Warning event on the Service gives first.
+func (l *LoadBalancer) replaceLB(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, sgIDs []string, why string) (*elbtypes.LoadBalancer, error) {
+	l.events.announce(ctx, corev1.EventTypeWarning, reasonReplacing,
+		"Replacing load balancer %s (DNS name %s): %s. It is deleted and created again as %s with a new DNS name; clients following the old name lose their connections until they resolve the new one",
+		awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.DNSName), why, d.names.lb)
 	_, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
 	if errorCode(err) == "OperationNotPermitted" {
 		err = l.unprotectAndDelete(ctx, lb, d.lbAttrs[attrDeletionProtection] == "true")

@@ -8,6 +8,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -234,11 +235,8 @@ func (l *LoadBalancer) changeTargets(ctx context.Context, name, arn string, add,
 
 // ensureListeners makes one listener per port forwarding to its target
 // group, and deletes listeners on ports the Service no longer has.
-func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN string, tgARNs map[int32]string) error {
-	have, err := l.listeners(ctx, lbARN)
-	if err != nil {
-		return err
-	}
+// have are the NLB's listeners by port (l.listeners).
+func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN string, tgARNs map[int32]string, have map[int32]*elbtypes.Listener) error {
 	for _, p := range d.ports {
 		if err := l.ensureListener(ctx, lbARN, p, tgARNs[p.port], have[p.port]); err != nil {
 			return err
@@ -314,6 +312,36 @@ func listenerError(op string, p desiredPort, err error) error {
 		return annotationError(AnnotationSSLCert, p.cert, fmt.Sprintf("AWS refused the certificate for port %d (%s); give the ARN of an issued ACM (or IAM) certificate of this region", p.port, code))
 	}
 	return fmt.Errorf("%s port %d: %w", op, p.port, err)
+}
+
+// announceRegrouping says, in a Normal event before anything changes,
+// which listeners are about to move to another target group: a port whose
+// protocol (aws-load-balancer-backend-protocol) or target type changed,
+// which AWS cannot change on a target group, or an adopted NLB's port
+// whose group is the upstream provider's. have are the NLB's listeners
+// and attached the groups they use.
+func (l *LoadBalancer) announceRegrouping(ctx context.Context, d *desiredLB, have map[int32]*elbtypes.Listener, attached map[string]elbtypes.TargetGroup) {
+	nameOf := map[string]string{}
+	for name, tg := range attached {
+		nameOf[awssdk.ToString(tg.TargetGroupArn)] = name
+	}
+	var moves []string
+	for _, p := range d.ports {
+		ls := have[p.port]
+		if ls == nil {
+			continue
+		}
+		if from := nameOf[forwardsTo(ls)]; from != "" && from != p.tgName {
+			moves = append(moves, fmt.Sprintf("port %d from %s to %s", p.port, from, p.tgName))
+		}
+	}
+	if len(moves) == 0 {
+		return
+	}
+	l.events.announce(ctx, corev1.EventTypeNormal, reasonTargetGroupsReplacing,
+		"Moving listeners to new target groups (AWS cannot change a target group's protocol or target type, and an adopted load balancer's groups are replaced by the backend's): %s. "+
+			"The load balancer and its DNS name stay; each new group gets the same targets before its listener moves, and the old group is deleted after",
+		strings.Join(moves, "; "))
 }
 
 func forwardsTo(ls *elbtypes.Listener) string {

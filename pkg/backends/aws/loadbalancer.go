@@ -44,15 +44,19 @@ type LoadBalancer struct {
 	passes backends.Passes[*snapshot]
 	// subnetTTL is how long the VPC's subnet list is reused (subnetTTL).
 	subnetTTL time.Duration
+	// events records the replacements announced before they are made.
+	events events
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
 	return &LoadBalancer{backend: name, clusterID: clusterID, settings: s, ec2: ec2c, elb: elbc, instances: inst, subnetTTL: subnetTTL}
 }
 
-// withService puts the Service (and its NLB's name) into ctx's logger. The
+// withService puts the Service (and its NLB's name) into ctx's logger, and
+// the Service into ctx for the events announcing a replacement. The
 // router's logger already carries the backend and the operation.
 func withService(ctx context.Context, svc *corev1.Service, n names) context.Context {
+	ctx = context.WithValue(ctx, serviceKey{}, svc)
 	return klog.NewContext(ctx, klog.FromContext(ctx).WithValues("service", klog.KObj(svc), "loadBalancer", n.lb))
 }
 
@@ -243,13 +247,19 @@ func (l *LoadBalancer) attachedTo(ctx context.Context, lb *elbtypes.LoadBalancer
 }
 
 // ensureForwarding makes the target groups, their targets and the
-// listeners of the NLB at lbARN, then deletes the groups no longer used.
+// listeners of the NLB at lbARN, then deletes the groups no longer used. A
+// listener about to move to another group is announced first.
 func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lbARN string, attached map[string]elbtypes.TargetGroup) error {
+	have, err := l.listeners(ctx, lbARN)
+	if err != nil {
+		return err
+	}
+	l.announceRegrouping(ctx, d, have, attached)
 	tgARNs, err := l.ensureTargetGroups(ctx, d, attached)
 	if err != nil {
 		return err
 	}
-	if err := l.ensureListeners(ctx, d, lbARN, tgARNs); err != nil {
+	if err := l.ensureListeners(ctx, d, lbARN, tgARNs, have); err != nil {
 		return err
 	}
 	return l.deleteUnused(ctx, d, attached)
