@@ -216,10 +216,12 @@ const (
 
 	// AnnotationAdditionalTags (comma-separated Key=Value, Key= or Key;
 	// default none) adds tags to everything the backend creates for the
-	// Service: the NLB, its target groups and its security group. Tags
-	// added or changed later are added to the NLB in place (resources made
-	// earlier otherwise keep the tags they were made with); a tag removed
-	// from the annotation stays where it was put. The backend's own tags
+	// Service: the NLB, its listeners, its target groups and its security
+	// group (the upstream provider tags its NLB, listeners and groups).
+	// Tags added or changed later are added to the NLB in place, as
+	// upstream does (resources made earlier otherwise keep the tags they
+	// were made with); a tag removed from the annotation stays where it
+	// was put. The backend's own tags
 	// (kubernetes.io/cluster/..., kubernetes.io/service-name,
 	// multicloud-ccm.io/backend) cannot be set.
 	AnnotationAdditionalTags annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"

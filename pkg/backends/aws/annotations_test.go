@@ -12,6 +12,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -446,9 +447,13 @@ func TestAdditionalTagsAndTargetNodeLabels(t *testing.T) {
 				return err
 			}
 			sgs := e.fake.SecurityGroups()
+			listener, err := listenerTags(e, lb.ARN)
+			if err != nil {
+				return err
+			}
 			for k, v := range want {
-				if lb.Tags[k] != v || tg.Tags[k] != v || len(sgs) != 1 || sgs[0].Tags[k] != v {
-					return fmt.Errorf("tag %s=%q: NLB %v, target group %v, security groups %+v", k, v, lb.Tags, tg.Tags, sgs)
+				if lb.Tags[k] != v || tg.Tags[k] != v || len(sgs) != 1 || sgs[0].Tags[k] != v || listener[k] != v {
+					return fmt.Errorf("tag %s=%q: NLB %v, target group %v, listener %v, security groups %+v", k, v, lb.Tags, tg.Tags, listener, sgs)
 				}
 			}
 			return nil
@@ -499,6 +504,22 @@ func TestAdditionalTagsAndTargetNodeLabels(t *testing.T) {
 	a.change("good annotations again", retagged, targets(instanceID(1)+":30080", instanceID(2)+":30080"), "none")
 	delete(retagged, AnnotationTargetNodeLabels)
 	a.change("labels removed: every node again", retagged, targets(instanceID(1)+":30080", instanceID(2)+":30080", instanceID(3)+":30080"), "RegisterTargets")
+}
+
+// listenerTags returns the tags of the only listener of the NLB at lbARN,
+// read through the ELBv2 API.
+func listenerTags(e *env, lbARN string) (map[string]string, error) {
+	ctx := context.Background()
+	ls, err := e.cloud.lb.elb.DescribeListeners(ctx, &elbv2.DescribeListenersInput{LoadBalancerArn: awssdk.String(lbARN)})
+	if err != nil || len(ls.Listeners) != 1 {
+		return nil, fmt.Errorf("DescribeListeners: %v (%w)", ls, err)
+	}
+	arn := awssdk.ToString(ls.Listeners[0].ListenerArn)
+	tags, err := e.cloud.lb.elb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{arn}})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeTags %s: %w", arn, err)
+	}
+	return tagMaps(tags)[arn], nil
 }
 
 // TestEveryBadAnnotationInOneError: bad values of annotations read in

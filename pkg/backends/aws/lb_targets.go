@@ -238,7 +238,7 @@ func (l *LoadBalancer) changeTargets(ctx context.Context, name, arn string, add,
 // have are the NLB's listeners by port (l.listeners).
 func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN string, tgARNs map[int32]string, have map[int32]*elbtypes.Listener) error {
 	for _, p := range d.ports {
-		if err := l.ensureListener(ctx, lbARN, p, tgARNs[p.port], have[p.port]); err != nil {
+		if err := l.ensureListener(ctx, d, lbARN, p, tgARNs[p.port], have[p.port]); err != nil {
 			return err
 		}
 		delete(have, p.port)
@@ -268,7 +268,9 @@ func (l *LoadBalancer) listeners(ctx context.Context, lbARN string) (map[int32]*
 	return have, nil
 }
 
-func (l *LoadBalancer) ensureListener(ctx context.Context, lbARN string, p desiredPort, tgARN string, have *elbtypes.Listener) error {
+// ensureListener creates port p's listener (tagged as everything the
+// backend creates), or modifies it in place where it differs.
+func (l *LoadBalancer) ensureListener(ctx context.Context, d *desiredLB, lbARN string, p desiredPort, tgARN string, have *elbtypes.Listener) error {
 	actions := []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: awssdk.String(tgARN)}}
 	var certs []elbtypes.Certificate
 	var policy *string
@@ -278,7 +280,7 @@ func (l *LoadBalancer) ensureListener(ctx context.Context, lbARN string, p desir
 	switch {
 	case have == nil:
 		if _, err := l.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: awssdk.String(lbARN), Port: awssdk.Int32(p.port),
-			Protocol: elbtypes.ProtocolEnum(p.listener), DefaultActions: actions, Certificates: certs, SslPolicy: policy}); err != nil {
+			Protocol: elbtypes.ProtocolEnum(p.listener), DefaultActions: actions, Certificates: certs, SslPolicy: policy, Tags: elbTags(d.tags)}); err != nil {
 			return listenerError("CreateListener", p, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Created listener", "port", p.port, "protocol", p.listener)
