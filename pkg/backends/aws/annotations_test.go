@@ -419,6 +419,11 @@ func TestLoadBalancerAttributeAnnotations(t *testing.T) {
 		}
 	}
 
+	a.change("every attribute but deletion protection removed: AWS's defaults again", map[annotation.Name]string{AnnotationAttributes: "deletion_protection.enabled=true"},
+		lbAttributesAre(map[string]string{attrCrossZone: "false", attrAccessLogs: "false", attrRoutingPolicy: "any_availability_zone", attrDeletionProtection: "true"}),
+		"ModifyLoadBalancerAttributes")
+	a.resyncChangesNothing()
+
 	// Deletion protection holds the NLB while set; removing it lets the
 	// delete through.
 	deleteService(t, a.client, "web")
@@ -898,6 +903,39 @@ func TestAddressAnnotations(t *testing.T) {
 	a.change("dual-stack in place", dual, addressesAre("dualstack", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "SetIpAddressType")
 	a.resyncChangesNothing()
 	a.change("back to IPv4", first, addressesAre("ipv4", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "SetIpAddressType")
+	a.change("annotations removed: the running NLB keeps its Elastic IPs, quietly", nil, addressesAre("ipv4", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "none")
+	a.resyncChangesNothing()
+}
+
+// TestPrivateAddressAnnotationThroughController: private addresses of an
+// internal NLB through the upstream service controller: made with them;
+// bad values (not IPv4, outside the subnets, too few) are a Warning naming
+// the annotation and change nothing; other addresses on the running NLB
+// are a LoadBalancerAddressesKept warning that changes nothing; removing
+// the annotation keeps the addresses quietly.
+func TestPrivateAddressAnnotationThroughController(t *testing.T) {
+	first := map[annotation.Name]string{AnnotationInternal: "true", AnnotationPrivateIPv4Addresses: "10.0.11.50,10.0.10.50"}
+	kept := addressesAre("ipv4", "subnet-1a=10.0.10.50", "subnet-1b=10.0.11.50")
+	a := startAnnotated(t, newService("web", withAnnotations(first)), kept)
+	a.resyncChangesNothing()
+	for _, bad := range []struct {
+		name string
+		ann  map[annotation.Name]string
+		want []string
+	}{
+		{"not an IPv4 address", map[annotation.Name]string{AnnotationInternal: "true", AnnotationPrivateIPv4Addresses: "10.0.10.50,fd00::5"}, []string{string(AnnotationPrivateIPv4Addresses), `"fd00::5" is not an IPv4 address`}},
+		{"outside the subnets", map[annotation.Name]string{AnnotationInternal: "true", AnnotationPrivateIPv4Addresses: "10.0.10.50,10.0.0.50"}, []string{string(AnnotationPrivateIPv4Addresses), "10.0.0.50 is not in one of them"}},
+		{"one for two subnets", map[annotation.Name]string{AnnotationInternal: "true", AnnotationPrivateIPv4Addresses: "10.0.10.50"}, []string{string(AnnotationPrivateIPv4Addresses), "one address in each subnet"}},
+	} {
+		a.refused(bad.name, bad.ann, bad.want...)
+		if err := kept(a.e); err != nil {
+			t.Errorf("%s changed the NLB: %v", bad.name, err)
+		}
+	}
+	a.refused("other addresses on the running NLB", map[annotation.Name]string{AnnotationInternal: "true", AnnotationPrivateIPv4Addresses: "10.0.10.60,10.0.11.60"},
+		"keeps its addresses", "subnet-1a has 10.0.10.50, not 10.0.10.60")
+	a.change("annotation removed: the addresses stay, quietly", map[annotation.Name]string{AnnotationInternal: "true"}, kept, "none")
+	a.resyncChangesNothing()
 }
 
 // TestPrivateAddressesOfAnInternalNLB: private addresses go to the
