@@ -3,10 +3,13 @@ package aws
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
@@ -22,11 +25,18 @@ import (
 // tagged with the Service and the cluster. It returns the NLB's DNS name.
 func upstreamNLB(t *testing.T, e *env, svc *corev1.Service, targets ...string) string {
 	t.Helper()
+	return upstreamNLBWithGroups(t, e, svc, nil, targets...)
+}
+
+// upstreamNLBWithGroups is upstreamNLB with security groups on the NLB,
+// as the upstream provider makes it with NLBSecurityGroupMode Managed.
+func upstreamNLBWithGroups(t *testing.T, e *env, svc *corev1.Service, sgs []string, targets ...string) string {
+	t.Helper()
 	ctx := context.Background()
 	tags := []elbtypes.Tag{{Key: awssdk.String(tagService), Value: awssdk.String(svc.Namespace + "/" + svc.Name)},
 		{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")}}
 	lb, err := e.cloud.lb.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String(cloudprovider.DefaultLoadBalancerName(svc)),
-		Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-0a", "subnet-0b"}, Tags: tags})
+		Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-0a", "subnet-0b"}, SecurityGroups: sgs, Tags: tags})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,5 +165,103 @@ func TestUpstreamNameOfAnotherClusterIsNotAdopted(t *testing.T) {
 	}
 	if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || lbs[0].Name != cloudprovider.DefaultLoadBalancerName(svc) {
 		t.Errorf("load balancers %+v, want only the other cluster's", lbs)
+	}
+}
+
+// upstreamManagedSG creates the security group the upstream provider makes
+// for an NLB with NLBSecurityGroupMode Managed: its name, tagged as the
+// cluster's (owned), allowing the listener port from everywhere.
+func upstreamManagedSG(t *testing.T, e *env) string {
+	t.Helper()
+	ctx := context.Background()
+	out, err := e.cloud.lb.ec2.(*ec2.Client).CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("k8s-default-web-0a1b2c3d4e"),
+		Description: awssdk.String("[k8s] Managed SecurityGroup for LoadBalancer"), VpcId: awssdk.String(testVPC),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup,
+			Tags: []ec2types.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cloud.lb.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: out.GroupId, IpPermissions: []ec2types.IpPermission{
+		{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(80), ToPort: awssdk.Int32(80), IpRanges: []ec2types.IpRange{{CidrIp: awssdk.String("0.0.0.0/0")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	return awssdk.ToString(out.GroupId)
+}
+
+// TestAdoptUpstreamNLBWithSecurityGroups: an NLB the upstream provider
+// made with security groups (NLBSecurityGroupMode Managed) is adopted in
+// place, through the upstream service controller: no NLB created or
+// deleted, the same DNS name; the NLB gets the backend's own group
+// (allowing the Service's sources) in one SetSecurityGroups; the upstream
+// provider's group is deleted — at once, or with the Service when AWS
+// refuses at first — and a group of someone else's that was on the NLB is
+// only detached, never deleted.
+func TestAdoptUpstreamNLBWithSecurityGroups(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("delete refused at first %v", refused), func(t *testing.T) {
+			e := newEnv(t)
+			theirs, someones := upstreamManagedSG(t, e), userSG(t, e, "by-hand")
+			svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+			dns := upstreamNLBWithGroups(t, e, svc, []string{theirs, someones}, e.addInstance(1).ID)
+			svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
+			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: dns}}
+			client := testutil.NewClientset(svc)
+			e.fake.ResetCalls()
+			if refused {
+				e.fake.FailNext("DeleteSecurityGroup", "DependencyViolation")
+			}
+			runServiceController(t, e.cloud, client)
+			a := &annotated{t: t, e: e, client: client, svc: svc}
+			eventually(t, "the NLB has the backend's group only", func() error { return nlbGroups("ours")(e) })
+			ours := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
+			eventually(t, "the listener converged to the backend's target group", func() error { return listenersAre("TCP:80->" + ours)(e) })
+			eventually(t, "the backend's group allows the listener", func() error {
+				for _, sg := range e.fake.SecurityGroups() {
+					if sg.Tags[tagService] != "" && sg.ID != theirs {
+						if got := strings.Join(e.fake.SecurityGroupIngress(sg.ID), ","); got != "tcp:80-80:0.0.0.0/0" {
+							return fmt.Errorf("the backend's group allows %s", got)
+						}
+					}
+				}
+				return nil
+			})
+			left := func() []string {
+				var ids []string
+				for _, sg := range e.fake.SecurityGroups() {
+					ids = append(ids, sg.ID)
+				}
+				return ids
+			}
+			if has := slices.Contains(left(), theirs); has != refused {
+				t.Errorf("the upstream provider's group there: %v, want %v", has, refused)
+			}
+			if !slices.Contains(left(), someones) {
+				t.Errorf("the group of someone else's was deleted")
+			}
+			lb := e.onlyLB(t)
+			if lb.DNSName != dns {
+				t.Errorf("DNS name %s, want %s", lb.DNSName, dns)
+			}
+			for _, op := range []string{"CreateLoadBalancer", "DeleteLoadBalancer"} {
+				if n := e.fake.Calls(op); n != 0 {
+					t.Errorf("%s calls = %d, want 0", op, n)
+				}
+			}
+			if n := e.fake.Calls("SetSecurityGroups"); n != 1 {
+				t.Errorf("SetSecurityGroups calls = %d, want 1", n)
+			}
+			a.resyncChangesNothing()
+
+			deleteService(t, client, "web")
+			eventually(t, "nothing of the Service's left; the group of someone else's kept", func() error {
+				if got := left(); len(got) != 1 || got[0] != someones {
+					return fmt.Errorf("security groups %v, want only %s", got, someones)
+				}
+				if n := len(e.fake.LoadBalancers()); n != 0 {
+					return fmt.Errorf("%d load balancers", n)
+				}
+				return nil
+			})
+		})
 	}
 }

@@ -170,12 +170,16 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 		return nil, err
 	}
 	ctx = withExisting(ctx, existing)
-	// An adopted NLB keeps the security groups it has (AWS cannot add
-	// any to an NLB made without them); ours is made only for an NLB we
-	// create (createLB makes it then).
-	var sgIDs []string
-	if !adopted(existing, d.names) {
+	// An adopted NLB made without security groups keeps none (AWS cannot
+	// add any); ours is made only for an NLB we create (createLB makes it
+	// then). One made with groups gets the Service's, and the upstream
+	// provider's own group goes.
+	var sgIDs, upstreamSGs []string
+	if !adopted(existing, d.names) || len(existing.SecurityGroups) > 0 {
 		if sgIDs, err = l.ensureSGs(ctx, d); err != nil {
+			return nil, err
+		}
+		if upstreamSGs, err = l.markUpstreamGroups(ctx, d, existing, sgIDs); err != nil {
 			return nil, err
 		}
 	}
@@ -194,6 +198,7 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 		if err := l.syncSGs(ctx, d, lb, sgIDs, fresh); err != nil {
 			return nil, err
 		}
+		l.dropUpstreamGroups(ctx, upstreamSGs)
 	}
 	if err := l.syncIPType(ctx, d, lb); err != nil {
 		return nil, err
@@ -289,7 +294,10 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, 
 			return err
 		}
 	}
-	return l.deleteSG(ctx, n)
+	if err := l.deleteSG(ctx, n); err != nil {
+		return err
+	}
+	return l.deleteUpstreamGroups(ctx, n)
 }
 
 // deleteLB deletes the NLB (and so its listeners) if it is ours.

@@ -1,0 +1,109 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	"k8s.io/klog/v2"
+)
+
+// An NLB the upstream provider made with NLBSecurityGroupMode Managed has
+// security groups: the upstream provider's own group for it (tagged
+// kubernetes.io/cluster/<id>=owned) and any the Service named. Adopting
+// it, the backend gives it the groups the Service asks for (its own group,
+// the Service's) in one SetSecurityGroups, as for any NLB of its own, and
+// deletes the upstream provider's group, which nothing else uses.
+
+// markUpstreamGroups returns the groups of the adopted NLB lb that the
+// Service does not want (want: what ensureSGs returned) and that are the
+// upstream provider's own (tagged as this cluster's, owned); a group of
+// someone else's is only detached. Before SetSecurityGroups detaches them,
+// they are tagged as the Service's, so that they are found again for
+// deletion (with the Service, if AWS refuses to delete them at once).
+func (l *LoadBalancer) markUpstreamGroups(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, want []string) ([]string, error) {
+	if !adopted(lb, d.names) {
+		return nil, nil
+	}
+	var gone []string
+	for _, id := range lb.SecurityGroups {
+		if !slices.Contains(want, id) {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: gone})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeSecurityGroups %v: %w", gone, err)
+	}
+	var theirs []string
+	for _, sg := range out.SecurityGroups {
+		if ec2Tag(sg.Tags, tagClusterPrefix+l.clusterID) == "owned" {
+			theirs = append(theirs, awssdk.ToString(sg.GroupId))
+		}
+	}
+	if len(theirs) == 0 {
+		return nil, nil
+	}
+	if _, err := l.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: theirs,
+		Tags: []ec2types.Tag{{Key: awssdk.String(tagService), Value: awssdk.String(d.names.service)}}}); err != nil {
+		return nil, fmt.Errorf("CreateTags %v: %w", theirs, err)
+	}
+	reportChange(ctx, "%s of the upstream provider tagged %s=%s, to be deleted once detached", plural("security group", theirs), tagService, d.names.service)
+	return theirs, nil
+}
+
+// dropUpstreamGroups deletes the upstream provider's groups of an adopted
+// NLB once SetSecurityGroups detached them, with the rules in other groups
+// naming them as their source. AWS may refuse for a while (the NLB's
+// network interfaces still hold them): a group left is deleted with the
+// Service (deleteUpstreamGroups).
+func (l *LoadBalancer) dropUpstreamGroups(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		if err := l.deleteUpstreamGroup(ctx, id); err != nil {
+			klog.FromContext(ctx).Info("The upstream provider's security group is left until the Service is deleted", "securityGroup", id, "err", err.Error())
+		}
+	}
+}
+
+// deleteUpstreamGroups deletes the upstream provider's groups of the
+// Service that adoption tagged as the Service's (every cluster-owned group
+// tagged with it but the backend's own, which deleteSG deletes).
+func (l *LoadBalancer) deleteUpstreamGroups(ctx context.Context, n names) error {
+	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}},
+		{Name: awssdk.String("tag:" + tagService), Values: []string{n.service}},
+		{Name: awssdk.String("tag:" + tagClusterPrefix + l.clusterID), Values: []string{"owned"}},
+	}})
+	if err != nil {
+		return fmt.Errorf("DescribeSecurityGroups: %w", err)
+	}
+	for _, sg := range out.SecurityGroups {
+		if awssdk.ToString(sg.GroupName) == n.sg {
+			continue
+		}
+		if err := l.deleteUpstreamGroup(ctx, awssdk.ToString(sg.GroupId)); err != nil {
+			return fmt.Errorf("%w (retried until AWS releases it)", err)
+		}
+	}
+	return nil
+}
+
+func (l *LoadBalancer) deleteUpstreamGroup(ctx context.Context, id string) error {
+	if err := l.revokeBackendRules(ctx, id); err != nil {
+		return err
+	}
+	if _, err := l.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: awssdk.String(id)}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("DeleteSecurityGroup %s: %w", id, err)
+	}
+	l.forgetGroup(id)
+	klog.FromContext(ctx).V(2).Info("Deleted the upstream provider's security group", "securityGroup", id)
+	reportChange(ctx, "security group %s of the upstream provider deleted", id)
+	return nil
+}
