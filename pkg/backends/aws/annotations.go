@@ -218,10 +218,11 @@ const (
 	// default none) adds tags to everything the backend creates for the
 	// Service: the NLB, its listeners, its target groups and its security
 	// group (the upstream provider tags its NLB, listeners and groups).
-	// Tags added or changed later are added to the NLB in place, as
-	// upstream does (resources made earlier otherwise keep the tags they
-	// were made with); a tag removed from the annotation stays where it
-	// was put. The backend's own tags
+	// Tags added or changed later are put on all of them in place (one
+	// AddTags for the listeners and target groups, one CreateTags for the
+	// security group, one AddTags for the NLB; the upstream provider tags
+	// only the NLB); a tag removed from the annotation stays where it was
+	// put. The backend's own tags
 	// (kubernetes.io/cluster/..., kubernetes.io/service-name,
 	// multicloud-ccm.io/backend) cannot be set.
 	AnnotationAdditionalTags annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"

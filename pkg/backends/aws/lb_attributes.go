@@ -3,11 +3,14 @@ package aws
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
@@ -311,16 +314,16 @@ func (l *LoadBalancer) syncLBAttributes(ctx context.Context, d *desiredLB, lb *e
 	return nil
 }
 
-// syncLBTags adds the Service's additional tags the NLB lacks (or has
-// with another value), in one AddTags. It costs a DescribeTags only while
+// missingTags returns the Service's additional tags the NLB lacks (or has
+// with another value); nil when none. It costs a DescribeTags only while
 // the Service has additional tags; a new NLB was created with them.
-func (l *LoadBalancer) syncLBTags(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, fresh bool) error {
+func (l *LoadBalancer) missingTags(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, fresh bool) (map[string]string, error) {
 	if fresh || len(d.extraTags) == 0 {
-		return nil
+		return nil, nil
 	}
 	have, err := l.lbTags(ctx, lb)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	add := map[string]string{}
 	for k, v := range d.extraTags {
@@ -329,7 +332,20 @@ func (l *LoadBalancer) syncLBTags(ctx context.Context, d *desiredLB, lb *elbtype
 		}
 	}
 	if len(add) == 0 {
+		return nil, nil
+	}
+	return add, nil
+}
+
+// syncTags puts the tags missingTags found on everything the backend made
+// for the Service (tagParts), then on the NLB in one AddTags: the NLB
+// last, so that a failure half-way is found again on the next reconcile.
+func (l *LoadBalancer) syncTags(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, add map[string]string) error {
+	if len(add) == 0 {
 		return nil
+	}
+	if err := l.tagParts(ctx, d, awssdk.ToString(lb.LoadBalancerArn), add); err != nil {
+		return err
 	}
 	if _, err := l.elb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)}, Tags: elbTags(add)}); err != nil {
 		return fmt.Errorf("AddTags: %w", err)
@@ -337,6 +353,60 @@ func (l *LoadBalancer) syncLBTags(ctx context.Context, d *desiredLB, lb *elbtype
 	klog.FromContext(ctx).V(2).Info("Tagged load balancer", "tags", len(add))
 	reportChange(ctx, "load-balancer tags set: %s", tagList(add))
 	return nil
+}
+
+// maxTagARNs is how many resources one ELBv2 AddTags takes.
+const maxTagARNs = 20
+
+// tagParts puts tags on what the backend made for the Service besides
+// the NLB: the listeners and their target groups (AddTags, 20 at a time)
+// and the backend's own security group (CreateTags); never on the
+// Service's own groups.
+func (l *LoadBalancer) tagParts(ctx context.Context, d *desiredLB, lbARN string, add map[string]string) error {
+	listeners, err := l.listeners(ctx, lbARN)
+	if err != nil {
+		return err
+	}
+	var arns []string
+	for _, port := range sortedPorts(listeners) {
+		arns = append(arns, awssdk.ToString(listeners[port].ListenerArn))
+		if tg := forwardsTo(listeners[port]); tg != "" {
+			arns = append(arns, tg)
+		}
+	}
+	for len(arns) > 0 {
+		n := min(len(arns), maxTagARNs)
+		if _, err := l.elb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: arns[:n], Tags: elbTags(add)}); err != nil {
+			return fmt.Errorf("AddTags: %w", err)
+		}
+		arns = arns[n:]
+	}
+	if sg, err := l.findSG(ctx, d.names); err != nil || sg == nil {
+		return err
+	} else if _, err := l.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(sg.GroupId)}, Tags: ec2Tags(add)}); err != nil {
+		return fmt.Errorf("CreateTags %s: %w", awssdk.ToString(sg.GroupId), err)
+	}
+	reportChange(ctx, "tags set on the listeners, target groups and security group: %s", tagList(add))
+	return nil
+}
+
+// ec2Tags is m as EC2 tags, sorted by key.
+func ec2Tags(m map[string]string) []ec2types.Tag {
+	out := make([]ec2types.Tag, 0, len(m))
+	for _, k := range sorted(keys(m)) {
+		out = append(out, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
+	}
+	return out
+}
+
+// sortedPorts are the listeners' ports, in order.
+func sortedPorts(ls map[int32]*elbtypes.Listener) []int32 {
+	out := make([]int32, 0, len(ls))
+	for p := range ls {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // lbTags returns the NLB's tags: from a repair pass's snapshot if the

@@ -206,10 +206,14 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	if err := l.syncLBAttributes(ctx, d, lb, fresh); err != nil {
 		return nil, err
 	}
-	if err := l.syncLBTags(ctx, d, lb, fresh); err != nil {
+	missing, err := l.missingTags(ctx, d, lb, fresh)
+	if err != nil {
 		return nil, err
 	}
 	if err := l.ensureForwarding(ctx, d, awssdk.ToString(lb.LoadBalancerArn), attached); err != nil {
+		return nil, err
+	}
+	if err := l.syncTags(ctx, d, lb, missing); err != nil {
 		return nil, err
 	}
 	if kept != "" {
