@@ -508,6 +508,9 @@ func TestAdditionalTagsAndTargetNodeLabels(t *testing.T) {
 	bad := maps.Clone(retagged)
 	bad[AnnotationAdditionalTags] = "kubernetes.io/service-name=other/svc"
 	a.refused("the backend's own tag", bad, string(AnnotationAdditionalTags), "the backend's own")
+	badLabels := maps.Clone(retagged)
+	badLabels[AnnotationTargetNodeLabels] = "pool=edge,=batch"
+	a.refused("a label without a key", badLabels, string(AnnotationTargetNodeLabels), `entry "=batch" has no key`)
 	a.change("good annotations again", retagged, targets(instanceID(1)+":30080", instanceID(2)+":30080"), "none")
 	delete(retagged, AnnotationTargetNodeLabels)
 	a.change("labels removed: every node again", retagged, targets(instanceID(1)+":30080", instanceID(2)+":30080", instanceID(3)+":30080"), "RegisterTargets")
