@@ -14,8 +14,10 @@ const (
 
 	// AnnotationInternal (bool "true"/"false", or the upstream "0.0.0.0/0"
 	// meaning true; default false) makes the NLB internal, as with the
-	// upstream AWS provider. Changing it replaces the NLB (and its DNS
-	// name), announced first by a Warning event LoadBalancerReplacing.
+	// upstream AWS provider. Since upstream makes it internal for any value
+	// but "false", other spellings of false ("False", "0") are refused.
+	// Changing it replaces the NLB (and its DNS name), announced first by a
+	// Warning event LoadBalancerReplacing.
 	AnnotationInternal annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-internal"
 
 	// AnnotationSubnets (comma-separated subnet IDs or Name tags, at most one

@@ -142,8 +142,13 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	return d, nil
 }
 
-// readScheme reads AnnotationScheme, else AnnotationInternal (true,
-// false, or upstream's 0.0.0.0/0 meaning true).
+// readScheme reads AnnotationScheme, else AnnotationInternal. The upstream
+// provider takes "false" and the empty value as internet-facing and any
+// other value as internal; so does this backend for "false", "", the
+// values strconv.ParseBool reads as true and upstream's "0.0.0.0/0". The
+// rest ("False", "0", "no"...) is refused: upstream would make such an NLB
+// internal, and guessing otherwise would replace an adopted internal NLB
+// with an internet-facing one.
 func readScheme(r *reader) string {
 	scheme := schemeInternetFacing
 	if r.Enum(AnnotationScheme, &scheme, schemeInternal, schemeInternetFacing) || r.Has(AnnotationScheme) {
@@ -153,15 +158,16 @@ func readScheme(r *reader) string {
 	if !ok {
 		return scheme
 	}
-	internal, err := strconv.ParseBool(strings.TrimSpace(v))
-	switch {
-	case strings.TrimSpace(v) == "0.0.0.0/0":
-		return schemeInternal
-	case err != nil:
-		r.Invalid(AnnotationInternal, v, `must be "true" or "false"`)
-	case internal:
+	switch v = strings.TrimSpace(v); v {
+	case "false", "":
+		return scheme
+	case "0.0.0.0/0":
 		return schemeInternal
 	}
+	if internal, err := strconv.ParseBool(v); err == nil && internal {
+		return schemeInternal
+	}
+	r.Invalid(AnnotationInternal, v, `must be "true" or "false" (lower case: the upstream provider makes the load balancer internal for any value but "false")`)
 	return scheme
 }
 

@@ -130,6 +130,11 @@ func TestSchemeAndSubnetAnnotations(t *testing.T) {
 		want []string
 	}{
 		{"internal not a bool", map[annotation.Name]string{AnnotationInternal: "maybe"}, []string{string(AnnotationInternal), `must be "true" or "false"`}},
+		// Upstream makes an NLB internal for any value but "false": a
+		// false of another spelling must not replace it with an
+		// internet-facing one.
+		{"internal False", map[annotation.Name]string{AnnotationInternal: "False"}, []string{string(AnnotationInternal) + `="False"`, `any value but "false"`}},
+		{"internal 0", map[annotation.Name]string{AnnotationInternal: "0"}, []string{string(AnnotationInternal) + `="0"`, `any value but "false"`}},
 		{"scheme unknown", map[annotation.Name]string{AnnotationScheme: "public"}, []string{string(AnnotationScheme), "one of internal, internet-facing"}},
 		{"subnet unknown", map[annotation.Name]string{AnnotationInternal: "true", AnnotationSubnets: "subnet-1a,private-x"},
 			[]string{string(AnnotationSubnets), "private-x is neither the ID nor the Name tag of a subnet"}},
