@@ -7,8 +7,9 @@ import "github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 // same meaning, its name is used. They are listed in docs/aws.md.
 const (
 	// AnnotationScheme (string: internal or internet-facing, default
-	// internet-facing) chooses the NLB's scheme. It takes precedence over
-	// AnnotationInternal. Changing it replaces the NLB (and its DNS name),
+	// internet-facing) chooses the NLB's scheme, as AnnotationInternal
+	// does; when both are set they must agree (the upstream provider reads
+	// only AnnotationInternal). Changing it replaces the NLB (and its DNS name),
 	// announced first by a Warning event LoadBalancerReplacing.
 	AnnotationScheme annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-scheme"
 

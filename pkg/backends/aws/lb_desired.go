@@ -142,33 +142,47 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	return d, nil
 }
 
-// readScheme reads AnnotationScheme, else AnnotationInternal. The upstream
-// provider takes "false" and the empty value as internet-facing and any
-// other value as internal; so does this backend for "false", "", the
-// values strconv.ParseBool reads as true and upstream's "0.0.0.0/0". The
-// rest ("False", "0", "no"...) is refused: upstream would make such an NLB
-// internal, and guessing otherwise would replace an adopted internal NLB
-// with an internet-facing one.
+// readScheme reads AnnotationScheme, else AnnotationInternal; when both
+// are set they must agree (the upstream provider reads only the latter, so
+// it placed an adopted NLB by that one).
 func readScheme(r *reader) string {
-	scheme := schemeInternetFacing
-	if r.Enum(AnnotationScheme, &scheme, schemeInternal, schemeInternetFacing) || r.Has(AnnotationScheme) {
+	if !r.Has(AnnotationScheme) {
+		scheme, _ := readInternal(r)
 		return scheme
 	}
+	scheme := schemeInternetFacing
+	if !r.Enum(AnnotationScheme, &scheme, schemeInternal, schemeInternetFacing) {
+		return scheme
+	}
+	if internal, set := readInternal(r); set && internal != scheme {
+		r.Invalid(AnnotationScheme, scheme, fmt.Sprintf("contradicts %s (%s), which the upstream provider reads instead; remove one of them or make them agree", AnnotationInternal, internal))
+	}
+	return scheme
+}
+
+// readInternal reads AnnotationInternal as a scheme, and whether it is set
+// to a good value. The upstream provider takes "false" and the empty value
+// as internet-facing and any other value as internal; so does this backend
+// for "false", "", the values strconv.ParseBool reads as true and
+// upstream's "0.0.0.0/0". The rest ("False", "0", "no"...) is refused:
+// upstream would make such an NLB internal, and guessing otherwise would
+// replace an adopted internal NLB with an internet-facing one.
+func readInternal(r *reader) (string, bool) {
 	v, ok := AnnotationInternal.Get(r.values)
 	if !ok {
-		return scheme
+		return schemeInternetFacing, false
 	}
 	switch v = strings.TrimSpace(v); v {
 	case "false", "":
-		return scheme
+		return schemeInternetFacing, true
 	case "0.0.0.0/0":
-		return schemeInternal
+		return schemeInternal, true
 	}
 	if internal, err := strconv.ParseBool(v); err == nil && internal {
-		return schemeInternal
+		return schemeInternal, true
 	}
 	r.Invalid(AnnotationInternal, v, `must be "true" or "false" (lower case: the upstream provider makes the load balancer internal for any value but "false")`)
-	return scheme
+	return schemeInternetFacing, false
 }
 
 func sourceRanges(svc *corev1.Service) ([]string, error) {

@@ -135,6 +135,8 @@ func TestSchemeAndSubnetAnnotations(t *testing.T) {
 		// internet-facing one.
 		{"internal False", map[annotation.Name]string{AnnotationInternal: "False"}, []string{string(AnnotationInternal) + `="False"`, `any value but "false"`}},
 		{"internal 0", map[annotation.Name]string{AnnotationInternal: "0"}, []string{string(AnnotationInternal) + `="0"`, `any value but "false"`}},
+		{"scheme contradicting internal", map[annotation.Name]string{AnnotationInternal: "true", AnnotationScheme: schemeInternetFacing},
+			[]string{string(AnnotationScheme) + `="internet-facing"`, "contradicts " + string(AnnotationInternal) + " (internal)"}},
 		{"scheme unknown", map[annotation.Name]string{AnnotationScheme: "public"}, []string{string(AnnotationScheme), "one of internal, internet-facing"}},
 		{"subnet unknown", map[annotation.Name]string{AnnotationInternal: "true", AnnotationSubnets: "subnet-1a,private-x"},
 			[]string{string(AnnotationSubnets), "private-x is neither the ID nor the Name tag of a subnet"}},
