@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -65,47 +66,40 @@ func upstreamNLBWithGroups(t *testing.T, e *env, svc *corev1.Service, sgs []stri
 // TestAdoptUpstreamNLB: a Service whose NLB the upstream AWS provider made
 // (its status already shows that NLB, its finalizer is set) is adopted by
 // the upstream service controller driving this backend: the same NLB and
-// DNS name, no NLB or security group created or deleted; the listener is
-// converged to the backend's target group with the nodes as targets and
-// the upstream target group is removed. Deleting the Service then leaves
-// nothing behind.
+// DNS name, no NLB, security group, target group or listener created or
+// deleted, the listener untouched: the upstream target group keeps serving
+// and is converged in place (its health check, the nodes as targets).
+// Deleting the Service then leaves nothing behind.
 func TestAdoptUpstreamNLB(t *testing.T) {
 	e := newEnv(t)
 	nodes := e.awsNodes(1, 2)
 	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
 	dns := upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
+	upstreamTG := e.targetGroups(t)["k8s-default-web-0a1b2c3d4e"].ARN
 	svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: dns}}
 	client := testutil.NewClientset(svc)
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	e.cloud.Initialize(testutil.NewClientBuilder(client), stop)
 	e.fake.ResetCalls()
 	runServiceController(t, e.cloud, client)
-	ours := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
-	eventually(t, "the listener forwards to the backend's target group; the upstream one is gone", func() error {
-		lb := e.onlyLB(t)
-		if got := strings.Join(lb.Listeners, ","); got != "TCP:80->"+ours {
-			return fmt.Errorf("listeners %s", got)
-		}
-		if tgs := e.targetGroups(t); len(tgs) != 1 {
-			return fmt.Errorf("target groups %v", tgs)
-		}
-		return nil
-	})
-	a := &annotated{t: t, e: e, client: client, svc: svc}
-	a.event(corev1.EventTypeNormal, reasonTargetGroupsReplacing, "port 80 from k8s-default-web-0a1b2c3d4e to "+ours)
 	createNodes(t, client, nodes...)
-	eventually(t, "the nodes are targets", func() error {
-		if tg := e.targetGroups(t)[ours]; len(tg.Targets) != 2 {
-			return fmt.Errorf("targets %v", tg.Targets)
+	eventually(t, "the upstream target group converged in place: the backend's health check, the nodes as targets", func() error {
+		tg, err := onlyTG(e)
+		if err != nil {
+			return err
 		}
-		return nil
+		if tg.ARN != upstreamTG || len(tg.Targets) != 2 {
+			return fmt.Errorf("target group %s with targets %v", tg.Name, tg.Targets)
+		}
+		return healthCheckIs("TCP traffic-port  30/10 5/2")(e)
 	})
+	if got := strings.Join(e.onlyLB(t).Listeners, ","); got != "TCP:80->k8s-default-web-0a1b2c3d4e" {
+		t.Errorf("listeners %s, want upstream's, untouched", got)
+	}
 	if lb := e.onlyLB(t); lb.DNSName != dns || len(lb.SecurityGroups) != 0 {
 		t.Errorf("NLB %s with security groups %v; want the upstream one, %s, untouched", lb.DNSName, lb.SecurityGroups, dns)
 	}
-	for _, op := range []string{"CreateLoadBalancer", "DeleteLoadBalancer", "CreateSecurityGroup"} {
+	for _, op := range []string{"CreateLoadBalancer", "DeleteLoadBalancer", "CreateSecurityGroup", "CreateTargetGroup", "DeleteTargetGroup",
+		"CreateListener", "ModifyListener", "DeleteListener"} {
 		if n := e.fake.Calls(op); n != 0 {
 			t.Errorf("%s calls = %d, want 0", op, n)
 		}
@@ -114,6 +108,11 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 	if err != nil || len(s.Status.LoadBalancer.Ingress) != 1 || s.Status.LoadBalancer.Ingress[0].Hostname != dns {
 		t.Errorf("status %v (%v), want the upstream NLB's %s", s.Status.LoadBalancer, err, dns)
 	}
+	// The node sync and the Service's first sync (without nodes) may still
+	// be at the targets: a resync is compared once they are done.
+	settle(t, e)
+	a := &annotated{t: t, e: e, client: client, svc: svc}
+	a.resyncChangesNothing()
 
 	deleteService(t, client, "web")
 	eventually(t, "nothing left in AWS", func() error {
@@ -122,6 +121,31 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAdoptedGroupOfAnotherTargetTypeIsReplaced: an upstream target group
+// that does not fit the Service (instance targets where it asks for ip)
+// is replaced on the same NLB, announced by a Normal event first; the
+// upstream group is deleted.
+func TestAdoptedGroupOfAnotherTargetTypeIsReplaced(t *testing.T) {
+	e := newEnv(t)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetIP))
+	dns := upstreamNLB(t, e, svc, e.addInstance(1).ID)
+	svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: dns}}
+	client := testutil.NewClientset(svc)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	e.cloud.Initialize(testutil.NewClientBuilder(client), stop)
+	e.fake.ResetCalls()
+	runServiceController(t, e.cloud, client)
+	ours := namesFor(testCluster, svc).targetGroup(80, "TCP", targetIP)
+	eventually(t, "the listener forwards to the backend's ip target group; the upstream one is gone", func() error { return listenersAre("TCP:80->" + ours)(e) })
+	a := &annotated{t: t, e: e, client: client, svc: svc}
+	a.event(corev1.EventTypeNormal, reasonTargetGroupsReplacing, "port 80 from k8s-default-web-0a1b2c3d4e to "+ours)
+	if lb := e.onlyLB(t); lb.DNSName != dns || e.fake.Calls("CreateLoadBalancer")+e.fake.Calls("DeleteLoadBalancer") != 0 {
+		t.Errorf("NLB %s, %v; want the upstream one kept", lb.DNSName, e.fake.CallCounts())
+	}
 }
 
 // TestAdoptedDeleteTakesUpstreamTargetGroups: a Service deleted before
@@ -213,8 +237,12 @@ func TestAdoptUpstreamNLBWithSecurityGroups(t *testing.T) {
 			runServiceController(t, e.cloud, client)
 			a := &annotated{t: t, e: e, client: client, svc: svc}
 			eventually(t, "the NLB has the backend's group only", func() error { return nlbGroups("ours")(e) })
-			ours := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
-			eventually(t, "the listener converged to the backend's target group", func() error { return listenersAre("TCP:80->" + ours)(e) })
+			eventually(t, "the upstream target group converged in place", func() error {
+				if tg, err := onlyTG(e); err != nil || len(tg.Targets) != 0 {
+					return fmt.Errorf("target group %v (%w)", tg, err)
+				}
+				return listenersAre("TCP:80->k8s-default-web-0a1b2c3d4e")(e)
+			})
 			eventually(t, "the backend's group allows the listener", func() error {
 				for _, sg := range e.fake.SecurityGroups() {
 					if sg.Tags[tagService] != "" && sg.ID != theirs {
@@ -264,4 +292,18 @@ func TestAdoptUpstreamNLBWithSecurityGroups(t *testing.T) {
 			})
 		})
 	}
+}
+
+// settle waits until the controllers make no mutating call for a while.
+// It resets the fake's call counts.
+func settle(t *testing.T, e *env) {
+	t.Helper()
+	eventually(t, "the controllers settle", func() error {
+		e.fake.ResetCalls()
+		time.Sleep(300 * time.Millisecond)
+		if m := e.fake.MutatingCalls(); len(m) > 0 {
+			return fmt.Errorf("still changing: %v", m)
+		}
+		return nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -106,4 +107,32 @@ func (l *LoadBalancer) deleteUpstreamGroup(ctx context.Context, id string) error
 	klog.FromContext(ctx).V(2).Info("Deleted the upstream provider's security group", "securityGroup", id)
 	reportChange(ctx, "security group %s of the upstream provider deleted", id)
 	return nil
+}
+
+// keepUpstreamGroups makes the ports of an adopted NLB keep the upstream
+// provider's target group their listener forwards to, where that group is
+// what the port asks for (protocol, target type, VPC): the listener, the
+// group and its targets' health stay as they are, and the group is
+// converged in place (health check, attributes, targets) like one of the
+// backend's. Only a group that does not fit is replaced (AWS cannot change
+// a group's protocol or target type). The group goes with the NLB when the
+// Service is deleted (deleteLB).
+func keepUpstreamGroups(d *desiredLB, vpc string, have map[int32]*elbtypes.Listener, attached map[string]elbtypes.TargetGroup) {
+	byARN := map[string]elbtypes.TargetGroup{}
+	for _, tg := range attached {
+		byARN[awssdk.ToString(tg.TargetGroupArn)] = tg
+	}
+	for i := range d.ports {
+		p := &d.ports[i]
+		ls := have[p.port]
+		if _, ours := attached[p.tgName]; ours || ls == nil {
+			continue
+		}
+		tg, ok := byARN[forwardsTo(ls)]
+		name := awssdk.ToString(tg.TargetGroupName)
+		if ok && !strings.HasPrefix(name, d.names.tgPrefix()) && string(tg.Protocol) == p.protocol &&
+			string(tg.TargetType) == d.targetType && awssdk.ToString(tg.VpcId) == vpc {
+			p.tgName = name
+		}
+	}
 }

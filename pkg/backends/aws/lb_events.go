@@ -20,7 +20,8 @@ const (
 	reasonReplacing = "LoadBalancerReplacing"
 	// reasonTargetGroupsReplacing: listeners are about to move to new
 	// target groups, because AWS cannot change a target group's protocol
-	// or target type (or the group is the upstream provider's).
+	// or target type (also an adopted NLB's upstream group that does not
+	// fit the port).
 	reasonTargetGroupsReplacing = "LoadBalancerTargetGroupsReplacing"
 )
 

@@ -319,9 +319,9 @@ func listenerError(op string, p desiredPort, err error) error {
 // announceRegrouping says, in a Normal event before anything changes,
 // which listeners are about to move to another target group: a port whose
 // protocol (aws-load-balancer-backend-protocol) or target type changed,
-// which AWS cannot change on a target group, or an adopted NLB's port
-// whose group is the upstream provider's. have are the NLB's listeners
-// and attached the groups they use.
+// which AWS cannot change on a target group (also an adopted NLB's port
+// whose upstream group does not fit, see keepUpstreamGroups). have are
+// the NLB's listeners and attached the groups they use.
 func (l *LoadBalancer) announceRegrouping(ctx context.Context, d *desiredLB, have map[int32]*elbtypes.Listener, attached map[string]elbtypes.TargetGroup) {
 	nameOf := map[string]string{}
 	for name, tg := range attached {
@@ -341,7 +341,7 @@ func (l *LoadBalancer) announceRegrouping(ctx context.Context, d *desiredLB, hav
 		return
 	}
 	l.events.announce(ctx, corev1.EventTypeNormal, reasonTargetGroupsReplacing,
-		"Moving listeners to new target groups (AWS cannot change a target group's protocol or target type, and an adopted load balancer's groups are replaced by the backend's): %s. "+
+		"Moving listeners to new target groups (AWS cannot change a target group's protocol or target type): %s. "+
 			"The load balancer and its DNS name stay; each new group gets the same targets before its listener moves, and the old group is deleted after",
 		strings.Join(moves, "; "))
 }

@@ -210,7 +210,7 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	if err != nil {
 		return nil, err
 	}
-	if err := l.ensureForwarding(ctx, d, awssdk.ToString(lb.LoadBalancerArn), attached); err != nil {
+	if err := l.ensureForwarding(ctx, d, lb, attached); err != nil {
 		return nil, err
 	}
 	if err := l.syncTags(ctx, d, lb, missing); err != nil {
@@ -256,12 +256,17 @@ func (l *LoadBalancer) attachedTo(ctx context.Context, lb *elbtypes.LoadBalancer
 }
 
 // ensureForwarding makes the target groups, their targets and the
-// listeners of the NLB at lbARN, then deletes the groups no longer used. A
-// listener about to move to another group is announced first.
-func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lbARN string, attached map[string]elbtypes.TargetGroup) error {
+// listeners of the NLB lb, then deletes the groups no longer used. An
+// adopted NLB keeps the upstream provider's groups that fit; a listener
+// about to move to another group is announced first.
+func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, attached map[string]elbtypes.TargetGroup) error {
+	lbARN := awssdk.ToString(lb.LoadBalancerArn)
 	have, err := l.listeners(ctx, lbARN)
 	if err != nil {
 		return err
+	}
+	if adopted(lb, d.names) {
+		keepUpstreamGroups(d, l.settings.VPC, have, attached)
 	}
 	l.announceRegrouping(ctx, d, have, attached)
 	tgARNs, err := l.ensureTargetGroups(ctx, d, attached)
