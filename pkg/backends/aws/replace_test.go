@@ -196,4 +196,7 @@ func TestTargetGroupReplacementAnnounced(t *testing.T) {
 		"CreateTargetGroup", "ModifyListener", "DeleteTargetGroup")
 	a.event(corev1.EventTypeNormal, reasonTargetGroupsReplacing, "port 80 from "+ipTG+" to "+instanceTG, "DNS name stay")
 	a.resyncChangesNothing()
+	a.refused("target type lambda", map[annotation.Name]string{AnnotationTargetType: "lambda"}, string(AnnotationTargetType), "one of instance, ip")
+	a.change("annotation removed: the automatic choice (ip without nodes)", nil, listenersAre("TCP:80->"+ipTG),
+		"CreateTargetGroup", "ModifyListener", "DeleteTargetGroup")
 }
