@@ -18,6 +18,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // upstreamNLB makes, through the ELBv2 API, what the upstream AWS provider
@@ -306,4 +307,44 @@ func settle(t *testing.T, e *env) {
 		}
 		return nil
 	})
+}
+
+// TestAdoptedNLBInARepairPass: a drift-repair pass keeps an adopted NLB's
+// upstream target group too: with nothing changed it makes no mutating
+// call; a target deregistered by hand is registered again in that group,
+// with one call, and reported.
+func TestAdoptedNLBInARepairPass(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
+	e.ensure(t, svc, nodes)
+	tg, err := onlyTG(e)
+	if err != nil || tg.Name != "k8s-default-web-0a1b2c3d4e" {
+		t.Fatalf("target group %v (%v), want upstream's kept", tg, err)
+	}
+	lb, _ := e.cloud.LoadBalancer()
+	ensureInPass := func() []string {
+		ctx, changes := backends.WithChangeReport(e.begin(t, true))
+		if _, err := lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			t.Fatal(err)
+		}
+		return changes()
+	}
+	e.fake.ResetCalls()
+	if got := ensureInPass(); len(got) > 0 || len(e.fake.MutatingCalls()) > 0 {
+		t.Errorf("a pass with nothing changed reported %q and made %v", got, e.fake.MutatingCalls())
+	}
+	if _, err := e.cloud.lb.elb.DeregisterTargets(context.Background(), &elbv2.DeregisterTargetsInput{TargetGroupArn: awssdk.String(tg.ARN),
+		Targets: []elbtypes.TargetDescription{{Id: awssdk.String(instanceID(2)), Port: awssdk.Int32(30080)}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.ResetCalls()
+	got := ensureInPass()
+	if m := strings.Join(e.fake.MutatingCalls(), ","); m != "RegisterTargets" || len(got) != 1 || !strings.Contains(got[0], "k8s-default-web-0a1b2c3d4e") {
+		t.Errorf("repair made %s and reported %q; want one RegisterTargets in the upstream group, reported", m, got)
+	}
+	if tg, _ := onlyTG(e); len(tg.Targets) != 2 {
+		t.Errorf("targets %v, want both instances", tg.Targets)
+	}
 }
