@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# down.sh stops the Keystone + Octavia test stack started by up.sh.
+# down.sh stops the Keystone + Octavia + Neutron test stack started by up.sh.
 # --purge also removes its state ($MCCM_OS_DIR, default
 # /var/tmp/mccm-openstack), so the next up.sh starts from scratch.
 # --quiet prints nothing.
@@ -31,6 +31,7 @@ stop() {
   rm -f "$f"
 }
 
+stop neutron-server
 stop octavia-worker
 stop octavia-api
 stop keystone

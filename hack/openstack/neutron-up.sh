@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# neutron-up.sh starts a real Neutron (neutron-server, ML2 with no agents and
+# no mechanism driver, the L3 router service plugin) on 127.0.0.1:9696 beside
+# the Keystone + Octavia stack of up.sh, which must be running: it
+# authenticates tokens against that Keystone and uses its RabbitMQ. Networks,
+# subnets, ports, routers with an external gateway, extra routes and floating
+# IPs all work at the API level; nothing is plugged (ports stay DOWN). It is
+# idempotent: with Neutron running it only prints the environment. up.sh
+# calls it; it can also be run alone against a stack already up.
+#
+# Usage: hack/openstack/neutron-up.sh   # prints export lines on stdout
+#
+# Neutron is not added to Keystone's catalog: the tests that use it pass
+# NEUTRON_ENDPOINT as the backend's endpoints.network, so every other test
+# keeps a catalog without Neutron (their API-call counts assume none).
+set -euo pipefail
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+dir="${MCCM_OS_DIR:-/var/tmp/mccm-openstack}"
+region=RegionOne
+keystone_url=http://127.0.0.1:5000/v3
+neutron_url=http://127.0.0.1:9696
+
+log() { printf '%s neutron-up.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+print_env() {
+  cat <<EOF2
+export NEUTRON_ENDPOINT=$neutron_url
+export NEUTRON_E2E=1
+EOF2
+}
+
+# alive reports whether the pid file's process is a running neutron-server
+# (a pid left from before a reboot may belong to something else).
+alive() { [ -f "$1" ] && grep -qs neutron-server "/proc/$(cat "$1")/cmdline"; }
+
+# answering reports whether Neutron serves its version document.
+answering() { curl -sf -o /dev/null --max-time 2 "$neutron_url/"; }
+
+if [ -f "$dir/.neutron-initialized" ] && alive "$dir/neutron-server.pid" && answering; then
+  print_env
+  exit 0
+fi
+
+if [ ! -f "$dir/admin-password" ] || ! curl -s -o /dev/null --max-time 2 "$keystone_url"; then
+  log "no Keystone at $keystone_url: start the stack with hack/openstack/up.sh"
+  exit 1
+fi
+if ! command -v neutron-server >/dev/null; then
+  "$here/install.sh" >&2
+fi
+
+neutron_conf() {
+  local pw
+  pw="$(cat "$dir/admin-password")"
+  cat <<EOF2
+[DEFAULT]
+core_plugin = ml2
+service_plugins = router
+auth_strategy = keystone
+bind_host = 127.0.0.1
+bind_port = 9696
+api_workers = 1
+rpc_workers = 0
+rpc_state_report_workers = 0
+transport_url = rabbit://guest:guest@127.0.0.1:5672/
+notify_nova_on_port_status_changes = false
+notify_nova_on_port_data_changes = false
+allow_overlapping_ips = true
+log_file = $dir/log/neutron-server.log
+[database]
+connection = sqlite:///$dir/neutron.db?timeout=30
+[keystone_authtoken]
+www_authenticate_uri = $keystone_url
+auth_url = $keystone_url
+auth_type = password
+project_domain_name = Default
+user_domain_name = Default
+project_name = admin
+username = admin
+password = $pw
+region_name = $region
+[ml2]
+type_drivers = flat,vlan,vxlan
+tenant_network_types = vxlan
+mechanism_drivers =
+extension_drivers = port_security
+[ml2_type_flat]
+flat_networks = public
+[ml2_type_vlan]
+network_vlan_ranges = physnet1:100:199
+[ml2_type_vxlan]
+vni_ranges = 1:4000
+[oslo_concurrency]
+lock_path = $dir/lock
+EOF2
+}
+
+start=$(date +%s)
+mkdir -p "$dir/log" "$dir/lock"
+(umask 077 && neutron_conf >"$dir/neutron.conf")
+if [ ! -f "$dir/.neutron-initialized" ]; then
+  log "initialising Neutron's database"
+  rm -f "$dir/neutron.db" "$dir/neutron.db-wal" "$dir/neutron.db-shm"
+  python3 "$here/neutron_schema.py" "$dir/neutron.db"
+  touch "$dir/.neutron-initialized"
+fi
+if ! alive "$dir/neutron-server.pid"; then
+  log "starting neutron-server on 127.0.0.1:9696"
+  setsid neutron-server --config-file "$dir/neutron.conf" >"$dir/log/neutron-server.out" 2>&1 </dev/null &
+  echo $! >"$dir/neutron-server.pid"
+fi
+for _ in $(seq 1 120); do
+  if answering; then
+    log "Neutron up in $(($(date +%s) - start))s"
+    print_env
+    exit 0
+  fi
+  alive "$dir/neutron-server.pid" || break
+  sleep 0.5
+done
+log "Neutron did not answer at $neutron_url; see $dir/log/neutron-server.log and neutron-server.out"
+exit 1
