@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# down.sh stops the Keystone + Octavia + Neutron test stack started by up.sh.
+# down.sh stops the OpenStack test stack started by up.sh (Keystone,
+# Octavia, Neutron, Nova with Placement and Glance, RabbitMQ).
 # --purge also removes its state ($MCCM_OS_DIR, default
 # /var/tmp/mccm-openstack), so the next up.sh starts from scratch.
 # --quiet prints nothing.
@@ -31,6 +32,12 @@ stop() {
   rm -f "$f"
 }
 
+stop nova-compute
+stop nova-scheduler
+stop nova-conductor
+stop nova-api
+stop glance-api
+stop placement
 stop neutron-server
 stop octavia-worker
 stop octavia-api

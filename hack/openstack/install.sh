@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # install.sh installs the Debian packages of the OpenStack test stack
-# (Keystone, Octavia API and worker, Neutron's server, RabbitMQ, uwsgi). It is idempotent: with
+# (Keystone, Octavia API and worker, Neutron's server, Nova's API, conductor
+# and scheduler (nova-compute runs from python3-nova: Debian's nova-compute
+# package pulls in libvirt and QEMU), Placement, Glance, RabbitMQ, uwsgi). It is idempotent: with
 # everything installed it returns at once. Needs root and apt.
 set -euo pipefail
 
-packages=(keystone octavia-api octavia-worker neutron-server rabbitmq-server uwsgi-core
+packages=(keystone octavia-api octavia-worker neutron-server nova-api nova-conductor
+  nova-scheduler placement-api glance-api rabbitmq-server uwsgi-core
   uwsgi-plugin-python3 python3-keystoneclient sqlite3 openssl curl)
 
 missing=()

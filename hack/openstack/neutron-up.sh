@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# neutron-up.sh starts a real Neutron (neutron-server, ML2 with no agents and
-# no mechanism driver, the L3 router service plugin) on 127.0.0.1:9696 beside
+# neutron-up.sh starts a real Neutron (neutron-server, ML2 with no agents
+# running, the L3 router service plugin) on 127.0.0.1:9696 beside
 # the Keystone + Octavia stack of up.sh, which must be running: it
 # authenticates tokens against that Keystone and uses its RabbitMQ. Networks,
 # subnets, ports, routers with an external gateway, extra routes and floating
-# IPs all work at the API level; nothing is plugged (ports stay DOWN). It is
+# IPs all work at the API level; nothing is plugged (ports stay DOWN). The
+# openvswitch mechanism driver binds the ports of a host with a live Open
+# vSwitch agent: nova-up.sh registers one for its compute host. It is
 # idempotent: with Neutron running it only prints the environment. up.sh
 # calls it; it can also be run alone against a stack already up.
 #
@@ -84,7 +86,7 @@ region_name = $region
 [ml2]
 type_drivers = flat,vlan,vxlan
 tenant_network_types = vxlan
-mechanism_drivers =
+mechanism_drivers = openvswitch
 extension_drivers = port_security
 [ml2_type_flat]
 flat_networks = public

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # up.sh starts a real Keystone and Octavia (amphora provider with the noop
 # compute, network, amphora and image drivers, octavia-worker and RabbitMQ)
-# and Neutron (neutron-up.sh: ML2 without agents, routers, floating IPs)
+# and Neutron (neutron-up.sh: ML2 without agents, routers, floating IPs) and
+# Nova (nova-up.sh: the fake virt driver, with Placement and Glance)
 # on 127.0.0.1 for the OpenStack backend's tests, installing the Debian
 # packages first if they are missing. It is idempotent: with the stack
 # already running it only prints the environment.
@@ -12,7 +13,8 @@
 # State, logs and credentials live in $MCCM_OS_DIR (default
 # /var/tmp/mccm-openstack). hack/openstack/down.sh stops everything.
 # Ports (all on 127.0.0.1): Keystone 5000, Octavia API 9876, Neutron 9696,
-# RabbitMQ 5672, Erlang distribution 25672, epmd 4369.
+# Nova API 8774, Placement 8778, Glance 9292, RabbitMQ 5672, Erlang
+# distribution 25672, epmd 4369.
 set -euo pipefail
 # Debian's python3 (the OpenStack packages) comes first, not a pyenv or venv one.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
@@ -62,6 +64,7 @@ running() {
 if [ -f "$dir/.initialized" ] && running; then
   print_env
   "$here/neutron-up.sh"
+  "$here/nova-up.sh"
   exit 0
 fi
 
@@ -277,3 +280,4 @@ start_octavia
 log "Keystone and Octavia up in $(($(date +%s) - start))s (state in $dir)"
 print_env
 "$here/neutron-up.sh"
+"$here/nova-up.sh"
