@@ -14,6 +14,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
@@ -118,9 +119,10 @@ func (f *novaFixture) delete(id string) {
 // TestInstancesRealNova runs the node lifecycle against the real Nova, its
 // servers on real Neutron ports (bound by the openvswitch mechanism
 // driver): a node's metadata by providerID and by name (the port's fixed
-// addresses, the flavor's name, Nova's zone), a stopped server is shut
-// down, a deleted one and an unknown name no longer exist, two servers with
-// the node's name are an error.
+// addresses, the flavor's name, Nova's zone), a pod CIDR route via the
+// server's address on the real router, a stopped server is shut down, a
+// deleted one and an unknown name no longer exist, two servers with the
+// node's name are an error.
 func TestInstancesRealNova(t *testing.T) {
 	s, nova, nf := realNova(t)
 	tp := nf.topology("nova")
@@ -129,6 +131,7 @@ func TestInstancesRealNova(t *testing.T) {
 	running := nova.boot(name, port)
 	stopped := nova.boot(name+"-off", nf.port(tp, name+"-off"))
 	nova.stop(stopped.ID)
+	s.Routes.RouterID = tp.Router
 	c := newRealCloud(t, s, "t"+randomID(t))
 	inst, ctx := c.instances, context.Background()
 
@@ -148,6 +151,17 @@ func TestInstancesRealNova(t *testing.T) {
 			t.Errorf("InstanceMetadata %s (providerID %q) = %+v, want %+v", node.Name, node.Spec.ProviderID, *md, want)
 		}
 	}
+	rt, _ := c.Routes()
+	if err := rt.CreateRoute(ctx, "test", "hint", &cloudprovider.Route{TargetNode: types.NodeName(name), DestinationCIDR: "10.244.7.0/24"}); err != nil {
+		t.Fatalf("CreateRoute via %s: %v", name, err)
+	}
+	if got, want := nf.routes(tp), []string{"10.244.7.0/24 via " + port.FixedIPs[0].IPAddress}; !slices.Equal(got, want) {
+		t.Errorf("router routes %q, want %q", got, want)
+	}
+	if listed, err := rt.ListRoutes(ctx, "test"); err != nil || len(listed) != 1 || string(listed[0].TargetNode) != name {
+		t.Errorf("ListRoutes = %+v, %v; want the route to %s", listed, err, name)
+	}
+
 	checkShutdown := func(node *corev1.Node, want bool) {
 		t.Helper()
 		if got, err := inst.InstanceShutdown(ctx, node); err != nil || got != want {
