@@ -18,30 +18,20 @@ done
 
 log() { $quiet || printf 'down.sh: %s\n' "$*" >&2; }
 
-# stop ends the process (group) whose id is in a pid file.
-stop() {
-  local f="$dir/$1.pid" pid i
-  [ -f "$f" ] || return 0
-  pid="$(cat "$f")"
-  if kill -0 "$pid" 2>/dev/null; then
-    log "stopping $1 ($pid)"
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
-    for i in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
-stop nova-compute
-stop nova-scheduler
-stop nova-conductor
-stop nova-api
-stop glance-api
-stop placement
-stop neutron-server
-stop octavia-worker
-stop octavia-api
-stop keystone
+stop_service nova-compute
+stop_service nova-scheduler
+stop_service nova-conductor
+stop_service nova-api
+stop_service glance-api
+stop_service placement
+stop_service neutron-server
+stop_service octavia-worker
+stop_service octavia-api
+stop_service keystone
 if command -v rabbitmqctl >/dev/null && rabbitmqctl -q -n rabbit@localhost status >/dev/null 2>&1; then
   log "stopping RabbitMQ"
   rabbitmqctl -q -n rabbit@localhost stop >/dev/null 2>&1 || true

@@ -25,6 +25,8 @@ keystone_url=http://127.0.0.1:5000/v3
 neutron_url=http://127.0.0.1:9696
 
 log() { printf '%s neutron-up.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 print_env() {
   cat <<EOF2
@@ -103,6 +105,7 @@ start=$(date +%s)
 mkdir -p "$dir/log" "$dir/lock"
 (umask 077 && neutron_conf >"$dir/neutron.conf")
 if [ ! -f "$dir/.neutron-initialized" ]; then
+  stop_service neutron-server # A half-done start: no server on the old database.
   log "initialising Neutron's database"
   rm -f "$dir/neutron.db" "$dir/neutron.db-wal" "$dir/neutron.db-shm"
   python3 "$here/neutron_schema.py" "$dir/neutron.db"

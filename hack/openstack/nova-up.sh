@@ -30,6 +30,8 @@ nova_url=http://127.0.0.1:8774/v2.1/
 compute_host=mccm-compute
 
 log() { printf '%s nova-up.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 print_env() {
   cat <<EOF2
@@ -249,7 +251,7 @@ ovs_agent_row
 if [ ! -f "$dir/.nova-initialized" ]; then
   # A half-done start: begin again with no service holding the databases.
   for n in nova-compute nova-scheduler nova-conductor nova-api glance-api placement; do
-    if [ -f "$dir/$n.pid" ]; then kill -TERM -- "-$(cat "$dir/$n.pid")" 2>/dev/null || true; rm -f "$dir/$n.pid"; fi
+    stop_service "$n"
   done
   init_databases
 fi
