@@ -126,6 +126,9 @@ state_path = $dir/nova-state
 instances_path = $dir/nova-state/instances
 vif_plugging_is_fatal = false
 vif_plugging_timeout = 0
+# Neutron does not notify Nova here: floating IPs reach a server's addresses
+# when nova-compute refreshes its network info from Neutron.
+heal_instance_info_cache_interval = 2
 [api]
 auth_strategy = keystone
 [api_database]

@@ -119,7 +119,8 @@ func (f *novaFixture) delete(id string) {
 // TestInstancesRealNova runs the node lifecycle against the real Nova, its
 // servers on real Neutron ports (bound by the openvswitch mechanism
 // driver): a node's metadata by providerID and by name (the port's fixed
-// addresses, the flavor's name, Nova's zone), a pod CIDR route via the
+// addresses, the flavor's name, Nova's zone; a floating IP on the port as an
+// ExternalIP), a pod CIDR route via the
 // server's address on the real router, a stopped server is shut down, a
 // deleted one and an unknown name no longer exist, two servers with the
 // node's name are an error.
@@ -160,6 +161,25 @@ func TestInstancesRealNova(t *testing.T) {
 	}
 	if listed, err := rt.ListRoutes(ctx, "test"); err != nil || len(listed) != 1 || string(listed[0].TargetNode) != name {
 		t.Errorf("ListRoutes = %+v, %v; want the route to %s", listed, err, name)
+	}
+
+	// A floating IP on the server's port: Nova shows it (once nova-compute
+	// refreshed the server's network info) and it becomes an ExternalIP.
+	fip := nf.floatingIP(tp, "", port.ID, "node "+name)
+	wantAddrs = append(wantAddrs, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: fip.FloatingIP})
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		md, err := newRealCloud(t, s, "t"+randomID(t)).instances.InstanceMetadata(ctx, newNode(name))
+		if err != nil {
+			t.Fatalf("InstanceMetadata %s: %v", name, err)
+		}
+		if slices.Equal(md.NodeAddresses, wantAddrs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("InstanceMetadata %s: addresses %v, want %v", name, md.NodeAddresses, wantAddrs)
+		}
+		time.Sleep(time.Second)
 	}
 
 	checkShutdown := func(node *corev1.Node, want bool) {
