@@ -30,6 +30,7 @@ func sweepEnv(b *testing.B, n int) (*env, []*corev1.Node) {
 		})
 		nodes[i] = newNode(in.PrivateDNSName, testutil.WithProviderID(providerID(in.Zone, in.ID)))
 	}
+	e.cloud.instances.setNodeLister(nodeLister(b, nodes...))
 	return e, nodes
 }
 

@@ -9,6 +9,8 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 )
@@ -118,13 +120,31 @@ func (i *Instances) find(ctx context.Context, node *corev1.Node) (*ec2types.Inst
 }
 
 // byInstanceID serves an instance from the cache; one missing from the
-// VPC's listing is looked up directly before it is called gone.
+// listing is looked up directly before it is called gone.
 func (i *Instances) byInstanceID(ctx context.Context, id string) (*ec2types.Instance, error) {
-	in, err := i.cache.lookup(ctx, byID, id)
-	if err != nil || in != nil {
-		return in, err
-	}
-	return i.cache.describeOne(ctx, id)
+	return i.cache.byID(ctx, id)
+}
+
+// setNodeLister makes the instance listing name the instances of the
+// cluster's Nodes of this region, so the first sweep after a start is as
+// cheap as the next.
+func (i *Instances) setNodeLister(l corelisters.NodeLister) {
+	i.cache.setNodeIDs(func() []string {
+		nodes, err := l.List(labels.Everything())
+		if err != nil {
+			return nil
+		}
+		var ids []string
+		for _, n := range nodes {
+			if !strings.HasPrefix(n.Spec.ProviderID, Scheme+"://") {
+				continue
+			}
+			if id, err := regionalInstanceID(n, i.region); err == nil {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	})
 }
 
 // match finds the instance of a node without a providerID: by node name
@@ -144,12 +164,12 @@ func (i *Instances) match(ctx context.Context, node *corev1.Node) (*ec2types.Ins
 		if !strings.Contains(n, ".") {
 			continue
 		}
-		if in, err := i.cache.lookup(ctx, byDNS, n); err != nil || in != nil {
+		if in, err := i.cache.byKey(ctx, byDNS, filterDNS, n); err != nil || in != nil {
 			return in, err
 		}
 	}
 	for _, ip := range ips {
-		in, err := i.cache.lookup(ctx, byIP, ip)
+		in, err := i.cache.byKey(ctx, byIP, filterIP, ip)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
@@ -178,23 +180,91 @@ func TestInstanceSafety(t *testing.T) {
 	})
 }
 
-// TestInstanceSweepIsBatched: a sweep over many nodes costs one paginated
-// listing, not one call per node.
+// TestInstanceSweepIsBatched: a sweep costs one DescribeInstances per
+// 1,000 of the cluster's nodes, however many other instances the VPC holds
+// and whether or not a node is in another (peered) VPC: from the first
+// sweep with the Node lister, from the second without it (the first asks
+// for each instance once).
 func TestInstanceSweepIsBatched(t *testing.T) {
-	e := newEnv(t)
-	const n = 2500
-	for i := range n {
-		e.addInstance(i)
+	const nodes, others = 2500, 3000
+	for _, lister := range []bool{true, false} {
+		t.Run(fmt.Sprintf("lister=%v", lister), func(t *testing.T) {
+			e := newEnv(t)
+			var ns []*corev1.Node
+			for i := range nodes + others {
+				in := e.addInstance(i, func(in *awsfake.Instance) {
+					if i%10 == 0 {
+						in.VPCID = "vpc-0peered"
+					}
+				})
+				if i < nodes {
+					ns = append(ns, newNode(fmt.Sprint("n", i), testutil.WithProviderID(providerID(in.Zone, in.ID))))
+				}
+			}
+			if lister {
+				e.cloud.instances.setNodeLister(nodeLister(t, ns...))
+			}
+			sweep := func() int {
+				e.cloud.instances.cache.expire()
+				e.fake.ResetCalls()
+				for _, n := range ns {
+					if _, err := e.cloud.instances.InstanceMetadata(context.Background(), n); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return e.fake.Calls("DescribeInstances")
+			}
+			first := sweep()
+			if lister && first != 3 {
+				t.Errorf("first sweep: DescribeInstances calls = %d for %d nodes, want 3", first, nodes)
+			}
+			if got := sweep(); got != 3 {
+				t.Errorf("second sweep: DescribeInstances calls = %d for %d nodes, want 3", got, nodes)
+			}
+		})
 	}
-	inst, _ := e.cloud.InstancesV2()
-	for i := range n {
-		if _, err := inst.InstanceMetadata(context.Background(), newNode("n", testutil.WithProviderID("aws:///eu-west-1a/"+instanceID(i)))); err != nil {
+}
+
+// TestGoneInstanceLeavesTheBatches: an instance AWS no longer knows fails
+// a batch naming it; the batch is listed again by filter, the instance is
+// positively gone, and the next listings leave it out.
+func TestGoneInstanceLeavesTheBatches(t *testing.T) {
+	e := newEnv(t)
+	var ns []*corev1.Node
+	for i := range 3 {
+		in := e.addInstance(i)
+		ns = append(ns, newNode(fmt.Sprint("n", i), testutil.WithProviderID(providerID(in.Zone, in.ID))))
+	}
+	e.cloud.instances.setNodeLister(nodeLister(t, ns...))
+	e.fake.RemoveInstance(instanceID(1))
+	ctx := context.Background()
+	for round := range 2 {
+		e.cloud.instances.cache.expire()
+		e.fake.ResetCalls()
+		for i, n := range ns {
+			exists, err := e.cloud.instances.InstanceExists(ctx, n)
+			if err != nil || exists != (i != 1) {
+				t.Fatalf("round %d: InstanceExists(%s) = %v, %v; want %v", round, n.Name, exists, err, i != 1)
+			}
+		}
+		// Round 0: the batch (refused), the filter, the gone one directly.
+		// Round 1: the batch without it, the gone one directly.
+		if got, want := e.fake.Calls("DescribeInstances"), []int{3, 2}[round]; got != want {
+			t.Errorf("round %d: DescribeInstances calls = %d, want %d", round, got, want)
+		}
+	}
+}
+
+// nodeLister lists the nodes.
+func nodeLister(t testing.TB, nodes ...*corev1.Node) corelisters.NodeLister {
+	t.Helper()
+	idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	for _, n := range nodes {
+		if err := idx.Add(n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := e.fake.Calls("DescribeInstances"); got != 3 {
-		t.Errorf("DescribeInstances calls = %d for %d nodes, want 3 (pages of 1000)", got, n)
-	}
+	return corelisters.NewNodeLister(idx)
 }
 
 func TestZoneInRegion(t *testing.T) {
@@ -327,7 +397,7 @@ func TestListingFailureBacksOff(t *testing.T) {
 		t.Errorf("DescribeInstances calls = %d after five more lookups within the backoff, want %d", n, first)
 	}
 	e.fake.SetOutage(false)
-	e.cloud.instances.cache.snaps.ForgetFailure() // rather than wait out the backoff
+	e.cloud.instances.cache.forgetFailure() // rather than wait out the backoff
 	if _, err := inst.InstanceMetadata(ctx, node); err != nil {
 		t.Fatalf("InstanceMetadata after the outage: %v", err)
 	}

@@ -39,8 +39,10 @@ func newRoutes(clusterID string, s *Settings, c EC2API, inst *Instances) *Routes
 	return &Routes{clusterID: clusterID, settings: s, ec2: c, instances: inst}
 }
 
-// SetInformers gives the routes a Node lister, to map instances to nodes.
+// SetInformers gives the routes a Node lister, to map instances to nodes,
+// and the instance cache one, to list the cluster's instances.
 func (c *Cloud) SetInformers(f informers.SharedInformerFactory) {
+	c.instances.setNodeLister(f.Core().V1().Nodes().Lister())
 	if c.routes == nil {
 		return
 	}
