@@ -4,5 +4,5 @@
 // there as they would against AWS, and the benchmarks measure it beside ours
 // on the same fake. It is its own Go module because upstream's dependency
 // tree is heavy and pins k8s.io versions of its own; `make upstream-aws`
-// runs it (not yet part of `make test`).
+// runs it, as part of `make test`.
 package upstreamaws
