@@ -49,6 +49,7 @@ type env struct {
 	fake   *awsfake.Server
 	seeded awsfake.Seeded
 	cloud  *awsv1.Cloud
+	url    string
 }
 
 func newEnv(t testing.TB, instances int) *env {
@@ -57,7 +58,7 @@ func newEnv(t testing.TB, instances int) *env {
 	seeded := fake.Seed(awsfake.SeedSpec{ClusterID: clusterID, Instances: instances, NodeSecurityGroup: true})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	return &env{fake: fake, seeded: seeded, cloud: upstreamCloud(t, srv.URL, seeded.VPCID, seeded.PrivateSubnets[0])}
+	return &env{fake: fake, seeded: seeded, cloud: upstreamCloud(t, srv.URL, seeded.VPCID, seeded.PrivateSubnets[0]), url: srv.URL}
 }
 
 func node(in awsfake.Instance) *v1.Node {
