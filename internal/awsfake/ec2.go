@@ -436,11 +436,14 @@ func (s *Server) describeInstances(f url.Values) (any, *Error) {
 		}
 	}
 	fs := filters(f)
+	if n := filterValues(fs); n > maxFilterValues {
+		return nil, errorf("FilterLimitExceeded", "The maximum number of filter values specified on a single call is %d", maxFilterValues)
+	}
 	if len(ids) > 0 {
 		fs["instance-id"] = ids
 	}
 	var matched []*Instance
-	for _, id := range sortedKeys(s.instances) {
+	for _, id := range s.candidateInstances(fs["instance-id"]) {
 		if in := s.instances[id]; matchFilters(fs, in.attr) {
 			matched = append(matched, in)
 		}
@@ -454,6 +457,34 @@ func (s *Server) describeInstances(f url.Values) (any, *Error) {
 		resp.Reservations = append(resp.Reservations, xmlReservation{ReservationID: "r-" + strings.TrimPrefix(in.ID, "i-"), OwnerID: Account, Instances: []xmlInstance{in.xml(s.groupName)}})
 	}
 	return resp, nil
+}
+
+// maxFilterValues is how many filter values one EC2 call may hold in all.
+const maxFilterValues = 200
+
+func filterValues(fs map[string][]string) int {
+	n := 0
+	for _, vs := range fs {
+		n += len(vs)
+	}
+	return n
+}
+
+// candidateInstances returns, sorted, the IDs of the instances a call may
+// answer with: those it names (by ID or the instance-id filter, without
+// wildcards), else every instance.
+func (s *Server) candidateInstances(named []string) []string {
+	if len(named) == 0 || slices.ContainsFunc(named, func(id string) bool { return strings.ContainsAny(id, "*?") }) {
+		return sortedKeys(s.instances)
+	}
+	var out []string
+	for _, id := range named {
+		if _, ok := s.instances[id]; ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func maxResults(f url.Values, lo, hi int) (int, *Error) {

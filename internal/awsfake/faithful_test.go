@@ -2,6 +2,7 @@ package awsfake
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -324,4 +325,50 @@ func TestElasticIPsAndIPAddressType(t *testing.T) {
 	if res, err := c.elb.SetIpAddressType(ctx, &elbv2.SetIpAddressTypeInput{LoadBalancerArn: arn, IpAddressType: elbtypes.IpAddressTypeDualstack}); err != nil || res.IpAddressType != elbtypes.IpAddressTypeDualstack {
 		t.Errorf("dual-stack with IPv6 subnets: %+v, %v", res, err)
 	}
+}
+
+// TestDescribeInstancesFilterLimit: as EC2 does, a call holds at most 200
+// filter values in all (FilterLimitExceeded beyond); instance IDs are not
+// filter values, and an instance-id filter leaves unknown IDs out where
+// InstanceIds refuses them.
+func TestDescribeInstancesFilterLimit(t *testing.T) {
+	c := newClients(t)
+	var ids []string
+	for i := range 201 {
+		id := fmt.Sprintf("i-%017x", i+1)
+		ids = append(ids, id)
+		c.fake.AddInstance(Instance{ID: id, InstanceType: "m5.large", Zone: "eu-west-1a", ZoneID: "euw1-az1", VPCID: "vpc-1", State: "running"})
+	}
+	ctx := context.Background()
+	byFilter := func(vs []string, extra ...ec2types.Filter) (*ec2.DescribeInstancesOutput, error) {
+		return c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: append(extra, ec2types.Filter{Name: awssdk.String("instance-id"), Values: vs})})
+	}
+	if _, err := byFilter(ids); errorCode(err) != "FilterLimitExceeded" {
+		t.Errorf("201 filter values: %v; want FilterLimitExceeded", err)
+	}
+	if _, err := byFilter(ids[:200], ec2types.Filter{Name: awssdk.String("vpc-id"), Values: []string{"vpc-1"}}); errorCode(err) != "FilterLimitExceeded" {
+		t.Errorf("200 instance IDs and a VPC in filters: %v; want FilterLimitExceeded", err)
+	}
+	out, err := byFilter(append(ids[:199:199], "i-0000000000000ffff"))
+	if err != nil || countInstances(out) != 199 {
+		t.Errorf("199 known IDs and an unknown one by filter: %d instances, %v; want 199", countInstances(out), err)
+	}
+	out, err = c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	if err != nil || countInstances(out) != 201 {
+		t.Errorf("201 instance IDs: %d instances, %v; want all", countInstances(out), err)
+	}
+	if _, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{ids[0], "i-0000000000000ffff"}}); errorCode(err) != "InvalidInstanceID.NotFound" {
+		t.Errorf("an unknown instance ID: %v; want InvalidInstanceID.NotFound", err)
+	}
+}
+
+func countInstances(out *ec2.DescribeInstancesOutput) int {
+	if out == nil {
+		return 0
+	}
+	n := 0
+	for _, r := range out.Reservations {
+		n += len(r.Instances)
+	}
+	return n
 }
