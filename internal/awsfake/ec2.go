@@ -83,6 +83,8 @@ type permission struct {
 	protocol    string
 	from, to    int
 	cidr, group string
+	// description is the rule's; AWS does not tell rules apart by it.
+	description string
 }
 
 var stateCodes = map[string]int{"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
@@ -575,19 +577,24 @@ func (s *Server) describeSubnets(f url.Values) (any, *Error) {
 }
 
 type xmlIPPermission struct {
-	IPProtocol string `xml:"ipProtocol"`
-	FromPort   int    `xml:"fromPort"`
-	ToPort     int    `xml:"toPort"`
-	IPRanges   []struct {
-		CidrIP string `xml:"cidrIp"`
-	} `xml:"ipRanges>item"`
-	Groups []xmlGroupPair `xml:"groups>item"`
+	IPProtocol string         `xml:"ipProtocol"`
+	FromPort   int            `xml:"fromPort"`
+	ToPort     int            `xml:"toPort"`
+	IPRanges   []xmlIPRange   `xml:"ipRanges>item"`
+	Groups     []xmlGroupPair `xml:"groups>item"`
+}
+
+// xmlIPRange is an IpRange: a rule's IPv4 CIDR and its description.
+type xmlIPRange struct {
+	CidrIP      string `xml:"cidrIp"`
+	Description string `xml:"description,omitempty"`
 }
 
 // xmlGroupPair is a UserIdGroupPair: a security group as a rule's source.
 type xmlGroupPair struct {
-	UserID  string `xml:"userId"`
-	GroupID string `xml:"groupId"`
+	UserID      string `xml:"userId"`
+	GroupID     string `xml:"groupId"`
+	Description string `xml:"description,omitempty"`
 }
 
 type xmlSecurityGroup struct {
@@ -636,11 +643,9 @@ func (sg *securityGroup) xml() xmlSecurityGroup {
 	for _, p := range sg.ingress {
 		xp := xmlIPPermission{IPProtocol: p.protocol, FromPort: p.from, ToPort: p.to}
 		if p.group != "" {
-			xp.Groups = append(xp.Groups, xmlGroupPair{UserID: Account, GroupID: p.group})
+			xp.Groups = append(xp.Groups, xmlGroupPair{UserID: Account, GroupID: p.group, Description: p.description})
 		} else {
-			xp.IPRanges = append(xp.IPRanges, struct {
-				CidrIP string `xml:"cidrIp"`
-			}{p.cidr})
+			xp.IPRanges = append(xp.IPRanges, xmlIPRange{CidrIP: p.cidr, Description: p.description})
 		}
 		x.Ingress = append(x.Ingress, xp)
 	}
@@ -773,14 +778,14 @@ func (s *Server) permissions(f url.Values) ([]permission, *Error) {
 			if _, _, err := net.ParseCIDR(cidr); err != nil {
 				return nil, errorf("InvalidParameterValue", "CIDR block %s is malformed", cidr)
 			}
-			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, cidr: cidr})
+			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, cidr: cidr, description: f.Get(r + ".Description")})
 		}
 		for _, g := range items(f, p+".Groups") {
 			id := f.Get(g + ".GroupId")
 			if _, known := s.sgs[id]; !known {
 				return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
 			}
-			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, group: id})
+			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, group: id, description: f.Get(g + ".Description")})
 		}
 	}
 	return out, nil
@@ -818,9 +823,13 @@ func (s *Server) changeIngress(f url.Values, add bool) (any, *Error) {
 	return ok("RevokeSecurityGroupIngress"), nil
 }
 
+// indexOf finds the rule p in ps, whatever the descriptions (AWS refuses a
+// rule differing from one the group has only by its description as a
+// duplicate, and revokes a rule named without one).
 func indexOf(ps []permission, p permission) int {
+	p.description = ""
 	for i, q := range ps {
-		if q == p {
+		if q.description = ""; q == p {
 			return i
 		}
 	}

@@ -372,3 +372,41 @@ func countInstances(out *ec2.DescribeInstancesOutput) int {
 	}
 	return n
 }
+
+// TestRuleDescriptions: a rule's description is kept and answered (upstream
+// finds the rules it added to the nodes' group by them, to revoke them with
+// the NLB); as in AWS, it does not tell rules apart.
+func TestRuleDescriptions(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	sg, err := c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("nodes"), Description: awssdk.String("nodes"), VpcId: awssdk.String("vpc-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := func(desc string) []ec2types.IpPermission {
+		r := ec2types.IpRange{CidrIp: awssdk.String("10.0.0.0/24")}
+		if desc != "" {
+			r.Description = awssdk.String(desc)
+		}
+		return []ec2types.IpPermission{{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(30080), ToPort: awssdk.Int32(30080), IpRanges: []ec2types.IpRange{r}}}
+	}
+	if _, err := c.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: sg.GroupId, IpPermissions: rule("kubernetes.io/rule/nlb/health=a1")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{awssdk.ToString(sg.GroupId)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := out.SecurityGroups[0].IpPermissions; len(ps) != 1 || len(ps[0].IpRanges) != 1 || awssdk.ToString(ps[0].IpRanges[0].Description) != "kubernetes.io/rule/nlb/health=a1" {
+		t.Errorf("rules %+v; want the one with its description", ps)
+	}
+	if _, err := c.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: sg.GroupId, IpPermissions: rule("another")}); errorCode(err) != "InvalidPermission.Duplicate" {
+		t.Errorf("the same rule with another description: %v; want InvalidPermission.Duplicate", err)
+	}
+	if _, err := c.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: sg.GroupId, IpPermissions: rule("")}); err != nil {
+		t.Errorf("revoking the rule without its description: %v", err)
+	}
+	if rules := c.fake.SecurityGroupIngress(awssdk.ToString(sg.GroupId)); len(rules) != 0 {
+		t.Errorf("rules left %v", rules)
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -74,7 +75,9 @@ type Server struct {
 
 	calls map[string]int
 	log   []string
-	keys  map[string]string
+	// params are the parameters each action was sent, list indexes as N.
+	params map[string]map[string]bool
+	keys   map[string]string
 	// validKeys are the access keys accepted (nil: any); rejected counts
 	// the requests refused for theirs.
 	validKeys map[string]bool
@@ -104,6 +107,7 @@ func New(region string) *Server {
 		tgs:       map[string]*targetGroup{},
 		listeners: map[string]*listener{},
 		calls:     map[string]int{},
+		params:    map[string]map[string]bool{},
 		keys:      map[string]string{},
 		failNext:  map[string]string{},
 
@@ -135,6 +139,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.calls[action]++
 	s.log = append(s.log, action)
+	s.recordParams(action, r.PostForm)
 	key := accessKeyID(r.Header.Get("Authorization"))
 	if key == "" && action != "AssumeRoleWithWebIdentity" {
 		// AWS refuses unsigned requests (all but STS's web-identity call).
@@ -316,6 +321,33 @@ func (s *Server) ResetCalls() {
 	defer s.mu.Unlock()
 	s.calls = map[string]int{}
 	s.log = nil
+}
+
+// listIndex is a list member's index in a parameter name.
+var listIndex = regexp.MustCompile(`\.[0-9]+(\.|$)`)
+
+func (s *Server) recordParams(action string, f url.Values) {
+	if s.params[action] == nil {
+		s.params[action] = map[string]bool{}
+	}
+	for k := range f {
+		if k != "Action" && k != "Version" {
+			s.params[action][listIndex.ReplaceAllString(listIndex.ReplaceAllString(k, ".N$1"), ".N$1")] = true
+		}
+	}
+}
+
+// Parameters returns, by action, the parameters clients have sent it since
+// the fake was made (list indexes written N, e.g. Filter.N.Value.N),
+// sorted: what a client relies on the fake to understand.
+func (s *Server) Parameters() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]string{}
+	for action, ps := range s.params {
+		out[action] = sortedKeys(ps)
+	}
+	return out
 }
 
 // IsMutating reports whether an action changes state.

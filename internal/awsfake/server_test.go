@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -364,5 +365,20 @@ func TestSecurityGroupPagesThroughSDK(t *testing.T) {
 	}
 	if _, err := c.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{MaxResults: awssdk.Int32(1001)}); errorCode(err) != "InvalidParameterValue" {
 		t.Errorf("MaxResults 1001: %v, want InvalidParameterValue", err)
+	}
+}
+
+// TestParameters: the fake records the parameters each action is sent,
+// list indexes as N.
+func TestParameters(t *testing.T) {
+	c := newClients(t)
+	_, err := c.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(5),
+		Filters: []ec2types.Filter{{Name: awssdk.String("vpc-id"), Values: []string{"vpc-1", "vpc-2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.fake.Parameters()["DescribeInstances"], " ")
+	if want := "Filter.N.Name Filter.N.Value.N MaxResults"; got != want {
+		t.Errorf("DescribeInstances parameters %q, want %q", got, want)
 	}
 }
