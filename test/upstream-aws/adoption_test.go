@@ -31,12 +31,14 @@ const (
 
 // ourCloud builds this project's AWS backend on the fake at url, as the
 // binary does from a cloud-config section, for the cluster upstream serves.
-func ourCloud(t testing.TB, url, vpc string) cloudprovider.Interface {
+// Extra are more JSON fields of the section.
+func ourCloud(t testing.TB, url, vpc string, extra ...string) cloudprovider.Interface {
 	t.Helper()
 	t.Setenv("OURS_AWS_KEY", "AKIDOURS")
 	t.Setenv("OURS_AWS_SECRET", "secret")
 	raw := fmt.Sprintf(`{"region": %q, "vpc": %q, "endpoints": {"ec2": %q, "elbv2": %q, "sts": %q},
-		"credentials": {"accessKeyID": {"env": "OURS_AWS_KEY"}, "secretAccessKey": {"env": "OURS_AWS_SECRET"}}}`, region, vpc, url, url, url)
+		"credentials": {"accessKeyID": {"env": "OURS_AWS_KEY"}, "secretAccessKey": {"env": "OURS_AWS_SECRET"}}%s}`,
+		region, vpc, url, url, url, strings.Join(append([]string{""}, extra...), ", "))
 	settings, errs := ours.ParseSection([]byte(raw), field.NewPath("aws"), t.TempDir())
 	if len(errs) > 0 {
 		t.Fatalf("settings: %v", errs.ToAggregate())
