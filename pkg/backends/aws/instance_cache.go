@@ -161,6 +161,11 @@ func (c *instanceCache) wanted() []string {
 			ids[id] = true
 		}
 	}
+	for id := range c.absent {
+		if !ids[id] {
+			delete(c.absent, id)
+		}
+	}
 	out := make([]string, 0, len(ids))
 	for id := range ids {
 		if !c.absent[id] {
@@ -173,13 +178,14 @@ func (c *instanceCache) wanted() []string {
 
 // list describes the wanted instances, idBatch at a time, and indexes
 // them. A batch AWS refuses because one of its instances does not exist
-// is described again through the instance-id filter, which skips unknown
-// IDs; those are then left out of the batches.
+// (or has an ID AWS calls malformed) is described again through the
+// instance-id filter, which skips unknown IDs; those are then left out of
+// the batches.
 func (c *instanceCache) list(ctx context.Context) (*instanceIndex, error) {
 	x := newIndex()
 	for ids := range slices.Chunk(c.wanted(), idBatch) {
 		out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
-		if isNotFound(err) {
+		if isNotFound(err) || errorCode(err) == "InvalidInstanceID.Malformed" {
 			err = c.listFiltered(ctx, ids, x)
 		} else if err == nil {
 			x.add(out.Reservations)

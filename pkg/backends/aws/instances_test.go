@@ -255,6 +255,27 @@ func TestGoneInstanceLeavesTheBatches(t *testing.T) {
 	}
 }
 
+// TestMalformedInstanceLeavesTheBatches: a batch AWS refuses for an ID it
+// calls malformed is listed again by filter, the other instances found.
+func TestMalformedInstanceLeavesTheBatches(t *testing.T) {
+	e := newEnv(t)
+	var ns []*corev1.Node
+	for i := range 3 {
+		in := e.addInstance(i)
+		ns = append(ns, newNode(fmt.Sprint("n", i), testutil.WithProviderID(providerID(in.Zone, in.ID))))
+	}
+	e.cloud.instances.setNodeLister(nodeLister(t, ns...))
+	e.fake.FailNext("DescribeInstances", "InvalidInstanceID.Malformed")
+	for _, n := range ns {
+		if exists, err := e.cloud.instances.InstanceExists(context.Background(), n); err != nil || !exists {
+			t.Fatalf("InstanceExists(%s) = %v, %v; want true", n.Name, exists, err)
+		}
+	}
+	if got := e.fake.Calls("DescribeInstances"); got != 2 {
+		t.Errorf("DescribeInstances calls = %d, want 2 (the refused batch, the filter)", got)
+	}
+}
+
 // nodeLister lists the nodes.
 func nodeLister(t testing.TB, nodes ...*corev1.Node) corelisters.NodeLister {
 	t.Helper()
