@@ -57,7 +57,8 @@ kubelet: control-plane image
 ## test: every test, end-to-end included. The real Keystone + Octavia is
 ## started first: the OpenStack backend's tests and e2e scenarios use it.
 ## upstream-aws last: its cold build (upstream's dependency tree) measured
-## 6 min CPU, 10 min wall on a loaded 2-core machine, modules downloaded.
+## 7 min wall (8 min CPU) on a loaded 2-core machine with the module cache
+## warm, 10 min with the modules downloaded.
 test: vet openstack-up unit fuzz e2e upstream-aws
 
 vet:
