@@ -2,6 +2,8 @@ package openstack
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,6 +32,32 @@ const (
 	// subnet of the floating network the floating IP is allocated from.
 	// Read when the floating IP is allocated.
 	AnnotationFloatingSubnetID annotation.Name = "loadbalancer.openstack.org/floating-subnet-id"
+
+	// AnnotationFloatingSubnet (pattern, default:
+	// loadBalancer.floatingSubnet): picks the floating network's subnet by
+	// name when no floating-subnet-id is set: a name or glob (`*`, `?`), or
+	// "~" and a regular expression, matching the whole name; "!" first
+	// negates it. Every matching subnet is tried until one has a free
+	// address. Read when the floating IP is allocated.
+	AnnotationFloatingSubnet annotation.Name = "loadbalancer.openstack.org/floating-subnet"
+
+	// AnnotationFloatingSubnetTags (tag list, default:
+	// loadBalancer.floatingSubnetTags): picks the floating network's subnet
+	// by tags when no floating-subnet-id is set: comma-separated, any of
+	// them present; "&" first: all of them; "!" first: the condition
+	// negated. With floating-subnet, a subnet must match both. Read when the
+	// floating IP is allocated.
+	AnnotationFloatingSubnetTags annotation.Name = "loadbalancer.openstack.org/floating-subnet-tags"
+
+	// AnnotationClass (name, default: none): a class of the backend's
+	// loadBalancer.classes (OCCM's [LoadBalancerClass "name"]), a named set
+	// of floating network and subnet, VIP network and subnet and member
+	// subnet. The class's settings take precedence over the
+	// floating-network-id, floating-subnet*, subnet-id and network-id
+	// annotations; member-subnet-id wins over the class's. The VIP settings
+	// are read at creation, the floating ones when the floating IP is
+	// allocated, the member subnet always.
+	AnnotationClass annotation.Name = "loadbalancer.openstack.org/class"
 
 	// AnnotationKeepFloatingIP (bool, default false): on delete, the floating
 	// IP is only disassociated and stays in the project, instead of being
@@ -152,7 +180,7 @@ const maxTimeoutMillis = 24 * 60 * 60 * 1000
 type lbOptions struct {
 	internal          bool
 	floatingNetworkID string
-	floatingSubnetID  string
+	floatingSubnet    floatingSubnetSpec
 	keepFloatingIP    bool
 	vipSubnetID       string
 	vipNetworkID      string
@@ -182,7 +210,9 @@ type listenerTimeouts struct {
 // defaultOptions are the options of a Service without annotations.
 func defaultOptions(d *LoadBalancerSettings) *lbOptions {
 	return &lbOptions{
-		floatingNetworkID: d.FloatingNetworkID, vipSubnetID: d.VIPSubnetID, vipNetworkID: d.VIPNetworkID,
+		floatingNetworkID: d.FloatingNetworkID,
+		floatingSubnet:    floatingSubnetSpec{id: d.FloatingSubnetID, name: d.FloatingSubnet, tags: d.FloatingSubnetTags, source: "loadBalancer.floatingSubnet* in the backend's config"},
+		vipSubnetID:       d.VIPSubnetID, vipNetworkID: d.VIPNetworkID,
 		memberSubnetID: d.MemberSubnetID, flavorID: d.FlavorID, availabilityZone: d.AvailabilityZone,
 		method: "ROUND_ROBIN", monitor: *d.CreateMonitor, delay: d.MonitorDelaySeconds, timeout: d.MonitorTimeoutSeconds,
 		retries: d.MonitorMaxRetries, retriesDown: d.MonitorMaxRetriesDown, connLimit: -1,
@@ -214,10 +244,12 @@ func parseOptions(svc *corev1.Service, d *LoadBalancerSettings) (*lbOptions, err
 	readZone(r, &o.availabilityZone)
 	readNodeSelector(r, svc.Annotations, &o.nodeSelector)
 	readHostname(r, &o.hostname)
-	crossChecks(r, svc, o)
 	if r.Has(AnnotationVIPSubnetID) && !r.Has(AnnotationVIPNetworkID) {
 		o.vipNetworkID = ""
 	}
+	readFloatingSubnet(r, o)
+	readClass(r, d, o)
+	crossChecks(r, svc, o)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
@@ -233,7 +265,6 @@ func readIDs(r *annotation.Reader, o *lbOptions) {
 		out  *string
 	}{
 		{AnnotationFloatingNetworkID, network, &o.floatingNetworkID},
-		{AnnotationFloatingSubnetID, subnet, &o.floatingSubnetID},
 		{AnnotationVIPSubnetID, subnet, &o.vipSubnetID},
 		{AnnotationVIPNetworkID, network, &o.vipNetworkID},
 		{AnnotationPortID, openstackID("`openstack port list`"), &o.portID},
@@ -242,6 +273,61 @@ func readIDs(r *annotation.Reader, o *lbOptions) {
 		{AnnotationLoadBalancerID, openstackID("`openstack loadbalancer list`"), new(string)},
 	} {
 		r.ID(a.name, a.f, a.out)
+	}
+}
+
+// readFloatingSubnet reads the floating subnet annotations: the ID takes
+// precedence over a name pattern and tags; any of them replaces the
+// config's choice.
+func readFloatingSubnet(r *annotation.Reader, o *lbOptions) {
+	a := floatingSubnetSpec{source: "annotation " + string(AnnotationFloatingSubnetID)}
+	if r.ID(AnnotationFloatingSubnetID, openstackID("`openstack subnet list --network <floating network>`"), &a.id) {
+		o.floatingSubnet = a
+		return
+	}
+	if r.String(AnnotationFloatingSubnet, &a.name) {
+		if err := validateSubnetSpec(a.name, ""); err != nil {
+			r.Invalid(AnnotationFloatingSubnet, a.name, err.Error())
+		}
+	}
+	if r.String(AnnotationFloatingSubnetTags, &a.tags) {
+		if err := validateSubnetSpec("", a.tags); err != nil {
+			r.Invalid(AnnotationFloatingSubnetTags, a.tags, err.Error())
+		}
+	}
+	if a.isSet() {
+		a.source = "annotations " + string(AnnotationFloatingSubnet) + ", " + string(AnnotationFloatingSubnetTags)
+		o.floatingSubnet = a
+	}
+}
+
+// readClass applies the class the Service names: its settings take
+// precedence over the annotations, except the member subnet annotation.
+func readClass(r *annotation.Reader, d *LoadBalancerSettings, o *lbOptions) {
+	var name string
+	if !r.String(AnnotationClass, &name) {
+		return
+	}
+	c, ok := d.Classes[name]
+	if !ok {
+		known := "the backend's config defines no classes (loadBalancer.classes)"
+		if len(d.Classes) > 0 {
+			known = "known classes: " + strings.Join(slices.Sorted(maps.Keys(d.Classes)), ", ")
+		}
+		r.Invalid(AnnotationClass, name, "no such class; "+known)
+		return
+	}
+	if c.FloatingNetworkID != "" {
+		o.floatingNetworkID = c.FloatingNetworkID
+	}
+	if s := c.floatingSubnet(name); s.isSet() {
+		o.floatingSubnet = s
+	}
+	if c.VIPSubnetID != "" || c.VIPNetworkID != "" {
+		o.vipSubnetID, o.vipNetworkID = c.VIPSubnetID, c.VIPNetworkID
+	}
+	if c.MemberSubnetID != "" && !r.Has(AnnotationMemberSubnetID) {
+		o.memberSubnetID = c.MemberSubnetID
 	}
 }
 

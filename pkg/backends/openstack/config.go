@@ -2,9 +2,11 @@ package openstack
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -115,6 +117,22 @@ type LoadBalancerSettings struct {
 	// FloatingNetworkID is the external network floating IPs come from.
 	// Empty: no floating IP unless a Service asks for one by annotation.
 	FloatingNetworkID string `json:"floatingNetworkID,omitempty"`
+	// FloatingSubnetID is the floating network's subnet floating IPs come
+	// from (cloud-provider-openstack's floating-subnet-id). Default:
+	// Neutron's choice.
+	FloatingSubnetID string `json:"floatingSubnetID,omitempty"`
+	// FloatingSubnet picks the floating subnet by name when no
+	// FloatingSubnetID is set: a name or glob (`*`, `?`), or "~" and a
+	// regular expression; "!" first negates it (OCCM's floating-subnet).
+	FloatingSubnet string `json:"floatingSubnet,omitempty"`
+	// FloatingSubnetTags picks the floating subnet by tags when no
+	// FloatingSubnetID is set: comma-separated, any of them present; "&"
+	// first: all of them; "!" first: negated (OCCM's floating-subnet-tags).
+	FloatingSubnetTags string `json:"floatingSubnetTags,omitempty"`
+	// Classes are named sets of network settings a Service picks with the
+	// loadbalancer.openstack.org/class annotation (OCCM's
+	// [LoadBalancerClass "name"] sections).
+	Classes map[string]LoadBalancerClass `json:"classes,omitempty"`
 	// Provider is the Octavia provider (default: Octavia's default).
 	Provider string `json:"provider,omitempty"`
 	// FlavorID is the Octavia flavor (default: none).
@@ -132,6 +150,34 @@ type LoadBalancerSettings struct {
 	// MonitorMaxRetriesDown is how many failures mark a member down
 	// (default 3).
 	MonitorMaxRetriesDown int `json:"monitorMaxRetriesDown,omitempty"`
+}
+
+// LoadBalancerClass is a named set of network settings. A Service's class
+// takes precedence over its floating-network-id, floating-subnet*,
+// subnet-id and network-id annotations (member-subnet-id annotation wins
+// over the class's), as with cloud-provider-openstack.
+type LoadBalancerClass struct {
+	// FloatingNetworkID is the external network of the floating IP.
+	FloatingNetworkID string `json:"floatingNetworkID,omitempty"`
+	// FloatingSubnetID is the floating network's subnet of the floating IP.
+	FloatingSubnetID string `json:"floatingSubnetID,omitempty"`
+	// FloatingSubnet picks the floating subnet by name pattern (as
+	// loadBalancer.floatingSubnet).
+	FloatingSubnet string `json:"floatingSubnet,omitempty"`
+	// FloatingSubnetTags picks the floating subnet by tags (as
+	// loadBalancer.floatingSubnetTags).
+	FloatingSubnetTags string `json:"floatingSubnetTags,omitempty"`
+	// VIPNetworkID is the network of the VIP.
+	VIPNetworkID string `json:"vipNetworkID,omitempty"`
+	// VIPSubnetID is the subnet of the VIP.
+	VIPSubnetID string `json:"vipSubnetID,omitempty"`
+	// MemberSubnetID is the subnet members are reached through.
+	MemberSubnetID string `json:"memberSubnetID,omitempty"`
+}
+
+// floatingSubnet is the class's floating subnet choice.
+func (c *LoadBalancerClass) floatingSubnet(name string) floatingSubnetSpec {
+	return floatingSubnetSpec{id: c.FloatingSubnetID, name: c.FloatingSubnet, tags: c.FloatingSubnetTags, source: "class " + name}
 }
 
 // RouteSettings turns on routes through a Neutron router.
@@ -298,6 +344,11 @@ func (l *LoadBalancerSettings) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, validateUUID(p.Child("memberSubnetID"), l.MemberSubnetID)...)
 	errs = append(errs, validateUUID(p.Child("floatingNetworkID"), l.FloatingNetworkID)...)
 	errs = append(errs, validateUUID(p.Child("flavorID"), l.FlavorID)...)
+	errs = append(errs, validateFloatingSubnet(p, l.FloatingSubnetID, l.FloatingSubnet, l.FloatingSubnetTags)...)
+	for _, name := range slices.Sorted(maps.Keys(l.Classes)) {
+		c := l.Classes[name]
+		errs = append(errs, c.validate(p.Child("classes").Key(name))...)
+	}
 	if *l.Enabled && l.VIPSubnetID == "" && l.VIPNetworkID == "" {
 		errs = append(errs, field.Required(p.Child("vipSubnetID"), "set vipSubnetID or vipNetworkID (where load balancer addresses come from), or set enabled: false"))
 	}
@@ -308,6 +359,29 @@ func (l *LoadBalancerSettings) validate(p *field.Path) field.ErrorList {
 	}
 	if l.MonitorTimeoutSeconds > l.MonitorDelaySeconds {
 		errs = append(errs, field.Invalid(p.Child("monitorTimeoutSeconds"), l.MonitorTimeoutSeconds, "must not exceed monitorDelaySeconds"))
+	}
+	return errs
+}
+
+func (c *LoadBalancerClass) validate(p *field.Path) field.ErrorList {
+	if *c == (LoadBalancerClass{}) {
+		return field.ErrorList{field.Required(p, "a class sets at least one of floatingNetworkID, floatingSubnetID, floatingSubnet, floatingSubnetTags, vipNetworkID, vipSubnetID, memberSubnetID")}
+	}
+	var errs field.ErrorList
+	for _, f := range [][2]string{{"floatingNetworkID", c.FloatingNetworkID}, {"vipNetworkID", c.VIPNetworkID}, {"vipSubnetID", c.VIPSubnetID}, {"memberSubnetID", c.MemberSubnetID}} {
+		errs = append(errs, validateUUID(p.Child(f[0]), f[1])...)
+	}
+	return append(errs, validateFloatingSubnet(p, c.FloatingSubnetID, c.FloatingSubnet, c.FloatingSubnetTags)...)
+}
+
+// validateFloatingSubnet checks a floating subnet ID, name pattern and tags.
+func validateFloatingSubnet(p *field.Path, id, name, tags string) field.ErrorList {
+	errs := validateUUID(p.Child("floatingSubnetID"), id)
+	if err := validateSubnetSpec(name, ""); err != nil {
+		errs = append(errs, field.Invalid(p.Child("floatingSubnet"), name, err.Error()))
+	}
+	if err := validateSubnetSpec("", tags); err != nil {
+		errs = append(errs, field.Invalid(p.Child("floatingSubnetTags"), tags, err.Error()))
 	}
 	return errs
 }

@@ -35,6 +35,7 @@ type FakeOpenStack struct {
 	mu      sync.Mutex
 	servers []FakeNovaServer // in Nova's listing order
 	fips    map[string]*FakeFloatingIP
+	subnets []*FakeSubnet // in Neutron's listing order
 	router  fakeRouter
 	nextID  int
 	// fail makes every Keystone, Nova and Neutron call answer this status.
@@ -58,7 +59,7 @@ type FakeNovaServer struct {
 }
 
 type FakeFloatingIP struct {
-	ID, FloatingIP, NetworkID, PortID, Description string
+	ID, FloatingIP, NetworkID, PortID, Description, SubnetID string
 }
 
 type fakeRouter struct {
@@ -79,6 +80,7 @@ func NewFakeOpenStack(t testing.TB) *FakeOpenStack {
 	m.HandleFunc("/network/v2.0/floatingips", f.neutron(f.floatingIPs))
 	m.HandleFunc("/network/v2.0/floatingips/{id}", f.neutron(f.floatingIP))
 	m.HandleFunc("/network/v2.0/routers/{id}", f.neutron(f.getRouter))
+	m.HandleFunc("GET /network/v2.0/subnets", f.neutron(f.listSubnets))
 	m.HandleFunc("/network/v2.0/routers/{id}/{action}", f.neutron(f.extraRoutes))
 	return f
 }
@@ -458,6 +460,7 @@ func (f *FakeOpenStack) floatingIPs(w http.ResponseWriter, r *http.Request) {
 				PortID      string `json:"port_id"`
 				FloatingIP  string `json:"floating_ip_address"`
 				Description string `json:"description"`
+				SubnetID    string `json:"subnet_id"`
 			} `json:"floatingip"`
 		}
 		f.decode(r, &req)
@@ -465,11 +468,17 @@ func (f *FakeOpenStack) floatingIPs(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"NeutronError": map[string]any{"type": "HTTPBadRequest", "message": "floating_network_id is required"}})
 			return
 		}
+		prefix := "172.24.4."
+		if req.FIP.SubnetID != "" {
+			if prefix = f.subnetPrefix(w, req.FIP.NetworkID, req.FIP.SubnetID); prefix == "" {
+				return
+			}
+		}
 		f.nextID++
 		p := &FakeFloatingIP{ID: fmt.Sprintf("f1000000-0000-4000-8000-%012d", f.nextID), FloatingIP: req.FIP.FloatingIP,
-			NetworkID: req.FIP.NetworkID, PortID: req.FIP.PortID, Description: req.FIP.Description}
+			NetworkID: req.FIP.NetworkID, PortID: req.FIP.PortID, Description: req.FIP.Description, SubnetID: req.FIP.SubnetID}
 		if p.FloatingIP == "" {
-			p.FloatingIP = fmt.Sprintf("172.24.4.%d", 100+f.nextID)
+			p.FloatingIP = fmt.Sprintf("%s%d", prefix, 100+f.nextID)
 		}
 		f.fips[p.ID] = p
 		writeJSON(w, http.StatusCreated, map[string]any{"floatingip": fipJSON(p)})

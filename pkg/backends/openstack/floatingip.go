@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	corev1 "k8s.io/api/core/v1"
@@ -103,16 +105,73 @@ func (l *LoadBalancer) attachFloatingIP(ctx context.Context, sc *serviceClients,
 	if existing != nil {
 		return l.associate(ctx, sc, svc, existing, lb)
 	}
-	l.mutating(lb.ID)
-	fip, err := floatingips.Create(ctx, sc.network, floatingips.CreateOpts{
-		FloatingNetworkID: o.floatingNetworkID, SubnetID: o.floatingSubnetID, FloatingIP: want, PortID: lb.VipPortID, Description: l.lbName(svc),
-	}).Extract()
+	opts := floatingips.CreateOpts{
+		FloatingNetworkID: o.floatingNetworkID, SubnetID: o.floatingSubnet.id, FloatingIP: want, PortID: lb.VipPortID, Description: l.lbName(svc),
+	}
+	var fip *floatingips.FloatingIP
+	if want == "" && o.floatingSubnet.matches() {
+		fip, err = l.allocateFromMatching(ctx, sc, lb.ID, opts, o.floatingSubnet)
+	} else {
+		l.mutating(lb.ID)
+		fip, err = floatingips.Create(ctx, sc.network, opts).Extract()
+		err = floatingCreateError(err, o, opts.SubnetID)
+	}
 	if err != nil {
-		return "", fmt.Errorf("allocating a floating IP on network %s: %w", o.floatingNetworkID, err)
+		return "", err
 	}
 	l.logger(ctx, svc).V(2).Info("Allocated floating IP", "loadBalancerID", lb.ID, "floatingIP", fip.FloatingIP)
 	l.reportChange(ctx, lb.ID, "floating IP "+fip.FloatingIP+" allocated")
 	return fip.FloatingIP, nil
+}
+
+// allocateFromMatching allocates the floating IP from the first subnet
+// the spec matches that has a free address, trying them in Neutron's
+// order as cloud-provider-openstack does.
+func (l *LoadBalancer) allocateFromMatching(ctx context.Context, sc *serviceClients, lbID string, opts floatingips.CreateOpts, spec floatingSubnetSpec) (*floatingips.FloatingIP, error) {
+	found, err := matchingSubnets(ctx, sc.network, opts.FloatingNetworkID, spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) == 0 {
+		return nil, backends.NewUserError(reasonFloatingSubnet, fmt.Errorf("no subnet of floating network %s matches %s: fix the pattern or tags (`openstack subnet list --network %s --long`)", opts.FloatingNetworkID, spec, opts.FloatingNetworkID))
+	}
+	var errs []error
+	for _, sn := range found {
+		opts.SubnetID = sn.ID
+		l.mutating(lbID)
+		fip, err := floatingips.Create(ctx, sc.network, opts).Extract()
+		if err == nil {
+			return fip, nil
+		}
+		if !isClientError(err) {
+			return nil, fmt.Errorf("allocating a floating IP on subnet %s (%s): %w", sn.Name, sn.ID, err)
+		}
+		errs = append(errs, fmt.Errorf("subnet %s (%s): %w", sn.Name, sn.ID, err))
+	}
+	return nil, fmt.Errorf("no subnet matching %s on floating network %s could allocate a floating IP: %w", spec, opts.FloatingNetworkID, errors.Join(errs...))
+}
+
+// reasonFloatingSubnet is the event reason when no floating subnet matches.
+const reasonFloatingSubnet = "FloatingSubnetNotFound"
+
+// isClientError reports an OpenStack 4xx answer: this subnet cannot serve,
+// another may.
+func isClientError(err error) bool {
+	var e gophercloud.ErrUnexpectedResponseCode
+	return errors.As(err, &e) && e.Actual >= 400 && e.Actual < 500
+}
+
+// floatingCreateError wraps a failed floating IP allocation; Neutron
+// refusing the network or subnet the Service's settings give (400, 404) is
+// a user error naming them.
+func floatingCreateError(err error, o *lbOptions, subnetID string) error {
+	if err == nil {
+		return nil
+	}
+	if subnetID != "" && (gophercloud.ResponseCodeIs(err, http.StatusBadRequest) || gophercloud.ResponseCodeIs(err, http.StatusNotFound)) {
+		return backends.NewUserError(reasonFloatingSubnet, fmt.Errorf("neutron refused to allocate a floating IP on network %s from subnet %s, set by %s: %w; give a subnet of that network", o.floatingNetworkID, subnetID, o.floatingSubnet.source, err))
+	}
+	return fmt.Errorf("allocating a floating IP on network %s: %w", o.floatingNetworkID, err)
 }
 
 // existingFloatingIP returns the floating IP to associate instead of

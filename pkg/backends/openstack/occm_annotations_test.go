@@ -212,7 +212,7 @@ func TestParseOCCMAnnotations(t *testing.T) {
 		{AnnotationFlavorID, "4ef2a1d3-8a4c-4a8b-9a0f-1b2c3d4e5f60", func(o *lbOptions) bool { return o.flavorID == "4ef2a1d3-8a4c-4a8b-9a0f-1b2c3d4e5f60" }},
 		{AnnotationAvailabilityZone, "az-1", func(o *lbOptions) bool { return o.availabilityZone == "az-1" }},
 		{AnnotationPortID, "4ef2a1d3-8a4c-4a8b-9a0f-1b2c3d4e5f60", func(o *lbOptions) bool { return o.portID != "" }},
-		{AnnotationFloatingSubnetID, "4ef2a1d3-8a4c-4a8b-9a0f-1b2c3d4e5f60", func(o *lbOptions) bool { return o.floatingSubnetID != "" }},
+		{AnnotationFloatingSubnetID, "4ef2a1d3-8a4c-4a8b-9a0f-1b2c3d4e5f60", func(o *lbOptions) bool { return o.floatingSubnet.id != "" }},
 		{AnnotationXForwardedFor, "true", func(o *lbOptions) bool { return o.xForwardedFor }},
 		{AnnotationHostname, "a.example.com", func(o *lbOptions) bool { return o.hostname == "a.example.com" }},
 	} {
