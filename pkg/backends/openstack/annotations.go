@@ -129,6 +129,15 @@ const (
 	// only; not with proxy-protocol.
 	AnnotationXForwardedFor annotation.Name = "loadbalancer.openstack.org/x-forwarded-for"
 
+	// AnnotationDefaultTLSContainerRef (reference, default: none): listeners
+	// terminate TLS (TERMINATED_HTTPS, HTTP pools) with this certificate:
+	// a Barbican container or secret URL
+	// (https://<barbican>/v1/containers/<uuid>), checked in Barbican before
+	// a listener uses it; with loadBalancer.tlsContainerStore: external any
+	// reference Octavia reads. TCP ports only. With x-forwarded-for the
+	// listeners also insert the header.
+	AnnotationDefaultTLSContainerRef annotation.Name = "loadbalancer.openstack.org/default-tls-container-ref"
+
 	// AnnotationHealthMonitor (bool, default: loadBalancer.createMonitor):
 	// whether pools get a health monitor. With externalTrafficPolicy: Local
 	// it is an HTTP check of /healthz on the Service's healthCheckNodePort;
@@ -198,6 +207,7 @@ type lbOptions struct {
 	timeouts          listenerTimeouts
 	proxy             string // "", PROXY or PROXYV2: the pools' protocol
 	xForwardedFor     bool
+	tlsRef            string
 	nodeSelector      map[string]string
 	hostname          string
 }
@@ -244,6 +254,7 @@ func parseOptions(svc *corev1.Service, d *LoadBalancerSettings) (*lbOptions, err
 	readZone(r, &o.availabilityZone)
 	readNodeSelector(r, svc.Annotations, &o.nodeSelector)
 	readHostname(r, &o.hostname)
+	readTLSRef(r, d.TLSContainerStore, &o.tlsRef)
 	if r.Has(AnnotationVIPSubnetID) && !r.Has(AnnotationVIPNetworkID) {
 		o.vipNetworkID = ""
 	}
@@ -361,11 +372,14 @@ func crossChecks(r *annotation.Reader, svc *corev1.Service, o *lbOptions) {
 	if o.proxy != "" && o.xForwardedFor {
 		r.Invalid(AnnotationXForwardedFor, a[string(AnnotationXForwardedFor)], "cannot be used together with "+string(AnnotationProxyProtocol)+": remove one of them")
 	}
-	if o.proxy == "" && !o.xForwardedFor {
+	if o.proxy == "" && !o.xForwardedFor && o.tlsRef == "" {
 		return
 	}
 	key := AnnotationProxyProtocol
-	if o.xForwardedFor {
+	switch {
+	case o.tlsRef != "":
+		key = AnnotationDefaultTLSContainerRef
+	case o.xForwardedFor:
 		key = AnnotationXForwardedFor
 	}
 	for _, p := range svc.Spec.Ports {

@@ -35,6 +35,9 @@ type serviceClients struct {
 	computeErr   error
 	loadBalancer *gophercloud.ServiceClient
 	network      *gophercloud.ServiceClient
+	// keyManager is Barbican, when the catalog or endpoints.keyManager has
+	// it: TLS container references are checked there.
+	keyManager *gophercloud.ServiceClient
 }
 
 // countingTransport counts each request to an OpenStack service (Keystone
@@ -77,7 +80,7 @@ func (t *countingTransport) count(sc *serviceClients) {
 	for _, c := range []struct {
 		service string
 		client  *gophercloud.ServiceClient
-	}{{"compute", sc.compute}, {"load-balancer", sc.loadBalancer}, {"network", sc.network}} {
+	}{{"compute", sc.compute}, {"load-balancer", sc.loadBalancer}, {"network", sc.network}, {"key-manager", sc.keyManager}} {
 		if c.client != nil {
 			services = append(services, serviceCounters{
 				endpoint: c.client.Endpoint,
@@ -186,6 +189,9 @@ func (c *connector) serviceClients(p *gophercloud.ProviderClient, eo gophercloud
 			return nil, fmt.Errorf("network endpoint: %w (set endpoints.network or add Neutron to the catalog)", err)
 		}
 		sc.network = nil
+	}
+	if sc.keyManager, err = serviceClient(p, e.KeyManager, "key-manager", "v1/", func() (*gophercloud.ServiceClient, error) { return gcopenstack.NewKeyManagerV1(p, eo) }); err != nil {
+		sc.keyManager = nil
 	}
 	return sc, nil
 }

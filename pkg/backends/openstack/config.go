@@ -84,6 +84,9 @@ type Endpoints struct {
 	LoadBalancer string `json:"loadBalancer,omitempty"`
 	// Network is Neutron's URL without version, e.g. https://neutron:9696/.
 	Network string `json:"network,omitempty"`
+	// KeyManager is Barbican's URL without version, e.g.
+	// https://barbican:9311/, where TLS container references are checked.
+	KeyManager string `json:"keyManager,omitempty"`
 }
 
 // InstanceSettings says how servers map to nodes.
@@ -129,6 +132,12 @@ type LoadBalancerSettings struct {
 	// FloatingSubnetID is set: comma-separated, any of them present; "&"
 	// first: all of them; "!" first: negated (OCCM's floating-subnet-tags).
 	FloatingSubnetTags string `json:"floatingSubnetTags,omitempty"`
+	// TLSContainerStore is where default-tls-container-ref points:
+	// "barbican" (default: the reference is a Barbican container or secret
+	// URL, checked there before a listener uses it) or "external" (any
+	// string Octavia's certificate manager understands, not checked), as
+	// cloud-provider-openstack's container-store.
+	TLSContainerStore string `json:"tlsContainerStore,omitempty"`
 	// Classes are named sets of network settings a Service picks with the
 	// loadbalancer.openstack.org/class annotation (OCCM's
 	// [LoadBalancerClass "name"] sections).
@@ -241,6 +250,9 @@ func (l *LoadBalancerSettings) setDefaults() {
 	if l.MonitorMaxRetriesDown == 0 {
 		l.MonitorMaxRetriesDown = 3
 	}
+	if l.TLSContainerStore == "" {
+		l.TLSContainerStore = tlsStoreBarbican
+	}
 }
 
 func (s *Settings) validate(p *field.Path, dir string) field.ErrorList {
@@ -256,6 +268,7 @@ func (s *Settings) validate(p *field.Path, dir string) field.ErrorList {
 	errs = append(errs, validateURL(p.Child("endpoints", "compute"), s.Endpoints.Compute)...)
 	errs = append(errs, validateURL(p.Child("endpoints", "loadBalancer"), s.Endpoints.LoadBalancer)...)
 	errs = append(errs, validateURL(p.Child("endpoints", "network"), s.Endpoints.Network)...)
+	errs = append(errs, validateURL(p.Child("endpoints", "keyManager"), s.Endpoints.KeyManager)...)
 	errs = append(errs, s.Instances.validate(p.Child("instances"))...)
 	errs = append(errs, s.LoadBalancer.validate(p.Child("loadBalancer"))...)
 	errs = append(errs, validateUUID(p.Child("routes", "routerID"), s.Routes.RouterID)...)
@@ -345,6 +358,9 @@ func (l *LoadBalancerSettings) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, validateUUID(p.Child("floatingNetworkID"), l.FloatingNetworkID)...)
 	errs = append(errs, validateUUID(p.Child("flavorID"), l.FlavorID)...)
 	errs = append(errs, validateFloatingSubnet(p, l.FloatingSubnetID, l.FloatingSubnet, l.FloatingSubnetTags)...)
+	if l.TLSContainerStore != tlsStoreBarbican && l.TLSContainerStore != tlsStoreExternal {
+		errs = append(errs, field.NotSupported(p.Child("tlsContainerStore"), l.TLSContainerStore, []string{tlsStoreBarbican, tlsStoreExternal}))
+	}
 	for _, name := range slices.Sorted(maps.Keys(l.Classes)) {
 		c := l.Classes[name]
 		errs = append(errs, c.validate(p.Child("classes").Key(name))...)

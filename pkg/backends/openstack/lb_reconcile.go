@@ -41,6 +41,8 @@ type step struct {
 	// cause names the annotations that shape the change: Octavia refusing
 	// it (400) is then a user error naming them.
 	cause string
+	// tlsRef is the TLS container the change puts in use, checked first.
+	tlsRef string
 }
 
 // changeCreated is the change of a step creating a missing object.
@@ -114,6 +116,11 @@ func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *co
 		return nil
 	}
 	what := s.what(l.passFrom(ctx) != nil)
+	if s.tlsRef != "" {
+		if err := l.checkTLSRef(ctx, sc, s.tlsRef); err != nil {
+			return err
+		}
+	}
 	l.logger(ctx, svc).V(2).Info("Changing load balancer", "loadBalancerID", lb.ID, "change", what)
 	l.dropFromPasses(lb.ID)
 	if err := s.do(ctx); err != nil {
@@ -137,12 +144,14 @@ func nextStep(c *gophercloud.ServiceClient, lbID string, st *lbState, want []lis
 		w := &want[i]
 		ls := findListener(st, w)
 		if ls == nil {
+			s := createListenerStep(c, lbID, w)
 			if old := portTaken(st, w); old != nil {
 				// Octavia keeps one TCP-family listener per port: a
-				// protocol change (X-Forwarded-For) replaces it.
-				return removeListenerStep(c, old)
+				// protocol change (X-Forwarded-For, TLS) replaces it.
+				s = removeListenerStep(c, old)
 			}
-			return createListenerStep(c, lbID, w)
+			s.tlsRef = w.tlsRef
+			return s
 		}
 		used[ls.ID] = true
 		if s := listenerStep(c, ls, st, w); s != nil {
@@ -201,6 +210,9 @@ func listenerUpdate(ls *listeners.Listener, w *listenerSpec) (*listeners.UpdateO
 	if w.xForwardedFor && ls.InsertHeaders[headerXForwardedFor] != "true" {
 		u.InsertHeaders, fields = &map[string]string{headerXForwardedFor: "true"}, append(fields, headerXForwardedFor)
 	}
+	if w.tlsRef != "" && ls.DefaultTlsContainerRef != w.tlsRef {
+		u.DefaultTlsContainerRef, fields = ptr(w.tlsRef), append(fields, "TLS container")
+	}
 	if len(fields) == 0 {
 		return nil, nil
 	}
@@ -218,9 +230,13 @@ const reasonOctaviaRefused = "OctaviaRefusedAnnotation"
 func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbState, w *listenerSpec) *step {
 	name := listenerName(ls.Protocol, ls.ProtocolPort)
 	if u, fields := listenerUpdate(ls, w); u != nil {
-		return &step{name, "updated (" + strings.Join(fields, ", ") + ")", func(ctx context.Context) error {
+		s := &step{object: name, change: "updated (" + strings.Join(fields, ", ") + ")", do: func(ctx context.Context) error {
 			return listeners.Update(ctx, c, ls.ID, *u).Err
-		}, listenerCause}
+		}, cause: listenerCause}
+		if u.DefaultTlsContainerRef != nil {
+			s.tlsRef = w.tlsRef
+		}
+		return s
 	}
 	p := st.pools[ls.DefaultPoolID]
 	if p == nil {
@@ -231,17 +247,17 @@ func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbSt
 		// protocol (PROXY protocol) cannot change: replace it.
 		return &step{"pool " + p.pool.ID + " of " + name, "deleted to be replaced (" + p.pool.ProvisioningStatus + ", " + p.pool.Protocol + ")", func(ctx context.Context) error {
 			return ignoreNotFound(pools.Delete(ctx, c, p.pool.ID).ExtractErr())
-		}, ""}
+		}, "", ""}
 	}
 	if p.pool.LBMethod != w.method {
 		return &step{name + ":", "pool algorithm changed from " + p.pool.LBMethod + " to " + w.method, func(ctx context.Context) error {
 			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{LBMethod: pools.LBMethod(w.method)}).Err
-		}, string(AnnotationLBMethod)}
+		}, string(AnnotationLBMethod), ""}
 	}
 	if !sameMembers(p.members, w.members) {
 		return &step{name + ":", memberChanges(p.members, w.members), func(ctx context.Context) error {
 			return pools.BatchUpdateMembers(ctx, c, p.pool.ID, batchMembers(w.members)).ExtractErr()
-		}, string(AnnotationMemberSubnetID)}
+		}, string(AnnotationMemberSubnetID), ""}
 	}
 	return monitorStep(c, p, name, w.monitor)
 }
@@ -251,7 +267,7 @@ func createListenerStep(c *gophercloud.ServiceClient, lbID string, w *listenerSp
 		opts := listenerCreateOpts(w)
 		opts.LoadbalancerID = lbID
 		return listeners.Create(ctx, c, opts).Err
-	}, listenerCause}
+	}, listenerCause, ""}
 }
 
 func createPoolStep(c *gophercloud.ServiceClient, ls *listeners.Listener, w *listenerSpec) *step {
@@ -259,7 +275,7 @@ func createPoolStep(c *gophercloud.ServiceClient, ls *listeners.Listener, w *lis
 		return pools.Create(ctx, c, pools.CreateOpts{
 			Name: w.name, Protocol: pools.Protocol(w.poolProtocol), LBMethod: pools.LBMethod(w.method), ListenerID: ls.ID,
 		}).Err
-	}, string(AnnotationLBMethod + ", " + AnnotationProxyProtocol)}
+	}, string(AnnotationLBMethod + ", " + AnnotationProxyProtocol), ""}
 }
 
 // removeListenerStep deletes a listener no port asks for: its pool first
@@ -269,11 +285,11 @@ func removeListenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener) *s
 	if ls.DefaultPoolID != "" {
 		return &step{"pool " + ls.DefaultPoolID + " of unused " + name, "deleted", func(ctx context.Context) error {
 			return ignoreNotFound(pools.Delete(ctx, c, ls.DefaultPoolID).ExtractErr())
-		}, ""}
+		}, "", ""}
 	}
 	return &step{"unused " + name, "deleted", func(ctx context.Context) error {
 		return ignoreNotFound(listeners.Delete(ctx, c, ls.ID).ExtractErr())
-	}, ""}
+	}, "", ""}
 }
 
 // orphanPoolStep deletes a pool no listener uses.
@@ -286,7 +302,7 @@ func orphanPoolStep(c *gophercloud.ServiceClient, st *lbState) *step {
 		if !used[id] {
 			return &step{"unused pool " + id, "deleted", func(ctx context.Context) error {
 				return ignoreNotFound(pools.Delete(ctx, c, id).ExtractErr())
-			}, ""}
+			}, "", ""}
 		}
 	}
 	return nil
@@ -302,17 +318,17 @@ func monitorStep(c *gophercloud.ServiceClient, p *poolState, listener string, wa
 	case have != nil && (want == nil || have.Type != want.typ):
 		return &step{object, "deleted (" + have.Type + ")", func(ctx context.Context) error {
 			return ignoreNotFound(monitors.Delete(ctx, c, have.ID).ExtractErr())
-		}, ""}
+		}, "", ""}
 	case have == nil:
 		return &step{object, changeCreated, func(ctx context.Context) error {
 			opts := monitorCreateOpts(want)
 			opts.PoolID = p.pool.ID
 			return monitors.Create(ctx, c, opts).Err
-		}, monitorCause}
+		}, monitorCause, ""}
 	case have.Delay != want.delay || have.Timeout != want.timeout || have.MaxRetries != want.retries || have.MaxRetriesDown != want.retriesDown || (want.urlPath != "" && have.URLPath != want.urlPath):
 		return &step{object, "updated", func(ctx context.Context) error {
 			return monitors.Update(ctx, c, have.ID, monitors.UpdateOpts{Delay: want.delay, Timeout: want.timeout, MaxRetries: want.retries, MaxRetriesDown: want.retriesDown, URLPath: want.urlPath}).Err
-		}, monitorCause}
+		}, monitorCause, ""}
 	}
 	return nil
 }
@@ -391,7 +407,7 @@ func batchMembers(want []memberSpec) []pools.BatchUpdateMemberOpts {
 // Annotations shaping listeners and monitors, for error messages.
 const (
 	listenerCause = string(AnnotationConnectionLimit + ", " + AnnotationTimeoutClientData + ", " + AnnotationTimeoutMemberConnect + ", " +
-		AnnotationTimeoutMemberData + ", " + AnnotationTimeoutTCPInspect + ", " + AnnotationXForwardedFor + " or loadBalancerSourceRanges")
+		AnnotationTimeoutMemberData + ", " + AnnotationTimeoutTCPInspect + ", " + AnnotationXForwardedFor + ", " + AnnotationDefaultTLSContainerRef + " or loadBalancerSourceRanges")
 	monitorCause = string(AnnotationHealthMonitorDelay + ", " + AnnotationHealthMonitorTimeout + ", " + AnnotationHealthMonitorMaxRetries + " or " + AnnotationHealthMonitorMaxRetriesDown)
 )
 
@@ -405,6 +421,7 @@ func listenerCreateOpts(w *listenerSpec) listeners.CreateOpts {
 	if w.xForwardedFor {
 		opts.InsertHeaders = map[string]string{headerXForwardedFor: "true"}
 	}
+	opts.DefaultTlsContainerRef = w.tlsRef
 	return opts
 }
 

@@ -16,7 +16,7 @@ import (
 // listenerSpec is one Service port as an Octavia listener with its pool.
 type listenerSpec struct {
 	name          string
-	protocol      string // the listener's: HTTP with X-Forwarded-For
+	protocol      string // the listener's: HTTP with X-Forwarded-For, TERMINATED_HTTPS with TLS
 	poolProtocol  string // PROXY or PROXYV2 with the PROXY protocol
 	port          int
 	cidrs         []string
@@ -24,6 +24,7 @@ type listenerSpec struct {
 	connLimit     int
 	timeouts      listenerTimeouts
 	xForwardedFor bool
+	tlsRef        string // with TERMINATED_HTTPS
 	members       []memberSpec
 	monitor       *monitorSpec
 }
@@ -82,6 +83,9 @@ func desiredListeners(svc *corev1.Service, nodes []*corev1.Node, o *lbOptions) (
 		}
 		if o.xForwardedFor {
 			l.protocol, l.poolProtocol, l.xForwardedFor = "HTTP", "HTTP", true
+		}
+		if o.tlsRef != "" {
+			l.protocol, l.poolProtocol, l.tlsRef = "TERMINATED_HTTPS", "HTTP", o.tlsRef
 		}
 		if o.proxy != "" {
 			l.poolProtocol = o.proxy
