@@ -64,6 +64,16 @@ func listenerName(protocol string, port int) string {
 
 // readState reads listeners, pools, members and monitors (reads only).
 func readState(ctx context.Context, c *gophercloud.ServiceClient, lbID string) (*lbState, error) {
+	return readStateWith(ctx, c, lbID, nil)
+}
+
+// readStateWith reads what Octavia holds under a load balancer. With mem
+// it reads as little as it can: no pool listing while the load balancer
+// has no listener (the backend makes pools only under a listener; a pool
+// left without one is found and deleted once a listener exists), no
+// member listing for a pool without members, and remembered members while
+// the pool's member IDs and updated_at say they did not change.
+func readStateWith(ctx context.Context, c *gophercloud.ServiceClient, lbID string, mem *memberMemory) (*lbState, error) {
 	lp, err := listeners.List(c, listeners.ListOpts{LoadbalancerID: lbID}).AllPages(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing listeners: %w", err)
@@ -72,13 +82,16 @@ func readState(ctx context.Context, c *gophercloud.ServiceClient, lbID string) (
 	if err != nil {
 		return nil, fmt.Errorf("listing listeners: %w", err)
 	}
+	st := &lbState{listeners: ls, pools: map[string]*poolState{}}
+	if mem != nil && len(ls) == 0 {
+		return st, nil
+	}
 	ps, err := listPools(ctx, c, pools.ListOpts{LoadbalancerID: lbID})
 	if err != nil {
 		return nil, err
 	}
-	st := &lbState{listeners: ls, pools: map[string]*poolState{}}
 	for _, p := range ps {
-		s, err := readPool(ctx, c, p)
+		s, err := readPool(ctx, c, p, mem)
 		if err != nil {
 			return nil, err
 		}
@@ -87,8 +100,17 @@ func readState(ctx context.Context, c *gophercloud.ServiceClient, lbID string) (
 	return st, nil
 }
 
-func readPool(ctx context.Context, c *gophercloud.ServiceClient, p poolRow) (*poolState, error) {
-	ms, err := readMembers(ctx, c, p.ID)
+// readPool reads a listed pool's members (through mem when set) and
+// monitor.
+func readPool(ctx context.Context, c *gophercloud.ServiceClient, p poolRow, mem *memberMemory) (*poolState, error) {
+	var ms []pools.Member
+	var err error
+	switch {
+	case mem == nil:
+		ms, err = readMembers(ctx, c, p.ID)
+	case len(p.Members) > 0:
+		ms, err = mem.members(ctx, c, p)
+	}
 	if err != nil {
 		return nil, err
 	}

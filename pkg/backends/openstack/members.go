@@ -113,14 +113,7 @@ func (l *LoadBalancer) state(ctx context.Context, sc *serviceClients, lbID strin
 	if p := l.passFrom(ctx); p != nil && p.holds(lbID) {
 		return l.passState(ctx, sc.loadBalancer, p, lbID)
 	}
-	st, err := readState(ctx, sc.loadBalancer, lbID)
-	if err != nil {
-		return nil, err
-	}
-	for _, ps := range st.pools {
-		l.members.store(poolRow{Pool: ps.pool, updatedAt: ps.updatedAt}, ps.members)
-	}
-	return st, nil
+	return readStateWith(ctx, sc.loadBalancer, lbID, &l.members)
 }
 
 // passState builds a load balancer's state from a repair pass.
