@@ -14,6 +14,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/monitors"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/pools"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
@@ -148,4 +149,73 @@ func TestAdoptOCCMLoadBalancers(t *testing.T) {
 			t.Errorf("adoption made a create or delete call: %s (all writes: %q)", w, e.octavia.Writes()[before:])
 		}
 	}
+}
+
+// TestAdoptOCCMFloatingIP: a Service OCCM served with a floating IP (its
+// load balancer built as OCCM builds it, the floating IP on the VIP port
+// with OCCM's description, OCCM's load-balancer-id annotation) is adopted
+// through the upstream service controller with no create or delete in
+// Octavia and no call changing Neutron: the same load balancer, VIP and
+// floating IP, which the status carries. Deleting the Service then
+// releases OCCM's floating IP with the load balancer: nothing leaks.
+func TestAdoptOCCMFloatingIP(t *testing.T) {
+	f := NewFakeOpenStack(t)
+	f.AnyToken = true
+	nodes := []*corev1.Node{readyNode("n1", "10.26.0.1", nil)}
+	e := newSvcEnv(t, func(s *Settings) {
+		s.Endpoints.Network = f.NetworkURL()
+		s.LoadBalancer.FloatingNetworkID = floatingNet
+	}, nodes...)
+	ctx := context.Background()
+	sc, err := e.cloud.lb.clients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService("occm-fip-" + randomID(t))
+	old := createLikeOCCM(t, sc.loadBalancer, svc, nodes)
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, svc) })
+	const fip = "172.24.4.77"
+	f.AddFloatingIPOn(fip, floatingNet, old.VipPortID, fmt.Sprintf("Floating IP for Kubernetes external service %s/%s from cluster kubernetes", svc.Namespace, svc.Name))
+	svc.Annotations[string(AnnotationLoadBalancerID)] = old.ID
+	octaviaBefore, neutronBefore := len(e.octavia.Writes()), f.Mutates.Load()
+	e.apply(t, svc)
+	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(st corev1.LoadBalancerStatus) error {
+		if len(st.Ingress) != 1 || st.Ingress[0].IP != fip {
+			return fmt.Errorf("status %+v, want OCCM's floating IP %s", st, fip)
+		}
+		return nil
+	})
+	if lb.ID != old.ID || lb.VipAddress != old.VipAddress || lb.VipPortID != old.VipPortID {
+		t.Errorf("load balancer %s VIP %s, want OCCM's %s VIP %s", lb.ID, lb.VipAddress, old.ID, old.VipAddress)
+	}
+	for _, w := range e.octavia.Writes()[octaviaBefore:] {
+		if strings.HasPrefix(w, "POST ") || strings.HasPrefix(w, "DELETE ") {
+			t.Errorf("adoption made a create or delete call: %s", w)
+		}
+	}
+	if n := f.Mutates.Load() - neutronBefore; n != 0 {
+		t.Errorf("adoption made %d Neutron calls changing something, want 0", n)
+	}
+	if got := f.FloatingIPs()[fip]; got.PortID != old.VipPortID {
+		t.Errorf("OCCM's floating IP %+v moved off the VIP port %s", got, old.VipPortID)
+	}
+
+	// The fake API server keeps no finalizers: mark the Service deleted
+	// as the real one does while the controller's finalizer is on it.
+	deleting := e.service(t, svc.Name)
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	if _, err := e.client.CoreV1().Services(svc.Namespace).Update(ctx, deleting, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 120*time.Second, "the adopted load balancer and OCCM's floating IP released", func() error {
+		found, err := e.cloud.lb.find(ctx, sc, svc)
+		if err != nil {
+			return err
+		}
+		if len(found) != 0 || len(f.FloatingIPs()) != 0 {
+			return fmt.Errorf("%d load balancers, floating IPs %v left", len(found), f.FloatingIPs())
+		}
+		return nil
+	})
 }

@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -91,4 +92,14 @@ func (f *FakeOpenStack) subnetPrefix(w http.ResponseWriter, networkID, subnetID 
 		return f.subnets[i].Prefix
 	}
 	return ""
+}
+
+// AddFloatingIPOn adds a floating IP associated with a port, with the
+// given description (as another controller allocated it).
+func (f *FakeOpenStack) AddFloatingIPOn(addr, network, portID, description string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	id := fmt.Sprintf("f1000000-0000-4000-8000-%012d", f.nextID)
+	f.fips[id] = &FakeFloatingIP{ID: id, FloatingIP: addr, NetworkID: network, PortID: portID, Description: description}
 }
