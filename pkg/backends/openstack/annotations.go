@@ -171,10 +171,10 @@ const (
 	// AnnotationLoadBalancerID (UUID, default: none): the Octavia load
 	// balancer of the Service. cloud-provider-openstack writes it on every
 	// Service it serves; a Service carrying it keeps that load balancer
-	// (adopted in place: same VIP, same floating IP). It must be the
-	// Service's own load balancer (named by cloud-provider-openstack or by
-	// multicloud-ccm for this Service): sharing one load balancer among
-	// Services is refused with an event.
+	// (adopted in place: same VIP, same floating IP). Naming another
+	// Service's load balancer shares it: the Service adds its own listeners
+	// (at most loadBalancer.maxSharedLB Services, no internal one, no port
+	// another Service serves). Do not change it on a live Service.
 	AnnotationLoadBalancerID annotation.Name = "loadbalancer.openstack.org/load-balancer-id"
 
 	// AnnotationHostname (DNS name, default: none): the status carries this

@@ -138,6 +138,10 @@ type LoadBalancerSettings struct {
 	// string Octavia's certificate manager understands, not checked), as
 	// cloud-provider-openstack's container-store.
 	TLSContainerStore string `json:"tlsContainerStore,omitempty"`
+	// MaxSharedLB is the most Services one load balancer serves when
+	// Services share it through the load-balancer-id annotation (default 2,
+	// cloud-provider-openstack's max-shared-lb).
+	MaxSharedLB int `json:"maxSharedLB,omitempty"`
 	// Classes are named sets of network settings a Service picks with the
 	// loadbalancer.openstack.org/class annotation (OCCM's
 	// [LoadBalancerClass "name"] sections).
@@ -249,6 +253,9 @@ func (l *LoadBalancerSettings) setDefaults() {
 	}
 	if l.MonitorMaxRetriesDown == 0 {
 		l.MonitorMaxRetriesDown = 3
+	}
+	if l.MaxSharedLB == 0 {
+		l.MaxSharedLB = 2
 	}
 	if l.TLSContainerStore == "" {
 		l.TLSContainerStore = tlsStoreBarbican
@@ -372,6 +379,9 @@ func (l *LoadBalancerSettings) validate(p *field.Path) field.ErrorList {
 		if v < 1 {
 			errs = append(errs, field.Invalid(p.Child(name), v, "must be at least 1"))
 		}
+	}
+	if l.MaxSharedLB < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxSharedLB"), l.MaxSharedLB, "must be at least 1 (1: no sharing)"))
 	}
 	if l.MonitorTimeoutSeconds > l.MonitorDelaySeconds {
 		errs = append(errs, field.Invalid(p.Child("monitorTimeoutSeconds"), l.MonitorTimeoutSeconds, "must not exceed monitorDelaySeconds"))

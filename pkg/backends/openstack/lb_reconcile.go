@@ -21,6 +21,9 @@ import (
 type lbState struct {
 	listeners []listeners.Listener
 	pools     map[string]*poolState
+	// others are the listeners of other Services sharing the load
+	// balancer: never changed, their ports not taken, their pools kept.
+	others []listeners.Listener
 }
 
 // poolState is a pool with its members and monitor.
@@ -128,9 +131,15 @@ func readPool(ctx context.Context, c *gophercloud.ServiceClient, p poolRow, mem 
 // converge makes the first change the load balancer needs, if any, and then
 // asks to retry; with nothing to change it returns nil having made no
 // mutating call.
-func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, want []listenerSpec) error {
+//
+// owns says which listeners are the Service's; the others belong to
+// Services sharing the load balancer, and a port of theirs is an error.
+func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, want []listenerSpec, owns func(*listeners.Listener) bool) error {
 	st, err := l.state(ctx, sc, lb.ID)
 	if err != nil {
+		return err
+	}
+	if err := splitShared(st, want, owns, lb.ID); err != nil {
 		return err
 	}
 	s := nextStep(sc.loadBalancer, lb.ID, st, want)
@@ -157,6 +166,28 @@ func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *co
 	}
 	l.reportChange(ctx, lb.ID, what)
 	return l.retry("load balancer %s: %s", lb.ID, what)
+}
+
+// splitShared moves other Services' listeners to st.others and refuses a
+// wanted port one of them serves.
+func splitShared(st *lbState, want []listenerSpec, owns func(*listeners.Listener) bool, lbID string) error {
+	var mine []listeners.Listener
+	for _, ls := range st.listeners {
+		if owns(&ls) {
+			mine = append(mine, ls)
+		} else {
+			st.others = append(st.others, ls)
+		}
+	}
+	st.listeners = mine
+	for _, w := range want {
+		for _, o := range st.others {
+			if o.ProtocolPort == w.port && (o.Protocol == w.protocol || (tcpFamily[o.Protocol] && tcpFamily[w.protocol])) {
+				return backends.NewUserError(reasonShared, fmt.Errorf("port %d (%s) is served by another Service sharing load balancer %s (listener %s): use another port", w.port, w.protocol, lbID, o.ID))
+			}
+		}
+	}
+	return nil
 }
 
 // nextStep returns the first change needed, or nil.
@@ -317,7 +348,7 @@ func removeListenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener) *s
 // orphanPoolStep deletes a pool no listener uses.
 func orphanPoolStep(c *gophercloud.ServiceClient, st *lbState) *step {
 	used := map[string]bool{}
-	for _, ls := range st.listeners {
+	for _, ls := range slices.Concat(st.listeners, st.others) {
 		used[ls.DefaultPoolID] = true
 	}
 	for id := range st.pools {
@@ -444,6 +475,7 @@ func listenerCreateOpts(w *listenerSpec) listeners.CreateOpts {
 		opts.InsertHeaders = map[string]string{headerXForwardedFor: "true"}
 	}
 	opts.DefaultTlsContainerRef = w.tlsRef
+	opts.Tags = w.tags
 	return opts
 }
 

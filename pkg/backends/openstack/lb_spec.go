@@ -24,7 +24,8 @@ type listenerSpec struct {
 	connLimit     int
 	timeouts      listenerTimeouts
 	xForwardedFor bool
-	tlsRef        string // with TERMINATED_HTTPS
+	tlsRef        string   // with TERMINATED_HTTPS
+	tags          []string // a sharing Service's tag
 	members       []memberSpec
 	monitor       *monitorSpec
 }

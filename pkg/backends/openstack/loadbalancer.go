@@ -138,49 +138,41 @@ func occmName(clusterName string, svc *corev1.Service) string {
 // lookup finds the Service's load balancers: ours by tag; else the one
 // its load-balancer-id annotation names, or the one cloud-provider-openstack
 // made for it (by its name), which is then adopted. adopt is true when the
-// load balancer found still lacks our tags.
-//
-// A load-balancer-id naming another Service's load balancer is an error
-// when ensuring (strict) and none otherwise: a delete never touches it.
-func (l *LoadBalancer) lookup(ctx context.Context, sc *serviceClients, clusterName string, svc *corev1.Service, strict bool) (found []loadbalancers.LoadBalancer, adopt bool, err error) {
+// load balancer found is the Service's own but still lacks our tags;
+// shared when the annotation names another Service's load balancer, which
+// the Service shares.
+func (l *LoadBalancer) lookup(ctx context.Context, sc *serviceClients, clusterName string, svc *corev1.Service) (found []loadbalancers.LoadBalancer, adopt, shared bool, err error) {
 	found, err = l.find(ctx, sc, svc)
 	if err != nil || len(found) > 0 {
-		return found, false, err
+		return found, false, false, err
 	}
 	if id, _ := AnnotationLoadBalancerID.Get(svc.Annotations); id != "" {
-		lb, err := l.byID(ctx, sc, clusterName, svc, id)
-		if _, user := backends.AsUserError(err); user && !strict {
-			return nil, false, nil
-		}
+		lb, err := l.byID(ctx, sc, id)
 		if err != nil || lb == nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
-		return []loadbalancers.LoadBalancer{*lb}, true, nil
+		own := lb.Name == occmName(clusterName, svc) || lb.Name == l.lbName(svc)
+		return []loadbalancers.LoadBalancer{*lb}, own, !own, nil
 	}
 	found, err = l.list(ctx, sc, loadbalancers.ListOpts{Name: occmName(clusterName, svc)})
 	if err != nil || len(found) == 0 {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if len(found) > 1 {
-		return nil, false, fmt.Errorf("%d load balancers are named %s: delete all but one, or name the one to use in %s", len(found), found[0].Name, AnnotationLoadBalancerID)
+		return nil, false, false, fmt.Errorf("%d load balancers are named %s: delete all but one, or name the one to use in %s", len(found), found[0].Name, AnnotationLoadBalancerID)
 	}
-	return found, true, nil
+	return found, true, false, nil
 }
 
-// byID gets the load balancer a load-balancer-id annotation names. It must
-// be this Service's (our name or cloud-provider-openstack's): sharing one
-// load balancer among Services is refused. A load balancer that is gone
-// is none.
-func (l *LoadBalancer) byID(ctx context.Context, sc *serviceClients, clusterName string, svc *corev1.Service, id string) (*loadbalancers.LoadBalancer, error) {
+// byID gets the load balancer a load-balancer-id annotation names; one
+// that is gone is none.
+func (l *LoadBalancer) byID(ctx context.Context, sc *serviceClients, id string) (*loadbalancers.LoadBalancer, error) {
 	lb, err := loadbalancers.Get(ctx, sc.loadBalancer, id).Extract()
 	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("getting load balancer %s: %w", id, err)
-	}
-	if lb.Name != occmName(clusterName, svc) && lb.Name != l.lbName(svc) {
-		return nil, backends.NewUserError(annotation.ReasonInvalid, fmt.Errorf("annotation %s=%q: load balancer %s is named %q, not %q: sharing one load balancer among Services is not supported; remove the annotation to get a load balancer of the Service's own", AnnotationLoadBalancerID, id, id, lb.Name, occmName(clusterName, svc)))
 	}
 	return lb, nil
 }
@@ -208,9 +200,12 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, 
 	if err != nil {
 		return nil, false, l.wrap("getting", svc, err)
 	}
-	found, _, err := l.lookup(ctx, sc, clusterName, svc, false)
+	found, _, shared, err := l.lookup(ctx, sc, clusterName, svc)
 	if err != nil {
 		return nil, false, l.wrap("getting", svc, err)
+	}
+	if shared {
+		return l.getShared(ctx, sc, svc, &found[0])
 	}
 	if len(found) == 0 {
 		left, err := l.leftoverFloatingIPs(ctx, sc, svc, "")
@@ -279,11 +274,13 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 	if err != nil {
 		return nil, err
 	}
-	found, adopt, err := l.lookup(ctx, sc, clusterName, svc, true)
+	found, adopt, shared, err := l.lookup(ctx, sc, clusterName, svc)
 	if err != nil {
 		return nil, err
 	}
 	switch {
+	case shared:
+		return l.ensureShared(ctx, sc, clusterName, svc, &found[0], want, o, create)
 	case adopt:
 		return nil, l.adoptLB(ctx, sc, svc, &found[0])
 	case len(found) == 0 && !create:
@@ -299,7 +296,7 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 	if err := l.checkReady(ctx, sc, svc, lb); err != nil {
 		return nil, err
 	}
-	if err := l.converge(ctx, sc, svc, lb, want); err != nil {
+	if err := l.converge(ctx, sc, svc, lb, want, ownerListeners(lb)); err != nil {
 		return nil, err
 	}
 	addr, err := l.ensureFloatingIP(ctx, sc, svc, lb, o)
@@ -383,11 +380,23 @@ func (l *LoadBalancer) ensureDeleted(ctx context.Context, clusterName string, sv
 	if err != nil {
 		return err
 	}
-	found, _, err := l.lookup(ctx, sc, clusterName, svc, false)
+	found, _, shared, err := l.lookup(ctx, sc, clusterName, svc)
 	if err != nil {
 		return err
 	}
-	if len(found) > 0 {
+	if len(found) == 0 {
+		// A sharing Service whose annotation was removed is found by tag.
+		if found, err = l.list(ctx, sc, loadbalancers.ListOpts{Tags: []string{l.sharedTag(svc)}}); err != nil {
+			return err
+		}
+		shared = len(found) > 0
+	}
+	switch {
+	case shared:
+		return l.leave(ctx, sc, svc, &found[0], l.sharerListeners(clusterName, svc), l.sharedTag(svc), o)
+	case len(found) > 0 && sharedByOthers(&found[0]):
+		return l.leaveAsOwner(ctx, sc, svc, &found[0], o)
+	case len(found) > 0:
 		return l.deleteOne(ctx, sc, svc, &found[0], o, "")
 	}
 	return l.releaseLeftovers(ctx, sc, svc, "", o)
