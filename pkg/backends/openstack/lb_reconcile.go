@@ -307,6 +307,11 @@ func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbSt
 			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{LBMethod: pools.LBMethod(w.method)}).Err
 		}, string(AnnotationLBMethod), ""}
 	}
+	if p.pool.Persistence.Type != w.persistence {
+		return &step{name + ":", "pool session persistence changed from " + orNone(p.pool.Persistence.Type) + " to " + orNone(w.persistence), func(ctx context.Context) error {
+			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{Persistence: &pools.SessionPersistence{Type: w.persistence}}).Err
+		}, "spec.sessionAffinity", ""}
+	}
 	if !sameMembers(p.members, w.members) {
 		return &step{name + ":", memberChanges(p.members, w.members), func(ctx context.Context) error {
 			return pools.BatchUpdateMembers(ctx, c, p.pool.ID, batchMembers(w.members)).ExtractErr()
@@ -323,11 +328,23 @@ func createListenerStep(c *gophercloud.ServiceClient, lbID string, w *listenerSp
 	}, listenerCause, ""}
 }
 
+// orNone names an empty setting.
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}
+
 func createPoolStep(c *gophercloud.ServiceClient, ls *listeners.Listener, w *listenerSpec) *step {
 	return &step{"pool of " + listenerName(ls.Protocol, ls.ProtocolPort), changeCreated, func(ctx context.Context) error {
-		return pools.Create(ctx, c, pools.CreateOpts{
+		opts := pools.CreateOpts{
 			Name: w.name, Protocol: pools.Protocol(w.poolProtocol), LBMethod: pools.LBMethod(w.method), ListenerID: ls.ID,
-		}).Err
+		}
+		if w.persistence != "" {
+			opts.Persistence = &pools.SessionPersistence{Type: w.persistence}
+		}
+		return pools.Create(ctx, c, opts).Err
 	}, string(AnnotationLBMethod + ", " + AnnotationProxyProtocol), ""}
 }
 

@@ -26,6 +26,7 @@ type listenerSpec struct {
 	xForwardedFor bool
 	tlsRef        string   // with TERMINATED_HTTPS
 	tags          []string // a sharing Service's tag
+	persistence   string   // the pool's session persistence: SOURCE_IP for sessionAffinity ClientIP
 	members       []memberSpec
 	monitor       *monitorSpec
 }
@@ -48,6 +49,10 @@ type monitorSpec struct {
 	retries     int
 	retriesDown int
 }
+
+// persistenceSourceIP is the pools' session persistence for
+// sessionAffinity: ClientIP, as cloud-provider-openstack sets it.
+const persistenceSourceIP = "SOURCE_IP"
 
 // memberKey identifies a member the way Octavia's batch update does.
 func (m memberSpec) key() string { return fmt.Sprintf("%s:%d", m.address, m.port) }
@@ -81,6 +86,9 @@ func desiredListeners(svc *corev1.Service, nodes []*corev1.Node, o *lbOptions) (
 		l := listenerSpec{
 			name: fmt.Sprintf("mccm_%s_%d", strings.ToLower(proto), p.Port), protocol: proto, poolProtocol: proto, port: int(p.Port),
 			cidrs: cidrs, method: o.method, connLimit: o.connLimit, timeouts: o.timeouts, monitor: monitorFor(svc, proto, o),
+		}
+		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+			l.persistence = persistenceSourceIP
 		}
 		if o.xForwardedFor {
 			l.protocol, l.poolProtocol, l.xForwardedFor = "HTTP", "HTTP", true
