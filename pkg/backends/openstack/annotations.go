@@ -255,8 +255,13 @@ func parseOptions(svc *corev1.Service, d *LoadBalancerSettings) (*lbOptions, err
 	readNodeSelector(r, svc.Annotations, &o.nodeSelector)
 	readHostname(r, &o.hostname)
 	readTLSRef(r, d.TLSContainerStore, &o.tlsRef)
+	// A VIP subnet or network by annotation replaces the config's pair,
+	// so the config's subnet never wins over the annotation's network.
 	if r.Has(AnnotationVIPSubnetID) && !r.Has(AnnotationVIPNetworkID) {
 		o.vipNetworkID = ""
+	}
+	if r.Has(AnnotationVIPNetworkID) && !r.Has(AnnotationVIPSubnetID) {
+		o.vipSubnetID = ""
 	}
 	readFloatingSubnet(r, o)
 	readClass(r, d, o)
