@@ -69,7 +69,8 @@ const (
 	AnnotationVIPSubnetID annotation.Name = "loadbalancer.openstack.org/subnet-id"
 
 	// AnnotationVIPNetworkID (UUID, default: loadBalancer.vipNetworkID): the
-	// network of the VIP, when no VIP subnet is set. Read at creation.
+	// network of the VIP; without subnet-id, Octavia picks the subnet in it
+	// (loadBalancer.vipSubnetID is not used then). Read at creation.
 	AnnotationVIPNetworkID annotation.Name = "loadbalancer.openstack.org/network-id"
 
 	// AnnotationPortID (UUID, default: none): an existing Neutron port to
