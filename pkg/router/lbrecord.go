@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // Where a Service's load balancer may live is written on the Service
@@ -175,6 +176,7 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 		if len(next.names) == 0 {
 			setAnnotation(changes, cur, annotation.LoadBalancerServedBy, "")
 			setAnnotation(changes, cur, annotation.LoadBalancerID, "")
+			r.writtenBack(changes, cur, nil, nil)
 		}
 		return changes, func() { r.remember(svc.UID, next) }
 	})
@@ -185,27 +187,50 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 // Nothing is written when the Service already says so, so the annotation
 // change re-runs the service controller's sync once at most: that sync
 // finds the same values and writes nothing.
-func (r *Router) markServed(ctx context.Context, svc *corev1.Service, b *backend, id string) error {
+func (r *Router) markServed(ctx context.Context, svc *corev1.Service, b *backend, id string, reported map[string]string) error {
 	if r.client == nil {
 		return nil
 	}
-	deferred := map[annotation.Name]*string{}
-	setAnnotation(deferred, svc, annotation.LoadBalancerServedBy, b.Name)
-	setAnnotation(deferred, svc, annotation.LoadBalancerID, id)
-	if deferServed(ctx, deferred) {
-		return nil
-	}
-	err := r.patchAnnotations(ctx, svc, true, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
+	served := func(cur *corev1.Service) map[annotation.Name]*string {
 		changes := map[annotation.Name]*string{}
 		setAnnotation(changes, cur, annotation.LoadBalancerServedBy, b.Name)
 		setAnnotation(changes, cur, annotation.LoadBalancerID, id)
-		return changes, func() {}
+		r.writtenBack(changes, cur, b, reported)
+		return changes
+	}
+	if deferServed(ctx, served(svc)) {
+		return nil
+	}
+	err := r.patchAnnotations(ctx, svc, true, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
+		return served(cur), func() {}
 	})
 	if err != nil {
 		return fmt.Errorf("service %s/%s: writing annotations %s and %s: %w", svc.Namespace, svc.Name,
 			annotation.LoadBalancerServedBy, annotation.LoadBalancerID, err)
 	}
 	return nil
+}
+
+// writtenBack adds to changes the annotations the serving backend's type
+// writes back (backends.RegisterServiceAnnotations), with the values it
+// reported, and the removal of those the Service's previous serving
+// backend wrote when its type is another (b nil: no backend serves the
+// Service any more).
+func (r *Router) writtenBack(changes map[annotation.Name]*string, cur *corev1.Service, b *backend, reported map[string]string) {
+	typ := ""
+	if b != nil {
+		typ = b.Type
+		for _, key := range backends.ServiceAnnotationsOf(typ) {
+			setAnnotation(changes, cur, annotation.Name(key), reported[key])
+		}
+	}
+	prev, ok := r.byName[cur.Annotations[string(annotation.LoadBalancerServedBy)]]
+	if !ok || prev.Type == typ {
+		return
+	}
+	for _, key := range backends.ServiceAnnotationsOf(prev.Type) {
+		setAnnotation(changes, cur, annotation.Name(key), "")
+	}
 }
 
 // setAnnotation adds to changes what makes cur's annotation name say value

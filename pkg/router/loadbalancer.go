@@ -120,7 +120,7 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	if err := r.evict(ctx, clusterName, service, target); err != nil {
 		return nil, err
 	}
-	if err := r.markServed(ctx, service, target, reportedID()); err != nil {
+	if err := r.markServed(ctx, service, target, reportedID(), backends.ReportedServiceAnnotations(idCtx)); err != nil {
 		return nil, err
 	}
 	return status, nil

@@ -170,3 +170,58 @@ multicloud_ccm_backend_nodes{backend="metal"} 2
 		t.Error(err)
 	}
 }
+
+// writeBackCloud is an lbCloud whose backend type writes back an
+// annotation with its load balancer's address, as OCCM's
+// loadbalancer.openstack.org/load-balancer-address.
+type writeBackCloud struct{ *lbCloud }
+
+const writeBackType, writeBackKey = "test-writeback", "example.org/load-balancer-address"
+
+func (c *writeBackCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+
+func (c *writeBackCloud) EnsureLoadBalancer(ctx context.Context, cluster string, s *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	st, err := c.lbCloud.EnsureLoadBalancer(ctx, cluster, s, nodes)
+	if err == nil && len(st.Ingress) > 0 {
+		backends.ReportServiceAnnotation(ctx, writeBackKey, st.Ingress[0].IP)
+	}
+	return st, err
+}
+
+// TestServiceControllerWrittenBackAnnotations drives the upstream service
+// controller: the annotations a backend type registers are written with
+// the values it reports, in the served annotations' write; they go when
+// the Service moves to a backend of another type, and a Service that
+// backend never served keeps its own value.
+func TestServiceControllerWrittenBackAnnotations(t *testing.T) {
+	backends.RegisterServiceAnnotations(writeBackType, writeBackKey)
+	other := &writeBackCloud{newLBCloud("other", "198.51.100.7")}
+	r := metalRouter(t, "error", Backend{Name: "other", Type: writeBackType, Scheme: "aws", Cloud: other})
+	svc := newService("shop", withLBBackend("other"))
+	kept := newService("kept", withLBBackend("metal"))
+	kept.Annotations[writeBackKey] = "users-own"
+	c := startCluster(t, r, svc, kept)
+	runServiceController(t, c)
+
+	eventually(t, "the written-back address", func() bool {
+		return c.service(t, "shop").Annotations[writeBackKey] == "198.51.100.7"
+	})
+	eventually(t, "the other Service served by bare metal", func() bool {
+		return strings.HasPrefix(ingressIP(c.service(t, "kept")), "192.0.2.")
+	})
+	if got := c.service(t, "kept").Annotations[writeBackKey]; got != "users-own" {
+		t.Errorf("a Service the write-back backend never served: %s = %q, want the user's value kept", writeBackKey, got)
+	}
+
+	s := c.service(t, "shop")
+	s.Annotations[string(annotation.LoadBalancerBackend)] = "metal"
+	if _, err := c.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the written-back annotation removed after the move", func() bool {
+		s := c.service(t, "shop")
+		_, has := s.Annotations[writeBackKey]
+		by, _, _ := servedAnnotations(s)
+		return by == "metal" && !has
+	})
+}

@@ -175,8 +175,17 @@ const (
 	// (adopted in place: same VIP, same floating IP). Naming another
 	// Service's load balancer shares it: the Service adds its own listeners
 	// (at most loadBalancer.maxSharedLB Services, no internal one, no port
-	// another Service serves). Do not change it on a live Service.
+	// another Service serves). Do not change it on a live Service. Written
+	// back, as cloud-provider-openstack does, with the ID of the load
+	// balancer serving the Service.
 	AnnotationLoadBalancerID annotation.Name = "loadbalancer.openstack.org/load-balancer-id"
+
+	// AnnotationLoadBalancerAddress (IP address, written by the backend,
+	// default: none): the load balancer's address as cloud-provider-openstack
+	// writes it, the floating IP or else the VIP, also when the status
+	// carries a host name (hostname). Removed when the Service is no longer
+	// served by an OpenStack backend. Read-only.
+	AnnotationLoadBalancerAddress annotation.Name = "loadbalancer.openstack.org/load-balancer-address"
 
 	// AnnotationHostname (DNS name, default: none): the status carries this
 	// host name instead of the address.

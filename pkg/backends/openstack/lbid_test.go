@@ -2,6 +2,8 @@ package openstack
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,7 +14,8 @@ import (
 
 // TestOctaviaReportsTheLoadBalancerID: on the real Octavia, a converged
 // EnsureLoadBalancer reports the Octavia load balancer's ID, which the
-// router writes to multicloud-ccm.io/load-balancer-id.
+// router writes to multicloud-ccm.io/load-balancer-id, and OCCM's
+// loadbalancer.openstack.org/load-balancer-id and -address.
 func TestOctaviaReportsTheLoadBalancerID(t *testing.T) {
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
@@ -20,10 +23,12 @@ func TestOctaviaReportsTheLoadBalancerID(t *testing.T) {
 	nodes := []*corev1.Node{newNode("vm-a", withInternalIP("10.0.0.11"))}
 	t.Cleanup(func() { deleteConverged(t, c.lb, svc) })
 
-	var reported func() string
+	var (
+		reported func() string
+		ctx      context.Context
+	)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		var ctx context.Context
 		ctx, reported = backends.WithLoadBalancerIDReport(context.Background())
 		_, err := c.lb.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes)
 		if err == nil {
@@ -47,5 +52,12 @@ func TestOctaviaReportsTheLoadBalancerID(t *testing.T) {
 	}
 	if got := reported(); got != found[0].ID {
 		t.Errorf("reported %q, want the Octavia load balancer's ID %q", got, found[0].ID)
+	}
+	want := map[string]string{string(AnnotationLoadBalancerID): found[0].ID, string(AnnotationLoadBalancerAddress): found[0].VipAddress}
+	if got := backends.ReportedServiceAnnotations(ctx); !maps.Equal(got, want) {
+		t.Errorf("reported annotations %v, want OCCM's %v", got, want)
+	}
+	if keys := slices.Sorted(slices.Values(backends.ServiceAnnotationsOf(Type))); !slices.Equal(keys, slices.Sorted(maps.Keys(want))) {
+		t.Errorf("registered write-back annotations %v, want %v", keys, slices.Sorted(maps.Keys(want)))
 	}
 }

@@ -304,8 +304,18 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 		return nil, err
 	}
 	l.building.Delete(lb.ID)
-	backends.ReportLoadBalancerID(ctx, lb.ID)
+	reportServed(ctx, lb.ID, addr)
 	return status(addr, o), nil
+}
+
+// reportServed reports, for the router to write on the Service, the load
+// balancer's ID and address as cloud-provider-openstack writes them
+// (loadbalancer.openstack.org/load-balancer-id and -address), the ID also
+// as multicloud-ccm.io/load-balancer-id.
+func reportServed(ctx context.Context, id, addr string) {
+	backends.ReportLoadBalancerID(ctx, id)
+	backends.ReportServiceAnnotation(ctx, string(AnnotationLoadBalancerID), id)
+	backends.ReportServiceAnnotation(ctx, string(AnnotationLoadBalancerAddress), addr)
 }
 
 // checkReady returns nil for an ACTIVE load balancer, replaces one in ERROR,

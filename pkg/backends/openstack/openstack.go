@@ -26,6 +26,7 @@ const (
 
 func init() {
 	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: parseSection, New: New})
+	backends.RegisterServiceAnnotations(Type, string(AnnotationLoadBalancerID), string(AnnotationLoadBalancerAddress))
 }
 
 // Cloud is one OpenStack backend.

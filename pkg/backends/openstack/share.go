@@ -128,7 +128,7 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 	if err != nil {
 		return nil, err
 	}
-	backends.ReportLoadBalancerID(ctx, lb.ID)
+	reportServed(ctx, lb.ID, addr)
 	return status(addr, o), nil
 }
 

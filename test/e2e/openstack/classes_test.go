@@ -65,6 +65,10 @@ func TestClassedServiceOnOctavia(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no %s annotation: %v", annotation.LoadBalancerID, svc.Annotations)
 	}
+	// OCCM's annotations, written back as OCCM writes them.
+	if got, addr := svc.Annotations["loadbalancer.openstack.org/load-balancer-id"], svc.Annotations["loadbalancer.openstack.org/load-balancer-address"]; got != id || addr != v.vip {
+		t.Errorf("OCCM's annotations load-balancer-id %q, load-balancer-address %q; want %q and the VIP %q", got, addr, id, v.vip)
+	}
 	framework.Eventually(t, settle, "the EnsuredLoadBalancer event names the backend and the load balancer", framework.EventWith(cp.Client, "Service", ns, "classy", "EnsuredLoadBalancer", `backend "os"`, id))
 
 	// A member deleted behind the CCM's back.
