@@ -84,8 +84,9 @@ func readyNode(in awsfake.Instance) *v1.Node {
 // through the upstream service controller, are taken over by this
 // project's backend, through the same controller, on the same fake: every
 // NLB and DNS name kept, no load balancer, listener or target group created
-// or deleted, the target groups converged in place to the Services (health
-// checks, attributes, TLS and addresses as annotated, every node a target),
+// or deleted, no health check modified (the backend's defaults are
+// upstream's), the target groups converged in place to the Services
+// (attributes, TLS and addresses as annotated, every node a target),
 // then no mutating call on a resync, and nothing left when the Services go.
 func TestAdoptionFromUpstream(t *testing.T) {
 	e := newEnv(t, 3)
@@ -118,7 +119,7 @@ func TestAdoptionFromUpstream(t *testing.T) {
 		return converged(e)
 	})
 	for op, want := range map[string]int{"CreateLoadBalancer": 0, "DeleteLoadBalancer": 0, "CreateListener": 0, "DeleteListener": 0,
-		"CreateTargetGroup": 0, "DeleteTargetGroup": 0} {
+		"CreateTargetGroup": 0, "DeleteTargetGroup": 0, "ModifyTargetGroup": 0} {
 		if got := e.fake.Calls(op); got != want {
 			t.Errorf("%s calls while adopting = %d, want %d", op, got, want)
 		}

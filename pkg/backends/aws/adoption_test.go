@@ -91,7 +91,7 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 		if tg.ARN != upstreamTG || len(tg.Targets) != 2 {
 			return fmt.Errorf("target group %s with targets %v", tg.Name, tg.Targets)
 		}
-		return healthCheckIs("TCP traffic-port  30/10 5/2")(e)
+		return healthCheckIs("TCP traffic-port  30/10 3/3")(e)
 	})
 	if got := strings.Join(e.onlyLB(t).Listeners, ","); got != "TCP:80->k8s-default-web-0a1b2c3d4e" {
 		t.Errorf("listeners %s, want upstream's, untouched", got)
@@ -100,7 +100,7 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 		t.Errorf("NLB %s with security groups %v; want the upstream one, %s, untouched", lb.DNSName, lb.SecurityGroups, dns)
 	}
 	for _, op := range []string{"CreateLoadBalancer", "DeleteLoadBalancer", "CreateSecurityGroup", "CreateTargetGroup", "DeleteTargetGroup",
-		"CreateListener", "ModifyListener", "DeleteListener"} {
+		"CreateListener", "ModifyListener", "DeleteListener", "ModifyTargetGroup"} {
 		if n := e.fake.Calls(op); n != 0 {
 			t.Errorf("%s calls = %d, want 0", op, n)
 		}

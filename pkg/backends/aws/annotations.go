@@ -147,8 +147,9 @@ const (
 	// Changed in place.
 	AnnotationHealthCheckPath annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"
 
-	// AnnotationHealthCheckInterval (whole seconds, 5-300; default 30) is
-	// the time between health checks of a target. Changed in place.
+	// AnnotationHealthCheckInterval (whole seconds, 5-300; default 30, or
+	// 10 with externalTrafficPolicy Local, as upstream) is the time between
+	// health checks of a target. Changed in place.
 	AnnotationHealthCheckInterval annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"
 
 	// AnnotationHealthCheckTimeout (whole seconds, 2-120 and not longer
@@ -156,11 +157,13 @@ const (
 	// health check may take. Changed in place.
 	AnnotationHealthCheckTimeout annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout"
 
-	// AnnotationHealthyThreshold (2-10; default 5) is how many health checks
+	// AnnotationHealthyThreshold (2-10; default 3, or 2 with
+	// externalTrafficPolicy Local, as upstream) is how many health checks
 	// in a row must pass before a target takes traffic. Changed in place.
 	AnnotationHealthyThreshold annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
 
-	// AnnotationUnhealthyThreshold (2-10; default 2) is how many health
+	// AnnotationUnhealthyThreshold (2-10; default 3, or 2 with
+	// externalTrafficPolicy Local, as upstream) is how many health
 	// checks in a row must fail before a target stops taking traffic.
 	// Changed in place.
 	AnnotationUnhealthyThreshold annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold"

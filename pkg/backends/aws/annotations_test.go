@@ -205,7 +205,7 @@ func TestHealthCheckAnnotations(t *testing.T) {
 		t.Errorf("ModifyTargetGroup calls = %d, want 1 (one call for the whole change)", n)
 	}
 	a.change("protocol tcp drops the path", map[annotation.Name]string{AnnotationHealthCheckProtocol: "tcp", AnnotationHealthCheckInterval: "300"},
-		healthCheckIs("TCP traffic-port  300/10 5/2"), "ModifyTargetGroup")
+		healthCheckIs("TCP traffic-port  300/10 3/3"), "ModifyTargetGroup")
 
 	for _, bad := range []struct {
 		name string
@@ -224,22 +224,23 @@ func TestHealthCheckAnnotations(t *testing.T) {
 			[]string{string(AnnotationHealthCheckInterval), string(AnnotationHealthyThreshold)}},
 	} {
 		a.refused(bad.name, bad.ann, bad.want...)
-		if err := healthCheckIs("TCP traffic-port  300/10 5/2")(a.e); err != nil {
+		if err := healthCheckIs("TCP traffic-port  300/10 3/3")(a.e); err != nil {
 			t.Errorf("%s changed the health check: %v", bad.name, err)
 		}
 	}
 
-	a.change("annotations removed: AWS's defaults again", nil, healthCheckIs("TCP traffic-port  30/10 5/2"), "ModifyTargetGroup")
+	a.change("annotations removed: the defaults (upstream's) again", nil, healthCheckIs("TCP traffic-port  30/10 3/3"), "ModifyTargetGroup")
 	a.resyncChangesNothing()
 }
 
 // TestHealthCheckLocalTrafficDefaults: with externalTrafficPolicy Local the
-// default check is HTTP on the healthCheckNodePort at /healthz (AWS's HTTP
-// timeout, 6 s); the annotations override parts of it.
+// default check is upstream's: HTTP on the healthCheckNodePort at /healthz
+// every 10 s, 2 checks either way (AWS's HTTP timeout, 6 s); the
+// annotations override parts of it.
 func TestHealthCheckLocalTrafficDefaults(t *testing.T) {
-	a := startAnnotated(t, newService("web", testutil.WithLocalTraffic(32000)), healthCheckIs("HTTP 32000 /healthz 30/6 5/2"))
-	a.change("interval and thresholds on the Local default", map[annotation.Name]string{AnnotationHealthCheckInterval: "10", AnnotationHealthyThreshold: "2"},
-		healthCheckIs("HTTP 32000 /healthz 10/6 2/2"), "ModifyTargetGroup")
+	a := startAnnotated(t, newService("web", testutil.WithLocalTraffic(32000)), healthCheckIs("HTTP 32000 /healthz 10/6 2/2"))
+	a.change("interval and thresholds on the Local default", map[annotation.Name]string{AnnotationHealthCheckInterval: "30", AnnotationHealthyThreshold: "5"},
+		healthCheckIs("HTTP 32000 /healthz 30/6 5/2"), "ModifyTargetGroup")
 }
 
 // attributesAre checks some of the target group's attributes.

@@ -100,9 +100,13 @@ const (
 	minHCTimeout, maxHCTimeout     = 2, 120
 	minHCThreshold, maxHCThreshold = 2, 10
 	maxHCPathLength                = 1024
-	// AWS's defaults for an NLB's target group, which every target group
-	// made before these annotations existed has.
-	defaultHCInterval, defaultHCHealthy, defaultHCUnhealthy = 30, 5, 2
+	// cloud-provider-aws v1.37.1's defaults (buildNLBHealthCheckConfiguration),
+	// so adopting one of its NLBs modifies no health check: TCP every 30 s,
+	// 3 checks either way; for externalTrafficPolicy Local, HTTP on the
+	// health-check NodePort every 10 s, 2 checks either way. Upstream sends
+	// no timeout, so AWS's apply: 10 s for TCP and HTTPS, 6 s for HTTP.
+	defaultHCInterval, defaultHCHealthy, defaultHCUnhealthy = 30, 3, 3
+	localHCInterval, localHCHealthy, localHCUnhealthy       = 10, 2, 2
 	defaultHCTimeout, defaultHCTimeoutHTTP                  = 10, 6
 )
 

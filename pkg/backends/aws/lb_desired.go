@@ -201,13 +201,13 @@ func sourceRanges(svc *corev1.Service) ([]string, error) {
 	return out, nil
 }
 
-// healthCheckOf is the default health check: kube-proxy's health endpoint
-// for externalTrafficPolicy Local, else the traffic port, with AWS's
-// default timing.
+// healthCheckOf is the default health check, upstream's: kube-proxy's
+// health endpoint for externalTrafficPolicy Local, else the traffic port.
 func healthCheckOf(svc *corev1.Service) healthCheck {
 	hc := healthCheck{protocol: "TCP", port: "traffic-port", interval: defaultHCInterval, healthy: defaultHCHealthy, unhealthy: defaultHCUnhealthy}
 	if path, port := servicehelpers.GetServiceHealthCheckPathPort(svc); path != "" {
 		hc.protocol, hc.port, hc.path = "HTTP", strconv.Itoa(int(port)), path
+		hc.interval, hc.healthy, hc.unhealthy = localHCInterval, localHCHealthy, localHCUnhealthy
 	}
 	return hc
 }
