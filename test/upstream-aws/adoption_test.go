@@ -87,7 +87,8 @@ func readyNode(in awsfake.Instance) *v1.Node {
 // or deleted, no health check modified (the backend's defaults are
 // upstream's), the target groups converged in place to the Services
 // (attributes, TLS and addresses as annotated, every node a target),
-// then no mutating call on a resync, and nothing left when the Services go.
+// then no mutating call on a resync, and nothing left when the Services go
+// (neither the NLBs nor the rules upstream added to the nodes' group).
 func TestAdoptionFromUpstream(t *testing.T) {
 	e := newEnv(t, 3)
 	e.fake.AddCertificate(certARN)
@@ -159,6 +160,12 @@ func TestAdoptionFromUpstream(t *testing.T) {
 	testutil.Eventually(t, time.Minute, "no load balancer or target group left", func() error {
 		if lbs, tgs := e.fake.LoadBalancers(), e.fake.TargetGroups(); len(lbs)+len(tgs) != 0 {
 			return fmt.Errorf("%d load balancers, %d target groups", len(lbs), len(tgs))
+		}
+		return nil
+	})
+	testutil.Eventually(t, time.Minute, "no rule of upstream's left in the nodes' security group", func() error {
+		if rules := e.fake.SecurityGroupIngress(e.seeded.NodeSecurityGroup); len(rules) != 0 {
+			return fmt.Errorf("rules left: %v", rules)
 		}
 		return nil
 	})

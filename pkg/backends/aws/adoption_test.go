@@ -348,3 +348,70 @@ func TestAdoptedNLBInARepairPass(t *testing.T) {
 		t.Errorf("targets %v, want both instances", tg.Targets)
 	}
 }
+
+// TestAdoptedDeleteRevokesUpstreamInstanceRules: the rules the upstream
+// provider added to the nodes' security group for an NLB without security
+// groups (client and health rules, described with the NLB's name) keep
+// serving while the backend runs the adopted NLB, and are revoked when the
+// Service is deleted, with the MTU rule of a client CIDR no other NLB's
+// client rule has; rules for other NLBs (and the MTU rule they need),
+// other rules and the group itself (shared, not the Service's) are left
+// alone.
+func TestAdoptedDeleteRevokesUpstreamInstanceRules(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
+	ctx := context.Background()
+	out, err := e.cloud.lb.ec2.(*ec2.Client).CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("nodes"),
+		Description: awssdk.String("the cluster's nodes"), VpcId: awssdk.String(testVPC),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup,
+			Tags: []ec2types.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("shared")}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeSG := awssdk.ToString(out.GroupId)
+	lbName := cloudprovider.DefaultLoadBalancerName(svc)
+	rule := func(proto string, from, to int32, cidr, desc string) ec2types.IpPermission {
+		r := ec2types.IpRange{CidrIp: awssdk.String(cidr)}
+		if desc != "" {
+			r.Description = awssdk.String(desc)
+		}
+		return ec2types.IpPermission{IpProtocol: awssdk.String(proto), FromPort: awssdk.Int32(from), ToPort: awssdk.Int32(to), IpRanges: []ec2types.IpRange{r}}
+	}
+	if _, err := e.cloud.lb.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: out.GroupId, IpPermissions: []ec2types.IpPermission{
+		rule("tcp", 30080, 30080, "0.0.0.0/0", "kubernetes.io/rule/nlb/client="+lbName),
+		rule("tcp", 30080, 30080, "10.0.0.0/16", "kubernetes.io/rule/nlb/health="+lbName),
+		rule("tcp", 30080, 30080, "192.0.2.0/24", "kubernetes.io/rule/nlb/client="+lbName),
+		rule("icmp", 3, 4, "0.0.0.0/0", "kubernetes.io/rule/nlb/mtu"),
+		rule("icmp", 3, 4, "192.0.2.0/24", "kubernetes.io/rule/nlb/mtu"),
+		rule("tcp", 30081, 30081, "0.0.0.0/0", "kubernetes.io/rule/nlb/client=aother"),
+		rule("tcp", 22, 22, "10.0.0.0/8", ""),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	upstreamRules := "icmp:3-4:0.0.0.0/0,icmp:3-4:192.0.2.0/24,tcp:22-22:10.0.0.0/8,tcp:30080-30080:0.0.0.0/0,tcp:30080-30080:10.0.0.0/16,tcp:30080-30080:192.0.2.0/24,tcp:30081-30081:0.0.0.0/0"
+	lb, _ := e.cloud.LoadBalancer()
+	if _, err := lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(e.fake.SecurityGroupIngress(nodeSG), ","); got != upstreamRules {
+		t.Errorf("nodes' rules while adopted %s, want upstream's kept serving: %s", got, upstreamRules)
+	}
+	e.fake.ResetCalls()
+	if err := lb.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(e.fake.SecurityGroupIngress(nodeSG), ","), "icmp:3-4:0.0.0.0/0,tcp:22-22:10.0.0.0/8,tcp:30081-30081:0.0.0.0/0"; got != want {
+		t.Errorf("nodes' rules after delete %s, want %s (upstream's for %s revoked, and the MTU rule of a CIDR no client rule has left; nothing else)", got, want, lbName)
+	}
+	if n := e.fake.Calls("RevokeSecurityGroupIngress"); n != 1 {
+		t.Errorf("RevokeSecurityGroupIngress calls = %d, want 1 (one per group)", n)
+	}
+	if n := e.fake.Calls("DeleteSecurityGroup"); n != 0 {
+		t.Errorf("DeleteSecurityGroup calls = %d, want 0: the nodes' group is not the Service's", n)
+	}
+	if err := lb.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Fatalf("deleting again: %v", err)
+	}
+}

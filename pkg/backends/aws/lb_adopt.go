@@ -73,20 +73,24 @@ func (l *LoadBalancer) dropUpstreamGroups(ctx context.Context, ids []string) {
 	}
 }
 
-// deleteUpstreamGroups deletes the upstream provider's groups of the
-// Service that adoption tagged as the Service's (every cluster-owned group
-// tagged with it but the backend's own, which deleteSG deletes).
+// deleteUpstreamGroups removes what the upstream provider left for the
+// Service: its rules in the cluster's security groups (revokeUpstreamRules)
+// and its groups that adoption tagged as the Service's (every
+// cluster-owned group tagged with it but the backend's own, which deleteSG
+// deletes). One DescribeSecurityGroups, of the cluster's groups, finds both.
 func (l *LoadBalancer) deleteUpstreamGroups(ctx context.Context, n names) error {
 	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
 		{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}},
-		{Name: awssdk.String("tag:" + tagService), Values: []string{n.service}},
-		{Name: awssdk.String("tag:" + tagClusterPrefix + l.clusterID), Values: []string{"owned"}},
+		{Name: awssdk.String("tag-key"), Values: []string{tagClusterPrefix + l.clusterID}},
 	}})
 	if err != nil {
-		return fmt.Errorf("DescribeSecurityGroups: %w", err)
+		return fmt.Errorf("DescribeSecurityGroups (the cluster's): %w", err)
+	}
+	if err := l.revokeUpstreamRules(ctx, out.SecurityGroups, n); err != nil {
+		return err
 	}
 	for _, sg := range out.SecurityGroups {
-		if awssdk.ToString(sg.GroupName) == n.sg {
+		if awssdk.ToString(sg.GroupName) == n.sg || ec2Tag(sg.Tags, tagService) != n.service || ec2Tag(sg.Tags, tagClusterPrefix+l.clusterID) != "owned" {
 			continue
 		}
 		if err := l.deleteUpstreamGroup(ctx, awssdk.ToString(sg.GroupId)); err != nil {
