@@ -73,8 +73,10 @@ type Server struct {
 	tgs       map[string]*targetGroup  // by ARN.
 	listeners map[string]*listener     // by ARN.
 
-	calls map[string]int
-	log   []string
+	// calls counts SDK invocations by action, attempts every request.
+	calls    map[string]int
+	attempts map[string]int
+	log      []string
 	// params are the parameters each action was sent, list indexes as N.
 	params map[string]map[string]bool
 	keys   map[string]string
@@ -107,6 +109,7 @@ func New(region string) *Server {
 		tgs:       map[string]*targetGroup{},
 		listeners: map[string]*listener{},
 		calls:     map[string]int{},
+		attempts:  map[string]int{},
 		params:    map[string]map[string]bool{},
 		keys:      map[string]string{},
 		failNext:  map[string]string{},
@@ -137,8 +140,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	action, version := r.PostForm.Get("Action"), r.PostForm.Get("Version")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls[action]++
-	s.log = append(s.log, action)
+	s.attempts[action]++
+	if firstAttempt(r.Header.Get("amz-sdk-request")) {
+		s.calls[action]++
+		s.log = append(s.log, action)
+	}
 	s.recordParams(action, r.PostForm)
 	key := accessKeyID(r.Header.Get("Authorization"))
 	if key == "" && action != "AssumeRoleWithWebIdentity" {
@@ -273,7 +279,8 @@ func (s *Server) LastAccessKey(action string) string {
 	return s.keys[action]
 }
 
-// Calls returns how many times action was called.
+// Calls returns how many times action was called: one per SDK invocation,
+// however many attempts it took (see Attempts).
 func (s *Server) Calls(action string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -320,7 +327,41 @@ func (s *Server) ResetCalls() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = map[string]int{}
+	s.attempts = map[string]int{}
 	s.log = nil
+}
+
+// firstAttempt tells whether a request is an SDK invocation's first
+// attempt: aws-sdk-go-v2 sends "amz-sdk-request: attempt=N; max=M" and
+// sends a retry (a throttled or failed attempt) again with N+1. A request
+// without the header (another client) is counted as a call of its own.
+func firstAttempt(header string) bool {
+	for _, part := range strings.Split(header, ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {
+			return v == "1"
+		}
+	}
+	return true
+}
+
+// Attempts returns how many requests of action arrived, retries included
+// (Calls counts each SDK invocation once).
+func (s *Server) Attempts(action string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts[action]
+}
+
+// TotalAttempts returns the number of requests of every action, retries
+// included.
+func (s *Server) TotalAttempts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.attempts {
+		n += v
+	}
+	return n
 }
 
 // listIndex is a list member's index in a parameter name.

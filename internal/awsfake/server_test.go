@@ -111,8 +111,8 @@ func TestDescribeInstancesThroughSDK(t *testing.T) {
 		if _, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{"i-001"}}); err != nil {
 			t.Fatal(err)
 		}
-		if n := c.fake.Calls("DescribeInstances"); n != 4 {
-			t.Errorf("calls = %d, want 4 (3 throttled + 1)", n)
+		if n, a := c.fake.Calls("DescribeInstances"), c.fake.Attempts("DescribeInstances"); n != 1 || a != 4 {
+			t.Errorf("calls = %d, attempts = %d; want 1 call of 4 attempts (3 throttled + 1)", n, a)
 		}
 	})
 	t.Run("outage is an error with a 5xx code", func(t *testing.T) {
@@ -380,5 +380,24 @@ func TestParameters(t *testing.T) {
 	got := strings.Join(c.fake.Parameters()["DescribeInstances"], " ")
 	if want := "Filter.N.Name Filter.N.Value.N MaxResults"; got != want {
 		t.Errorf("DescribeInstances parameters %q, want %q", got, want)
+	}
+}
+
+// TestRetriesAreOneCall: a call the SDK retries (throttled once) counts as
+// one call of the action, two attempts; a request without the SDK's
+// attempt header counts as a call of its own.
+func TestRetriesAreOneCall(t *testing.T) {
+	c := newClients(t)
+	c.fake.FailNext("DescribeSecurityGroups", "Throttling")
+	if _, err := c.ec2.DescribeSecurityGroups(context.Background(), &ec2.DescribeSecurityGroupsInput{}); err != nil {
+		t.Fatalf("DescribeSecurityGroups after a throttled attempt: %v", err)
+	}
+	if calls, attempts := c.fake.Calls("DescribeSecurityGroups"), c.fake.Attempts("DescribeSecurityGroups"); calls != 1 || attempts != 2 {
+		t.Errorf("calls %d, attempts %d; want 1 call of 2 attempts", calls, attempts)
+	}
+	for header, first := range map[string]bool{"": true, "attempt=1; max=3": true, "attempt=2; max=3": false, "max=3; attempt=3": false, "garbage": true} {
+		if got := firstAttempt(header); got != first {
+			t.Errorf("firstAttempt(%q) = %v, want %v", header, got, first)
+		}
 	}
 }

@@ -174,8 +174,8 @@ func TestInstanceSafety(t *testing.T) {
 		if err != nil || !exists {
 			t.Fatalf("InstanceExists = %v, %v", exists, err)
 		}
-		if n := e.fake.Calls("DescribeInstances"); n != 5 {
-			t.Errorf("DescribeInstances calls = %d, want 5", n)
+		if n, a := e.fake.Calls("DescribeInstances"), e.fake.Attempts("DescribeInstances"); n != 1 || a != 5 {
+			t.Errorf("DescribeInstances calls = %d, attempts = %d; want one call of 5 attempts (4 throttled)", n, a)
 		}
 	})
 }

@@ -472,8 +472,8 @@ func TestThrottlingOutlastsTheDeadline(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("Ensure returned after %s, want about the 1s deadline", d)
 	}
-	if e.fake.TotalCalls() < 2 {
-		t.Errorf("calls = %v, want retries", e.fake.CallCounts())
+	if n := e.fake.TotalAttempts(); n < 2 {
+		t.Errorf("%d attempts (calls %v), want retries", n, e.fake.CallCounts())
 	}
 	if n := e.fake.ResourceCount(); n != 0 {
 		t.Errorf("%d resources created", n)
