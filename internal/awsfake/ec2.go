@@ -531,6 +531,14 @@ type xmlSubnet struct {
 	CidrBlock          string   `xml:"cidrBlock"`
 	State              string   `xml:"state"`
 	Tags               []xmlTag `xml:"tagSet>item"`
+	// IPv6 are the subnet's IPv6 blocks (ipv6CidrBlockAssociationSet).
+	IPv6 []xmlIPv6Association `xml:"ipv6CidrBlockAssociationSet>item"`
+}
+
+type xmlIPv6Association struct {
+	AssociationID string `xml:"associationId"`
+	CidrBlock     string `xml:"ipv6CidrBlock"`
+	State         string `xml:"ipv6CidrBlockState>state"`
 }
 
 type describeSubnetsResponse struct {
@@ -569,8 +577,12 @@ func (s *Server) describeSubnets(f url.Values) (any, *Error) {
 	resp := describeSubnetsResponse{Xmlns: ec2NS, RequestID: "fake"}
 	for _, id := range sortedKeys(s.subnets) {
 		if sn := s.subnets[id]; matchFilters(fs, sn.attr) {
-			resp.Subnets = append(resp.Subnets, xmlSubnet{SubnetID: sn.ID, VpcID: sn.VPCID, AvailabilityZone: sn.Zone,
-				AvailabilityZoneID: sn.ZoneID, CidrBlock: sn.CIDR, State: "available", Tags: ec2Tags(sn.Tags)})
+			x := xmlSubnet{SubnetID: sn.ID, VpcID: sn.VPCID, AvailabilityZone: sn.Zone,
+				AvailabilityZoneID: sn.ZoneID, CidrBlock: sn.CIDR, State: "available", Tags: ec2Tags(sn.Tags)}
+			if sn.IPv6CIDR != "" {
+				x.IPv6 = []xmlIPv6Association{{AssociationID: "subnet-cidr-assoc-" + strings.TrimPrefix(sn.ID, "subnet-"), CidrBlock: sn.IPv6CIDR, State: "associated"}}
+			}
+			resp.Subnets = append(resp.Subnets, x)
 		}
 	}
 	return resp, nil

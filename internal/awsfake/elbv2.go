@@ -49,10 +49,12 @@ type target struct {
 
 type targetGroup struct {
 	arn, name, protocol, vpcID, targetType string
-	port                                   int
-	hc                                     healthCheck
-	targets                                map[string]target
-	tags                                   map[string]string
+	// ipAddressType is ipv4 or ipv6: the family of its IP targets.
+	ipAddressType string
+	port          int
+	hc            healthCheck
+	targets       map[string]target
+	tags          map[string]string
 	// attributes are set on first use from tgAttributeDefaults.
 	attributes map[string]string
 }
@@ -87,14 +89,16 @@ type LoadBalancerView struct {
 // TargetGroupView is a target group as tests inspect it.
 type TargetGroupView struct {
 	ARN, Name, Protocol, TargetType string
-	Port                            int
-	HealthCheckProtocol             string
-	HealthCheckPort                 string
-	HealthCheckPath                 string
-	HealthCheckInterval             int
-	HealthCheckTimeout              int
-	HealthyThreshold                int
-	UnhealthyThreshold              int
+	// IPAddressType is ipv4 or ipv6.
+	IPAddressType       string
+	Port                int
+	HealthCheckProtocol string
+	HealthCheckPort     string
+	HealthCheckPath     string
+	HealthCheckInterval int
+	HealthCheckTimeout  int
+	HealthyThreshold    int
+	UnhealthyThreshold  int
 	// Attributes are the group's attributes (AWS's defaults until
 	// modified).
 	Attributes map[string]string
@@ -145,7 +149,7 @@ func (s *Server) TargetGroups() []TargetGroupView {
 	defer s.mu.Unlock()
 	var out []TargetGroupView
 	for _, tg := range s.tgs {
-		v := TargetGroupView{ARN: tg.arn, Name: tg.name, Protocol: tg.protocol, TargetType: tg.targetType, Port: tg.port,
+		v := TargetGroupView{ARN: tg.arn, Name: tg.name, Protocol: tg.protocol, TargetType: tg.targetType, IPAddressType: tg.ipAddressType, Port: tg.port,
 			HealthCheckProtocol: tg.hc.protocol, HealthCheckPort: tg.hc.port, HealthCheckPath: tg.hc.path, Tags: copyTags(tg.tags),
 			HealthCheckInterval: tg.hc.interval, HealthCheckTimeout: tg.hc.timeout, HealthyThreshold: tg.hc.healthy, UnhealthyThreshold: tg.hc.unhealthy,
 			Attributes: copyTags(s.tgAttributes(tg))}
@@ -554,7 +558,7 @@ func (s *Server) tgXML(tg *targetGroup) xmlTargetGroup {
 	x := xmlTargetGroup{TargetGroupArn: tg.arn, TargetGroupName: tg.name, Protocol: tg.protocol, Port: tg.port, VpcID: tg.vpcID,
 		HealthCheckProtocol: tg.hc.protocol, HealthCheckPort: tg.hc.port, HealthCheckEnabled: true, HealthCheckIntervalSeconds: tg.hc.interval,
 		HealthCheckTimeoutSeconds: tg.hc.timeout, HealthyThresholdCount: tg.hc.healthy, UnhealthyThresholdCount: tg.hc.unhealthy, HealthCheckPath: tg.hc.path,
-		TargetType: tg.targetType, IPAddressType: "ipv4"}
+		TargetType: tg.targetType, IPAddressType: tg.ipAddressType}
 	if lb := s.lbOf(tg.arn); lb != "" {
 		x.LoadBalancerArns = []string{lb}
 	}
@@ -616,12 +620,18 @@ func readHealthCheck(f url.Values, base healthCheck, protocol string) (healthChe
 // createTargetGroup creates a target group; the same name and settings
 // again return the existing one, as in AWS.
 func (s *Server) createTargetGroup(f url.Values) (any, *Error) {
-	name, protocol, vpc, tt := f.Get("Name"), f.Get("Protocol"), f.Get("VpcId"), f.Get("TargetType")
+	name, protocol, vpc, tt, ipType := f.Get("Name"), f.Get("Protocol"), f.Get("VpcId"), f.Get("TargetType"), f.Get("IpAddressType")
 	if err := validName("target group", name); err != nil {
 		return nil, err
 	}
 	if tt == "" {
 		tt = "instance"
+	}
+	if ipType == "" {
+		ipType = "ipv4"
+	}
+	if ipType != "ipv4" && ipType != "ipv6" {
+		return nil, errorf("ValidationError", "IpAddressType '%s' is not valid: ipv4 or ipv6", ipType)
 	}
 	port, perr := strconv.Atoi(f.Get("Port"))
 	switch {
@@ -643,13 +653,13 @@ func (s *Server) createTargetGroup(f url.Values) (any, *Error) {
 		if tg.name != name {
 			continue
 		}
-		if tg.protocol != protocol || tg.port != port || tg.vpcID != vpc || tg.targetType != tt || tg.hc != hc {
+		if tg.protocol != protocol || tg.port != port || tg.vpcID != vpc || tg.targetType != tt || tg.ipAddressType != ipType || tg.hc != hc {
 			return nil, errorf("DuplicateTargetGroupName", "A target group with the same name '%s' exists, but with different settings", name)
 		}
 		return elbResult("CreateTargetGroup", targetGroupsResult{TargetGroups: []xmlTargetGroup{s.tgXML(tg)}}), nil
 	}
 	tg := &targetGroup{arn: fmt.Sprintf("arn:aws:elasticloadbalancing:%s:%s:targetgroup/%s/%s", s.region, Account, name, s.nextID()[1:]),
-		name: name, protocol: protocol, port: port, vpcID: vpc, targetType: tt, hc: hc, targets: map[string]target{}, tags: elbTagsFrom(f)}
+		name: name, protocol: protocol, port: port, vpcID: vpc, targetType: tt, ipAddressType: ipType, hc: hc, targets: map[string]target{}, tags: elbTagsFrom(f)}
 	s.tgs[tg.arn] = tg
 	return elbResult("CreateTargetGroup", targetGroupsResult{TargetGroups: []xmlTargetGroup{s.tgXML(tg)}}), nil
 }
@@ -751,8 +761,14 @@ func (s *Server) validTarget(tg *targetGroup, t target) *Error {
 		return nil
 	}
 	ip := net.ParseIP(t.id)
-	if ip == nil || ip.To4() == nil {
-		return errorf("InvalidTarget", "The IP address '%s' is not a valid IPv4 address", t.id)
+	if ip == nil {
+		return errorf("InvalidTarget", "The IP address '%s' is not a valid IP address", t.id)
+	}
+	if v6 := ip.To4() == nil; v6 != (tg.ipAddressType == "ipv6") {
+		return errorf("ValidationError", "The IP address '%s' does not match the target group's IP address type %s", t.id, tg.ipAddressType)
+	}
+	if tg.ipAddressType == "ipv6" {
+		return s.validIPv6Target(tg, ip, t)
 	}
 	_, vpcNet, _ := net.ParseCIDR(s.vpcs[tg.vpcID])
 	if vpcNet != nil && vpcNet.Contains(ip) {
@@ -768,6 +784,18 @@ func (s *Server) validTarget(tg *targetGroup, t target) *Error {
 		return errorf("InvalidTarget", "The IP address '%s' is outside the VPC and not in a private range", t.id)
 	}
 	return nil
+}
+
+// validIPv6Target accepts an IPv6 target inside an IPv6 block of one of
+// the group's VPC's subnets (IPv6 targets outside the VPC are not
+// supported).
+func (s *Server) validIPv6Target(tg *targetGroup, ip net.IP, t target) *Error {
+	for _, sn := range s.subnets {
+		if _, block, err := net.ParseCIDR(sn.IPv6CIDR); err == nil && sn.VPCID == tg.vpcID && block.Contains(ip) {
+			return nil
+		}
+	}
+	return errorf("InvalidTarget", "The IPv6 address '%s' is not in an IPv6 CIDR block of the target group's VPC", t.id)
 }
 
 func inCGNAT(ip net.IP) bool {

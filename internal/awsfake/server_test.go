@@ -401,3 +401,71 @@ func TestRetriesAreOneCall(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6TargetGroupsThroughSDK: a subnet's IPv6 block is answered in
+// ipv6CidrBlockAssociationSet; a target group keeps its IpAddressType
+// (ipv4 by default, ipv6 on request) and takes only targets of its family,
+// refusing the other one with ValidationError as AWS does.
+func TestIPv6TargetGroupsThroughSDK(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	c.fake.AddSubnet(Subnet{ID: "subnet-6", VPCID: "vpc-1", Zone: "eu-west-1a", ZoneID: "euw1-az1", CIDR: "10.0.6.0/24", IPv6CIDR: "2001:db8:0:6::/64"})
+	sn, err := c.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-6", "subnet-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sn.Subnets {
+		var blocks []string
+		for _, a := range s.Ipv6CidrBlockAssociationSet {
+			blocks = append(blocks, awssdk.ToString(a.Ipv6CidrBlock)+"/"+string(a.Ipv6CidrBlockState.State))
+		}
+		want := ""
+		if awssdk.ToString(s.SubnetId) == "subnet-6" {
+			want = "2001:db8:0:6::/64/associated"
+		}
+		if got := strings.Join(blocks, ","); got != want {
+			t.Errorf("subnet %s IPv6 blocks %q, want %q", awssdk.ToString(s.SubnetId), got, want)
+		}
+	}
+	create := func(name string, ipType elbtypes.TargetGroupIpAddressTypeEnum) (string, error) {
+		out, err := c.elb.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: awssdk.String(name), Protocol: elbtypes.ProtocolEnumTcp, Port: awssdk.Int32(80),
+			VpcId: awssdk.String("vpc-1"), TargetType: elbtypes.TargetTypeEnumIp, IpAddressType: ipType})
+		if err != nil {
+			return "", err
+		}
+		if got, want := out.TargetGroups[0].IpAddressType, ipType; got != want && (want != "" || got != elbtypes.TargetGroupIpAddressTypeEnumIpv4) {
+			t.Errorf("%s: IpAddressType %q, want %q", name, got, want)
+		}
+		return awssdk.ToString(out.TargetGroups[0].TargetGroupArn), nil
+	}
+	v4, err := create("v4", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v6, err := create("v6", elbtypes.TargetGroupIpAddressTypeEnumIpv6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create("bad", "ipv5"); errorCode(err) != "ValidationError" {
+		t.Errorf("IpAddressType ipv5: %v, want ValidationError", err)
+	}
+	register := func(arn, ip string) error {
+		_, err := c.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: awssdk.String(arn), Targets: []elbtypes.TargetDescription{{Id: awssdk.String(ip), Port: awssdk.Int32(30080)}}})
+		return err
+	}
+	for _, tc := range []struct{ arn, ip, code string }{
+		{v6, "2001:db8:0:6::10", ""},
+		{v4, "10.0.6.10", ""},
+		{v4, "2001:db8:0:6::11", "ValidationError"},
+		{v6, "10.0.6.11", "ValidationError"},
+		{v6, "2001:db8:ffff::1", "InvalidTarget"},
+	} {
+		if err := register(tc.arn, tc.ip); errorCode(err) != tc.code {
+			t.Errorf("registering %s: %v, want %q", tc.ip, err, tc.code)
+		}
+	}
+	out, err := c.elb.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{TargetGroupArns: []string{v6}})
+	if err != nil || out.TargetGroups[0].IpAddressType != elbtypes.TargetGroupIpAddressTypeEnumIpv6 {
+		t.Errorf("DescribeTargetGroups %v, %v; want IpAddressType ipv6", out, err)
+	}
+}
