@@ -17,3 +17,19 @@ stop_service() {
   fi
   rm -f "$f"
 }
+
+# auth_section prints the Keystone credentials of a service's
+# [keystone_authtoken] section (the stack's admin, in $region), for the
+# services' configuration files. It reads $keystone_url and $region.
+auth_section() {
+  cat <<EOF2
+auth_url = $keystone_url
+auth_type = password
+project_domain_name = Default
+user_domain_name = Default
+project_name = admin
+username = admin
+password = $(cat "$dir/admin-password")
+region_name = $region
+EOF2
+}

@@ -56,8 +56,6 @@ if ! command -v neutron-server >/dev/null; then
 fi
 
 neutron_conf() {
-  local pw
-  pw="$(cat "$dir/admin-password")"
   cat <<EOF2
 [DEFAULT]
 core_plugin = ml2
@@ -77,14 +75,7 @@ log_file = $dir/log/neutron-server.log
 connection = sqlite:///$dir/neutron.db?timeout=30
 [keystone_authtoken]
 www_authenticate_uri = $keystone_url
-auth_url = $keystone_url
-auth_type = password
-project_domain_name = Default
-user_domain_name = Default
-project_name = admin
-username = admin
-password = $pw
-region_name = $region
+$(auth_section)
 [ml2]
 type_drivers = flat,vlan,vxlan
 tenant_network_types = vxlan

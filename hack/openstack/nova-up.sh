@@ -65,19 +65,6 @@ if ! command -v nova-conductor >/dev/null || ! command -v placement-api >/dev/nu
   "$here/install.sh" >&2
 fi
 
-auth_section() {
-  cat <<EOF2
-auth_url = $keystone_url
-auth_type = password
-project_domain_name = Default
-user_domain_name = Default
-project_name = admin
-username = admin
-password = $(cat "$dir/admin-password")
-region_name = $region
-EOF2
-}
-
 placement_conf() {
   cat <<EOF2
 [DEFAULT]

@@ -26,6 +26,8 @@ keystone_url=http://127.0.0.1:5000/v3
 octavia_url=http://127.0.0.1:9876
 
 log() { printf '%s up.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 # print_env writes what a test needs, as shell export lines.
 print_env() {
@@ -174,14 +176,7 @@ default_provider_driver = amphora
 connection = sqlite:///$dir/octavia.db?timeout=30
 [keystone_authtoken]
 www_authenticate_uri = $keystone_url
-auth_url = $keystone_url
-auth_type = password
-project_domain_name = Default
-user_domain_name = Default
-project_name = admin
-username = admin
-password = $pw
-region_name = $region
+$(auth_section)
 [service_auth]
 auth_url = $keystone_url
 auth_type = password
