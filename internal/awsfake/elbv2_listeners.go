@@ -71,6 +71,9 @@ func (s *Server) readListener(f url.Values, base listener) (listener, *Error) {
 	if tg.protocol != l.protocol && (l.protocol != "TLS" || tg.protocol != "TCP") {
 		return l, errorf("ValidationError", "The listener protocol '%s' must match the target group protocol '%s'", l.protocol, tg.protocol)
 	}
+	if lb := s.lbs[l.lbARN]; tg.ipAddressType == "ipv6" && lb != nil && lb.ipAddressType != "dualstack" {
+		return l, errorf("ValidationError", "You cannot associate an IPv6 target group with a load balancer that has an '%s' IP address type", lb.ipAddressType)
+	}
 	if other := s.lbOf(tg.arn); other != "" && other != l.lbARN {
 		return l, errorf("TargetGroupAssociationLimit", "The target group '%s' is already associated with a different load balancer", tg.name)
 	}

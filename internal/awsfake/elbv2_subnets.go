@@ -104,7 +104,8 @@ type ipAddressTypeResult struct {
 }
 
 // setIPAddressType changes a network load balancer between ipv4 and
-// dualstack in place; dualstack needs an IPv6 CIDR on every subnet.
+// dualstack in place; dualstack needs an IPv6 CIDR on every subnet, ipv4
+// no listener forwarding to an IPv6 target group (ValidationError).
 func (s *Server) setIPAddressType(f url.Values) (any, *Error) {
 	lb, found := s.lbs[f.Get("LoadBalancerArn")]
 	if !found {
@@ -118,6 +119,13 @@ func (s *Server) setIPAddressType(f url.Values) (any, *Error) {
 		for _, id := range lb.subnets {
 			if sn := s.subnets[id]; sn == nil || sn.IPv6CIDR == "" {
 				return nil, errorf("InvalidConfigurationRequest", "Subnet '%s' has no IPv6 CIDR block", id)
+			}
+		}
+	}
+	if t == "ipv4" {
+		for _, arn := range sortedKeys(s.listeners) {
+			if l := s.listeners[arn]; l.lbARN == lb.arn && s.tgs[l.tgARN] != nil && s.tgs[l.tgARN].ipAddressType == "ipv6" {
+				return nil, errorf("ValidationError", "The load balancer's listener on port %d forwards to the IPv6 target group '%s': an 'ipv4' load balancer cannot have IPv6 target groups", l.port, s.tgs[l.tgARN].name)
 			}
 		}
 	}

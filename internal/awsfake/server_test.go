@@ -469,3 +469,64 @@ func TestIPv6TargetGroupsThroughSDK(t *testing.T) {
 		t.Errorf("DescribeTargetGroups %v, %v; want IpAddressType ipv6", out, err)
 	}
 }
+
+// TestIPv6TargetGroupsNeedDualStack: an IPv6 target group is attached
+// (CreateListener, ModifyListener) only to a dualstack load balancer, and a
+// load balancer whose listener forwards to one cannot go back to ipv4; both
+// refusals are ValidationErrors, as AWS answers them.
+func TestIPv6TargetGroupsNeedDualStack(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	c.fake.AddSubnet(Subnet{ID: "subnet-6", VPCID: "vpc-1", Zone: "eu-west-1a", ZoneID: "euw1-az1", CIDR: "10.0.6.0/24", IPv6CIDR: "2001:db8:0:6::/64"})
+	lbOut, err := c.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String("dual"), Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-6"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbARN := lbOut.LoadBalancers[0].LoadBalancerArn
+	tg := func(name string, ipType elbtypes.TargetGroupIpAddressTypeEnum) *string {
+		out, err := c.elb.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: awssdk.String(name), Protocol: elbtypes.ProtocolEnumTcp, Port: awssdk.Int32(80),
+			VpcId: awssdk.String("vpc-1"), TargetType: elbtypes.TargetTypeEnumIp, IpAddressType: ipType})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.TargetGroups[0].TargetGroupArn
+	}
+	v4, v6 := tg("v4", ""), tg("v6", elbtypes.TargetGroupIpAddressTypeEnumIpv6)
+	forward := func(arn *string) []elbtypes.Action {
+		return []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: arn}}
+	}
+	_, err = c.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: lbARN, Port: awssdk.Int32(80), Protocol: elbtypes.ProtocolEnumTcp, DefaultActions: forward(v6)})
+	if errorCode(err) != "ValidationError" || !strings.Contains(err.Error(), "IPv6 target group") {
+		t.Fatalf("CreateListener to an IPv6 group on an ipv4 NLB: %v, want ValidationError", err)
+	}
+	ls, err := c.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: lbARN, Port: awssdk.Int32(80), Protocol: elbtypes.ProtocolEnumTcp, DefaultActions: forward(v4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsARN := ls.Listeners[0].ListenerArn
+	if _, err := c.elb.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: lsARN, DefaultActions: forward(v6)}); errorCode(err) != "ValidationError" {
+		t.Fatalf("ModifyListener to an IPv6 group on an ipv4 NLB: %v, want ValidationError", err)
+	}
+	setType := func(ipType elbtypes.IpAddressType) error {
+		_, err := c.elb.SetIpAddressType(ctx, &elbv2.SetIpAddressTypeInput{LoadBalancerArn: lbARN, IpAddressType: ipType})
+		return err
+	}
+	if err := setType(elbtypes.IpAddressTypeDualstack); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.elb.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: lsARN, DefaultActions: forward(v6)}); err != nil {
+		t.Fatalf("ModifyListener to an IPv6 group on a dualstack NLB: %v", err)
+	}
+	if err := setType(elbtypes.IpAddressTypeIpv4); errorCode(err) != "ValidationError" || !strings.Contains(err.Error(), "'v6'") {
+		t.Fatalf("SetIpAddressType ipv4 with an IPv6 group attached: %v, want ValidationError naming it", err)
+	}
+	if _, err := c.elb.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: lsARN, DefaultActions: forward(v4)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := setType(elbtypes.IpAddressTypeIpv4); err != nil {
+		t.Fatalf("SetIpAddressType ipv4 once the listener forwards to an IPv4 group: %v", err)
+	}
+	if lbs := c.fake.LoadBalancers(); lbs[0].IPAddressType != "ipv4" {
+		t.Errorf("IP address type %s, want ipv4", lbs[0].IPAddressType)
+	}
+}
