@@ -116,8 +116,12 @@ const (
 
 	// AnnotationIPAddressType (ipv4 or dualstack; default ipv4), the AWS
 	// Load Balancer Controller's name, makes the NLB dual-stack (IPv4 and
-	// IPv6 addresses; its subnets need IPv6 CIDRs). Changed in place
-	// (SetIpAddressType): same NLB, same DNS name.
+	// IPv6 clients on every listener; its subnets need IPv6 CIDRs). Changed
+	// in place (SetIpAddressType): same NLB, same DNS name. The target
+	// groups are of the Service's primary IP family (spec.ipFamilies[0]):
+	// an IPv6-primary Service gets IPv6 target groups with the nodes' IPv6
+	// addresses, which AWS attaches only to a dualstack NLB, so it needs
+	// this annotation set to dualstack.
 	AnnotationIPAddressType annotation.Name = "service.beta.kubernetes.io/aws-load-balancer-ip-address-type"
 
 	// AnnotationType (string: nlb, external or nlb-ip; default: nlb) is

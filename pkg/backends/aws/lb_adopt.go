@@ -115,11 +115,11 @@ func (l *LoadBalancer) deleteUpstreamGroup(ctx context.Context, id string) error
 
 // keepUpstreamGroups makes the ports of an adopted NLB keep the upstream
 // provider's target group their listener forwards to, where that group is
-// what the port asks for (protocol, target type, VPC): the listener, the
+// what the port asks for (protocol, target type, IP address type, VPC): the listener, the
 // group and its targets' health stay as they are, and the group is
 // converged in place (health check, attributes, targets) like one of the
 // backend's. Only a group that does not fit is replaced (AWS cannot change
-// a group's protocol or target type). The group goes with the NLB when the
+// a group's protocol, target type or IP address type). The group goes with the NLB when the
 // Service is deleted (deleteLB).
 func keepUpstreamGroups(d *desiredLB, vpc string, have map[int32]*elbtypes.Listener, attached map[string]elbtypes.TargetGroup) {
 	byARN := map[string]elbtypes.TargetGroup{}
@@ -135,7 +135,7 @@ func keepUpstreamGroups(d *desiredLB, vpc string, have map[int32]*elbtypes.Liste
 		tg, ok := byARN[forwardsTo(ls)]
 		name := awssdk.ToString(tg.TargetGroupName)
 		if ok && !strings.HasPrefix(name, d.names.tgPrefix()) && string(tg.Protocol) == p.protocol &&
-			string(tg.TargetType) == d.targetType && awssdk.ToString(tg.VpcId) == vpc {
+			string(tg.TargetType) == d.targetType && groupFamily(tg) == d.family && awssdk.ToString(tg.VpcId) == vpc {
 			p.tgName = name
 		}
 	}

@@ -45,6 +45,9 @@ type desiredLB struct {
 	mappings         map[string]subnetMapping
 	// ipType is ipv4 or dualstack.
 	ipType string
+	// family is the target groups' IP address type, ipv4 or ipv6: the
+	// Service's primary IP family (primaryFamily).
+	family string
 	// tls is what the TLS annotations ask for (nil: no TLS).
 	tls *tlsConfig
 	// manageBackend: the backend adds the instances' ingress rules from
@@ -52,8 +55,8 @@ type desiredLB struct {
 	manageBackend bool
 	// sourceRanges are the CIDRs allowed in, sorted.
 	sourceRanges []string
-	// targets are instance IDs or IPv4 addresses; zone is "all" for
-	// addresses outside the VPC.
+	// targets are instance IDs or IP addresses of the family; zone is
+	// "all" for IPv4 addresses outside the VPC.
 	targets []target
 	tags    map[string]string
 }
@@ -115,6 +118,8 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	readSecurityGroups(r, d)
 	d.tls = readTLS(r, svc)
 	readAddresses(r, d)
+	d.family = primaryFamily(svc)
+	readFamily(r, d, targetType)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
@@ -133,10 +138,11 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	if d.mappings, err = l.mapAddresses(ctx, d); err != nil {
 		return nil, err
 	}
-	if d.targetType, d.targets, err = l.targetsFor(ctx, targetType, nodes); err != nil {
+	if d.targetType, d.targets, err = l.targetsFor(ctx, targetType, nodes, d.family); err != nil {
 		return nil, err
 	}
-	if d.ports, err = portsOf(svc, d.names, d.targetType, d.tls); err != nil {
+	l.warnNoTargets(ctx, d, len(nodes))
+	if d.ports, err = portsOf(svc, d.names, d.targetType, d.family, d.tls); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -214,7 +220,7 @@ func healthCheckOf(svc *corev1.Service) healthCheck {
 
 // portsOf groups the Service's ports into listeners: TCP and UDP on the
 // same port become one TCP_UDP listener, which needs one NodePort for both.
-func portsOf(svc *corev1.Service, n names, targetType string, tls *tlsConfig) ([]desiredPort, error) {
+func portsOf(svc *corev1.Service, n names, targetType, family string, tls *tlsConfig) ([]desiredPort, error) {
 	byPort := map[int32]*desiredPort{}
 	for _, p := range svc.Spec.Ports {
 		if p.Protocol != corev1.ProtocolTCP && p.Protocol != corev1.ProtocolUDP {
@@ -244,7 +250,7 @@ func portsOf(svc *corev1.Service, n names, targetType string, tls *tlsConfig) ([
 				dp.protocol = "TLS"
 			}
 		}
-		dp.tgName = n.targetGroup(dp.port, dp.protocol, targetType)
+		dp.tgName = n.targetGroupOf(dp.port, dp.protocol, targetType, family)
 		out = append(out, *dp)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].port < out[j].port })
@@ -252,8 +258,13 @@ func portsOf(svc *corev1.Service, n names, targetType string, tls *tlsConfig) ([
 }
 
 // targetsFor chooses the target type (tt, the annotation's, else instance
-// when every node is an instance of the VPC, else ip) and the targets.
-func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev1.Node) (string, []target, error) {
+// when every node is an instance of the VPC, else ip) and the targets. An
+// IPv6 family's targets are always the nodes' IPv6 addresses (ip).
+func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev1.Node, family string) (string, []target, error) {
+	if family == familyIPv6 {
+		ts, err := l.ipTargets(ctx, nodes, family)
+		return targetIP, ts, err
+	}
 	set := tt != ""
 	ids := make([]string, len(nodes))
 	all := len(nodes) > 0
@@ -273,7 +284,7 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 	if tt == targetInstance {
 		return tt, instanceTargets(ids), nil
 	}
-	ts, err := l.ipTargets(ctx, nodes)
+	ts, err := l.ipTargets(ctx, nodes, family)
 	return tt, ts, err
 }
 
@@ -329,9 +340,11 @@ func (l *LoadBalancer) vpcInstance(ctx context.Context, n *corev1.Node) (string,
 	return id, nil
 }
 
-// ipTargets targets each node's first IPv4 InternalIP; addresses outside
-// the VPC's subnets get zone "all", as AWS requires.
-func (l *LoadBalancer) ipTargets(ctx context.Context, nodes []*corev1.Node) ([]target, error) {
+// ipTargets targets each node's first InternalIP of the family (IPv4:
+// addresses outside the VPC's subnets get zone "all", as AWS requires;
+// IPv6: the first inside an IPv6 block of the VPC's subnets, as AWS takes
+// no other). A node without one is not a target.
+func (l *LoadBalancer) ipTargets(ctx context.Context, nodes []*corev1.Node, family string) ([]target, error) {
 	subnets, err := l.vpcSubnets(ctx)
 	if err != nil {
 		return nil, err
@@ -340,15 +353,16 @@ func (l *LoadBalancer) ipTargets(ctx context.Context, nodes []*corev1.Node) ([]t
 	seen := map[string]bool{}
 	for _, n := range nodes {
 		ip := nodeIPv4(n)
+		if family == familyIPv6 {
+			ip = nodeIPv6In(n, subnets)
+		}
 		if ip == nil || seen[ip.String()] {
 			continue
 		}
 		seen[ip.String()] = true
 		t := target{id: ip.String(), zone: "all"}
-		for _, sn := range subnets {
-			if sn.cidr != nil && sn.cidr.Contains(ip) {
-				t.zone = ""
-			}
+		if inSubnets(subnets, ip) {
+			t.zone = ""
 		}
 		out = append(out, t)
 	}
@@ -374,13 +388,17 @@ func nodeIPv4(n *corev1.Node) net.IP {
 // every node whose first IPv4 InternalIP is private (RFC 1918 or
 // 100.64.0.0/10): AWS takes IP targets outside the VPC only from those
 // ranges, so a node with a public address would make every registration
-// fail.
+// fail. For an IPv6-primary Service, a node with an IPv6 InternalIP
+// (ipTargets keeps those inside the VPC's IPv6 blocks).
 func (l *LoadBalancer) CanTarget(svc *corev1.Service, node *corev1.Node) bool {
 	if s, err := providerid.Scheme(node.Spec.ProviderID); err == nil && s == Scheme {
 		return true
 	}
 	if v, _ := AnnotationTargetType.Get(svc.Annotations); v == targetInstance {
 		return false
+	}
+	if primaryFamily(svc) == familyIPv6 {
+		return hasIPv6(node)
 	}
 	ip := nodeIPv4(node)
 	return ip != nil && (ip.IsPrivate() || cgnat.Contains(ip))

@@ -23,6 +23,9 @@ const (
 	// or target type (also an adopted NLB's upstream group that does not
 	// fit the port).
 	reasonTargetGroupsReplacing = "LoadBalancerTargetGroupsReplacing"
+	// reasonNoTargets: none of the Service's nodes has an address of its
+	// target groups' IP family (a Warning; the load balancer is made).
+	reasonNoTargets = "LoadBalancerNoTargets"
 )
 
 // events records the backend's own events on Services. The zero value

@@ -22,7 +22,23 @@ const subnetTTL = 5 * time.Minute
 type subnet struct {
 	id, zone string
 	cidr     *net.IPNet
-	tags     map[string]string
+	// ipv6 are the subnet's associated IPv6 blocks.
+	ipv6 []*net.IPNet
+	tags map[string]string
+}
+
+// holds reports whether ip is in the subnet's IPv4 block or one of its
+// IPv6 blocks.
+func (sn subnet) holds(ip net.IP) bool {
+	if ip.To4() != nil {
+		return sn.cidr != nil && sn.cidr.Contains(ip)
+	}
+	for _, block := range sn.ipv6 {
+		if block.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // subnetCache holds the VPC's subnets, listed at most once per
@@ -49,6 +65,11 @@ func (l *LoadBalancer) vpcSubnets(ctx context.Context) ([]subnet, error) {
 	for _, s := range out.Subnets {
 		sn := subnet{id: awssdk.ToString(s.SubnetId), zone: awssdk.ToString(s.AvailabilityZone), tags: map[string]string{}}
 		_, sn.cidr, _ = net.ParseCIDR(awssdk.ToString(s.CidrBlock))
+		for _, a := range s.Ipv6CidrBlockAssociationSet {
+			if _, block, err := net.ParseCIDR(awssdk.ToString(a.Ipv6CidrBlock)); err == nil && a.Ipv6CidrBlockState != nil && a.Ipv6CidrBlockState.State == ec2types.SubnetCidrBlockStateCodeAssociated {
+				sn.ipv6 = append(sn.ipv6, block)
+			}
+		}
 		for _, t := range s.Tags {
 			sn.tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
 		}

@@ -120,6 +120,9 @@ func (l *LoadBalancer) createTargetGroup(ctx context.Context, d *desiredLB, p de
 	if d.hc.path != "" {
 		in.HealthCheckPath = awssdk.String(d.hc.path)
 	}
+	if d.family == familyIPv6 {
+		in.IpAddressType = elbtypes.TargetGroupIpAddressTypeEnumIpv6
+	}
 	out, err := l.elb.CreateTargetGroup(ctx, in)
 	if errorCode(err) == "DuplicateTargetGroupName" {
 		got, derr := l.elb.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{Names: []string{p.tgName}})
@@ -318,7 +321,8 @@ func listenerError(op string, p desiredPort, err error) error {
 
 // announceRegrouping says, in a Normal event before anything changes,
 // which listeners are about to move to another target group: a port whose
-// protocol (aws-load-balancer-backend-protocol) or target type changed,
+// protocol (aws-load-balancer-backend-protocol), target type or IP family
+// (the Service's primary one) changed,
 // which AWS cannot change on a target group (also an adopted NLB's port
 // whose upstream group does not fit, see keepUpstreamGroups). have are
 // the NLB's listeners and attached the groups they use.
@@ -341,7 +345,7 @@ func (l *LoadBalancer) announceRegrouping(ctx context.Context, d *desiredLB, hav
 		return
 	}
 	l.events.announce(ctx, corev1.EventTypeNormal, reasonTargetGroupsReplacing,
-		"Moving listeners to new target groups (AWS cannot change a target group's protocol or target type): %s. "+
+		"Moving listeners to new target groups (AWS cannot change a target group's protocol, target type or IP address type): %s. "+
 			"The load balancer and its DNS name stay; each new group gets the same targets before its listener moves, and the old group is deleted after",
 		strings.Join(moves, "; "))
 }

@@ -200,8 +200,13 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 		}
 		l.dropUpstreamGroups(ctx, upstreamSGs)
 	}
-	if err := l.syncIPType(ctx, d, lb); err != nil {
-		return nil, err
+	// Dual-stack comes before the listeners may move to IPv6 target
+	// groups, IPv4 after they moved off them: AWS refuses either
+	// otherwise.
+	if d.ipType == "dualstack" {
+		if err := l.syncIPType(ctx, d, lb); err != nil {
+			return nil, err
+		}
 	}
 	if err := l.syncLBAttributes(ctx, d, lb, fresh); err != nil {
 		return nil, err
@@ -211,6 +216,9 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 		return nil, err
 	}
 	if err := l.ensureForwarding(ctx, d, lb, attached); err != nil {
+		return nil, err
+	}
+	if err := l.syncIPType(ctx, d, lb); err != nil {
 		return nil, err
 	}
 	if err := l.syncTags(ctx, d, lb, missing); err != nil {

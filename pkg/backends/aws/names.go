@@ -39,12 +39,24 @@ func namesFor(clusterID string, svc *corev1.Service) names {
 // tgPrefix starts the names of every target group of the Service.
 func (n names) tgPrefix() string { return "k8s-" + n.hash + "-" }
 
-// targetGroup names the target group of one listener port, protocol and
-// target type: k8s-<hash>-<port>-<protocol>-<i|p> (instance or ip), at most 29 characters.
+// targetGroup names the IPv4 target group of one listener port, protocol
+// and target type: k8s-<hash>-<port>-<protocol>-<i|p> (instance or ip), at
+// most 29 characters.
 func (n names) targetGroup(port int32, protocol, targetType string) string {
+	return n.targetGroupOf(port, protocol, targetType, familyIPv4)
+}
+
+// targetGroupOf names the target group of one listener port, protocol,
+// target type and IP family: an IPv6 group's name ends in 6 (k8s-<hash>-<port>-<protocol>-p6,
+// at most 30 characters), so that a family change makes a new group, as
+// AWS cannot change a group's IP address type.
+func (n names) targetGroupOf(port int32, protocol, targetType, family string) string {
 	kind := "i"
 	if targetType == targetIP {
 		kind = "p"
+	}
+	if family == familyIPv6 {
+		kind += "6"
 	}
 	return fmt.Sprintf("%s%d-%s-%s", n.tgPrefix(), port, strings.ToLower(strings.ReplaceAll(protocol, "_", "")), kind)
 }
