@@ -593,7 +593,14 @@ type xmlIPPermission struct {
 	FromPort   int            `xml:"fromPort"`
 	ToPort     int            `xml:"toPort"`
 	IPRanges   []xmlIPRange   `xml:"ipRanges>item"`
+	IPv6Ranges []xmlIPv6Range `xml:"ipv6Ranges>item"`
 	Groups     []xmlGroupPair `xml:"groups>item"`
+}
+
+// xmlIPv6Range is an Ipv6Range: a rule's IPv6 CIDR and its description.
+type xmlIPv6Range struct {
+	CidrIPv6    string `xml:"cidrIpv6"`
+	Description string `xml:"description,omitempty"`
 }
 
 // xmlIPRange is an IpRange: a rule's IPv4 CIDR and its description.
@@ -654,9 +661,12 @@ func (sg *securityGroup) xml() xmlSecurityGroup {
 	x := xmlSecurityGroup{OwnerID: Account, GroupID: sg.id, GroupName: sg.name, Description: sg.description, VpcID: sg.vpcID, Tags: ec2Tags(sg.tags)}
 	for _, p := range sg.ingress {
 		xp := xmlIPPermission{IPProtocol: p.protocol, FromPort: p.from, ToPort: p.to}
-		if p.group != "" {
+		switch {
+		case p.group != "":
 			xp.Groups = append(xp.Groups, xmlGroupPair{UserID: Account, GroupID: p.group, Description: p.description})
-		} else {
+		case strings.Contains(p.cidr, ":"):
+			xp.IPv6Ranges = append(xp.IPv6Ranges, xmlIPv6Range{CidrIPv6: p.cidr, Description: p.description})
+		default:
 			xp.IPRanges = append(xp.IPRanges, xmlIPRange{CidrIP: p.cidr, Description: p.description})
 		}
 		x.Ingress = append(x.Ingress, xp)
@@ -787,7 +797,14 @@ func (s *Server) permissions(f url.Values) ([]permission, *Error) {
 		}
 		for _, r := range items(f, p+".IpRanges") {
 			cidr := f.Get(r + ".CidrIp")
-			if _, _, err := net.ParseCIDR(cidr); err != nil {
+			if ip, _, err := net.ParseCIDR(cidr); err != nil || ip.To4() == nil {
+				return nil, errorf("InvalidParameterValue", "CIDR block %s is malformed", cidr)
+			}
+			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, cidr: cidr, description: f.Get(r + ".Description")})
+		}
+		for _, r := range items(f, p+".Ipv6Ranges") {
+			cidr := f.Get(r + ".CidrIpv6")
+			if ip, _, err := net.ParseCIDR(cidr); err != nil || ip.To4() != nil || !strings.Contains(cidr, ":") {
 				return nil, errorf("InvalidParameterValue", "CIDR block %s is malformed", cidr)
 			}
 			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, cidr: cidr, description: f.Get(r + ".Description")})

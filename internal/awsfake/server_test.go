@@ -530,3 +530,60 @@ func TestIPv6TargetGroupsNeedDualStack(t *testing.T) {
 		t.Errorf("IP address type %s, want ipv4", lbs[0].IPAddressType)
 	}
 }
+
+// TestIPv6SecurityGroupRulesThroughSDK: ingress rules from IPv6 CIDRs go in
+// Ipv6Ranges (CidrIpv6) and are answered there; an IPv6 CIDR in IpRanges
+// or an IPv4 one in Ipv6Ranges is malformed (InvalidParameterValue), as in
+// EC2.
+func TestIPv6SecurityGroupRulesThroughSDK(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	sg, err := c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("g"), Description: awssdk.String("d"), VpcId: awssdk.String("vpc-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perm := func(v4, v6 string) []ec2types.IpPermission {
+		p := ec2types.IpPermission{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(80), ToPort: awssdk.Int32(80)}
+		if v4 != "" {
+			p.IpRanges = []ec2types.IpRange{{CidrIp: awssdk.String(v4)}}
+		}
+		if v6 != "" {
+			p.Ipv6Ranges = []ec2types.Ipv6Range{{CidrIpv6: awssdk.String(v6)}}
+		}
+		return []ec2types.IpPermission{p}
+	}
+	authorize := func(p []ec2types.IpPermission) error {
+		_, err := c.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: sg.GroupId, IpPermissions: p})
+		return err
+	}
+	for _, bad := range [][]ec2types.IpPermission{perm("::/0", ""), perm("", "0.0.0.0/0")} {
+		if err := authorize(bad); errorCode(err) != "InvalidParameterValue" {
+			t.Errorf("authorizing %+v: %v, want InvalidParameterValue", bad, err)
+		}
+	}
+	if err := authorize(perm("0.0.0.0/0", "::/0")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{awssdk.ToString(sg.GroupId)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v4, v6 []string
+	for _, p := range out.SecurityGroups[0].IpPermissions {
+		for _, r := range p.IpRanges {
+			v4 = append(v4, awssdk.ToString(r.CidrIp))
+		}
+		for _, r := range p.Ipv6Ranges {
+			v6 = append(v6, awssdk.ToString(r.CidrIpv6))
+		}
+	}
+	if strings.Join(v4, ",") != "0.0.0.0/0" || strings.Join(v6, ",") != "::/0" {
+		t.Errorf("IpRanges %v, Ipv6Ranges %v; want 0.0.0.0/0 and ::/0", v4, v6)
+	}
+	if _, err := c.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: sg.GroupId, IpPermissions: perm("", "::/0")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.fake.SecurityGroupIngress(awssdk.ToString(sg.GroupId)), ","); got != "tcp:80-80:0.0.0.0/0" {
+		t.Errorf("ingress after revoking ::/0: %s", got)
+	}
+}
