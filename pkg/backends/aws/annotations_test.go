@@ -906,9 +906,9 @@ func TestAddressAnnotations(t *testing.T) {
 		}
 	}
 	dual := map[annotation.Name]string{AnnotationEIPAllocations: eips[0] + "," + eips[1], AnnotationIPAddressType: "dualstack"}
-	a.change("dual-stack in place", dual, addressesAre("dualstack", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "SetIpAddressType")
+	a.change("dual-stack in place, IPv6 clients let in", dual, addressesAre("dualstack", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "SetIpAddressType", "AuthorizeSecurityGroupIngress")
 	a.resyncChangesNothing()
-	a.change("back to IPv4", first, addressesAre("ipv4", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "SetIpAddressType")
+	a.change("back to IPv4", first, addressesAre("ipv4", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "SetIpAddressType", "RevokeSecurityGroupIngress")
 	a.change("annotations removed: the running NLB keeps its Elastic IPs, quietly", nil, addressesAre("ipv4", "subnet-0a="+eips[0], "subnet-0b="+eips[1]), "none")
 	a.resyncChangesNothing()
 }

@@ -87,6 +87,20 @@ func forwardsToGroup(lbType, tg, family string, targets ...string) func(*env) er
 	}
 }
 
+// letsIn checks the ingress rules of the backend's only security group.
+func letsIn(want ...string) func(*env) error {
+	return func(e *env) error {
+		sgs := e.fake.SecurityGroups()
+		if len(sgs) != 1 {
+			return fmt.Errorf("%d security groups, want 1", len(sgs))
+		}
+		if got, want := strings.Join(sgs[0].Ingress, ","), strings.Join(slices.Sorted(slices.Values(want)), ","); got != want {
+			return fmt.Errorf("security group lets in %s, want %s", got, want)
+		}
+		return nil
+	}
+}
+
 // startDualStack starts the service controller over nodes on a backend
 // with events and dual-stack subnets, creates svc and waits for check.
 func startDualStack(t *testing.T, e *env, svc *corev1.Service, check func(*env) error, nodes ...*corev1.Node) *annotated {
@@ -160,6 +174,12 @@ func TestIPv6PrimaryServiceGetsIPv6Targets(t *testing.T) {
 	svc := newService("web", ipv6Primary, withAnnotations(dual))
 	tg6 := namesFor(testCluster, svc).targetGroupOf(80, "TCP", targetIP, familyIPv6)
 	a := startDualStack(t, e, svc, forwardsToGroup("dualstack", tg6, familyIPv6, ipv6Of(1)+":30080", ipv6Of(2)+":30080"), n1, n2, n3, vm)
+	if err := letsIn("tcp:80-80:0.0.0.0/0", "tcp:80-80:::/0")(e); err != nil {
+		t.Error(err)
+	}
+	a.resyncChangesNothing()
+	a.changeService("IPv4 and IPv6 source ranges", testutil.WithSourceRanges("2001:db8:ff::/48", "203.0.113.0/24"),
+		letsIn("tcp:80-80:2001:db8:ff::/48", "tcp:80-80:203.0.113.0/24"), "AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress")
 	a.resyncChangesNothing()
 
 	n3v6 := n3.DeepCopy()
@@ -240,7 +260,10 @@ func TestIPFamilyChangeReplacesTargetGroups(t *testing.T) {
 		ipv4Primary(s)
 		s.Annotations[string(AnnotationIPAddressType)] = "ipv4"
 	}, forwardsToGroup("ipv4", tg4, familyIPv4, v4Targets...),
-		"CreateTargetGroup", "RegisterTargets", "ModifyListener", "DeleteTargetGroup", "SetIpAddressType")
+		"RevokeSecurityGroupIngress", "CreateTargetGroup", "RegisterTargets", "ModifyListener", "DeleteTargetGroup", "SetIpAddressType")
+	if err := letsIn("tcp:80-80:0.0.0.0/0")(e); err != nil {
+		t.Error(err)
+	}
 	a.event(corev1.EventTypeNormal, reasonTargetGroupsReplacing, "port 80 from "+tg6+" to "+tg4)
 	a.resyncChangesNothing()
 
@@ -248,7 +271,10 @@ func TestIPFamilyChangeReplacesTargetGroups(t *testing.T) {
 		ipv6Primary(s)
 		s.Annotations[string(AnnotationIPAddressType)] = "dualstack"
 	}, forwardsToGroup("dualstack", tg6, familyIPv6, ipv6Of(1)+":30080", ipv6Of(2)+":30080"),
-		"SetIpAddressType", "CreateTargetGroup", "RegisterTargets", "ModifyListener", "DeleteTargetGroup")
+		"AuthorizeSecurityGroupIngress", "SetIpAddressType", "CreateTargetGroup", "RegisterTargets", "ModifyListener", "DeleteTargetGroup")
+	if err := letsIn("tcp:80-80:0.0.0.0/0", "tcp:80-80:::/0")(e); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestAdoptedGroupsFitTheFamily: an adopted NLB's upstream target group is
@@ -298,5 +324,20 @@ func TestCanTargetByFamily(t *testing.T) {
 		if got := lb.CanTarget(tc.svc, tc.node); got != tc.want {
 			t.Errorf("CanTarget(%s %v, %s) = %v, want %v", tc.svc.Name, tc.svc.Spec.IPFamilies, tc.node.Name, got, tc.want)
 		}
+	}
+}
+
+// TestDualStackNeedsIPv6Subnets: a new dualstack NLB in subnets without
+// IPv6 blocks is refused by AWS; the error names the annotation and the
+// fix, and no NLB is made.
+func TestDualStackNeedsIPv6Subnets(t *testing.T) {
+	e := newEnv(t)
+	lb, _ := e.cloud.LoadBalancer()
+	_, err := lb.EnsureLoadBalancer(context.Background(), testCluster, newService("web", withAnnotation(AnnotationIPAddressType, "dualstack")), nil)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != annotation.ReasonInvalid || !strings.Contains(err.Error(), string(AnnotationIPAddressType)) || !strings.Contains(err.Error(), "IPv6 CIDRs on every subnet") {
+		t.Fatalf("err = %v, want an %s error naming %s and the fix", err, annotation.ReasonInvalid, AnnotationIPAddressType)
+	}
+	if lbs := e.fake.LoadBalancers(); len(lbs) != 0 {
+		t.Errorf("%d load balancers made", len(lbs))
 	}
 }

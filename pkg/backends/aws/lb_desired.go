@@ -128,7 +128,7 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	}
 	nodes = withLabels(nodes, targetLabels)
 	var err error
-	if d.sourceRanges, err = sourceRanges(svc); err != nil {
+	if d.sourceRanges, err = sourceRanges(svc, d.ipType); err != nil {
 		return nil, err
 	}
 	if d.subnets, err = l.subnetsFor(ctx, svc, d.scheme); err != nil {
@@ -191,21 +191,33 @@ func readInternal(r *reader) (string, bool) {
 	return schemeInternetFacing, false
 }
 
-func sourceRanges(svc *corev1.Service) ([]string, error) {
+// sourceRanges are the CIDRs the Service lets in (upstream's reading of
+// spec.loadBalancerSourceRanges and its annotation; everyone by default).
+// IPv6 CIDRs are for a dualstack NLB (ipType), which by default lets in
+// every IPv6 client too (::/0), as the AWS Load Balancer Controller does.
+func sourceRanges(svc *corev1.Service, ipType string) ([]string, error) {
 	set, err := servicehelpers.GetLoadBalancerSourceRanges(svc)
 	if err != nil {
 		return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: loadBalancerSourceRanges: %w; use CIDRs such as 203.0.113.0/24", svc.Namespace, svc.Name, err))
 	}
 	var out []string
 	for _, n := range set.StringSlice() {
-		if ip, _, err := net.ParseCIDR(n); err != nil || ip.To4() == nil {
-			return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: loadBalancerSourceRanges: %s is not an IPv4 CIDR; the backend's load balancers are IPv4 only", svc.Namespace, svc.Name, n))
+		ip, _, err := net.ParseCIDR(n)
+		if err != nil || (ip.To4() == nil && ipType != "dualstack") {
+			return nil, backends.NewUserError(reasonInvalidService, fmt.Errorf("service %s/%s: loadBalancerSourceRanges: %s is not an IPv4 CIDR and the load balancer is IPv4 only; set %s: dualstack to let IPv6 clients in, or remove it",
+				svc.Namespace, svc.Name, n, AnnotationIPAddressType))
 		}
 		out = append(out, n)
+	}
+	if ipType == "dualstack" && len(svc.Spec.LoadBalancerSourceRanges) == 0 && strings.TrimSpace(svc.Annotations[corev1.AnnotationLoadBalancerSourceRangesKey]) == "" {
+		out = append(out, allIPv6)
 	}
 	sort.Strings(out)
 	return out, nil
 }
+
+// allIPv6 lets in every IPv6 client.
+const allIPv6 = "::/0"
 
 // healthCheckOf is the default health check, upstream's: kube-proxy's
 // health endpoint for externalTrafficPolicy Local, else the traffic port.

@@ -191,6 +191,9 @@ func (l *LoadBalancer) createLB(ctx context.Context, d *desiredLB, sgIDs []strin
 	if code := errorCode(err); code == "AllocationIdNotFound" || (code == "InvalidConfigurationRequest" && d.mappings != nil) {
 		return nil, annotationError(AnnotationEIPAllocations, strings.Join(d.eips, ","), fmt.Sprintf("AWS refused the addresses (%v); give free Elastic IP allocations of this region", err))
 	}
+	if code := errorCode(err); d.ipType == "dualstack" && (code == "InvalidConfigurationRequest" || code == "InvalidSubnet") {
+		return nil, annotationError(AnnotationIPAddressType, d.ipType, fmt.Sprintf("AWS refused it (%v); dual-stack needs IPv6 CIDRs on every subnet of the load balancer", err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("CreateLoadBalancer: %w", err)
 	}

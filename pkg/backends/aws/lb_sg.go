@@ -122,6 +122,9 @@ func sgRules(sg *ec2types.SecurityGroup) map[rule]bool {
 		for _, r := range p.IpRanges {
 			out[rule{protocol: awssdk.ToString(p.IpProtocol), port: *p.FromPort, cidr: awssdk.ToString(r.CidrIp)}] = true
 		}
+		for _, r := range p.Ipv6Ranges {
+			out[rule{protocol: awssdk.ToString(p.IpProtocol), port: *p.FromPort, cidr: awssdk.ToString(r.CidrIpv6)}] = true
+		}
 	}
 	return out
 }
@@ -169,8 +172,13 @@ func permissions(rules []rule) []ec2types.IpPermission {
 	})
 	var out []ec2types.IpPermission
 	for _, r := range rules {
-		out = append(out, ec2types.IpPermission{IpProtocol: awssdk.String(r.protocol), FromPort: awssdk.Int32(r.port), ToPort: awssdk.Int32(r.port),
-			IpRanges: []ec2types.IpRange{{CidrIp: awssdk.String(r.cidr)}}})
+		p := ec2types.IpPermission{IpProtocol: awssdk.String(r.protocol), FromPort: awssdk.Int32(r.port), ToPort: awssdk.Int32(r.port)}
+		if strings.Contains(r.cidr, ":") {
+			p.Ipv6Ranges = []ec2types.Ipv6Range{{CidrIpv6: awssdk.String(r.cidr)}}
+		} else {
+			p.IpRanges = []ec2types.IpRange{{CidrIp: awssdk.String(r.cidr)}}
+		}
+		out = append(out, p)
 	}
 	return out
 }
