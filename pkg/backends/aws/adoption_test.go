@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -71,6 +70,19 @@ func upstreamNLBWithGroups(t *testing.T, e *env, svc *corev1.Service, sgs []stri
 // deleted, the listener untouched: the upstream target group keeps serving
 // and is converged in place (its health check, the nodes as targets).
 // Deleting the Service then leaves nothing behind.
+//
+// The steps follow what the controller has done, not time: the nodes are
+// created once the Service's first sync (without nodes: it deregisters
+// upstream's targets) has recorded EnsuredLoadBalancer, so the node sync
+// that registers them again is the last sync, and runs alone. (Nodes
+// created while that first sync could still run made upstream's service
+// and node workers reconcile the Service at once with different nodes, as
+// upstream does not keep them apart: under load the first sync's
+// deregistration could land after the node sync's registration and after
+// the quiet period the test then waited for, and the resync found the
+// targets draining and registered them. Nodes there from the start would
+// run both workers together too, and -race reports upstream's data race
+// between them.)
 func TestAdoptUpstreamNLB(t *testing.T) {
 	e := newEnv(t)
 	nodes := e.awsNodes(1, 2)
@@ -82,6 +94,8 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 	client := testutil.NewClientset(svc)
 	e.fake.ResetCalls()
 	runServiceController(t, e.cloud, client)
+	a := &annotated{t: t, e: e, client: client, svc: svc}
+	a.event(corev1.EventTypeNormal, "EnsuredLoadBalancer")
 	createNodes(t, client, nodes...)
 	eventually(t, "the upstream target group converged in place: the backend's health check, the nodes as targets", func() error {
 		tg, err := onlyTG(e)
@@ -109,10 +123,6 @@ func TestAdoptUpstreamNLB(t *testing.T) {
 	if err != nil || len(s.Status.LoadBalancer.Ingress) != 1 || s.Status.LoadBalancer.Ingress[0].Hostname != dns {
 		t.Errorf("status %v (%v), want the upstream NLB's %s", s.Status.LoadBalancer, err, dns)
 	}
-	// The node sync and the Service's first sync (without nodes) may still
-	// be at the targets: a resync is compared once they are done.
-	settle(t, e)
-	a := &annotated{t: t, e: e, client: client, svc: svc}
 	a.resyncChangesNothing()
 
 	deleteService(t, client, "web")
@@ -293,20 +303,6 @@ func TestAdoptUpstreamNLBWithSecurityGroups(t *testing.T) {
 			})
 		})
 	}
-}
-
-// settle waits until the controllers make no mutating call for a while.
-// It resets the fake's call counts.
-func settle(t *testing.T, e *env) {
-	t.Helper()
-	eventually(t, "the controllers settle", func() error {
-		e.fake.ResetCalls()
-		time.Sleep(300 * time.Millisecond)
-		if m := e.fake.MutatingCalls(); len(m) > 0 {
-			return fmt.Errorf("still changing: %v", m)
-		}
-		return nil
-	})
 }
 
 // TestAdoptedNLBInARepairPass: a drift-repair pass keeps an adopted NLB's
