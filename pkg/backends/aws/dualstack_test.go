@@ -101,17 +101,33 @@ func letsIn(want ...string) func(*env) error {
 	}
 }
 
-// startDualStack starts the service controller over nodes on a backend
-// with events and dual-stack subnets, creates svc and waits for check.
+// startDualStack starts the service controller on a backend with events,
+// creates svc, then the nodes, and waits for check.
+//
+// The nodes come one at a time once the Service's first sync is done, each
+// after the node sync of the one before has reached the backend (its
+// DescribeTargetHealth): upstream's node and service workers never run
+// together then. They share state without a lock (serviceCache.allServices
+// against cachedService.state), which -race reports, and would reconcile
+// the Service at once with different nodes.
 func startDualStack(t *testing.T, e *env, svc *corev1.Service, check func(*env) error, nodes ...*corev1.Node) *annotated {
 	t.Helper()
 	client := testutil.NewClientset()
-	createNodes(t, client, nodes...)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	e.cloud.Initialize(testutil.NewClientBuilder(client), stop)
 	runServiceController(t, e.cloud, client)
 	a := startAnnotatedOn(t, e, client, svc)
+	for _, n := range nodes {
+		read := e.fake.Calls("DescribeTargetHealth")
+		createNodes(t, client, n)
+		eventually(t, "the node sync of "+n.Name+" at the targets", func() error {
+			if e.fake.Calls("DescribeTargetHealth") == read {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+	}
 	eventually(t, "the NLB is made as the Service asks", func() error { return check(e) })
 	a.lbARN = e.onlyLB(t).ARN
 	return a
