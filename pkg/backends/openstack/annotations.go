@@ -182,7 +182,8 @@ const (
 
 	// AnnotationLoadBalancerAddress (IP address, written by the backend,
 	// default: none): the load balancer's address as cloud-provider-openstack
-	// writes it, the floating IP or else the VIP, also when the status
+	// writes it, the floating IP or else the VIP (for a dual-stack Service
+	// the primary address, the first of its status), also when the status
 	// carries a host name (hostname). Removed when the Service is no longer
 	// served by an OpenStack backend. Read-only.
 	AnnotationLoadBalancerAddress annotation.Name = "loadbalancer.openstack.org/load-balancer-address"

@@ -168,7 +168,7 @@ func membersFor(svc *corev1.Service, nodes []*corev1.Node, nodePort int, m *moni
 	var out []memberSpec
 	seen := map[string]bool{}
 	for _, n := range nodes {
-		addr := nodeAddress(n)
+		addr := memberAddress(svc, n)
 		if addr == "" || seen[addr] {
 			continue
 		}

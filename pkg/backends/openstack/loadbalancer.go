@@ -50,6 +50,10 @@ type LoadBalancer struct {
 	// building holds the IDs of load balancers this process created and
 	// has not yet converged: their changes are not drift.
 	building sync.Map
+	// subnets caches the Neutron subnets a dual-stack VIP is chosen from.
+	subnets subnetCache
+	// events records the backend's own Warning events.
+	events events
 }
 
 var (
@@ -219,23 +223,26 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, 
 	if err != nil {
 		return nil, true, l.wrap("getting", svc, err)
 	}
-	return status(addr, o), true, nil
+	return status(serviceAddresses(svc, &found[0], addr), o), true, nil
 }
 
 // status is the Service's load-balancer status: the host name when the
-// hostname annotation sets one, else the address, with ipMode Proxy when
-// the pools speak the PROXY protocol (in-cluster clients must then go
-// through the load balancer too).
-func status(addr string, o *lbOptions) *corev1.LoadBalancerStatus {
-	switch {
-	case o.hostname != "":
+// hostname annotation sets one, else the addresses (see serviceAddresses),
+// with ipMode Proxy when the pools speak the PROXY protocol (in-cluster
+// clients must then go through the load balancer too).
+func status(addrs []string, o *lbOptions) *corev1.LoadBalancerStatus {
+	if o.hostname != "" {
 		return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: o.hostname}}}
-	case addr == "":
-		return &corev1.LoadBalancerStatus{}
-	case o.proxy != "":
-		return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: addr, IPMode: ptr(corev1.LoadBalancerIPModeProxy)}}}
 	}
-	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: addr, IPMode: ptr(corev1.LoadBalancerIPModeVIP)}}}
+	mode := corev1.LoadBalancerIPModeVIP
+	if o.proxy != "" {
+		mode = corev1.LoadBalancerIPModeProxy
+	}
+	st := &corev1.LoadBalancerStatus{}
+	for _, a := range addrs {
+		st.Ingress = append(st.Ingress, corev1.LoadBalancerIngress{IP: a, IPMode: ptr(mode)})
+	}
+	return st
 }
 
 // EnsureLoadBalancer creates or converges the Service's load balancer, one
@@ -296,6 +303,10 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 	if err := l.checkReady(ctx, sc, svc, lb); err != nil {
 		return nil, err
 	}
+	l.checkFamilies(ctx, svc, lb)
+	if isDualStack(svc) && o.memberSubnetID == "" {
+		setMemberSubnet(want, lb.VipSubnetID)
+	}
 	if err := l.converge(ctx, sc, svc, lb, want, ownerListeners(lb)); err != nil {
 		return nil, err
 	}
@@ -304,15 +315,32 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 		return nil, err
 	}
 	l.building.Delete(lb.ID)
-	reportServed(ctx, lb.ID, addr)
-	return status(addr, o), nil
+	addrs := serviceAddresses(svc, lb, addr)
+	reportServed(ctx, lb.ID, addrs)
+	return status(addrs, o), nil
+}
+
+// setMemberSubnet puts the members on a subnet: a dual-stack Service's
+// members, of its primary family, are on the primary VIP's subnet unless
+// a member subnet is set.
+func setMemberSubnet(want []listenerSpec, subnet string) {
+	for i := range want {
+		for j := range want[i].members {
+			want[i].members[j].subnetID = subnet
+		}
+	}
 }
 
 // reportServed reports, for the router to write on the Service, the load
 // balancer's ID and address as cloud-provider-openstack writes them
 // (loadbalancer.openstack.org/load-balancer-id and -address), the ID also
-// as multicloud-ccm.io/load-balancer-id.
-func reportServed(ctx context.Context, id, addr string) {
+// as multicloud-ccm.io/load-balancer-id. The address is the primary one,
+// the first of addrs.
+func reportServed(ctx context.Context, id string, addrs []string) {
+	addr := ""
+	if len(addrs) > 0 {
+		addr = addrs[0]
+	}
 	backends.ReportLoadBalancerID(ctx, id)
 	backends.ReportServiceAnnotation(ctx, string(AnnotationLoadBalancerID), id)
 	backends.ReportServiceAnnotation(ctx, string(AnnotationLoadBalancerAddress), addr)
@@ -352,6 +380,11 @@ func (l *LoadBalancer) create(ctx context.Context, sc *serviceClients, svc *core
 	}
 	if o.portID != "" {
 		opts.VipPortID, opts.VipSubnetID, opts.VipNetworkID = o.portID, "", ""
+	}
+	if isDualStack(svc) {
+		if err := l.dualStackCreate(ctx, sc, svc, o, &opts); err != nil {
+			return err
+		}
 	}
 	lb, err := loadbalancers.Create(ctx, sc.loadBalancer, opts).Extract()
 	if gophercloud.ResponseCodeIs(err, http.StatusBadRequest) || gophercloud.ResponseCodeIs(err, http.StatusNotFound) {

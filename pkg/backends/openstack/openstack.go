@@ -73,9 +73,6 @@ func newCloud(name, clusterID string, s *Settings, clients func(context.Context)
 	return c
 }
 
-// Initialize does nothing: the backend needs no Kubernetes client.
-func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-
 // LoadBalancer returns the Octavia load balancers, unless disabled.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	if c.lb == nil {

@@ -128,8 +128,9 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 	if err != nil {
 		return nil, err
 	}
-	reportServed(ctx, lb.ID, addr)
-	return status(addr, o), nil
+	addrs := serviceAddresses(svc, lb, addr)
+	reportServed(ctx, lb.ID, addrs)
+	return status(addrs, o), nil
 }
 
 // retagShared sets a shared load balancer's tags and asks to come back.
@@ -209,7 +210,7 @@ func (l *LoadBalancer) getShared(ctx context.Context, sc *serviceClients, svc *c
 	if err != nil {
 		return nil, true, l.wrap("getting", svc, err)
 	}
-	return status(addr, l.lenientOptions(ctx, svc)), true, nil
+	return status(serviceAddresses(svc, lb, addr), l.lenientOptions(ctx, svc)), true, nil
 }
 
 // releaseSharedFIPs releases the floating IPs on an abandoned shared load

@@ -1,0 +1,278 @@
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// withFamilies makes the Service ask for these IP families, in order.
+func withFamilies(fams ...corev1.IPFamily) serviceTweak {
+	return func(s *corev1.Service) {
+		s.Spec.IPFamilies = fams
+		policy := corev1.IPFamilyPolicySingleStack
+		if len(fams) == 2 {
+			policy = corev1.IPFamilyPolicyRequireDualStack
+		}
+		s.Spec.IPFamilyPolicy = &policy
+	}
+}
+
+var (
+	v4v6 = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	v6v4 = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+)
+
+func TestServiceAddresses(t *testing.T) {
+	lb := &loadbalancers.LoadBalancer{VipAddress: "10.0.0.5", AdditionalVips: []loadbalancers.AdditionalVip{{SubnetID: "s6", IPAddress: "fd00::5"}}}
+	for _, tt := range []struct {
+		name string
+		svc  *corev1.Service
+		addr string
+		want []string
+	}{
+		{"single-stack: the address alone", newService("a"), "10.0.0.5", []string{"10.0.0.5"}},
+		{"single-stack IPv4 on a dual load balancer", newService("a", withFamilies(corev1.IPv4Protocol)), "10.0.0.5", []string{"10.0.0.5"}},
+		{"dual: both VIPs", newService("a", withFamilies(v4v6...)), "10.0.0.5", []string{"10.0.0.5", "fd00::5"}},
+		{"dual, IPv6 first: in the Service's order", newService("a", withFamilies(v6v4...)), "10.0.0.5", []string{"fd00::5", "10.0.0.5"}},
+		{"dual with a floating IP: it replaces the IPv4 VIP", newService("a", withFamilies(v4v6...)), "172.24.4.9", []string{"172.24.4.9", "fd00::5"}},
+		{"no address yet: none", newService("a", withFamilies(v4v6...)), "", nil},
+	} {
+		if got := serviceAddresses(tt.svc, lb, tt.addr); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	single := &loadbalancers.LoadBalancer{VipAddress: "10.0.0.5", AdditionalVips: []loadbalancers.AdditionalVip{{SubnetID: "s6"}}}
+	if got := serviceAddresses(newService("a", withFamilies(v4v6...)), single, "10.0.0.5"); !slices.Equal(got, []string{"10.0.0.5"}) {
+		t.Errorf("dual on an additional VIP without an address: %v, want the primary alone", got)
+	}
+}
+
+func TestMemberAndRequestedAddresses(t *testing.T) {
+	n := newNode("n", withInternalIP("fd00:1::7"), withInternalIP("10.1.0.7"))
+	for _, tt := range []struct {
+		svc  *corev1.Service
+		want string
+	}{
+		{newService("single"), "fd00:1::7"},
+		{newService("v4v6", withFamilies(v4v6...)), "10.1.0.7"},
+		{newService("v6v4", withFamilies(v6v4...)), "fd00:1::7"},
+	} {
+		if got := memberAddress(tt.svc, n); got != tt.want {
+			t.Errorf("%s: member at %s, want %s", tt.svc.Name, got, tt.want)
+		}
+	}
+	if got := memberAddress(newService("v4v6", withFamilies(v4v6...)), newNode("v6only", withInternalIP("fd00::1"))); got != "" {
+		t.Errorf("a node without an address of the primary family is a member at %q", got)
+	}
+	svc := newService("r", withAnnotation(annotation.LoadBalancerIPs, "fd00::10, 10.0.0.10"))
+	if v4, v6 := requestedIPOf(svc, corev1.IPv4Protocol), requestedIPOf(svc, corev1.IPv6Protocol); v4 != "10.0.0.10" || v6 != "fd00::10" {
+		t.Errorf("requested %q and %q, want 10.0.0.10 and fd00::10", v4, v6)
+	}
+}
+
+// dualNode is a Ready node with an IPv4 and an IPv6 InternalIP.
+func dualNode(name, v4, v6 string) *corev1.Node {
+	n := readyNode(name, v4, nil)
+	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: v6})
+	return n
+}
+
+// memberAddrs lists a load balancer's members as sorted "address@subnet".
+func memberAddrs(t *testing.T, c *Cloud, lbID string) string {
+	t.Helper()
+	sc, err := c.lb.clients(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := readState(context.Background(), sc.loadBalancer, lbID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range st.pools {
+		for _, m := range p.members {
+			out = append(out, m.Address+"@"+m.SubnetID)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// ingressIPs is the status's addresses, in order.
+func ingressIPs(st corev1.LoadBalancerStatus) []string {
+	var out []string
+	for _, in := range st.Ingress {
+		out = append(out, in.IP)
+	}
+	return out
+}
+
+// statusIPs checks the status holds exactly these addresses, in order.
+func statusIPs(want ...string) func(corev1.LoadBalancerStatus) error {
+	return func(st corev1.LoadBalancerStatus) error {
+		if got := ingressIPs(st); !slices.Equal(got, want) {
+			return fmt.Errorf("status %v, want %v", got, want)
+		}
+		return nil
+	}
+}
+
+// setFamilies changes a live Service's IP families, as the API server
+// does when its ipFamilyPolicy changes.
+func (e *svcEnv) setFamilies(t *testing.T, name string, fams ...corev1.IPFamily) {
+	t.Helper()
+	svc := e.service(t, name)
+	withFamilies(fams...)(svc)
+	if _, err := e.client.CoreV1().Services(svc.Namespace).Update(e.ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServiceControllerDualStack drives the upstream service controller on
+// the real Octavia, with the VIP subnets looked up in the real Neutron: a
+// dual-stack Service gets one load balancer with an additional VIP of its
+// second family (primary VIP of spec.ipFamilies[0], whichever family the
+// configured subnet has), both addresses in its status in the Service's
+// order, members at the nodes' primary-family addresses; a VIP network
+// without a subnet of the second family is a Warning event and a
+// single-stack Service. Converged, a sync makes no write; single→dual and
+// dual→single on a live Service are Warning events changing nothing; a
+// Service sharing a dual-stack load balancer gets both its addresses;
+// deleted, nothing is left.
+func TestServiceControllerDualStack(t *testing.T) {
+	_, f := realNeutron(t)
+	name := "mccm-test-dual-" + randomID(t)
+	dualNet, v4OnlyNet := f.network(name, false), f.network(name+"-v4only", false)
+	sub4 := f.subnet(dualNet, name+"-v4", "10.0.0.0/24", gophercloud.IPv4)
+	sub6 := f.subnet(dualNet, name+"-v6", "fd00::/64", gophercloud.IPv6)
+	only4 := f.subnet(v4OnlyNet, name+"-only4", "10.9.0.0/24", gophercloud.IPv4)
+	e := newSvcEnv(t, func(s *Settings) { s.Endpoints.Network = os.Getenv("NEUTRON_ENDPOINT") },
+		dualNode("n1", "10.32.0.1", "fd00:32::1"), dualNode("n2", "10.32.0.2", "fd00:32::2"))
+	const want = "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1,n2"
+	internalWith := func(ips string) serviceTweak {
+		return func(s *corev1.Service) {
+			s.Annotations[string(AnnotationInternal)] = "true"
+			s.Annotations[string(annotation.LoadBalancerIPs)] = ips
+		}
+	}
+	svcs := map[string]*corev1.Service{
+		"dual4":  newService("dual4", withFamilies(v4v6...), withAnnotation(AnnotationVIPSubnetID, sub4), internalWith("10.0.0.10,fd00::10")),
+		"dual6":  newService("dual6", withFamilies(v6v4...), withAnnotation(AnnotationVIPSubnetID, sub4), internalWith("10.0.0.11,fd00::11")),
+		"nov6":   newService("nov6", withFamilies(v4v6...), withAnnotation(AnnotationVIPSubnetID, only4), internalWith("10.9.0.12,fd00::12")),
+		"single": newService("single", withFamilies(corev1.IPv4Protocol), withAnnotation(AnnotationVIPSubnetID, sub4), internalWith("10.0.0.13")),
+	}
+	for _, svc := range svcs {
+		t.Cleanup(func() { deleteConverged(t, e.cloud.lb, svc) })
+		e.apply(t, svc)
+	}
+	lbs := map[string]*loadbalancers.LoadBalancer{}
+	for name, check := range map[string]func(corev1.LoadBalancerStatus) error{
+		"dual4": statusIPs("10.0.0.10", "fd00::10"), "dual6": statusIPs("fd00::11", "10.0.0.11"),
+		"nov6": statusIPs("10.9.0.12"), "single": statusIPs("10.0.0.13"),
+	} {
+		lbs[name] = e.waitDetail(t, svcs[name], want, check)
+	}
+	for name, tt := range map[string]struct{ vipSubnet, additional, members string }{
+		"dual4":  {sub4, sub6 + "=fd00::10", "10.32.0.1@" + sub4 + ",10.32.0.2@" + sub4},
+		"dual6":  {sub6, sub4 + "=10.0.0.11", "fd00:32::1@" + sub6 + ",fd00:32::2@" + sub6},
+		"nov6":   {only4, "", "10.32.0.1@" + only4 + ",10.32.0.2@" + only4},
+		"single": {sub4, "", "10.32.0.1@" + sub4 + ",10.32.0.2@" + sub4},
+	} {
+		lb := lbs[name]
+		var add []string
+		for _, v := range lb.AdditionalVips {
+			add = append(add, v.SubnetID+"="+v.IPAddress)
+		}
+		if lb.VipSubnetID != tt.vipSubnet || strings.Join(add, ",") != tt.additional {
+			t.Errorf("%s: VIP subnet %s, additional VIPs %v; want %s and %q", name, lb.VipSubnetID, add, tt.vipSubnet, tt.additional)
+		}
+		if got := memberAddrs(t, e.cloud, lb.ID); got != tt.members {
+			t.Errorf("%s: members %s, want %s", name, got, tt.members)
+		}
+	}
+	waitWarning(t, e, "nov6", reasonSingleStack, "the VIP network "+v4OnlyNet+" has no IPv6 subnet", "served single-stack")
+	for _, name := range []string{"dual4", "dual6", "single"} {
+		for _, w := range e.warnings(t, name) {
+			if strings.HasPrefix(w, reasonSingleStack) || strings.HasPrefix(w, reasonExtraVIP) {
+				t.Errorf("%s: warning %q", name, w)
+			}
+		}
+	}
+
+	// Converged: a sync of each changes nothing.
+	nodes := []*corev1.Node{dualNode("n1", "10.32.0.1", "fd00:32::1"), dualNode("n2", "10.32.0.2", "fd00:32::2")}
+	before := len(e.octavia.Writes())
+	for name := range svcs {
+		st, calls := ensureConverged(t, e.cloud.lb, e.service(t, name), nodes)
+		if calls != 1 || !slices.Equal(ingressIPs(*st), ingressIPs(e.service(t, name).Status.LoadBalancer)) {
+			t.Errorf("%s: a converged sync took %d calls and returned %v", name, calls, ingressIPs(*st))
+		}
+	}
+	if w := e.octavia.Writes()[before:]; len(w) != 0 {
+		t.Errorf("converged syncs wrote %q", w)
+	}
+
+	// Families changed on live Services: events, nothing changed.
+	e.setFamilies(t, "single", v4v6...)
+	e.setFamilies(t, "dual4", corev1.IPv4Protocol)
+	waitWarning(t, e, "single", reasonSingleStack, lbs["single"].ID, "cannot add", "delete and re-create")
+	waitWarning(t, e, "dual4", reasonExtraVIP, lbs["dual4"].ID, "fd00::10", "delete and re-create")
+	e.waitDetail(t, svcs["dual4"], want, statusIPs("10.0.0.10"))
+	e.waitDetail(t, svcs["single"], want, statusIPs("10.0.0.13"))
+	if w := e.octavia.Writes()[before:]; len(w) != 0 {
+		t.Errorf("changed families wrote %q", w)
+	}
+
+	// A dual-stack Service sharing dual6's load balancer gets its addresses.
+	sharer := portService("sharer", 8080, 30081, withFamilies(v4v6...), withAnnotation(AnnotationLoadBalancerID, lbs["dual6"].ID))
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, sharer) })
+	e.apply(t, sharer)
+	testutil.Eventually(t, 120*time.Second, "the sharer on dual6's load balancer", func() error {
+		if got, err := listenersOn(t, e.cloud, lbs["dual6"].ID); err != nil || got != "TCP/80,TCP/8080" {
+			return fmt.Errorf("listeners %s (%w); warnings %q", got, err, e.warnings(t, "sharer"))
+		}
+		return statusIPs("10.0.0.11", "fd00::11")(e.service(t, "sharer").Status.LoadBalancer)
+	})
+	// It leaves (directly: the service controller's backoff on a shared
+	// load balancer's delete steps takes minutes), dual6 keeps its port.
+	deleteConverged(t, e.cloud.lb, e.service(t, "sharer"))
+	if got, err := listenersOn(t, e.cloud, lbs["dual6"].ID); err != nil || got != "TCP/80" {
+		t.Errorf("dual6's listeners after the sharer left: %s (%v), want TCP/80", got, err)
+	}
+
+	for name := range svcs {
+		e.markDeleted(t, name)
+	}
+	testutil.Eventually(t, 120*time.Second, "every load balancer deleted", func() error {
+		for _, name := range slices.Sorted(maps.Keys(svcs)) {
+			if s := e.service(t, name); len(s.Finalizers) != 0 {
+				return fmt.Errorf("%s still has its finalizer", name)
+			}
+		}
+		for name, lb := range lbs {
+			sc, err := e.cloud.lb.clients(context.Background())
+			if err != nil {
+				return err
+			}
+			if got, err := e.cloud.lb.byID(context.Background(), sc, lb.ID); err != nil || got != nil && got.ProvisioningStatus != "DELETED" {
+				return fmt.Errorf("%s: load balancer %s still there (%w)", name, lb.ID, err)
+			}
+		}
+		return nil
+	})
+}
