@@ -15,6 +15,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+	metricstestutil "k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
@@ -275,4 +277,80 @@ func TestServiceControllerDualStack(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// apiCallsTo is apiCalls for one OpenStack service (load-balancer,
+// network, ...).
+func apiCallsTo(t testing.TB, c *Cloud, service string) (reads, writes float64) {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "multicloud_ccm_openstack_api_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !metricstestutil.LabelsMatch(m, map[string]string{"backend": c.name, "service": service}) {
+				continue
+			}
+			if metricstestutil.LabelsMatch(m, map[string]string{"kind": "read"}) {
+				reads += m.GetCounter().GetValue()
+			} else {
+				writes += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return reads, writes
+}
+
+// TestDualStackReads: on the real Octavia and Neutron, choosing a
+// dual-stack Service's VIP subnets costs 2 Neutron reads (the configured
+// subnet, the network's subnets), none again within the cache's minute;
+// a converged dual-stack Ensure costs what a single-stack one does with
+// Neutron configured: 4 Octavia reads (TestConvergedEnsureReads), 2
+// Neutron reads (the floating-IP checks), no write.
+func TestDualStackReads(t *testing.T) {
+	s, f := realNeutron(t)
+	name := "mccm-test-dualreads-" + randomID(t)
+	network := f.network(name, false)
+	sub4 := f.subnet(network, name+"-v4", "10.0.0.0/24", gophercloud.IPv4)
+	sub6 := f.subnet(network, name+"-v6", "fd00::/64", gophercloud.IPv6)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	svc := newService("dualreads", withFamilies(v6v4...), withAnnotation(AnnotationVIPSubnetID, sub4))
+	t.Cleanup(func() { deleteConverged(t, c.lb, svc) })
+	ctx := context.Background()
+	sc, err := c.lb.clients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseOptions(svc, &s.LoadBalancer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []float64{2, 0} {
+		r0, _ := apiCallsTo(t, c, "network")
+		primary, second, why, err := c.lb.dualStackSubnets(ctx, sc, svc, o)
+		r1, _ := apiCallsTo(t, c, "network")
+		if err != nil || primary != sub6 || second != sub4 || why != "" {
+			t.Fatalf("subnets %s, %s (%q, %v); want %s then %s", primary, second, why, err, sub6, sub4)
+		}
+		if r1-r0 != want {
+			t.Errorf("choice %d: %v Neutron reads, want %v", i+1, r1-r0, want)
+		}
+	}
+
+	nodes := []*corev1.Node{dualNode("n1", "10.33.0.1", "fd00:33::1")}
+	ensureConverged(t, c.lb, svc, nodes)
+	lbR0, lbW0 := apiCallsTo(t, c, "load-balancer")
+	nR0, nW0 := apiCallsTo(t, c, "network")
+	if _, err := c.lb.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	lbR1, lbW1 := apiCallsTo(t, c, "load-balancer")
+	nR1, nW1 := apiCallsTo(t, c, "network")
+	if lbR1-lbR0 != 4 || nR1-nR0 != 2 || lbW1 != lbW0 || nW1 != nW0 {
+		t.Errorf("converged dual-stack Ensure: %v Octavia and %v Neutron reads, %v writes; want 4, 2 and 0", lbR1-lbR0, nR1-nR0, lbW1-lbW0+nW1-nW0)
+	}
 }
