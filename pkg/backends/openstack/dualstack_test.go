@@ -85,6 +85,13 @@ func TestMemberAndRequestedAddresses(t *testing.T) {
 	if v4, v6 := requestedIPOf(svc, corev1.IPv4Protocol), requestedIPOf(svc, corev1.IPv6Protocol); v4 != "10.0.0.10" || v6 != "fd00::10" {
 		t.Errorf("requested %q and %q, want 10.0.0.10 and fd00::10", v4, v6)
 	}
+	if got := requestedFloatingIP(svc); got != "fd00::10" {
+		t.Errorf("single-stack: floating IP %q requested, want the first address (as before)", got)
+	}
+	withFamilies(v6v4...)(svc)
+	if got := requestedFloatingIP(svc); got != "10.0.0.10" {
+		t.Errorf("dual-stack: floating IP %q requested, want the IPv4 address", got)
+	}
 }
 
 // dualNode is a Ready node with an IPv4 and an IPv6 InternalIP.
@@ -352,5 +359,50 @@ func TestDualStackReads(t *testing.T) {
 	nR1, nW1 := apiCallsTo(t, c, "network")
 	if lbR1-lbR0 != 4 || nR1-nR0 != 2 || lbW1 != lbW0 || nW1 != nW0 {
 		t.Errorf("converged dual-stack Ensure: %v Octavia and %v Neutron reads, %v writes; want 4, 2 and 0", lbR1-lbR0, nR1-nR0, lbW1-lbW0+nW1-nW0)
+	}
+}
+
+// TestServiceControllerDualStackFloatingIP drives the upstream service
+// controller on the real Octavia with Neutron on the fake (floating IPs on
+// the noop driver's VIP ports): a dual-stack Service that is not internal
+// gets its two VIPs, IPv6 primary from an IPv4 configured subnet, and a
+// floating IP on the VIP port, members at the nodes' IPv6 addresses. The
+// noop network driver reports the primary VIP as 198.51.100.1 whatever its
+// subnet and no address for an additional VIP it was not given one for, so
+// the status holds the floating IP alone (TestServiceAddresses has the
+// floating IP beside an IPv6 VIP).
+func TestServiceControllerDualStackFloatingIP(t *testing.T) {
+	f := NewFakeOpenStack(t)
+	f.AnyToken = true
+	const (
+		vipNet = "d5000000-0000-4000-8000-000000000001"
+		sub4   = "d5000000-0000-4000-8000-000000000004"
+		sub6   = "d5000000-0000-4000-8000-000000000006"
+	)
+	f.AddSubnet(FakeSubnet{ID: sub4, Name: "vip-v4", NetworkID: vipNet, Prefix: "10.40.0."})
+	f.AddSubnet(FakeSubnet{ID: sub6, Name: "vip-v6", NetworkID: vipNet, Prefix: "fd00:40::", IPVersion: 6})
+	e := newSvcEnv(t, func(s *Settings) {
+		s.Endpoints.Network = f.NetworkURL()
+		s.LoadBalancer.FloatingNetworkID = floatingNet
+		s.LoadBalancer.VIPSubnetID = sub4
+	}, dualNode("n1", "10.34.0.1", "fd00:34::1"))
+	svc := newService("dualfip", withFamilies(v6v4...))
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, svc) })
+	e.apply(t, svc)
+	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(st corev1.LoadBalancerStatus) error {
+		if len(st.Ingress) != 1 || !strings.HasPrefix(st.Ingress[0].IP, "172.24.4.") {
+			return fmt.Errorf("status %v: want the floating IP alone", ingressIPs(st))
+		}
+		return nil
+	})
+	if len(lb.AdditionalVips) != 1 || lb.VipSubnetID != sub6 || lb.AdditionalVips[0].SubnetID != sub4 {
+		t.Errorf("VIP subnet %s, additional VIPs %+v; want %s and one on %s", lb.VipSubnetID, lb.AdditionalVips, sub6, sub4)
+	}
+	addr := e.service(t, "dualfip").Status.LoadBalancer.Ingress[0].IP
+	if p := f.FloatingIPs()[addr]; p.PortID != lb.VipPortID {
+		t.Errorf("floating IP %s on port %s, want the VIP port %s", addr, p.PortID, lb.VipPortID)
+	}
+	if got := memberAddrs(t, e.cloud, lb.ID); got != "fd00:34::1@"+sub6 {
+		t.Errorf("members %s, want the node's IPv6 address on the primary subnet", got)
 	}
 }

@@ -13,6 +13,8 @@ type FakeSubnet struct {
 	ID, Name, NetworkID, Prefix string
 	Tags                        []string
 	Full                        bool
+	// IPVersion is 4 (the default, 0) or 6.
+	IPVersion int
 }
 
 // AddSubnet adds a subnet (listed after those added before).
@@ -22,20 +24,22 @@ func (f *FakeOpenStack) AddSubnet(s FakeSubnet) {
 	f.subnets = append(f.subnets, &s)
 }
 
-// listSubnets is GET /v2.0/subnets filtered as Neutron does by network_id,
-// name and the tag filters tags (all), tags-any, not-tags (none) and
-// not-tags-any (not all).
+// listSubnets is GET /v2.0/subnets filtered as Neutron does by id,
+// network_id, name, ip_version and the tag filters tags (all), tags-any,
+// not-tags (none) and not-tags-any (not all).
 func (f *FakeOpenStack) listSubnets(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := r.URL.Query()
 	out := []map[string]any{}
 	for _, s := range f.subnets {
-		if (q.Has("network_id") && q.Get("network_id") != s.NetworkID) || (q.Has("name") && q.Get("name") != s.Name) || !tagFilters(q.Get, s.Tags) {
+		version := max(s.IPVersion, 4)
+		if (q.Has("id") && q.Get("id") != s.ID) || (q.Has("network_id") && q.Get("network_id") != s.NetworkID) ||
+			(q.Has("name") && q.Get("name") != s.Name) || (q.Has("ip_version") && q.Get("ip_version") != fmt.Sprint(version)) || !tagFilters(q.Get, s.Tags) {
 			continue
 		}
 		out = append(out, map[string]any{
-			"id": s.ID, "name": s.Name, "network_id": s.NetworkID, "cidr": s.Prefix + "0/24", "ip_version": 4, "tags": s.Tags,
+			"id": s.ID, "name": s.Name, "network_id": s.NetworkID, "cidr": s.Prefix + "0/24", "ip_version": version, "tags": s.Tags,
 			"enable_dhcp": false, "gateway_ip": s.Prefix + "1", "tenant_id": "p-1", "project_id": "p-1",
 		})
 	}

@@ -81,7 +81,7 @@ func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients,
 	if err != nil {
 		return "", err
 	}
-	want := requestedIP(svc)
+	want := requestedFloatingIP(svc)
 	if len(fips) > 0 && (want == "" || fips[0].FloatingIP == want) {
 		return fips[0].FloatingIP, nil
 	}
@@ -92,6 +92,16 @@ func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients,
 		return "", l.retry("floating IP %s released for the requested %s", fips[0].FloatingIP, want)
 	}
 	return l.attachFloatingIP(ctx, sc, svc, lb, o, want)
+}
+
+// requestedFloatingIP is the floating IP the Service asks for: the
+// requested address, for a dual-stack Service its IPv4 one (floating IPs
+// are IPv4; load-balancer-ips then lists an address per family).
+func requestedFloatingIP(svc *corev1.Service) string {
+	if isDualStack(svc) {
+		return requestedIPOf(svc, corev1.IPv4Protocol)
+	}
+	return requestedIP(svc)
 }
 
 // attachFloatingIP associates the requested floating IP, or the one the
