@@ -29,6 +29,7 @@ stop_service nova-api
 stop_service glance-api
 stop_service placement
 stop_service neutron-server
+stop_service octavia-api-neutron
 stop_service octavia-worker
 stop_service octavia-api
 stop_service keystone

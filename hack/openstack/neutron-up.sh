@@ -15,6 +15,14 @@
 # Neutron is not added to Keystone's catalog: the tests that use it pass
 # NEUTRON_ENDPOINT as the backend's endpoints.network, so every other test
 # keeps a catalog without Neutron (their API-call counts assume none).
+#
+# It also starts a second Octavia API on 127.0.0.1:9877 (OCTAVIA_NEUTRON_ENDPOINT:
+# the same database and worker) whose network driver is the real one
+# (allowed_address_pairs_driver) against this Neutron: it reads a given VIP
+# port's fixed IPs (loadbalancer.openstack.org/port-id), which the noop
+# driver of the main API invents as none, and allocates VIP ports, with
+# additional_vips, in Neutron. The worker keeps the noop drivers: a VIP port
+# this API allocates stays until its network is deleted.
 set -euo pipefail
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 
@@ -28,11 +36,44 @@ log() { printf '%s neutron-up.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
+octavia_neutron_url=http://127.0.0.1:9877
+
 print_env() {
   cat <<EOF2
 export NEUTRON_ENDPOINT=$neutron_url
 export NEUTRON_E2E=1
+export OCTAVIA_NEUTRON_ENDPOINT=$octavia_neutron_url
 EOF2
+}
+
+# octavia_neutron_conf is up.sh's Octavia config with the real network
+# driver, on port 9877.
+octavia_neutron_conf() {
+  sed -e 's/^network_driver = .*/network_driver = allowed_address_pairs_driver/' \
+    -e 's/^bind_port = 9876$/bind_port = 9877/' "$dir/octavia.conf"
+  printf '[neutron]\nendpoint = %s\n' "$neutron_url"
+}
+
+# start_octavia_neutron starts the second Octavia API unless it runs.
+start_octavia_neutron() {
+  local pidf="$dir/octavia-api-neutron.pid"
+  if [ -f "$pidf" ] && grep -qs octavia-neutron.conf "/proc/$(cat "$pidf")/cmdline" &&
+    curl -s -o /dev/null --max-time 2 "$octavia_neutron_url"; then
+    return 0
+  fi
+  stop_service octavia-api-neutron
+  (umask 077 && octavia_neutron_conf >"$dir/octavia-neutron.conf")
+  log "starting the Octavia API with the Neutron network driver on 127.0.0.1:9877"
+  uwsgi --plugin python3 --http11-socket 127.0.0.1:9877 --wsgi-file /usr/bin/octavia-wsgi \
+    --pyargv "--config-file $dir/octavia-neutron.conf" \
+    --master --processes 2 --threads 1 --die-on-term --need-app \
+    --pidfile "$pidf" --daemonize "$dir/log/octavia-api-neutron-uwsgi.log"
+  for _ in $(seq 1 120); do
+    if curl -s -o /dev/null --max-time 2 "$octavia_neutron_url"; then return 0; fi
+    sleep 0.5
+  done
+  log "the Octavia API with the Neutron network driver did not answer; see $dir/log/octavia-api-neutron-uwsgi.log"
+  exit 1
 }
 
 # alive reports whether the pid file's process is a running neutron-server
@@ -43,6 +84,7 @@ alive() { [ -f "$1" ] && grep -qs neutron-server "/proc/$(cat "$1")/cmdline"; }
 answering() { curl -sf -o /dev/null --max-time 2 "$neutron_url/"; }
 
 if [ -f "$dir/.neutron-initialized" ] && alive "$dir/neutron-server.pid" && answering; then
+  start_octavia_neutron
   print_env
   exit 0
 fi
@@ -109,6 +151,7 @@ if ! alive "$dir/neutron-server.pid"; then
 fi
 for _ in $(seq 1 120); do
   if answering; then
+    start_octavia_neutron
     log "Neutron up in $(($(date +%s) - start))s"
     print_env
     exit 0

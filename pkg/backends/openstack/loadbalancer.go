@@ -304,7 +304,7 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 		return nil, err
 	}
 	l.checkFamilies(ctx, svc, lb)
-	if isDualStack(svc) && o.memberSubnetID == "" {
+	if o.memberSubnetID == "" && (isDualStack(svc) || o.portID != "") {
 		setMemberSubnet(want, lb.VipSubnetID)
 	}
 	if err := l.converge(ctx, sc, svc, lb, want, ownerListeners(lb)); err != nil {
@@ -320,9 +320,11 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 	return status(addrs, o), nil
 }
 
-// setMemberSubnet puts the members on a subnet: a dual-stack Service's
-// members, of its primary family, are on the primary VIP's subnet unless
-// a member subnet is set.
+// setMemberSubnet puts the members on a subnet. Unless a member subnet is
+// set, a dual-stack Service's members (of its primary family) are on the
+// primary VIP's subnet, and a port-id Service's on its port's subnet (the
+// VIP subnet Octavia took from the port), not on the configured VIP
+// subnet, which is another family's or not the port's.
 func setMemberSubnet(want []listenerSpec, subnet string) {
 	for i := range want {
 		for j := range want[i].members {
