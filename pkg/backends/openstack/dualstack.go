@@ -266,9 +266,23 @@ func (l *LoadBalancer) checkFamilies(ctx context.Context, svc *corev1.Service, l
 			svc.Spec.IPFamilies[0], svc.Spec.IPFamilies[1], lb.ID, lb.VipAddress)
 	case !dual && has:
 		l.events.warnOnce(ctx, svc, key, reasonExtraVIP,
-			"The Service is single-stack, but its load balancer %s keeps its additional VIP %v, which Octavia cannot remove from a live load balancer: the status lists the primary VIP only. To drop it, delete and re-create the Service (its addresses change)",
-			lb.ID, vipAddresses(lb)[1:])
+			"The Service is single-stack, but its load balancer %s keeps its additional VIP %s, which Octavia cannot remove from a live load balancer: the status lists the primary VIP only. To drop it, delete and re-create the Service (its addresses change)",
+			lb.ID, describeAdditional(lb))
 	default:
 		l.events.forget(key)
 	}
+}
+
+// describeAdditional names a load balancer's additional VIPs: their
+// address, or their subnet when Octavia reports no address.
+func describeAdditional(lb *loadbalancers.LoadBalancer) string {
+	var out []string
+	for _, v := range lb.AdditionalVips {
+		if v.IPAddress != "" {
+			out = append(out, v.IPAddress)
+		} else {
+			out = append(out, "on subnet "+v.SubnetID)
+		}
+	}
+	return strings.Join(out, ", ")
 }
