@@ -90,7 +90,7 @@ keystone_conf() {
 [DEFAULT]
 log_file = $dir/log/keystone.log
 [database]
-connection = sqlite:///$dir/keystone.db
+connection = sqlite:///$dir/keystone.db?timeout=30
 [token]
 provider = fernet
 [fernet_tokens]
