@@ -113,6 +113,13 @@ func TestNoRecreateAfterUpstreamDelete(t *testing.T) {
 	stale := c.service(t, "web")
 	c.markDeleted(t, "web")
 	eventually(t, "the Service gone", func() bool { return c.serviceGone(t, "web") })
+	// Bare metal keeps a deleted Service's address until its informer has
+	// seen the deletion (it never hands out an address a Service may still
+	// show); wait for that, so what follows tests the refusal alone.
+	eventually(t, "bare metal to release the deleted Service's address", func() bool {
+		_, exists, err := r.byName["metal"].lb.GetLoadBalancer(context.Background(), cluster, stale)
+		return err == nil && !exists
+	})
 
 	if _, err := r.EnsureLoadBalancer(context.Background(), cluster, stale, nil); err == nil || !strings.Contains(err.Error(), "deleted with the Service") {
 		t.Errorf("EnsureLoadBalancer with the stale copy: err = %v, want a refusal", err)
