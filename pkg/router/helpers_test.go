@@ -69,13 +69,15 @@ type lbCloud struct {
 	nodes   map[types.UID][]string
 	// targets is, per Service, each node handed over as name=InternalIP.
 	targets map[types.UID][]string
+	// updates counts, per Service, the UpdateLoadBalancer calls.
+	updates map[types.UID]int
 }
 
 func newLBCloud(name, ip string) *lbCloud {
 	return &lbCloud{
 		Cloud: &fake.Cloud{DisableInstances: true, DisableRoutes: true, ExternalIP: net.ParseIP(ip)},
 		name:  name, ip: ip, held: map[types.UID]bool{}, nodes: map[types.UID][]string{},
-		targets: map[types.UID][]string{},
+		targets: map[types.UID][]string{}, updates: map[types.UID]int{},
 	}
 }
 
@@ -113,9 +115,17 @@ func (c *lbCloud) UpdateLoadBalancer(_ context.Context, _ string, s *corev1.Serv
 	if !c.held[s.UID] {
 		return fmt.Errorf("%s: no load balancer for %s", c.name, s.Name)
 	}
+	c.updates[s.UID]++
 	c.nodes[s.UID] = nodeNames(nodes)
 	c.targets[s.UID] = nodeTargets(nodes)
 	return nil
+}
+
+// updatesOf returns how many times s's load balancer was updated.
+func (c *lbCloud) updatesOf(s *corev1.Service) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.updates[s.UID]
 }
 
 func (c *lbCloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, s *corev1.Service) error {

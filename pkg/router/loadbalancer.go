@@ -123,6 +123,7 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	if err := r.markServed(ctx, service, target, reportedID(), backends.ReportedServiceAnnotations(idCtx)); err != nil {
 		return nil, err
 	}
+	r.requeueIfStale(ctx, service, target, nodes)
 	return status, nil
 }
 
@@ -142,8 +143,12 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 		return err
 	}
 	err = target.updateLoadBalancer(ctx, clusterName, service, target.targetable(service, nodes))
-	r.recordServiceError(ctx, service, err)
-	return err
+	if err != nil {
+		r.recordServiceError(ctx, service, err)
+		return err
+	}
+	r.requeueIfStale(ctx, service, target, nodes)
+	return nil
 }
 
 // EnsureLoadBalancerDeleted deletes the Service's load balancer from every

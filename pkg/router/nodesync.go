@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,19 @@ import (
 // through the same per-Service lock as the service controller's calls, so
 // the two never overlap, and it is skipped for a Service that is being
 // deleted or moved.
+//
+// The same re-sync closes a second gap: a load balancer ensured with a stale
+// node list. Upstream's service worker lists the nodes and calls
+// EnsureLoadBalancer; its node-sync worker lists them independently and
+// calls UpdateLoadBalancer. The per-Service lock serialises the calls, but
+// each list is taken before it: when the Update with the new nodes runs
+// first, the Ensure with the older list runs after it and leaves the old
+// targets, until the next node-set change. So after EnsureLoadBalancer or
+// UpdateLoadBalancer succeeds, still under the lock, the router compares
+// the nodes it handed the backend with those it would hand it now (the
+// node lister's, a cache read); if they differ, the Service is queued here
+// and updated with the current nodes once the lock is released. The
+// re-sync's own update calls the backend directly, so it never re-queues.
 
 // Event reason for a failed node-address re-sync. It is stable.
 const reasonNodeResyncFailed = "LoadBalancerNodeResyncFailed"
@@ -53,6 +67,9 @@ type addressResync struct {
 	services corelisters.ServiceLister
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// staleQueued counts the Services queued because their load balancer
+	// was ensured or updated with a stale node list.
+	staleQueued atomic.Int64
 }
 
 // startAddressResync registers the node and Service handlers and starts
@@ -82,6 +99,7 @@ func (r *Router) startAddressResync(factory informers.SharedInformerFactory, sto
 	}
 	r.handlers.add(nodeInformer.Informer(), reg)
 	a.synced = []cache.InformerSynced{reg.HasSynced, svcInformer.Informer().HasSynced}
+	r.resync.Store(a)
 	go a.run(stop)
 	return nil
 }
@@ -156,15 +174,9 @@ func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) erro
 	if b == nil || clusterName == "" {
 		return nil
 	}
-	all, err := a.nodes.List(labels.Everything())
+	nodes, err := a.stableNodes()
 	if err != nil {
 		return err
-	}
-	nodes := make([]*corev1.Node, 0, len(all))
-	for _, n := range all {
-		if StableNode(n) {
-			nodes = append(nodes, n)
-		}
 	}
 	start := time.Now()
 	err = b.updateLoadBalancer(ctx, clusterName, svc, b.targetable(svc, nodes))
@@ -176,6 +188,64 @@ func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) erro
 	klog.FromContext(ctx).V(2).Info("Re-targeted load balancer after a node address change",
 		"service", key, "backend", b.Name, "duration", time.Since(start))
 	return nil
+}
+
+// stableNodes returns the lister's nodes upstream would put in a load
+// balancer (see StableNode).
+func (a *addressResync) stableNodes() ([]*corev1.Node, error) {
+	all, err := a.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	nodes := make([]*corev1.Node, 0, len(all))
+	for _, n := range all {
+		if StableNode(n) {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes, nil
+}
+
+// requeueIfStale queues the Service for a re-sync when target was handed
+// other nodes than it would be handed now: the service controller listed
+// them before waiting for the Service's lock, and another call may have
+// handed newer ones meanwhile. It is called under that lock, after a
+// successful EnsureLoadBalancer or UpdateLoadBalancer. Without the
+// informers (no re-sync running) it does nothing.
+func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend, handed []*corev1.Node) {
+	a := r.resync.Load()
+	if a == nil || svc.DeletionTimestamp != nil {
+		return
+	}
+	current, err := a.stableNodes()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot check the load balancer's nodes are current", "service", klog.KObj(svc))
+		return
+	}
+	if sameNodeNames(target.targetable(svc, handed), target.targetable(svc, current)) {
+		return
+	}
+	klog.FromContext(ctx).V(2).Info("Load balancer was handed a stale node list; re-syncing it with the current nodes",
+		"service", klog.KObj(svc), "backend", target.Name, "handed", len(handed), "current", len(current))
+	a.staleQueued.Add(1)
+	a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+}
+
+// sameNodeNames reports whether a and b hold the same node names, in any
+// order.
+func sameNodeNames(a, b []*corev1.Node) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	names := func(nodes []*corev1.Node) []string {
+		out := make([]string, 0, len(nodes))
+		for _, n := range nodes {
+			out = append(out, n.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(names(a), names(b))
 }
 
 // ignoreNotFound turns a lister's not-found into nil: the Service is gone,

@@ -97,6 +97,10 @@ type Router struct {
 	// served counts what each backend serves, once the informers are set
 	// (see served.go and status.go).
 	served atomic.Pointer[servedSource]
+
+	// resync is the node re-sync, once the informers are set (see
+	// nodesync.go); nil without them.
+	resync atomic.Pointer[addressResync]
 }
 
 var (
