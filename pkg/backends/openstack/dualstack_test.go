@@ -15,8 +15,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/component-base/metrics/legacyregistry"
-	metricstestutil "k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
@@ -290,26 +288,7 @@ func TestServiceControllerDualStack(t *testing.T) {
 // network, ...).
 func apiCallsTo(t testing.TB, c *Cloud, service string) (reads, writes float64) {
 	t.Helper()
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "multicloud_ccm_openstack_api_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if !metricstestutil.LabelsMatch(m, map[string]string{"backend": c.name, "service": service}) {
-				continue
-			}
-			if metricstestutil.LabelsMatch(m, map[string]string{"kind": "read"}) {
-				reads += m.GetCounter().GetValue()
-			} else {
-				writes += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return reads, writes
+	return apiCallsMatching(t, map[string]string{"backend": c.name, "service": service})
 }
 
 // TestDualStackReads: on the real Octavia and Neutron, choosing a

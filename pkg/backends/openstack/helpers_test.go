@@ -166,6 +166,13 @@ func sqliteLocked(err error) bool {
 // backend: its reads and writes, summed over the services.
 func apiCalls(t testing.TB, c *Cloud) (reads, writes float64) {
 	t.Helper()
+	return apiCallsMatching(t, map[string]string{"backend": c.name})
+}
+
+// apiCallsMatching sums multicloud_ccm_openstack_api_requests_total's
+// series whose labels include want, by kind.
+func apiCallsMatching(t testing.TB, want map[string]string) (reads, writes float64) {
+	t.Helper()
 	mfs, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +182,7 @@ func apiCalls(t testing.TB, c *Cloud) (reads, writes float64) {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if !metricstestutil.LabelsMatch(m, map[string]string{"backend": c.name}) {
+			if !metricstestutil.LabelsMatch(m, want) {
 				continue
 			}
 			if metricstestutil.LabelsMatch(m, map[string]string{"kind": "read"}) {
