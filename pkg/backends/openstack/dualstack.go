@@ -247,9 +247,11 @@ func (l *LoadBalancer) dualStackCreate(ctx context.Context, sc *serviceClients, 
 	return nil
 }
 
-// familiesKey keys the Service's IP-family events.
+// familiesKey keys the Service's IP-family events. The UID is part of it:
+// a Service deleted and re-created under its name with the same problem
+// is told again.
 func familiesKey(svc *corev1.Service) string {
-	return svc.Namespace + "/" + svc.Name + "/families"
+	return svc.Namespace + "/" + svc.Name + "/" + string(svc.UID) + "/families"
 }
 
 // checkFamilies tells, once, with a Warning event, that the Service's

@@ -385,3 +385,18 @@ func TestServiceControllerDualStackFloatingIP(t *testing.T) {
 		t.Errorf("members %s, want the node's IPv6 address on the primary subnet", got)
 	}
 }
+
+// TestFamiliesKeyPerUID: a Service re-created under its name is another
+// Service to the IP-family warnings, so it is told again.
+func TestFamiliesKeyPerUID(t *testing.T) {
+	old, renewed := newService("web"), newService("web")
+	old.UID, renewed.UID = "uid-1", "uid-2"
+	if familiesKey(old) == familiesKey(renewed) {
+		t.Errorf("familiesKey(%s) is the same for both UIDs", familiesKey(old))
+	}
+	var e events
+	e.warnOnce(context.Background(), old, familiesKey(old), reasonSingleStack, "no IPv6 subnet")
+	if _, told := e.told.Load(familiesKey(renewed)); told {
+		t.Error("the re-created Service counts as told")
+	}
+}
