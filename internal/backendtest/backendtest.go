@@ -19,6 +19,16 @@
 //     mutating call; a crash between any two creation steps leaves exactly
 //     one load balancer after the next Ensure; UpdateLoadBalancer never
 //     creates one.
+//   - A load balancer is converged by the call that made it: every pair of
+//     calls the controllers produce on an unchanged Service (Ensure then
+//     Ensure, Ensure then Update, Update then Ensure) makes no mutating
+//     call after the first.
+//   - Strangers are never changed or deleted: what an operator or another
+//     tool made beside a Service's load balancer (a hand-made listener or
+//     target group, the cluster's node security group, another cluster's
+//     load balancer, a floating IP or address kept for someone else) is left
+//     as it was through creates, changes of ports, annotations and nodes, a
+//     repair pass, a crash between steps and the delete.
 //
 // A new backend's author writes the hooks of Fixture and calls Run; nil
 // hooks skip the clauses they serve, and each skip is logged.
@@ -119,6 +129,20 @@ type LoadBalancerHooks struct {
 	// Parts counts what the cloud holds for the Service: its load balancers,
 	// and all its parts (load balancers included).
 	Parts func(t *testing.T, svc *corev1.Service) (loadBalancers, parts int)
+	// Strangers creates, beside the Service's load balancer (the suite has
+	// ensured it), what an operator or another tool would make there and
+	// the backend must never change or delete, and returns a fingerprint
+	// of them: a text that changes when any of them is modified or
+	// deleted. Strangers are not parts (Parts never counts them). A
+	// stranger that lives inside our load balancer (a hand-made listener on
+	// our NLB) is gone with it on delete and may be left out of the
+	// fingerprint; its own resources (the target group it forwards to) may
+	// not. nil: the ownership clause is skipped.
+	Strangers func(t *testing.T, svc *corev1.Service) (fingerprint func(t *testing.T) string)
+	// Variants returns changed copies of svc as a user would edit it
+	// (annotations the backend honours), each applied in turn by the
+	// ownership clause. nil: only the suite's own changes (ports, nodes).
+	Variants func(t *testing.T, svc *corev1.Service) []*corev1.Service
 }
 
 // Run runs the backend contract against fixtures newFixture builds; each

@@ -103,6 +103,9 @@ func memFixture(*testing.T) *Fixture {
 				}
 			},
 			Parts: func(_ *testing.T, svc *corev1.Service) (int, int) { return c.parts(svc) },
+			Strangers: func(_ *testing.T, svc *corev1.Service) func(*testing.T) string {
+				return c.addStrangers(svc)
+			},
 		},
 	}
 }
@@ -122,18 +125,20 @@ func TestSuiteCatchesEachBreak(t *testing.T) {
 		t.Skip("inside a re-executed run")
 	}
 	cases := map[string]string{
-		"unreadable-false": "instances/unreadable_instance_is_an_error",
-		"outage-false":     "instances/outage_is_an_error",
-		"foreign-false":    "instances/foreign_providerID_is_an_error",
-		"malformed-plain":  "instances/malformed_providerID_is_a_user_error",
-		"shutdown-stale":   "instances/shutdown_only_on_fresh_evidence",
-		"metadata-nil":     "instances/gone_instance_is_false",
-		"claim-weak":       "instances/no-providerID_node_claimed_only_on_a_strong_match",
-		"get-partial":      "loadbalancers/crash_between_deletion_steps_is_still_seen",
-		"steady-mutates":   "loadbalancers/steady_state_makes_no_mutating_call",
-		"crash-duplicate":  "loadbalancers/crash_between_creation_steps_leaves_one_load_balancer",
-		"delete-leaves":    "loadbalancers/lifecycle",
-		"update-creates":   "loadbalancers/update_never_creates",
+		"unreadable-false":     "instances/unreadable_instance_is_an_error",
+		"outage-false":         "instances/outage_is_an_error",
+		"foreign-false":        "instances/foreign_providerID_is_an_error",
+		"malformed-plain":      "instances/malformed_providerID_is_a_user_error",
+		"shutdown-stale":       "instances/shutdown_only_on_fresh_evidence",
+		"metadata-nil":         "instances/gone_instance_is_false",
+		"claim-weak":           "instances/no-providerID_node_claimed_only_on_a_strong_match",
+		"get-partial":          "loadbalancers/crash_between_deletion_steps_is_still_seen",
+		"steady-mutates":       "loadbalancers/steady_state_makes_no_mutating_call",
+		"crash-duplicate":      "loadbalancers/crash_between_creation_steps_leaves_one_load_balancer",
+		"delete-leaves":        "loadbalancers/lifecycle",
+		"update-creates":       "loadbalancers/update_never_creates",
+		"first-update-mutates": "loadbalancers/a_create_is_converged",
+		"touch-strangers":      "loadbalancers/strangers_are_never_changed_or_deleted",
 	}
 	for brk, clause := range cases {
 		t.Run(brk, func(t *testing.T) {

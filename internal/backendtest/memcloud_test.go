@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +36,9 @@ type memCloud struct {
 	// mutations counts mutating calls; failAfter (>= 0) fails those past it.
 	mutations int
 	failAfter int
+	// strangers are things made beside a load balancer by someone else,
+	// by the UID of the Service they sit beside.
+	strangers map[types.UID][]string
 }
 
 type memInstance struct {
@@ -45,7 +49,10 @@ type memInstance struct {
 
 type memLB struct {
 	lb, listener bool
-	members      map[string]bool
+	// updated: an Update has run (the first-update-mutates break writes on
+	// the first one).
+	updated bool
+	members map[string]bool
 }
 
 func newMemCloud(breaks string) *memCloud {
@@ -54,6 +61,7 @@ func newMemCloud(breaks string) *memCloud {
 		instances: map[string]*memInstance{},
 		powerSeen: map[string]bool{},
 		lbs:       map[types.UID]*memLB{},
+		strangers: map[types.UID][]string{},
 		failAfter: -1,
 	}
 	for _, b := range strings.Split(breaks, ",") {
@@ -220,10 +228,16 @@ func (c *memCloud) UpdateLoadBalancer(_ context.Context, _ string, svc *corev1.S
 		l = &memLB{lb: true, members: map[string]bool{}}
 		c.lbs[svc.UID] = l
 	}
-	if l != nil {
-		return c.reconcile(l, nodes)
+	if l == nil {
+		return nil
 	}
-	return nil
+	if !l.updated && c.breaks["first-update-mutates"] {
+		if err := c.mutate(); err != nil {
+			return err
+		}
+	}
+	l.updated = true
+	return c.reconcile(l, nodes)
 }
 
 func (c *memCloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *corev1.Service) error {
@@ -257,7 +271,23 @@ func (c *memCloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *c
 	if len(l.members) == 0 {
 		delete(c.lbs, svc.UID)
 	}
+	if c.breaks["touch-strangers"] {
+		delete(c.strangers, svc.UID)
+	}
 	return nil
+}
+
+// addStrangers makes two things beside svc's load balancer that are not
+// the backend's, and returns their fingerprint.
+func (c *memCloud) addStrangers(svc *corev1.Service) func(*testing.T) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.strangers[svc.UID] = []string{"hand-made-listener", "node-security-group"}
+	return func(*testing.T) string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return strings.Join(c.strangers[svc.UID], ",")
+	}
 }
 
 // parts counts what the cloud holds for the Service and its duplicates.
