@@ -832,11 +832,11 @@ func (s *Server) deregisterTargets(f url.Values) (any, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	delay := s.deregistrationDelay
-	if tg.attributes != nil {
-		n, _ := strconv.Atoi(tg.attributes["deregistration_delay.timeout_seconds"])
-		delay = time.Duration(n) * time.Second
-	}
+	// The group's deregistration_delay.timeout_seconds, scaled by the
+	// fake's clock (SetDeregistrationDelay: how long AWS's default of 300
+	// seconds lasts here).
+	n, _ := strconv.Atoi(s.tgAttributes(tg)["deregistration_delay.timeout_seconds"])
+	delay := time.Duration(n) * time.Second * s.deregistrationDelay / DefaultDeregistrationDelay
 	for _, t := range ts {
 		k := fmt.Sprintf("%s:%d", t.id, t.port)
 		have, registered := tg.targets[k]

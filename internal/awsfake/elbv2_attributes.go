@@ -7,7 +7,13 @@ import (
 )
 
 // nlbAttributeDefaults are a network load balancer's attributes as AWS
-// reports them for a new one (ELBv2 API reference, LoadBalancerAttribute).
+// reports them for a new one: the attributes the ELBv2 API reference
+// (LoadBalancerAttribute) lists for all load balancers, for Application
+// and Network Load Balancers, and for Network Load Balancers only, with
+// their documented defaults. ipv6.deny_all_igw_traffic is false for an
+// internet-facing NLB and true for an internal one (see lbAttributes).
+// Attributes of Application Load Balancers only (connection_logs.*,
+// health_check_logs.*, idle_timeout, routing.http.*) are not an NLB's.
 var nlbAttributeDefaults = map[string]string{
 	"access_logs.s3.enabled":                 "false",
 	"access_logs.s3.bucket":                  "",
@@ -18,18 +24,16 @@ var nlbAttributeDefaults = map[string]string{
 	"dns_record.client_routing_policy":       "any_availability_zone",
 	"zonal_shift.config.enabled":             "false",
 	"secondary_ips.auto_assigned.per_subnet": "0",
-	"connection_logs.s3.enabled":             "false",
-	"connection_logs.s3.bucket":              "",
-	"connection_logs.s3.prefix":              "",
-	"health_check_logs.s3.enabled":           "false",
-	"health_check_logs.s3.bucket":            "",
-	"health_check_logs.s3.prefix":            "",
 }
 
-// tgAttributeDefaults are a TCP/UDP/TLS target group's attributes as AWS
-// reports them for a new one (ELBv2 API reference, TargetGroupAttribute).
-// preserve_client_ip.enabled defaults to true for instance targets; see
-// tgAttributes.
+// tgAttributeDefaults are a TCP/UDP/TCP_UDP/TLS target group's attributes
+// as AWS reports them for a new one: those the ELBv2 API reference
+// (TargetGroupAttribute) lists for all load balancers, for Application and
+// Network Load Balancers, and for Network Load Balancers only, with their
+// documented defaults. Two depend on the group (see tgAttributes):
+// preserve_client_ip.enabled is false for an IP-target TCP or TLS group,
+// true otherwise; deregistration_delay.connection_termination.enabled is
+// true for a new UDP or TCP_UDP group, false otherwise.
 var tgAttributeDefaults = map[string]string{
 	"deregistration_delay.timeout_seconds":                                           "300",
 	"deregistration_delay.connection_termination.enabled":                            "false",
@@ -37,7 +41,6 @@ var tgAttributeDefaults = map[string]string{
 	"stickiness.type":                                                                "source_ip",
 	"proxy_protocol_v2.enabled":                                                      "false",
 	"preserve_client_ip.enabled":                                                     "true",
-	"connection_termination.enabled":                                                 "false",
 	"load_balancing.cross_zone.enabled":                                              "use_load_balancer_configuration",
 	"target_health_state.unhealthy.connection_termination.enabled":                   "true",
 	"target_health_state.unhealthy.draining_interval_seconds":                        "0",
@@ -51,7 +54,7 @@ var boolAttributes = map[string]bool{
 	"access_logs.s3.enabled": true, "deletion_protection.enabled": true, "load_balancing.cross_zone.enabled": true,
 	"ipv6.deny_all_igw_traffic": true, "zonal_shift.config.enabled": true, "connection_logs.s3.enabled": true,
 	"health_check_logs.s3.enabled": true, "deregistration_delay.connection_termination.enabled": true, "stickiness.enabled": true,
-	"proxy_protocol_v2.enabled": true, "preserve_client_ip.enabled": true, "connection_termination.enabled": true,
+	"proxy_protocol_v2.enabled": true, "preserve_client_ip.enabled": true,
 	"target_health_state.unhealthy.connection_termination.enabled": true,
 }
 
@@ -110,6 +113,9 @@ func readAttributes(f url.Values, known map[string]string) (map[string]string, *
 func (s *Server) lbAttributes(lb *loadBalancer) map[string]string {
 	if lb.attributes == nil {
 		lb.attributes = copyTags(nlbAttributeDefaults)
+		if lb.scheme == "internal" {
+			lb.attributes["ipv6.deny_all_igw_traffic"] = "true"
+		}
 	}
 	return lb.attributes
 }
@@ -117,9 +123,12 @@ func (s *Server) lbAttributes(lb *loadBalancer) map[string]string {
 func (s *Server) tgAttributes(tg *targetGroup) map[string]string {
 	if tg.attributes == nil {
 		tg.attributes = copyTags(tgAttributeDefaults)
-		tg.attributes["deregistration_delay.timeout_seconds"] = strconv.Itoa(int(s.deregistrationDelay.Seconds()))
-		if tg.targetType == "ip" && tg.protocol != "UDP" && tg.protocol != "TCP_UDP" {
+		udp := tg.protocol == "UDP" || tg.protocol == "TCP_UDP"
+		if tg.targetType == "ip" && !udp {
 			tg.attributes["preserve_client_ip.enabled"] = "false"
+		}
+		if udp {
+			tg.attributes["deregistration_delay.connection_termination.enabled"] = "true"
 		}
 	}
 	return tg.attributes

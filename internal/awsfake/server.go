@@ -123,8 +123,10 @@ func New(region string) *Server {
 // listed as draining, AWS's default deregistration_delay.timeout_seconds.
 const DefaultDeregistrationDelay = 300 * time.Second
 
-// SetDeregistrationDelay changes how long deregistered targets drain (0:
-// they disappear at once).
+// SetDeregistrationDelay changes how long AWS's default deregistration
+// delay (300 s) lasts here: deregistered targets drain for their group's
+// deregistration_delay.timeout_seconds scaled by d/300s (0: they disappear
+// at once). The attribute itself keeps AWS's value.
 func (s *Server) SetDeregistrationDelay(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

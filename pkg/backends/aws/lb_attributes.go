@@ -63,16 +63,19 @@ var tgAttributeRules = map[string]attributeRule{
 	"load_balancing.cross_zone.enabled":                   oneOf("true", "false", "use_load_balancer_configuration"),
 }
 
-// tgAttributeDefaults are AWS's defaults for the attributes above: what a
-// new target group has, and what an attribute goes back to when the
-// Service no longer sets it.
+// tgAttributeDefaults are AWS's documented defaults for the attributes
+// above (ELBv2 API reference, TargetGroupAttribute): what an attribute goes
+// back to when the Service no longer sets it. Client IP preservation is
+// off only for IP targets over TCP or TLS; connection termination at the
+// end of deregistration is on for new UDP and TCP_UDP groups.
 func tgAttributeDefaults(protocol, targetType string) map[string]string {
-	preserve := targetType == targetInstance || protocol == "UDP" || protocol == "TCP_UDP"
+	udp := protocol == "UDP" || protocol == "TCP_UDP"
+	preserve := targetType == targetInstance || udp
 	return map[string]string{
 		attrPreserveClientIP:                                  strconv.FormatBool(preserve),
 		attrProxyProtocolV2:                                   "false",
 		"deregistration_delay.timeout_seconds":                "300",
-		"deregistration_delay.connection_termination.enabled": "false",
+		"deregistration_delay.connection_termination.enabled": strconv.FormatBool(udp),
 		"stickiness.enabled":                                  "false",
 		"stickiness.type":                                     "source_ip",
 		"load_balancing.cross_zone.enabled":                   "use_load_balancer_configuration",
@@ -132,20 +135,19 @@ func wantTGAttributes(d *desiredLB, p desiredPort) map[string]string {
 }
 
 // syncTGAttributes changes the group's attributes that differ, in one
-// ModifyTargetGroupAttributes. A group just created has AWS's defaults, so
-// it is compared with them without a DescribeTargetGroupAttributes.
-func (l *LoadBalancer) syncTGAttributes(ctx context.Context, d *desiredLB, p desiredPort, tg elbtypes.TargetGroup, fresh bool) error {
+// ModifyTargetGroupAttributes. They are compared with what AWS answers,
+// also for a group just created: a default assumed here that AWS does not
+// have (it has changed them before) would otherwise be written by the
+// first Update after the create instead of by the create.
+func (l *LoadBalancer) syncTGAttributes(ctx context.Context, d *desiredLB, p desiredPort, tg elbtypes.TargetGroup) error {
 	want := wantTGAttributes(d, p)
-	have := tgAttributeDefaults(p.protocol, d.targetType)
-	if !fresh {
-		out, err := l.elb.DescribeTargetGroupAttributes(ctx, &elbv2.DescribeTargetGroupAttributesInput{TargetGroupArn: tg.TargetGroupArn})
-		if err != nil {
-			return fmt.Errorf("DescribeTargetGroupAttributes %s: %w", p.tgName, err)
-		}
-		have = map[string]string{}
-		for _, a := range out.Attributes {
-			have[awssdk.ToString(a.Key)] = awssdk.ToString(a.Value)
-		}
+	out, err := l.elb.DescribeTargetGroupAttributes(ctx, &elbv2.DescribeTargetGroupAttributesInput{TargetGroupArn: tg.TargetGroupArn})
+	if err != nil {
+		return fmt.Errorf("DescribeTargetGroupAttributes %s: %w", p.tgName, err)
+	}
+	have := map[string]string{}
+	for _, a := range out.Attributes {
+		have[awssdk.ToString(a.Key)] = awssdk.ToString(a.Value)
 	}
 	var change []elbtypes.TargetGroupAttribute
 	for _, k := range sorted(keys(want)) {
@@ -280,20 +282,17 @@ func wantLBAttributes(d *desiredLB) map[string]string {
 }
 
 // syncLBAttributes changes the NLB's attributes that differ, in one
-// ModifyLoadBalancerAttributes. An NLB just created has AWS's defaults, so
-// it is compared with them without a DescribeLoadBalancerAttributes.
-func (l *LoadBalancer) syncLBAttributes(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, fresh bool) error {
+// ModifyLoadBalancerAttributes. They are compared with what AWS answers,
+// also for an NLB just created (see syncTGAttributes).
+func (l *LoadBalancer) syncLBAttributes(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) error {
 	want := wantLBAttributes(d)
-	have := lbAttributeDefaults()
-	if !fresh {
-		out, err := l.elb.DescribeLoadBalancerAttributes(ctx, &elbv2.DescribeLoadBalancerAttributesInput{LoadBalancerArn: lb.LoadBalancerArn})
-		if err != nil {
-			return fmt.Errorf("DescribeLoadBalancerAttributes: %w", err)
-		}
-		have = map[string]string{}
-		for _, a := range out.Attributes {
-			have[awssdk.ToString(a.Key)] = awssdk.ToString(a.Value)
-		}
+	out, err := l.elb.DescribeLoadBalancerAttributes(ctx, &elbv2.DescribeLoadBalancerAttributesInput{LoadBalancerArn: lb.LoadBalancerArn})
+	if err != nil {
+		return fmt.Errorf("DescribeLoadBalancerAttributes: %w", err)
+	}
+	have := map[string]string{}
+	for _, a := range out.Attributes {
+		have[awssdk.ToString(a.Key)] = awssdk.ToString(a.Value)
 	}
 	var change []elbtypes.LoadBalancerAttribute
 	var changed []string

@@ -62,16 +62,16 @@ func (l *LoadBalancer) ensureTargetGroups(ctx context.Context, d *desiredLB, att
 	for _, p := range d.ports {
 		tg, found := attached[p.tgName]
 		if !found {
-			got, existed, err := l.detachedOrNew(ctx, d, p)
+			got, err := l.detachedOrNew(ctx, d, p)
 			if err != nil {
 				return nil, err
 			}
-			tg, found = *got, existed
+			tg = *got
 		}
 		if err := l.syncHealthCheck(ctx, d, tg); err != nil {
 			return nil, err
 		}
-		if err := l.syncTGAttributes(ctx, d, p, tg, !found); err != nil {
+		if err := l.syncTGAttributes(ctx, d, p, tg); err != nil {
 			return nil, err
 		}
 		if err := l.syncTargets(ctx, d, p, awssdk.ToString(tg.TargetGroupArn)); err != nil {
@@ -84,19 +84,18 @@ func (l *LoadBalancer) ensureTargetGroups(ctx context.Context, d *desiredLB, att
 
 // detachedOrNew returns port p's target group when no listener of the NLB
 // uses it: on an NLB that existed, the group left when its listener was
-// deleted behind the backend's back (existed), else a new one.
-func (l *LoadBalancer) detachedOrNew(ctx context.Context, d *desiredLB, p desiredPort) (_ *elbtypes.TargetGroup, existed bool, _ error) {
+// deleted behind the backend's back, else a new one.
+func (l *LoadBalancer) detachedOrNew(ctx context.Context, d *desiredLB, p desiredPort) (*elbtypes.TargetGroup, error) {
 	if ctx.Value(existingKey{}) != nil {
 		out, err := l.elb.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{Names: []string{p.tgName}})
 		if err != nil && !isNotFound(err) {
-			return nil, false, fmt.Errorf("DescribeTargetGroups %s: %w", p.tgName, err)
+			return nil, fmt.Errorf("DescribeTargetGroups %s: %w", p.tgName, err)
 		}
 		if err == nil && len(out.TargetGroups) == 1 && awssdk.ToString(out.TargetGroups[0].VpcId) == l.settings.VPC {
-			return &out.TargetGroups[0], true, nil
+			return &out.TargetGroups[0], nil
 		}
 	}
-	tg, err := l.createTargetGroup(ctx, d, p)
-	return tg, false, err
+	return l.createTargetGroup(ctx, d, p)
 }
 
 // createTargetGroup creates a port's group. AWS answers an existing group

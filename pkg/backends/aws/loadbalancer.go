@@ -208,7 +208,7 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 			return nil, err
 		}
 	}
-	if err := l.syncLBAttributes(ctx, d, lb, fresh); err != nil {
+	if err := l.syncLBAttributes(ctx, d, lb); err != nil {
 		return nil, err
 	}
 	missing, err := l.missingTags(ctx, d, lb, fresh)
