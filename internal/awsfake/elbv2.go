@@ -679,6 +679,9 @@ func (s *Server) describeTargetGroups(f url.Values) (any, *Error) {
 	if (len(names) > 0 && len(matched) < len(names)) || (len(arns) > 0 && len(matched) < len(arns)) {
 		return nil, &Error{Status: 400, Code: "TargetGroupNotFound", Message: "One or more target groups not found"}
 	}
+	if lbARN != "" && len(matched) == 0 && s.noTargetGroupsNotFound {
+		return nil, &Error{Status: 400, Code: "TargetGroupNotFound", Message: "One or more target groups not found"}
+	}
 	size, err := pageSize(f)
 	if err != nil {
 		return nil, err

@@ -91,6 +91,11 @@ type Server struct {
 	// succeed before every later one fails.
 	mutationsLeft int
 
+	// noTargetGroupsNotFound: DescribeTargetGroups(LoadBalancerArn) of a
+	// load balancer no listener forwards from answers TargetGroupNotFound
+	// instead of an empty list (SetNoTargetGroupsNotFound).
+	noTargetGroupsNotFound bool
+
 	provisioningPolls   int
 	sgReleasePolls      int
 	deregistrationDelay time.Duration
@@ -228,6 +233,17 @@ func (s *Server) Throttle(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.throttle = n
+}
+
+// SetNoTargetGroupsNotFound chooses how DescribeTargetGroups with a
+// LoadBalancerArn answers for a load balancer that has no target group: an
+// empty list (false, the default) or TargetGroupNotFound (400, true). The
+// ELBv2 API reference lists that error for the call without saying which
+// answer this case gets; clients must take either as "none".
+func (s *Server) SetNoTargetGroupsNotFound(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noTargetGroupsNotFound = on
 }
 
 // SetOutage makes every call fail with 503 ServiceUnavailable while on.

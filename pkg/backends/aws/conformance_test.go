@@ -23,6 +23,21 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, newConformanceFixture)
 }
 
+// TestConformanceTargetGroupNotFound runs the load-balancer clauses (the
+// crashes between steps among them) against a fake that answers
+// DescribeTargetGroups(LoadBalancerArn) for an NLB without target groups
+// with TargetGroupNotFound instead of an empty list, as AWS may: a crash
+// after the NLB exists but before its first listener must not leave the
+// Service stuck.
+func TestConformanceTargetGroupNotFound(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T) *backendtest.Fixture {
+		f, e := conformanceFixture(t)
+		e.fake.SetNoTargetGroupsNotFound(true)
+		f.Instances = nil // the switch is the load balancers'.
+		return f
+	})
+}
+
 // conformance is one clause's fake and the instances its hooks created.
 type conformance struct {
 	e *env
@@ -33,6 +48,12 @@ type conformance struct {
 }
 
 func newConformanceFixture(t *testing.T) *backendtest.Fixture {
+	f, _ := conformanceFixture(t)
+	return f
+}
+
+// conformanceFixture is the fixture and its fake.
+func conformanceFixture(t *testing.T) (*backendtest.Fixture, *env) {
 	e := newEnv(t, fastCache)
 	cfg := e.cloud.instances.cache.snaps.Config()
 	cfg.MissInterval = 50 * time.Millisecond
@@ -74,7 +95,7 @@ func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 			},
 			Parts: c.parts,
 		},
-	}
+	}, e
 }
 
 // running adds a new running instance of the VPC.

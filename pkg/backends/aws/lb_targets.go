@@ -13,7 +13,9 @@ import (
 )
 
 // attachedTargetGroups returns the target groups the NLB's listeners use,
-// by name.
+// by name. For an NLB without any, AWS may answer TargetGroupNotFound
+// rather than an empty list (the API reference lists the error for the
+// call without saying): both are "none".
 func (l *LoadBalancer) attachedTargetGroups(ctx context.Context, lbARN string) (map[string]elbtypes.TargetGroup, error) {
 	out := map[string]elbtypes.TargetGroup{}
 	if e := l.viewOf(ctx).entryByARN(lbARN); e != nil {
@@ -25,6 +27,9 @@ func (l *LoadBalancer) attachedTargetGroups(ctx context.Context, lbARN string) (
 	p := elbv2.NewDescribeTargetGroupsPaginator(l.elb, &elbv2.DescribeTargetGroupsInput{LoadBalancerArn: awssdk.String(lbARN)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
+		if errorCode(err) == "TargetGroupNotFound" && len(out) == 0 {
+			return out, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("DescribeTargetGroups: %w", err)
 		}
