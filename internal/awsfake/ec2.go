@@ -83,6 +83,8 @@ type permission struct {
 	protocol    string
 	from, to    int
 	cidr, group string
+	// prefixList is a managed prefix list's ID (PrefixListIds).
+	prefixList string
 	// description is the rule's; AWS does not tell rules apart by it.
 	description string
 }
@@ -208,7 +210,7 @@ func (s *Server) SecurityGroupIngress(id string) []string {
 func (sg *securityGroup) rules() []string {
 	var out []string
 	for _, p := range sg.ingress {
-		out = append(out, fmt.Sprintf("%s:%d-%d:%s", p.protocol, p.from, p.to, p.cidr+p.group))
+		out = append(out, fmt.Sprintf("%s:%d-%d:%s", p.protocol, p.from, p.to, p.cidr+p.group+p.prefixList))
 	}
 	sort.Strings(out)
 	return out
@@ -589,12 +591,20 @@ func (s *Server) describeSubnets(f url.Values) (any, *Error) {
 }
 
 type xmlIPPermission struct {
-	IPProtocol string         `xml:"ipProtocol"`
-	FromPort   int            `xml:"fromPort"`
-	ToPort     int            `xml:"toPort"`
-	IPRanges   []xmlIPRange   `xml:"ipRanges>item"`
-	IPv6Ranges []xmlIPv6Range `xml:"ipv6Ranges>item"`
-	Groups     []xmlGroupPair `xml:"groups>item"`
+	IPProtocol string          `xml:"ipProtocol"`
+	FromPort   int             `xml:"fromPort"`
+	ToPort     int             `xml:"toPort"`
+	IPRanges   []xmlIPRange    `xml:"ipRanges>item"`
+	IPv6Ranges []xmlIPv6Range  `xml:"ipv6Ranges>item"`
+	Groups     []xmlGroupPair  `xml:"groups>item"`
+	PrefixList []xmlPrefixList `xml:"prefixListIds>item"`
+}
+
+// xmlPrefixList is a PrefixListId: a managed prefix list as a rule's
+// source.
+type xmlPrefixList struct {
+	PrefixListID string `xml:"prefixListId"`
+	Description  string `xml:"description,omitempty"`
 }
 
 // xmlIPv6Range is an Ipv6Range: a rule's IPv6 CIDR and its description.
@@ -664,6 +674,8 @@ func (sg *securityGroup) xml() xmlSecurityGroup {
 		switch {
 		case p.group != "":
 			xp.Groups = append(xp.Groups, xmlGroupPair{UserID: Account, GroupID: p.group, Description: p.description})
+		case p.prefixList != "":
+			xp.PrefixList = append(xp.PrefixList, xmlPrefixList{PrefixListID: p.prefixList, Description: p.description})
 		case strings.Contains(p.cidr, ":"):
 			xp.IPv6Ranges = append(xp.IPv6Ranges, xmlIPv6Range{CidrIPv6: p.cidr, Description: p.description})
 		default:
@@ -815,6 +827,13 @@ func (s *Server) permissions(f url.Values) ([]permission, *Error) {
 				return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
 			}
 			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, group: id, description: f.Get(g + ".Description")})
+		}
+		for _, g := range items(f, p+".PrefixListIds") {
+			id := f.Get(g + ".PrefixListId")
+			if !strings.HasPrefix(id, "pl-") {
+				return nil, errorf("InvalidPrefixListId.Malformed", "The prefix list ID '%s' is malformed", id)
+			}
+			out = append(out, permission{protocol: f.Get(p + ".IpProtocol"), from: from, to: to, prefixList: id, description: f.Get(g + ".Description")})
 		}
 	}
 	return out, nil

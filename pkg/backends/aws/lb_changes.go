@@ -41,11 +41,16 @@ func plural(one string, items []string) string {
 	return one + "s " + strings.Join(items, ", ")
 }
 
-// ruleNames are rules as "tcp/80 from 0.0.0.0/0", in order.
+// ruleNames are rules as "tcp/80 from 0.0.0.0/0" ("tcp/80-81 from
+// sg-…" for a range), in order.
 func ruleNames(rules []rule) []string {
 	out := make([]string, len(rules))
 	for i, r := range rules {
-		out[i] = fmt.Sprintf("%s/%d from %s", r.protocol, r.port, r.cidr)
+		ports := fmt.Sprint(r.port)
+		if r.to != r.port {
+			ports += fmt.Sprintf("-%d", r.to)
+		}
+		out[i] = fmt.Sprintf("%s/%s from %s", r.protocol, ports, r.source)
 	}
 	return out
 }

@@ -16,11 +16,14 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
-// rule is one ingress rule: protocol (tcp, udp), port and source CIDR.
+// rule is one ingress rule: IP protocol (tcp, udp, icmp, -1), port range
+// (port to to; -1 for protocols without ports) and source: an IPv4 or
+// IPv6 CIDR, a security group ID (sg-…) or a managed prefix list ID (pl-…).
+// The backend's own rules are one port each, from a CIDR.
 type rule struct {
 	protocol string
-	port     int32
-	cidr     string
+	port, to int32
+	source   string
 }
 
 // findSG returns the Service's security group, or nil.
@@ -113,17 +116,36 @@ func (l *LoadBalancer) createSG(ctx context.Context, d *desiredLB) (string, erro
 	return awssdk.ToString(out.GroupId), nil
 }
 
+// sgRules reads every ingress rule of a group the backend owns: any
+// protocol, any port range (a rule widened to 80-81 is not the rule for
+// port 80), and every kind of source (CIDRs of either family, security
+// groups, prefix lists), so that whatever is not wanted is revoked.
 func sgRules(sg *ec2types.SecurityGroup) map[rule]bool {
 	out := map[rule]bool{}
 	for _, p := range sg.IpPermissions {
-		if p.FromPort == nil || p.ToPort == nil || *p.FromPort != *p.ToPort {
-			continue
+		from, to := int32(-1), int32(-1)
+		if p.FromPort != nil {
+			from = *p.FromPort
 		}
-		for _, r := range p.IpRanges {
-			out[rule{protocol: awssdk.ToString(p.IpProtocol), port: *p.FromPort, cidr: awssdk.ToString(r.CidrIp)}] = true
+		if p.ToPort != nil {
+			to = *p.ToPort
 		}
-		for _, r := range p.Ipv6Ranges {
-			out[rule{protocol: awssdk.ToString(p.IpProtocol), port: *p.FromPort, cidr: awssdk.ToString(r.CidrIpv6)}] = true
+		r := rule{protocol: awssdk.ToString(p.IpProtocol), port: from, to: to}
+		for _, x := range p.IpRanges {
+			r.source = awssdk.ToString(x.CidrIp)
+			out[r] = true
+		}
+		for _, x := range p.Ipv6Ranges {
+			r.source = awssdk.ToString(x.CidrIpv6)
+			out[r] = true
+		}
+		for _, x := range p.UserIdGroupPairs {
+			r.source = awssdk.ToString(x.GroupId)
+			out[r] = true
+		}
+		for _, x := range p.PrefixListIds {
+			r.source = awssdk.ToString(x.PrefixListId)
+			out[r] = true
 		}
 	}
 	return out
@@ -140,7 +162,7 @@ func desiredRules(d *desiredLB) map[rule]bool {
 	for _, p := range d.ports {
 		for _, proto := range ipProtocols(p.listener) {
 			for _, cidr := range d.sourceRanges {
-				out[rule{protocol: proto, port: p.port, cidr: cidr}] = true
+				out[rule{protocol: proto, port: p.port, to: p.port, source: cidr}] = true
 			}
 		}
 	}
@@ -168,15 +190,20 @@ func (l *LoadBalancer) changeRules(ctx context.Context, id string, add, remove [
 func permissions(rules []rule) []ec2types.IpPermission {
 	sort.Slice(rules, func(i, j int) bool {
 		a, b := rules[i], rules[j]
-		return fmt.Sprint(a.protocol, a.port, a.cidr) < fmt.Sprint(b.protocol, b.port, b.cidr)
+		return fmt.Sprint(a.protocol, a.port, a.to, a.source) < fmt.Sprint(b.protocol, b.port, b.to, b.source)
 	})
 	var out []ec2types.IpPermission
 	for _, r := range rules {
-		p := ec2types.IpPermission{IpProtocol: awssdk.String(r.protocol), FromPort: awssdk.Int32(r.port), ToPort: awssdk.Int32(r.port)}
-		if strings.Contains(r.cidr, ":") {
-			p.Ipv6Ranges = []ec2types.Ipv6Range{{CidrIpv6: awssdk.String(r.cidr)}}
-		} else {
-			p.IpRanges = []ec2types.IpRange{{CidrIp: awssdk.String(r.cidr)}}
+		p := ec2types.IpPermission{IpProtocol: awssdk.String(r.protocol), FromPort: awssdk.Int32(r.port), ToPort: awssdk.Int32(r.to)}
+		switch {
+		case strings.HasPrefix(r.source, "sg-"):
+			p.UserIdGroupPairs = []ec2types.UserIdGroupPair{{GroupId: awssdk.String(r.source)}}
+		case strings.HasPrefix(r.source, "pl-"):
+			p.PrefixListIds = []ec2types.PrefixListId{{PrefixListId: awssdk.String(r.source)}}
+		case strings.Contains(r.source, ":"):
+			p.Ipv6Ranges = []ec2types.Ipv6Range{{CidrIpv6: awssdk.String(r.source)}}
+		default:
+			p.IpRanges = []ec2types.IpRange{{CidrIp: awssdk.String(r.source)}}
 		}
 		out = append(out, p)
 	}

@@ -171,12 +171,40 @@ var drifts = []drift{
 	}, func(d *driftEnv) string {
 		return "security-group rule tcp/22 from 0.0.0.0/0 revoked in security group " + d.ownSG()
 	}, "RevokeSecurityGroupIngress"},
+	{"load-balancer security-group rule widened to a port range", func(t *testing.T, d *driftEnv) {
+		authorize(t, d, ec2types.IpPermission{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(80), ToPort: awssdk.Int32(81),
+			IpRanges: []ec2types.IpRange{{CidrIp: awssdk.String("0.0.0.0/0")}}})
+	}, func(d *driftEnv) string {
+		return "security-group rule tcp/80-81 from 0.0.0.0/0 revoked in security group " + d.ownSG()
+	}, "RevokeSecurityGroupIngress"},
+	{"load-balancer security-group rule from a group", func(t *testing.T, d *driftEnv) {
+		authorize(t, d, ec2types.IpPermission{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(80), ToPort: awssdk.Int32(80),
+			UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: awssdk.String(d.nodesSG)}}})
+	}, func(d *driftEnv) string {
+		return "security-group rule tcp/80 from " + d.nodesSG + " revoked in security group " + d.ownSG()
+	}, "RevokeSecurityGroupIngress"},
+	{"load-balancer security-group rule from a prefix list", func(t *testing.T, d *driftEnv) {
+		authorize(t, d, ec2types.IpPermission{IpProtocol: awssdk.String("-1"), FromPort: awssdk.Int32(-1), ToPort: awssdk.Int32(-1),
+			PrefixListIds: []ec2types.PrefixListId{{PrefixListId: awssdk.String("pl-0123456789abcdef0")}}})
+	}, func(d *driftEnv) string {
+		return "security-group rule -1/-1 from pl-0123456789abcdef0 revoked in security group " + d.ownSG()
+	}, "RevokeSecurityGroupIngress"},
 	{"load-balancer security groups changed", func(t *testing.T, d *driftEnv) {
 		if _, err := d.cloud.lb.elb.SetSecurityGroups(context.Background(), &elbv2.SetSecurityGroupsInput{LoadBalancerArn: awssdk.String(d.lbOf(t, d.svcs[0]).ARN),
 			SecurityGroups: []string{d.ownSG(), d.nodesSG}}); err != nil {
 			t.Fatal(err)
 		}
 	}, func(d *driftEnv) string { return "security groups of the load balancer set to " + d.ownSG() }, "SetSecurityGroups"},
+}
+
+// authorize adds a rule to the "web" Service's own security group behind
+// the backend's back.
+func authorize(t *testing.T, d *driftEnv, p ec2types.IpPermission) {
+	t.Helper()
+	if _, err := d.cloud.lb.ec2.AuthorizeSecurityGroupIngress(context.Background(), &ec2.AuthorizeSecurityGroupIngressInput{GroupId: awssdk.String(d.ownSG()),
+		IpPermissions: []ec2types.IpPermission{p}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // webTG is the name of the "web" Service's target group.
