@@ -272,20 +272,31 @@ func portsOf(svc *corev1.Service, n names, targetType, family string, tls *tlsCo
 // targetsFor chooses the target type (tt, the annotation's, else instance
 // when every node is an instance of the VPC, else ip) and the targets. An
 // IPv6 family's targets are always the nodes' IPv6 addresses (ip).
+//
+// A node whose instance is gone (terminated, or no longer listed: a
+// routine scale-in while its Node is still there) is simply not a target,
+// of either type; it counts as an instance for the choice, so that it
+// never moves the Service from instance to IP targets and back. Only the
+// annotation or the node set (another cloud's node, an instance of
+// another VPC) chooses the type.
 func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev1.Node, family string) (string, []target, error) {
 	if family == familyIPv6 {
 		ts, err := l.ipTargets(ctx, nodes, family)
 		return targetIP, ts, err
 	}
 	set := tt != ""
-	ids := make([]string, len(nodes))
+	var ids []string
+	var live []*corev1.Node
 	all := len(nodes) > 0
-	for i, n := range nodes {
-		id, err := l.vpcInstance(ctx, n)
+	for _, n := range nodes {
+		id, gone, err := l.vpcInstance(ctx, n)
 		if err != nil {
 			return "", nil, err
 		}
-		ids[i], all = id, all && id != ""
+		if gone {
+			continue
+		}
+		ids, live, all = append(ids, id), append(live, n), all && id != ""
 	}
 	if !set {
 		tt = targetIP
@@ -296,7 +307,7 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 	if tt == targetInstance {
 		return tt, instanceTargets(ids), nil
 	}
-	ts, err := l.ipTargets(ctx, nodes, family)
+	ts, err := l.ipTargets(ctx, live, family)
 	return tt, ts, err
 }
 
@@ -333,23 +344,28 @@ func instanceTargets(ids []string) []target {
 }
 
 // vpcInstance returns the instance ID of a node that is a live instance of
-// the backend's VPC, or "".
-func (l *LoadBalancer) vpcInstance(ctx context.Context, n *corev1.Node) (string, error) {
+// the backend's VPC, or "" (another cloud's node, another region's, another
+// VPC's); gone reports a node of this region whose instance is terminated
+// or no longer listed.
+func (l *LoadBalancer) vpcInstance(ctx context.Context, n *corev1.Node) (id string, gone bool, _ error) {
 	if s, err := providerid.Scheme(n.Spec.ProviderID); err != nil || s != Scheme {
-		return "", nil
+		return "", false, nil
 	}
 	id, err := regionalInstanceID(n, l.settings.Region)
 	if err != nil {
-		return "", nil // not an instance of this region: no lookup.
+		return "", false, nil // not an instance of this region: no lookup.
 	}
 	in, err := l.instances.byInstanceID(ctx, id)
 	if err != nil {
-		return "", fmt.Errorf("looking up node %s: %w", n.Name, err)
+		return "", false, fmt.Errorf("looking up node %s: %w", n.Name, err)
 	}
-	if in == nil || isState(in, "terminated") || awssdk.ToString(in.VpcId) != l.settings.VPC {
-		return "", nil
+	switch {
+	case in == nil || isState(in, "terminated"):
+		return "", true, nil
+	case awssdk.ToString(in.VpcId) != l.settings.VPC:
+		return "", false, nil
 	}
-	return id, nil
+	return id, false, nil
 }
 
 // ipTargets targets each node's first InternalIP of the family (IPv4:
