@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # down.sh stops the OpenStack test stack started by up.sh (Keystone,
-# Octavia, Neutron, Nova with Placement and Glance, RabbitMQ).
+# Octavia, Neutron, Nova with Placement and Glance, RabbitMQ, and last the
+# MariaDB holding their databases).
 # --purge also removes its state ($MCCM_OS_DIR, default
 # /var/tmp/mccm-openstack), so the next up.sh starts from scratch.
 # --quiet prints nothing.
@@ -33,6 +34,7 @@ stop_service octavia-api-neutron
 stop_service octavia-worker
 stop_service octavia-api
 stop_service keystone
+stop_service mariadb
 if command -v rabbitmqctl >/dev/null && rabbitmqctl -q -n rabbit@localhost status >/dev/null 2>&1; then
   log "stopping RabbitMQ"
   rabbitmqctl -q -n rabbit@localhost stop >/dev/null 2>&1 || true

@@ -2,13 +2,15 @@
 # install.sh installs the Debian packages of the OpenStack test stack
 # (Keystone, Octavia API and worker, Neutron's server, Nova's API, conductor
 # and scheduler (nova-compute runs from python3-nova: Debian's nova-compute
-# package pulls in libvirt and QEMU), Placement, Glance, RabbitMQ, uwsgi). It is idempotent: with
+# package pulls in libvirt and QEMU), Placement, Glance, RabbitMQ, uwsgi,
+# MariaDB (every service's database) and PyMySQL (the services' driver to it). It is idempotent: with
 # everything installed it returns at once. Needs root and apt.
 set -euo pipefail
 
 packages=(keystone octavia-api octavia-worker neutron-server nova-api nova-conductor
   nova-scheduler placement-api glance-api rabbitmq-server uwsgi-core
-  uwsgi-plugin-python3 python3-keystoneclient sqlite3 openssl curl)
+  uwsgi-plugin-python3 python3-keystoneclient mariadb-server mariadb-client python3-pymysql
+  openssl curl)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -83,7 +83,7 @@ alive() { [ -f "$1" ] && grep -qs neutron-server "/proc/$(cat "$1")/cmdline"; }
 # answering reports whether Neutron serves its version document.
 answering() { curl -sf -o /dev/null --max-time 2 "$neutron_url/"; }
 
-if [ -f "$dir/.neutron-initialized" ] && alive "$dir/neutron-server.pid" && answering; then
+if [ -f "$dir/.neutron-initialized" ] && db_ready && alive "$dir/neutron-server.pid" && answering; then
   start_octavia_neutron
   print_env
   exit 0
@@ -114,7 +114,7 @@ notify_nova_on_port_data_changes = false
 allow_overlapping_ips = true
 log_file = $dir/log/neutron-server.log
 [database]
-connection = sqlite:///$dir/neutron.db?timeout=30
+connection = $(db_url neutron)
 [keystone_authtoken]
 www_authenticate_uri = $keystone_url
 $(auth_section)
@@ -136,12 +136,15 @@ EOF2
 
 start=$(date +%s)
 mkdir -p "$dir/log" "$dir/lock"
+start_mariadb
 (umask 077 && neutron_conf >"$dir/neutron.conf")
 if [ ! -f "$dir/.neutron-initialized" ]; then
   stop_service neutron-server # A half-done start: no server on the old database.
   log "initialising Neutron's database"
-  rm -f "$dir/neutron.db" "$dir/neutron.db-wal" "$dir/neutron.db-shm"
-  python3 "$here/neutron_schema.py" "$dir/neutron.db"
+  recreate_db neutron
+  # Neutron's migrations; the ML2 type drivers fill their allocation tables
+  # at start.
+  neutron-db-manage --config-file "$dir/neutron.conf" upgrade heads >"$dir/log/neutron-db-manage.log" 2>&1
   touch "$dir/.neutron-initialized"
 fi
 if ! alive "$dir/neutron-server.pid"; then

@@ -53,7 +53,7 @@ running() {
     answering http://127.0.0.1:8778/ && answering http://127.0.0.1:8774/
 }
 
-if [ -f "$dir/.nova-initialized" ] && running; then
+if [ -f "$dir/.nova-initialized" ] && db_ready && running; then
   print_env
   exit 0
 fi
@@ -72,7 +72,7 @@ log_file = $dir/log/placement.log
 [api]
 auth_strategy = keystone
 [placement_database]
-connection = sqlite:///$dir/placement.db?timeout=30
+connection = $(db_url placement)
 [keystone_authtoken]
 www_authenticate_uri = $keystone_url
 $(auth_section)
@@ -92,7 +92,7 @@ default_backend = file
 [file]
 filesystem_store_datadir = $dir/images
 [database]
-connection = sqlite:///$dir/glance.db?timeout=30
+connection = $(db_url glance)
 [paste_deploy]
 flavor = keystone
 [keystone_authtoken]
@@ -119,9 +119,9 @@ heal_instance_info_cache_interval = 2
 [api]
 auth_strategy = keystone
 [api_database]
-connection = sqlite:///$dir/nova_api.db?timeout=30
+connection = $(db_url nova_api)
 [database]
-connection = sqlite:///$dir/nova.db?timeout=30
+connection = $(db_url nova)
 [conductor]
 workers = 1
 [scheduler]
@@ -147,23 +147,21 @@ EOF2
 # host, so that its openvswitch mechanism driver binds the host's ports.
 ovs_agent_row() {
   local conf='{"bridge_mappings": {}, "tunnel_types": ["vxlan"], "integration_bridge": "br-int", "datapath_type": "system", "ovs_hybrid_plug": false, "l2_population": false, "enable_distributed_routing": false}'
-  sqlite3 -cmd ".timeout 30000" "$dir/neutron.db" "INSERT OR IGNORE INTO agents (id, agent_type, binary, topic, host, admin_state_up, created_at, started_at, heartbeat_timestamp, configurations, load) VALUES ('6d2f0c7e-0b5a-4c1e-9a43-6f0e3b1d2c01', 'Open vSwitch agent', 'neutron-openvswitch-agent', 'N/A', '$compute_host', 1, '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2099-01-01 00:00:00', '$conf', 0);"
+  db_client neutron -e "INSERT IGNORE INTO agents (id, agent_type, \`binary\`, topic, host, admin_state_up, created_at, started_at, heartbeat_timestamp, configurations, \`load\`) VALUES ('6d2f0c7e-0b5a-4c1e-9a43-6f0e3b1d2c01', 'Open vSwitch agent', 'neutron-openvswitch-agent', 'N/A', '$compute_host', 1, '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2099-01-01 00:00:00', '$conf', 0);"
 }
 
 init_databases() {
   log "initialising the Placement, Glance and Nova databases"
-  rm -f "$dir"/{placement,glance,nova_api,nova_cell0,nova}.db*
-  local nm=(nova-manage --config-file "$dir/nova.conf")
+  local nm=(nova-manage --config-file "$dir/nova.conf") db
+  for db in placement glance nova_api nova_cell0 nova; do
+    recreate_db "$db"
+  done
   placement-manage --config-file "$dir/placement/placement.conf" db sync
   glance-manage --config-file "$dir/glance-api.conf" db_sync >/dev/null
   "${nm[@]}" api_db sync
-  "${nm[@]}" cell_v2 map_cell0 --database_connection "sqlite:///$dir/nova_cell0.db?timeout=30"
+  "${nm[@]}" cell_v2 map_cell0 --database_connection "$(db_url nova_cell0)"
   "${nm[@]}" db sync
   "${nm[@]}" cell_v2 create_cell --name cell1 >/dev/null
-  local db
-  for db in placement glance nova_api nova_cell0 nova; do
-    sqlite3 "$dir/$db.db" 'PRAGMA journal_mode=WAL;' >/dev/null
-  done
 }
 
 # start runs a daemon in its own session, its pid in $dir/$1.pid.
@@ -204,7 +202,7 @@ wait_for() {
 
 compute_mapped() {
   nova-manage --config-file "$dir/nova.conf" cell_v2 discover_hosts >/dev/null 2>&1 &&
-    [ "$(sqlite3 -cmd ".timeout 30000" "$dir/nova_api.db" "SELECT count(*) FROM host_mappings WHERE host='$compute_host';")" = 1 ]
+    [ "$(db_client -N -B nova_api -e "SELECT count(*) FROM host_mappings WHERE host='$compute_host';")" = 1 ]
 }
 
 # seed creates the image and flavor the tests boot servers from.
@@ -237,6 +235,7 @@ mkdir -p "$dir/log" "$dir/lock" "$dir/placement" "$dir/images" "$dir/nova-state"
   nova_conf >"$dir/nova.conf"
 )
 cp /etc/nova/api-paste.ini "$dir/nova-api-paste.ini"
+start_mariadb
 ovs_agent_row
 if [ ! -f "$dir/.nova-initialized" ]; then
   # A half-done start: begin again with no service holding the databases.

@@ -4,7 +4,9 @@
 # and Neutron (neutron-up.sh: ML2 without agents, routers, floating IPs) and
 # Nova (nova-up.sh: the fake virt driver, with Placement and Glance)
 # on 127.0.0.1 for the OpenStack backend's tests, installing the Debian
-# packages first if they are missing. It is idempotent: with the stack
+# packages first if they are missing. Every service's database is in one
+# MariaDB (lib.sh's start_mariadb, 127.0.0.1:3306), made by the service's own
+# schema migrations. It is idempotent: with the stack
 # already running it only prints the environment.
 #
 # Usage: hack/openstack/up.sh            # prints export lines on stdout
@@ -12,7 +14,7 @@
 #
 # State, logs and credentials live in $MCCM_OS_DIR (default
 # /var/tmp/mccm-openstack). hack/openstack/down.sh stops everything.
-# Ports (all on 127.0.0.1): Keystone 5000, Octavia API 9876, Neutron 9696,
+# Ports (all on 127.0.0.1): MariaDB 3306, Keystone 5000, Octavia API 9876, Neutron 9696,
 # Nova API 8774, Placement 8778, Glance 9292, RabbitMQ 5672, Erlang
 # distribution 25672, epmd 4369.
 set -euo pipefail
@@ -58,7 +60,7 @@ wait_http() {
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 running() {
-  alive "$dir/keystone.pid" && alive "$dir/octavia-api.pid" && alive "$dir/octavia-worker.pid" &&
+  db_ready && alive "$dir/keystone.pid" && alive "$dir/octavia-api.pid" && alive "$dir/octavia-worker.pid" &&
     curl -s -o /dev/null --max-time 2 "$keystone_url" &&
     curl -s -o /dev/null --max-time 2 "$octavia_url"
 }
@@ -90,7 +92,7 @@ keystone_conf() {
 [DEFAULT]
 log_file = $dir/log/keystone.log
 [database]
-connection = sqlite:///$dir/keystone.db?timeout=30
+connection = $(db_url keystone)
 [token]
 provider = fernet
 [fernet_tokens]
@@ -104,8 +106,7 @@ EOF
 
 init_keystone() {
   log "initialising Keystone"
-  rm -f "$dir/keystone.db"
-  sqlite3 "$dir/keystone.db" 'PRAGMA journal_mode=WAL;' >/dev/null
+  recreate_db keystone
   local km=(keystone-manage --config-file "$dir/keystone.conf")
   "${km[@]}" db_sync
   "${km[@]}" fernet_setup --keystone-user root --keystone-group root
@@ -173,7 +174,7 @@ auth_strategy = keystone
 enabled_provider_drivers = amphora:The Octavia Amphora driver (noop drivers)
 default_provider_driver = amphora
 [database]
-connection = sqlite:///$dir/octavia.db?timeout=30
+connection = $(db_url octavia)
 [keystone_authtoken]
 www_authenticate_uri = $keystone_url
 $(auth_section)
@@ -218,12 +219,10 @@ EOF
 
 init_octavia() {
   log "initialising Octavia"
-  rm -f "$dir/octavia.db"
-  python3 "$here/octavia_schema.py" "$dir/octavia.db"
-  # The API and the worker write concurrently: WAL lets readers go on
-  # beside a writer, and the connection's 30 s busy timeout (above) makes a
-  # writer wait for another instead of failing with "database is locked".
-  sqlite3 "$dir/octavia.db" 'PRAGMA journal_mode=WAL;' >/dev/null
+  recreate_db octavia
+  # Octavia's migrations also seed its lookup tables and the DELETED
+  # placeholder flavor and availability zone.
+  octavia-db-manage --config-file "$dir/octavia.conf" upgrade head >"$dir/log/octavia-db-manage.log" 2>&1
   register_octavia
 }
 
@@ -260,6 +259,7 @@ if [ ! -f "$dir/.initialized" ]; then
   chmod 0600 "$dir/admin-password"
   make_ca
   openssl rand -hex 16 >"$dir/server-certs-passphrase"
+  start_mariadb
   write_configs
   start_rabbitmq
   init_keystone
@@ -267,6 +267,7 @@ if [ ! -f "$dir/.initialized" ]; then
   init_octavia
   touch "$dir/.initialized"
 else
+  start_mariadb
   write_configs
   start_rabbitmq
 fi

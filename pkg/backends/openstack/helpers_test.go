@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -193,4 +195,23 @@ func apiCallsMatching(t testing.TB, want map[string]string) (reads, writes float
 		}
 	}
 	return reads, writes
+}
+
+// octaviaSQL runs sql in the test stack's Octavia database (MariaDB, as
+// hack/openstack/lib.sh starts it: its client settings are beside the
+// admin password) and returns the client's tab-separated rows, without
+// column names. It writes there what a failed amphora or Octavia's Neutron
+// network driver would have left.
+func octaviaSQL(t testing.TB, sql string) string {
+	t.Helper()
+	cnf := filepath.Join(filepath.Dir(os.Getenv("OS_PASSWORD_FILE")), "mariadb-client.cnf")
+	cmd := exec.Command("mariadb", "--defaults-file="+cnf, "-N", "-B", "octavia")
+	cmd.Stdin = strings.NewReader(sql)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || stderr.Len() > 0 {
+		t.Fatalf("mariadb octavia: %v: %s\n%s", err, stderr.String(), sql)
+	}
+	return string(out)
 }

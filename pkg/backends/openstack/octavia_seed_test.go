@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,16 +11,14 @@ import (
 )
 
 // octaviaSeed fills the real Octavia with many converged load balancers
-// quickly. Octavia's API on the test stack's sqlite creates a few load
-// balancers a minute at most (each is five worker flows, and concurrent
-// creates answer 500 "database is locked"), so one template Service is
+// quickly. Octavia's API on the test stack creates a few load balancers a
+// minute at most (each is five worker flows), so one template Service is
 // converged through the API and its rows (load balancer, VIP, listener,
 // pool, members, monitor, tags) are cloned in Octavia's database, as
 // setError writes there. Octavia's API then serves the clones like any
 // other load balancer; the clones never reach its worker, and are removed
 // from the database again at cleanup.
 type octaviaSeed struct {
-	db      string
 	columns map[string][]string
 	cloned  []string // load-balancer IDs
 }
@@ -38,7 +33,7 @@ func seedLoadBalancers(t testing.TB, c *Cloud, prefix string, n int, nodes []*co
 	}
 	ensureConverged(t, c.lb, svcs[0], nodes)
 	t.Cleanup(func() { deleteConverged(t, c.lb, svcs[0]) })
-	seed := &octaviaSeed{db: filepath.Join(filepath.Dir(os.Getenv("OS_PASSWORD_FILE")), "octavia.db"), columns: map[string][]string{}}
+	seed := &octaviaSeed{columns: map[string][]string{}}
 	tpl := seed.template(t, c, svcs[0])
 	var sql strings.Builder
 	sql.WriteString("BEGIN;\n")
@@ -105,14 +100,16 @@ func (s *octaviaSeed) clone(t testing.TB, sql *strings.Builder, tpl seedTemplate
 // set to new values.
 func (s *octaviaSeed) copyRow(t testing.TB, sql *strings.Builder, table, key, id string, set map[string]string) {
 	cols := s.tableColumns(t, table)
+	names := make([]string, len(cols))
 	exprs := make([]string, len(cols))
 	for i, col := range cols {
-		exprs[i] = col
+		names[i] = "`" + col + "`"
+		exprs[i] = names[i]
 		if v, ok := set[col]; ok {
 			exprs[i] = "'" + v + "'"
 		}
 	}
-	fmt.Fprintf(sql, "INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s = '%s';\n", table, strings.Join(cols, ", "), strings.Join(exprs, ", "), table, key, id)
+	fmt.Fprintf(sql, "INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s = '%s';\n", table, strings.Join(names, ", "), strings.Join(exprs, ", "), table, key, id)
 }
 
 // tableColumns reads a table's columns from the database once.
@@ -120,10 +117,10 @@ func (s *octaviaSeed) tableColumns(t testing.TB, table string) []string {
 	if cols, ok := s.columns[table]; ok {
 		return cols
 	}
-	out := s.exec(t, "SELECT name FROM pragma_table_info('"+table+"');")
+	out := s.exec(t, "SELECT column_name FROM information_schema.columns WHERE table_schema = 'octavia' AND table_name = '"+table+"' ORDER BY ordinal_position;")
 	cols := strings.Fields(out)
 	if len(cols) == 0 {
-		t.Fatalf("octavia.db has no table %s", table)
+		t.Fatalf("Octavia's database has no table %s", table)
 	}
 	s.columns[table] = cols
 	return cols
@@ -147,16 +144,10 @@ func (s *octaviaSeed) remove(t testing.TB) {
 		"COMMIT;\n")
 }
 
-// exec runs SQL on Octavia's database, waiting out its locks.
+// exec runs SQL on Octavia's database.
 func (s *octaviaSeed) exec(t testing.TB, sql string) string {
 	t.Helper()
-	cmd := exec.Command("sqlite3", "-cmd", ".timeout 30000", s.db)
-	cmd.Stdin = strings.NewReader(sql)
-	out, err := cmd.CombinedOutput()
-	if err != nil || strings.Contains(string(out), "Error") {
-		t.Fatalf("sqlite3 %s: %v: %s", s.db, err, out)
-	}
-	return string(out)
+	return octaviaSQL(t, sql)
 }
 
 // newUUID returns a random UUID, as Octavia's IDs are.

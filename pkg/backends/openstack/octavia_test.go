@@ -3,9 +3,6 @@ package openstack
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -235,8 +232,7 @@ func TestOctaviaErrorIsReplaced(t *testing.T) {
 	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.7.0.1"))}
 	ensureConverged(t, c.lb, svc, nodes)
 	first := theLB(t, c, svc).ID
-	db := filepath.Join(filepath.Dir(os.Getenv("OS_PASSWORD_FILE")), "octavia.db")
-	setError(t, db, "load_balancer", first)
+	setError(t, "load_balancer", first)
 	if lb := theLB(t, c, svc); lb.ProvisioningStatus != "ERROR" {
 		t.Fatalf("load balancer is %s after the update, want ERROR", lb.ProvisioningStatus)
 	}
@@ -250,12 +246,9 @@ func TestOctaviaErrorIsReplaced(t *testing.T) {
 }
 
 // setError puts an Octavia object in ERROR in Octavia's database.
-func setError(t *testing.T, db, table, id string) {
+func setError(t *testing.T, table, id string) {
 	t.Helper()
-	out, err := exec.Command("sqlite3", "-cmd", ".timeout 10000", db, fmt.Sprintf("UPDATE %s SET provisioning_status='ERROR' WHERE id='%s';", table, id)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("setting %s %s to ERROR in %s: %v: %s", table, id, db, err, out)
-	}
+	octaviaSQL(t, fmt.Sprintf("UPDATE %s SET provisioning_status='ERROR' WHERE id='%s';", table, id))
 }
 
 // TestOctaviaPoolErrorIsReplaced: a pool a failed change left in ERROR
@@ -279,7 +272,7 @@ func TestOctaviaPoolErrorIsReplaced(t *testing.T) {
 	for id := range st.pools {
 		pool = id
 	}
-	setError(t, filepath.Join(filepath.Dir(os.Getenv("OS_PASSWORD_FILE")), "octavia.db"), "pool", pool)
+	setError(t, "pool", pool)
 	ensureConverged(t, c.lb, svc, nodes)
 	st, err = readState(ctx, sc.loadBalancer, theLB(t, c, svc).ID)
 	if err != nil {

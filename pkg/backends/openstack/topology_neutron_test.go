@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -250,13 +248,10 @@ func onRealPort(t *testing.T, c *Cloud, svc *corev1.Service, nodes []*corev1.Nod
 	internal.Spec.LoadBalancerIP = ""
 	ensureConverged(t, c.lb, internal, nodes)
 	lb := theLB(t, c, internal)
-	db := filepath.Join(filepath.Dir(os.Getenv("OS_PASSWORD_FILE")), "octavia.db")
 	ip := port.FixedIPs[0]
 	q := fmt.Sprintf("UPDATE vip SET port_id='%s', ip_address='%s', subnet_id='%s', network_id='%s' WHERE load_balancer_id='%s';",
 		port.ID, ip.IPAddress, ip.SubnetID, port.NetworkID, lb.ID)
-	if out, err := exec.Command("sqlite3", "-cmd", ".timeout 30000", db, q).CombinedOutput(); err != nil {
-		t.Fatalf("moving the VIP of %s onto port %s in %s: %v: %s", lb.ID, port.ID, db, err, out)
-	}
+	octaviaSQL(t, q)
 	if got := theLB(t, c, internal); got.VipPortID != port.ID || got.VipAddress != ip.IPAddress {
 		t.Fatalf("load balancer %s: VIP %s on port %s, want %s on %s", lb.ID, got.VipAddress, got.VipPortID, ip.IPAddress, port.ID)
 	}
