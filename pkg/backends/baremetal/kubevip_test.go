@@ -123,3 +123,89 @@ func waitService(t *testing.T, client *fake.Clientset, name string, cond func(*c
 		t.Fatalf("Service %s: %v; last seen annotations %v status %v", name, err, last.Annotations, last.Status.LoadBalancer)
 	}
 }
+
+// kubeVIPDualSection announces through kube-vip from a dual-stack pool.
+const kubeVIPDualSection = "announce: kube-vip\naddressPools: [{name: p, addresses: [10.0.0.1-10.0.0.8, \"fd00::1-fd00::8\"]}]"
+
+// TestKubeVIPUserRequest drives the upstream service controller over a
+// backend with announce: kube-vip: a kube-vip.io/loadbalancerIPs value the
+// user wrote is the Service's request, read as kube-vip reads it
+// (comma-separated, white space trimmed, one address per family, winning
+// over spec.loadBalancerIP), so the status shows exactly what kube-vip
+// announces. Editing it moves the Service. A value kube-vip would read
+// otherwise than as pool addresses (a hostname, 0.0.0.0 for DHCP, two of a
+// family, empty) or one that contradicts multicloud-ccm.io/load-balancer-ips
+// is a Warning naming the annotation and the fix, and nothing is assigned
+// or written.
+func TestKubeVIPUserRequest(t *testing.T) {
+	client := fake.NewClientset()
+	cloud, stop := runServiceControllerWith(t, client, kubeVIPDualSection)
+	defer stop()
+	ctx := context.Background()
+	svcs := client.CoreV1().Services("default")
+	dual := withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv6Protocol, corev1.IPv4Protocol)
+	create := func(s *corev1.Service) {
+		t.Helper()
+		if _, err := svcs.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(newService("single", withAnnotation(kubeVIPLoadBalancerIPs, "10.0.0.5")))
+	create(newService("spec", withAnnotation(kubeVIPLoadBalancerIPs, "10.0.0.3"), func(s *corev1.Service) { s.Spec.LoadBalancerIP = "10.0.0.2" }))
+	create(newService("dual", dual, withAnnotation(kubeVIPLoadBalancerIPs, " 10.0.0.6 , fd00::6")))
+	waitService(t, client, "single", func(s *corev1.Service) bool { return ingressIPs(&s.Status.LoadBalancer) == "10.0.0.5" })
+	waitService(t, client, "spec", func(s *corev1.Service) bool { return ingressIPs(&s.Status.LoadBalancer) == "10.0.0.3" })
+	waitService(t, client, "dual", func(s *corev1.Service) bool { return ingressIPs(&s.Status.LoadBalancer) == "fd00::6,10.0.0.6" })
+	for _, name := range []string{"single", "spec", "dual"} {
+		s, err := svcs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, marked := s.Annotations[KubeVIPAnnouncedAnnotation]; marked {
+			t.Errorf("%s: the user's request was marked as the backend's: %v", name, s.Annotations)
+		}
+	}
+
+	// The user edits the request: the Service moves, its old address is free.
+	s, err := svcs.Get(ctx, "single", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Annotations[kubeVIPLoadBalancerIPs] = "10.0.0.4"
+	if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitService(t, client, "single", func(s *corev1.Service) bool { return ingressIPs(&s.Status.LoadBalancer) == "10.0.0.4" })
+
+	bad := []struct{ name, value, msg string }{
+		{"hostname", "vip.example.com", `"vip.example.com" is not an IP address`},
+		{"dhcp", "0.0.0.0", "asks kube-vip for an address by DHCP"},
+		{"two-v4", "10.0.0.7,10.0.0.8", "10.0.0.7 and 10.0.0.8 are both IPv4"},
+		{"empty", "", "is empty"},
+		{"empty-entry", "10.0.0.7,", "empty entry"},
+	}
+	for _, b := range bad {
+		create(newService(b.name, withAnnotation(kubeVIPLoadBalancerIPs, b.value)))
+	}
+	create(newService("contradicts", withAnnotation(kubeVIPLoadBalancerIPs, "10.0.0.7"), withIPs("10.0.0.8")))
+	create(newService("taken", withAnnotation(kubeVIPLoadBalancerIPs, "10.0.0.6")))
+	bad = append(bad,
+		struct{ name, value, msg string }{"contradicts", "10.0.0.7", "multicloud-ccm.io/load-balancer-ips asks for [10.0.0.8]"},
+		struct{ name, value, msg string }{"taken", "10.0.0.6", "in use by Service default/dual"})
+	for _, b := range bad {
+		waitForEvent(t, client, b.name, b.msg)
+		if b.name != "taken" {
+			waitForEvent(t, client, b.name, kubeVIPLoadBalancerIPs)
+		}
+		s, err := svcs.Get(ctx, b.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ip := ingressIPs(&s.Status.LoadBalancer); ip != "" || s.Annotations[kubeVIPLoadBalancerIPs] != b.value || s.Annotations[KubeVIPAnnouncedAnnotation] != "" {
+			t.Errorf("%s: a refused request changed the Service: status %q, annotations %v", b.name, ip, s.Annotations)
+		}
+		if _, exists, err := cloud.lb.GetLoadBalancer(ctx, "c1", s); exists || err != nil {
+			t.Errorf("%s: the backend holds addresses for a refused request (%v)", b.name, err)
+		}
+	}
+}

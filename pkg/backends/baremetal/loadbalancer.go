@@ -302,7 +302,7 @@ func (lb *LoadBalancer) GetLoadBalancerName(_ context.Context, _ string, service
 // Calling it again with nothing changed returns the same addresses. Nodes
 // are ignored: the speaker announcing the addresses picks its nodes.
 func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, service *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	req, err := newRequest(service)
+	req, err := newRequest(service, lb.kubeVIP.Load())
 	if err != nil {
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
@@ -347,7 +347,7 @@ func (lb *LoadBalancer) assign(req *request) (ips, before []netip.Addr, err erro
 // UpdateLoadBalancer only validates the Service: node changes do not concern
 // an address allocator.
 func (lb *LoadBalancer) UpdateLoadBalancer(_ context.Context, _ string, service *corev1.Service, _ []*corev1.Node) error {
-	if _, err := newRequest(service); err != nil {
+	if _, err := newRequest(service, lb.kubeVIP.Load()); err != nil {
 		return lb.wrap("updating load balancer", service, err)
 	}
 	return nil
@@ -409,10 +409,12 @@ func statusIPs(svc *corev1.Service) []netip.Addr {
 	return out
 }
 
-// newRequest reads what a Service asks for. Every problem is a user error
-// naming the annotation or field.
-func newRequest(svc *corev1.Service) (*request, error) {
-	requested, err := requestedIPs(svc)
+// newRequest reads what a Service asks for; kubeVIP is the backend's
+// announce: kube-vip, under which a kube-vip.io/loadbalancerIPs value the
+// user wrote is a request too. Every problem is a user error naming the
+// annotation or field.
+func newRequest(svc *corev1.Service, kubeVIP bool) (*request, error) {
+	requested, err := requestedIPs(svc, kubeVIP)
 	if err != nil {
 		return nil, backends.NewUserError(ReasonInvalidLoadBalancerIPs, err)
 	}
@@ -444,10 +446,23 @@ func newRequest(svc *corev1.Service) (*request, error) {
 }
 
 // requestedIPs reads the requested addresses: the LoadBalancerIPs
-// annotation, else spec.loadBalancerIP.
-func requestedIPs(svc *corev1.Service) ([]netip.Addr, error) {
+// annotation, else (kubeVIP) the user's kube-vip.io/loadbalancerIPs, else
+// spec.loadBalancerIP. Under kubeVIP the first two must agree: kube-vip
+// announces its own annotation whatever ours says.
+func requestedIPs(svc *corev1.Service, kubeVIP bool) ([]netip.Addr, error) {
+	vip, hasVIP, err := kubeVIPRequest(svc, kubeVIP)
+	if err != nil {
+		return nil, err
+	}
 	if v, ok := svc.Annotations[string(annotation.LoadBalancerIPs)]; ok {
-		return annotation.ParseLoadBalancerIPs(v)
+		ips, err := annotation.ParseLoadBalancerIPs(v)
+		if err == nil && hasVIP && !sameAddrs(ips, vip) {
+			return nil, errKubeVIPContradicts(ips, vip)
+		}
+		return ips, err
+	}
+	if hasVIP {
+		return vip, nil // kube-vip's annotation wins over spec.loadBalancerIP, as kube-vip reads them.
 	}
 	if svc.Spec.LoadBalancerIP == "" {
 		return nil, nil
