@@ -118,9 +118,13 @@ type served struct {
 	// and wrote: an update to one of them is the controller's own.
 	seen  sets.Set[string]
 	nodes nodeSet
-	// retry: the last sync failed (a cloud that converges in steps, as
-	// Octavia, answers a RetryError after each), so the next is a full one.
+	// retry: the next sync is a full one: the last failed (a cloud that
+	// converges in steps, as Octavia, answers a RetryError after each), or
+	// a reload changed the Service's routing (see Reloaded).
 	retry bool
+	// fresh: recorded before its first ensure (see track), which has not
+	// succeeded yet.
+	fresh bool
 	// drift holds what a repair sync changed before it failed; the sync
 	// that completes the repair reports it.
 	drift []string

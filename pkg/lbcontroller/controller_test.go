@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,8 +15,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/component-base/metrics/testutil"
@@ -53,37 +56,87 @@ backends:
     - {name: second, addresses: ["198.51.100.0/28"], autoAssign: false}
 `
 
+// routerCloud is what the tests wrap: a router.Router or a
+// router.Reloadable.
+type routerCloud interface {
+	Cloud
+	RepairPasser
+}
+
 // hookedCloud is the router with hooks on the calls the controller makes.
 type hookedCloud struct {
-	*router.Router
+	routerCloud
 	ensures, updates atomic.Int32
 	mu               sync.Mutex
 	failEnsure       error
 	failOnce         bool
 	report           []string
+	// during, when set, is called (once) inside the next EnsureLoadBalancer,
+	// before the router's.
+	during func(svc *corev1.Service)
+	// lbs are the UIDs of the Services whose load balancers exist, by the
+	// calls that succeeded.
+	lbs map[types.UID]bool
+	// ensured is the last Service EnsureLoadBalancer was called with.
+	ensured *corev1.Service
+}
+
+// held returns the UIDs holding a load balancer.
+func (h *hookedCloud) held() map[types.UID]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.lbs)
+}
+
+func (h *hookedCloud) lastEnsured() *corev1.Service {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ensured
+}
+
+func (h *hookedCloud) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *corev1.Service) error {
+	err := h.routerCloud.EnsureLoadBalancerDeleted(ctx, clusterName, svc)
+	if err == nil {
+		h.mu.Lock()
+		delete(h.lbs, svc.UID)
+		h.mu.Unlock()
+	}
+	return err
 }
 
 func (h *hookedCloud) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	h.ensures.Add(1)
 	h.mu.Lock()
-	fail, report := h.failEnsure, h.report
-	h.report = nil
+	fail, report, during := h.failEnsure, h.report, h.during
+	h.report, h.during, h.ensured = nil, nil, svc.DeepCopy()
 	if h.failOnce {
 		h.failEnsure, h.failOnce = nil, false
 	}
 	h.mu.Unlock()
+	if during != nil {
+		during(svc)
+	}
 	for _, r := range report {
 		backends.ReportChange(ctx, r)
 	}
 	if fail != nil {
 		return nil, fail
 	}
-	return h.Router.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
+	st, err := h.routerCloud.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
+	if err == nil {
+		h.mu.Lock()
+		if h.lbs == nil {
+			h.lbs = map[types.UID]bool{}
+		}
+		h.lbs[svc.UID] = true
+		h.mu.Unlock()
+	}
+	return st, err
 }
 
 func (h *hookedCloud) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
 	h.updates.Add(1)
-	return h.Router.UpdateLoadBalancer(ctx, clusterName, svc, nodes)
+	return h.routerCloud.UpdateLoadBalancer(ctx, clusterName, svc, nodes)
 }
 
 func (h *hookedCloud) set(fail error, report ...string) {
@@ -97,6 +150,10 @@ type env struct {
 	cloud  *hookedCloud
 	ctrl   *Controller
 	ctx    context.Context
+	// rl is the router when envOptions.reloadable, and cfg the config
+	// it started with.
+	rl  *router.Reloadable
+	cfg *config.CloudConfig
 }
 
 func start(t *testing.T, classless bool, objs ...runtime.Object) *env {
@@ -108,21 +165,51 @@ func start(t *testing.T, classless bool, objs ...runtime.Object) *env {
 // API server holding objs and one node.
 func startWith(t testing.TB, doc string, classless bool, objs ...runtime.Object) *env {
 	t.Helper()
-	cfg, err := config.Parse([]byte(doc), t.TempDir())
+	return startEnv(t, envOptions{doc: doc, classless: classless}, objs...)
+}
+
+// envOptions choose the environment startEnv builds.
+type envOptions struct {
+	doc       string
+	classless bool
+	// reloadable: a router.Reloadable (env.rl) instead of a router.Router.
+	reloadable bool
+	// versioned: the API server's resourceVersions (newVersionedClientset).
+	versioned bool
+}
+
+// startEnv runs the controller over a router built from o.doc, on a fake
+// API server holding objs and one node.
+func startEnv(t testing.TB, o envOptions, objs ...runtime.Object) *env {
+	t.Helper()
+	cfg, err := config.Parse([]byte(o.doc), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := router.NewFromConfig(context.Background(), cfg)
+	var (
+		r  routerCloud
+		rl *router.Reloadable
+	)
+	if o.reloadable {
+		rl, err = router.NewReloadable(context.Background(), cfg)
+		r = rl
+	} else {
+		r, err = router.NewFromConfig(context.Background(), cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs = append(objs, utilt.NewNode("worker-0", utilt.WithProviderID("baremetal://worker-0"), utilt.WithInternalIP("10.0.0.10")))
 	client := utilt.NewClientset(objs...)
+	if o.versioned {
+		client = newVersionedClientset(objs...)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(client, 0)
-	r.Initialize(utilt.NewClientBuilder(client), ctx.Done())
-	r.SetInformers(factory)
-	h := &hookedCloud{Router: r}
+	r.(cloudprovider.Interface).Initialize(utilt.NewClientBuilder(client), ctx.Done())
+	r.(cloudprovider.InformerUser).SetInformers(factory)
+	h := &hookedCloud{routerCloud: r}
+	classless := o.classless
 	c, err := New(h, Options{
 		Client: client, Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(),
 		ClusterName: cluster, Classless: classless, RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
@@ -134,7 +221,7 @@ func startWith(t testing.TB, doc string, classless bool, objs ...runtime.Object)
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(ctx, 2) })
 	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
-	return &env{client: client, cloud: h, ctrl: c, ctx: ctx}
+	return &env{client: client, cloud: h, ctrl: c, ctx: ctx, rl: rl, cfg: cfg}
 }
 
 func service(name string, class *string) *corev1.Service {

@@ -51,14 +51,54 @@ func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.
 	}
 }
 
-// patchStatus writes the load-balancer status and the served annotations in
-// one request.
-func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus, ann map[string]*string) (*corev1.Service, error) {
-	body := map[string]any{"status": map[string]any{"loadBalancer": statusBody(status)}}
-	if len(ann) > 0 {
-		body["metadata"] = map[string]any{"annotations": ann}
+// publish writes the load-balancer status and the served annotations in
+// one request, guarded by the resourceVersion of svc, the version whose
+// load balancer was ensured. After a conflict it re-reads the Service and
+// writes them on the version it finds (the load balancer exists: its
+// address is published whatever changed). own reports whether the written
+// version is the one ensured, changed only by writes that do not matter to
+// its load balancer (status, the CCM's own annotations): when not, an edit
+// came in while the load balancer was ensured, and the caller must not take
+// the returned object as what it ensured.
+func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus, ann map[string]*string) (out *corev1.Service, own bool, err error) {
+	cur := svc
+	for attempt := 0; ; attempt++ {
+		meta := map[string]any{"resourceVersion": cur.ResourceVersion}
+		if len(ann) > 0 {
+			meta["annotations"] = ann
+		}
+		body := map[string]any{"metadata": meta, "status": map[string]any{"loadBalancer": statusBody(status)}}
+		out, err = c.patch(ctx, cur, body)
+		if err == nil {
+			return out, !relevantChange(svc, cur), nil
+		}
+		if !apierrors.IsConflict(err) || attempt == conflictRetries {
+			return nil, false, err
+		}
+		if cur, err = c.reread(ctx, cur); err != nil {
+			return nil, false, err
+		}
+		if cur == nil || cur.UID != svc.UID {
+			return nil, false, apierrors.NewNotFound(corev1.Resource("services"), svc.Name)
+		}
 	}
-	return c.patch(ctx, svc, body)
+}
+
+// withPublished is svc with the status and annotations publish wrote.
+func withPublished(svc *corev1.Service, status *corev1.LoadBalancerStatus, ann map[string]*string) *corev1.Service {
+	svc = svc.DeepCopy()
+	svc.Status.LoadBalancer = *status.DeepCopy()
+	for k, v := range ann {
+		if v == nil {
+			delete(svc.Annotations, k)
+			continue
+		}
+		if svc.Annotations == nil {
+			svc.Annotations = map[string]string{}
+		}
+		svc.Annotations[k] = *v
+	}
+	return svc
 }
 
 // statusBody is a load-balancer status for a merge patch: an empty list is

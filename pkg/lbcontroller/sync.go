@@ -55,6 +55,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	svc = svc.DeepCopy()
 	st := c.stateOf(key)
+	if st != nil && st.svc.UID != svc.UID {
+		// Deleted and re-created under the same name, both events merged
+		// in this one key: the old one's load balancer (AWS and OpenStack
+		// name theirs by UID) is deleted first, as upstream does.
+		if err := c.replaced(ctx, key, st); err != nil {
+			return err
+		}
+		st = nil
+	}
 	if !c.serves(svc) && st == nil {
 		if needsCleanup(svc) && svc.Spec.LoadBalancerClass != nil && svc.Annotations[string(annotation.LoadBalancerBackends)] != "" {
 			// One of ours whose class left the config: still cleaned up,
@@ -116,7 +125,9 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	if len(nodes) == 0 {
 		c.event(svc, corev1.EventTypeWarning, reasonNoNodes, "There are no available nodes for LoadBalancer")
 	}
-	specChanged := st != nil && !same
+	// prior: a sync of this Service succeeded before (not only begun).
+	prior := st != nil && !st.fresh
+	specChanged := prior && !same
 	if specChanged && len(svc.Status.LoadBalancer.Ingress) > 0 {
 		c.event(svc, corev1.EventTypeNormal, reasonEnsuring, "Ensuring load balancer")
 	}
@@ -126,6 +137,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		return err
 	}
 	seen.Insert(svc.ResourceVersion)
+	c.track(key, svc, seen)
 
 	ectx, served := router.DeferServedAnnotations(ctx)
 	ectx, changes := backends.WithChangeReport(ectx)
@@ -145,24 +157,32 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	statusChanged := !servicehelper.LoadBalancerStatusEqual(&svc.Status.LoadBalancer, status)
 	ann := served()
 	if statusChanged || len(ann) > 0 {
-		out, err := c.patchStatus(ctx, svc, status, ann)
+		out, own, err := c.publish(ctx, svc, status, ann)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("writing the load-balancer status: %w", err)
 		}
-		svc = out
-		seen.Insert(svc.ResourceVersion)
+		if own {
+			svc = out
+			seen.Insert(svc.ResourceVersion)
+		} else {
+			// Edited while its load balancer was ensured: the version
+			// ensured is remembered, so the sync the edit queued (queued
+			// again here) sees the change and ensures it.
+			svc = withPublished(svc, status, ann)
+			defer c.queue.Add(key)
+		}
 	}
 	c.remember(key, svc, seen, setOf(nodes))
 
 	what := changes()
-	if st != nil && same {
+	if prior && same {
 		what = slices.Concat(st.drift, what)
 	}
 	switch {
-	case repair && st != nil && !specChanged && (len(what) > 0 || statusChanged):
+	case repair && prior && !specChanged && (len(what) > 0 || statusChanged):
 		if statusChanged {
 			what = append(what, "status address restored")
 		}
@@ -252,11 +272,32 @@ func (c *Controller) gone(ctx context.Context, key string) error {
 	if st == nil {
 		return nil
 	}
+	klog.FromContext(ctx).Info("The Service was deleted without its load balancer's cleanup; deleting the load balancer")
+	return c.deleteLast(ctx, key, st)
+}
+
+// replaced handles a Service deleted and re-created under its name before
+// the controller saw the deletion: the old one's load balancer is deleted
+// (upstream's processServiceCreateOrUpdate does the same when the cached
+// Service's UID differs), with upstream's events on the old Service.
+func (c *Controller) replaced(ctx context.Context, key string, st *served) error {
+	klog.FromContext(ctx).Info("The Service was deleted and re-created; deleting the old one's load balancer", "oldUID", st.svc.UID)
+	c.event(st.svc, corev1.EventTypeNormal, reasonDeleting, "Deleting load balancer")
+	if err := c.deleteLast(ctx, key, st); err != nil {
+		c.event(st.svc, corev1.EventTypeWarning, "DeleteLoadBalancerFailed", "Error deleting load balancer: "+err.Error())
+		return err
+	}
+	c.event(st.svc, corev1.EventTypeNormal, reasonDeleted, "Deleted load balancer")
+	return nil
+}
+
+// deleteLast deletes the load balancer of the last copy of the Service the
+// controller synced, marked as being deleted, and forgets it.
+func (c *Controller) deleteLast(ctx context.Context, key string, st *served) error {
 	svc := st.svc.DeepCopy()
 	if svc.DeletionTimestamp == nil {
 		svc.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	}
-	klog.FromContext(ctx).Info("The Service was deleted without its load balancer's cleanup; deleting the load balancer")
 	if err := c.cloud.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		return err
 	}
@@ -279,6 +320,20 @@ func (c *Controller) stateOf(key string) *served {
 	}
 	cp := *st
 	return &cp
+}
+
+// track records the Service before its load balancer is ensured, as
+// upstream caches it before its cloud calls: a Service deleted (or
+// re-created) without the cleanup finalizer after a failed or partial
+// ensure still has its load balancer deleted. A Service the controller
+// already synced keeps its record until the ensure succeeds.
+func (c *Controller) track(key string, svc *corev1.Service, seen sets.Set[string]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.state[key]; ok && st.svc.UID == svc.UID {
+		return
+	}
+	c.state[key] = &served{svc: svc, seen: seen.Clone(), retry: true, fresh: true}
 }
 
 func (c *Controller) remember(key string, svc *corev1.Service, seen sets.Set[string], nodes nodeSet) {

@@ -1,0 +1,94 @@
+package lbcontroller
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
+)
+
+// Reloaded re-syncs, in full, the Services a reload of the cloud-config
+// (prev replaced by next; ch is what router.Reloadable.Apply changed)
+// concerns among those the controller serves now:
+//   - a class next serves and prev did not: its Services, Pending until now,
+//     get their load balancers at once;
+//   - a class whose backend or default annotations changed, or whose
+//     backend was added, rebuilt or reconfigured;
+//   - in classless mode, a Service without a class whose backend (its
+//     annotation, else the default) changed the same way.
+//
+// A class that left the config concerns nobody: its Services keep their
+// load balancers, untouched, and are still cleaned up when deleted (see
+// sync). A full sync of a Service whose load balancer is already right
+// makes no mutating cloud call.
+func (c *Controller) Reloaded(prev, next *config.CloudConfig, ch router.Changes) {
+	if prev == nil || next == nil {
+		return
+	}
+	d := diffConfigs(prev, next, ch)
+	all, err := c.services.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	var keys []string
+	for _, svc := range all {
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && c.serves(svc) && d.concerns(svc) {
+			keys = append(keys, keyOf(svc))
+		}
+	}
+	c.mu.Lock()
+	for _, k := range keys {
+		if st, ok := c.state[k]; ok {
+			st.retry = true // a full sync, even if the Service did not change
+		}
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.queue.Add(k)
+	}
+	klog.V(2).InfoS("Re-syncing the Services the cloud-config reload concerns", "controller", Name, "services", len(keys), "classes", sets.List(d.classes))
+}
+
+// configDiff is what a reload changed for the Services' routing.
+type configDiff struct {
+	// classes are the classes whose Services must be re-synced.
+	classes sets.Set[string]
+	// backends are the backends added, rebuilt or reconfigured.
+	backends sets.Set[string]
+	// defaultChanged: loadBalancer.defaultBackend names another backend.
+	defaultChanged bool
+	defaultBackend string
+}
+
+func diffConfigs(prev, next *config.CloudConfig, ch router.Changes) configDiff {
+	d := configDiff{
+		classes:        sets.New[string](),
+		backends:       sets.New(ch.Added...).Insert(ch.Rebuilt...).Insert(ch.Reconfigured...),
+		defaultChanged: prev.LoadBalancer.DefaultBackend != next.LoadBalancer.DefaultBackend,
+		defaultBackend: next.LoadBalancer.DefaultBackend,
+	}
+	for _, nc := range next.LoadBalancer.Classes {
+		pc, ok := prev.LoadBalancer.Class(nc.Name)
+		if !ok || pc.Backend != nc.Backend || !maps.Equal(pc.Annotations, nc.Annotations) || d.backends.Has(nc.Backend) {
+			d.classes.Insert(nc.Name)
+		}
+	}
+	return d
+}
+
+// concerns reports whether the reload changed the Service's routing.
+func (d configDiff) concerns(svc *corev1.Service) bool {
+	if svc.Spec.LoadBalancerClass != nil {
+		return d.classes.Has(*svc.Spec.LoadBalancerClass)
+	}
+	if b, ok := svc.Annotations[string(annotation.LoadBalancerBackend)]; ok {
+		return d.backends.Has(b)
+	}
+	return d.defaultChanged || d.backends.Has(d.defaultBackend)
+}
