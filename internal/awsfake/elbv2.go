@@ -839,7 +839,7 @@ func (s *Server) deregisterTargets(f url.Values) (any, *Error) {
 	// fake's clock (SetDeregistrationDelay: how long AWS's default of 300
 	// seconds lasts here).
 	n, _ := strconv.Atoi(s.tgAttributes(tg)["deregistration_delay.timeout_seconds"])
-	delay := time.Duration(n) * time.Second * s.deregistrationDelay / DefaultDeregistrationDelay
+	delay := s.deregistrationDelay * time.Duration(n) / time.Duration(DefaultDeregistrationDelay/time.Second)
 	for _, t := range ts {
 		k := fmt.Sprintf("%s:%d", t.id, t.port)
 		have, registered := tg.targets[k]
