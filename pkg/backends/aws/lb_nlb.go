@@ -141,6 +141,17 @@ func (l *LoadBalancer) replaceLB(ctx context.Context, d *desiredLB, lb *elbtypes
 	l.events.announce(ctx, corev1.EventTypeWarning, reasonReplacing,
 		"Replacing load balancer %s (DNS name %s): %s. It is deleted and created again as %s with a new DNS name; clients following the old name lose their connections until they resolve the new one",
 		awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.DNSName), why, d.names.lb)
+	// An adopted NLB's groups (the upstream provider's names) are found
+	// only through its listeners: they are read before it goes, and
+	// deleted before anything else can fail (the new NLB is ours, with
+	// groups of our names).
+	var theirs []elbtypes.TargetGroup
+	if adopted(lb, d.names) {
+		var err error
+		if theirs, err = l.upstreamGroupsOf(ctx, d.names, lb); err != nil {
+			return nil, err
+		}
+	}
 	_, err := l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
 	if errorCode(err) == "OperationNotPermitted" {
 		err = l.unprotectAndDelete(ctx, lb, d.lbAttrs[attrDeletionProtection] == "true")
@@ -150,6 +161,11 @@ func (l *LoadBalancer) replaceLB(ctx context.Context, d *desiredLB, lb *elbtypes
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted load balancer to replace it", "loadBalancerARN", awssdk.ToString(lb.LoadBalancerArn))
 	reportChange(ctx, "load balancer %s deleted to be replaced", awssdk.ToString(lb.LoadBalancerName))
+	for _, tg := range theirs {
+		if err := l.deleteTargetGroup(ctx, tg); err != nil {
+			return nil, err
+		}
+	}
 	created, err := l.createLB(ctx, d, sgIDs)
 	if err == nil {
 		reportChange(ctx, "load balancer %s re-created (scheme %s, subnets %s)", d.names.lb, d.scheme, strings.Join(d.subnets, ","))

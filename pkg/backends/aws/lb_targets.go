@@ -42,9 +42,14 @@ func (l *LoadBalancer) attachedTargetGroups(ctx context.Context, lbARN string) (
 
 // scanTargetGroups lists every target group of the account and region
 // whose name carries the Service's hash: it finds groups a crash left
-// unattached. Only deletion and GetLoadBalancer need it.
+// unattached. It also finds the upstream provider's groups of the Service
+// left unattached (an adopted NLB replaced, or a group replaced, and the
+// delete that should have followed failed): named as upstream names the
+// Service's groups (k8s-<namespace>-<name>-<hash>, 8 letters of each) and
+// tagged as this cluster's and Service's (one DescribeTags for those
+// candidates only). Only deletion and GetLoadBalancer need it.
 func (l *LoadBalancer) scanTargetGroups(ctx context.Context, n names) ([]elbtypes.TargetGroup, error) {
-	var out []elbtypes.TargetGroup
+	var out, upstream []elbtypes.TargetGroup
 	p := elbv2.NewDescribeTargetGroupsPaginator(l.elb, &elbv2.DescribeTargetGroupsInput{})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -52,12 +57,21 @@ func (l *LoadBalancer) scanTargetGroups(ctx context.Context, n names) ([]elbtype
 			return nil, fmt.Errorf("DescribeTargetGroups: %w", err)
 		}
 		for _, tg := range page.TargetGroups {
-			if strings.HasPrefix(awssdk.ToString(tg.TargetGroupName), n.tgPrefix()) && awssdk.ToString(tg.VpcId) == l.settings.VPC {
+			name := awssdk.ToString(tg.TargetGroupName)
+			switch {
+			case awssdk.ToString(tg.VpcId) != l.settings.VPC:
+			case strings.HasPrefix(name, n.tgPrefix()):
 				out = append(out, tg)
+			case n.upstreamTG != "" && strings.HasPrefix(name, n.upstreamTG) && len(tg.LoadBalancerArns) == 0:
+				upstream = append(upstream, tg)
 			}
 		}
 	}
-	return out, nil
+	owned, err := l.ownedTargetGroups(ctx, n, upstream)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, owned...), nil
 }
 
 // ensureTargetGroups makes one target group per port with the right
@@ -362,20 +376,62 @@ func forwardsTo(ls *elbtypes.Listener) string {
 }
 
 // deleteUnused deletes target groups the listeners used before this
-// reconcile and no longer use.
+// reconcile and no longer use, if they are the Service's: tagged as this
+// cluster's and this Service's (the backend's own, and the upstream
+// provider's of an adopted NLB). A group someone attached to the NLB
+// through a listener of their own is never deleted.
 func (l *LoadBalancer) deleteUnused(ctx context.Context, d *desiredLB, attached map[string]elbtypes.TargetGroup) error {
 	want := map[string]bool{}
+	var unused []elbtypes.TargetGroup
 	for _, p := range d.ports {
 		want[p.tgName] = true
 	}
-	for name, tg := range attached {
+	for _, name := range sorted(mapKeys(attached)) {
 		if !want[name] {
-			if err := l.deleteTargetGroup(ctx, tg); err != nil {
-				return err
-			}
+			unused = append(unused, attached[name])
+		}
+	}
+	owned, err := l.ownedTargetGroups(ctx, d.names, unused)
+	if err != nil {
+		return err
+	}
+	for _, tg := range owned {
+		if err := l.deleteTargetGroup(ctx, tg); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// ownedTargetGroups keeps the groups of tgs tagged as this cluster's and
+// the Service's (DescribeTags, 20 at a time; no call for none). The
+// others are left alone, and logged.
+func (l *LoadBalancer) ownedTargetGroups(ctx context.Context, n names, tgs []elbtypes.TargetGroup) ([]elbtypes.TargetGroup, error) {
+	var out []elbtypes.TargetGroup
+	for len(tgs) > 0 {
+		batch := tgs[:min(len(tgs), maxTagARNs)]
+		tgs = tgs[len(batch):]
+		arns := make([]string, len(batch))
+		for i, tg := range batch {
+			arns[i] = awssdk.ToString(tg.TargetGroupArn)
+		}
+		res, err := l.elb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: arns})
+		if err != nil && !isNotFound(err) {
+			return nil, fmt.Errorf("DescribeTags (target groups): %w", err)
+		}
+		tags := map[string]map[string]string{}
+		if err == nil {
+			tags = tagMaps(res)
+		}
+		for _, tg := range batch {
+			if l.ownedELB(tags[awssdk.ToString(tg.TargetGroupArn)], n) {
+				out = append(out, tg)
+				continue
+			}
+			klog.FromContext(ctx).Info("Leaving a target group alone: it is not tagged as this cluster's and Service's", "targetGroup", awssdk.ToString(tg.TargetGroupName))
+		}
+	}
+	return out, nil
 }
 
 func (l *LoadBalancer) deleteTargetGroup(ctx context.Context, tg elbtypes.TargetGroup) error {

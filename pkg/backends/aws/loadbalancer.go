@@ -332,14 +332,8 @@ func (l *LoadBalancer) deleteLB(ctx context.Context, n names, protect bool) ([]e
 	}
 	var theirs []elbtypes.TargetGroup
 	if adopted(lb, n) {
-		attached, err := l.attachedTargetGroups(ctx, awssdk.ToString(lb.LoadBalancerArn))
-		if err != nil {
+		if theirs, err = l.upstreamGroupsOf(ctx, n, lb); err != nil {
 			return nil, err
-		}
-		for name, tg := range attached {
-			if !strings.HasPrefix(name, n.tgPrefix()) {
-				theirs = append(theirs, tg)
-			}
 		}
 	}
 	_, err = l.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: lb.LoadBalancerArn})
@@ -351,6 +345,24 @@ func (l *LoadBalancer) deleteLB(ctx context.Context, n names, protect bool) ([]e
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted load balancer", "loadBalancerARN", awssdk.ToString(lb.LoadBalancerArn))
 	return theirs, nil
+}
+
+// upstreamGroupsOf returns the groups the listeners of the adopted NLB lb
+// use that are the upstream provider's for the Service: not of the
+// backend's names, tagged as this cluster's and Service's. A group someone
+// attached through a listener of their own is not among them.
+func (l *LoadBalancer) upstreamGroupsOf(ctx context.Context, n names, lb *elbtypes.LoadBalancer) ([]elbtypes.TargetGroup, error) {
+	attached, err := l.attachedTargetGroups(ctx, awssdk.ToString(lb.LoadBalancerArn))
+	if err != nil {
+		return nil, err
+	}
+	var theirs []elbtypes.TargetGroup
+	for _, name := range sorted(mapKeys(attached)) {
+		if !strings.HasPrefix(name, n.tgPrefix()) {
+			theirs = append(theirs, attached[name])
+		}
+	}
+	return l.ownedTargetGroups(ctx, n, theirs)
 }
 
 // protected reports whether the Service asks for deletion protection

@@ -27,13 +27,31 @@ type names struct {
 	// NLB ("a" + the UID without dashes, at most 32 characters): an NLB of
 	// that name tagged as this cluster's and Service's is adopted.
 	upstream string
+	// upstreamTG starts the names the upstream provider gives the
+	// Service's target groups: k8s-<namespace>-<name>- (the first 8
+	// letters and digits of each).
+	upstreamTG string
 }
 
 func namesFor(clusterID string, svc *corev1.Service) names {
 	sum := sha256.Sum256([]byte(strings.Join([]string{clusterID, svc.Namespace, svc.Name, string(svc.UID)}, "/")))
 	h := hex.EncodeToString(sum[:])[:10]
 	lb := fmt.Sprintf("k8s-%s-%s-%s", short(svc.Namespace, 6), short(svc.Name, 8), h)
-	return names{hash: h, lb: lb, sg: "k8s-elb-" + lb, service: svc.Namespace + "/" + svc.Name, upstream: cloudprovider.DefaultLoadBalancerName(svc)}
+	return names{hash: h, lb: lb, sg: "k8s-elb-" + lb, service: svc.Namespace + "/" + svc.Name, upstream: cloudprovider.DefaultLoadBalancerName(svc),
+		upstreamTG: fmt.Sprintf("k8s-%.8s-%.8s-", upstreamSanitized(svc.Namespace), upstreamSanitized(svc.Name))}
+}
+
+// upstreamSanitized drops what the upstream provider drops from a name
+// for its target groups' (every character but letters and digits:
+// cloud-provider-aws v1.37.1, invalidELBV2NameRegex).
+func upstreamSanitized(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // tgPrefix starts the names of every target group of the Service.

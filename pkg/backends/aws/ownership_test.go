@@ -1,11 +1,19 @@
 package aws
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // instanceGroupHas checks that the only NLB's port 80 forwards to the
@@ -13,19 +21,27 @@ import (
 func instanceGroupHas(svc *corev1.Service, ids ...string) func(*env) error {
 	tg := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
 	return func(e *env) error {
-		lbs, tgs := e.fake.LoadBalancers(), e.fake.TargetGroups()
-		if len(lbs) != 1 || len(tgs) != 1 {
-			return fmt.Errorf("%d load balancers and %d target groups, want one each", len(lbs), len(tgs))
+		lbs, tgs := e.fake.LoadBalancers(), map[string]awsfake.TargetGroupView{}
+		for _, g := range e.fake.TargetGroups() {
+			tgs[g.Name] = g
 		}
-		if got := strings.Join(lbs[0].Listeners, ","); got != "TCP:80->"+tg {
+		if len(lbs) != 1 {
+			return fmt.Errorf("%d load balancers, want one", len(lbs))
+		}
+		if got := lbs[0].Listeners; !slices.Contains(got, "TCP:80->"+tg) || slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, "k8s-") && l != "TCP:80->"+tg }) {
 			return fmt.Errorf("listeners %s, want TCP:80->%s", got, tg)
+		}
+		for name := range tgs {
+			if strings.HasPrefix(name, namesFor(testCluster, svc).tgPrefix()) && name != tg {
+				return fmt.Errorf("target group %s of the Service is left", name)
+			}
 		}
 		var want []string
 		for _, id := range ids {
 			want = append(want, id+":30080")
 		}
-		if got := strings.Join(tgs[0].Targets, ","); tgs[0].TargetType != targetInstance || got != strings.Join(want, ",") {
-			return fmt.Errorf("target group %s (%s) with targets %s, want instance targets %s", tgs[0].Name, tgs[0].TargetType, got, strings.Join(want, ","))
+		if got := strings.Join(tgs[tg].Targets, ","); tgs[tg].TargetType != targetInstance || got != strings.Join(want, ",") {
+			return fmt.Errorf("target group %s (%s) with targets %s, want instance targets %s", tg, tgs[tg].TargetType, got, strings.Join(want, ","))
 		}
 		return nil
 	}
@@ -55,8 +71,139 @@ func TestGoneInstanceIsNoTarget(t *testing.T) {
 	svc := newService("web")
 	a := startDualStack(t, e, svc, instanceGroupHas(svc, instanceID(1), instanceID(2), instanceID(3)), nodes...)
 	e.fake.SetInstanceState(instanceID(3), "terminated")
+	eventually(t, "the backend's instance cache sees instance 3 terminated", func() error {
+		if in, err := e.cloud.lb.instances.byInstanceID(context.Background(), instanceID(3)); err != nil || (in != nil && !isState(in, "terminated")) {
+			return fmt.Errorf("instance 3: %v (%v)", in.State, err)
+		}
+		return nil
+	})
 	a.changeService("an annotation edited after instance 3 terminated", annotate("example.com/edited", "1"),
 		instanceGroupHas(svc, instanceID(1), instanceID(2)), "DeregisterTargets")
 	a.updateNodes(nodes[:2]...)
 	e.assertNoMutation(t, "the node sync once the Node of the gone instance is deleted")
+}
+
+// handMadeTG makes a target group with no tags, as an operator would,
+// and a listener on the NLB lbARN at port forwarding to it. It returns the
+// group's ARN.
+func handMadeTG(t *testing.T, e *env, lbARN string, port int32) string {
+	t.Helper()
+	ctx := context.Background()
+	tg, err := e.cloud.lb.elb.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: awssdk.String(fmt.Sprintf("by-hand-%d", port)), Protocol: elbtypes.ProtocolEnumTcp,
+		Port: awssdk.Int32(9000), VpcId: awssdk.String(testVPC), TargetType: elbtypes.TargetTypeEnumIp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := tg.TargetGroups[0].TargetGroupArn
+	if _, err := e.cloud.lb.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: awssdk.String(lbARN), Port: awssdk.Int32(port), Protocol: elbtypes.ProtocolEnumTcp,
+		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: arn}}}); err != nil {
+		t.Fatal(err)
+	}
+	return awssdk.ToString(arn)
+}
+
+// hasTG reports whether the fake holds the target group arn.
+func hasTG(e *env, arn string) bool {
+	for _, tg := range e.fake.TargetGroups() {
+		if tg.ARN == arn {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHandMadeTargetGroupIsNeverDeleted: a target group someone attached
+// to the Service's NLB through a listener of their own is not the
+// Service's (no cluster or Service tag): the next Ensure (an annotation
+// edit, through the upstream service controller) removes the hand-made
+// listener from the NLB it owns, as drift (docs/aws.md), and leaves the
+// group; so does the Service's deletion.
+func TestHandMadeTargetGroupIsNeverDeleted(t *testing.T) {
+	e := newEnv(t, fastCache)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web")
+	a := startDualStack(t, e, svc, instanceGroupHas(svc, instanceID(1), instanceID(2)), nodes...)
+	theirs := handMadeTG(t, e, a.lbARN, 9000)
+	a.changeService("an annotation edited", annotate("example.com/edited", "1"), func(e *env) error {
+		if err := instanceGroupHas(svc, instanceID(1), instanceID(2))(e); err != nil {
+			return err
+		}
+		if e.fake.Calls("DeleteListener") == 0 {
+			return fmt.Errorf("the hand-made listener not removed yet")
+		}
+		return nil
+	}, "DeleteListener")
+	if !hasTG(e, theirs) {
+		t.Fatal("the hand-made target group was deleted by an Ensure")
+	}
+	deleteService(t, a.client, "web")
+	eventually(t, "the Service's NLB deleted", func() error {
+		if n := len(e.fake.LoadBalancers()); n != 0 {
+			return fmt.Errorf("%d load balancers", n)
+		}
+		return nil
+	})
+	if !hasTG(e, theirs) {
+		t.Fatal("the hand-made target group was deleted with the Service")
+	}
+}
+
+// TestAdoptedSchemeChangeLeaksNothing: a scheme change replaces an
+// adopted NLB; CreateLoadBalancer failing once after the adopted NLB was
+// deleted leaves none of the upstream provider's target groups behind
+// (they are deleted with the NLB they served, before the create), and the
+// Service's deletion leaves nothing.
+func TestAdoptedSchemeChangeLeaksNothing(t *testing.T) {
+	e := newEnv(t)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance), withAnnotation(AnnotationScheme, "internal"))
+	upstreamNLB(t, e, svc, e.addInstance(1).ID)
+	upstreamTG := e.targetGroups(t)["k8s-default-web-0a1b2c3d4e"].ARN
+	e.fake.FailNext("CreateLoadBalancer", "InternalFailure")
+	client := testutil.NewClientset(svc)
+	runServiceController(t, e.cloud, client)
+	eventually(t, "the NLB replaced by an internal one of the backend's", func() error {
+		lbs := e.fake.LoadBalancers()
+		if len(lbs) != 1 || lbs[0].Scheme != "internal" || lbs[0].Name != namesFor(testCluster, svc).lb {
+			return fmt.Errorf("load balancers %+v", lbs)
+		}
+		if hasTG(e, upstreamTG) {
+			return fmt.Errorf("the upstream provider's target group is still there")
+		}
+		return nil
+	})
+	deleteService(t, client, "web")
+	eventually(t, "nothing left in AWS", func() error {
+		if n := e.fake.ResourceCount(); n != 0 {
+			return fmt.Errorf("%d resources left", n)
+		}
+		return nil
+	})
+}
+
+// TestAdoptedGroupReplacedLeaksNothing: the upstream provider's group of
+// an adopted NLB that does not fit is replaced; its DeleteTargetGroup
+// failing once (after the listener moved off it) leaves it unattached, and
+// the Service's deletion still finds it (upstream's name for the Service,
+// tagged as this cluster's and Service's) and deletes it.
+func TestAdoptedGroupReplacedLeaksNothing(t *testing.T) {
+	e := newEnv(t)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetIP))
+	upstreamNLB(t, e, svc, e.addInstance(1).ID)
+	e.fake.FailNext("DeleteTargetGroup", "InternalFailure")
+	client := testutil.NewClientset(svc)
+	runServiceController(t, e.cloud, client)
+	ours := namesFor(testCluster, svc).targetGroup(80, "TCP", targetIP)
+	eventually(t, "the listener forwards to the backend's ip group", func() error {
+		if got := strings.Join(e.onlyLB(t).Listeners, ","); got != "TCP:80->"+ours {
+			return fmt.Errorf("listeners %s", got)
+		}
+		return nil
+	})
+	deleteService(t, client, "web")
+	eventually(t, "nothing left in AWS", func() error {
+		if n := e.fake.ResourceCount(); n != 0 {
+			return fmt.Errorf("%d resources left: %+v", n, e.fake.TargetGroups())
+		}
+		return nil
+	})
 }
