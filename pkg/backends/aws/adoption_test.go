@@ -204,12 +204,13 @@ func TestUpstreamNameOfAnotherClusterIsNotAdopted(t *testing.T) {
 }
 
 // upstreamManagedSG creates the security group the upstream provider makes
-// for an NLB with NLBSecurityGroupMode Managed: its name, tagged as the
-// cluster's (owned), allowing the listener port from everywhere.
-func upstreamManagedSG(t *testing.T, e *env) string {
+// for the Service's NLB with NLBSecurityGroupMode Managed: its name and
+// description, tagged as the cluster's (owned), allowing the listener port
+// from everywhere.
+func upstreamManagedSG(t *testing.T, e *env, svc *corev1.Service) string {
 	t.Helper()
 	ctx := context.Background()
-	out, err := e.cloud.lb.ec2.(*ec2.Client).CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("k8s-default-web-0a1b2c3d4e"),
+	out, err := e.cloud.lb.ec2.(*ec2.Client).CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(upstreamSGName(testCluster, svc)),
 		Description: awssdk.String("[k8s] Managed SecurityGroup for LoadBalancer"), VpcId: awssdk.String(testVPC),
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup,
 			Tags: []ec2types.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")}}}}})
@@ -235,8 +236,8 @@ func TestAdoptUpstreamNLBWithSecurityGroups(t *testing.T) {
 	for _, refused := range []bool{false, true} {
 		t.Run(fmt.Sprintf("delete refused at first %v", refused), func(t *testing.T) {
 			e := newEnv(t)
-			theirs, someones := upstreamManagedSG(t, e), userSG(t, e, "by-hand")
 			svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+			theirs, someones := upstreamManagedSG(t, e, svc), userSG(t, e, "by-hand")
 			dns := upstreamNLBWithGroups(t, e, svc, []string{theirs, someones}, e.addInstance(1).ID)
 			svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
 			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: dns}}

@@ -2,6 +2,8 @@ package aws
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -20,12 +23,50 @@ import (
 // the Service's) in one SetSecurityGroups, as for any NLB of its own, and
 // deletes the upstream provider's group, which nothing else uses.
 
+// upstreamSGDescription is the description cloud-provider-aws (v1.37.1,
+// ensureNLBSecurityGroup) gives the security group it makes for an NLB
+// with NLBSecurityGroupMode Managed.
+const upstreamSGDescription = "[k8s] Managed SecurityGroup for LoadBalancer"
+
+// clusterNameKey carries the cluster name the service controller passes
+// (its --cluster-name), which names the upstream provider's groups.
+type clusterNameKey struct{}
+
+func withClusterName(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, clusterNameKey{}, name)
+}
+
+// upstreamSGName is the name cloud-provider-aws (v1.37.1,
+// GetSecurityGroupNameForNLB) gives the Service's NLB security group:
+// k8s-<namespace:8>-<name:8>-<10 hex digits of SHA-256 over the cluster
+// name, the Service's name, namespace and UID>, letters and digits only.
+func upstreamSGName(clusterName string, svc *corev1.Service) string {
+	h := sha256.New()
+	for _, s := range []string{clusterName, svc.Name, svc.Namespace, string(svc.UID)} {
+		h.Write([]byte(s))
+	}
+	return fmt.Sprintf("k8s-%.8s-%.8s-%.10s", upstreamSanitized(svc.Namespace), upstreamSanitized(svc.Name), hex.EncodeToString(h.Sum(nil)))
+}
+
+// isUpstreamGroup reports whether sg is the group the upstream provider
+// made for the Service's NLB: its name and description exactly as
+// cloud-provider-aws writes them, tagged as this cluster's (owned). A
+// node group made by eksctl or kops is tagged owned too, but never so
+// named: it is never taken for the upstream provider's.
+func (l *LoadBalancer) isUpstreamGroup(ctx context.Context, sg ec2types.SecurityGroup) bool {
+	svc, _ := ctx.Value(serviceKey{}).(*corev1.Service)
+	clusterName, _ := ctx.Value(clusterNameKey{}).(string)
+	return svc != nil && awssdk.ToString(sg.GroupName) == upstreamSGName(clusterName, svc) &&
+		awssdk.ToString(sg.Description) == upstreamSGDescription && ec2Tag(sg.Tags, tagClusterPrefix+l.clusterID) == "owned"
+}
+
 // markUpstreamGroups returns the groups of the adopted NLB lb that the
 // Service does not want (want: what ensureSGs returned) and that are the
-// upstream provider's own (tagged as this cluster's, owned); a group of
-// someone else's is only detached. Before SetSecurityGroups detaches them,
-// they are tagged as the Service's, so that they are found again for
-// deletion (with the Service, if AWS refuses to delete them at once).
+// upstream provider's own for it (isUpstreamGroup); any other group (a
+// node group named by the extra-security-groups annotation, someone
+// else's) is only detached. Before SetSecurityGroups detaches them, they
+// are tagged as the Service's, so that they are found again for deletion
+// (with the Service, if AWS refuses to delete them at once).
 func (l *LoadBalancer) markUpstreamGroups(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, want []string) ([]string, error) {
 	if !adopted(lb, d.names) {
 		return nil, nil
@@ -45,7 +86,7 @@ func (l *LoadBalancer) markUpstreamGroups(ctx context.Context, d *desiredLB, lb 
 	}
 	var theirs []string
 	for _, sg := range out.SecurityGroups {
-		if ec2Tag(sg.Tags, tagClusterPrefix+l.clusterID) == "owned" {
+		if l.isUpstreamGroup(ctx, sg) {
 			theirs = append(theirs, awssdk.ToString(sg.GroupId))
 		}
 	}
@@ -75,9 +116,10 @@ func (l *LoadBalancer) dropUpstreamGroups(ctx context.Context, ids []string) {
 
 // deleteUpstreamGroups removes what the upstream provider left for the
 // Service: its rules in the cluster's security groups (revokeUpstreamRules)
-// and its groups that adoption tagged as the Service's (every
-// cluster-owned group tagged with it but the backend's own, which deleteSG
-// deletes). One DescribeSecurityGroups, of the cluster's groups, finds both.
+// and its groups that adoption tagged as the Service's (the upstream
+// provider's own for it, isUpstreamGroup, tagged with the Service; the
+// backend's own is deleteSG's). One DescribeSecurityGroups, of the
+// cluster's groups, finds both.
 func (l *LoadBalancer) deleteUpstreamGroups(ctx context.Context, n names) error {
 	out, err := l.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
 		{Name: awssdk.String("vpc-id"), Values: []string{l.settings.VPC}},
@@ -90,7 +132,7 @@ func (l *LoadBalancer) deleteUpstreamGroups(ctx context.Context, n names) error 
 		return err
 	}
 	for _, sg := range out.SecurityGroups {
-		if awssdk.ToString(sg.GroupName) == n.sg || ec2Tag(sg.Tags, tagService) != n.service || ec2Tag(sg.Tags, tagClusterPrefix+l.clusterID) != "owned" {
+		if awssdk.ToString(sg.GroupName) == n.sg || ec2Tag(sg.Tags, tagService) != n.service || !l.isUpstreamGroup(ctx, sg) {
 			continue
 		}
 		if err := l.deleteUpstreamGroup(ctx, awssdk.ToString(sg.GroupId)); err != nil {

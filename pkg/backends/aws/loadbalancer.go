@@ -123,11 +123,11 @@ func statusOf(lb *elbtypes.LoadBalancer) *corev1.LoadBalancerStatus {
 // Warning event) once the Service's status shows the NLB; before that the
 // status comes first: the upstream controller writes no status with an
 // error, and the NLB serves the Service all the same.
-func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	if managedElsewhere(svc) {
 		return nil, cloudprovider.ImplementedElsewhere
 	}
-	ctx = withService(ctx, svc, namesFor(l.clusterID, svc))
+	ctx = withService(withClusterName(ctx, clusterName), svc, namesFor(l.clusterID, svc))
 	lb, err := l.reconcile(ctx, svc, nodes, true)
 	if ue, kept := backends.AsUserError(err); kept && (ue.Reason == reasonSubnetsKept || ue.Reason == reasonAddressesKept) && !shows(svc, lb) {
 		klog.FromContext(ctx).Info("Load balancer kept in its subnets; writing its status first", "reason", ue.Reason, "err", err.Error())
@@ -146,11 +146,11 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 // UpdateLoadBalancer (ImplementedElsewhere for a load balancer managed
 // elsewhere) brings targets (and anything else that drifted) in
 // line with the nodes.
-func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) error {
+func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
 	if managedElsewhere(svc) {
 		return cloudprovider.ImplementedElsewhere
 	}
-	_, err := l.reconcile(withService(ctx, svc, namesFor(l.clusterID, svc)), svc, nodes, false)
+	_, err := l.reconcile(withService(withClusterName(ctx, clusterName), svc, namesFor(l.clusterID, svc)), svc, nodes, false)
 	return err
 }
 
@@ -291,12 +291,12 @@ func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *e
 // elsewhere) removes every part of the Service's load
 // balancer: the NLB with its listeners, its target groups (also ones a
 // crash left unattached) and its security group. It is idempotent.
-func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *corev1.Service) error {
+func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *corev1.Service) error {
 	if managedElsewhere(svc) {
 		return nil
 	}
 	n := namesFor(l.clusterID, svc)
-	ctx = l.withView(withService(ctx, svc, n), n)
+	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
 	if err != nil {
 		return err

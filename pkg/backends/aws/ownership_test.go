@@ -8,12 +8,15 @@ import (
 	"testing"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
 // instanceGroupHas checks that the only NLB's port 80 forwards to the
@@ -206,4 +209,89 @@ func TestAdoptedGroupReplacedLeaksNothing(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// clusterNodeSG makes the cluster's node security group as eksctl or kops
+// do (tagged kubernetes.io/cluster/<id>=owned) with a node-to-node rule,
+// and a control-plane group allowing the nodes in; it returns the node
+// group's ID and a fingerprint of both groups' rules.
+func clusterNodeSG(t *testing.T, e *env) (string, func() string) {
+	t.Helper()
+	ctx := context.Background()
+	mk := func(name string) *string {
+		out, err := e.cloud.lb.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(name), Description: awssdk.String("eksctl: " + name),
+			VpcId: awssdk.String(testVPC), TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup,
+				Tags: []ec2types.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.GroupId
+	}
+	nodes, cp := mk("eksctl-c1-nodegroup-ng-1-SG"), mk("eksctl-c1-cluster-ControlPlaneSG")
+	from := func(g *string) []ec2types.IpPermission {
+		return []ec2types.IpPermission{{IpProtocol: awssdk.String("-1"), FromPort: awssdk.Int32(-1), ToPort: awssdk.Int32(-1), UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: g}}}}
+	}
+	for _, r := range []struct{ g, src *string }{{nodes, nodes}, {cp, nodes}} {
+		if _, err := e.cloud.lb.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: r.g, IpPermissions: from(r.src)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return awssdk.ToString(nodes), func() string {
+		var out []string
+		for _, sg := range e.fake.SecurityGroups() {
+			if sg.ID == awssdk.ToString(nodes) || sg.ID == awssdk.ToString(cp) {
+				out = append(out, fmt.Sprintf("%s %s %v", sg.ID, sg.Name, sg.Ingress))
+			}
+		}
+		return strings.Join(out, "; ")
+	}
+}
+
+// TestAdoptedNodeGroupIsOnlyDetached: under the upstream provider an NLB
+// carried its own managed group and the cluster's node group (named by
+// aws-load-balancer-extra-security-groups; eksctl and kops tag it
+// kubernetes.io/cluster/<id>=owned). Adopted through the upstream service
+// controller, the upstream group is deleted (its name and description are
+// upstream's); the annotation removed then, the node group is detached
+// from the NLB and nothing else: it stays, with its node-to-node rule and
+// the control-plane rule whose source it is; so it does after the
+// Service's deletion.
+func TestAdoptedNodeGroupIsOnlyDetached(t *testing.T) {
+	e := newEnv(t)
+	nodeSG, fingerprint := clusterNodeSG(t, e)
+	want := fingerprint()
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance), withAnnotation(AnnotationExtraSecurityGroups, nodeSG))
+	theirs := upstreamManagedSG(t, e, svc)
+	dns := upstreamNLBWithGroups(t, e, svc, []string{theirs, nodeSG}, e.addInstance(1).ID)
+	svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: dns}}
+	client := testutil.NewClientset(svc)
+	runServiceController(t, e.cloud, client)
+	a := &annotated{t: t, e: e, client: client, svc: svc}
+	eventually(t, "the NLB has the backend's group and the node group; upstream's deleted", func() error {
+		if err := nlbGroups("ours", nodeSG)(e); err != nil {
+			return err
+		}
+		for _, sg := range e.fake.SecurityGroups() {
+			if sg.ID == theirs {
+				return fmt.Errorf("the upstream provider's group is still there")
+			}
+		}
+		return nil
+	})
+	a.lbARN = e.onlyLB(t).ARN
+	a.change("the extra-security-groups annotation removed", map[annotation.Name]string{AnnotationTargetType: targetInstance}, nlbGroups("ours"))
+	if got := fingerprint(); got != want {
+		t.Errorf("the cluster's node and control-plane groups changed:\n%s\nwant\n%s", got, want)
+	}
+	deleteService(t, client, "web")
+	eventually(t, "the Service's NLB and group deleted", func() error {
+		if n := len(e.fake.LoadBalancers()); n != 0 || e.fake.SecurityGroupCount() != 2 {
+			return fmt.Errorf("%d load balancers, %d security groups", n, e.fake.SecurityGroupCount())
+		}
+		return nil
+	})
+	if got := fingerprint(); got != want {
+		t.Errorf("after the delete, the cluster's node and control-plane groups changed:\n%s\nwant\n%s", got, want)
+	}
 }
