@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -9,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/internal/backendtest"
@@ -45,6 +50,8 @@ type conformance struct {
 	mu    sync.Mutex
 	n     int
 	nodes []*corev1.Node
+	// nodeSG is the cluster's node security group the strangers hook made.
+	nodeSG string
 }
 
 func newConformanceFixture(t *testing.T) *backendtest.Fixture {
@@ -93,7 +100,9 @@ func conformanceFixture(t *testing.T) (*backendtest.Fixture, *env) {
 				e.fake.FailMutationsAfter(n)
 				return e.fake.ClearMutationFailures
 			},
-			Parts: c.parts,
+			Parts:     c.parts,
+			Strangers: c.strangers,
+			Variants:  c.variants,
 		},
 	}, e
 }
@@ -206,4 +215,100 @@ func (c *conformance) parts(_ *testing.T, svc *corev1.Service) (loadBalancers, p
 		}
 	}
 	return loadBalancers, parts
+}
+
+// strangers makes, beside the Service's NLB, what an operator or another
+// tool would: a hand-made listener on our NLB (port 9999) forwarding to a
+// hand-made, untagged target group; the cluster's node security group as
+// eksctl or kops make it (tagged kubernetes.io/cluster/<id>=owned, a
+// node-to-node rule) and a control-plane group allowing the nodes in;
+// another cluster's NLB with the name the upstream provider would give
+// this Service and the Service's tag, with a listener and target group of
+// its own. The fingerprint covers the hand-made target groups (settings,
+// attributes, targets, tags), both groups with
+// their rules, and the other cluster's NLB with its listeners and
+// attributes; not the hand-made listener, which docs/aws.md says drift
+// repair removes from an NLB the backend owns.
+func (c *conformance) strangers(t *testing.T, svc *corev1.Service) func(t *testing.T) string {
+	e, ctx := c.e, context.Background()
+	var ours string
+	for _, lb := range e.fake.LoadBalancers() {
+		if lb.Name == namesFor(testCluster, svc).lb {
+			ours = lb.ARN
+		}
+	}
+	if ours == "" {
+		t.Fatalf("no NLB of %s", svc.Name)
+	}
+	tg := handMadeTG(t, e, ours, 9999)
+	if _, err := e.cloud.lb.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: awssdk.String(tg),
+		Targets: []elbtypes.TargetDescription{{Id: awssdk.String("10.0.10.200"), Port: awssdk.Int32(9000)}}}); err != nil {
+		t.Fatal(err)
+	}
+	nodeSG, groups := clusterNodeSG(t, e)
+	c.mu.Lock()
+	c.nodeSG = nodeSG
+	c.mu.Unlock()
+	other, err := e.cloud.lb.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String(cloudprovider.DefaultLoadBalancerName(svc)),
+		Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-0a"}, SecurityGroups: []string{nodeSG},
+		Tags: []elbtypes.Tag{{Key: awssdk.String(tagService), Value: awssdk.String(svc.Namespace + "/" + svc.Name)},
+			{Key: awssdk.String(tagClusterPrefix + "other"), Value: awssdk.String("owned")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherARN := awssdk.ToString(other.LoadBalancers[0].LoadBalancerArn)
+	otherTG := handMadeTG(t, e, otherARN, 53)
+	return func(t *testing.T) string {
+		var b strings.Builder
+		for _, g := range e.fake.TargetGroups() {
+			if g.ARN == tg || g.ARN == otherTG {
+				fmt.Fprintf(&b, "target group %+v\n", g)
+			}
+		}
+		tags, err := e.cloud.lb.elb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{tg, otherTG}})
+		if err == nil {
+			fmt.Fprintf(&b, "its tags %v\n", tagMaps(tags))
+		}
+		for _, lb := range e.fake.LoadBalancers() {
+			if lb.ARN == otherARN {
+				fmt.Fprintf(&b, "other cluster's NLB %+v\n", lb)
+			}
+		}
+		fmt.Fprintf(&b, "groups %s", groups())
+		return b.String()
+	}
+}
+
+// variants are annotation edits the backend honours, applied in turn:
+// health-check settings, source ranges, the cluster's node group as an
+// extra security group and then not, additional tags, a target-group
+// attribute.
+func (c *conformance) variants(_ *testing.T, svc *corev1.Service) []*corev1.Service {
+	c.mu.Lock()
+	nodeSG := c.nodeSG
+	c.mu.Unlock()
+	var out []*corev1.Service
+	next := func(change func(*corev1.Service)) {
+		v := svc.DeepCopy()
+		if len(out) > 0 {
+			v = out[len(out)-1].DeepCopy()
+		}
+		change(v)
+		out = append(out, v)
+	}
+	set := func(n annotation.Name, val string) func(*corev1.Service) {
+		return func(s *corev1.Service) { s.Annotations[string(n)] = val }
+	}
+	next(func(s *corev1.Service) {
+		set(AnnotationHealthCheckInterval, "10")(s)
+		set(AnnotationHealthyThreshold, "2")(s)
+	})
+	next(func(s *corev1.Service) {
+		s.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24", "198.51.100.0/24"}
+	})
+	next(set(AnnotationExtraSecurityGroups, nodeSG))
+	next(func(s *corev1.Service) { delete(s.Annotations, string(AnnotationExtraSecurityGroups)) })
+	next(set(AnnotationAdditionalTags, "team=web,cost-center=42"))
+	next(set(AnnotationTargetGroupAttributes, "deregistration_delay.timeout_seconds=30"))
+	return out
 }
