@@ -120,6 +120,8 @@ func readHealthCheck(r *reader, hc healthCheck) healthCheck {
 		port := strings.TrimSpace(v)
 		if n, err := strconv.Atoi(port); port != "traffic-port" && (err != nil || n < 1 || n > 65535) {
 			r.Invalid(AnnotationHealthCheckPort, v, "must be traffic-port or a port number from 1 to 65535")
+		} else if port != "traffic-port" {
+			hc.port = strconv.Itoa(n) // as AWS stores it: 08080 and +8080 are 8080.
 		} else {
 			hc.port = port
 		}

@@ -29,6 +29,8 @@ const (
 type attributeRule struct {
 	valid func(string) bool
 	want  string
+	// number: the value is a whole number (see canonical).
+	number bool
 }
 
 func oneOf(values ...string) attributeRule {
@@ -46,7 +48,17 @@ func wholeRange(lo, hi int) attributeRule {
 	return attributeRule{valid: func(v string) bool {
 		n, err := strconv.Atoi(v)
 		return err == nil && n >= lo && n <= hi
-	}, want: fmt.Sprintf("a whole number from %d to %d", lo, hi)}
+	}, want: fmt.Sprintf("a whole number from %d to %d", lo, hi), number: true}
+}
+
+// canonical is a valid value as AWS stores it: a number without sign or
+// leading zeros (0300 and +300 are 300), so that it compares equal to
+// what DescribeTargetGroupAttributes answers.
+func (r attributeRule) canonical(v string) string {
+	if n, err := strconv.Atoi(v); r.number && err == nil {
+		return strconv.Itoa(n)
+	}
+	return v
 }
 
 var boolRule = oneOf("true", "false")
@@ -96,6 +108,8 @@ func readTargetGroupAttributes(r *reader, svc *corev1.Service) map[string]string
 			case !rule.valid(attrs[k]):
 				r.Invalid(AnnotationTargetGroupAttributes, r.raw(AnnotationTargetGroupAttributes), fmt.Sprintf("%s must be %s", k, rule.want))
 				delete(attrs, k)
+			default:
+				attrs[k] = rule.canonical(attrs[k])
 			}
 		}
 	}

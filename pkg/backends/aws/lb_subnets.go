@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,10 +106,14 @@ func (l *LoadBalancer) annotatedSubnets(ctx context.Context, v string) ([]string
 	var ids []string
 	zones := map[string]string{}
 	for _, want := range splitList(v) {
-		sn, found := findSubnet(all, want)
-		if !found {
+		matches := findSubnets(all, want)
+		switch {
+		case len(matches) == 0:
 			return nil, annotationError(AnnotationSubnets, v, fmt.Sprintf("%s is neither the ID nor the Name tag of a subnet of %s", want, l.settings.VPC))
+		case len(matches) > 1:
+			return nil, annotationError(AnnotationSubnets, v, fmt.Sprintf("the Name tag %s names %d subnets of %s (%s); list the subnet by its ID", want, len(matches), l.settings.VPC, strings.Join(subnetIDs(matches), ", ")))
 		}
+		sn := matches[0]
 		if other, dup := zones[sn.zone]; dup && other != sn.id {
 			return nil, annotationError(AnnotationSubnets, v, fmt.Sprintf("%s and %s are both in zone %s; list at most one subnet per zone", other, sn.id, sn.zone))
 		}
@@ -123,13 +128,29 @@ func (l *LoadBalancer) annotatedSubnets(ctx context.Context, v string) ([]string
 	return sorted(ids), nil
 }
 
-func findSubnet(all []subnet, want string) (subnet, bool) {
+// findSubnets returns the subnet whose ID is want, else every subnet whose
+// Name tag is want: a name several subnets carry is refused, as the
+// upstream provider refuses it (resolveSubnetNameOrIDs), never resolved to
+// one of them.
+func findSubnets(all []subnet, want string) []subnet {
+	var named []subnet
 	for _, sn := range all {
-		if sn.id == want || sn.tags["Name"] == want {
-			return sn, true
+		if sn.id == want {
+			return []subnet{sn}
+		}
+		if sn.tags["Name"] == want {
+			named = append(named, sn)
 		}
 	}
-	return subnet{}, false
+	return named
+}
+
+func subnetIDs(sns []subnet) []string {
+	out := make([]string, len(sns))
+	for i, sn := range sns {
+		out[i] = sn.id
+	}
+	return sorted(out)
 }
 
 // discoverSubnets picks, per zone, a subnet tagged for the scheme's role:

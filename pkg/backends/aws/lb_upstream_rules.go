@@ -27,9 +27,15 @@ const (
 
 // upstreamRules returns the rules of sg to revoke when the NLB named lb
 // goes: its client and health rules, and the MTU rules of CIDRs no other
-// NLB's client rule keeps (as upstream converges them).
+// NLB's client rule keeps (as upstream converges them). Without a client
+// or health rule of lb in sg (a Service the upstream provider never
+// served there, which is most of them) nothing is revoked: the group's MTU
+// rules are not the Service's to remove.
 func upstreamRules(sg ec2types.SecurityGroup, lb string) []ec2types.IpPermission {
 	own := []string{upstreamClientRule + "=" + lb, upstreamHealthRule + "=" + lb}
+	if !hasRuleDescribed(sg, own) {
+		return nil
+	}
 	kept := map[string]bool{}
 	for _, p := range sg.IpPermissions {
 		for _, r := range p.IpRanges {
@@ -83,4 +89,21 @@ func (l *LoadBalancer) revokeUpstreamRules(ctx context.Context, sgs []ec2types.S
 		reportChange(ctx, "the upstream provider's rules for %s revoked in security group %s", n.upstream, id)
 	}
 	return nil
+}
+
+// hasRuleDescribed reports whether a rule of sg carries one of descs.
+func hasRuleDescribed(sg ec2types.SecurityGroup, descs []string) bool {
+	for _, p := range sg.IpPermissions {
+		for _, r := range p.IpRanges {
+			if slices.Contains(descs, awssdk.ToString(r.Description)) {
+				return true
+			}
+		}
+		for _, r := range p.Ipv6Ranges {
+			if slices.Contains(descs, awssdk.ToString(r.Description)) {
+				return true
+			}
+		}
+	}
+	return false
 }

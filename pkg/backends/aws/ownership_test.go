@@ -295,3 +295,81 @@ func TestAdoptedNodeGroupIsOnlyDetached(t *testing.T) {
 		t.Errorf("after the delete, the cluster's node and control-plane groups changed:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestNonCanonicalNumbersConverge: attribute and health-check-port
+// annotations with numbers AWS stores otherwise (0300, +30, 08080) are
+// taken as the numbers they are: the Service converges (through the
+// upstream service controller), and a resync makes no mutating call; they
+// used to differ from what AWS answers on every Ensure.
+func TestNonCanonicalNumbersConverge(t *testing.T) {
+	svc := newService("web", withAnnotations(map[annotation.Name]string{
+		AnnotationTargetGroupAttributes: "deregistration_delay.timeout_seconds=+30",
+		AnnotationHealthCheckPort:       "030080",
+	}))
+	a := startAnnotated(t, svc, func(e *env) error {
+		if err := attributesAre(map[string]string{"deregistration_delay.timeout_seconds": "30"})(e); err != nil {
+			return err
+		}
+		if tg, err := onlyTG(e); err != nil || tg.HealthCheckPort != "30080" {
+			return fmt.Errorf("health-check port %q (%v), want 30080", tg.HealthCheckPort, err)
+		}
+		return nil
+	})
+	a.resyncChangesNothing()
+	a.change("the delay written 0300", map[annotation.Name]string{AnnotationTargetGroupAttributes: "deregistration_delay.timeout_seconds=0300", AnnotationHealthCheckPort: "030080"},
+		attributesAre(map[string]string{"deregistration_delay.timeout_seconds": "300"}), "ModifyTargetGroupAttributes")
+	a.resyncChangesNothing()
+}
+
+// TestNeverAdoptedDeleteKeepsMTURules: deleting a Service the upstream
+// provider never served revokes none of its rules in the cluster's groups:
+// an MTU rule there (upstream's for other NLBs, even one no client rule
+// keeps any more) is not the Service's. (An adopted Service's delete
+// revokes its own client and health rules and the MTU rules only they
+// kept: TestAdoptedDeleteRevokesUpstreamInstanceRules.)
+func TestNeverAdoptedDeleteKeepsMTURules(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	out, err := e.cloud.lb.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("nodes"), Description: awssdk.String("the cluster's nodes"),
+		VpcId: awssdk.String(testVPC), TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup,
+			Tags: []ec2types.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("shared")}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cloud.lb.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: out.GroupId, IpPermissions: []ec2types.IpPermission{
+		{IpProtocol: awssdk.String("icmp"), FromPort: awssdk.Int32(3), ToPort: awssdk.Int32(4), IpRanges: []ec2types.IpRange{{CidrIp: awssdk.String("0.0.0.0/0"), Description: awssdk.String(upstreamMTURule)}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	svc := newService("web")
+	client := testutil.NewClientset(svc)
+	runServiceController(t, e.cloud, client)
+	eventually(t, "the NLB created", func() error {
+		if len(e.fake.LoadBalancers()) != 1 {
+			return fmt.Errorf("no NLB yet")
+		}
+		return nil
+	})
+	deleteService(t, client, "web")
+	eventually(t, "the Service's NLB and group deleted", func() error {
+		if n := len(e.fake.LoadBalancers()); n != 0 || e.fake.SecurityGroupCount() != 1 {
+			return fmt.Errorf("%d load balancers, %d security groups", n, e.fake.SecurityGroupCount())
+		}
+		return nil
+	})
+	if got := strings.Join(e.fake.SecurityGroupIngress(awssdk.ToString(out.GroupId)), ","); got != "icmp:3-4:0.0.0.0/0" {
+		t.Errorf("the nodes' group allows %q after the delete, want its MTU rule kept", got)
+	}
+}
+
+// TestSubnetNameOfSeveralSubnetsIsRefused: a subnets annotation giving a
+// Name tag that several subnets carry is refused as the upstream provider
+// refuses it, with a Warning naming the annotation, the subnets and the
+// fix (their IDs); nothing changes. It used to take the lowest ID.
+func TestSubnetNameOfSeveralSubnetsIsRefused(t *testing.T) {
+	a := startAnnotatedWith(t, func(e *env) {
+		e.fake.AddSubnet(awsfake.Subnet{ID: "subnet-2a", VPCID: testVPC, Zone: testRegion + "a", ZoneID: "euw1-az1", CIDR: "10.0.20.0/24", Tags: map[string]string{"Name": "public-a"}})
+	}, newService("web"), func(e *env) error { return nil })
+	a.refused("a Name tag of two subnets", map[annotation.Name]string{AnnotationSubnets: "public-a,public-b"},
+		string(AnnotationSubnets), "public-a names 2 subnets", "subnet-0a, subnet-2a", "by its ID")
+}
