@@ -305,3 +305,26 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// TestValidateDefaultWithoutLoadBalancers (#24 defect 9): config validate
+// refuses what the running CCM refuses, a defaultBackend naming a backend
+// without load balancers, naming the field and the fix.
+func TestValidateDefaultWithoutLoadBalancers(t *testing.T) {
+	path := writeFile(t, `apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: demo
+loadBalancer:
+  defaultBackend: metal
+backends:
+- name: metal
+  type: baremetal
+  baremetal:
+    inventory:
+    - name: bm-1
+`)
+	_, errOut, err := run(t, "validate", "--cloud-config", path)
+	want := `loadBalancer.defaultBackend: Invalid value: "metal": backend "metal" has no load balancers: add an address pool under backends[0].baremetal.addressPools`
+	if err == nil || !strings.Contains(errOut, want) {
+		t.Errorf("validate = %v, stderr %q; want %q", err, errOut, want)
+	}
+}

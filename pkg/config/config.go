@@ -382,6 +382,7 @@ func (c *CloudConfig) validate(dir string) field.ErrorList {
 	errs = append(errs, c.validateAcross()...)
 	errs = append(errs, c.validateLoadBalancer(names)...)
 	errs = append(errs, c.validateClasses(names)...)
+	errs = append(errs, c.ValidateLoadBalancerBackends(nil, nil)...)
 	errs = append(errs, c.validateNodes(names)...)
 	return errs
 }

@@ -404,3 +404,13 @@ func selectors(in []metav1.LabelSelector, p *field.Path) ([]labels.Selector, fie
 	}
 	return out, errs
 }
+
+// LoadBalancersMissing tells the config's check of loadBalancer.defaultBackend
+// and classes (config.LoadBalancerOffer) that a backend without pools offers
+// no load balancers, and how to give it some.
+func (s *Settings) LoadBalancersMissing(section *field.Path) string {
+	if s != nil && len(s.AddressPools) > 0 {
+		return ""
+	}
+	return "add an address pool under " + section.Child("addressPools").String()
+}

@@ -449,3 +449,13 @@ func validateUUID(p *field.Path, v string) field.ErrorList {
 	}
 	return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("must be an OpenStack ID (a UUID such as %s)", "4ef2a1d3-8a4c-4a8b-9a0f-1b2c3d4e5f60"))}
 }
+
+// LoadBalancersMissing tells the config's check of loadBalancer.defaultBackend
+// and classes (config.LoadBalancerOffer) that a backend whose load balancers
+// are disabled offers none.
+func (s *Settings) LoadBalancersMissing(section *field.Path) string {
+	if s == nil || s.LoadBalancer.Enabled == nil || *s.LoadBalancer.Enabled {
+		return ""
+	}
+	return "set " + section.Child("loadBalancer", "enabled").String() + " to true"
+}

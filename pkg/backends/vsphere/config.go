@@ -263,3 +263,10 @@ func parseCIDRs(p *field.Path, in []string, errs field.ErrorList) ([]*net.IPNet,
 	}
 	return out, errs
 }
+
+// LoadBalancersMissing tells the config's check of loadBalancer.defaultBackend
+// and classes (config.LoadBalancerOffer) that vSphere offers no load
+// balancers.
+func (s *Settings) LoadBalancersMissing(*field.Path) string {
+	return "vSphere backends offer no load balancers"
+}
