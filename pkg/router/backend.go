@@ -58,8 +58,15 @@ type backend struct {
 	scopes [numOperations]atomic.Pointer[scope]
 }
 
-func newBackend(b Backend) *backend {
-	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name), health: newHealth(b.Name)}
+func newBackend(b Backend) *backend { return newBackendWith(b, nil) }
+
+// newBackendWith is newBackend keeping h, the health of the backend it
+// replaces in place (nil: a new one, up).
+func newBackendWith(b Backend, h *health) *backend {
+	if h == nil {
+		h = newHealth(b.Name)
+	}
+	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name), health: h}
 	for op := operation(0); op < numOperations; op++ {
 		nb.loggers[op] = klog.Background().WithValues("backend", b.Name, "operation", op.String())
 	}

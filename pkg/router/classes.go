@@ -3,6 +3,8 @@ package router
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
@@ -48,14 +50,26 @@ func (r *Router) classTarget(service *corev1.Service) (b *backend, handled bool,
 	return b, true, nil
 }
 
-// checkClasses refuses classes whose backend has no load balancers.
-func (r *Router) checkClasses() error {
+// checkLoadBalancerBackends refuses a defaultBackend or class naming a
+// backend without load balancers, by the check the config's validation
+// runs (config.ValidateLoadBalancerBackends), asked about the backends as
+// built.
+func (r *Router) checkLoadBalancerBackends() error {
+	errs := r.cfg.ValidateLoadBalancerBackends(names(r.backends), func(name string) bool {
+		b, ok := r.byName[name]
+		return !ok || b.lb != nil
+	})
 	for i, c := range r.cfg.LoadBalancer.Classes {
-		if b, ok := r.byName[c.Backend]; !ok || b.lb == nil {
-			return fmt.Errorf("loadBalancer.classes[%d].backend: %q is not a backend with load balancers (have: %v)", i, c.Backend, names(r.lbs))
+		if _, ok := r.byName[c.Backend]; !ok {
+			errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "classes").Index(i).Child("backend"), c.Backend, names(r.backends)))
 		}
 	}
-	return nil
+	if d := r.cfg.LoadBalancer.DefaultBackend; d != "" {
+		if _, ok := r.byName[d]; !ok {
+			errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "defaultBackend"), d, names(r.backends)))
+		}
+	}
+	return errs.ToAggregate()
 }
 
 // withClassDefaults returns the Service as its backend sees it: with its

@@ -85,7 +85,7 @@ func TestServesClass(t *testing.T) {
 func TestClassBackendWithoutLoadBalancers(t *testing.T) {
 	cfg := testConfig(withClass("multicloud-ccm.io/x", "inst"))
 	_, err := New(cfg, []Backend{lbBackend("a", "baremetal", newLBCloud("a", "192.0.2.1")), {Name: "inst", Type: "test", Scheme: "x", Cloud: instanceCloud(true, nil)}})
-	if err == nil || !strings.Contains(err.Error(), `loadBalancer.classes[0].backend: "inst" is not a backend with load balancers`) {
+	if err == nil || !strings.Contains(err.Error(), `loadBalancer.classes[0].backend: Invalid value: "inst": backend "inst" has no load balancers: its type offers none; or name a backend that has them ([a])`) {
 		t.Fatalf("New = %v, want the class refused", err)
 	}
 }

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"maps"
 	"sync"
 	"time"
 
@@ -90,35 +89,16 @@ const deletedFor = 10 * time.Minute
 
 // markDeleted remembers that the load balancer of a Service being deleted
 // is gone, so a call queued behind the delete with an older copy of the
-// Service (a node sync, a drift repair) cannot create it again.
+// Service (a node sync, a drift repair), on this configuration or a later
+// one, cannot create it again.
 func (r *Router) markDeleted(service *corev1.Service) {
-	if service.DeletionTimestamp == nil {
-		return
+	if service.DeletionTimestamp != nil {
+		r.st.markDeleted(service.UID)
 	}
-	r.lbMu.Lock()
-	defer r.lbMu.Unlock()
-	now := time.Now()
-	for uid, at := range r.deleted {
-		if now.Sub(at) > deletedFor {
-			delete(r.deleted, uid)
-		}
-	}
-	r.deleted[service.UID] = now
 }
 
 // wasDeleted reports whether markDeleted saw the Service's UID recently.
-func (r *Router) wasDeleted(uid types.UID) bool {
-	r.lbMu.Lock()
-	defer r.lbMu.Unlock()
-	at, ok := r.deleted[uid]
-	return ok && time.Since(at) <= deletedFor
-}
-
-func (r *Router) deletedCopy() map[types.UID]time.Time {
-	r.lbMu.Lock()
-	defer r.lbMu.Unlock()
-	return maps.Clone(r.deleted)
-}
+func (r *Router) wasDeleted(uid types.UID) bool { return r.st.wasDeleted(uid) }
 
 // BeginRepairPass starts a drift-repair pass: each backend that can read
 // its load balancers in bulk (backends.RepairPasser) does so once, and the

@@ -59,6 +59,15 @@ func newHealth(backend string) *health {
 	return h
 }
 
+// forgetHealth deletes the backend_up series of backends a reload removed,
+// so an alert on one clears. A call still in flight on a removed backend
+// sets its detached gauge, which is no longer exported.
+func forgetHealth(removed []string) {
+	for _, name := range removed {
+		backendUp.DeleteLabelValues(name)
+	}
+}
+
 // observe records the outcome of one call of operation op.
 func (h *health) observe(ctx context.Context, op operation, err error) {
 	if ctx.Err() != nil {

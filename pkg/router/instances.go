@@ -40,7 +40,7 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 		r.recordNodeError(ctx, node, err)
 		return false, err
 	}
-	r.problems.nodeResolved(node)
+	r.st.problems.nodeResolved(node)
 	return exists, nil
 }
 
@@ -77,7 +77,7 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 		r.recordNodeError(ctx, node, err)
 		return nil, err
 	}
-	r.problems.nodeResolved(node)
+	r.st.problems.nodeResolved(node)
 	return b.withBackendLabel(md), nil
 }
 

@@ -94,10 +94,7 @@ func (rec lbRecord) value() string { return strings.Join(rec.names, ",") }
 // process wrote that the (possibly stale) copy upstream passed may not show.
 func (r *Router) recordOf(svc *corev1.Service) lbRecord {
 	rec := parseRecord(svc)
-	r.lbMu.Lock()
-	mem, ok := r.recorded[svc.UID]
-	r.lbMu.Unlock()
-	if ok {
+	if mem, ok := r.st.recordedOf(svc.UID); ok {
 		rec = rec.with(mem...)
 	}
 	return rec
@@ -117,16 +114,12 @@ func (r *Router) current(svc *corev1.Service) lbRecord {
 // deleted. The router writes nothing, so keeps nothing, for Services it
 // never gave a load balancer.
 func (r *Router) remember(uid types.UID, rec lbRecord) {
-	r.lbMu.Lock()
-	defer r.lbMu.Unlock()
-	r.recorded[uid] = slices.Clip(rec.names)
+	r.st.remember(uid, slices.Clip(rec.names))
 }
 
 // forget drops every per-Service state of a Service that is gone.
 func (r *Router) forget(uid types.UID) {
-	r.lbMu.Lock()
-	defer r.lbMu.Unlock()
-	delete(r.recorded, uid)
+	r.st.forget(uid)
 }
 
 // addToRecord records b on the Service before a mutating call there. It

@@ -273,9 +273,7 @@ func deleteService(t *testing.T, r *Router, c *fakeCluster, name string) {
 
 // serviceState counts the router's per-Service entries.
 func serviceState(r *Router) int {
-	r.lbMu.Lock()
-	defer r.lbMu.Unlock()
-	return len(r.recorded) + len(r.svcLocks)
+	return r.st.size()
 }
 
 // TestBrokenBackendDoesNotBlockOtherServicesDeletion drives the upstream

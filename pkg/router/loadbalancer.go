@@ -89,7 +89,7 @@ func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, se
 func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
-	r.clusterName.Store(clusterName)
+	r.st.clusterName.Store(clusterName)
 	target, err := r.lbTarget(service)
 	if err != nil {
 		reason := reasonUnknownLBBackend
@@ -127,19 +127,25 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	return status, nil
 }
 
-// UpdateLoadBalancer hands the target backend its targetable nodes.
+// UpdateLoadBalancer hands the backend holding the Service's load balancer
+// its targetable nodes: the target backend, or, while a reload or an
+// annotation change has moved the Service's target but no EnsureLoadBalancer
+// has moved the load balancer yet, the backend still serving it (see
+// updateTarget), so node changes reach the load balancer that exists.
 func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
-	r.clusterName.Store(clusterName)
-	target, err := r.lbTarget(service)
+	r.st.clusterName.Store(clusterName)
+	target, moving, err := r.updateTarget(service)
 	if err != nil {
 		return err
 	}
 	if target == nil {
 		return cloudprovider.ImplementedElsewhere
 	}
-	if err := r.addToRecord(ctx, service, target); err != nil {
+	if moving {
+		r.st.queueResync(service)
+	} else if err := r.addToRecord(ctx, service, target); err != nil {
 		return err
 	}
 	err = target.updateLoadBalancer(ctx, clusterName, service, target.targetable(service, nodes))
@@ -149,6 +155,21 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 	}
 	r.requeueIfStale(ctx, service, target, nodes)
 	return nil
+}
+
+// updateTarget returns the backend an update of the Service's load
+// balancer goes to: the backend serving it (multicloud-ccm.io/load-balancer-served-by,
+// recorded) when that is not yet its target (moving), else its target.
+func (r *Router) updateTarget(service *corev1.Service) (b *backend, moving bool, err error) {
+	target, err := r.lbTarget(service)
+	if err != nil || target == nil {
+		return target, false, err
+	}
+	served, ok := r.byName[service.Annotations[string(annotation.LoadBalancerServedBy)]]
+	if ok && served.lb != nil && served != target && r.recordOf(service).has(served.Name) {
+		return served, true, nil
+	}
+	return target, false, nil
 }
 
 // EnsureLoadBalancerDeleted deletes the Service's load balancer from every

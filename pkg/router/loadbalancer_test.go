@@ -255,5 +255,5 @@ func TestUpdateForServiceLeftElsewhere(t *testing.T) {
 
 func TestDefaultBackendMustHaveLoadBalancers(t *testing.T) {
 	_, err := New(testConfig(withDefault("metal")), []Backend{metal(instanceCloud(true, nil))})
-	checkErr(t, err, `loadBalancer.defaultBackend: "metal" is not a backend with load balancers`)
+	checkErr(t, err, `loadBalancer.defaultBackend: Invalid value: "metal": backend "metal" has no load balancers`)
 }

@@ -60,9 +60,12 @@ const (
 	toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 )
 
-// addressResync is the router's node-address watcher.
+// addressResync is the node-address watcher. It lives for the process
+// (see states.go): Services queued, and failed re-syncs waiting for their
+// retry, survive a reload; each re-sync runs on the configuration in use
+// when a worker picks it up.
 type addressResync struct {
-	r        *Router
+	st       *serviceStates
 	nodes    corelisters.NodeLister
 	services corelisters.ServiceLister
 	synced   []cache.InformerSynced
@@ -72,13 +75,30 @@ type addressResync struct {
 	staleQueued atomic.Int64
 }
 
+// startWatches starts, once for the process, the node-address re-sync and
+// the forgetting of deleted Services' state. Before Initialize gave a stop
+// channel, nothing is started (a later SetInformers will).
+func (st *serviceStates) startWatches(factory informers.SharedInformerFactory) {
+	st.forgetOnce.Do(func() { st.forgetDeletedServices(factory) })
+	stop := st.stopCh()
+	if stop == nil {
+		klog.Info("SetInformers before Initialize: load balancers will not be re-targeted when node addresses change")
+		return
+	}
+	st.resyncOnce.Do(func() {
+		if err := st.startAddressResync(factory, stop); err != nil {
+			klog.ErrorS(err, "Load balancers will not be re-targeted when node addresses change")
+		}
+	})
+}
+
 // startAddressResync registers the node and Service handlers and starts
 // the workers; they stop with stop.
-func (r *Router) startAddressResync(factory informers.SharedInformerFactory, stop <-chan struct{}) error {
+func (st *serviceStates) startAddressResync(factory informers.SharedInformerFactory, stop <-chan struct{}) error {
 	nodeInformer := factory.Core().V1().Nodes()
 	svcInformer := factory.Core().V1().Services()
 	a := &addressResync{
-		r:        r,
+		st:       st,
 		nodes:    nodeInformer.Lister(),
 		services: svcInformer.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -97,9 +117,8 @@ func (r *Router) startAddressResync(factory informers.SharedInformerFactory, sto
 	if err != nil {
 		return fmt.Errorf("watching node addresses: %w", err)
 	}
-	r.handlers.add(nodeInformer.Informer(), reg)
 	a.synced = []cache.InformerSynced{reg.HasSynced, svcInformer.Informer().HasSynced}
-	r.resync.Store(a)
+	st.resync.Store(a)
 	go a.run(stop)
 	return nil
 }
@@ -113,11 +132,18 @@ func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
 		klog.ErrorS(err, "Cannot list Services to re-target after a node address change", "node", node.Name)
 		return
 	}
+	r, done := a.st.current()
+	defer done()
 	for _, svc := range svcs {
-		if b := a.r.ensuredIn(svc); b != nil && (b.canTarget(svc, node) || b.canTarget(svc, oldNode)) {
+		if b := r.ensuredIn(svc); b != nil && (b.canTarget(svc, node) || b.canTarget(svc, oldNode)) {
 			a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 		}
 	}
+}
+
+// add queues the Service for a re-sync.
+func (a *addressResync) add(svc *corev1.Service) {
+	a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 }
 
 func (a *addressResync) run(stop <-chan struct{}) {
@@ -162,15 +188,21 @@ func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) erro
 	if err != nil {
 		return ignoreNotFound(err)
 	}
-	unlock := a.r.lockService(svc)
-	defer unlock()
+	defer a.st.lock(svc.UID)()
 	// Look again under the lock: the service controller may have deleted
-	// or moved the load balancer while this waited.
+	// or moved the load balancer while this waited. The configuration in
+	// use is taken under the lock too, so a reload applied meanwhile is the
+	// one this re-sync follows.
 	if svc, err = a.services.Services(key.Namespace).Get(key.Name); err != nil {
 		return ignoreNotFound(err)
 	}
-	b := a.r.ensuredIn(svc)
-	clusterName, _ := a.r.clusterName.Load().(string)
+	r, done := a.st.current()
+	defer done()
+	clusterName, _ := a.st.clusterName.Load().(string)
+	if err := r.reroute(ctx, clusterName, svc); err != nil {
+		return err
+	}
+	b := r.ensuredIn(svc)
 	if b == nil || clusterName == "" {
 		return nil
 	}
@@ -181,7 +213,7 @@ func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) erro
 	start := time.Now()
 	err = b.updateLoadBalancer(ctx, clusterName, svc, b.targetable(svc, nodes))
 	if err != nil {
-		a.r.warn(ctx, serviceRef(svc), reasonNodeResyncFailed,
+		r.warn(ctx, serviceRef(svc), reasonNodeResyncFailed,
 			fmt.Sprintf("Cannot update the load balancer's targets after a node address change: %v", err))
 		return err
 	}
@@ -213,7 +245,7 @@ func (a *addressResync) stableNodes() ([]*corev1.Node, error) {
 // successful EnsureLoadBalancer or UpdateLoadBalancer. Without the
 // informers (no re-sync running) it does nothing.
 func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend, handed []*corev1.Node) {
-	a := r.resync.Load()
+	a := r.st.resync.Load()
 	if a == nil || svc.DeletionTimestamp != nil {
 		return
 	}
@@ -228,7 +260,7 @@ func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target
 	klog.FromContext(ctx).V(2).Info("Load balancer was handed a stale node list; re-syncing it with the current nodes",
 		"service", klog.KObj(svc), "backend", target.Name, "handed", len(handed), "current", len(current))
 	a.staleQueued.Add(1)
-	a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+	a.add(svc)
 }
 
 // sameNodeNames reports whether a and b hold the same node names, in any
@@ -265,7 +297,7 @@ func (r *Router) ensuredIn(svc *corev1.Service) *backend {
 		svc.DeletionTimestamp != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return nil
 	}
-	target, err := r.lbTarget(svc)
+	target, _, err := r.updateTarget(svc)
 	if err != nil || target == nil {
 		return nil
 	}
@@ -297,51 +329,59 @@ func StableNode(n *corev1.Node) bool {
 }
 
 // lockService serialises the router's load-balancer calls for one Service:
-// the service controller's and the address re-sync's. It returns the
-// unlock function.
-func (r *Router) lockService(svc *corev1.Service) func() {
-	r.lbMu.Lock()
-	l, ok := r.svcLocks[svc.UID]
-	if !ok {
-		l = &svcLock{}
-		r.svcLocks[svc.UID] = l
-	}
-	l.refs++
-	r.lbMu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		r.lbMu.Lock()
-		l.refs--
-		if l.refs == 0 {
-			delete(r.svcLocks, svc.UID)
-		}
-		r.lbMu.Unlock()
-	}
-}
-
-type svcLock struct {
-	mu   sync.Mutex
-	refs int
-}
+// the service controller's, the load-balancer controller's and the address
+// re-sync's, on whichever configuration. It returns the unlock function.
+func (r *Router) lockService(svc *corev1.Service) func() { return r.st.lock(svc.UID) }
 
 // forgetDeletedServices drops the router's per-Service state when a
 // Service is deleted, so Service churn does not grow the router's memory.
-func (r *Router) forgetDeletedServices(factory informers.SharedInformerFactory) {
+func (st *serviceStates) forgetDeletedServices(factory informers.SharedInformerFactory) {
 	inf := factory.Core().V1().Services().Informer()
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
 			if svc, ok := obj.(*corev1.Service); ok {
-				r.forget(svc.UID)
+				st.forget(svc.UID)
 			}
 		},
 	})
 	if err != nil {
 		klog.ErrorS(err, "Cannot watch Service deletions; the router's per-Service state will not shrink")
-		return
 	}
-	r.handlers.add(inf, reg)
+}
+
+// queueResync queues the Service for the re-sync, once it runs.
+func (st *serviceStates) queueResync(svc *corev1.Service) {
+	if a := st.resync.Load(); a != nil {
+		a.add(svc)
+	}
+}
+
+// reroute carries out, for a classless Service, a change of its target
+// that no change of the Service caused (a reload changed the default
+// backend, or added or removed the backend its annotation names): with a
+// new target not yet in its record, the target is recorded, and that
+// change of the Service's annotations makes the service controller sync
+// it, which creates or moves its load balancer (EnsureLoadBalancer); with
+// no target any more, its load balancers are removed and its status
+// cleared, as EnsureLoadBalancer would before answering
+// ImplementedElsewhere (the service controller never calls it again for
+// such a Service). Called under the Service's lock.
+func (r *Router) reroute(ctx context.Context, clusterName string, svc *corev1.Service) error {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
+		svc.DeletionTimestamp != nil || r.wasDeleted(svc.UID) || len(r.lbs) == 0 {
+		return nil
+	}
+	target, err := r.lbTarget(svc)
+	switch {
+	case err != nil:
+		return nil
+	case target == nil && clusterName != "" && len(r.recordOf(svc).names) > 0:
+		return r.evict(ctx, clusterName, svc, nil)
+	case target != nil && !r.recordOf(svc).has(target.Name):
+		return r.addToRecord(ctx, svc, target)
+	}
+	return nil
 }

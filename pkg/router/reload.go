@@ -5,15 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
@@ -29,6 +28,9 @@ import (
 // Apply builds the next one and swaps it in atomically. Every call is
 // served by exactly one generation from start to end: a call in flight
 // when a new configuration is applied finishes on the one it started on.
+// Every generation shares the Reloadable's per-Service and per-Node state
+// (serviceStates, states.go), so a call in flight on a retired generation
+// and one on the new generation take the same per-Service lock.
 //
 // Backends whose settings and referenced files are unchanged are carried
 // into the next generation as they are (caches, clients, the bare-metal
@@ -56,6 +58,10 @@ type Reloadable struct {
 	fingerprints map[string]string
 	// caps are the capabilities of the first generation.
 	instances, lbs, routes bool
+
+	// st is the per-Service and per-Node state, shared by every
+	// generation and never rebuilt (see states.go).
+	st *serviceStates
 }
 
 // Reconfigurer is a backend that can take new settings of its own type in
@@ -138,7 +144,11 @@ var (
 // NewReloadable builds every backend cfg lists and returns the provider
 // over them, ready for Apply.
 func NewReloadable(ctx context.Context, cfg *config.CloudConfig) (*Reloadable, error) {
-	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}}
+	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}, st: newServiceStates()}
+	rl.st.current = func() (*Router, func()) {
+		g := rl.acquire()
+		return g.r, g.release
+	}
 	g, ch, err := rl.build(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
@@ -157,6 +167,15 @@ func (rl *Reloadable) Current() *Router { return rl.cur.Load().r }
 // Changes says what Apply changed, by backend name.
 type Changes struct {
 	Added, Rebuilt, Reconfigured, Removed []string
+
+	// Rerouted lists the LoadBalancer Services whose target (the backend
+	// or class that should serve them, see lbTarget) the new configuration
+	// changed: a default backend changed, a backend their annotation or
+	// class names added or removed, a class added or removed. Classless
+	// ones are re-synced by the router (see reroute); a controller serving
+	// classed ones re-syncs those itself. Empty before the informers are
+	// set.
+	Rerouted []types.NamespacedName
 
 	applies      []func()
 	fingerprints map[string]string
@@ -179,8 +198,6 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 	if err != nil {
 		return Changes{}, err
 	}
-	g.r.recorded = old.r.recordedCopy()
-	g.r.deleted = old.r.deletedCopy()
 	for _, apply := range ch.applies {
 		apply()
 	}
@@ -189,6 +206,8 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 	rl.fingerprints = ch.fingerprints
 	rl.cur.Store(g)
 	old.retire()
+	forgetHealth(ch.Removed)
+	ch.Rerouted = rl.st.rerouted(old.r, g.r)
 	return ch, nil
 }
 
@@ -211,7 +230,7 @@ func (rl *Reloadable) build(ctx context.Context, cfg *config.CloudConfig, old *g
 			}
 		}
 	}
-	r, err := assemble(cfg, bs)
+	r, err := assemble(cfg, bs, rl.st)
 	if err != nil {
 		return nil, Changes{}, err
 	}
@@ -249,9 +268,7 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 		}
 		ch.applies = append(ch.applies, apply)
 		ch.Reconfigured = append(ch.Reconfigured, bc.Name)
-		nb := newBackend(Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: next})
-		nb.health = prev.health
-		return nb, nil
+		return newBackendWith(Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: next}, prev.health), nil
 	}
 	cloud, err := reg.New(ctx, opts)
 	if err != nil {
@@ -378,6 +395,7 @@ func (rl *Reloadable) Initialize(clientBuilder cloudprovider.ControllerClientBui
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	rl.clientBuilder, rl.stop = clientBuilder, stop
+	rl.st.setStop(stop)
 	g := rl.cur.Load()
 	g.r.initialize(clientBuilder, g.stop.ch)
 	for _, c := range g.clouds {
@@ -419,8 +437,11 @@ func (rl *Reloadable) Instances() (cloudprovider.Instances, bool) { return nil, 
 // InstancesV2 is offered when the first configuration had instances.
 func (rl *Reloadable) InstancesV2() (cloudprovider.InstancesV2, bool) { return rl, rl.instances }
 
-// LoadBalancer is offered when the first configuration had load balancers.
-func (rl *Reloadable) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return rl, rl.lbs }
+// LoadBalancer is offered when the first configuration had load balancers,
+// as upstream's service controller must see it (see upstreamview.go).
+func (rl *Reloadable) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	return classAwareBalancer{lb: rl, servesCls: rl.ServesClass}, rl.lbs
+}
 
 // Routes is offered when the first configuration had routes.
 func (rl *Reloadable) Routes() (cloudprovider.Routes, bool) { return rl, rl.routes }
@@ -525,16 +546,47 @@ func (rl *Reloadable) DeleteRoute(ctx context.Context, clusterName string, route
 	return g.r.DeleteRoute(ctx, clusterName, route)
 }
 
-// recordedCopy copies the load-balancer records this router wrote, for the
-// next generation.
-func (r *Router) recordedCopy() map[types.UID][]string {
-	r.lbMu.Lock()
-	defer r.lbMu.Unlock()
-	return maps.Clone(r.recorded)
-}
-
 // ServesClass reports whether the configuration in use serves the class.
 func (rl *Reloadable) ServesClass(class string) bool { return rl.Current().ServesClass(class) }
 
 // HasClasses reports whether the configuration in use lists classes.
 func (rl *Reloadable) HasClasses() bool { return rl.Current().HasClasses() }
+
+// rerouted returns the LoadBalancer Services whose target differs between
+// the old and the new configuration, and queues the classless ones for the
+// re-sync (see reroute).
+func (st *serviceStates) rerouted(old, cur *Router) []types.NamespacedName {
+	a := st.resync.Load()
+	if a == nil {
+		return nil
+	}
+	svcs, err := a.services.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Cannot list Services to re-sync those a reload re-routed")
+		return nil
+	}
+	var out []types.NamespacedName
+	for _, svc := range svcs {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || targetName(old, svc) == targetName(cur, svc) {
+			continue
+		}
+		out = append(out, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+		if svc.Spec.LoadBalancerClass == nil {
+			a.add(svc)
+		}
+	}
+	return out
+}
+
+// targetName names the Service's target under r: a backend, "" for none,
+// "!" when r refuses it.
+func targetName(r *Router, svc *corev1.Service) string {
+	b, err := r.lbTarget(r.withClassDefaults(svc))
+	switch {
+	case err != nil:
+		return "!"
+	case b == nil:
+		return ""
+	}
+	return b.Name
+}

@@ -9,6 +9,13 @@
 // The contracts it keeps are in DESIGN.md section 3; the one that matters
 // most: InstanceExists answers (false, nil) only when the owning backend
 // positively reports the instance gone.
+//
+// A Router is one configuration. Under live reload (Reloadable) each
+// configuration is a Router, swapped atomically, while the state of the
+// cluster's Services and Nodes (per-Service locks, deletion marks,
+// records, the node re-sync queue, problems logged once) lives for the
+// process and is shared by every Router: see states.go for the drawing and
+// docs/routing.md ("Across reloads").
 package router
 
 import (
@@ -21,11 +28,9 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -58,8 +63,6 @@ type Router struct {
 
 	recorder   record.EventRecorder
 	nodeLister corelisters.NodeLister
-	// stop is Initialize's stop channel; the address re-sync ends with it.
-	stop <-chan struct{}
 
 	// claims merges concurrent resolutions of the same providerID-less node.
 	claims singleflight.Group
@@ -68,22 +71,10 @@ type Router struct {
 	// the load-balancer record and status clearing.
 	client clientset.Interface
 
-	lbMu sync.Mutex
-	// recorded holds, per Service UID, the load-balancer record this process
-	// last wrote (see lbrecord.go); Services with an empty record have no
-	// entry, and entries go when their Service does.
-	recorded map[types.UID][]string
-	// deleted holds, per Service UID, when the router finished deleting the
-	// load balancer of that Service while it was being deleted (see
-	// markDeleted).
-	deleted map[types.UID]time.Time
-	// svcLocks serialises load-balancer calls per Service UID.
-	svcLocks map[types.UID]*svcLock
-	// clusterName is the last cluster name the service controller passed.
-	clusterName atomic.Value
-
-	// problems keeps each object's last reported problem, to log it once.
-	problems problems
+	// st is the per-Service and per-Node state, which outlives this
+	// configuration (see states.go): shared by every generation of a
+	// Reloadable.
+	st *serviceStates
 
 	routeMu sync.Mutex
 	// routeOwner remembers which backend listed a route, for DeleteRoute of
@@ -97,10 +88,6 @@ type Router struct {
 	// served counts what each backend serves, once the informers are set
 	// (see served.go and status.go).
 	served atomic.Pointer[servedSource]
-
-	// resync is the node re-sync, once the informers are set (see
-	// nodesync.go); nil without them.
-	resync atomic.Pointer[addressResync]
 }
 
 var (
@@ -160,20 +147,23 @@ func New(cfg *config.CloudConfig, bs []Backend) (*Router, error) {
 	for _, b := range bs {
 		nbs = append(nbs, newBackend(b))
 	}
-	return assemble(cfg, nbs)
+	return assemble(cfg, nbs, nil)
 }
 
-// assemble returns a router over backends already wrapped by newBackend.
-func assemble(cfg *config.CloudConfig, bs []*backend) (*Router, error) {
+// assemble returns a router over backends already wrapped by newBackend,
+// sharing st (nil: a state of its own, for a router used alone).
+func assemble(cfg *config.CloudConfig, bs []*backend, st *serviceStates) (*Router, error) {
 	r := &Router{
 		clusterID:  cfg.ClusterID,
 		cfg:        cfg,
 		byName:     map[string]*backend{},
 		byScheme:   map[string][]*backend{},
-		recorded:   map[types.UID][]string{},
-		svcLocks:   map[types.UID]*svcLock{},
-		deleted:    map[types.UID]time.Time{},
 		routeOwner: map[string]*backend{},
+		st:         st,
+	}
+	if st == nil {
+		r.st = newServiceStates()
+		r.st.current = func() (*Router, func()) { return r, func() {} }
 	}
 	for _, nb := range bs {
 		if _, dup := r.byName[nb.Name]; dup {
@@ -183,12 +173,7 @@ func assemble(cfg *config.CloudConfig, bs []*backend) (*Router, error) {
 		r.byName[nb.Name] = nb
 		r.addCapabilities(nb)
 	}
-	if d := cfg.LoadBalancer.DefaultBackend; d != "" {
-		if b, ok := r.byName[d]; !ok || b.lb == nil {
-			return nil, fmt.Errorf("loadBalancer.defaultBackend: %q is not a backend with load balancers (have: %v)", d, names(r.lbs))
-		}
-	}
-	if err := r.checkClasses(); err != nil {
+	if err := r.checkLoadBalancerBackends(); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -220,7 +205,7 @@ func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder,
 
 // initialize is Initialize for the router itself, without its backends.
 func (r *Router) initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	r.stop = stop
+	r.st.setStop(stop)
 	client, err := clientBuilder.Client(backends.EventComponent)
 	if err != nil {
 		klog.ErrorS(err, "Cannot create a client: Warning events will only be logged, and where load balancers live will be recorded in memory only")
@@ -252,12 +237,7 @@ func (r *Router) setInformers(factory informers.SharedInformerFactory) {
 	}
 	r.countServed(r.nodeLister, services)
 	if len(r.lbs) > 0 {
-		r.forgetDeletedServices(factory)
-		if r.stop == nil {
-			klog.Info("SetInformers before Initialize: load balancers will not be re-targeted when node addresses change")
-		} else if err := r.startAddressResync(factory, r.stop); err != nil {
-			klog.ErrorS(err, "Load balancers will not be re-targeted when node addresses change")
-		}
+		r.st.startWatches(factory)
 	}
 }
 
@@ -268,8 +248,13 @@ func (r *Router) Instances() (cloudprovider.Instances, bool) { return nil, false
 // InstancesV2 is offered when any backend has instances.
 func (r *Router) InstancesV2() (cloudprovider.InstancesV2, bool) { return r, len(r.instances) > 0 }
 
-// LoadBalancer is offered when any backend has load balancers.
-func (r *Router) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return r, len(r.lbs) > 0 }
+// LoadBalancer is offered when any backend has load balancers. It is the
+// router as upstream's service controller must see it, which leaves
+// classed Services alone (see upstreamview.go); our load-balancer
+// controller calls the router's methods itself.
+func (r *Router) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	return classAwareBalancer{lb: r, servesCls: r.ServesClass}, len(r.lbs) > 0
+}
 
 // Routes is offered only when some backend really handles routes.
 func (r *Router) Routes() (cloudprovider.Routes, bool) { return r, len(r.routes) > 0 }
@@ -302,7 +287,7 @@ func names(bs []*backend) []string {
 // object's problem stays the same, then only at V(4).
 func (r *Router) warn(ctx context.Context, obj *corev1.ObjectReference, reason, msg string) {
 	logger := klog.FromContext(ctx)
-	if !r.problems.changed(obj, reason, msg) {
+	if !r.st.problems.changed(obj, reason, msg) {
 		logger = logger.V(4)
 	}
 	logger.Info("Warning: "+msg, "reason", reason, "kind", obj.Kind, "name", obj.Name)

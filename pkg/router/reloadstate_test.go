@@ -1,0 +1,158 @@
+package router
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// These tests drive upstream's service controller over a Reloadable while
+// configurations are applied between and during its calls (#24): the
+// per-Service state lives for the process, not for a configuration.
+
+// reloadFixture starts a Reloadable over clouds a (and b), default a, with
+// one classless Service "web", runs the service controller, and waits for
+// the Service's address from a.
+func reloadFixture(t *testing.T) (c *reloadCluster, a, b *heldState, reload func(routing string, withB bool)) {
+	t.Helper()
+	ca, cb := t.Name()+"/a", t.Name()+"/b"
+	a, b = heldCloudState(ca, "198.51.100.1"), heldCloudState(cb, "198.51.100.2")
+	conf := func(routing string, withB bool) *configOf {
+		bs := []heldBackend{{"a", ca, "198.51.100.1"}}
+		if withB {
+			bs = append(bs, heldBackend{"b", cb, "198.51.100.2"})
+		}
+		return &configOf{routing: routing, bs: bs}
+	}
+	first := conf("defaultBackend: a", false)
+	c = startReloadCluster(t, heldConfig(t, first.routing, first.bs...), newService("web"))
+	c.runServiceController(t)
+	eventually(t, "web's address from a", func() bool { return ingressIP(c.service(t, "web")) == "198.51.100.1" })
+	return c, a, b, func(routing string, withB bool) {
+		cf := conf(routing, withB)
+		c.apply(t, heldConfig(t, cf.routing, cf.bs...))
+	}
+}
+
+type configOf struct {
+	routing string
+	bs      []heldBackend
+}
+
+// TestReloadLockOutlivesGeneration (#24 defect 1): an EnsureLoadBalancer
+// still creating on the configuration a reload retired, and the service
+// controller's delete on the new one, take the same lock: the delete waits,
+// then removes what the create made. Before, the delete ran at once, the
+// finalizer came off, and the create then finished: a leaked load balancer.
+func TestReloadLockOutlivesGeneration(t *testing.T) {
+	c, a, _, reload := reloadFixture(t)
+	stale := c.service(t, "web")
+	a.hold("ensure")
+	done := make(chan error, 1)
+	go func() { // a drift repair or node sync with the Service as it was.
+		_, err := c.rl.EnsureLoadBalancer(context.Background(), cluster, stale, nil)
+		done <- err
+	}()
+	a.awaitEntered(t, "ensure")
+	reload("defaultBackend: a", true)
+	c.markDeleted(t, "web")
+	eventually(t, "the delete waiting for the in-flight create, or done", func() bool {
+		return c.rl.st.waiters(stale.UID) >= 2 || c.serviceGone(t, "web")
+	})
+	a.releaseOne()
+	<-done
+	eventually(t, "web deleted", func() bool { return c.serviceGone(t, "web") })
+	if a.has(stale) {
+		t.Error("a load balancer was left for the deleted Service")
+	}
+}
+
+// TestReloadKeepsDeletionMark (#24 defect 2): a delete in flight across a
+// reload marks the Service deleted for the process; a node sync or repair
+// pass holding an older copy of the Service, on the new configuration,
+// does not create its load balancer again.
+func TestReloadKeepsDeletionMark(t *testing.T) {
+	c, a, _, reload := reloadFixture(t)
+	stale := c.service(t, "web")
+	a.hold("delete")
+	c.markDeleted(t, "web")
+	a.awaitEntered(t, "delete")
+	reload("defaultBackend: a", true)
+	a.releaseOne()
+	eventually(t, "web deleted", func() bool { return c.serviceGone(t, "web") })
+	if _, err := c.rl.EnsureLoadBalancer(context.Background(), cluster, stale, nil); err == nil {
+		t.Error("EnsureLoadBalancer with the deleted Service's older copy succeeded")
+	}
+	if a.has(stale) {
+		t.Error("the deleted Service's load balancer was created again")
+	}
+}
+
+// TestReloadKeepsPendingNodeResync (#24 defect 3): a node-address re-sync
+// that failed and waits for its retry survives a reload: once the cloud
+// answers again, the load balancer gets the node's new address.
+func TestReloadKeepsPendingNodeResync(t *testing.T) {
+	c, a, _, reload := reloadFixture(t)
+	web := c.service(t, "web")
+	node := c.createNode(t, newNode("n1"))
+	eventually(t, "n1 targeted", func() bool { return a.targetsOf(web) == "n1=" })
+	a.setFail(errHeldDown, nil)
+	c.setInternalIP(t, node, "10.0.0.1")
+	eventually(t, "a failed re-sync", func() bool { return a.count(&a.updateFails) >= 1 })
+	reload("defaultBackend: a", true)
+	a.setFail(nil, nil)
+	eventually(t, "the retried re-sync to hand over n1's address", func() bool { return a.targetsOf(web) == "n1=10.0.0.1" })
+}
+
+// TestReloadDefaultBackendMovesServices (#24 defect 4): a classless
+// Service without the annotation follows loadBalancer.defaultBackend, as
+// after a restart with the new configuration: the reload re-routes it (Changes.Rerouted),
+// records the new default, and the service controller moves it. Until the
+// move is done (here the new backend fails), node updates reach the load
+// balancer that exists; before, they went to the new default, which held
+// nothing, and the real load balancer was never updated again.
+func TestReloadDefaultBackendMovesServices(t *testing.T) {
+	c, a, b, reload := reloadFixture(t)
+	web := c.service(t, "web")
+	c.createNode(t, newNode("n1"))
+	eventually(t, "n1 targeted", func() bool { return a.targetsOf(web) == "n1=" })
+	reload("defaultBackend: a", true)
+
+	b.setFail(nil, errHeldDown)
+	ch, err := c.rl.Apply(context.Background(), heldConfig(t, "defaultBackend: b",
+		heldBackend{"a", t.Name() + "/a", "198.51.100.1"}, heldBackend{"b", t.Name() + "/b", "198.51.100.2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ch.Rerouted, types.NamespacedName{Namespace: "default", Name: "web"}) {
+		t.Errorf("Changes.Rerouted = %v, want default/web", ch.Rerouted)
+	}
+	eventually(t, "b recorded ahead of the move", func() bool { return c.record(t, "web") == "a,b" })
+	c.createNode(t, newNode("n2"))
+	eventually(t, "n2 handed to the load balancer in a", func() bool { return a.targetsOf(web) == "n1=,n2=" })
+
+	b.setFail(nil, nil)
+	eventually(t, "web moved to b", func() bool { return ingressIP(c.service(t, "web")) == "198.51.100.2" })
+	eventually(t, "nothing left in a", func() bool { return !a.has(web) })
+	if got := b.targetsOf(web); got != "n1=,n2=" {
+		t.Errorf("b's targets = %q", got)
+	}
+}
+
+// TestReloadAddedDefaultServesPendingService: a Service no backend served
+// (no default, no annotation: upstream got ImplementedElsewhere and never
+// retries) is served once a reload sets a default.
+func TestReloadAddedDefaultServesPendingService(t *testing.T) {
+	ca := t.Name() + "/a"
+	a := heldCloudState(ca, "198.51.100.1")
+	c := startReloadCluster(t, heldConfig(t, "", heldBackend{"a", ca, "198.51.100.1"}), newService("later"))
+	c.runServiceController(t)
+	eventually(t, "the service controller's first sync", func() bool { return len(c.events(t, "later")) > 0 })
+	c.apply(t, heldConfig(t, "defaultBackend: a", heldBackend{"a", ca, "198.51.100.1"}))
+	eventually(t, "later's address from a", func() bool { return ingressIP(c.service(t, "later")) == "198.51.100.1" })
+	if !a.has(c.service(t, "later")) {
+		t.Error("a holds no load balancer for later")
+	}
+}

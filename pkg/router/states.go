@@ -1,0 +1,162 @@
+package router
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// What lives for the process and what for a configuration
+// (docs/routing.md, DESIGN.md contract 12):
+//
+//	 process (serviceStates, one for the Reloadable)      configuration (Router, one per generation)
+//	+---------------------------------------------+     +------------------------------------------+
+//	| per Service, by UID:                        |     | backends (clients, caches, health)       |
+//	|   lock          serialises every LB call    |<----| node rules, classes, defaultBackend      |
+//	|   deletion mark  no re-create after delete  |     | informer handlers of its own (served     |
+//	|   record         what this process wrote    |     |   counts)                                |
+//	| node-address re-sync queue + pending retries|     +------------------------------------------+
+//	| problems logged once, cluster name          |        ^ Apply swaps this box only; a call in
+//	+---------------------------------------------+        | flight finishes on the one it began on,
+//	      ^ shared by every generation's Router            | under the same per-Service lock.
+//
+// A call that began on a retired configuration and one on the new one take
+// the same lock, see the same deletion marks and records, and a re-sync
+// queued under one is carried out under the next: the queue's workers run
+// on the configuration in use when they pick the Service up.
+
+// serviceStates is the router's per-Service and per-Node state. It is
+// created once for the process (NewReloadable, or New for a router used
+// alone) and handed to every configuration's Router; a reload never
+// rebuilds it.
+type serviceStates struct {
+	mu sync.Mutex
+	// recorded holds, per Service UID, the load-balancer record this
+	// process last wrote (see lbrecord.go); Services with an empty record
+	// have no entry, and entries go when their Service does.
+	recorded map[types.UID][]string
+	// deleted holds, per Service UID, when the router finished deleting the
+	// load balancer of that Service while it was being deleted (see
+	// markDeleted).
+	deleted map[types.UID]time.Time
+	// locks serialises load-balancer calls per Service UID.
+	locks map[types.UID]*svcLock
+
+	// clusterName is the last cluster name the service controller passed.
+	clusterName atomic.Value
+	// problems keeps each object's last reported problem, to log it once.
+	problems problems
+
+	// current returns the configuration's router in use and a function
+	// ending its use; the node-address re-sync runs on it.
+	current func() (*Router, func())
+	// stop ends the process's workers (the node-address re-sync).
+	stop <-chan struct{}
+	// resync is the node-address re-sync, once the informers are set (see
+	// nodesync.go); nil without them.
+	resync     atomic.Pointer[addressResync]
+	resyncOnce sync.Once
+	forgetOnce sync.Once
+}
+
+func newServiceStates() *serviceStates {
+	return &serviceStates{
+		recorded: map[types.UID][]string{},
+		deleted:  map[types.UID]time.Time{},
+		locks:    map[types.UID]*svcLock{},
+	}
+}
+
+// setStop keeps the first stop channel the process was given.
+func (st *serviceStates) setStop(stop <-chan struct{}) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.stop == nil {
+		st.stop = stop
+	}
+}
+
+func (st *serviceStates) stopCh() <-chan struct{} {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.stop
+}
+
+// lock serialises the load-balancer calls for one Service, whatever
+// configuration serves them. It returns the unlock function.
+func (st *serviceStates) lock(uid types.UID) func() {
+	st.mu.Lock()
+	l, ok := st.locks[uid]
+	if !ok {
+		l = &svcLock{}
+		st.locks[uid] = l
+	}
+	l.refs++
+	st.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		st.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(st.locks, uid)
+		}
+		st.mu.Unlock()
+	}
+}
+
+type svcLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// markDeleted remembers that the load balancer of the Service with uid is
+// gone with the Service, dropping marks older than deletedFor.
+func (st *serviceStates) markDeleted(uid types.UID) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := time.Now()
+	for u, at := range st.deleted {
+		if now.Sub(at) > deletedFor {
+			delete(st.deleted, u)
+		}
+	}
+	st.deleted[uid] = now
+}
+
+// wasDeleted reports whether markDeleted saw the Service's UID recently.
+func (st *serviceStates) wasDeleted(uid types.UID) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	at, ok := st.deleted[uid]
+	return ok && time.Since(at) <= deletedFor
+}
+
+// recordedOf returns what this process last wrote as the Service's record.
+func (st *serviceStates) recordedOf(uid types.UID) ([]string, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	mem, ok := st.recorded[uid]
+	return mem, ok
+}
+
+func (st *serviceStates) remember(uid types.UID, names []string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.recorded[uid] = names
+}
+
+func (st *serviceStates) forget(uid types.UID) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.recorded, uid)
+}
+
+// size counts the entries kept, for tests of their bound.
+func (st *serviceStates) size() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.recorded) + len(st.locks)
+}
