@@ -293,6 +293,11 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 	case len(found) == 0 && !create:
 		return nil, nil
 	case len(found) == 0:
+		// A Service whose load-balancer-id was removed while it shared
+		// another Service's load balancer leaves it before it gets its own.
+		if err := l.leaveOtherShares(ctx, sc, clusterName, svc, "", o); err != nil {
+			return nil, err
+		}
 		return nil, l.create(ctx, sc, svc, o)
 	}
 	if len(found) > 1 {

@@ -2,6 +2,7 @@ package openstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cloud-provider/api"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -67,9 +69,18 @@ func (l *LoadBalancer) sharerListeners(clusterName string, svc *corev1.Service) 
 }
 
 // sharers counts the Services other than svc a load balancer serves: its
-// owner and every sharing Service (ours and cloud-provider-openstack's).
+// owner while it has one (our mccm-service tag, or cloud-provider-openstack's
+// tag naming the load balancer's own Service: an owner that was deleted
+// while others shared is not counted) and every sharing Service (ours and
+// cloud-provider-openstack's).
 func (l *LoadBalancer) sharers(lb *loadbalancers.LoadBalancer, svc *corev1.Service, clusterName string) int {
-	n := 1 // the owner
+	n := 0
+	for _, t := range lb.Tags {
+		if strings.HasPrefix(t, "mccm-service=") || (strings.HasPrefix(t, occmTagPrefix) && t == lb.Name) {
+			n = 1
+			break
+		}
+	}
 	for _, t := range lb.Tags {
 		if (strings.HasPrefix(t, sharedTagPrefix) && t != l.sharedTag(svc)) ||
 			(strings.HasPrefix(t, occmTagPrefix) && t != lb.Name && t != occmName(clusterName, svc)) {
@@ -114,6 +125,11 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 			return nil, err
 		}
 		if err := splitShared(st, want, l.sharerListeners(clusterName, svc), lb.ID); err != nil {
+			return nil, err
+		}
+		// load-balancer-id changed from another shared load balancer:
+		// leave that one first.
+		if err := l.leaveOtherShares(ctx, sc, clusterName, svc, lb.ID, o); err != nil {
 			return nil, err
 		}
 		return nil, l.retagShared(ctx, sc, svc, lb, append(slices.Clone(lb.Tags), l.sharedTag(svc)), "joined by")
@@ -169,7 +185,10 @@ func (l *LoadBalancer) leave(ctx context.Context, sc *serviceClients, svc *corev
 // leaveAsOwner removes the owner's part of a load balancer other Services
 // share: its listeners, then it hands its floating IP over to the load
 // balancer (so the owner's clean-up no longer releases it and the last
-// Service leaving does), then its tag.
+// Service leaving does), then its tag. A floating IP the owner asked to
+// keep (keep-floatingip) is the user's: it is disassociated and kept, as
+// when an unshared Service is deleted, never handed over (the remaining
+// Services then report the VIP address).
 func (l *LoadBalancer) leaveAsOwner(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions) error {
 	return l.leaveThen(ctx, sc, svc, lb, ownerListeners(lb), ownerTag(svc), o, func() error {
 		if sc.network == nil {
@@ -183,6 +202,12 @@ func (l *LoadBalancer) leaveAsOwner(ctx context.Context, sc *serviceClients, svc
 			if f.Description != l.lbName(svc) && !strings.HasPrefix(f.Description, occmFloatingIPDescription(svc)) {
 				continue
 			}
+			if o.keepFloatingIP {
+				if err := l.release(ctx, sc, svc, lb.ID, &f, true); err != nil {
+					return err
+				}
+				continue
+			}
 			l.mutating(lb.ID)
 			if _, err := floatingips.Update(ctx, sc.network, f.ID, floatingips.UpdateOpts{Description: ptr(sharedFIPDescription(lb.ID))}).Extract(); err != nil {
 				return fmt.Errorf("handing floating IP %s over to shared load balancer %s: %w", f.FloatingIP, lb.ID, err)
@@ -191,6 +216,29 @@ func (l *LoadBalancer) leaveAsOwner(ctx context.Context, sc *serviceClients, svc
 		}
 		return nil
 	})
+}
+
+// leaveOtherShares removes the Service's part (listeners, then its
+// mccm-shared tag) of every load balancer it shares other than keep, one
+// change per call: its load-balancer-id annotation was removed or now names
+// another load balancer. Left in place, its listeners would keep serving
+// there and its tag would keep that load balancer from ever being
+// abandoned (a leak). The last Service leaving a load balancer this
+// cluster made deletes it, as on a delete.
+func (l *LoadBalancer) leaveOtherShares(ctx context.Context, sc *serviceClients, clusterName string, svc *corev1.Service, keep string, o *lbOptions) error {
+	shared, err := l.list(ctx, sc, loadbalancers.ListOpts{Tags: []string{l.sharedTag(svc)}})
+	if err != nil {
+		return err
+	}
+	for i := range shared {
+		if shared[i].ID == keep {
+			continue
+		}
+		if err := l.leave(ctx, sc, svc, &shared[i], l.sharerListeners(clusterName, svc), l.sharedTag(svc), o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sharedFIPDescription describes a floating IP whose owner Service left a
@@ -271,7 +319,17 @@ func (l *LoadBalancer) leaveThen(ctx context.Context, sc *serviceClients, svc *c
 				return err
 			}
 		}
-		return l.retagShared(ctx, sc, svc, lb, slices.DeleteFunc(slices.Clone(lb.Tags), func(t string) bool { return t == tag }), "left by")
+		left := slices.DeleteFunc(slices.Clone(lb.Tags), func(t string) bool { return t == tag })
+		err := l.retagShared(ctx, sc, svc, lb, left, "left by")
+		rest := *lb
+		rest.Tags = left
+		if re := (*api.RetryError)(nil); errors.As(err, &re) && !l.abandoned(&rest) {
+			// Nothing of the Service is left, and the load balancer stays
+			// for the others: the delete is done (a retry would cost the
+			// service controller's next back-off step).
+			return nil
+		}
+		return err
 	}
 	if !l.abandoned(lb) {
 		return nil

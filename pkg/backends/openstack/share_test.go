@@ -170,3 +170,125 @@ func (e *svcEnv) sc(t *testing.T) *serviceClients {
 	}
 	return sc
 }
+
+// TestServiceControllerSharedOwnerKeepsFloatingIP drives the upstream
+// service controller on the real Octavia (Neutron on the mux): the owner of
+// a shared load balancer asked to keep its floating IP (keep-floatingip)
+// and is deleted while another Service shares the load balancer; the
+// floating IP is the user's: disassociated and kept (not handed over to
+// the load balancer), and still kept after the last Service is deleted
+// with the load balancer (#25 item 7: it was released then). The departed
+// owner no longer counts towards maxSharedLB (2): a third Service may then
+// share (it was refused as a third Service).
+func TestServiceControllerSharedOwnerKeepsFloatingIP(t *testing.T) {
+	f := NewFakeOpenStack(t)
+	f.AnyToken = true
+	e := newSvcEnv(t, func(s *Settings) {
+		s.Endpoints.Network = f.NetworkURL()
+		s.LoadBalancer.FloatingNetworkID = floatingNet
+	}, readyNode("n1", "10.27.1.1", nil))
+	owner := portService("owner", 80, 30080, withAnnotation(AnnotationKeepFloatingIP, "true"))
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, owner) })
+	e.apply(t, owner)
+	lb := e.waitDetail(t, owner, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(st corev1.LoadBalancerStatus) error {
+		if len(st.Ingress) != 1 || !strings.HasPrefix(st.Ingress[0].IP, "172.24.4.") {
+			return fmt.Errorf("status %+v: want a floating IP", st)
+		}
+		return nil
+	})
+	fip := e.service(t, "owner").Status.LoadBalancer.Ingress[0].IP
+	sharer := portService("sharer", 8080, 30081, withAnnotation(AnnotationLoadBalancerID, lb.ID))
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, sharer) })
+	e.apply(t, sharer)
+	testutil.Eventually(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {
+		if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/80,TCP/8080" {
+			return fmt.Errorf("listeners %s (%w), want TCP/80,TCP/8080; warnings %q", got, err, e.warnings(t, "sharer"))
+		}
+		return nil
+	})
+
+	kept := func() error {
+		p, ok := f.FloatingIPs()[fip]
+		if !ok || p.PortID != "" || !strings.HasPrefix(p.Description, "kept by multicloud-ccm") {
+			return fmt.Errorf("floating IP %s: %+v (present %v), want it kept and disassociated", fip, p, ok)
+		}
+		return nil
+	}
+	e.markDeleted(t, "owner")
+	testutil.Eventually(t, 180*time.Second, "the owner gone, its floating IP kept and disassociated", func() error {
+		if len(e.service(t, "owner").Finalizers) != 0 {
+			return fmt.Errorf("owner still has its finalizer")
+		}
+		if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/8080" {
+			return fmt.Errorf("listeners %s (%w), want TCP/8080", got, err)
+		}
+		return kept()
+	})
+	third := portService("third", 9090, 30082, withAnnotation(AnnotationLoadBalancerID, lb.ID))
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, third) })
+	e.apply(t, third)
+	testutil.Eventually(t, 120*time.Second, "a third Service sharing once the owner left", func() error {
+		if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/8080,TCP/9090" {
+			return fmt.Errorf("listeners %s (%w), want TCP/8080,TCP/9090; warnings %q", got, err, e.warnings(t, "third"))
+		}
+		return nil
+	})
+	e.markDeleted(t, "third")
+	e.markDeleted(t, "sharer")
+	testutil.Eventually(t, 180*time.Second, "the load balancer deleted with the last Service, the floating IP still kept", func() error {
+		if _, err := loadbalancers.Get(context.Background(), e.sc(t).loadBalancer, lb.ID).Extract(); !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+			return fmt.Errorf("load balancer %s: %v, want it gone", lb.ID, err)
+		}
+		return kept()
+	})
+}
+
+// TestServiceControllerShareLeftByAnnotation drives the upstream service
+// controller on the real Octavia: a sharing Service whose load-balancer-id
+// annotation is removed leaves the shared load balancer (its listener and
+// its mccm-shared tag) and gets a load balancer of its own; the owner
+// deleted then deletes the shared load balancer, which its departed sharer's
+// tag kept forever before (a leak).
+func TestServiceControllerShareLeftByAnnotation(t *testing.T) {
+	e := newSvcEnv(t, nil, readyNode("n1", "10.27.2.1", nil))
+	owner := portService("owner", 80, 30080)
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, owner) })
+	e.apply(t, owner)
+	lb := e.waitDetail(t, owner, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(corev1.LoadBalancerStatus) error { return nil })
+	sharer := portService("sharer", 8080, 30081, withAnnotation(AnnotationLoadBalancerID, lb.ID))
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, portService("sharer", 8080, 30081)) })
+	e.apply(t, sharer)
+	testutil.Eventually(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {
+		if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/80,TCP/8080" {
+			return fmt.Errorf("listeners %s (%w), want TCP/80,TCP/8080; warnings %q", got, err, e.warnings(t, "sharer"))
+		}
+		return nil
+	})
+
+	e.apply(t, portService("sharer", 8080, 30081))
+	e.waitDetail(t, sharer, "TCP/8080 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(corev1.LoadBalancerStatus) error {
+		got, err := loadbalancers.Get(context.Background(), e.sc(t).loadBalancer, lb.ID).Extract()
+		if err != nil {
+			return err
+		}
+		if slices.Contains(got.Tags, e.cloud.lb.sharedTag(sharer)) {
+			return fmt.Errorf("shared load balancer %s still tagged %q", lb.ID, got.Tags)
+		}
+		if ls, err := listenersOn(t, e.cloud, lb.ID); err != nil || ls != "TCP/80" {
+			return fmt.Errorf("shared load balancer's listeners %s (%w), want TCP/80", ls, err)
+		}
+		return nil
+	})
+
+	e.markDeleted(t, "owner")
+	testutil.Eventually(t, 180*time.Second, "the owner's load balancer deleted with it", func() error {
+		got, err := loadbalancers.Get(context.Background(), e.sc(t).loadBalancer, lb.ID).Extract()
+		if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+			return nil
+		}
+		if err == nil {
+			return fmt.Errorf("load balancer %s still there (%s, tags %q)", lb.ID, got.ProvisioningStatus, got.Tags)
+		}
+		return err
+	})
+}
