@@ -48,6 +48,11 @@ func startLoadBalancerController(initCtx app.ControllerInitContext, cc *config.C
 		if err != nil {
 			return nil, false, err
 		}
+		if rc, ok := cloud.(reloadingCloud); ok {
+			// A reload that adds a class or changes a class's backend
+			// re-syncs its Services.
+			rc.w.onApplied(c.Reloaded)
+		}
 		go c.Run(ctx, int(cc.ComponentConfig.ServiceController.ConcurrentServiceSyncs))
 		return nil, true, nil
 	}

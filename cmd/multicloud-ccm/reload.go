@@ -112,6 +112,33 @@ type watcher struct {
 	// hash of the config and those files last acted on.
 	files []string
 	seen  string
+	// cfg is the configuration in use.
+	cfg *config.CloudConfig
+
+	// mu guards listeners.
+	mu sync.Mutex
+	// listeners are told of every configuration applied, with the one it
+	// replaced (see onApplied).
+	listeners []func(prev, next *config.CloudConfig, ch router.Changes)
+}
+
+// onApplied registers f, called after every reload applied, in the
+// watcher's goroutine, with the configuration replaced, the one now in use
+// and what router.Reloadable.Apply changed: the load-balancer controller
+// re-syncs the Services whose routing changed.
+func (w *watcher) onApplied(f func(prev, next *config.CloudConfig, ch router.Changes)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.listeners = append(w.listeners, f)
+}
+
+func (w *watcher) notify(prev, next *config.CloudConfig, ch router.Changes) {
+	w.mu.Lock()
+	fs := slices.Clone(w.listeners)
+	w.mu.Unlock()
+	for _, f := range fs {
+		f(prev, next, ch)
+	}
 }
 
 // newReloadingCloud loads the config at path and builds the provider.
@@ -130,8 +157,8 @@ func newReloadingCloud(path string, period time.Duration) (cloudprovider.Interfa
 	if err != nil {
 		return nil, fmt.Errorf("multicloud: %w", err)
 	}
-	w := &watcher{path: path, period: period, rl: rl, ref: eventObject(), files: referencedFiles(cfg)}
-	w.seen = w.hash()
+	w := &watcher{path: path, period: period, rl: rl, ref: eventObject(), files: referencedFiles(cfg), cfg: cfg}
+	w.seen = w.hash(w.files)
 	configLastReloadSuccessful.Set(1)
 	configLastReloadSuccess.Set(float64(time.Now().Unix()))
 	configHash.Set(hashValue(w.seen))
@@ -162,11 +189,11 @@ func referencedFiles(cfg *config.CloudConfig) []string {
 	return slices.Compact(out)
 }
 
-// hash identifies the config file and the files it references, by content.
-// A file that cannot be read counts by its error.
-func (w *watcher) hash() string {
+// hash identifies the config file and files (those it references) by
+// content. A file that cannot be read counts by its error.
+func (w *watcher) hash(files []string) string {
 	h := sha256.New()
-	for _, f := range append([]string{w.path}, w.files...) {
+	for _, f := range append([]string{w.path}, files...) {
 		data, err := os.ReadFile(f) //nolint:gosec // G304: the operator's --cloud-config and the files it names.
 		if err != nil {
 			fmt.Fprintf(h, "%s\x00error %v\x00", f, err)
@@ -181,36 +208,60 @@ func (w *watcher) hash() string {
 // poll applies the config if the files changed since the last attempt. A
 // config that failed is not tried again until the files change again.
 func (w *watcher) poll() {
-	sum := w.hash()
-	if sum == w.seen {
+	before := w.hash(w.files)
+	if before == w.seen {
 		return
 	}
-	w.seen = sum
 	start := time.Now()
-	ch, err := w.reload()
+	cfg, files, sum, err := w.load()
+	if err != nil {
+		// Not tried again until the files change (from what they were
+		// before they were read).
+		w.seen = before
+		w.failed(before, err)
+		return
+	}
+	// One edit is one reload: seen is the hash over the files the applied
+	// config references, so a file the edit added is not a second change.
+	w.seen, w.files = sum, files
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ch, err := w.rl.Apply(ctx, cfg)
 	if err != nil {
 		w.failed(sum, err)
 		return
 	}
-	// The files may have changed while they were read; what was applied is
-	// then not what sum says, and the next poll applies again.
-	w.seen = sum
+	prev := w.cfg
+	w.cfg = cfg
 	w.applied(sum)
 	klog.InfoS("Applied the changed cloud-config", "hash", sum, "duration", time.Since(start),
 		"added", ch.Added, "rebuilt", ch.Rebuilt, "reconfigured", ch.Reconfigured, "removed", ch.Removed)
 	w.event(corev1.EventTypeNormal, reasonReloaded, fmt.Sprintf("Applied the changed cloud-config %s (sha256 %s): %s", w.path, sum[:12], describe(ch)))
+	w.notify(prev, cfg, ch)
 }
 
-// reload parses and applies the config.
-func (w *watcher) reload() (router.Changes, error) {
-	cfg, err := config.Load(w.path)
-	if err != nil {
-		return router.Changes{}, err
+// maxLoads bounds the re-reads of a config whose referenced files keep
+// changing while it is read.
+const maxLoads = 3
+
+// load parses the config and returns it with the files it references and
+// the hash of the config and those files, taken before the config was
+// read: a file changed while it was read changes the hash again, and the
+// next poll applies once more (never less).
+func (w *watcher) load() (*config.CloudConfig, []string, string, error) {
+	files := w.files
+	for attempt := 1; ; attempt++ {
+		sum := w.hash(files)
+		cfg, err := config.Load(w.path)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		refs := referencedFiles(cfg)
+		if slices.Equal(refs, files) || attempt == maxLoads {
+			return cfg, refs, sum, nil
+		}
+		files = refs
 	}
-	w.files = referencedFiles(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	return w.rl.Apply(ctx, cfg)
 }
 
 func (w *watcher) applied(sum string) {
