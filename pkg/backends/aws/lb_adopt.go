@@ -11,6 +11,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -181,4 +182,92 @@ func keepUpstreamGroups(d *desiredLB, vpc string, have map[int32]*elbtypes.Liste
 			p.tgName = name
 		}
 	}
+}
+
+// tagDetachedGroups, on an adopted NLB, names (space-separated) the
+// upstream provider's target groups of the Service that a listener is
+// about to move off or has moved off: written before the first listener
+// moves, removed once they are deleted. A failure in between (a
+// DeleteTargetGroup refused, a crash) leaves them unattached, where no
+// listener finds them any more; the next Ensure finds them here and
+// deletes them, and the Service's deletion finds them by upstream's name
+// and the tags (scanTargetGroups).
+const tagDetachedGroups = "multicloud-ccm.io/detached-target-groups"
+
+// maxDetachedNames is how many group names (at most 32 characters each)
+// fit in one tag value (256 characters).
+const maxDetachedNames = 7
+
+// recordDetached returns the groups tagDetachedGroups names on the adopted
+// NLB lb, and records there, before anything moves, the upstream groups of
+// attached that the ports no longer use (one AddTags, only when that adds
+// a name).
+func (l *LoadBalancer) recordDetached(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, attached map[string]elbtypes.TargetGroup) ([]string, error) {
+	tags, err := l.lbTags(ctx, lb)
+	if err != nil {
+		return nil, err
+	}
+	recorded := strings.Fields(tags[tagDetachedGroups])
+	want := map[string]bool{}
+	for _, p := range d.ports {
+		want[p.tgName] = true
+	}
+	names := append([]string(nil), recorded...)
+	for _, name := range sorted(mapKeys(attached)) {
+		if !want[name] && !strings.HasPrefix(name, d.names.tgPrefix()) && !slices.Contains(names, name) && len(names) < maxDetachedNames {
+			names = append(names, name)
+		}
+	}
+	if len(names) == len(recorded) {
+		return recorded, nil
+	}
+	if _, err := l.elb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)},
+		Tags: []elbtypes.Tag{{Key: awssdk.String(tagDetachedGroups), Value: awssdk.String(strings.Join(names, " "))}}}); err != nil {
+		return nil, fmt.Errorf("AddTags %s: %w", tagDetachedGroups, err)
+	}
+	return names, nil
+}
+
+// deleteDetached deletes the groups recorded in tagDetachedGroups that no
+// listener uses any more and that are the Service's (tags), then removes
+// the record. A group still attached (a listener forwards to it again) is
+// kept and dropped from the record.
+func (l *LoadBalancer) deleteDetached(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, attached map[string]elbtypes.TargetGroup, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	var left []string
+	for _, name := range names {
+		if _, ok := attached[name]; !ok {
+			left = append(left, name)
+		}
+	}
+	var gone []elbtypes.TargetGroup
+	for _, name := range left {
+		out, err := l.elb.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{Names: []string{name}})
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("DescribeTargetGroups %s: %w", name, err)
+		}
+		for _, tg := range out.TargetGroups {
+			if len(tg.LoadBalancerArns) == 0 && awssdk.ToString(tg.VpcId) == l.settings.VPC {
+				gone = append(gone, tg)
+			}
+		}
+	}
+	owned, err := l.ownedTargetGroups(ctx, d.names, gone)
+	if err != nil {
+		return err
+	}
+	for _, tg := range owned {
+		if err := l.deleteTargetGroup(ctx, tg); err != nil {
+			return err
+		}
+	}
+	if _, err := l.elb.RemoveTags(ctx, &elbv2.RemoveTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)}, TagKeys: []string{tagDetachedGroups}}); err != nil {
+		return fmt.Errorf("RemoveTags %s: %w", tagDetachedGroups, err)
+	}
+	return nil
 }

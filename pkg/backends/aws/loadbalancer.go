@@ -273,8 +273,12 @@ func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *e
 	if err != nil {
 		return err
 	}
+	var detached []string
 	if adopted(lb, d.names) {
 		keepUpstreamGroups(d, l.settings.VPC, have, attached)
+		if detached, err = l.recordDetached(ctx, d, lb, attached); err != nil {
+			return err
+		}
 	}
 	l.announceRegrouping(ctx, d, have, attached)
 	tgARNs, err := l.ensureTargetGroups(ctx, d, attached)
@@ -284,7 +288,10 @@ func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *e
 	if err := l.ensureListeners(ctx, d, lbARN, tgARNs, have); err != nil {
 		return err
 	}
-	return l.deleteUnused(ctx, d, attached)
+	if err := l.deleteUnused(ctx, d, attached); err != nil {
+		return err
+	}
+	return l.deleteDetached(ctx, d, lb, attached, detached)
 }
 
 // EnsureLoadBalancerDeleted (a no-op for a load balancer managed

@@ -185,9 +185,12 @@ func TestAdoptedSchemeChangeLeaksNothing(t *testing.T) {
 
 // TestAdoptedGroupReplacedLeaksNothing: the upstream provider's group of
 // an adopted NLB that does not fit is replaced; its DeleteTargetGroup
-// failing once (after the listener moved off it) leaves it unattached, and
-// the Service's deletion still finds it (upstream's name for the Service,
-// tagged as this cluster's and Service's) and deletes it.
+// failing once (after the listener moved off it) leaves it unattached,
+// recorded on the NLB before the listener moved: the service controller's
+// retry (the next Ensure) deletes it and the record, with the Service
+// still there. The Service's deletion would find it too (upstream's name
+// for the Service, tagged as this cluster's and Service's; see
+// TestAdoptedGroupLeftIsFoundOnDelete).
 func TestAdoptedGroupReplacedLeaksNothing(t *testing.T) {
 	e := newEnv(t)
 	svc := newService("web", withAnnotation(AnnotationTargetType, targetIP))
@@ -196,12 +199,22 @@ func TestAdoptedGroupReplacedLeaksNothing(t *testing.T) {
 	client := testutil.NewClientset(svc)
 	runServiceController(t, e.cloud, client)
 	ours := namesFor(testCluster, svc).targetGroup(80, "TCP", targetIP)
-	eventually(t, "the listener forwards to the backend's ip group", func() error {
-		if got := strings.Join(e.onlyLB(t).Listeners, ","); got != "TCP:80->"+ours {
+	eventually(t, "the listener forwards to the backend's ip group; upstream's deleted by a later Ensure, the record removed", func() error {
+		lb := e.onlyLB(t)
+		if got := strings.Join(lb.Listeners, ","); got != "TCP:80->"+ours {
 			return fmt.Errorf("listeners %s", got)
+		}
+		if _, left := e.targetGroups(t)["k8s-default-web-0a1b2c3d4e"]; left {
+			return fmt.Errorf("the upstream provider's group is still there")
+		}
+		if v, ok := lb.Tags[tagDetachedGroups]; ok {
+			return fmt.Errorf("the NLB still records %q", v)
 		}
 		return nil
 	})
+	if n := e.fake.Calls("DeleteTargetGroup"); n != 2 {
+		t.Errorf("DeleteTargetGroup calls = %d, want 2 (the failed one, the retry's)", n)
+	}
 	deleteService(t, client, "web")
 	eventually(t, "nothing left in AWS", func() error {
 		if n := e.fake.ResourceCount(); n != 0 {
@@ -372,4 +385,35 @@ func TestSubnetNameOfSeveralSubnetsIsRefused(t *testing.T) {
 	}, newService("web"), func(e *env) error { return nil })
 	a.refused("a Name tag of two subnets", map[annotation.Name]string{AnnotationSubnets: "public-a,public-b"},
 		string(AnnotationSubnets), "public-a names 2 subnets", "subnet-0a, subnet-2a", "by its ID")
+}
+
+// TestAdoptedGroupLeftIsFoundOnDelete: an upstream group of the Service
+// left unattached (its replacement's DeleteTargetGroup failed, the record
+// on the NLB lost with it) is found and deleted by the Service's deletion:
+// upstream's name for the Service's groups and the cluster's and
+// Service's tags; an unattached group of that name without the tags is
+// left.
+func TestAdoptedGroupLeftIsFoundOnDelete(t *testing.T) {
+	e := newEnv(t)
+	svc := newService("web")
+	upstreamNLB(t, e, svc, e.addInstance(1).ID)
+	ctx := context.Background()
+	tags := []elbtypes.Tag{{Key: awssdk.String(tagService), Value: awssdk.String("default/web")}, {Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")}}
+	for name, tg := range map[string][]elbtypes.Tag{"k8s-default-web-1111111111": tags, "k8s-default-web-2222222222": nil} {
+		if _, err := e.cloud.lb.elb.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: awssdk.String(name), Protocol: elbtypes.ProtocolEnumTcp,
+			Port: awssdk.Int32(30080), VpcId: awssdk.String(testVPC), TargetType: elbtypes.TargetTypeEnumInstance, Tags: tg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lb, _ := e.cloud.LoadBalancer()
+	if err := lb.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, tg := range e.fake.TargetGroups() {
+		left = append(left, tg.Name)
+	}
+	if strings.Join(left, ",") != "k8s-default-web-2222222222" {
+		t.Errorf("target groups left %v, want only the untagged one", left)
+	}
 }
