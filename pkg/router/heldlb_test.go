@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +55,17 @@ type heldState struct {
 	holds   map[string]bool
 	entered chan string
 	release chan struct{}
+	// latency is how many times a create or delete yields the processor
+	// before it changes anything, as a cloud call takes time: it widens
+	// the windows the race test looks into.
+	latency atomic.Int64
+}
+
+// pause yields the processor latency times.
+func (s *heldState) pause() {
+	for range s.latency.Load() {
+		runtime.Gosched()
+	}
 }
 
 var (
@@ -135,6 +148,7 @@ func (s *heldState) status() *corev1.LoadBalancerStatus {
 
 func (c *heldCloud) EnsureLoadBalancer(_ context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	s := c.s
+	s.pause()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.wait("ensure")
@@ -165,6 +179,7 @@ func (c *heldCloud) UpdateLoadBalancer(_ context.Context, _ string, svc *corev1.
 
 func (c *heldCloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *corev1.Service) error {
 	s := c.s
+	s.pause()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.wait("delete")

@@ -28,6 +28,7 @@ func TestReloadRaceInvariants(t *testing.T) {
 	clouds := map[string]*heldState{}
 	for _, n := range []string{"a", "b", "c"} {
 		clouds[n] = heldCloudState(t.Name()+"/"+n, name(n).ip)
+		clouds[n].latency.Store(200)
 	}
 	configs := [][]any{{"defaultBackend: a", "a", "b"}, {"defaultBackend: b", "a", "b", "c"}, {"defaultBackend: a", "a", "b", "c"}, {"defaultBackend: b", "a", "b"}}
 	build := func(c []any) []heldBackend {
@@ -84,7 +85,7 @@ func TestReloadRaceInvariants(t *testing.T) {
 	for _, s := range svcs {
 		for range 2 {
 			workers.Go(func() {
-				for range 15 {
+				for range 30 {
 					cur, ok := get(s.Name)
 					if !ok {
 						return
@@ -103,6 +104,11 @@ func TestReloadRaceInvariants(t *testing.T) {
 		deleted[s.UID] = true
 		delete(wantIn, s.Name)
 		workers.Go(func() {
+			// Delete once the Service has a load balancer somewhere, while
+			// the workers and reloads go on.
+			eventually(t, s.Name+" ensured", func() bool {
+				return clouds["a"].has(s) || clouds["b"].has(s)
+			})
 			cur, ok := get(s.Name)
 			if !ok {
 				t.Errorf("%s gone before its delete", s.Name)

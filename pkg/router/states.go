@@ -43,6 +43,10 @@ type serviceStates struct {
 	deleted map[types.UID]time.Time
 	// locks serialises load-balancer calls per Service UID.
 	locks map[types.UID]*svcLock
+	// goneAt holds when a Service was seen deleted while its record here
+	// still named a backend: the record is kept deletedFor longer, for a
+	// delete still to come with an older copy of the Service.
+	goneAt map[types.UID]time.Time
 
 	// clusterName is the last cluster name the service controller passed.
 	clusterName atomic.Value
@@ -66,6 +70,7 @@ func newServiceStates() *serviceStates {
 		recorded: map[types.UID][]string{},
 		deleted:  map[types.UID]time.Time{},
 		locks:    map[types.UID]*svcLock{},
+		goneAt:   map[types.UID]time.Time{},
 	}
 }
 
@@ -145,13 +150,37 @@ func (st *serviceStates) recordedOf(uid types.UID) ([]string, bool) {
 func (st *serviceStates) remember(uid types.UID, names []string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if _, gone := st.goneAt[uid]; gone && len(names) == 0 {
+		delete(st.recorded, uid)
+		delete(st.goneAt, uid)
+		return
+	}
 	st.recorded[uid] = names
 }
 
+// forget drops the record of a Service that is gone. A record still naming
+// a backend is kept deletedFor longer: the Service went without the
+// router's delete (its finalizer removed by hand, or no finalizer), and a
+// delete with a copy of the Service older than the record may still come;
+// it must reach every backend this process recorded.
 func (st *serviceStates) forget(uid types.UID) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	delete(st.recorded, uid)
+	now := time.Now()
+	for u, at := range st.goneAt {
+		if now.Sub(at) > deletedFor {
+			delete(st.recorded, u)
+			delete(st.goneAt, u)
+		}
+	}
+	if len(st.recorded[uid]) == 0 {
+		delete(st.recorded, uid)
+		delete(st.goneAt, uid)
+		return
+	}
+	if _, ok := st.goneAt[uid]; !ok {
+		st.goneAt[uid] = now
+	}
 }
 
 // size counts the entries kept, for tests of their bound.
