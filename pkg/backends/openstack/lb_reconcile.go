@@ -142,7 +142,7 @@ func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *co
 	if err := splitShared(st, want, owns, lb.ID); err != nil {
 		return err
 	}
-	s := nextStep(sc.loadBalancer, lb.ID, st, want)
+	s := nextStep(sc.loadBalancer, lb, st, want)
 	if s == nil {
 		return nil
 	}
@@ -183,7 +183,7 @@ func splitShared(st *lbState, want []listenerSpec, owns func(*listeners.Listener
 	for _, w := range want {
 		for _, o := range st.others {
 			if o.ProtocolPort == w.port && (o.Protocol == w.protocol || (tcpFamily[o.Protocol] && tcpFamily[w.protocol])) {
-				return backends.NewUserError(reasonShared, fmt.Errorf("port %d (%s) is served by another Service sharing load balancer %s (listener %s): use another port", w.port, w.protocol, lbID, o.ID))
+				return backends.NewUserError(reasonShared, fmt.Errorf("port %d (%s) is served by another Service sharing load balancer %s, or by a listener made outside this cluster (listener %s): use another port", w.port, w.protocol, lbID, o.ID))
 			}
 		}
 	}
@@ -191,7 +191,8 @@ func splitShared(st *lbState, want []listenerSpec, owns func(*listeners.Listener
 }
 
 // nextStep returns the first change needed, or nil.
-func nextStep(c *gophercloud.ServiceClient, lbID string, st *lbState, want []listenerSpec) *step {
+func nextStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st *lbState, want []listenerSpec) *step {
+	lbID := lb.ID
 	used := map[string]bool{}
 	for i := range want {
 		w := &want[i]
@@ -216,7 +217,7 @@ func nextStep(c *gophercloud.ServiceClient, lbID string, st *lbState, want []lis
 			return removeListenerStep(c, ls)
 		}
 	}
-	return orphanPoolStep(c, st)
+	return orphanPoolStep(c, lb, st)
 }
 
 func findListener(st *lbState, w *listenerSpec) *listeners.Listener {
@@ -362,14 +363,17 @@ func removeListenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener) *s
 	}, "", ""}
 }
 
-// orphanPoolStep deletes a pool no listener uses.
-func orphanPoolStep(c *gophercloud.ServiceClient, st *lbState) *step {
+// orphanPoolStep deletes a pool no listener uses that this backend made
+// (named mccm_...) or cloud-provider-openstack made for the load balancer's
+// own Service (pool_<i>_<load balancer name>); a pool made by hand is a
+// stranger, left as it is.
+func orphanPoolStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st *lbState) *step {
 	used := map[string]bool{}
 	for _, ls := range slices.Concat(st.listeners, st.others) {
 		used[ls.DefaultPoolID] = true
 	}
-	for id := range st.pools {
-		if !used[id] {
+	for id, p := range st.pools {
+		if !used[id] && (strings.HasPrefix(p.pool.Name, listenerNamePrefix) || (strings.HasPrefix(p.pool.Name, "pool_") && strings.HasSuffix(p.pool.Name, "_"+lb.Name))) {
 			return &step{"unused pool " + id, "deleted", func(ctx context.Context) error {
 				return ignoreNotFound(pools.Delete(ctx, c, id).ExtractErr())
 			}, "", ""}

@@ -47,7 +47,13 @@ func ownerTag(svc *corev1.Service) string {
 
 // ownerListeners says which listeners are the owner's: those no sharing
 // Service claims (by our tag, or cloud-provider-openstack's tag naming a
-// Service other than the load balancer's own).
+// Service other than the load balancer's own) that this backend made (named
+// mccm_<protocol>_<port>) or cloud-provider-openstack made for the load
+// balancer's own Service (tagged with the load balancer's name, or named
+// listener_<i>_<load balancer name> as its older releases did, untagged).
+// Any other listener (one an operator added by hand) is a stranger: never
+// changed or deleted, and a port it serves is refused to the Service; it
+// goes with the load balancer when the load balancer is deleted.
 func ownerListeners(lb *loadbalancers.LoadBalancer) func(*listeners.Listener) bool {
 	return func(ls *listeners.Listener) bool {
 		for _, t := range ls.Tags {
@@ -55,9 +61,14 @@ func ownerListeners(lb *loadbalancers.LoadBalancer) func(*listeners.Listener) bo
 				return false
 			}
 		}
-		return true
+		return strings.HasPrefix(ls.Name, listenerNamePrefix) || slices.Contains(ls.Tags, lb.Name) ||
+			(strings.HasPrefix(ls.Name, "listener_") && strings.HasSuffix(ls.Name, "_"+lb.Name))
 	}
 }
+
+// listenerNamePrefix starts the names of the listeners (and pools) this
+// backend makes: mccm_<protocol>_<port>.
+const listenerNamePrefix = "mccm_"
 
 // sharerListeners says which listeners are a sharing Service's: tagged
 // with its tag, or with cloud-provider-openstack's for it.
