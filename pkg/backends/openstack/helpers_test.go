@@ -156,10 +156,11 @@ func RealOctavia(t testing.TB) *Settings { return realOctavia(t) }
 // noop network driver accepts any).
 const VIPSubnetForTests = "6f1e4f39-9c6a-4d55-8a25-4a4c8c3c2b11"
 
-// sqliteLocked reports the test stack's sqlite write contention: Octavia on
-// sqlite answers 500 "database is locked" when its API and worker (or two
-// test processes) write at once. The helpers retry it, as the service
-// controller retries any error.
+// sqliteLocked reports sqlite write contention: Octavia on sqlite (the test
+// stack before it moved to MariaDB, #23) answers 500 "database is locked"
+// when its API and worker (or two test processes) write at once. The
+// helpers retry it, as the service controller retries any error, so the
+// tests still run against a stack an older checkout started.
 func sqliteLocked(err error) bool {
 	return gophercloud.ResponseCodeIs(err, http.StatusInternalServerError) && strings.Contains(err.Error(), "database is locked")
 }
