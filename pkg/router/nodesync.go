@@ -199,7 +199,7 @@ func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) erro
 	r, done := a.st.current()
 	defer done()
 	clusterName, _ := a.st.clusterName.Load().(string)
-	if err := r.reroute(ctx, clusterName, svc); err != nil {
+	if err := r.reroute(ctx, svc); err != nil {
 		return err
 	}
 	b := r.ensuredIn(svc)
@@ -361,27 +361,21 @@ func (st *serviceStates) queueResync(svc *corev1.Service) {
 
 // reroute carries out, for a classless Service, a change of its target
 // that no change of the Service caused (a reload changed the default
-// backend, or added or removed the backend its annotation names): with a
-// new target not yet in its record, the target is recorded, and that
-// change of the Service's annotations makes the service controller sync
-// it, which creates or moves its load balancer (EnsureLoadBalancer); with
-// no target any more, its load balancers are removed and its status
-// cleared, as EnsureLoadBalancer would before answering
-// ImplementedElsewhere (the service controller never calls it again for
-// such a Service). Called under the Service's lock.
-func (r *Router) reroute(ctx context.Context, clusterName string, svc *corev1.Service) error {
+// backend, or added or removed the backend its annotation names): a new
+// target not yet in its record is recorded, and that change of the
+// Service's annotations makes the service controller sync it, which
+// creates or moves its load balancer (EnsureLoadBalancer). A Service left
+// with no target (the default removed) is not touched: as for a class
+// removed, nothing is deleted by a configuration change; its next sync
+// hands it elsewhere. Called under the Service's lock.
+func (r *Router) reroute(ctx context.Context, svc *corev1.Service) error {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
 		svc.DeletionTimestamp != nil || r.wasDeleted(svc.UID) || len(r.lbs) == 0 {
 		return nil
 	}
 	target, err := r.lbTarget(svc)
-	switch {
-	case err != nil:
+	if err != nil || target == nil || r.recordOf(svc).has(target.Name) {
 		return nil
-	case target == nil && clusterName != "" && len(r.recordOf(svc).names) > 0:
-		return r.evict(ctx, clusterName, svc, nil)
-	case target != nil && !r.recordOf(svc).has(target.Name):
-		return r.addToRecord(ctx, svc, target)
 	}
-	return nil
+	return r.addToRecord(ctx, svc, target)
 }
