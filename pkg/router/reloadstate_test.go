@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -154,5 +155,26 @@ func TestReloadAddedDefaultServesPendingService(t *testing.T) {
 	eventually(t, "later's address from a", func() bool { return ingressIP(c.service(t, "later")) == "198.51.100.1" })
 	if !a.has(c.service(t, "later")) {
 		t.Error("a holds no load balancer for later")
+	}
+}
+
+// TestReloadReroutedListsClassedServices: Changes.Rerouted names a Service
+// whose class a reload adds (for the load-balancer controller to serve at
+// once) and one whose annotation names a backend the reload adds; a
+// Service the reload does not concern is not listed.
+func TestReloadReroutedListsClassedServices(t *testing.T) {
+	ca, cb := t.Name()+"/a", t.Name()+"/b"
+	a := heldBackend{"a", ca, "198.51.100.1"}
+	c := startReloadCluster(t, heldConfig(t, "defaultBackend: a", a),
+		newService("classed", func(s *corev1.Service) { class := "example.com/x"; s.Spec.LoadBalancerClass = &class }),
+		newService("annotated", withLBBackend("b")), newService("plain"))
+	c.run(t, func(context.Context) {})
+	ch := c.apply(t, heldConfig(t, "defaultBackend: a, classes: [{name: example.com/x, backend: a}]", a, heldBackend{"b", cb, "198.51.100.2"}))
+	got := map[string]bool{}
+	for _, n := range ch.Rerouted {
+		got[n.Name] = true
+	}
+	if !got["classed"] || !got["annotated"] || got["plain"] || len(got) != 2 {
+		t.Errorf("Changes.Rerouted = %v, want classed and annotated", ch.Rerouted)
 	}
 }
