@@ -47,7 +47,7 @@ type tortureConfig struct {
 	late bool
 	// def is loadBalancer.defaultBackend.
 	def string
-	// key is the credential generation in the files ak and sk.
+	// key is the credential generation in the files ak and secretFile.
 	key int
 }
 
@@ -77,10 +77,10 @@ backends:
     endpoints: {ec2: %q, elbv2: %q, sts: %q}
     credentials:
       accessKeyID: {file: ak}
-      secretAccessKey: {file: sk}
+      secretAccessKey: {file: %s}
     instanceCacheTTL: 1s
     retry: {maxAttempts: 3, maxBackoff: 100ms}
-`, region, vpc, awsURL, awsURL, awsURL)
+`, region, vpc, awsURL, awsURL, awsURL, c.secretFile())
 	if c.metal2 {
 		doc += `- name: metal2
   type: baremetal
@@ -93,6 +93,11 @@ backends:
 }
 
 func accessKey(gen int) string { return "AKIDGEN" + strconv.Itoa(gen) }
+
+// secretFile is the file holding the secret key: its name changes with
+// every rotation, so a rotation is an edit that adds a referenced file
+// (applied once, not twice).
+func (c tortureConfig) secretFile() string { return "sk-" + strconv.Itoa(c.key) }
 
 // kind is how a torture Service is routed.
 type kind struct {
@@ -154,7 +159,7 @@ func TestReloadTorture(t *testing.T) {
 	writeConfig := func(c tortureConfig) {
 		m.write(t, map[string]string{
 			"cloud-config.yaml": c.render(running.URL, seeded.VPCID),
-			"ak":                accessKey(c.key), "sk": "secret-" + strconv.Itoa(c.key),
+			"ak":                accessKey(c.key), c.secretFile(): "secret-" + strconv.Itoa(c.key),
 		})
 	}
 	writeConfig(cfg)
