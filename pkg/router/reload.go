@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
@@ -103,35 +102,6 @@ type stopper struct {
 func newStopper() *stopper { return &stopper{ch: make(chan struct{})} }
 
 func (s *stopper) close() { s.once.Do(func() { close(s.ch) }) }
-
-// handlers are informer handler registrations to remove on retirement.
-type handlers struct {
-	mu   sync.Mutex
-	regs []handlerReg
-}
-
-type handlerReg struct {
-	informer cache.SharedIndexInformer
-	reg      cache.ResourceEventHandlerRegistration
-}
-
-func (h *handlers) add(inf cache.SharedIndexInformer, reg cache.ResourceEventHandlerRegistration) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.regs = append(h.regs, handlerReg{informer: inf, reg: reg})
-}
-
-func (h *handlers) removeAll() {
-	h.mu.Lock()
-	regs := h.regs
-	h.regs = nil
-	h.mu.Unlock()
-	for _, hr := range regs {
-		if err := hr.informer.RemoveEventHandler(hr.reg); err != nil {
-			klog.ErrorS(err, "Cannot remove a retired configuration's informer handler")
-		}
-	}
-}
 
 var (
 	_ cloudprovider.Interface    = (*Reloadable)(nil)
@@ -354,7 +324,6 @@ func (g *generation) retire() {
 func (g *generation) end() {
 	g.finish.Do(func() {
 		g.stop.close()
-		g.r.handlers.removeAll()
 		rl := g.owner
 		rl.mu.Lock()
 		defer rl.mu.Unlock()

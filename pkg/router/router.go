@@ -81,10 +81,6 @@ type Router struct {
 	// routes whose node is gone.
 	routeOwner map[string]*backend
 
-	// handlers are the router's informer handlers, removed when a reload
-	// retires it (see reload.go).
-	handlers handlers
-
 	// served counts what each backend serves, once the informers are set
 	// (see served.go and status.go).
 	served atomic.Pointer[servedSource]

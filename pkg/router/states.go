@@ -15,8 +15,8 @@ import (
 //	+---------------------------------------------+     +------------------------------------------+
 //	| per Service, by UID:                        |     | backends (clients, caches, health)       |
 //	|   lock          serialises every LB call    |<----| node rules, classes, defaultBackend      |
-//	|   deletion mark  no re-create after delete  |     | informer handlers of its own (served     |
-//	|   record         what this process wrote    |     |   counts)                                |
+//	|   deletion mark  no re-create after delete  |     | served counts (served.go)                |
+//	|   record         what this process wrote    |     |                                          |
 //	| node-address re-sync queue + pending retries|     +------------------------------------------+
 //	| problems logged once, cluster name          |        ^ Apply swaps this box only; a call in
 //	+---------------------------------------------+        | flight finishes on the one it began on,
