@@ -258,7 +258,7 @@ func (c *conformance) strangers(t *testing.T, svc *corev1.Service) func(t *testi
 	}
 	otherARN := awssdk.ToString(other.LoadBalancers[0].LoadBalancerArn)
 	otherTG := handMadeTG(t, e, otherARN, 53)
-	return func(t *testing.T) string {
+	return func(*testing.T) string {
 		var b strings.Builder
 		for _, g := range e.fake.TargetGroups() {
 			if g.ARN == tg || g.ARN == otherTG {

@@ -76,7 +76,7 @@ func TestGoneInstanceIsNoTarget(t *testing.T) {
 	e.fake.SetInstanceState(instanceID(3), "terminated")
 	eventually(t, "the backend's instance cache sees instance 3 terminated", func() error {
 		if in, err := e.cloud.lb.instances.byInstanceID(context.Background(), instanceID(3)); err != nil || (in != nil && !isState(in, "terminated")) {
-			return fmt.Errorf("instance 3: %v (%v)", in.State, err)
+			return fmt.Errorf("instance 3: %v (%w)", in.State, err)
 		}
 		return nil
 	})
@@ -324,7 +324,7 @@ func TestNonCanonicalNumbersConverge(t *testing.T) {
 			return err
 		}
 		if tg, err := onlyTG(e); err != nil || tg.HealthCheckPort != "30080" {
-			return fmt.Errorf("health-check port %q (%v), want 30080", tg.HealthCheckPort, err)
+			return fmt.Errorf("health-check port %q (%w), want 30080", tg.HealthCheckPort, err)
 		}
 		return nil
 	})
@@ -382,7 +382,7 @@ func TestNeverAdoptedDeleteKeepsMTURules(t *testing.T) {
 func TestSubnetNameOfSeveralSubnetsIsRefused(t *testing.T) {
 	a := startAnnotatedWith(t, func(e *env) {
 		e.fake.AddSubnet(awsfake.Subnet{ID: "subnet-2a", VPCID: testVPC, Zone: testRegion + "a", ZoneID: "euw1-az1", CIDR: "10.0.20.0/24", Tags: map[string]string{"Name": "public-a"}})
-	}, newService("web"), func(e *env) error { return nil })
+	}, newService("web"), func(*env) error { return nil })
 	a.refused("a Name tag of two subnets", map[annotation.Name]string{AnnotationSubnets: "public-a,public-b"},
 		string(AnnotationSubnets), "public-a names 2 subnets", "subnet-0a, subnet-2a", "by its ID")
 }
