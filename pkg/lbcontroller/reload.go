@@ -25,8 +25,9 @@ import (
 //
 // A class that left the config concerns nobody: its Services keep their
 // load balancers, untouched, and are still cleaned up when deleted (see
-// sync). A full sync of a Service whose load balancer is already right
-// makes no mutating cloud call.
+// sync). The Services the router names in ch.Rerouted are re-synced too
+// when the controller serves them. A full sync of a Service whose load
+// balancer is already right makes no mutating cloud call.
 func (c *Controller) Reloaded(prev, next *config.CloudConfig, ch router.Changes) {
 	if prev == nil || next == nil {
 		return
@@ -36,9 +37,13 @@ func (c *Controller) Reloaded(prev, next *config.CloudConfig, ch router.Changes)
 	if err != nil {
 		return
 	}
+	rerouted := sets.New[string]()
+	for _, n := range ch.Rerouted {
+		rerouted.Insert(n.String())
+	}
 	var keys []string
 	for _, svc := range all {
-		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && c.serves(svc) && d.concerns(svc) {
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && c.serves(svc) && (d.concerns(svc) || rerouted.Has(keyOf(svc))) {
 			keys = append(keys, keyOf(svc))
 		}
 	}
