@@ -116,7 +116,13 @@ var kinds = []kind{
 	{"d", func(*corev1.Service) {}, ""},
 	{"n", framework.WithLoadBalancerClass(nlbClass), "aws"},
 	{"l", framework.WithLoadBalancerClass(lateClass), "metal"},
+	// p: of the class the edits add, created before and never touched:
+	// served only because the reload adding the class re-syncs them.
+	{"p", framework.WithLoadBalancerClass(lateClass), "metal"},
 }
+
+// untouched is the kind the churn leaves alone.
+const untouched = "p"
 
 // tortureNames are the Services' names: three of each kind.
 func tortureNames() map[string]kind {
@@ -190,6 +196,15 @@ func TestReloadTorture(t *testing.T) {
 	}
 	if _, err := framework.CreateNode(ctx, cp.Client, framework.NewNode("bm-1", framework.WithProviderID("baremetal://bm-1"))); err != nil {
 		t.Fatal(err)
+	}
+
+	// Services of the class the edits add, Pending until then.
+	for name, k := range tortureNames() {
+		if k.prefix == untouched {
+			if _, err := framework.CreateService(ctx, cp.Client, framework.NewLoadBalancerService(tortureNS, name, k.tweak)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 
 	// The churn runs until the edits are done.
@@ -317,8 +332,10 @@ func (ch *churner) summary() string {
 
 func (ch *churner) services(ctx context.Context) {
 	names := make([]string, 0, len(ch.names))
-	for n := range ch.names {
-		names = append(names, n)
+	for n, k := range ch.names {
+		if k.prefix != untouched {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for ctx.Err() == nil {
