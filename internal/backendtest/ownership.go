@@ -107,15 +107,19 @@ func strangersUntouched(t *testing.T, s *suite) {
 	check("the delete")
 }
 
-// update calls UpdateLoadBalancer, failing the test on an error.
+// update calls UpdateLoadBalancer again while it asks to be retried (a
+// backend that makes one change per call), failing the test on an error.
 func (s *suite) update(t *testing.T, svc *corev1.Service, nodes []*corev1.Node) {
 	t.Helper()
-	if err := s.lb.UpdateLoadBalancer(s.ctx, clusterName, svc.DeepCopy(), nodes); err != nil {
+	if err := s.whileRetry(func() error {
+		return s.lb.UpdateLoadBalancer(s.ctx, clusterName, svc.DeepCopy(), nodes)
+	}); err != nil {
 		t.Fatalf("UpdateLoadBalancer(%s): %v", svc.Name, err)
 	}
 }
 
-// repairPass runs Ensure under a drift-repair pass when the backend reads
+// repairPass runs Ensure (again while it asks to be retried) under a
+// drift-repair pass when the backend reads
 // in bulk for one (backends.RepairPasser), else a plain Ensure, as our
 // controller's repair does.
 func (s *suite) repairPass(t *testing.T, svc *corev1.Service, nodes []*corev1.Node) {
@@ -129,7 +133,10 @@ func (s *suite) repairPass(t *testing.T, svc *corev1.Service, nodes []*corev1.No
 		ctx, end = pctx, e
 	}
 	defer end()
-	if _, err := s.lb.EnsureLoadBalancer(ctx, clusterName, svc.DeepCopy(), nodes); err != nil {
+	if err := s.whileRetry(func() error {
+		_, err := s.lb.EnsureLoadBalancer(ctx, clusterName, svc.DeepCopy(), nodes)
+		return err
+	}); err != nil {
 		t.Fatalf("EnsureLoadBalancer(%s) in a repair pass: %v", svc.Name, err)
 	}
 }

@@ -147,7 +147,7 @@ func TestRecreatedUnderSameName(t *testing.T) {
 	e.create(t, fresh)
 	eventually(t, "the controller's cache holding the new Service", func() error {
 		if s, err := e.ctrl.services.Services("default").Get("web"); err != nil || s.UID != fresh.UID {
-			return fmt.Errorf("cached %v %v", s, err)
+			return fmt.Errorf("cached %v %w", s, err)
 		}
 		return nil
 	})

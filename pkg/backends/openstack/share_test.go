@@ -237,7 +237,7 @@ func TestServiceControllerSharedOwnerKeepsFloatingIP(t *testing.T) {
 	e.markDeleted(t, "sharer")
 	testutil.Eventually(t, 180*time.Second, "the load balancer deleted with the last Service, the floating IP still kept", func() error {
 		if _, err := loadbalancers.Get(context.Background(), e.sc(t).loadBalancer, lb.ID).Extract(); !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-			return fmt.Errorf("load balancer %s: %v, want it gone", lb.ID, err)
+			return fmt.Errorf("load balancer %s: %w, want it gone", lb.ID, err)
 		}
 		return kept()
 	})
