@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,10 +159,12 @@ func (c *lbCloud) setFail(err error) {
 }
 
 // targetsOf returns the nodes last handed over for s, as name=InternalIP.
+// targetsOf returns s's targets sorted: a load balancer's targets are a
+// set, and the node lister hands them in no set order.
 func (c *lbCloud) targetsOf(s *corev1.Service) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return strings.Join(c.targets[s.UID], ",")
+	return strings.Join(slices.Sorted(slices.Values(c.targets[s.UID])), ",")
 }
 
 func nodeTargets(nodes []*corev1.Node) []string {

@@ -47,8 +47,16 @@ func TestStaleEnsureIsRetargeted(t *testing.T) {
 	if got := r.staleQueued(); got != 1 {
 		t.Errorf("stale re-syncs queued = %d, want 1", got)
 	}
+	var updates int
+	var targets string
+	defer func() {
+		if t.Failed() {
+			t.Logf("updates %d, targets %q, stale re-syncs queued %d", updates, targets, r.staleQueued())
+		}
+	}()
 	eventually(t, "the load balancer updated with both nodes", func() bool {
-		return other.updatesOf(svc) == 1 && other.targetsOf(svc) == "ec2-1=,ec2-2="
+		updates, targets = other.updatesOf(svc), other.targetsOf(svc)
+		return updates == 1 && targets == "ec2-1=,ec2-2="
 	})
 	// The re-sync's own update does not queue another one.
 	if got := r.staleQueued(); got != 1 {
