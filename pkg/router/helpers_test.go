@@ -158,9 +158,9 @@ func (c *lbCloud) setFail(err error) {
 	c.failGet = err
 }
 
-// targetsOf returns the nodes last handed over for s, as name=InternalIP.
-// targetsOf returns s's targets sorted: a load balancer's targets are a
-// set, and the node lister hands them in no set order.
+// targetsOf returns the nodes last handed over for s, as name=InternalIP,
+// sorted: a load balancer's targets are a set, and the node lister hands
+// them in no set order.
 func (c *lbCloud) targetsOf(s *corev1.Service) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
