@@ -213,4 +213,3 @@ func findKind(t *testing.T, docs [][]byte, kind string) []byte {
 	}
 	return found[0]
 }
-
