@@ -57,3 +57,20 @@ const (
 	// load-balancer-served-by. Read-only.
 	LoadBalancerID Name = "multicloud-ccm.io/load-balancer-id"
 )
+
+const (
+	// LoadBalancerDrain (Service annotation, duration such as 5m or 90s,
+	// default: the config's loadBalancer.drainPeriod, itself 0) is how long
+	// a load balancer the Service stops using (its backend removed from
+	// multicloud-ccm.io/load-balancer-backend, or the single backend changed)
+	// keeps serving after its addresses left the Service's status, before it
+	// is deleted. 0 deletes it at once.
+	LoadBalancerDrain Name = "multicloud-ccm.io/load-balancer-drain"
+
+	// LoadBalancerDraining (Service annotation, comma-separated
+	// backend=RFC 3339 time, written by the router, default: none) lists the
+	// backends whose load balancer is draining and when each drain ends. It
+	// is on the Service so that a restart or a new leader neither cuts a
+	// drain short nor forgets it. Read-only.
+	LoadBalancerDraining Name = "multicloud-ccm.io/load-balancer-draining"
+)
