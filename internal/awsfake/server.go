@@ -26,7 +26,8 @@
 // RemoveInstance shape anything else (SetSubnetTag tags a subnet, as
 // someone in the console would); LoadBalancers, TargetGroups,
 // SecurityGroups, SecurityGroupIngress, ResourceCount, CallCounts and
-// MutatingCalls show what the backend did; Throttle, SetOutage, FailNext,
+// MutatingCalls show what the backend did; SetRateLimits (AWS's token
+// buckets), Throttle, SetOutage, FailNext,
 // FailMutationsAfter, SetProvisioningPolls and SetSecurityGroupReleasePolls
 // make AWS misbehave.
 package awsfake
@@ -99,6 +100,12 @@ type Server struct {
 	provisioningPolls   int
 	sgReleasePolls      int
 	deregistrationDelay time.Duration
+
+	// rateLimits, when set, are AWS's token buckets (SetRateLimits);
+	// buckets their state by API and action; throttled counts refusals.
+	rateLimits *RateLimits
+	buckets    map[string]*tokens
+	throttled  int
 }
 
 // New returns an empty fake for region.
@@ -167,6 +174,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e := s.injectedError(action); e != nil {
+		writeError(w, version, e)
+		return
+	}
+	if e := s.rateLimited(action, version, time.Now()); e != nil {
 		writeError(w, version, e)
 		return
 	}

@@ -1,0 +1,108 @@
+package cloudapi
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// AWS APIs, the keys of an AWS backend's rateLimits.
+const (
+	APIEC2   = "ec2"
+	APIELBv2 = "elbv2"
+)
+
+// AWSDefaults are the AWS backend's default budgets: half of each bucket
+// AWS documents for an account and region, so the CCM leaves the other
+// half to the account's other tools.
+//   - EC2 (EC2 API reference, "Request throttling"): non-mutating actions
+//     100 tokens refilled at 20 a second; mutating actions 200 tokens
+//     refilled at 5 a second. EC2 buckets are per action; one bucket for
+//     all of the CCM's reads is stricter.
+//   - ELBv2 (ELB user guide, "Request throttling for the ELB API"):
+//     Describe* 40 tokens refilled at 10 a second. Mutations have
+//     buckets of their own, per action group; the default for all of the
+//     CCM's mutations together is a conservative 10 tokens refilled at 1
+//     a second (a load balancer's creation is about ten of them). Raise
+//     it in the backend's rateLimits if Service Quotas shows more.
+var AWSDefaults = map[string]RateLimit{
+	APIEC2:   {QPS: 10, Bucket: 50, QPSWrite: 2.5, BucketWrite: 100},
+	APIELBv2: {QPS: 5, Bucket: 20, QPSWrite: 1, BucketWrite: 10},
+}
+
+// awsAPIs maps the SDK's service IDs to the API names of the budget.
+var awsAPIs = map[string]string{
+	"EC2":                         APIEC2,
+	"Elastic Load Balancing v2":   APIELBv2,
+	"Elastic Load Balancing":      "elb",
+	"STS":                         "sts",
+	"Resource Groups Tagging API": "tagging",
+}
+
+// AWSAPIName returns the budget's name of an SDK service ID.
+func AWSAPIName(serviceID string) string {
+	if api, ok := awsAPIs[serviceID]; ok {
+		return api
+	}
+	return strings.ToLower(strings.ReplaceAll(serviceID, " ", "-"))
+}
+
+// AWSMutating tells whether an AWS action changes state: every action but
+// Describe*, Get* and List*.
+func AWSMutating(action string) bool {
+	for _, p := range []string{"Describe", "Get", "List"} {
+		if strings.HasPrefix(action, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsAWSThrottle tells whether err is AWS's answer to a request over the
+// account's rate (Throttling, RequestLimitExceeded, ...: the codes the SDK's
+// retryer treats as throttling).
+func IsAWSThrottle(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	_, ok := retry.DefaultThrottleErrorCodes[ae.ErrorCode()]
+	return ok
+}
+
+// AWSAPIOptions returns the SDK client option that makes every attempt of
+// every request (retries included: each costs AWS a token) wait for a
+// token of b and be counted. Add it to a client's APIOptions.
+func AWSAPIOptions(b *Budget) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		mw := middleware.FinalizeMiddlewareFunc("multicloud-ccm/APIBudget", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			api := AWSAPIName(awsmiddleware.GetServiceID(ctx))
+			action := awsmiddleware.GetOperationName(ctx)
+			if err := b.Wait(ctx, api, AWSMutating(action)); err != nil {
+				return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+			}
+			start := time.Now()
+			out, md, err := next.HandleFinalize(ctx, in)
+			outcome := OutcomeSuccess
+			switch {
+			case IsAWSThrottle(err):
+				outcome = OutcomeThrottled
+			case err != nil:
+				outcome = OutcomeError
+			}
+			Observe(b.Backend(), api, action, outcome, time.Since(start))
+			return out, md, err
+		})
+		// After the retryer: each attempt takes its own token.
+		if _, ok := stack.Finalize.Get("Retry"); ok {
+			return stack.Finalize.Insert(mw, "Retry", middleware.After)
+		}
+		return stack.Finalize.Add(mw, middleware.Before)
+	}
+}

@@ -1,0 +1,112 @@
+package cloudapi
+
+import (
+	"context"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	"github.com/aws/smithy-go/middleware"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+)
+
+func elbClient(url string, b *Budget) *elbv2.Client {
+	return elbv2.New(elbv2.Options{
+		Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKE", "secret", ""),
+		BaseEndpoint: awssdk.String(url),
+		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts, o.MaxBackoff, o.RateLimiter = 20, 200*time.Millisecond, ratelimit.None
+		}),
+		APIOptions: []func(*middleware.Stack) error{AWSAPIOptions(b)},
+	})
+}
+
+func counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue metrics
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// TestAWSBudgetStaysUnderAWSBuckets: 80 concurrent DescribeLoadBalancers
+// against the fake with AWS's token buckets on (10 tokens, 20 a second).
+// With a client-side budget under AWS's (5 tokens, 15 a second), AWS
+// throttles none; with the budget off, AWS throttles some, the SDK's
+// retryer backs them off and every call still succeeds. Both are counted.
+func TestAWSBudgetStaysUnderAWSBuckets(t *testing.T) {
+	fake := awsfake.New("eu-west-1")
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	run := func(backend string, limit RateLimit) {
+		fake.SetRateLimits(&awsfake.RateLimits{ELBv2Read: awsfake.Bucket{Capacity: 10, Refill: 20}})
+		c := elbClient(srv.URL, NewBudget(backend, map[string]RateLimit{APIELBv2: limit}, AWSDefaults))
+		var wg sync.WaitGroup
+		errs := make(chan error, 80)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 10 {
+					_, err := c.DescribeLoadBalancers(context.Background(), &elbv2.DescribeLoadBalancersInput{})
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("%s: a call failed: %v", backend, err)
+			}
+		}
+	}
+
+	run("paced", RateLimit{QPS: 15, Bucket: 5})
+	if n := fake.Throttled(); n != 0 {
+		t.Errorf("with the budget, AWS throttled %d requests, want 0", n)
+	}
+	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "paced", "api": "elbv2", "action": "DescribeLoadBalancers", "outcome": "success"}); got != 80 {
+		t.Errorf("calls_total{success} = %v, want 80", got)
+	}
+
+	run("unpaced", RateLimit{QPS: -1})
+	n := fake.Throttled()
+	if n == 0 {
+		t.Fatal("without the budget AWS throttled nothing: the test proves nothing")
+	}
+	if got := counter(t, "multicloud_ccm_cloud_api_throttled_total", map[string]string{"backend": "unpaced", "api": "elbv2"}); got != float64(n) {
+		t.Errorf("throttled_total = %v, want the %d AWS refused", got, n)
+	}
+	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "unpaced", "outcome": "success"}); got != 80 {
+		t.Errorf("calls_total{success} = %v, want 80 (each call succeeded once)", got)
+	}
+}

@@ -1,0 +1,167 @@
+// Package cloudapi keeps a backend's calls to its cloud inside the cloud's
+// API budget, and counts them.
+//
+// Every cloud throttles its API per account (AWS per account and region,
+// with token buckets shared by every tool in the account). A CCM that
+// spends the bucket makes every other tool of the account fail, and then
+// itself. So each backend takes a token from its own client-side bucket
+// before each request, one bucket per API family and kind (reads apart from
+// mutations: a burst of reads must not delay a delete), sized by default to
+// a documented fraction of the cloud's published rate, configurable in the
+// backend's section (RateLimits). A throttling answer that gets through
+// anyway is retried with backoff and jitter by the backend's client, never
+// surfaced as "not found".
+//
+// The names follow the one upstream precedent for client-side cloud rate
+// limits, cloud-provider-azure's cloudProviderRateLimitQPS/Bucket and
+// QPSWrite/BucketWrite: qps and bucket for reads, qpsWrite and bucketWrite
+// for mutations.
+//
+//	request ──▶ Budget.Wait(api, write?) ──▶ cloud ──▶ outcome
+//	              │ token bucket per          │
+//	              │ (api, read|write)         └─▶ calls_total{backend,api,action,outcome}
+//	              └─▶ wait_seconds_total          throttled_total{backend,api}
+//	                                              call_duration_seconds{backend,api}
+package cloudapi
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// RateLimit is one API family's client-side budget: reads (qps, bucket)
+// and mutations (qpsWrite, bucketWrite). A zero field takes the backend's
+// default for that API; a negative qps or qpsWrite turns that bucket off.
+type RateLimit struct {
+	// QPS is the sustained rate of reads, requests a second.
+	QPS float64 `json:"qps,omitempty"`
+	// Bucket is the burst of reads: the bucket's size.
+	Bucket int `json:"bucket,omitempty"`
+	// QPSWrite is the sustained rate of mutating requests.
+	QPSWrite float64 `json:"qpsWrite,omitempty"`
+	// BucketWrite is the burst of mutating requests.
+	BucketWrite int `json:"bucketWrite,omitempty"`
+}
+
+// WithDefaults returns l with each zero field taken from def.
+func (l RateLimit) WithDefaults(def RateLimit) RateLimit {
+	if l.QPS == 0 {
+		l.QPS = def.QPS
+	}
+	if l.Bucket == 0 {
+		l.Bucket = def.Bucket
+	}
+	if l.QPSWrite == 0 {
+		l.QPSWrite = def.QPSWrite
+	}
+	if l.BucketWrite == 0 {
+		l.BucketWrite = def.BucketWrite
+	}
+	return l
+}
+
+// Validate checks the settings of one API (path is its place in the
+// config, for the error).
+func (l RateLimit) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if l.QPS > 0 && l.Bucket < 0 {
+		errs = append(errs, field.Invalid(path.Child("bucket"), l.Bucket, "must not be negative (0 takes the default)"))
+	}
+	if l.QPSWrite > 0 && l.BucketWrite < 0 {
+		errs = append(errs, field.Invalid(path.Child("bucketWrite"), l.BucketWrite, "must not be negative (0 takes the default)"))
+	}
+	return errs
+}
+
+// ValidateLimits checks every API of a backend's rateLimits section
+// against the APIs the backend has (the keys of defaults).
+func ValidateLimits(limits map[string]RateLimit, defaults map[string]RateLimit, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, api := range sortedKeys(limits) {
+		if _, ok := defaults[api]; !ok {
+			errs = append(errs, field.NotSupported(path.Key(api), api, sortedKeys(defaults)))
+			continue
+		}
+		errs = append(errs, limits[api].Validate(path.Key(api))...)
+	}
+	return errs
+}
+
+func sortedKeys(m map[string]RateLimit) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Budget is one backend's buckets, by API family. It lives as long as the
+// backend's clients (one configuration of the backend): a reload that
+// rebuilds the backend starts with full buckets, as a restart would.
+type Budget struct {
+	backend string
+	apis    map[string]*apiBudget
+}
+
+type apiBudget struct {
+	read, write *rate.Limiter
+}
+
+// NewBudget returns the buckets of backend: for each API of defaults, the
+// configured limits (limits[api]) over the defaults.
+func NewBudget(backend string, limits, defaults map[string]RateLimit) *Budget {
+	b := &Budget{backend: backend, apis: map[string]*apiBudget{}}
+	for api, def := range defaults {
+		l := limits[api].WithDefaults(def)
+		b.apis[api] = &apiBudget{read: limiter(l.QPS, l.Bucket), write: limiter(l.QPSWrite, l.BucketWrite)}
+	}
+	return b
+}
+
+// limiter returns a token bucket, or nil (no limit) for a negative rate.
+func limiter(qps float64, bucket int) *rate.Limiter {
+	if qps < 0 {
+		return nil
+	}
+	if bucket < 1 {
+		bucket = 1
+	}
+	return rate.NewLimiter(rate.Limit(qps), bucket)
+}
+
+// Backend is the name the budget counts under.
+func (b *Budget) Backend() string { return b.backend }
+
+// Wait takes one token of api's read or write bucket, waiting for it as
+// long as ctx allows. An API the budget does not know is not limited.
+func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
+	if b == nil {
+		return nil
+	}
+	a := b.apis[api]
+	if a == nil {
+		return nil
+	}
+	l := a.read
+	if write {
+		l = a.write
+	}
+	if l == nil {
+		return nil
+	}
+	if l.Allow() {
+		return nil
+	}
+	start := time.Now()
+	if err := l.Wait(ctx); err != nil {
+		return fmt.Errorf("waiting for the %s API budget of backend %q: %w", api, b.backend, err)
+	}
+	waitSeconds.WithLabelValues(b.backend, api).Add(time.Since(start).Seconds())
+	return nil
+}

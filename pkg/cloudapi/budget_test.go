@@ -1,0 +1,60 @@
+package cloudapi
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// TestBudgetBuckets: a configured field overrides the default, the others
+// keep it; a bucket spent makes Wait wait (here: fail at once, for the
+// context's deadline is sooner than the next token), naming the backend
+// and API; reads and writes have buckets of their own; a negative rate and
+// an API without defaults are unlimited.
+func TestBudgetBuckets(t *testing.T) {
+	defaults := map[string]RateLimit{"elbv2": {QPS: 0.001, Bucket: 3, QPSWrite: 0.001, BucketWrite: 1}, "ec2": {QPS: 0.001, Bucket: 1, QPSWrite: 0.001, BucketWrite: 1}}
+	b := NewBudget("aws-1", map[string]RateLimit{"elbv2": {Bucket: 2}, "ec2": {QPS: -1}}, defaults)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	for i := range 2 {
+		if err := b.Wait(ctx, "elbv2", false); err != nil {
+			t.Fatalf("read %d within the configured bucket of 2: %v", i, err)
+		}
+	}
+	err := b.Wait(ctx, "elbv2", false)
+	if err == nil || !strings.Contains(err.Error(), `elbv2 API budget of backend "aws-1"`) {
+		t.Fatalf("3rd read = %v, want a wait past the deadline naming the budget", err)
+	}
+	if err := b.Wait(ctx, "elbv2", true); err != nil {
+		t.Fatalf("a write after the reads ran out: %v", err)
+	}
+	if err := b.Wait(ctx, "elbv2", true); err == nil {
+		t.Fatal("2nd write: the default write bucket of 1 let it through")
+	}
+	for i := range 50 {
+		if err := b.Wait(ctx, "ec2", false); err != nil {
+			t.Fatalf("ec2 read %d with qps -1 (unlimited): %v", i, err)
+		}
+		if err := b.Wait(ctx, "sts", true); err != nil {
+			t.Fatalf("an API without a budget: %v", err)
+		}
+	}
+	var nilBudget *Budget
+	if err := nilBudget.Wait(ctx, "ec2", true); err != nil {
+		t.Errorf("a nil budget: %v", err)
+	}
+}
+
+// TestValidateLimits names an unknown API and the ones there are.
+func TestValidateLimits(t *testing.T) {
+	errs := ValidateLimits(map[string]RateLimit{"ec2": {}, "elb2": {QPS: 1}}, AWSDefaults, field.NewPath("aws", "rateLimits"))
+	if len(errs) != 1 || !strings.Contains(errs.ToAggregate().Error(), `aws.rateLimits[elb2]: Unsupported value: "elb2": supported values: "ec2", "elbv2"`) {
+		t.Errorf("errors = %v", errs)
+	}
+	if errs := ValidateLimits(map[string]RateLimit{"ec2": {QPS: 1, Bucket: -2}}, AWSDefaults, field.NewPath("aws", "rateLimits")); len(errs) != 1 {
+		t.Errorf("a negative bucket: %v", errs)
+	}
+}
