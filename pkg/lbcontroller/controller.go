@@ -1,9 +1,9 @@
 // Package lbcontroller is multicloud-ccm's own load-balancer controller. It
-// serves the LoadBalancer Services the upstream service controller cannot:
-// those whose spec.loadBalancerClass is one of the classes in the
-// cloud-config's loadBalancer.classes (upstream skips every Service with a
-// class), and, when upstream's service controller is turned off
-// (--controllers=*,-service), those without a class too. It keeps the
+// serves the LoadBalancer Services whose spec.loadBalancerClass is one of
+// the classes in the cloud-config's loadBalancer.classes (upstream's
+// service controller skips every Service with a class) and, unless
+// upstream's service controller is turned back on (--controllers=*,service;
+// it is disabled by default), those without a class too. It keeps the
 // semantics users know from upstream (finalizer
 // service.kubernetes.io/load-balancer-cleanup, status written with a patch,
 // node changes re-targeting, the upstream event reasons, retries with
@@ -14,7 +14,13 @@
 // Every --load-balancer-resync-period it re-ensures each Service it serves
 // (drift repair): backends make no mutating call when nothing changed, and
 // what they had to repair is reported as a LoadBalancerDriftRepaired event
-// and counted in multicloud_ccm_load_balancer_drift_repairs_total.
+// and counted in multicloud_ccm_load_balancer_drift_repairs_total. At
+// start (a restart, a new leader) the Services served before are
+// re-checked the same way, under one pass: nothing unchanged is written,
+// recorded as an event or logged at Info, and each pass ends with one
+// summary line. Node changes are batched (nodesChanged): each Service's
+// load balancer is updated at most once per batch, and only when the nodes
+// it targets changed.
 package lbcontroller
 
 import (
@@ -89,6 +95,9 @@ type Options struct {
 	// RetryMin and RetryMax bound the per-Service retry backoff; upstream's
 	// 5 s and 300 s when zero.
 	RetryMin, RetryMax time.Duration
+	// NodeBatchQuiet and NodeBatchMax bound a batch of node changes (see
+	// nodesChanged): 1 s and 5 s when zero.
+	NodeBatchQuiet, NodeBatchMax time.Duration
 }
 
 // Controller ensures the load balancers of the Services it serves.
@@ -107,8 +116,13 @@ type Controller struct {
 	// the Service as its last successful sync left it and the nodes its
 	// load balancer targets.
 	state map[string]*served
-	// pass is the drift-repair pass in progress, if any.
+	// pass is the drift-repair or start-up pass in progress, if any.
 	pass *repairPass
+
+	// The open batch of node changes: its flush timer and first change.
+	batchMu    sync.Mutex
+	batchTimer *time.Timer
+	batchFirst time.Time
 }
 
 // served is what the controller knows of a Service it serves.
@@ -143,6 +157,12 @@ func New(cloud Cloud, opts Options) (*Controller, error) {
 	}
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = maxRetryDelay
+	}
+	if opts.NodeBatchQuiet <= 0 {
+		opts.NodeBatchQuiet = defaultNodeBatchQuiet
+	}
+	if opts.NodeBatchMax <= 0 {
+		opts.NodeBatchMax = defaultNodeBatchMax
 	}
 	c := &Controller{
 		cloud:    cloud,
@@ -192,6 +212,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSync(Name, stop, c.synced...) {
 		return
 	}
+	c.startStartupPass(ctx)
 	for range max(workers, 1) {
 		go wait.UntilWithContext(ctx, c.worker, time.Second)
 	}
@@ -302,17 +323,6 @@ func (c *Controller) serviceDeleted(obj any) {
 		return
 	}
 	if key := keyOf(svc); c.known(key) {
-		c.queue.Add(key)
-	}
-}
-
-// nodesChanged queues every served Service: the sync of one whose Service
-// did not change compares its nodes and updates its load balancer if they
-// differ.
-func (c *Controller) nodesChanged() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for key := range c.state {
 		c.queue.Add(key)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"k8s.io/cloud-provider/api"
 	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
@@ -176,6 +178,13 @@ type envOptions struct {
 	reloadable bool
 	// versioned: the API server's resourceVersions (newVersionedClientset).
 	versioned bool
+	// log, when set, receives the controller's log at the default
+	// verbosity (its context's logger).
+	log *syncBuffer
+	// nodeQuiet and nodeMax: Options.NodeBatchQuiet and NodeBatchMax.
+	nodeQuiet, nodeMax time.Duration
+	// wrap, when set, wraps the cloud the controller is given.
+	wrap func(*hookedCloud) Cloud
 }
 
 // startEnv runs the controller over a router built from o.doc, on a fake
@@ -209,17 +218,26 @@ func startEnv(t testing.TB, o envOptions, objs ...runtime.Object) *env {
 	r.(cloudprovider.Interface).Initialize(utilt.NewClientBuilder(client), ctx.Done())
 	r.(cloudprovider.InformerUser).SetInformers(factory)
 	h := &hookedCloud{routerCloud: r}
+	var cloud Cloud = h
+	if o.wrap != nil {
+		cloud = o.wrap(h)
+	}
 	classless := o.classless
-	c, err := New(h, Options{
+	c, err := New(cloud, Options{
 		Client: client, Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(),
 		ClusterName: cluster, Classless: classless, RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+		NodeBatchQuiet: o.nodeQuiet, NodeBatchMax: o.nodeMax,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
+	runCtx := ctx
+	if o.log != nil {
+		runCtx = klog.NewContext(ctx, textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(o.log), textlogger.Verbosity(0))))
+	}
 	var wg sync.WaitGroup
-	wg.Go(func() { c.Run(ctx, 2) })
+	wg.Go(func() { c.Run(runCtx, 2) })
 	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
 	return &env{client: client, cloud: h, ctrl: c, ctx: ctx, rl: rl, cfg: cfg}
 }

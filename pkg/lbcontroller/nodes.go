@@ -2,6 +2,7 @@ package lbcontroller
 
 import (
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,6 +23,77 @@ var nodeIncluded = router.StableNode
 // pkg/router/nodesync.go).
 func nodeChangeMatters(old, cur *corev1.Node) bool {
 	return nodeIncluded(old) != nodeIncluded(cur) || old.Spec.ProviderID != cur.Spec.ProviderID
+}
+
+// Node changes are handled in batches: a batch is flushed once no node
+// changed for defaultNodeBatchQuiet, and at the latest defaultNodeBatchMax
+// after its first change. A churn of many nodes (deleted, registered again,
+// given their providerIDs) is then a few batches, and each Service's load
+// balancer is updated at most once per batch, instead of once per node
+// change.
+const (
+	defaultNodeBatchQuiet = time.Second
+	defaultNodeBatchMax   = 5 * time.Second
+)
+
+// Targeter is a Cloud that says which of the nodes handed to it a
+// Service's load balancer targets (the router: the nodes the Service's
+// backend can target). With it, a node change re-syncs only the Services
+// whose own targets change; without it, every Service targets every node
+// handed.
+type Targeter interface {
+	LoadBalancerTargets(svc *corev1.Service, nodes []*corev1.Node) []*corev1.Node
+}
+
+// targetsOf is the set of nodes the Service's load balancer targets among
+// nodes.
+func (c *Controller) targetsOf(svc *corev1.Service, nodes []*corev1.Node) nodeSet {
+	if t, ok := c.cloud.(Targeter); ok {
+		return setOf(t.LoadBalancerTargets(svc, nodes))
+	}
+	return setOf(nodes)
+}
+
+// nodesChanged opens a batch of node changes, or pushes the open one's
+// flush back by the quiet period (never beyond its maximum).
+func (c *Controller) nodesChanged() {
+	c.batchMu.Lock()
+	defer c.batchMu.Unlock()
+	now := time.Now()
+	if c.batchTimer == nil {
+		c.batchFirst = now
+		c.batchTimer = time.AfterFunc(c.opts.NodeBatchQuiet, c.flushNodes)
+		return
+	}
+	if wait := min(c.opts.NodeBatchQuiet, c.batchFirst.Add(c.opts.NodeBatchMax).Sub(now)); wait > 0 {
+		c.batchTimer.Reset(wait)
+	}
+}
+
+// flushNodes closes the batch and queues the Services whose targets differ
+// from those their load balancer was last given (and those whose first
+// sync is still under way, which may have listed the nodes before the
+// batch). Each queued sync compares again and updates the load balancer
+// once.
+func (c *Controller) flushNodes() {
+	c.batchMu.Lock()
+	c.batchTimer = nil
+	c.batchMu.Unlock()
+	nodes, err := c.targets()
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	var keys []string
+	for key, st := range c.state {
+		if st.fresh || !c.targetsOf(st.svc, nodes).equal(st.nodes) {
+			keys = append(keys, key)
+		}
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.queue.Add(k)
+	}
 }
 
 // nodeSet is a set of targets: node name to providerID.

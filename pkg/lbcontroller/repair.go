@@ -3,8 +3,12 @@ package lbcontroller
 import (
 	"context"
 	"sync"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -32,14 +36,29 @@ func init() {
 	registerMetrics.Do(func() { legacyregistry.MustRegister(driftRepairs, repairPasses) })
 }
 
-// repairPass is a drift-repair pass: the Services it still has to sync and
-// the context carrying the backends' bulk snapshots, released when the
-// last of them is synced.
+// Pass kinds, as the summary line names them.
+const (
+	passStart  = "start-up"
+	passRepair = "drift-repair"
+)
+
+// repairPass is a pass over the Services served: the drift-repair pass
+// (every --load-balancer-resync-period) or the start-up pass (once the
+// caches are synced: the Services that already carry the cleanup
+// finalizer, re-checked after a restart or a leader failover). It holds the
+// Services it still has to sync and the context carrying the backends'
+// bulk snapshots, released when the last of them is synced, and counts
+// what the syncs did for its one summary line.
 type repairPass struct {
+	kind     string
 	ctx      context.Context
 	pending  sets.Set[string]
 	inflight int
 	end      func()
+	started  time.Time
+	total    int
+	changed  int
+	failed   int
 }
 
 // startRepairPass queues every Service the controller serves for a full
@@ -47,13 +66,39 @@ type repairPass struct {
 // the next starts is ended first.
 func (c *Controller) startRepairPass(ctx context.Context) {
 	c.mu.Lock()
-	if c.pass != nil {
-		c.pass.end()
-		c.pass = nil
-	}
 	keys := make([]string, 0, len(c.state))
 	for k := range c.state {
 		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	c.startPass(ctx, passRepair, keys)
+}
+
+// startStartupPass makes the first sync of every Service the controller
+// serves that already carries the cleanup finalizer (served before this
+// process: by an earlier leader, or by upstream's service controller) part
+// of one pass: one bulk snapshot per backend, and one summary line instead
+// of one per Service. The informer's initial list has queued them already.
+func (c *Controller) startStartupPass(ctx context.Context) {
+	all, err := c.services.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	var keys []string
+	for _, svc := range all {
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && servicehelper.HasLBFinalizer(svc) && c.serves(svc) {
+			keys = append(keys, keyOf(svc))
+		}
+	}
+	c.startPass(ctx, passStart, keys)
+}
+
+// startPass makes the syncs of keys one pass and queues them.
+func (c *Controller) startPass(ctx context.Context, kind string, keys []string) {
+	c.mu.Lock()
+	if c.pass != nil {
+		c.finish(ctx, c.pass)
+		c.pass = nil
 	}
 	c.mu.Unlock()
 	if len(keys) == 0 {
@@ -63,34 +108,50 @@ func (c *Controller) startRepairPass(ctx context.Context) {
 	if rp, ok := c.cloud.(RepairPasser); ok {
 		pctx, end = rp.BeginRepairPass(ctx, c.opts.ClusterName)
 	}
-	repairPasses.Inc()
-	klog.FromContext(ctx).V(2).Info("Starting a drift-repair pass", "services", len(keys))
+	if kind == passRepair {
+		repairPasses.Inc()
+	}
+	klog.FromContext(ctx).V(2).Info("Starting a pass over the load balancers", "pass", kind, "services", len(keys))
+	p := &repairPass{kind: kind, ctx: pctx, pending: sets.New(keys...), end: end, started: time.Now(), total: len(keys)}
 	c.mu.Lock()
-	c.pass = &repairPass{ctx: pctx, pending: sets.New(keys...), end: end}
+	c.pass = p
 	c.mu.Unlock()
 	for _, k := range keys {
 		c.queue.Add(k)
 	}
 }
 
-// takeRepair reports whether this sync of key belongs to the repair pass,
-// with the pass's context, and returns the function to call when the sync
-// is done.
-func (c *Controller) takeRepair(key string) (context.Context, bool, func()) {
+// finish ends a pass and logs its one summary line. c.mu is held.
+func (c *Controller) finish(ctx context.Context, p *repairPass) {
+	p.end()
+	klog.FromContext(ctx).Info("Checked the load balancers of the Services served", "pass", p.kind, "services", p.total,
+		"changed", p.changed, "failed", p.failed, "unfinished", p.pending.Len()+p.inflight, "duration", time.Since(p.started).Round(time.Millisecond))
+}
+
+// takeRepair reports whether this sync of key belongs to the pass in
+// progress, with the pass's context, and returns the function to call with
+// the sync's outcome when it is done.
+func (c *Controller) takeRepair(ctx context.Context, key string) (context.Context, bool, func(changed bool, err error)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pass
 	if p == nil || !p.pending.Has(key) {
-		return nil, false, func() {}
+		return nil, false, func(bool, error) {}
 	}
 	p.pending.Delete(key)
 	p.inflight++
-	return p.ctx, true, func() {
+	return p.ctx, true, func(changed bool, err error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		p.inflight--
+		switch {
+		case err != nil:
+			p.failed++
+		case changed:
+			p.changed++
+		}
 		if p.inflight == 0 && p.pending.Len() == 0 && c.pass == p {
-			p.end()
+			c.finish(ctx, p)
 			c.pass = nil
 		}
 	}

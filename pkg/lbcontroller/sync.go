@@ -34,14 +34,17 @@ const (
 )
 
 // sync brings one Service's load balancer to what the Service asks.
-func (c *Controller) sync(ctx context.Context, key string) error {
+func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	start := time.Now()
 	logger := klog.FromContext(ctx).WithValues("service", key)
+	pctx, repair, done := c.takeRepair(ctx, key)
 	ctx = klog.NewContext(ctx, logger)
-	defer func() { logger.V(4).Info("Synced", "duration", time.Since(start)) }()
+	changed := false
+	defer func() {
+		done(changed, err)
+		logger.V(4).Info("Synced", "duration", time.Since(start), "changed", changed)
+	}()
 
-	pctx, repair, done := c.takeRepair(key)
-	defer done()
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return err
@@ -91,7 +94,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// ends with the controller, as ctx does.
 		ctx = klog.NewContext(pctx, logger)
 	}
-	return c.ensure(ctx, key, svc, st, repair)
+	changed, err = c.ensure(ctx, key, svc, st, repair)
+	return err
 }
 
 // needsCleanup is upstream's: the finalizer is ours to act on once the
@@ -110,10 +114,12 @@ func unchanged(st *served, svc *corev1.Service) bool {
 // not change since its last sync only has its nodes compared; a changed or
 // new one is ensured in full, with two writes at most: the finalizer with
 // the router's record, then the status with the served annotations.
-func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service, st *served, repair bool) error {
+// changed reports whether the sync wrote to the Service or changed its
+// load balancer.
+func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service, st *served, repair bool) (changed bool, err error) {
 	nodes, err := c.targets()
 	if err != nil {
-		return err
+		return false, err
 	}
 	same := unchanged(st, svc)
 	if same && !repair && !st.retry {
@@ -132,10 +138,12 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		c.event(svc, corev1.EventTypeNormal, reasonEnsuring, "Ensuring load balancer")
 	}
 	seen := sets.New(svc.ResourceVersion)
-	svc, err = c.prepare(ctx, svc)
-	if err != nil || svc == nil {
-		return err
+	prepared, err := c.prepare(ctx, svc)
+	if err != nil || prepared == nil {
+		return false, err
 	}
+	changed = prepared != svc
+	svc = prepared
 	seen.Insert(svc.ResourceVersion)
 	c.track(key, svc, seen)
 
@@ -144,7 +152,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	status, err := c.cloud.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
 	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		c.forget(key)
-		return nil
+		return changed, nil
 	}
 	if err == nil && status == nil {
 		err = errors.New("the cloud returned no load-balancer status")
@@ -152,17 +160,17 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	if err != nil {
 		c.failed(key, repair && !specChanged, changes())
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to ensure load balancer: "+err.Error())
-		return err
+		return changed, err
 	}
 	statusChanged := !servicehelper.LoadBalancerStatusEqual(&svc.Status.LoadBalancer, status)
 	ann := served()
 	if statusChanged || len(ann) > 0 {
 		out, own, err := c.publish(ctx, svc, status, ann)
 		if apierrors.IsNotFound(err) {
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return fmt.Errorf("writing the load-balancer status: %w", err)
+			return true, fmt.Errorf("writing the load-balancer status: %w", err)
 		}
 		if own {
 			svc = out
@@ -175,7 +183,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 			defer c.queue.Add(key)
 		}
 	}
-	c.remember(key, svc, seen, setOf(nodes))
+	c.remember(key, svc, seen, c.targetsOf(svc, nodes))
 
 	what := changes()
 	if prior && same {
@@ -196,30 +204,32 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		}
 		c.event(svc, corev1.EventTypeNormal, reasonEnsured, msg)
 	}
-	return nil
+	return changed || statusChanged || len(ann) > 0 || len(what) > 0, nil
 }
 
 // retarget updates the load balancer of an unchanged Service when the
-// nodes it targets changed.
-func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Service, st *served, nodes []*corev1.Node) error {
-	set := setOf(nodes)
+// nodes it targets changed: one call and one event, whatever the number of
+// node changes since its last sync.
+func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Service, st *served, nodes []*corev1.Node) (bool, error) {
+	set := c.targetsOf(svc, nodes)
 	if set.equal(st.nodes) {
-		return nil
+		return false, nil
 	}
 	if err := c.cloud.UpdateLoadBalancer(ctx, c.opts.ClusterName, svc, nodes); err != nil {
 		if errors.Is(err, cloudprovider.ImplementedElsewhere) {
-			return nil
+			return false, nil
 		}
-		c.event(svc, corev1.EventTypeWarning, "UpdateLoadBalancerFailed", fmt.Sprintf("Error updating load balancer with new hosts %d: %v", len(nodes), err))
-		return err
+		c.event(svc, corev1.EventTypeWarning, "UpdateLoadBalancerFailed", fmt.Sprintf("Error updating load balancer with new hosts %d: %v", len(set), err))
+		return false, err
 	}
 	c.mu.Lock()
 	if cur, ok := c.state[key]; ok {
 		cur.nodes = set
 	}
 	c.mu.Unlock()
-	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", len(nodes)))
-	return nil
+	klog.FromContext(ctx).V(2).Info("Updated the load balancer's targets", "targets", len(set))
+	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", len(set)))
+	return true, nil
 }
 
 // describe names the backend and the cloud's load-balancer ID, as the
