@@ -80,10 +80,8 @@ func ParseAllowSharedIP(value string) (string, error) {
 	case !utf8.ValidString(key):
 		return "", fmt.Errorf("annotation %s=%q is not valid UTF-8", AllowSharedIP, key)
 	}
-	for _, r := range key {
-		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return "", fmt.Errorf("annotation %s=%q contains white space or a non-printable character (%U); use letters, digits and punctuation only", AllowSharedIP, key, r)
-		}
+	if strings.IndexFunc(key, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		return "", fmt.Errorf("annotation %s=%q contains white space or a non-printable character; use letters, digits and punctuation only", AllowSharedIP, key)
 	}
 	return key, nil
 }

@@ -1,0 +1,277 @@
+package admission
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// minVersion is the oldest Kubernetes whose CEL the policies use
+// (two-variable comprehensions came in 1.32); the chart renders them only
+// from there on.
+var minVersion = version.MajorMinor(1, 32)
+
+// env is the API server's CEL environment for new expressions at
+// minVersion, with the variables a ValidatingAdmissionPolicy sees.
+func env(t testing.TB) *cel.Env {
+	t.Helper()
+	base, err := environment.MustBaseEnvSet(minVersion).Env(environment.NewExpressions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := base.Extend(
+		cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType),
+		cel.Variable("params", cel.DynType), cel.Variable("request", cel.DynType),
+		cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// program compiles one expression; compilation and the cost estimate must
+// pass as the API server checks them.
+func program(t testing.TB, e *cel.Env, expr string) cel.Program {
+	t.Helper()
+	ast, iss := e.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("%.300s\ndoes not compile: %.2000v", expr, iss.Err())
+	}
+	p, err := e.Program(ast, cel.CostLimit(1_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// policy evaluates the generated policy in-process.
+type policy struct {
+	vars        []named
+	validations []compiled
+}
+
+type named struct {
+	name string
+	prog cel.Program
+}
+
+type compiled struct {
+	expr, message cel.Program
+}
+
+func newPolicy(t testing.TB, f func() ([]admissionv1.Variable, []admissionv1.Validation)) *policy {
+	t.Helper()
+	e := env(t)
+	p := &policy{}
+	vars, vs := f()
+	for _, v := range vars {
+		p.vars = append(p.vars, named{v.Name, program(t, e, v.Expression)})
+	}
+	for _, v := range vs {
+		p.validations = append(p.validations, compiled{program(t, e, v.Expression), program(t, e, v.MessageExpression)})
+	}
+	return p
+}
+
+// service is a Service as the policy sees it (unstructured).
+func service(annotations map[string]string) map[string]any {
+	m := map[string]any{}
+	for k, v := range annotations {
+		m[k] = v
+	}
+	return map[string]any{"metadata": map[string]any{"name": "web", "namespace": "default", "annotations": m}, "spec": map[string]any{"type": "LoadBalancer"}}
+}
+
+// params is the parameter ConfigMap.
+func params(backends string) map[string]any {
+	return map[string]any{"data": map[string]any{"backends": backends, "classes": "multicloud-ccm.io/metal"}}
+}
+
+// eval runs every validation and returns the messages of those that fail.
+func (p *policy) eval(t testing.TB, object, oldObject, param any) []string {
+	t.Helper()
+	in := map[string]any{"object": object, "oldObject": oldObject, "params": param, "request": map[string]any{}}
+	vars := map[string]any{}
+	in["variables"] = vars
+	for _, v := range p.vars {
+		out, _, err := v.prog.Eval(in)
+		if err != nil {
+			t.Fatalf("variable %s: %v", v.name, err)
+		}
+		vars[v.name] = out
+	}
+	var msgs []string
+	for i, v := range p.validations {
+		out, _, err := v.expr.Eval(in)
+		if err != nil {
+			t.Fatalf("validation %d: %v", i, err)
+		}
+		if out.Value() == true {
+			continue
+		}
+		m, _, err := v.message.Eval(in)
+		if err != nil {
+			t.Fatalf("message of validation %d: %v", i, err)
+		}
+		msgs = append(msgs, m.Value().(string))
+	}
+	return msgs
+}
+
+// common are values every annotation is tried with: the edge cases.
+var common = []string{
+	"", " ", "\t", "False", "false", "true", "TRUE", "True", " true ", "yes", "0", "1", "-1", "+5", "0300", "08080",
+	"99999999999999999999", "9223372036854775807", "9223372036854775808", "abc", "a b", "a,b", "a,,b", ",", "a,", "*", " * ",
+	"x=1,y=2", "x=1, x=2", "=1", "k", "k=", "192.0.2.10", "192.0.2.10,2001:db8::10", " 2001:db8::10 , 192.0.2.10 ",
+	"::ffff:192.0.2.1", "::FFFF:c000:201", "0:0:0:0:0:ffff::", "fe80::1%eth0", "::ffff:1.2.3.4%eth0", "0.0.0.0", "::",
+	"127.0.0.1", "224.0.0.1", "ff02::1", "169.254.1.1", "fe80::1", "192.0.2.1,192.0.2.2", "2001:db8::1,2001:db8::2",
+	"010.0.0.1", "192.0.2.300", "192.0.2.0/24", "a\"b", "a\\b", "tab\there", "ünïcode", "a\u00a0b",
+	"/healthz", "/a b", "healthz", "traffic-port", "65535", "65536", "lb.example.com", "LB.example.com", "-lb.example.com",
+	"env=production, gpu", "a/b/c=1", "example.com/role=web", "/x", "kubernetes.io/service-name=x", "aws:cloudformation:x=1",
+	"kubernetes.io/cluster/c=owned", "team=a,,b=2", "metal", "aws", "metal,aws", "metal,,aws", "metal,metal", "gcp", " metal",
+	"metal,gcp", "nlb", "NLB", "external", " nlb", "ssl", "SSL", "ſsl", "HTTP", "http ", "internal", "internet-facing",
+	"0.0.0.0/0", "t", "v1", "v2", "ROUND_ROBIN", "round_robin", "ipv4", "dualstack", "instance", "ip",
+	strings.Repeat("k", 253), strings.Repeat("k", 254), strings.Repeat("a", 256), "/" + strings.Repeat("p", 1024),
+}
+
+// samples are common plus what the spec's parameters suggest.
+func samples(s annotation.Spec) []string {
+	out := append([]string(nil), common...)
+	for _, v := range s.Values {
+		out = append(out, v, strings.ToUpper(v), " "+v+" ", v+"=1")
+	}
+	if s.Format.Pattern != nil {
+		x := s.Format.Example
+		out = append(out, x, " "+x+" ", x+",", x+","+x, x+", "+x, strings.ToUpper(x), x+"0")
+		if strings.HasPrefix(x, "sg-") || strings.HasPrefix(x, "eipalloc-") {
+			y := x[:len(x)-1] + "1"
+			out = append(out, x+","+y, x+", "+y+" ,bad")
+		}
+	}
+	if s.Kind == annotation.KindInt {
+		for _, n := range []int{s.Min - 1, s.Min, s.Min + 1, s.Max} {
+			out = append(out, strconv.Itoa(n), " "+strconv.Itoa(n), "0"+strconv.Itoa(n), "+"+strconv.Itoa(n))
+		}
+		if s.Max < annotation.AnyInt {
+			out = append(out, strconv.Itoa(s.Max+1))
+		}
+	}
+	return out
+}
+
+// TestPolicyAgreesWithReaders: for every annotation of the registry and
+// every sample value, the generated CEL admits exactly what the Go reader
+// accepts, and refuses the rest with the reader's message.
+func TestPolicyAgreesWithReaders(t *testing.T) {
+	p := newPolicy(t, Deny)
+	known := []string{"metal", "aws"}
+	for _, s := range annotation.Registry {
+		if _, _, ok := celCheck(s, "v", "''"); !ok {
+			continue
+		}
+		t.Run(string(s.Name), func(t *testing.T) {
+			for _, v := range samples(s) {
+				goErr := s.Check(v, known)
+				msgs := p.eval(t, service(map[string]string{string(s.Name): v}), nil, params(strings.Join(known, ",")))
+				switch {
+				case goErr == nil && len(msgs) > 0:
+					t.Errorf("%q: the reader accepts it, the policy says %q", v, msgs)
+				case goErr != nil && len(msgs) == 0:
+					t.Errorf("%q: the reader refuses it (%v), the policy admits it", v, goErr)
+				case goErr != nil && (len(msgs) != 1 || msgs[0] != goErr.Error()):
+					t.Errorf("%q: messages differ:\nreader: %s\npolicy: %s", v, goErr, strings.Join(msgs, " | "))
+				}
+			}
+		})
+	}
+}
+
+// TestBackendNamesUnknown: without the backends in the parameter (the
+// chart rendered with an existing cloud-config Secret) only the form of
+// the backend annotation is checked.
+func TestBackendNamesUnknown(t *testing.T) {
+	p := newPolicy(t, Deny)
+	s, _ := annotation.Lookup(annotation.LoadBalancerBackend)
+	for _, v := range []string{"anything", "a,b", "a,,b", "a,a", ""} {
+		goErr := s.Check(v, nil)
+		msgs := p.eval(t, service(map[string]string{string(s.Name): v}), nil, params(""))
+		if got, want := fmt.Sprint(msgs), fmt.Sprint(errs(goErr)); got != want {
+			t.Errorf("%q: policy %s, reader %s", v, got, want)
+		}
+	}
+}
+
+func errs(err error) []string {
+	if err == nil {
+		return nil
+	}
+	return []string{err.Error()}
+}
+
+// TestUnchangedValuesAdmitted: an update that keeps a bad value (written
+// before the policy) is admitted; one that changes it to another bad value
+// is not.
+func TestUnchangedValuesAdmitted(t *testing.T) {
+	p := newPolicy(t, Deny)
+	const n = "loadbalancer.openstack.org/connection-limit"
+	old := service(map[string]string{n: "0"})
+	if msgs := p.eval(t, service(map[string]string{n: "0", "x": "y"}), old, params("")); len(msgs) != 0 {
+		t.Errorf("unchanged bad value refused: %q", msgs)
+	}
+	if msgs := p.eval(t, service(map[string]string{n: "-5"}), old, params("")); len(msgs) != 1 {
+		t.Errorf("changed bad value: %q", msgs)
+	}
+}
+
+// TestOtherClassesIgnored: a Service of a class multicloud-ccm does not
+// serve (another controller's) is not checked; one of a listed class is.
+func TestOtherClassesIgnored(t *testing.T) {
+	p := newPolicy(t, Deny)
+	svc := func(class string) map[string]any {
+		s := service(map[string]string{"service.beta.kubernetes.io/aws-load-balancer-scheme": "public"})
+		s["spec"].(map[string]any)["loadBalancerClass"] = class
+		return s
+	}
+	if msgs := p.eval(t, svc("service.k8s.aws/nlb"), nil, params("")); len(msgs) != 0 {
+		t.Errorf("another controller's class checked: %q", msgs)
+	}
+	if msgs := p.eval(t, svc("multicloud-ccm.io/metal"), nil, params("")); len(msgs) != 1 {
+		t.Errorf("our class not checked: %q", msgs)
+	}
+}
+
+// TestWarnings: changing an annotation whose change replaces something
+// warns with the consequence; other changes, creations and unchanged
+// values do not.
+func TestWarnings(t *testing.T) {
+	p := newPolicy(t, Warn)
+	const scheme = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+	old := service(map[string]string{scheme: "internet-facing"})
+	msgs := p.eval(t, service(map[string]string{scheme: "internal"}), old, params(""))
+	want := `annotation service.beta.kubernetes.io/aws-load-balancer-scheme changed from "internet-facing" to "internal": this replaces the NLB (and its DNS name): a new one is created and the old one deleted`
+	if len(msgs) != 1 || msgs[0] != want {
+		t.Errorf("scheme change warns %q, want %q", msgs, want)
+	}
+	msgs = p.eval(t, service(nil), old, params(""))
+	if len(msgs) != 1 || !strings.Contains(msgs[0], `from "internet-facing" to (unset)`) {
+		t.Errorf("scheme removal warns %q", msgs)
+	}
+	for name, objs := range map[string][2]any{
+		"create":    {service(map[string]string{scheme: "internal"}), nil},
+		"unchanged": {service(map[string]string{scheme: "internet-facing", "x": "y"}), old},
+		"other":     {service(map[string]string{scheme: "internet-facing", "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval": "10"}), old},
+	} {
+		if msgs := p.eval(t, objs[0], objs[1], params("")); len(msgs) != 0 {
+			t.Errorf("%s warns %q", name, msgs)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package annotation
+
+import (
+	"math"
+	"regexp"
+)
+
+// Kind is the form of an annotation's value. One kind is one way of
+// reading a value: the Reader method or Parse function the backends call,
+// the CEL check the chart's admission policy runs (pkg/admission generates
+// it from the kind) and the sentence docs/annotations.md gives.
+type Kind string
+
+// The kinds of annotation values.
+const (
+	// KindBackends: backend names, comma-separated (ParseLoadBalancerBackends).
+	KindBackends Kind = "backends"
+	// KindString: any non-empty value, white space around it ignored
+	// (Reader.String); at most Spec.MaxLen characters when set.
+	KindString Kind = "string"
+	// KindBool: "true" or "false" (Reader.Bool).
+	KindBool Kind = "bool"
+	// KindAWSInternal: the upstream AWS provider's internal flag: "false" or
+	// empty, "0.0.0.0/0" or a strconv.ParseBool true value.
+	KindAWSInternal Kind = "aws-internal"
+	// KindInt: a whole number from Spec.Min to Spec.Max (Reader.Int),
+	// except Spec.Except when ExceptSet.
+	KindInt Kind = "int"
+	// KindEnum: one of Spec.Values, compared exactly (Reader.Enum).
+	KindEnum Kind = "enum"
+	// KindEnumFold: one of Spec.Values in any case.
+	KindEnumFold Kind = "enum-fold"
+	// KindList: comma-separated non-empty entries (Reader.List).
+	KindList Kind = "list"
+	// KindListOrStar: "*" or a KindList.
+	KindListOrStar Kind = "list-or-star"
+	// KindMap: comma-separated key=value with unique non-empty keys
+	// (Reader.Map).
+	KindMap Kind = "map"
+	// KindPairs: the upstream AWS provider's Key=Value, Key= or Key list;
+	// empty entries skipped; keys in Spec.Values or starting with one of
+	// Spec.Prefixes refused.
+	KindPairs Kind = "pairs"
+	// KindID: one ID of Spec.Format (Reader.ID).
+	KindID Kind = "id"
+	// KindIDs: comma-separated IDs of Spec.Format, without repeats
+	// (Reader.IDs).
+	KindIDs Kind = "ids"
+	// KindLoadBalancerIPs: at most one usable address per IP family
+	// (ParseLoadBalancerIPs).
+	KindLoadBalancerIPs Kind = "load-balancer-ips"
+	// KindIPList: comma-separated IP addresses, as MetalLB reads them
+	// (ParseIPList).
+	KindIPList Kind = "ip-list"
+	// KindIPv4s: comma-separated IPv4 addresses (the AWS backend's private
+	// addresses).
+	KindIPv4s Kind = "ipv4s"
+	// KindSharingKey: a sharing key (ParseAllowSharedIP).
+	KindSharingKey Kind = "sharing-key"
+	// KindPort: "traffic-port" or a port number.
+	KindPort Kind = "port"
+	// KindHTTPPath: a path starting with /, at most Spec.MaxLen characters,
+	// without white space.
+	KindHTTPPath Kind = "http-path"
+	// KindStar: exactly "*".
+	KindStar Kind = "star"
+	// KindDNSName: a DNS subdomain (RFC 1123).
+	KindDNSName Kind = "dns-name"
+	// KindLabelSelector: comma-separated label keys or key=value.
+	KindLabelSelector Kind = "label-selector"
+	// KindUnchecked: not checked at admission (written by a controller, or
+	// a value only the cloud can judge); documented only.
+	KindUnchecked Kind = "unchecked"
+)
+
+// Spec is one annotation of the registry: its name, the kind of its value
+// with the kind's parameters, who reads it and what changing it on a live
+// Service does.
+type Spec struct {
+	Name Name
+	Kind Kind
+	// ReadBy is who reads it: "router", or a backend type (aws,
+	// openstack, baremetal).
+	ReadBy string
+	// Min and Max bound a KindInt; Except is a value inside them that is
+	// refused when ExceptSet.
+	Min, Max  int
+	Except    int
+	ExceptSet bool
+	// Values are a KindEnum's or KindEnumFold's values, or a KindPairs'
+	// refused keys.
+	Values []string
+	// Prefixes are a KindPairs' refused key prefixes.
+	Prefixes []string
+	// Format is a KindID's or KindIDs' format.
+	Format IDFormat
+	// MaxLen bounds a KindString or KindHTTPPath (0: no bound).
+	MaxLen int
+	// Exact: a KindEnum value is compared as written, white space
+	// included. Trimmed: the message quotes the value without the white
+	// space around it (the reader trims it first).
+	Exact, Trimmed bool
+	// Want replaces the kind's "must be ..." text where the reader writes
+	// its own (e.g. "must be a positive whole number, or -1 for no limit").
+	Want string
+	// Replaces, when set, is what a change of the value does to a running
+	// load balancer that the user should know first, e.g. "replaces the
+	// NLB (and its DNS name)". The admission policy warns with it.
+	Replaces string
+}
+
+// AnyInt is Spec.Max of a KindInt bounded only by the Go int.
+const AnyInt = math.MaxInt64
+
+// Formats of IDs the backends read.
+var (
+	// AWSSecurityGroupID is the format of security-group IDs.
+	AWSSecurityGroupID = IDFormat{
+		Pattern: regexp.MustCompile(`^sg-([0-9a-f]{8}|[0-9a-f]{17})$`),
+		Example: "sg-0123456789abcdef0",
+		Hint:    "`aws ec2 describe-security-groups`",
+	}
+	// AWSCertificateARN is the format of ACM and IAM certificate ARNs.
+	AWSCertificateARN = IDFormat{
+		Pattern: regexp.MustCompile(`^arn:aws[a-z-]*:(acm:[a-z0-9-]+:[0-9]{12}:certificate/[0-9a-zA-Z-]+|iam::[0-9]{12}:server-certificate/[\w+=,.@/-]+)$`),
+		Example: "arn:aws:acm:eu-west-1:123456789012:certificate/12345678-1234-1234-1234-123456789012",
+		Hint:    "`aws acm list-certificates`",
+	}
+	// AWSEIPAllocationID is the format of Elastic IP allocation IDs.
+	AWSEIPAllocationID = IDFormat{
+		Pattern: regexp.MustCompile(`^eipalloc-([0-9a-f]{8}|[0-9a-f]{17})$`),
+		Example: "eipalloc-0123456789abcdef0",
+		Hint:    "`aws ec2 describe-addresses`",
+	}
+)
+
+// openstackID is the format of an OpenStack ID annotation.
+func openstackID(hint string) IDFormat {
+	f := UUID
+	f.Hint = hint
+	return f
+}
+
+// Consequences of changes, as the backends' docs give them.
+const (
+	replacesNLB      = "replaces the NLB (and its DNS name): a new one is created and the old one deleted"
+	readAtCreationOS = "is read only when the load balancer is created: the running one keeps its setting (delete and re-create the Service to apply it)"
+)
+
+// Registry is every Service annotation multicloud-ccm reads whose value it
+// checks, with its kind: the parsers read them this way, the chart's
+// admission policy is generated from it (pkg/admission) and
+// docs/annotations.md describes each from it (hack/gen-docs). Annotations
+// the router writes are KindUnchecked.
+var Registry = []Spec{
+	{Name: LoadBalancerBackend, Kind: KindBackends, ReadBy: "router", Replaces: "moves the load balancer: it is created in the new backend and deleted from the old one"},
+	{Name: LoadBalancerIPs, Kind: KindLoadBalancerIPs, ReadBy: "baremetal"},
+	{Name: AllowSharedIP, Kind: KindSharingKey, ReadBy: "baremetal"},
+	{Name: "multicloud-ccm.io/address-pool", Kind: KindString, ReadBy: "baremetal"},
+	{Name: LoadBalancerBackends, Kind: KindUnchecked, ReadBy: "router"},
+	{Name: LoadBalancerServedBy, Kind: KindUnchecked, ReadBy: "router"},
+	{Name: LoadBalancerID, Kind: KindUnchecked, ReadBy: "router"},
+
+	// MetalLB's and kube-vip's address requests: the bare-metal backend
+	// keeps their addresses out of its own allocation.
+	{Name: "metallb.io/loadBalancerIPs", Kind: KindIPList, ReadBy: "baremetal"},
+	{Name: "metallb.universe.tf/loadBalancerIPs", Kind: KindIPList, ReadBy: "baremetal"},
+	{Name: "kube-vip.io/loadbalancerIPs", Kind: KindIPList, ReadBy: "baremetal"},
+
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-type", Kind: KindEnum, ReadBy: "aws", Values: []string{"nlb", "external", "nlb-ip"}, Exact: true,
+		Want:     "must be nlb (this backend makes Network Load Balancers only), or external or nlb-ip for a load balancer another controller manages",
+		Replaces: "hands the load balancer over: with external or nlb-ip the backend stops managing it and leaves the NLB it made in AWS (delete it by hand); back to nlb it creates a new one"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-scheme", Kind: KindEnum, ReadBy: "aws", Values: []string{"internal", "internet-facing"}, Replaces: replacesNLB},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-internal", Kind: KindAWSInternal, ReadBy: "aws", Trimmed: true, Replaces: replacesNLB},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-subnets", Kind: KindList, ReadBy: "aws", Replaces: "replaces the NLB (and its DNS name) unless it only adds subnets in zones the NLB is not in yet"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type", Kind: KindEnum, ReadBy: "aws", Values: []string{"instance", "ip"}, Replaces: "replaces the target groups (not the NLB): targets are re-registered"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-security-groups", Kind: KindIDs, ReadBy: "aws", Format: AWSSecurityGroupID},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-extra-security-groups", Kind: KindIDs, ReadBy: "aws", Format: AWSSecurityGroupID},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-manage-backend-security-group-rules", Kind: KindBool, ReadBy: "aws"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-ssl-cert", Kind: KindID, ReadBy: "aws", Format: AWSCertificateARN},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-ssl-ports", Kind: KindListOrStar, ReadBy: "aws"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy", Kind: KindString, ReadBy: "aws"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-backend-protocol", Kind: KindEnumFold, ReadBy: "aws", Values: []string{"tcp", "ssl", "http", "https"}, Replaces: "replaces the TLS ports' target groups (not the NLB) when it switches between ssl and the others"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-eip-allocations", Kind: KindIDs, ReadBy: "aws", Format: AWSEIPAllocationID, Replaces: "is not applied to a running NLB (AWS cannot change its addresses): only a new NLB gets them"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses", Kind: KindIPv4s, ReadBy: "aws", Replaces: "is not applied to a running NLB (AWS cannot change its addresses): only a new NLB gets them"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-ip-address-type", Kind: KindEnum, ReadBy: "aws", Values: []string{"ipv4", "dualstack"}},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol", Kind: KindEnumFold, ReadBy: "aws", Values: []string{"TCP", "HTTP", "HTTPS"}},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-port", Kind: KindPort, ReadBy: "aws"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path", Kind: KindHTTPPath, ReadBy: "aws", MaxLen: 1024},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval", Kind: KindInt, ReadBy: "aws", Min: 5, Max: 300},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout", Kind: KindInt, ReadBy: "aws", Min: 2, Max: 120},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold", Kind: KindInt, ReadBy: "aws", Min: 2, Max: 10},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold", Kind: KindInt, ReadBy: "aws", Min: 2, Max: 10},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes", Kind: KindMap, ReadBy: "aws"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", Kind: KindStar, ReadBy: "aws"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-attributes", Kind: KindMap, ReadBy: "aws"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled", Kind: KindEnum, ReadBy: "aws", Values: []string{"true", "false"}, Trimmed: true},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-access-log-enabled", Kind: KindEnum, ReadBy: "aws", Values: []string{"true", "false"}, Trimmed: true},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-name", Kind: KindUnchecked, ReadBy: "aws"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-prefix", Kind: KindUnchecked, ReadBy: "aws"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags", Kind: KindPairs, ReadBy: "aws",
+		Values: []string{"kubernetes.io/service-name", "multicloud-ccm.io/backend"}, Prefixes: []string{"kubernetes.io/cluster/", "aws:"}},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-target-node-labels", Kind: KindPairs, ReadBy: "aws"},
+
+	{Name: "service.beta.kubernetes.io/openstack-internal-load-balancer", Kind: KindBool, ReadBy: "openstack", Replaces: "releases or allocates the floating IP: the Service's external address changes"},
+	{Name: "loadbalancer.openstack.org/floating-network-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack network list`")},
+	{Name: "loadbalancer.openstack.org/floating-subnet-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack subnet list --network <floating network>`")},
+	{Name: "loadbalancer.openstack.org/floating-subnet", Kind: KindString, ReadBy: "openstack"},
+	{Name: "loadbalancer.openstack.org/floating-subnet-tags", Kind: KindString, ReadBy: "openstack"},
+	{Name: "loadbalancer.openstack.org/class", Kind: KindString, ReadBy: "openstack"},
+	{Name: "loadbalancer.openstack.org/keep-floatingip", Kind: KindBool, ReadBy: "openstack"},
+	{Name: "loadbalancer.openstack.org/subnet-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack subnet list`"), Replaces: readAtCreationOS},
+	{Name: "loadbalancer.openstack.org/network-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack network list`"), Replaces: readAtCreationOS},
+	{Name: "loadbalancer.openstack.org/port-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack port list`"), Replaces: readAtCreationOS},
+	{Name: "loadbalancer.openstack.org/member-subnet-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack subnet list`")},
+	{Name: "loadbalancer.openstack.org/flavor-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack loadbalancer flavor list`"), Replaces: readAtCreationOS},
+	{Name: "loadbalancer.openstack.org/availability-zone", Kind: KindString, ReadBy: "openstack", MaxLen: 255,
+		Want: "must be the name of an Octavia availability zone (at most 255 characters; `openstack loadbalancer availabilityzone list`)", Replaces: readAtCreationOS},
+	{Name: "loadbalancer.openstack.org/lb-method", Kind: KindEnum, ReadBy: "openstack", Values: []string{"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT"}},
+	{Name: "loadbalancer.openstack.org/connection-limit", Kind: KindInt, ReadBy: "openstack", Min: -1, Max: AnyInt, Except: 0, ExceptSet: true,
+		Want: "must be a positive whole number, or -1 for no limit"},
+	{Name: "loadbalancer.openstack.org/timeout-client-data", Kind: KindInt, ReadBy: "openstack", Min: 0, Max: 86400000},
+	{Name: "loadbalancer.openstack.org/timeout-member-connect", Kind: KindInt, ReadBy: "openstack", Min: 0, Max: 86400000},
+	{Name: "loadbalancer.openstack.org/timeout-member-data", Kind: KindInt, ReadBy: "openstack", Min: 0, Max: 86400000},
+	{Name: "loadbalancer.openstack.org/timeout-tcp-inspect", Kind: KindInt, ReadBy: "openstack", Min: 0, Max: 86400000},
+	{Name: "loadbalancer.openstack.org/proxy-protocol", Kind: KindEnum, ReadBy: "openstack", Values: []string{"true", "v1", "v2", "false"}, Replaces: "replaces the pools (a pool's protocol cannot change): members are re-added"},
+	{Name: "loadbalancer.openstack.org/x-forwarded-for", Kind: KindBool, ReadBy: "openstack", Replaces: "replaces the listeners (TCP to HTTP or back)"},
+	{Name: "loadbalancer.openstack.org/default-tls-container-ref", Kind: KindString, ReadBy: "openstack", Replaces: "replaces the listeners when TLS is turned on or off"},
+	{Name: "loadbalancer.openstack.org/enable-health-monitor", Kind: KindBool, ReadBy: "openstack"},
+	{Name: "loadbalancer.openstack.org/health-monitor-delay", Kind: KindInt, ReadBy: "openstack", Min: 1, Max: 3600},
+	{Name: "loadbalancer.openstack.org/health-monitor-timeout", Kind: KindInt, ReadBy: "openstack", Min: 1, Max: 3600},
+	{Name: "loadbalancer.openstack.org/health-monitor-max-retries", Kind: KindInt, ReadBy: "openstack", Min: 1, Max: 10},
+	{Name: "loadbalancer.openstack.org/health-monitor-max-retries-down", Kind: KindInt, ReadBy: "openstack", Min: 1, Max: 10},
+	{Name: "loadbalancer.openstack.org/node-selector", Kind: KindLabelSelector, ReadBy: "openstack"},
+	{Name: "loadbalancer.openstack.org/load-balancer-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack loadbalancer list`"),
+		Replaces: "moves the Service to another Octavia load balancer (or shares one); do not change it on a live Service"},
+	{Name: "loadbalancer.openstack.org/load-balancer-address", Kind: KindUnchecked, ReadBy: "openstack"},
+	{Name: "loadbalancer.openstack.org/hostname", Kind: KindDNSName, ReadBy: "openstack"},
+}
+
+// Lookup returns the registry's spec of n.
+func Lookup(n Name) (Spec, bool) {
+	for _, s := range Registry {
+		if s.Name == n {
+			return s, true
+		}
+	}
+	return Spec{}, false
+}
