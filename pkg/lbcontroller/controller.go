@@ -217,10 +217,26 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		go wait.UntilWithContext(ctx, c.worker, time.Second)
 	}
 	if c.opts.ResyncPeriod > 0 {
-		go wait.UntilWithContext(ctx, c.startRepairPass, c.opts.ResyncPeriod)
+		go c.repairEvery(ctx, c.opts.ResyncPeriod)
 	}
 	<-stop
 	logger.Info("Stopping")
+}
+
+// repairEvery starts a drift-repair pass every period, the first one
+// period after the start: the start-up pass re-checks what was served
+// before.
+func (c *Controller) repairEvery(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.startRepairPass(ctx)
+		}
+	}
 }
 
 func (c *Controller) worker(ctx context.Context) {

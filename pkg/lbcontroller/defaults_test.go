@@ -287,7 +287,7 @@ func TestRestartRechecksSilently(t *testing.T) {
 			other = append(other, l)
 		}
 	}
-	if len(other) != 1 || !strings.Contains(other[0], `pass="start-up" services=20 changed=0 failed=0`) {
+	if len(other) != 1 || !strings.Contains(other[0], `pass="start-up" services=20 changed=0 failed=0 unfinished=0`) {
 		t.Errorf("want one summary line (start-up, 20 Services, none changed), got:\n%s", strings.Join(other, "\n"))
 	}
 }

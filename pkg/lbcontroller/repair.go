@@ -95,15 +95,15 @@ func (c *Controller) startStartupPass(ctx context.Context) {
 
 // startPass makes the syncs of keys one pass and queues them.
 func (c *Controller) startPass(ctx context.Context, kind string, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
 	c.mu.Lock()
 	if c.pass != nil {
 		c.finish(ctx, c.pass)
 		c.pass = nil
 	}
 	c.mu.Unlock()
-	if len(keys) == 0 {
-		return
-	}
 	pctx, end := ctx, func() {}
 	if rp, ok := c.cloud.(RepairPasser); ok {
 		pctx, end = rp.BeginRepairPass(ctx, c.opts.ClusterName)
