@@ -1,11 +1,14 @@
 // Command gen-docs writes docs/annotations.md, the annotation and label
 // reference, from the doc comments of the exported annotation and label name
 // constants: those of package annotation (shared by every backend) and those
-// in each backend's annotations.go. Run it from the module root:
+// in each backend's annotations.go, with each value's kind from the
+// annotation registry (annotation.Registry). From the same registry it
+// writes the chart's admission policy CEL (pkg/admission) under
+// charts/multicloud-ccm/files/admission. Run it from the module root:
 //
 //	go run ./hack/gen-docs
 //
-// Its test fails when the committed reference is stale.
+// Its test fails when the committed reference or policy is stale.
 package main
 
 import (
@@ -19,21 +22,51 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/admission"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
-// output is the generated file, relative to the module root.
+// output is the generated reference, relative to the module root.
 const output = "docs/annotations.md"
 
+// chartDir is the chart the admission policy files go to.
+const chartDir = "charts/multicloud-ccm"
+
 func main() {
-	doc, err := generate(".")
+	files, err := outputs(".")
+	if err == nil {
+		for path, b := range files {
+			if err = os.MkdirAll(filepath.Dir(path), 0o755); err != nil { //nolint:gosec // a source folder.
+				break
+			}
+			if err = os.WriteFile(path, b, 0o644); err != nil { //nolint:gosec // documentation and chart files, world-readable on purpose.
+				break
+			}
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gen-docs:", err)
 		os.Exit(1)
 	}
-	if err := os.WriteFile(output, doc, 0o644); err != nil { //nolint:gosec // a documentation file, world-readable on purpose.
-		fmt.Fprintln(os.Stderr, "gen-docs:", err)
-		os.Exit(1)
+}
+
+// outputs are every generated file by path relative to root: the reference
+// and the chart's policy files.
+func outputs(root string) (map[string][]byte, error) {
+	doc, err := generate(root)
+	if err != nil {
+		return nil, err
 	}
+	policy, err := admission.Files()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{filepath.Join(root, output): doc}
+	for name, b := range policy {
+		out[filepath.Join(root, chartDir, name)] = b
+	}
+	return out, nil
 }
 
 // entry is one documented annotation or label name.
@@ -184,6 +217,7 @@ func generate(root string) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	b.WriteString(preamble)
+	seen := map[string]bool{}
 	for _, s := range srcs {
 		es, err := entries(root, s)
 		if err != nil {
@@ -194,8 +228,37 @@ func generate(root string) ([]byte, error) {
 		}
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n", s.title, s.intro)
 		for _, e := range es {
-			fmt.Fprintf(&b, "\n### `%s`\n\n%s\n\nGo: `%s` in [%s](../%s).\n", e.value, describe(e), e.goName, s.file, s.file)
+			seen[e.value] = true
+			fmt.Fprintf(&b, "\n### `%s`\n\n%s\n%s\nGo: `%s` in [%s](../%s).\n", e.value, describe(e), admissionText(e.value), e.goName, s.file, s.file)
+		}
+	}
+	fmt.Fprintf(&b, "\n## Other controllers' annotations\n\n%s\n", othersIntro)
+	for _, s := range annotation.Registry {
+		if !seen[string(s.Name)] {
+			fmt.Fprintf(&b, "\n### `%s`\n\nRead by the `%s` backend.\n%s", s.Name, s.ReadBy, admissionText(string(s.Name)))
 		}
 	}
 	return b.Bytes(), nil
+}
+
+const othersIntro = `Annotations of MetalLB and kube-vip: the bare-metal backend keeps the
+addresses they request out of its own allocation (and, with ` + "`announce: kube-vip`" + `,
+writes or reads kube-vip's). The admission policy checks their form.`
+
+// admissionText is the registry's word on an annotation: its value and,
+// when a change replaces something, the warning; "" for a name the
+// registry does not hold.
+func admissionText(name string) string {
+	s, ok := annotation.Lookup(annotation.Name(name))
+	if !ok {
+		return ""
+	}
+	text := "\nValue: " + s.Describe()
+	if s.Kind != annotation.KindUnchecked {
+		text += " Checked when a Service is created or changed ([chart.md](chart.md#annotations-checked-at-admission))."
+	}
+	if s.Replaces != "" {
+		text += " Changing it on a LoadBalancer Service warns: it " + s.Replaces + "."
+	}
+	return text + "\n"
 }

@@ -6,23 +6,52 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
 const root = "../.."
 
-// TestReferenceIsCurrent fails when docs/annotations.md differs from what
-// the constants' doc comments generate.
+// TestReferenceIsCurrent fails when docs/annotations.md or the chart's
+// admission policy files differ from what the constants' doc comments and
+// the annotation registry generate.
 func TestReferenceIsCurrent(t *testing.T) {
-	want, err := generate(root)
+	files, err := outputs(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join(root, output))
+	for path, want := range files {
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: run `go run ./hack/gen-docs` from the module root and commit the result", path)
+		}
+	}
+}
+
+// TestEveryServiceAnnotationRegistered: every Service annotation constant
+// has a registry entry, so the admission policy and the reference cover
+// it; a new constant without one fails here.
+func TestEveryServiceAnnotationRegistered(t *testing.T) {
+	srcs, err := sources(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale: run `go run ./hack/gen-docs` from the module root and commit the result", output)
+	for _, s := range srcs {
+		es, err := entries(root, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if strings.Contains(e.doc, "Node label") {
+				continue
+			}
+			if _, ok := annotation.Lookup(annotation.Name(e.value)); !ok {
+				t.Errorf("%s (%s) is not in annotation.Registry: add it with its value's kind", e.goName, e.value)
+			}
+		}
 	}
 }
 

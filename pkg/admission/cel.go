@@ -168,6 +168,7 @@ var kinds = map[annotation.Kind]func(gen) check{
 	annotation.KindStar:            gen.star,
 	annotation.KindDNSName:         gen.dnsName,
 	annotation.KindLabelSelector:   gen.labelSelector,
+	annotation.KindDuration:        gen.duration,
 }
 
 const emptyString = "must not be empty; set a value or remove the annotation"
@@ -517,18 +518,30 @@ func (g gen) labelSelector() check {
 // names not checked).
 func (g gen) backends() check {
 	known := "variables.backends"
-	unknown := func(n string) string { return fmt.Sprintf("(%s.size() > 0 && !(%s in %s))", known, n, known) }
-	useOne := "'[' + " + known + ".join(' ') + ']'"
-	name := string(g.s.Name)
-	l := g.def("_raw", g.v+".split(',')")
-	idx, at := g.first(l, fmt.Sprintf("e == '' || %s || %s.indexOf(e) < i", unknown("e"), l))
-	single := fmt.Sprintf("(%s != '' && !%s)", g.v, unknown(g.v))
+	names := g.def("_names", fmt.Sprintf("%s.split(',').map(e, e.trim()).filter(e, e != '').size() > 0 ? %s.split(',').map(e, e.trim()).filter(e, e != '') : [%s]", g.v, g.v, g.v))
+	unknown := func(n string) string {
+		return fmt.Sprintf("(%s.trim() == '' || (%s.size() > 0 && !(%s in %s)))", n, known, n, known)
+	}
+	idx, at := g.first(names, fmt.Sprintf("%s || %s.indexOf(e) < i", unknown("e"), names))
+	head := lit("annotation "+string(g.s.Name)+"=") + " + " + g.quote(g.v)
 	return check{
-		valid: cond(g.v+".contains(',')", idx+" < 0", single),
-		message: cond("!"+g.v+".contains(',')",
-			fmt.Sprintf("%s + %s + ' names no backend with load balancers; use one of ' + %s + ', or remove the annotation to use the default'", lit("annotation "+name+"="), g.quote(g.v), useOne),
-			cond(at+" == ''", fmt.Sprintf("%s + 'entry ' + string(%s + 1) + ' is empty; separate backend names with a single comma'", g.prefix(g.v), idx),
-				cond(unknown(at), fmt.Sprintf("%s + %s + ' names no backend with load balancers; use one of ' + %s", g.prefix(g.v), g.quote(at), useOne),
-					fmt.Sprintf("%s + %s + ' is listed twice'", g.prefix(g.v), at)))),
+		valid: idx + " < 0",
+		message: cond(unknown(at),
+			fmt.Sprintf("%s + ' names no backend with load balancers (' + %s + '); use one or several (comma-separated) of [' + %s.join(' ') + '], or remove the annotation to use the default'", head, g.quote(at), known),
+			fmt.Sprintf("%s + ' names backend ' + %s + ' twice; name each backend once'", head, g.quote(at))),
+	}
+}
+
+// goDuration is time.ParseDuration's syntax.
+const goDuration = `^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+
+// duration is ParseLoadBalancerDrain. A duration beyond int64
+// nanoseconds (about 292 years), which Go refuses, is an evaluation error
+// of CEL's duration(): refused too, by the policy's failurePolicy Fail,
+// with the API server's message.
+func (g gen) duration() check {
+	return check{
+		valid:   fmt.Sprintf("%s.matches(%s) && !(%s.startsWith('-') && %s.matches('[1-9]')) && duration(%s.replace('+', '').replace('-', '')) >= duration('0s')", g.t(), lit(goDuration), g.t(), g.t(), g.t()),
+		message: fmt.Sprintf("%s + %s + ' is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once'", lit("annotation "+string(g.s.Name)+"="), g.quote(g.v)),
 	}
 }

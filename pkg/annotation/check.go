@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -35,6 +36,7 @@ func (s Spec) Check(value string, backends []string) error {
 var parsers = map[Kind]func(string) error{
 	KindLoadBalancerIPs: func(v string) error { _, err := ParseLoadBalancerIPs(v); return err },
 	KindSharingKey:      func(v string) error { _, err := ParseAllowSharedIP(v); return err },
+	KindDuration:        func(v string) error { _, err := ParseLoadBalancerDrain(v); return err },
 }
 
 // read runs the kind's reader on r.
@@ -250,27 +252,39 @@ func checkIPList(value string) error {
 }
 
 // ParseLoadBalancerBackends parses the value of the LoadBalancerBackend
-// annotation: one backend name, or several separated by commas, written
-// exactly (no white space), each one of known (the backends with load
-// balancers) and none twice. With known nil the names are not checked,
-// only the form.
+// annotation as the router reads it: one backend name, or several
+// separated by commas, white space around each ignored and empty entries
+// dropped; each must be one of known (the backends with load balancers)
+// and named once. With known nil the names are not checked, only that
+// there is one and none is repeated.
 func ParseLoadBalancerBackends(value string, known []string) ([]string, error) {
-	names := strings.Split(value, ",")
-	if len(names) == 1 {
-		if value == "" || (known != nil && !slices.Contains(known, value)) {
-			return nil, fmt.Errorf("annotation %s=%q names no backend with load balancers; use one of %v, or remove the annotation to use the default", LoadBalancerBackend, value, known)
+	var names []string
+	for n := range strings.SplitSeq(value, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
 		}
-		return names, nil
+	}
+	if len(names) == 0 {
+		names = []string{value}
 	}
 	for i, n := range names {
-		switch {
-		case n == "":
-			return nil, fmt.Errorf("annotation %s=%q: entry %d is empty; separate backend names with a single comma", LoadBalancerBackend, value, i+1)
-		case known != nil && !slices.Contains(known, n):
-			return nil, fmt.Errorf("annotation %s=%q: %q names no backend with load balancers; use one of %v", LoadBalancerBackend, value, n, known)
-		case slices.Contains(names[:i], n):
-			return nil, fmt.Errorf("annotation %s=%q: %s is listed twice", LoadBalancerBackend, value, n)
+		if strings.TrimSpace(n) == "" || (known != nil && !slices.Contains(known, n)) {
+			return nil, fmt.Errorf("annotation %s=%q names no backend with load balancers (%q); use one or several (comma-separated) of %v, or remove the annotation to use the default", LoadBalancerBackend, value, n, known)
+		}
+		if slices.Index(names, n) != i {
+			return nil, fmt.Errorf("annotation %s=%q names backend %q twice; name each backend once", LoadBalancerBackend, value, n)
 		}
 	}
 	return names, nil
+}
+
+// ParseLoadBalancerDrain parses the value of the LoadBalancerDrain
+// annotation as the router reads it: a Go duration (white space around it
+// ignored) that is not negative; "0" deletes at once.
+func ParseLoadBalancerDrain(value string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(value))
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("annotation %s=%q is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once", LoadBalancerDrain, value)
+	}
+	return d, nil
 }

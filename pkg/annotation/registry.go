@@ -1,8 +1,10 @@
 package annotation
 
 import (
+	"fmt"
 	"math"
 	"regexp"
+	"strings"
 )
 
 // Kind is the form of an annotation's value. One kind is one way of
@@ -68,6 +70,9 @@ const (
 	KindDNSName Kind = "dns-name"
 	// KindLabelSelector: comma-separated label keys or key=value.
 	KindLabelSelector Kind = "label-selector"
+	// KindDuration: a Go duration that is not negative
+	// (ParseLoadBalancerDrain).
+	KindDuration Kind = "duration"
 	// KindUnchecked: not checked at admission (written by a controller, or
 	// a value only the cloud can judge); documented only.
 	KindUnchecked Kind = "unchecked"
@@ -154,9 +159,12 @@ const (
 // the router writes are KindUnchecked.
 var Registry = []Spec{
 	{Name: LoadBalancerBackend, Kind: KindBackends, ReadBy: "router", Replaces: "moves the load balancer: it is created in the new backend and deleted from the old one"},
+	{Name: LoadBalancerDrain, Kind: KindDuration, ReadBy: "router"},
+	{Name: LoadBalancerDraining, Kind: KindUnchecked, ReadBy: "router"},
 	{Name: LoadBalancerIPs, Kind: KindLoadBalancerIPs, ReadBy: "baremetal"},
 	{Name: AllowSharedIP, Kind: KindSharingKey, ReadBy: "baremetal"},
 	{Name: "multicloud-ccm.io/address-pool", Kind: KindString, ReadBy: "baremetal"},
+	{Name: "multicloud-ccm.io/kube-vip-announced", Kind: KindUnchecked, ReadBy: "baremetal"},
 	{Name: LoadBalancerBackends, Kind: KindUnchecked, ReadBy: "router"},
 	{Name: LoadBalancerServedBy, Kind: KindUnchecked, ReadBy: "router"},
 	{Name: LoadBalancerID, Kind: KindUnchecked, ReadBy: "router"},
@@ -246,4 +254,58 @@ func Lookup(n Name) (Spec, bool) {
 		}
 	}
 	return Spec{}, false
+}
+
+// Describe says in a sentence what values the kind takes, for
+// docs/annotations.md.
+func (s Spec) Describe() string {
+	switch s.Kind {
+	case KindInt:
+		if s.Want != "" {
+			return s.Want[len("must be "):] + "."
+		}
+		return fmt.Sprintf("a whole number from %d to %d (white space around it ignored; a sign and leading zeros allowed: `0300` is 300).", s.Min, s.Max)
+	case KindEnum, KindEnumFold:
+		how := "exactly as written"
+		switch {
+		case s.Kind == KindEnumFold:
+			how = "in any case"
+		case !s.Exact:
+			how = "case-sensitive, white space around it ignored"
+		}
+		return fmt.Sprintf("one of `%s` (%s).", strings.Join(s.Values, "`, `"), how)
+	case KindID:
+		return fmt.Sprintf("an ID like `%s`.", s.Format.Example)
+	case KindIDs:
+		return fmt.Sprintf("comma-separated IDs like `%s`, none twice.", s.Format.Example)
+	case KindString:
+		if s.MaxLen > 0 {
+			return fmt.Sprintf("a non-empty string of at most %d bytes.", s.MaxLen)
+		}
+	case KindHTTPPath:
+		return fmt.Sprintf("a path starting with `/`, at most %d characters, without white space.", s.MaxLen)
+	}
+	return kindText[s.Kind]
+}
+
+// kindText describes the kinds without parameters.
+var kindText = map[Kind]string{
+	KindBackends:        "a backend name, or several separated by commas (`metal,aws`; white space around each ignored, empty entries dropped), each a configured backend with load balancers, none twice.",
+	KindDuration:        "a duration such as `5m`, `90s` or `1h30m` (Go's syntax), not negative; `0` is none.",
+	KindString:          "a non-empty string (white space around it ignored).",
+	KindBool:            "`true` or `false`, lower case (`False`, `0`, `yes` are refused).",
+	KindAWSInternal:     "`true` or `false` as the upstream provider reads it: `false` or empty is internet-facing; `true`, `1`, `t`, `T`, `TRUE`, `True` and `0.0.0.0/0` are internal; other spellings of false (`False`, `0`) are refused.",
+	KindList:            "a comma-separated list of non-empty entries.",
+	KindListOrStar:      "`*`, or a comma-separated list of non-empty entries.",
+	KindMap:             "comma-separated `key=value` pairs, keys non-empty and unique (which keys and values are allowed is checked by the backend).",
+	KindPairs:           "comma-separated `Key=Value`, `Key=` or `Key` (empty entries skipped).",
+	KindLoadBalancerIPs: "comma-separated IP addresses, at most one IPv4 and one IPv6; no zone, no IPv4-mapped IPv6, not unspecified, loopback, multicast or link-local.",
+	KindIPList:          "comma-separated IP addresses, at most one per family (empty: none).",
+	KindIPv4s:           "comma-separated IPv4 addresses.",
+	KindSharingKey:      "a key of 1 to 253 bytes of letters, digits, punctuation and symbols (no white space).",
+	KindPort:            "`traffic-port` or a port number from 1 to 65535.",
+	KindStar:            "`*`.",
+	KindDNSName:         "a DNS name (RFC 1123 subdomain), e.g. `lb.example.com`.",
+	KindLabelSelector:   "comma-separated label keys or `key=value`, e.g. `env=production, gpu`.",
+	KindUnchecked:       "not checked at admission.",
 }
