@@ -158,3 +158,35 @@ tls-private-key-file: "use tls.secretName"
 {{- define "multicloud-ccm.metricsTokenSecret" -}}
 {{- default (printf "%s-metrics-reader" (include "multicloud-ccm.fullname" .)) .Values.metrics.serviceMonitor.authorization.secretName -}}
 {{- end -}}
+
+{{/* The backends with load balancers, comma-separated: admissionPolicy.backends,
+else those of `config` that offer load balancers (aws; openstack unless
+loadBalancer.enabled is false; baremetal with addressPools); empty with an
+existing cloud-config Secret (names not checked then). */}}
+{{- define "multicloud-ccm.lbBackends" -}}
+{{- $names := list -}}
+{{- if .Values.admissionPolicy.backends -}}
+{{- $names = .Values.admissionPolicy.backends -}}
+{{- else if not .Values.existingConfigSecret.name -}}
+{{- range (.Values.config.backends | default list) -}}
+{{- $settings := get . (.type | default "") | default dict -}}
+{{- if eq .type "aws" -}}
+{{- $names = append $names .name -}}
+{{- else if and (eq .type "openstack") (ne (dig "loadBalancer" "enabled" true $settings) false) -}}
+{{- $names = append $names .name -}}
+{{- else if and (eq .type "baremetal") $settings.addressPools -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end -}}
+
+{{/* The load-balancer classes of `config` (loadBalancer.classes[].name), comma-separated. */}}
+{{- define "multicloud-ccm.lbClasses" -}}
+{{- $names := list -}}
+{{- range (dig "loadBalancer" "classes" list (.Values.config | default dict)) -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end -}}
