@@ -107,6 +107,17 @@ e2e: build control-plane helm image kubelet metallb gobgp
 bench: build control-plane metallb
 	$(WITH_OS_ENV) bash hack/bench.sh
 
+# bench-scale: the scale benchmark (test/scale, docs/scale.md): kwok keeps
+# N nodes Ready on the real kube-apiserver, the built binary runs with the
+# chart's flags, bare metal and the AWS fake; prints a table. Not part of
+# make test (hours at the largest sizes). Pick sizes with SCALE_NODES,
+# SCALE_SERVICES and SCALE_CLOUDS (e.g. SCALE_NODES=100 SCALE_SERVICES=1000
+# SCALE_CLOUDS=baremetal make bench-scale).
+.PHONY: bench-scale
+bench-scale: build control-plane
+	bash hack/kwok/build.sh
+	SCALE_BENCH=1 $(GO) test -count=1 -timeout 600m -v -run 'TestScale$$' ./test/scale/ 2>&1 | tee $(OUT)/bench-scale.txt
+
 # metallb: MetalLB's controller, speaker and CRDs (v0.16.2, from the Go
 # module proxy) under $(OUT)/metallb, for the bare-metal wire tests and the
 # throughput benchmark beside MetalLB (hack/metallb/build.sh; cached).
