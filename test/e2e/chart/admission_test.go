@@ -1,0 +1,245 @@
+package chart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+// admissionNS is the only namespace the test's policies check (their
+// namespaceSelector), so the other tests sharing the control plane are not
+// affected.
+const admissionNS = "admission-e2e"
+
+// warnings collects the API server's warning headers.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.msgs
+	w.msgs = nil
+	return out
+}
+
+// installAdmission applies the chart's admission objects (release "adm",
+// values hybrid: backends dc1 and aws-eu) limited to admissionNS (which
+// must exist), waits until the policy refuses a bad Service there, and
+// removes them at the end.
+func installAdmission(t *testing.T, cp *framework.ControlPlane) {
+	t.Helper()
+	ctx := ctxFor(t)
+	manifest, err := runHelm(t, "template", "adm", chartDir(t), "--namespace", namespace, "--kube-version", kubeVersion,
+		"-f", valuesFile("hybrid"), "--set", `admissionPolicy.namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=`+admissionNS,
+		"--show-only", "templates/admissionpolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cp.KubectlWith(ctx, cp.AdminKubeconfig, strings.NewReader(manifest), "apply", "--validate=strict", "-f", "-"); err != nil {
+		t.Fatalf("apply the admission policies: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := cp.KubectlWith(context.Background(), cp.AdminKubeconfig, strings.NewReader(manifest), "delete", "--ignore-not-found", "-f", "-"); err != nil {
+			t.Errorf("remove the admission policies: %v\n%s", err, out)
+		}
+	})
+	// The policy takes effect once the API server's informers saw it.
+	probe := lbService("probe", map[string]string{"service.beta.kubernetes.io/aws-load-balancer-internal": "False"})
+	framework.Eventually(t, time.Minute, "the admission policy refusing a bad Service", func(ctx context.Context) (bool, string, error) {
+		_, err := cp.Client.CoreV1().Services(admissionNS).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return false, "admitted", nil
+		}
+		return apierrors.IsInvalid(err), err.Error(), nil
+	})
+}
+
+func lbService(name string, annotations map[string]string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: admissionNS, Annotations: annotations},
+		Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
+// serviceYAML is a LoadBalancer Service manifest for kubectl.
+func serviceYAML(name string, annotations map[string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Service\nmetadata:\n  name: %s\n  namespace: %s\n  annotations:\n", name, admissionNS)
+	for k, v := range annotations {
+		fmt.Fprintf(&b, "    %s: %q\n", k, v)
+	}
+	b.WriteString("spec:\n  type: LoadBalancer\n  ports:\n  - {name: http, port: 80, protocol: TCP}\n")
+	return b.String()
+}
+
+// message is what the registry's reader says of value, which the policy
+// must say too.
+func message(t *testing.T, name annotation.Name, value string) string {
+	t.Helper()
+	s, ok := annotation.Lookup(name)
+	if !ok {
+		t.Fatalf("%s is not in the registry", name)
+	}
+	err := s.Check(value, []string{"dc1", "aws-eu"})
+	if err == nil {
+		t.Fatalf("%s=%q is good", name, value)
+	}
+	return err.Error()
+}
+
+// TestAdmissionPolicy runs the chart's admission policies on the real
+// kube-apiserver: kubectl apply and a client create of Services with bad
+// annotation values fail with the reader's message (every problem, joined
+// by "; "), good ones pass, an update keeping a bad value written before is
+// admitted, and a change that replaces the load balancer is admitted with
+// a warning naming the consequence (kubectl's "Warning:" and the client's
+// warning header).
+func TestAdmissionPolicy(t *testing.T) {
+	cp := suite.ControlPlane(t)
+	ctx := ctxFor(t)
+	const (
+		internal = annotation.Name("service.beta.kubernetes.io/aws-load-balancer-internal")
+		scheme   = annotation.Name("service.beta.kubernetes.io/aws-load-balancer-scheme")
+		interval = annotation.Name("loadbalancer.openstack.org/health-monitor-delay")
+	)
+	// A Service with a bad value from before the policy.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admissionNS}}
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client.CoreV1().Services(admissionNS).Create(ctx, lbService("legacy", map[string]string{string(interval): "0"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	installAdmission(t, cp)
+
+	t.Run("kubectl apply of a bad Service fails with the message", func(t *testing.T) {
+		bad := map[string]string{string(annotation.LoadBalancerBackend): "dc1,gcp", string(internal): "False", string(interval): "0300"}
+		out, err := cp.KubectlWith(ctx, cp.AdminKubeconfig, strings.NewReader(serviceYAML("bad", bad)), "apply", "-f", "-")
+		if err == nil {
+			t.Fatalf("admitted:\n%s", out)
+		}
+		t.Logf("kubectl: %v", err)
+		for _, n := range []annotation.Name{annotation.LoadBalancerBackend, internal} {
+			if want := message(t, n, bad[string(n)]); !strings.Contains(err.Error(), want) {
+				t.Errorf("kubectl says\n%v\nwithout\n%s", err, want)
+			}
+		}
+		want := message(t, annotation.LoadBalancerBackend, "dc1,gcp") + "; " + message(t, internal, "False")
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("kubectl says\n%v\nwithout the problems joined as the reader joins them:\n%s", err, want)
+		}
+		if strings.Contains(err.Error(), string(interval)) {
+			t.Errorf("0300 (300, in range) refused: %v", err)
+		}
+	})
+
+	client, warned := warningClient(t, cp)
+	t.Run("client create of a bad Service fails with 422 and the message", func(t *testing.T) {
+		for name, ann := range map[annotation.Name]string{
+			annotation.LoadBalancerIPs: "::ffff:c000:201", annotation.LoadBalancerDrain: "-5m", interval: " ", scheme: "Internal",
+			"loadbalancer.openstack.org/floating-network-id": "net-1", "metallb.io/loadBalancerIPs": "192.0.2.1,192.0.2.2",
+		} {
+			_, err := client.CoreV1().Services(admissionNS).Create(ctx, lbService("bad-client", map[string]string{string(name): ann}), metav1.CreateOptions{})
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) || status.Status().Code != http.StatusUnprocessableEntity {
+				t.Errorf("%s=%q: %v, want a 422", name, ann, err)
+				continue
+			}
+			if want := message(t, name, ann); !strings.Contains(err.Error(), want) {
+				t.Errorf("%s=%q: the API server says\n%v\nwithout\n%s", name, ann, err, want)
+			}
+		}
+	})
+
+	t.Run("a good Service passes; a replacement warns", func(t *testing.T) {
+		good := map[string]string{string(annotation.LoadBalancerBackend): "aws-eu, dc1", string(scheme): "internet-facing", string(interval): "0300", "metallb.io/loadBalancerIPs": ""}
+		if out, err := cp.KubectlWith(ctx, cp.AdminKubeconfig, strings.NewReader(serviceYAML("good", good)), "apply", "-f", "-"); err != nil {
+			t.Fatalf("a good Service refused: %v\n%s", err, out)
+		}
+		good[string(scheme)] = "internal"
+		cmd := strings.NewReader(serviceYAML("good", good))
+		out, err := cp.KubectlWith(ctx, cp.AdminKubeconfig, cmd, "apply", "-f", "-", "--warnings-as-errors")
+		want := `annotation service.beta.kubernetes.io/aws-load-balancer-scheme changed from "internet-facing" to "internal": this replaces the NLB (and its DNS name)`
+		if err == nil || !strings.Contains(err.Error(), "Warning:") || !strings.Contains(err.Error(), want) {
+			t.Fatalf("the scheme change: %v\n%s\nwant a warning with %q", err, out, want)
+		}
+		t.Logf("kubectl: %v", err)
+		// --warnings-as-errors fails the command but the change went
+		// through: the warning does not refuse it.
+		svc, err := cp.Client.CoreV1().Services(admissionNS).Get(ctx, "good", metav1.GetOptions{})
+		if err != nil || svc.Annotations[string(scheme)] != "internal" {
+			t.Fatalf("after the warned change: %v, %v", err, svc.Annotations)
+		}
+		warned.take()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"aws-eu"}}}`, annotation.LoadBalancerBackend)
+		if _, err := client.CoreV1().Services(admissionNS).Patch(ctx, "good", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got := warned.take()
+		want = `annotation multicloud-ccm.io/load-balancer-backend changed from "aws-eu, dc1" to "aws-eu": this moves the load balancer`
+		if len(got) != 1 || !strings.Contains(got[0], want) {
+			t.Errorf("backend change warnings %q, want one with %q", got, want)
+		}
+		patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:"10"}}}`, interval)
+		if _, err := client.CoreV1().Services(admissionNS).Patch(ctx, "good", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := warned.take(); len(got) != 0 {
+			t.Errorf("a change replacing nothing warns: %q", got)
+		}
+	})
+
+	t.Run("an unchanged bad value written before the policy is kept", func(t *testing.T) {
+		patch := func(value string) error {
+			p := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,"note":%q}}}`, interval, value, time.Now().String())
+			_, err := client.CoreV1().Services(admissionNS).Patch(ctx, "legacy", types.MergePatchType, []byte(p), metav1.PatchOptions{})
+			return err
+		}
+		if err := patch("0"); err != nil {
+			t.Errorf("an edit keeping the bad value written before the policy refused: %v", err)
+		}
+		if err := patch("-3"); err == nil || !strings.Contains(err.Error(), message(t, interval, "-3")) {
+			t.Errorf("a change to another bad value: %v", err)
+		}
+	})
+}
+
+// warningClient is an admin client whose warnings are collected.
+func warningClient(t *testing.T, cp *framework.ControlPlane) (kubernetes.Interface, *warnings) {
+	t.Helper()
+	w := &warnings{}
+	cfg := rest.CopyConfig(cp.RESTConfig(cp.AdminToken))
+	cfg.WarningHandler = w
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
