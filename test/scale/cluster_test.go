@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -321,8 +322,11 @@ func (cl *cluster) startCCM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// SCALE_CCM_ARGS adds or overrides flags, e.g. --controllers=*,service
+	// to serve classless Services with upstream's service controller.
+	args := append(slices.Clone(chartFlags), strings.Fields(os.Getenv("SCALE_CCM_ARGS"))...)
 	cl.ccm = cl.cp.StartCCMT(t, framework.CCMOptions{
-		CloudConfig: cl.cloudConfig(), Kubeconfig: kc, ExtraArgs: chartFlags, ReadyTimeout: 2 * time.Minute,
+		CloudConfig: cl.cloudConfig(), Kubeconfig: kc, ExtraArgs: args, ReadyTimeout: 2 * time.Minute,
 		Env: []string{"SCALE_AWS_ACCESS_KEY_ID=AKIDSCALE", "SCALE_AWS_SECRET_ACCESS_KEY=scale-secret", "AWS_EC2_METADATA_DISABLED=true"},
 	})
 }

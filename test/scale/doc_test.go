@@ -20,5 +20,6 @@
 //	SCALE_CHURN=0.1             fraction of nodes deleted and registered again
 //	SCALE_STEADY=60s            steady-state window
 //	SCALE_SYNC_TIMEOUT=5m       bound on the node-sync and churn waits
+//	SCALE_CCM_ARGS=             more CCM flags (--controllers=*,service: upstream's service controller)
 //	SCALE_OUT=_output/scale     where the table and each run's logs are kept
 package scale
