@@ -29,6 +29,9 @@
 //     load balancer, a floating IP or address kept for someone else) is left
 //     as it was through creates, changes of ports, annotations and nodes, a
 //     repair pass, a crash between steps and the delete.
+//   - A dry run (backends.WithDryRun, what `multicloud-ccm plan` runs the
+//     backends under) makes no mutating call: a create, a change and a
+//     delete leave the cloud as it was and report what they would do.
 //
 // A new backend's author writes the hooks of Fixture and calls Run; nil
 // hooks skip the clauses they serve, and each skip is logged.

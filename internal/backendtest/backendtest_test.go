@@ -139,6 +139,7 @@ func TestSuiteCatchesEachBreak(t *testing.T) {
 		"update-creates":       "loadbalancers/update_never_creates",
 		"first-update-mutates": "loadbalancers/a_create_is_converged",
 		"touch-strangers":      "loadbalancers/strangers_are_never_changed_or_deleted",
+		"dry-run-mutates":      "loadbalancers/a_dry_run_makes_no_mutating_call",
 	}
 	for brk, clause := range cases {
 		t.Run(brk, func(t *testing.T) {

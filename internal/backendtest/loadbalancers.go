@@ -18,6 +18,7 @@ var loadBalancerClauses = []clause{
 	{"update never creates", updateNeverCreates},
 	{"a create is converged", convergedByCreate},
 	{"strangers are never changed or deleted", strangersUntouched},
+	{"a dry run makes no mutating call", dryRunMakesNoMutatingCall},
 }
 
 // ensure calls EnsureLoadBalancer until it succeeds (a load balancer may

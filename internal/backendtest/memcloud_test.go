@@ -181,9 +181,37 @@ func (c *memCloud) GetLoadBalancerName(_ context.Context, _ string, svc *corev1.
 	return string(svc.UID)
 }
 
-func (c *memCloud) EnsureLoadBalancer(_ context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+// dryRun, under a dry run (backends.WithDryRun), runs the rest of a call
+// on a copy of the load balancers, records each of its mutations as an
+// intent and puts everything back when done (the returned function);
+// outside one, or with the dry-run-mutates break, it does nothing. c.mu is
+// held.
+func (c *memCloud) dryRun(ctx context.Context) (restore func()) {
+	if !backends.DryRun(ctx) || c.breaks["dry-run-mutates"] {
+		return func() {}
+	}
+	saved, mutations := c.lbs, c.mutations
+	c.lbs = map[types.UID]*memLB{}
+	for uid, l := range saved {
+		cp := *l
+		cp.members = map[string]bool{}
+		for m := range l.members {
+			cp.members[m] = true
+		}
+		c.lbs[uid] = &cp
+	}
+	return func() {
+		for range c.mutations - mutations {
+			backends.RecordIntent(ctx, "mem", "a mutation")
+		}
+		c.lbs, c.mutations = saved, mutations
+	}
+}
+
+func (c *memCloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.dryRun(ctx)()
 	l := c.lbs[svc.UID]
 	if l == nil || (c.breaks["crash-duplicate"] && !l.listener) {
 		if err := c.mutate(); err != nil {
@@ -240,9 +268,10 @@ func (c *memCloud) UpdateLoadBalancer(_ context.Context, _ string, svc *corev1.S
 	return c.reconcile(l, nodes)
 }
 
-func (c *memCloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *corev1.Service) error {
+func (c *memCloud) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *corev1.Service) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.dryRun(ctx)()
 	l := c.lbs[svc.UID]
 	if l == nil {
 		return nil

@@ -210,7 +210,7 @@ func TestUpstreamNameOfAnotherClusterIsNotAdopted(t *testing.T) {
 func upstreamManagedSG(t *testing.T, e *env, svc *corev1.Service) string {
 	t.Helper()
 	ctx := context.Background()
-	out, err := e.cloud.lb.ec2.(*ec2.Client).CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(upstreamSGName(testCluster, svc)),
+	out, err := e.cloud.lb.ec2.(dryRunEC2).EC2API.(*ec2.Client).CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(upstreamSGName(testCluster, svc)),
 		Description: awssdk.String("[k8s] Managed SecurityGroup for LoadBalancer"), VpcId: awssdk.String(testVPC),
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup,
 			Tags: []ec2types.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")}}}}})
@@ -360,7 +360,7 @@ func TestAdoptedDeleteRevokesUpstreamInstanceRules(t *testing.T) {
 	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
 	upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
 	ctx := context.Background()
-	out, err := e.cloud.lb.ec2.(*ec2.Client).CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("nodes"),
+	out, err := e.cloud.lb.ec2.(dryRunEC2).EC2API.(*ec2.Client).CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String("nodes"),
 		Description: awssdk.String("the cluster's nodes"), VpcId: awssdk.String(testVPC),
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup,
 			Tags: []ec2types.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("shared")}}}}})

@@ -681,7 +681,7 @@ func TestManageBackendSecurityGroupRules(t *testing.T) {
 	e := newEnv(t)
 	single, tagged, other := userSG(t, e, "nodes-a"), userSG(t, e, "nodes-b"), userSG(t, e, "ssh")
 	byo := userSG(t, e, "frontend")
-	if _, err := e.cloud.lb.ec2.(*ec2.Client).CreateTags(context.Background(), &ec2.CreateTagsInput{Resources: []string{tagged},
+	if _, err := e.cloud.lb.ec2.(dryRunEC2).EC2API.(*ec2.Client).CreateTags(context.Background(), &ec2.CreateTagsInput{Resources: []string{tagged},
 		Tags: []ec2types.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,7 @@ func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, erro
 
 // newCloud assembles a backend around its clients.
 func newCloud(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI) *Cloud {
+	ec2c, elbc = dryRunEC2{ec2c}, dryRunELB{elbc}
 	inst := newInstances(name, s, ec2c)
 	c := &Cloud{name: name, settings: s, instances: inst}
 	c.lb = newLoadBalancer(name, clusterID, s, ec2c, elbc, inst)
@@ -135,8 +136,14 @@ func newClients(ctx context.Context, s *Settings) (EC2API, ELBAPI, error) {
 	if r := s.AssumeRole; r != nil {
 		cfg.Credentials = assumeRole(cfg, s.Endpoints.STS, r)
 	}
-	ec2c := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint(s.Endpoints.EC2) })
-	elbc := elbv2.NewFromConfig(cfg, func(o *elbv2.Options) { o.BaseEndpoint = endpoint(s.Endpoints.ELBv2) })
+	ec2c := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
+		o.BaseEndpoint = endpoint(s.Endpoints.EC2)
+		o.APIOptions = append(o.APIOptions, dryRunGuard("ec2"))
+	})
+	elbc := elbv2.NewFromConfig(cfg, func(o *elbv2.Options) {
+		o.BaseEndpoint = endpoint(s.Endpoints.ELBv2)
+		o.APIOptions = append(o.APIOptions, dryRunGuard("elasticloadbalancing"))
+	})
 	return ec2c, elbc, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // Reasons of the events the backend records itself, before a change the
@@ -53,7 +55,7 @@ func (e *events) announce(ctx context.Context, eventType, reason, format string,
 	e.mu.Lock()
 	r := e.recorder
 	e.mu.Unlock()
-	if r != nil && svc != nil {
+	if r != nil && svc != nil && !backends.DryRun(ctx) {
 		r.Event(svc, eventType, reason, msg)
 	}
 }

@@ -175,6 +175,18 @@ func (a *allocator) holdingOf(name string) *holding { return a.services[name] }
 // assign gives the Service one address per family it wants, keeping what it
 // already holds where still allowed. It changes nothing when it fails.
 func (a *allocator) assign(req *request) ([]netip.Addr, error) {
+	want, err := a.decide(req)
+	if err != nil {
+		return nil, err
+	}
+	a.commit(req, want)
+	return want, nil
+}
+
+// decide returns the addresses assign would give the Service. Alone (the
+// read-only mode, backends.WithDryRun, see dryDecide) it changes nothing
+// but the pools' cursors.
+func (a *allocator) decide(req *request) ([]netip.Addr, error) {
 	if req.poolName != "" {
 		if err := a.checkNamedPool(req); err != nil {
 			return nil, err
@@ -191,8 +203,43 @@ func (a *allocator) assign(req *request) ([]netip.Addr, error) {
 		}
 		want = append(want, ip)
 	}
-	a.commit(req, want)
 	return want, nil
+}
+
+// dryDecide is decide leaving the pools' cursors where they were, so that
+// a dry run changes no later allocation.
+func (a *allocator) dryDecide(req *request) ([]netip.Addr, error) {
+	type cursor struct {
+		rs       *rangeState
+		next     uint64
+		nextAddr netip.Addr
+	}
+	var curs []cursor
+	var fams []struct {
+		fs  *famState
+		cur int
+	}
+	for _, ps := range a.pools {
+		for i := range ps.fams {
+			fs := &ps.fams[i]
+			fams = append(fams, struct {
+				fs  *famState
+				cur int
+			}{fs, fs.cur})
+			for _, rs := range fs.ranges {
+				curs = append(curs, cursor{rs, rs.next, rs.nextAddr})
+			}
+		}
+	}
+	defer func() {
+		for _, f := range fams {
+			f.fs.cur = f.cur
+		}
+		for _, c := range curs {
+			c.rs.next, c.rs.nextAddr = c.next, c.nextAddr
+		}
+	}()
+	return a.decide(req)
 }
 
 func (a *allocator) checkNamedPool(req *request) error {

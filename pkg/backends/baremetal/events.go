@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // ReasonIPReplaced is the reason of the Warning event on a Service whose
@@ -50,7 +52,7 @@ func (lb *LoadBalancer) reportReplaced(ctx context.Context, service *corev1.Serv
 	lb.srcMu.Lock()
 	r := lb.events
 	lb.srcMu.Unlock()
-	if r == nil {
+	if r == nil || backends.DryRun(ctx) {
 		return
 	}
 	r.Eventf(service, corev1.EventTypeWarning, ReasonIPReplaced,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // AnnounceKubeVIP is the announce value under which the backend writes its
@@ -151,6 +152,14 @@ func (lb *LoadBalancer) withdraw(ctx context.Context, svc *corev1.Service) error
 // patchKubeVIP sets (value) or removes (nil) the annotation and its mark
 // with a merge patch, which touches no other key.
 func (lb *LoadBalancer) patchKubeVIP(ctx context.Context, svc *corev1.Service, value *string) error {
+	if backends.DryRun(ctx) {
+		what := "annotation " + kubeVIPLoadBalancerIPs + " removed"
+		if value != nil {
+			what = "annotation " + kubeVIPLoadBalancerIPs + "=" + *value + " written for kube-vip"
+		}
+		backends.RecordIntent(ctx, "patch Service", what)
+		return nil
+	}
 	lb.srcMu.Lock()
 	c := lb.client
 	lb.srcMu.Unlock()

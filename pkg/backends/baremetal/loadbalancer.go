@@ -312,9 +312,12 @@ func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, servic
 	if req.target.nsLabels, err = lb.namespaceLabels(ctx, service.Namespace); err != nil {
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
-	ips, before, err := lb.assign(req)
+	ips, before, err := lb.assign(ctx, req)
 	if err != nil {
 		return nil, lb.wrap("ensuring load balancer", service, err)
+	}
+	if backends.DryRun(ctx) && !slices.Equal(before, ips) && !sameAddrs(statusIPs(service), ips) {
+		dryRunAssigned(ctx, service, before, ips)
 	}
 	if !slices.Equal(before, ips) {
 		klog.FromContext(ctx).V(2).Info("Assigned load-balancer addresses", "service", klog.KObj(service), "addresses", ips, "previous", before)
@@ -328,15 +331,20 @@ func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, servic
 
 // assign assigns the request its addresses, again while they turn out to be
 // in a status the allocator had not seen. It returns the addresses and
-// those assigned before.
-func (lb *LoadBalancer) assign(req *request) (ips, before []netip.Addr, err error) {
+// those assigned before. Under a dry run (backends.WithDryRun) it decides
+// the same addresses and assigns nothing.
+func (lb *LoadBalancer) assign(ctx context.Context, req *request) (ips, before []netip.Addr, err error) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	if h := lb.alloc.holdingOf(req.name); h != nil {
 		before = slices.Clone(h.addrs)
 	}
+	decide := lb.alloc.assign
+	if backends.DryRun(ctx) {
+		decide = lb.alloc.dryDecide
+	}
 	for range maxCatchUps {
-		ips, err = lb.alloc.assign(req)
+		ips, err = decide(req)
 		if err != nil || !lb.catchUp(req.name, ips) {
 			return ips, before, err
 		}
@@ -369,6 +377,10 @@ func (lb *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 	if err := lb.withdraw(ctx, service); err != nil {
 		return lb.wrap("deleting load balancer", service, err)
 	}
+	if backends.DryRun(ctx) {
+		lb.dryRunRelease(ctx, service)
+		return nil
+	}
 	lb.mu.Lock()
 	var released bool
 	if following {
@@ -381,6 +393,36 @@ func (lb *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 		klog.FromContext(ctx).V(2).Info("Released load-balancer addresses", "service", klog.KObj(service))
 	}
 	return nil
+}
+
+// dryRunAssigned records, under a dry run, the addresses an Ensure would
+// assign: a replacement when the Service has other addresses (assigned or
+// shown in its status), a create when it has none.
+func dryRunAssigned(ctx context.Context, service *corev1.Service, before, ips []netip.Addr) {
+	had := statusIPs(service)
+	if len(had) == 0 {
+		had = before
+	}
+	kind := backends.IntentCreate
+	if len(had) > 0 {
+		kind = backends.IntentReplace
+	}
+	backends.RecordIntentOf(ctx, kind, "assign addresses", fmt.Sprintf("addresses %v assigned (the Service has %v)", ips, had))
+}
+
+// dryRunRelease records, under a dry run, the release of what the
+// Service holds.
+func (lb *LoadBalancer) dryRunRelease(ctx context.Context, service *corev1.Service) {
+	lb.mu.Lock()
+	h := lb.alloc.holdingOf(serviceKey(service))
+	var held []netip.Addr
+	if h != nil {
+		held = h.all()
+	}
+	lb.mu.Unlock()
+	if len(held) > 0 {
+		backends.RecordIntentOf(ctx, backends.IntentDelete, "release addresses", fmt.Sprintf("addresses %v released", held))
+	}
 }
 
 func (lb *LoadBalancer) wrap(op string, service *corev1.Service, err error) error {

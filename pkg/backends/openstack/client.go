@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/metrics"
 	"sigs.k8s.io/yaml"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // userAgent is prepended to gophercloud's User-Agent.
@@ -56,7 +58,10 @@ type serviceCounters struct {
 	reads, writes metrics.CounterMetric
 }
 
-// RoundTrip counts and forwards the request.
+// RoundTrip counts and forwards the request. It is also the guard of the
+// read-only mode (backends.WithDryRun): under a dry run, a request to an
+// OpenStack service (Keystone's logins excepted) other than GET or HEAD is
+// refused before it is sent.
 func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if services := t.services.Load(); services != nil {
 		u := r.URL.String()
@@ -64,6 +69,8 @@ func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			if strings.HasPrefix(u, s.endpoint) {
 				if r.Method == http.MethodGet || r.Method == http.MethodHead {
 					s.reads.Inc()
+				} else if err := backends.RefuseInDryRun(r.Context(), r.Method+" "+r.URL.Path); err != nil {
+					return nil, err
 				} else {
 					s.writes.Inc()
 				}

@@ -35,6 +35,10 @@ func (e *events) setRecorder(r record.EventRecorder) {
 // same key was told the same message before.
 func (e *events) warnOnce(ctx context.Context, svc *corev1.Service, key, reason, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	if backends.DryRun(ctx) {
+		klog.FromContext(ctx).Info(msg, "service", klog.KObj(svc), "reason", reason)
+		return // nothing is written in a dry run, nor remembered as told.
+	}
 	if prev, loaded := e.told.Swap(key, msg); loaded && prev == msg {
 		return
 	}

@@ -86,6 +86,9 @@ func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients,
 		return fips[0].FloatingIP, nil
 	}
 	if len(fips) > 0 {
+		if dryRun(ctx, backends.IntentReplace, "PUT/DELETE floating IP", "floating IP "+fips[0].FloatingIP+" released for the requested "+want) {
+			return want, nil
+		}
 		if err := l.release(ctx, sc, svc, lb.ID, &fips[0], o.keepFloatingIP); err != nil {
 			return "", err
 		}
@@ -112,8 +115,14 @@ func (l *LoadBalancer) attachFloatingIP(ctx context.Context, sc *serviceClients,
 	if err != nil {
 		return "", err
 	}
+	if existing != nil && existing.PortID == "" && dryRun(ctx, backends.IntentChange, "PUT floating IP", "floating IP "+existing.FloatingIP+" associated") {
+		return existing.FloatingIP, nil
+	}
 	if existing != nil {
 		return l.associate(ctx, sc, svc, existing, lb)
+	}
+	if dryRun(ctx, backends.IntentChange, "POST floating IP", "floating IP "+want+" allocated on network "+o.floatingNetworkID) {
+		return want, nil
 	}
 	opts := floatingips.CreateOpts{
 		FloatingNetworkID: o.floatingNetworkID, SubnetID: o.floatingSubnet.id, FloatingIP: want, PortID: lb.VipPortID, Description: l.lbName(svc),
@@ -280,6 +289,9 @@ func occmFloatingIPDescription(svc *corev1.Service) string {
 // lbID is the load balancer it belongs to, if any.
 func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, fip *floatingips.FloatingIP, keep bool) error {
 	log := l.logger(ctx, svc).WithValues("floatingIP", fip.FloatingIP)
+	if dryRun(ctx, backends.IntentChange, "PUT/DELETE floating IP", "floating IP "+fip.FloatingIP+" released") {
+		return nil
+	}
 	if lbID != "" {
 		l.mutating(lbID)
 	}

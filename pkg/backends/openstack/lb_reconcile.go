@@ -142,6 +142,12 @@ func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *co
 	if err := splitShared(st, want, owns, lb.ID); err != nil {
 		return err
 	}
+	if backends.DryRun(ctx) {
+		for _, s := range everyStep(sc.loadBalancer, lb, st, want) {
+			dryRun(ctx, backends.IntentChange, "octavia", s.what(false))
+		}
+		return nil
+	}
 	s := nextStep(sc.loadBalancer, lb, st, want)
 	if s == nil {
 		return nil
@@ -218,6 +224,60 @@ func nextStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st *
 		}
 	}
 	return orphanPoolStep(c, lb, st)
+}
+
+// everyStep is the read-only mode's (backends.WithDryRun) view of
+// nextStep: the first change each wanted listener needs, then each unused
+// listener's removal and an orphan pool's, in nextStep's order. A listener
+// needing several changes is listed by its first; the real converge makes
+// the others after it.
+func everyStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st *lbState, want []listenerSpec) []*step {
+	var out []*step
+	used := map[string]bool{}
+	for i := range want {
+		w := &want[i]
+		ls := findListener(st, w)
+		switch {
+		case ls == nil && portTaken(st, w) != nil:
+			out = append(out, removeListenerStep(c, portTaken(st, w)), createListenerStep(c, lb.ID, w))
+		case ls == nil:
+			out = append(out, createListenerStep(c, lb.ID, w))
+		default:
+			used[ls.ID] = true
+			if s := listenerStep(c, ls, st, w); s != nil {
+				out = append(out, s)
+			}
+		}
+	}
+	for i := range st.listeners {
+		if ls := &st.listeners[i]; !used[ls.ID] && !slices.ContainsFunc(want, func(w listenerSpec) bool { p := portTaken(st, &w); return p != nil && p.ID == ls.ID }) {
+			out = append(out, removeListenerStep(c, ls))
+		}
+	}
+	if s := orphanPoolStep(c, lb, st); s != nil {
+		out = append(out, s)
+	}
+	return out
+}
+
+// dryRunCreate records, under a dry run, the create of a load balancer
+// named name with a listener, pool and members per port (and a floating
+// IP when the Service wants one), and returns the status it would have:
+// no address yet.
+func dryRunCreate(ctx context.Context, kind backends.IntentKind, name string, want []listenerSpec, o *lbOptions) *corev1.LoadBalancerStatus {
+	backends.RecordIntentOf(ctx, kind, "openstack: POST load balancer", "load balancer "+name+" created")
+	for i := range want {
+		w := &want[i]
+		what := fmt.Sprintf("%s created with its pool and %d members", listenerName(w.protocol, w.port), len(w.members))
+		if w.monitor != nil {
+			what += " and a health monitor"
+		}
+		dryRun(ctx, backends.IntentChange, "octavia", what)
+	}
+	if wantsFloatingIP(o) {
+		dryRun(ctx, backends.IntentChange, "POST floating IP", "floating IP allocated on network "+o.floatingNetworkID)
+	}
+	return &corev1.LoadBalancerStatus{}
 }
 
 func findListener(st *lbState, w *listenerSpec) *listeners.Listener {

@@ -288,7 +288,7 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 	switch {
 	case shared:
 		return l.ensureShared(ctx, sc, clusterName, svc, &found[0], want, o, create)
-	case adopt:
+	case adopt && !dryRun(ctx, backends.IntentAdopt, "PUT load balancer tags", "load balancer "+found[0].Name+" ("+found[0].ID+") adopted in place: tagged as this Service's"):
 		return nil, l.adoptLB(ctx, sc, svc, &found[0])
 	case len(found) == 0 && !create:
 		return nil, nil
@@ -298,13 +298,21 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 		if err := l.leaveOtherShares(ctx, sc, clusterName, svc, "", o); err != nil {
 			return nil, err
 		}
+		if backends.DryRun(ctx) {
+			return dryRunCreate(ctx, backends.IntentCreate, l.lbName(svc), want, o), nil
+		}
 		return nil, l.create(ctx, sc, svc, o)
 	}
 	if len(found) > 1 {
 		dup := &found[len(found)-1]
-		return nil, l.deleteOne(ctx, sc, svc, dup, o, "duplicate load balancer "+dup.ID+" deleted")
+		if !dryRun(ctx, backends.IntentChange, "DELETE load balancer", "duplicate load balancer "+dup.ID+" deleted") {
+			return nil, l.deleteOne(ctx, sc, svc, dup, o, "duplicate load balancer "+dup.ID+" deleted")
+		}
 	}
 	lb := &found[0]
+	if lb.ProvisioningStatus == lbError && dryRun(ctx, backends.IntentReplace, "DELETE load balancer", "load balancer "+lb.ID+" in ERROR deleted to be replaced") {
+		return dryRunCreate(ctx, backends.IntentReplace, l.lbName(svc), want, o), nil
+	}
 	if err := l.checkReady(ctx, sc, svc, lb); err != nil {
 		return nil, err
 	}
@@ -446,6 +454,8 @@ func (l *LoadBalancer) ensureDeleted(ctx context.Context, clusterName string, sv
 		return l.leave(ctx, sc, svc, &found[0], l.sharerListeners(clusterName, svc), l.sharedTag(svc), o)
 	case len(found) > 0 && sharedByOthers(&found[0]):
 		return l.leaveAsOwner(ctx, sc, svc, &found[0], o)
+	case len(found) > 0 && dryRun(ctx, backends.IntentDelete, "DELETE load balancer (cascade)", "load balancer "+found[0].ID+" deleted with its listeners, pools and floating IP"):
+		return nil
 	case len(found) > 0:
 		return l.deleteOne(ctx, sc, svc, &found[0], o, "")
 	}
