@@ -17,14 +17,30 @@ type LoadBalancerClass struct {
 	// Name is the class, as Services write it in spec.loadBalancerClass,
 	// e.g. multicloud-ccm.io/aws-nlb. Unique.
 	Name string `json:"name"`
-	// Backend is the name of the backend serving the class.
-	Backend string `json:"backend"`
+	// Backend is the name of the backend serving the class. Set it or
+	// Backends, not both.
+	Backend string `json:"backend,omitempty"`
+	// Backends name several backends that serve each Service of the class
+	// at once, in this order (the order of the addresses in its status).
+	Backends []string `json:"backends,omitempty"`
 	// Annotations are the class's defaults: each applies to a Service of
 	// the class that does not set it itself, as if it did (e.g.
 	// multicloud-ccm.io/address-pool: a bare-metal pool, or
 	// loadbalancer.openstack.org/class: an OpenStack load-balancer
 	// class). The Service is not changed; the backend sees them.
 	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Targets returns the backends serving the class, in order: Backends, or
+// Backend alone.
+func (cl LoadBalancerClass) Targets() []string {
+	if len(cl.Backends) > 0 {
+		return cl.Backends
+	}
+	if cl.Backend == "" {
+		return nil
+	}
+	return []string{cl.Backend}
 }
 
 // Class returns the entry for a spec.loadBalancerClass value.
@@ -59,13 +75,39 @@ func (c *CloudConfig) validateClasses(names map[string]*Backend) field.ErrorList
 			errs = append(errs, field.Duplicate(cp.Child("name"), cl.Name))
 		}
 		seen[cl.Name] = true
+		errs = append(errs, validateClassBackends(cp, cl, names)...)
+		errs = append(errs, validateClassAnnotations(cp.Child("annotations"), cl.Annotations)...)
+		if _, isBackend := names[cl.Name]; isBackend && !slices.Contains(cl.Targets(), cl.Name) {
+			first := ""
+			if t := cl.Targets(); len(t) > 0 {
+				first = t[0]
+			}
+			errs = append(errs, field.Invalid(cp.Child("name"), cl.Name,
+				fmt.Sprintf("is the name of backend %q but the class is served by %q; name the class after its backend or use a prefixed name such as multicloud-ccm.io/%s", cl.Name, first, first)))
+		}
+	}
+	return errs
+}
+
+// validateClassBackends checks that a class names its backend in exactly
+// one of backend and backends, each configured, none twice.
+func validateClassBackends(cp *field.Path, cl LoadBalancerClass, names map[string]*Backend) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case cl.Backend != "" && len(cl.Backends) > 0:
+		return field.ErrorList{field.Invalid(cp.Child("backends"), cl.Backends, "set backend (one backend) or backends (several), not both; put "+cl.Backend+" into backends")}
+	case len(cl.Backends) > 0:
+		for j, b := range cl.Backends {
+			if _, ok := names[b]; !ok {
+				errs = append(errs, field.NotSupported(cp.Child("backends").Index(j), b, backendNames(names)))
+			}
+			if slices.Index(cl.Backends, b) != j {
+				errs = append(errs, field.Duplicate(cp.Child("backends").Index(j), b))
+			}
+		}
+	default:
 		if _, ok := names[cl.Backend]; !ok {
 			errs = append(errs, field.NotSupported(cp.Child("backend"), cl.Backend, backendNames(names)))
-		}
-		errs = append(errs, validateClassAnnotations(cp.Child("annotations"), cl.Annotations)...)
-		if _, isBackend := names[cl.Name]; isBackend && cl.Name != cl.Backend {
-			errs = append(errs, field.Invalid(cp.Child("name"), cl.Name,
-				fmt.Sprintf("is the name of backend %q but the class is served by %q; name the class after its backend or use a prefixed name such as multicloud-ccm.io/%s", cl.Name, cl.Backend, cl.Backend)))
 		}
 	}
 	return errs
@@ -76,6 +118,7 @@ func (c *CloudConfig) validateClasses(names map[string]*Backend) field.ErrorList
 var routerAnnotations = []string{
 	"multicloud-ccm.io/load-balancer-backend", "multicloud-ccm.io/load-balancer-backends",
 	"multicloud-ccm.io/load-balancer-served-by", "multicloud-ccm.io/load-balancer-id",
+	"multicloud-ccm.io/load-balancer-draining",
 }
 
 // validateClassAnnotations checks a class's default annotations: valid

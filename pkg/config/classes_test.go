@@ -73,3 +73,42 @@ func parseErr(t *testing.T, doc string) (*config.CloudConfig, string) {
 	}
 	return cfg, err.Error()
 }
+
+// TestClassesSeveralBackends: a class may name several backends
+// (backends), served in that order; backend and backends together, an
+// unknown or repeated name, and a negative loadBalancer.drainPeriod are
+// each reported, naming the field.
+func TestClassesSeveralBackends(t *testing.T) {
+	other := `
+- name: other
+  type: baremetal
+  baremetal:
+    addressPools:
+    - name: p
+      addresses: ["198.51.100.0/28"]
+`
+	cfg := mustParse(t, header+"loadBalancer:\n  drainPeriod: 5m\n  classes:\n  - {name: multicloud-ccm.io/both, backends: [other, metal]}\nbackends:"+metal+other)
+	c, _ := cfg.LoadBalancer.Class("multicloud-ccm.io/both")
+	if got := strings.Join(c.Targets(), ","); got != "other,metal" {
+		t.Errorf("targets = %s, want other,metal", got)
+	}
+	if d := cfg.LoadBalancer.Drain().String(); d != "5m0s" {
+		t.Errorf("drain = %s", d)
+	}
+	_, err := parseErr(t, header+`loadBalancer:
+  drainPeriod: -1s
+  classes:
+  - {name: multicloud-ccm.io/a, backend: metal, backends: [other]}
+  - {name: multicloud-ccm.io/b, backends: [metal, ghost, metal]}
+backends:`+metal+other)
+	for _, want := range []string{
+		`loadBalancer.drainPeriod: Invalid value: "-1s"`,
+		`loadBalancer.classes[0].backends: Invalid value`,
+		`loadBalancer.classes[1].backends[1]: Unsupported value: "ghost"`,
+		`loadBalancer.classes[1].backends[2]: Duplicate value: "metal"`,
+	} {
+		if !strings.Contains(err, want) {
+			t.Errorf("error does not report %q:\n%s", want, err)
+		}
+	}
+}

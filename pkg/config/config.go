@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -70,6 +71,20 @@ type LoadBalancer struct {
 	// Classes map spec.loadBalancerClass values to the backends serving
 	// them (see classes.go).
 	Classes []LoadBalancerClass `json:"classes,omitempty"`
+	// DrainPeriod is how long a load balancer a Service stops using (a
+	// backend removed from its list, or its single backend changed) keeps
+	// serving after its addresses left the Service's status, before it is
+	// deleted; a Service's multicloud-ccm.io/load-balancer-drain annotation
+	// overrides it. Unset or 0: deleted at once.
+	DrainPeriod *metav1.Duration `json:"drainPeriod,omitempty"`
+}
+
+// Drain returns loadBalancer.drainPeriod, 0 when unset.
+func (l *LoadBalancer) Drain() time.Duration {
+	if l.DrainPeriod == nil {
+		return 0
+	}
+	return l.DrainPeriod.Duration
 }
 
 // Nodes holds settings for Node routing.
@@ -446,6 +461,9 @@ func (b *Backend) parseSection(bp *field.Path, dir string) field.ErrorList {
 }
 
 func (c *CloudConfig) validateLoadBalancer(names map[string]*Backend) field.ErrorList {
+	if d := c.LoadBalancer.DrainPeriod; d != nil && d.Duration < 0 {
+		return field.ErrorList{field.Invalid(field.NewPath("loadBalancer", "drainPeriod"), d.Duration.String(), "must be 0 (delete at once) or a positive duration such as 5m")}
+	}
 	if c.LoadBalancer.DefaultBackend == "" {
 		return nil
 	}

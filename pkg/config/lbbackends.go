@@ -76,8 +76,16 @@ func (c *CloudConfig) ValidateLoadBalancerBackends(backends []string, has func(b
 		}
 	}
 	for i, cl := range c.LoadBalancer.Classes {
-		if e := check(field.NewPath("loadBalancer", "classes").Index(i).Child("backend"), cl.Backend); e != nil {
-			errs = append(errs, e)
+		if len(cl.Backends) == 0 {
+			if e := check(field.NewPath("loadBalancer", "classes").Index(i).Child("backend"), cl.Backend); e != nil {
+				errs = append(errs, e)
+			}
+			continue
+		}
+		for j, b := range cl.Backends {
+			if e := check(field.NewPath("loadBalancer", "classes").Index(i).Child("backends").Index(j), b); e != nil {
+				errs = append(errs, e)
+			}
 		}
 	}
 	return errs
