@@ -38,8 +38,10 @@ Services by backend, how the backend was chosen (class, annotation or the
 default), their address and the cloud's load-balancer ID; the bare-metal
 address pools' usage. It reads what the CCM writes on the objects: the Node
 label multicloud-ccm.io/backend and the Service annotations
-multicloud-ccm.io/load-balancer-served-by and
-multicloud-ccm.io/load-balancer-id; and the backends' type, health (up or
+multicloud-ccm.io/load-balancer-served-by,
+multicloud-ccm.io/load-balancer-id and multicloud-ccm.io/load-balancer-draining
+(a Service served by several backends has a row per backend, with its
+state: serving, or draining until its load balancer is deleted); and the backends' type, health (up or
 down, the last successful call, the last error) and pools from the
 ConfigMap multicloud-ccm-status the CCM's leader publishes in its namespace
 (--namespace).`,
@@ -129,6 +131,11 @@ type serviceStatus struct {
 	ChosenBy       string `json:"chosenBy"`
 	Address        string `json:"address"`
 	LoadBalancerID string `json:"loadBalancerID,omitempty"`
+	// State is set for a Service with several backends (serving or
+	// draining): "serving", or "draining" until DrainingUntil, when its
+	// load balancer in this backend is deleted.
+	State         string       `json:"state,omitempty"`
+	DrainingUntil *metav1.Time `json:"drainingUntil,omitempty"`
 }
 
 func readStatus(ctx context.Context, client kubernetes.Interface, namespace string) (*status, error) {
@@ -170,10 +177,11 @@ func readStatus(ctx context.Context, client kubernetes.Interface, namespace stri
 		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
 		}
-		ss := serviceOf(s)
-		st.Services = append(st.Services, ss)
-		if ss.Backend != "" {
-			count(ss.Backend).LoadBalancers++
+		for _, ss := range servicesOf(s) {
+			st.Services = append(st.Services, ss)
+			if ss.Backend != "" && ss.State != stateDraining {
+				count(ss.Backend).LoadBalancers++
+			}
 		}
 	}
 	for _, p := range published {
@@ -208,6 +216,82 @@ func readPublished(ctx context.Context, client kubernetes.Interface, namespace s
 		return nil, "", err
 	}
 	return published, "", nil
+}
+
+const (
+	stateServing  = "serving"
+	stateDraining = "draining"
+)
+
+// servicesOf is one row per backend of the Service: each serving backend
+// (multicloud-ccm.io/load-balancer-served-by, in order) and each whose load
+// balancer drains (multicloud-ccm.io/load-balancer-draining); one row with
+// no backend for a Service not served yet. State is set only when the
+// Service has several backends.
+func servicesOf(s *corev1.Service) []serviceStatus {
+	base := serviceOf(s)
+	served := splitList(s.Annotations[string(annotation.LoadBalancerServedBy)])
+	draining := drainingOf(s)
+	if len(served)+len(draining) <= 1 && len(draining) == 0 {
+		return []serviceStatus{base}
+	}
+	ids := idsOf(s.Annotations[string(annotation.LoadBalancerID)], served)
+	var out []serviceStatus
+	for _, b := range served {
+		row := base
+		row.Backend, row.LoadBalancerID, row.State = b, ids[b], stateServing
+		out = append(out, row)
+	}
+	for _, d := range draining {
+		row := base
+		row.Backend, row.LoadBalancerID, row.State, row.DrainingUntil = d.backend, "", stateDraining, &metav1.Time{Time: d.until}
+		out = append(out, row)
+	}
+	return out
+}
+
+type drain struct {
+	backend string
+	until   time.Time
+}
+
+// drainingOf reads multicloud-ccm.io/load-balancer-draining: backend=RFC 3339
+// end, comma-separated.
+func drainingOf(s *corev1.Service) []drain {
+	var out []drain
+	for _, e := range splitList(s.Annotations[string(annotation.LoadBalancerDraining)]) {
+		name, at, ok := strings.Cut(e, "=")
+		if t, err := time.Parse(time.RFC3339, at); ok && err == nil {
+			out = append(out, drain{backend: name, until: t})
+		}
+	}
+	return out
+}
+
+// idsOf maps the serving backends to their load balancers' IDs:
+// multicloud-ccm.io/load-balancer-id is backend=ID pairs when several
+// backends serve, else the one backend's ID.
+func idsOf(v string, served []string) map[string]string {
+	out := map[string]string{}
+	for _, e := range splitList(v) {
+		if name, id, ok := strings.Cut(e, "="); ok && slices.Contains(served, name) {
+			out[name] = id
+		}
+	}
+	if len(out) == 0 && len(served) == 1 {
+		out[served[0]] = v
+	}
+	return out
+}
+
+func splitList(v string) []string {
+	var out []string
+	for e := range strings.SplitSeq(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func serviceOf(s *corev1.Service) serviceStatus {
@@ -297,10 +381,7 @@ func printStatus(w io.Writer, st *status, output string, now time.Time) error {
 	for _, n := range st.Nodes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(n.Backend), n.Name, dash(n.ProviderID), dash(n.Zone), dash(n.Warning))
 	}
-	fmt.Fprintln(tw, "\nBACKEND\tSERVICE\tCHOSEN BY\tADDRESS\tLOAD BALANCER ID")
-	for _, s := range st.Services {
-		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", dash(s.Backend), s.Namespace, s.Name, s.ChosenBy, dash(s.Address), dash(s.LoadBalancerID))
-	}
+	printServices(tw, st.Services, now)
 	if len(st.Pools) > 0 {
 		fmt.Fprintln(tw, "\nBACKEND\tPOOL\tFAMILY\tUSED/SIZE")
 		for _, p := range st.Pools {
@@ -308,6 +389,36 @@ func printStatus(w io.Writer, st *status, output string, now time.Time) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// printServices prints the Services table; with a STATE column when a
+// Service has several backends (serving, or draining until when).
+func printServices(tw io.Writer, services []serviceStatus, now time.Time) {
+	withState := slices.ContainsFunc(services, func(s serviceStatus) bool { return s.State != "" })
+	if withState {
+		fmt.Fprintln(tw, "\nBACKEND\tSERVICE\tCHOSEN BY\tADDRESS\tLOAD BALANCER ID\tSTATE")
+	} else {
+		fmt.Fprintln(tw, "\nBACKEND\tSERVICE\tCHOSEN BY\tADDRESS\tLOAD BALANCER ID")
+	}
+	for _, s := range services {
+		row := fmt.Sprintf("%s\t%s/%s\t%s\t%s\t%s", dash(s.Backend), s.Namespace, s.Name, s.ChosenBy, dash(s.Address), dash(s.LoadBalancerID))
+		if withState {
+			row += "\t" + stateColumn(s, now)
+		}
+		fmt.Fprintln(tw, row)
+	}
+}
+
+// stateColumn is "serving", "draining until <time> (<age> left)" or "-".
+func stateColumn(s serviceStatus, now time.Time) string {
+	if s.State == stateDraining && s.DrainingUntil != nil {
+		left := "ended"
+		if s.DrainingUntil.After(now) {
+			left = age(s.DrainingUntil.Time, now) + " left"
+		}
+		return fmt.Sprintf("draining until %s (%s)", s.DrainingUntil.UTC().Format(time.RFC3339), left)
+	}
+	return dash(s.State)
 }
 
 // healthColumns are the backends table's health, last success and last

@@ -166,3 +166,52 @@ func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
 	testutil.Golden(t, path, got, *update)
 }
+
+// TestStatusSeveralBackends: a Service served by two backends has a row
+// per backend, each with its own load-balancer ID and state; a Service
+// moving off a backend shows that backend draining until its drain ends;
+// the STATE column appears only then, and a draining load balancer is not
+// counted as served.
+func TestStatusSeveralBackends(t *testing.T) {
+	until := t0.Add(5 * time.Minute)
+	svc := func(name string, ann map[string]string, ingress ...string) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Annotations: ann},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		for _, in := range ingress {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in})
+		}
+		return s
+	}
+	client := fake.NewClientset(
+		svc("both", map[string]string{"multicloud-ccm.io/load-balancer-backend": "metal,aws", "multicloud-ccm.io/load-balancer-served-by": "metal,aws",
+			"multicloud-ccm.io/load-balancer-id": "aws=arn:aws:elasticloadbalancing:eu-west-1:1:loadbalancer/net/b/1"}, "192.0.2.1", "10.1.1.1"),
+		svc("moving", map[string]string{"multicloud-ccm.io/load-balancer-backend": "aws", "multicloud-ccm.io/load-balancer-served-by": "aws",
+			"multicloud-ccm.io/load-balancer-id":       "arn:aws:elasticloadbalancing:eu-west-1:1:loadbalancer/net/m/2",
+			"multicloud-ccm.io/load-balancer-draining": "metal=" + until.Format(time.RFC3339)}, "10.1.1.2"),
+	)
+	st, err := readStatus(context.Background(), client, "kube-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := printStatus(&out, st, "table", now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"aws       shop/both     annotation   192.0.2.1,10.1.1.1   arn:aws:elasticloadbalancing:eu-west-1:1:loadbalancer/net/b/1   serving",
+		"aws       shop/moving   annotation   10.1.1.2             arn:aws:elasticloadbalancing:eu-west-1:1:loadbalancer/net/m/2   serving",
+		"metal     shop/both     annotation   192.0.2.1,10.1.1.1   -                                                               serving",
+		"metal     shop/moving   annotation   10.1.1.2             -                                                               draining until 2026-11-25T10:05:00Z (3m30s left)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	served := map[string]int{}
+	for _, b := range st.Backends {
+		served[b.Name] = b.LoadBalancers
+	}
+	if served["aws"] != 2 || served["metal"] != 1 {
+		t.Errorf("load balancers served = %v, want aws 2, metal 1 (a draining one is not served)", served)
+	}
+}
