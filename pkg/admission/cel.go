@@ -142,6 +142,9 @@ func celCheck(s annotation.Spec, id, value string) (check, []variable, bool) {
 	vars := []variable{{id, value}}
 	g := gen{s: s, v: "variables." + id, vid: id, vars: &vars}
 	c := f(g)
+	if s.HTTPHealthCheckOnly {
+		c.valid = "!" + httpHealthCheck() + " || (" + c.valid + ")"
+	}
 	return c, vars, true
 }
 
@@ -155,6 +158,7 @@ var kinds = map[annotation.Kind]func(gen) check{
 	annotation.KindEnumFold:        gen.enumFold,
 	annotation.KindList:            gen.list,
 	annotation.KindListOrStar:      gen.listOrStar,
+	annotation.KindUpstreamList:    gen.upstreamList,
 	annotation.KindMap:             gen.kvMap,
 	annotation.KindPairs:           gen.pairs,
 	annotation.KindID:              gen.id,
@@ -258,6 +262,10 @@ func (g gen) listCheck() check {
 }
 
 func (g gen) list() check { return g.listCheck() }
+
+func (g gen) upstreamList() check {
+	return check{valid: g.v + ".split(',').exists(e, e.trim() != '')", message: g.msg(g.v, g.s.Want)}
+}
 
 func (g gen) listOrStar() check {
 	l := g.listCheck()
@@ -462,6 +470,13 @@ func (g gen) port() check {
 		valid:   fmt.Sprintf("%s == 'traffic-port' || %s", g.t(), number(g.t(), 1, 65535, nil)),
 		message: g.msg(g.v, "must be traffic-port or a port number from 1 to 65535"),
 	}
+}
+
+// httpHealthCheck is annotation.HTTPHealthCheck of the Service.
+func httpHealthCheck() string {
+	p := lit(string(annotation.AWSHealthCheckProtocol))
+	folded := "variables.anns[" + p + "].trim().replace('\u017f', 's').replace('\u212a', 'k').lowerAscii()"
+	return fmt.Sprintf("(%s in variables.anns && %s in ['tcp', 'http', 'https'] ? %s != 'tcp' : (has(object.spec.externalTrafficPolicy) && object.spec.externalTrafficPolicy == 'Local'))", p, folded, folded)
 }
 
 func (g gen) httpPath() check {

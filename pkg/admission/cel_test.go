@@ -2,7 +2,6 @@ package admission
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -135,51 +134,10 @@ const evalError = "evaluation error: "
 // than a message: durations beyond int64 nanoseconds.
 var overflows = map[string]bool{"2562048h": true, "99999999999999999999h": true}
 
-// common are values every annotation is tried with: the edge cases.
-var common = []string{
-	"", " ", "\t", "False", "false", "true", "TRUE", "True", " true ", "yes", "0", "1", "-1", "+5", "0300", "08080",
-	"99999999999999999999", "9223372036854775807", "9223372036854775808", "abc", "a b", "a,b", "a,,b", ",", "a,", "*", " * ",
-	"x=1,y=2", "x=1, x=2", "=1", "k", "k=", "192.0.2.10", "192.0.2.10,2001:db8::10", " 2001:db8::10 , 192.0.2.10 ",
-	"::ffff:192.0.2.1", "::FFFF:c000:201", "0:0:0:0:0:ffff::", "fe80::1%eth0", "::ffff:1.2.3.4%eth0", "0.0.0.0", "::",
-	"127.0.0.1", "224.0.0.1", "ff02::1", "169.254.1.1", "fe80::1", "192.0.2.1,192.0.2.2", "2001:db8::1,2001:db8::2",
-	"010.0.0.1", "192.0.2.300", "192.0.2.0/24", "a\"b", "a\\b", "tab\there", "ünïcode", "a\u00a0b",
-	"/healthz", "/a b", "healthz", "traffic-port", "65535", "65536", "lb.example.com", "LB.example.com", "-lb.example.com",
-	"env=production, gpu", "a/b/c=1", "example.com/role=web", "/x", "kubernetes.io/service-name=x", "aws:cloudformation:x=1",
-	"kubernetes.io/cluster/c=owned", "team=a,,b=2", "metal", "aws", "metal,aws", "metal,,aws", "metal,metal", "gcp", " metal",
-	"metal,gcp", "metal, aws", " , ", "metal,,aws,", "aws,metal,aws", "5m", "90s", "1h30m", "1.5h", ".5s", "1.s", "-5m", "-0", "+0",
-	"0s", "5", "5 m", " 5m ", "5µs", "5μs", "2562047h", "2562048h", "99999999999999999999h", "nlb", "NLB", "external", " nlb", "ssl", "SSL", "ſsl", "HTTP", "http ", "internal", "internet-facing",
-	"0.0.0.0/0", "t", "v1", "v2", "ROUND_ROBIN", "round_robin", "ipv4", "dualstack", "instance", "ip",
-	strings.Repeat("k", 253), strings.Repeat("k", 254), strings.Repeat("a", 256), "/" + strings.Repeat("p", 1024),
-}
-
-// samples are common plus what the spec's parameters suggest.
-func samples(s annotation.Spec) []string {
-	out := append([]string(nil), common...)
-	for _, v := range s.Values {
-		out = append(out, v, strings.ToUpper(v), " "+v+" ", v+"=1")
-	}
-	if s.Format.Pattern != nil {
-		x := s.Format.Example
-		out = append(out, x, " "+x+" ", x+",", x+","+x, x+", "+x, strings.ToUpper(x), x+"0")
-		if strings.HasPrefix(x, "sg-") || strings.HasPrefix(x, "eipalloc-") {
-			y := x[:len(x)-1] + "1"
-			out = append(out, x+","+y, x+", "+y+" ,bad")
-		}
-	}
-	if s.Kind == annotation.KindInt {
-		for _, n := range []int{s.Min - 1, s.Min, s.Min + 1, s.Max} {
-			out = append(out, strconv.Itoa(n), " "+strconv.Itoa(n), "0"+strconv.Itoa(n), "+"+strconv.Itoa(n))
-		}
-		if s.Max < annotation.AnyInt {
-			out = append(out, strconv.Itoa(s.Max+1))
-		}
-	}
-	return out
-}
-
 // TestPolicyAgreesWithReaders: for every annotation of the registry and
 // every sample value, the generated CEL admits exactly what the Go reader
-// accepts, and refuses the rest with the reader's message.
+// accepts, and refuses the rest with the reader's message. An annotation
+// read only with an HTTP health check is tried with and without one.
 func TestPolicyAgreesWithReaders(t *testing.T) {
 	p := newPolicy(t, Deny)
 	known := []string{"metal", "aws"}
@@ -188,25 +146,47 @@ func TestPolicyAgreesWithReaders(t *testing.T) {
 			continue
 		}
 		t.Run(string(s.Name), func(t *testing.T) {
-			for _, v := range samples(s) {
-				goErr := s.Check(v, known)
-				msgs := p.eval(t, service(map[string]string{string(s.Name): v}), nil, params(strings.Join(known, ",")))
-				if len(msgs) == 1 && strings.HasPrefix(msgs[0], evalError) {
-					if goErr == nil || s.Kind != annotation.KindDuration || !overflows[v] {
-						t.Errorf("%q: %s (reader: %v)", v, msgs[0], goErr)
+			for _, with := range contexts(s) {
+				for _, v := range Samples(s) {
+					anns := map[string]string{string(s.Name): v}
+					for k, x := range with {
+						anns[k] = x
 					}
-					continue
-				}
-				switch {
-				case goErr == nil && len(msgs) > 0:
-					t.Errorf("%q: the reader accepts it, the policy says %q", v, msgs)
-				case goErr != nil && len(msgs) == 0:
-					t.Errorf("%q: the reader refuses it (%v), the policy admits it", v, goErr)
-				case goErr != nil && (len(msgs) != 1 || msgs[0] != goErr.Error()):
-					t.Errorf("%q: messages differ:\nreader: %s\npolicy: %s", v, goErr, strings.Join(msgs, " | "))
+					agree(t, p, s, anns, known)
 				}
 			}
 		})
+	}
+}
+
+// contexts are the other annotations an annotation is tried beside.
+func contexts(s annotation.Spec) []map[string]string {
+	if s.HTTPHealthCheckOnly {
+		return []map[string]string{nil, {string(annotation.AWSHealthCheckProtocol): "HTTP"}}
+	}
+	return []map[string]string{nil}
+}
+
+// agree checks that the policy says of a Service with anns what the
+// reader says of s's value.
+func agree(t *testing.T, p *policy, s annotation.Spec, anns map[string]string, known []string) {
+	t.Helper()
+	v := anns[string(s.Name)]
+	goErr := s.CheckService(anns, false, known)
+	msgs := p.eval(t, service(anns), nil, params(strings.Join(known, ",")))
+	if len(msgs) == 1 && strings.HasPrefix(msgs[0], evalError) {
+		if goErr == nil || s.Kind != annotation.KindDuration || !overflows[v] {
+			t.Errorf("%q: %s (reader: %v)", v, msgs[0], goErr)
+		}
+		return
+	}
+	switch {
+	case goErr == nil && len(msgs) > 0:
+		t.Errorf("%q: the reader accepts it, the policy says %q", v, msgs)
+	case goErr != nil && len(msgs) == 0:
+		t.Errorf("%q: the reader refuses it (%v), the policy admits it", v, goErr)
+	case goErr != nil && (len(msgs) != 1 || msgs[0] != goErr.Error()):
+		t.Errorf("%q: messages differ:\nreader: %s\npolicy: %s", v, goErr, strings.Join(msgs, " | "))
 	}
 }
 

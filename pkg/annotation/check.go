@@ -32,6 +32,17 @@ func (s Spec) Check(value string, backends []string) error {
 	return problems(r.errs)
 }
 
+// CheckService is Check of the annotation's value on a Service with these
+// annotations (which hold it) and externalTrafficPolicy (local: Local):
+// nil when the backend does not read the value for that Service
+// (HTTPHealthCheckOnly without an HTTP health check).
+func (s Spec) CheckService(annotations map[string]string, local bool, backends []string) error {
+	if s.HTTPHealthCheckOnly && !HTTPHealthCheck(annotations, local) {
+		return nil
+	}
+	return s.Check(annotations[string(s.Name)], backends)
+}
+
 // parsers are the kinds read by a Parse function of their own.
 var parsers = map[Kind]func(string) error{
 	KindLoadBalancerIPs: func(v string) error { _, err := ParseLoadBalancerIPs(v); return err },
@@ -56,6 +67,10 @@ func (s Spec) read(r *Reader, v string) {
 		s.readEnumFold(r, v)
 	case KindList:
 		r.List(s.Name, new([]string))
+	case KindUpstreamList:
+		if !slices.ContainsFunc(strings.Split(v, ","), func(e string) bool { return strings.TrimSpace(e) != "" }) {
+			r.Invalid(s.Name, v, s.Want)
+		}
 	case KindListOrStar:
 		if strings.TrimSpace(v) != "*" {
 			r.List(s.Name, new([]string))

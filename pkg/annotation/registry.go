@@ -34,6 +34,10 @@ const (
 	KindEnumFold Kind = "enum-fold"
 	// KindList: comma-separated non-empty entries (Reader.List).
 	KindList Kind = "list"
+	// KindUpstreamList: the upstream AWS provider's lists: comma-separated,
+	// white space around entries ignored, empty entries skipped, at least
+	// one entry (Spec.Want says so).
+	KindUpstreamList Kind = "upstream-list"
 	// KindListOrStar: "*" or a KindList.
 	KindListOrStar Kind = "list-or-star"
 	// KindMap: comma-separated key=value with unique non-empty keys
@@ -108,6 +112,10 @@ type Spec struct {
 	// Want replaces the kind's "must be ..." text where the reader writes
 	// its own (e.g. "must be a positive whole number, or -1 for no limit").
 	Want string
+	// HTTPHealthCheckOnly: the value is read only when the Service's
+	// health check is HTTP or HTTPS (HTTPHealthCheck); otherwise any value
+	// is ignored, and not checked.
+	HTTPHealthCheckOnly bool
 	// Replaces, when set, is what a change of the value does to a running
 	// load balancer that the user should know first, e.g. "replaces the
 	// NLB (and its DNS name)". The admission policy warns with it.
@@ -180,7 +188,7 @@ var Registry = []Spec{
 		Replaces: "hands the load balancer over: with external or nlb-ip the backend stops managing it and leaves the NLB it made in AWS (delete it by hand); back to nlb it creates a new one"},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-scheme", Kind: KindEnum, ReadBy: "aws", Values: []string{"internal", "internet-facing"}, Replaces: replacesNLB},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-internal", Kind: KindAWSInternal, ReadBy: "aws", Trimmed: true, Replaces: replacesNLB},
-	{Name: "service.beta.kubernetes.io/aws-load-balancer-subnets", Kind: KindList, ReadBy: "aws", Replaces: "replaces the NLB (and its DNS name) unless it only adds subnets in zones the NLB is not in yet"},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-subnets", Kind: KindUpstreamList, ReadBy: "aws", Want: "list at least one subnet", Replaces: "replaces the NLB (and its DNS name) unless it only adds subnets in zones the NLB is not in yet"},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type", Kind: KindEnum, ReadBy: "aws", Values: []string{"instance", "ip"}, Replaces: "replaces the target groups (not the NLB): targets are re-registered"},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-security-groups", Kind: KindIDs, ReadBy: "aws", Format: AWSSecurityGroupID},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-extra-security-groups", Kind: KindIDs, ReadBy: "aws", Format: AWSSecurityGroupID},
@@ -192,9 +200,9 @@ var Registry = []Spec{
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-eip-allocations", Kind: KindIDs, ReadBy: "aws", Format: AWSEIPAllocationID, Replaces: "is not applied to a running NLB (AWS cannot change its addresses): only a new NLB gets them"},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses", Kind: KindIPv4s, ReadBy: "aws", Replaces: "is not applied to a running NLB (AWS cannot change its addresses): only a new NLB gets them"},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-ip-address-type", Kind: KindEnum, ReadBy: "aws", Values: []string{"ipv4", "dualstack"}},
-	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol", Kind: KindEnumFold, ReadBy: "aws", Values: []string{"TCP", "HTTP", "HTTPS"}},
+	{Name: AWSHealthCheckProtocol, Kind: KindEnumFold, ReadBy: "aws", Values: []string{"TCP", "HTTP", "HTTPS"}},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-port", Kind: KindPort, ReadBy: "aws"},
-	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path", Kind: KindHTTPPath, ReadBy: "aws", MaxLen: 1024},
+	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path", Kind: KindHTTPPath, ReadBy: "aws", MaxLen: 1024, HTTPHealthCheckOnly: true},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval", Kind: KindInt, ReadBy: "aws", Min: 5, Max: 300},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout", Kind: KindInt, ReadBy: "aws", Min: 2, Max: 120},
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold", Kind: KindInt, ReadBy: "aws", Min: 2, Max: 10},
@@ -246,6 +254,25 @@ var Registry = []Spec{
 	{Name: "loadbalancer.openstack.org/hostname", Kind: KindDNSName, ReadBy: "openstack"},
 }
 
+// AWSHealthCheckProtocol is the AWS backend's health-check protocol
+// annotation, which decides whether HTTPHealthCheckOnly values are read.
+const AWSHealthCheckProtocol Name = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol"
+
+// HTTPHealthCheck reports whether a Service with these annotations and
+// externalTrafficPolicy (local: Local) gets an HTTP or HTTPS health check
+// from the AWS backend: AWSHealthCheckProtocol's value when it is a good
+// one, else HTTP with externalTrafficPolicy Local and TCP without.
+func HTTPHealthCheck(annotations map[string]string, local bool) bool {
+	if v, ok := AWSHealthCheckProtocol.Get(annotations); ok {
+		for _, p := range []string{"TCP", "HTTP", "HTTPS"} {
+			if strings.EqualFold(strings.TrimSpace(v), p) {
+				return p != "TCP"
+			}
+		}
+	}
+	return local
+}
+
 // Lookup returns the registry's spec of n.
 func Lookup(n Name) (Spec, bool) {
 	for _, s := range Registry {
@@ -283,7 +310,7 @@ func (s Spec) Describe() string {
 			return fmt.Sprintf("a non-empty string of at most %d bytes.", s.MaxLen)
 		}
 	case KindHTTPPath:
-		return fmt.Sprintf("a path starting with `/`, at most %d characters, without white space.", s.MaxLen)
+		return fmt.Sprintf("a path starting with `/`, at most %d characters, without white space; read (and checked) only for HTTP and HTTPS health checks.", s.MaxLen)
 	}
 	return kindText[s.Kind]
 }
@@ -297,6 +324,7 @@ var kindText = map[Kind]string{
 	KindAWSInternal:     "`true` or `false` as the upstream provider reads it: `false` or empty is internet-facing; `true`, `1`, `t`, `T`, `TRUE`, `True` and `0.0.0.0/0` are internal; other spellings of false (`False`, `0`) are refused.",
 	KindList:            "a comma-separated list of non-empty entries.",
 	KindListOrStar:      "`*`, or a comma-separated list of non-empty entries.",
+	KindUpstreamList:    "a comma-separated list (empty entries skipped) of at least one entry.",
 	KindMap:             "comma-separated `key=value` pairs, keys non-empty and unique (which keys and values are allowed is checked by the backend).",
 	KindPairs:           "comma-separated `Key=Value`, `Key=` or `Key` (empty entries skipped).",
 	KindLoadBalancerIPs: "comma-separated IP addresses, at most one IPv4 and one IPv6; no zone, no IPv4-mapped IPv6, not unspecified, loopback, multicast or link-local.",
