@@ -181,7 +181,7 @@ func (c dryRunELB) SetSubnets(ctx context.Context, in *elbv2.SetSubnetsInput, op
 	return c.ELBAPI.SetSubnets(ctx, in, opts...)
 }
 
-func (c dryRunELB) SetIpAddressType(ctx context.Context, in *elbv2.SetIpAddressTypeInput, opts ...func(*elbv2.Options)) (*elbv2.SetIpAddressTypeOutput, error) {
+func (c dryRunELB) SetIpAddressType(ctx context.Context, in *elbv2.SetIpAddressTypeInput, opts ...func(*elbv2.Options)) (*elbv2.SetIpAddressTypeOutput, error) { //nolint:revive // the SDK's name.
 	if intent(ctx, "elasticloadbalancing", "SetIpAddressType", "load balancer IP address type set to %s", in.IpAddressType) {
 		return &elbv2.SetIpAddressTypeOutput{IpAddressType: in.IpAddressType}, nil
 	}

@@ -1,0 +1,84 @@
+package plan
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+)
+
+// node plans one Node through the router's own answers, as the
+// node-lifecycle controller (InstanceExists, InstanceShutdown) and the
+// cloud-node controller (InstanceMetadata) would ask them.
+func (p *planner) node(ctx context.Context, n *corev1.Node) NodePlan {
+	np := NodePlan{Name: n.Name, ProviderID: n.Spec.ProviderID, ChosenBy: p.chosenBy(n)}
+	exists, err := p.r.InstanceExists(ctx, n)
+	if err != nil {
+		np.Outcome, np.Error, np.ChosenBy = NodeError, errText(err), ""
+		return np
+	}
+	if !exists {
+		// The owner positively reports the instance gone: the lifecycle
+		// controller deletes the Node at once.
+		np.Outcome, np.Backend = NodeDeleted, p.ownerByLabelOrScheme(n)
+		return np
+	}
+	np.InstanceFound = true
+	md, err := p.r.InstanceMetadata(ctx, n)
+	if err != nil {
+		np.Outcome, np.Error = NodeError, errText(err)
+		return np
+	}
+	np.Backend = md.AdditionalLabels[string(annotation.NodeBackend)]
+	if np.Backend == "" {
+		// The router answers metadata of its own for nodes it leaves alone
+		// (nodes.unmanaged: ignore).
+		np.Outcome, np.ChosenBy = NodeUnmanaged, ""
+		return np
+	}
+	if n.Spec.ProviderID == "" {
+		np.NewProviderID = md.ProviderID
+	}
+	np.Outcome = NodeClaimed
+	if shutdown, err := p.r.InstanceShutdown(ctx, n); err == nil {
+		np.Shutdown = shutdown
+	}
+	return np
+}
+
+// chosenBy says which of the router's rules (docs/routing.md, "Which
+// backend owns a node") decides the node's backend, in the router's order.
+func (p *planner) chosenBy(n *corev1.Node) string {
+	if _, ok := n.Labels[string(annotation.NodeBackend)]; ok {
+		return "label"
+	}
+	if n.Spec.ProviderID != "" {
+		return "scheme"
+	}
+	for i := range p.cfg.Nodes.Rules {
+		if p.cfg.Nodes.Rules[i].Matches(n.Name, n.Labels) {
+			return "rule"
+		}
+	}
+	return "claim"
+}
+
+// ownerByLabelOrScheme names the backend that reported a node's instance
+// gone: its label's, else the one backend of its scheme (several share it:
+// each said gone).
+func (p *planner) ownerByLabelOrScheme(n *corev1.Node) string {
+	if b := n.Labels[string(annotation.NodeBackend)]; b != "" {
+		return b
+	}
+	scheme, _ := providerid.Scheme(n.Spec.ProviderID)
+	var names []string
+	for _, b := range p.backends {
+		if b.Scheme == scheme {
+			names = append(names, b.Name)
+		}
+	}
+	return strings.Join(names, ",")
+}
