@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/cel-go/cel"
@@ -67,11 +68,26 @@ type compiled struct {
 	expr, message cel.Program
 }
 
+// compiledPolicies caches newPolicy's work (compiling the deny policy
+// takes seconds) across tests, by policy.
+var compiledPolicies sync.Map
+
 func newPolicy(t testing.TB, f func() ([]admissionv1.Variable, []admissionv1.Validation)) *policy {
+	t.Helper()
+	vars, vs := f()
+	key := fmt.Sprint(len(vars), len(vs), vs[0].Expression)
+	if p, ok := compiledPolicies.Load(key); ok {
+		return p.(*policy)
+	}
+	p := compilePolicy(t, vars, vs)
+	compiledPolicies.Store(key, p)
+	return p
+}
+
+func compilePolicy(t testing.TB, vars []admissionv1.Variable, vs []admissionv1.Validation) *policy {
 	t.Helper()
 	e := env(t)
 	p := &policy{}
-	vars, vs := f()
 	for _, v := range vars {
 		p.vars = append(p.vars, named{v.Name, program(t, e, v.Expression)})
 	}
