@@ -26,8 +26,7 @@ func providerFlags() cliflag.NamedFlagSets {
 func addProviderFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&reloadPeriod, "cloud-config-reload-period", defaultReloadPeriod,
 		"How often --cloud-config and the files it references are checked for changes, which are then applied without a restart. 0 turns reloading off.")
-	fs.DurationVar(&loadBalancerResync, "load-balancer-resync-period", defaultLoadBalancerResync,
-		"How often the multicloud-load-balancer controller re-ensures every load balancer it serves, repairing what was changed out of band (drift repair). 0 turns it off.")
+	addLoadBalancerFlags(fs)
 }
 
 // initCloud builds the provider named by --cloud-provider from

@@ -29,6 +29,7 @@ func main() {
 		klog.Fatalf("Unable to initialise command options: %v", err)
 	}
 	opts.KubeCloudShared.CloudProvider.Name = "multicloud"
+	setDefaults(opts)
 	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(),
 		names.CCMControllerAliases(), providerFlags(), wait.NeverStop)
 	cmd.Use = "multicloud-ccm"

@@ -95,6 +95,12 @@ func TestRBACProven(t *testing.T) {
 				// multicloud-load-balancer reads a Service again only
 				// after a write lost to another writer.
 				"get services": "re-read after a conflict",
+				// Upstream's service controller is disabled by default
+				// (multicloud-load-balancer serves classless Services);
+				// the chart keeps its identity for the switch back,
+				// --controllers=*,service.
+				"get serviceaccounts/service-controller":          "upstream's service controller, off by default",
+				"create serviceaccounts/token/service-controller": "upstream's service controller, off by default",
 			},
 		},
 		{
@@ -228,7 +234,7 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 	// Under --use-service-account-credentials the controllers and the
 	// router really act as their own identities.
 	if saCreds == "true" {
-		for _, id := range []string{"node-controller", "service-controller", "multicloud-ccm", "multicloud-load-balancer"} {
+		for _, id := range []string{"node-controller", "multicloud-ccm", "multicloud-load-balancer"} {
 			if counts["system:serviceaccount:kube-system:"+id] == 0 {
 				t.Errorf("no request as kube-system/%s: the controllers did not use their own identities", id)
 			}

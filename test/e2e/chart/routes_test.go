@@ -127,10 +127,11 @@ func TestRBACProvenRoutes(t *testing.T) {
 		t.Errorf("the CCM's log reports a forbidden request:\n%s", grepLines(string(log), "forbidden"))
 	}
 	counts := checkAudit(t, auditLog, installed, map[string]string{
-		// No Service of type LoadBalancer here: the service controller
-		// sends nothing, so its token is never minted (TestRBACProven
-		// drives it).
-		"create serviceaccounts/token/service-controller": "no load balancer in this run",
+		// Upstream's service controller is disabled by default; the
+		// chart keeps its identity for the switch back
+		// (--controllers=*,service).
+		"get serviceaccounts/service-controller":          "upstream's service controller, off by default",
+		"create serviceaccounts/token/service-controller": "upstream's service controller, off by default",
 		// Nor does multicloud-load-balancer write an event.
 		"create serviceaccounts/token/multicloud-load-balancer": "no load balancer in this run",
 		"create events as multicloud-load-balancer":             "no load balancer in this run",

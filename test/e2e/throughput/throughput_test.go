@@ -55,9 +55,14 @@ func services() int {
 // values.yaml, docs/chart.md): the figures an operator gets.
 var chartFlags = []string{"--kube-api-qps=200", "--kube-api-burst=400", "--concurrent-service-syncs=10", "--v=1"}
 
-// ownControllerFlags serve classless Services with multicloud-ccm's own
-// load-balancer controller instead of upstream's service controller.
-var ownControllerFlags = append([]string{"--controllers=*,-service"}, chartFlags...)
+// binaryDefaults are the binary's own defaults where the test framework's
+// flags differ from them (--v=2, --concurrent-service-syncs=4): with them,
+// the CCM runs as installed with no flag tuning.
+var binaryDefaults = []string{"--concurrent-service-syncs=10", "--v=0"}
+
+// upstreamFlags switch classless Services back to upstream's service
+// controller (disabled by default), with the chart's limits.
+var upstreamFlags = append([]string{"--controllers=*,service"}, chartFlags...)
 
 // benchClass is the config's load-balancer class for the classed run.
 const benchClass = "multicloud-ccm.io/bench"
@@ -77,15 +82,16 @@ backends:
 }
 
 // BenchmarkThousandServices creates the Services for MetalLB's controller
-// (with its class, so the CCM leaves them alone), then three times for the
-// CCM, each time in a new namespace and with the chart's client limits:
-// classless through upstream's service controller (the binary's default),
-// with our class through multicloud-ccm's own controller, and classless
-// through our controller with upstream's turned off
-// (--controllers=*,-service). Each contender runs alone and allocates from
-// the same pool. It reports for each the seconds until every Service shows
-// an address and the writes to Services and Events per Service beyond the
-// test's own create, and how soon a changed cloud-config is applied.
+// (with its class, so the CCM leaves them alone), then four times for the
+// CCM, each time in a new namespace: classless with the binary's own
+// defaults (multicloud-ccm's own controller serves them; no flag tuned),
+// classless with the chart's flags, with our class and the chart's flags,
+// and classless through upstream's service controller switched back on
+// (--controllers=*,service) with the chart's flags. Each contender runs
+// alone and allocates from the same pool. It reports for each the seconds
+// until every Service shows an address and the writes to Services and
+// Events per Service beyond the test's own create, and how soon a changed
+// cloud-config is applied.
 func BenchmarkThousandServices(b *testing.B) {
 	controller, crds := metallb(b)
 	cp := framework.StartControlPlaneT(b)
@@ -131,24 +137,28 @@ func BenchmarkThousandServices(b *testing.B) {
 			forget(ctx, b, client, ns)
 			return secs, writes, reload
 		}
-		upSecs, upWrites, reload := run("ccm-upstream", chartFlags, nil, true)
+		defSecs, defWrites, reload := run("ccm-default", binaryDefaults, nil, true)
+		chartSecs, chartWrites, _ := run("ccm-chart", chartFlags, nil, false)
 		classSecs, classWrites, _ := run("ccm-class", chartFlags, ptr.To(benchClass), false)
-		ownSecs, ownWrites, _ := run("ccm-own", ownControllerFlags, nil, false)
+		upSecs, upWrites, _ := run("ccm-upstream", upstreamFlags, nil, false)
 
 		b.ReportMetric(mlbSecs, "metallb-s")
-		b.ReportMetric(upSecs, "ccm-upstream-s")
+		b.ReportMetric(defSecs, "ccm-default-s")
+		b.ReportMetric(chartSecs, "ccm-chart-s")
 		b.ReportMetric(classSecs, "ccm-class-s")
-		b.ReportMetric(ownSecs, "ccm-own-s")
-		b.ReportMetric(upSecs/mlbSecs, "upstream/metallb")
+		b.ReportMetric(upSecs, "ccm-upstream-s")
+		b.ReportMetric(defSecs/mlbSecs, "default/metallb")
+		b.ReportMetric(chartSecs/mlbSecs, "chart/metallb")
 		b.ReportMetric(classSecs/mlbSecs, "class/metallb")
-		b.ReportMetric(ownSecs/mlbSecs, "own/metallb")
+		b.ReportMetric(upSecs/mlbSecs, "upstream/metallb")
 		b.ReportMetric(mlbWrites, "metallb-writes/svc")
-		b.ReportMetric(upWrites, "ccm-upstream-writes/svc")
+		b.ReportMetric(defWrites, "ccm-default-writes/svc")
+		b.ReportMetric(chartWrites, "ccm-chart-writes/svc")
 		b.ReportMetric(classWrites, "ccm-class-writes/svc")
-		b.ReportMetric(ownWrites, "ccm-own-writes/svc")
+		b.ReportMetric(upWrites, "ccm-upstream-writes/svc")
 		b.ReportMetric(reload.Seconds(), "reload-s")
-		b.Logf("%d Services with the chart's limits %v: MetalLB's controller %.1fs (%.2f writes/Service); multicloud-ccm through upstream's service controller %.1fs (%.2f), classed through its own controller %.1fs (%.2f), classless through its own controller %.1fs (%.2f); reload applied in %v",
-			n, chartFlags, mlbSecs, mlbWrites, upSecs, upWrites, classSecs, classWrites, ownSecs, ownWrites, reload)
+		b.Logf("%d Services: MetalLB's controller %.1fs (%.2f writes/Service); multicloud-ccm classless with the binary's defaults %v %.1fs (%.2f), with the chart's flags %v %.1fs (%.2f), classed with the chart's flags %.1fs (%.2f), classless through upstream's service controller switched back on (%v) %.1fs (%.2f); reload applied in %v",
+			n, mlbSecs, mlbWrites, binaryDefaults, defSecs, defWrites, chartFlags, chartSecs, chartWrites, classSecs, classWrites, upstreamFlags, upSecs, upWrites, reload)
 		b.StartTimer()
 	}
 }
