@@ -433,10 +433,14 @@ func (g gen) loadBalancerIPs() check {
 func (g gen) ipList() check {
 	l := g.defEntries()
 	notIP := func(e string) string { return "!isIP(" + e + ")" }
-	idx, at := g.first(l, notIP("e")+" || "+sameFamilyBefore(l, "e", notIP))
+	bad := notIP
+	if g.s.Hostnames {
+		bad = func(e string) string { return "(!isIP(" + e + ") && !" + subdomain(e) + ")" }
+	}
+	idx, at := g.first(l, bad("e")+" || (isIP(e) && "+sameFamilyBefore(l, "e", notIP)+")")
 	return check{
 		valid: g.t() + " == '' || " + idx + " < 0",
-		message: cond(notIP(at),
+		message: cond(bad(at),
 			fmt.Sprintf("%s + 'entry ' + string(%s + 1) + ': ' + %s + ' is not an IP address'", g.prefix(g.v), idx, g.quote(at)),
 			g.prefix(g.v)+" + "+familyClash(l, at, notIP)),
 	}

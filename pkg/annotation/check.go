@@ -92,7 +92,7 @@ func (s Spec) read(r *Reader, v string) {
 func (s Spec) readFormat(r *Reader, v string) {
 	switch s.Kind {
 	case KindIPList:
-		if err := checkIPList(v); err != nil {
+		if err := checkIPList(v, s.Hostnames); err != nil {
 			r.Invalid(s.Name, v, err.Error())
 		}
 	case KindIPv4s:
@@ -243,9 +243,9 @@ func readLabelSelector(r *Reader, n Name, v string) {
 }
 
 // checkIPList checks a MetalLB or kube-vip address list: comma-separated IP
-// addresses (white space around each ignored), at most one per family. An
-// empty value asks for nothing.
-func checkIPList(value string) error {
+// addresses (white space around each ignored), at most one per family, and
+// with hostnames DNS names too. An empty value asks for nothing.
+func checkIPList(value string, hostnames bool) error {
 	if strings.TrimSpace(value) == "" {
 		return nil
 	}
@@ -254,6 +254,9 @@ func checkIPList(value string) error {
 		s := strings.TrimSpace(f)
 		ip, err := netip.ParseAddr(s)
 		if err != nil || ip.Zone() != "" || ip.Is4In6() {
+			if hostnames && len(validation.IsDNS1123Subdomain(s)) == 0 {
+				continue
+			}
 			return fmt.Errorf("entry %d: %q is not an IP address", i+1, s)
 		}
 		for _, prev := range seen {

@@ -55,8 +55,9 @@ const (
 	// KindLoadBalancerIPs: at most one usable address per IP family
 	// (ParseLoadBalancerIPs).
 	KindLoadBalancerIPs Kind = "load-balancer-ips"
-	// KindIPList: comma-separated IP addresses, as MetalLB reads them
-	// (ParseIPList).
+	// KindIPList: comma-separated IP addresses, as MetalLB reads them, at
+	// most one per family; with Spec.Hostnames also DNS names, as kube-vip
+	// reads them (it resolves them).
 	KindIPList Kind = "ip-list"
 	// KindIPv4s: comma-separated IPv4 addresses (the AWS backend's private
 	// addresses).
@@ -112,6 +113,8 @@ type Spec struct {
 	// Want replaces the kind's "must be ..." text where the reader writes
 	// its own (e.g. "must be a positive whole number, or -1 for no limit").
 	Want string
+	// Hostnames: a KindIPList entry may be a DNS name.
+	Hostnames bool
 	// HTTPHealthCheckOnly: the value is read only when the Service's
 	// health check is HTTP or HTTPS (HTTPHealthCheck); otherwise any value
 	// is ignored, and not checked.
@@ -181,7 +184,7 @@ var Registry = []Spec{
 	// keeps their addresses out of its own allocation.
 	{Name: "metallb.io/loadBalancerIPs", Kind: KindIPList, ReadBy: "baremetal"},
 	{Name: "metallb.universe.tf/loadBalancerIPs", Kind: KindIPList, ReadBy: "baremetal"},
-	{Name: "kube-vip.io/loadbalancerIPs", Kind: KindIPList, ReadBy: "baremetal"},
+	{Name: "kube-vip.io/loadbalancerIPs", Kind: KindIPList, ReadBy: "baremetal", Hostnames: true},
 
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-type", Kind: KindEnum, ReadBy: "aws", Values: []string{"nlb", "external", "nlb-ip"}, Exact: true,
 		Want:     "must be nlb (this backend makes Network Load Balancers only), or external or nlb-ip for a load balancer another controller manages",
@@ -308,6 +311,10 @@ func (s Spec) Describe() string {
 	case KindString:
 		if s.MaxLen > 0 {
 			return fmt.Sprintf("a non-empty string of at most %d bytes.", s.MaxLen)
+		}
+	case KindIPList:
+		if s.Hostnames {
+			return "comma-separated IP addresses (at most one per family) or DNS names, which kube-vip resolves (empty: none). The bare-metal backend with `announce: kube-vip` refuses the names."
 		}
 	case KindHTTPPath:
 		return fmt.Sprintf("a path starting with `/`, at most %d characters, without white space; read (and checked) only for HTTP and HTTPS health checks.", s.MaxLen)
