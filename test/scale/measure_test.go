@@ -40,7 +40,6 @@ type phase struct {
 	apiTotal int
 	cloud    map[string]int // action -> calls
 	cloudAll int
-	note     string
 }
 
 // perMinute scales n over the phase's duration.
