@@ -243,3 +243,50 @@ func warningClient(t *testing.T, cp *framework.ControlPlane) (kubernetes.Interfa
 	}
 	return c, w
 }
+
+// TestAdmissionParameters: the policy's parameter ConfigMap lists the
+// backends of config that offer load balancers (aws; openstack unless
+// disabled; baremetal with address pools; never vsphere), or
+// admissionPolicy.backends, none with an existing cloud-config Secret; and
+// nothing of the policy is rendered when it is off or before Kubernetes
+// 1.32.
+func TestAdmissionParameters(t *testing.T) {
+	backendsOf := func(t *testing.T, args ...string) (string, bool) {
+		t.Helper()
+		out := mustRender(t, args...)
+		for _, o := range parse(t, out) {
+			if o.kind() == "ConfigMap" && strings.HasSuffix(o.name(), "-admission") {
+				b, _ := get(o, "data", "backends").(string)
+				return b, true
+			}
+		}
+		return "", false
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"hybrid: baremetal with pools and aws, not vsphere nor openstack with load balancers disabled", []string{"-f", valuesFile("hybrid")}, "dc1,aws-eu"},
+		{"openstack", []string{"-f", valuesFile("openstack")}, "os-region1"},
+		{"existing Secret: not known", []string{"-f", valuesFile("existing-secrets")}, ""},
+		{"set by hand", []string{"-f", valuesFile("existing-secrets"), "--set", "admissionPolicy.backends={metal,aws}"}, "metal,aws"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := backendsOf(t, tt.args...)
+			if !ok || got != tt.want {
+				t.Errorf("backends %q (rendered: %v), want %q", got, ok, tt.want)
+			}
+		})
+	}
+	if _, ok := backendsOf(t, "-f", valuesFile("minimal"), "--set", "admissionPolicy.enabled=false"); ok {
+		t.Error("rendered with admissionPolicy.enabled=false")
+	}
+	out, err := runHelm(t, "template", release, chartDir(t), "--namespace", namespace, "--kube-version", "v1.31.4", "-f", valuesFile("minimal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "ValidatingAdmissionPolicy") {
+		t.Error("the policy is rendered for Kubernetes 1.31, whose CEL lacks two-variable comprehensions")
+	}
+}

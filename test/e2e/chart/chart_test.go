@@ -162,6 +162,10 @@ func TestSchemaAndTemplateRejects(t *testing.T) {
 		{"config without backends", "config: {backends: null}", []string{"backends"}},
 		{"config with an unknown backend type", "config: {backends: [{name: x, type: gcp}]}", []string{"/config/backends/0/type"}},
 		{"config with a backend name that is not a DNS label", "config: {backends: [{name: X_1, type: aws}]}", []string{"/config/backends/0/name"}},
+		{"admission policy action unknown", "admissionPolicy: {validationActions: [Refuse]}", []string{"validationActions"}},
+		{"admission policy without actions", "admissionPolicy: {validationActions: []}", []string{"validationActions"}},
+		{"admission policy failure policy", "admissionPolicy: {failurePolicy: Deny}", []string{"failurePolicy"}},
+		{"admission policy backend not a DNS label", "admissionPolicy: {backends: [Metal_1]}", []string{"backends"}},
 		// Template checks: values the schema cannot judge alone.
 		{"leader election off with replicas", "replicaCount: 2\nleaderElection: {enabled: false}", []string{"leaderElection.enabled=false"}},
 		{"leader election off with a DaemonSet", "kind: DaemonSet\nleaderElection: {enabled: false}", []string{"leaderElection.enabled=false"}},
