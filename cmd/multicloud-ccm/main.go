@@ -47,6 +47,7 @@ See where nodes and load balancers went (read-only, from the API server):
 
   multicloud-ccm status [--kubeconfig FILE] [-o table|json|yaml]`
 	cmd.AddCommand(newConfigCommand(), newStatusCommand())
+	cmd.AddCommand(newPlanCommand())
 	withProductVersion(cmd, os.Stdout)
 	os.Exit(cli.Run(cmd))
 }
