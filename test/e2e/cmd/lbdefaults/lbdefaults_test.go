@@ -3,8 +3,8 @@
 // for classless LoadBalancer Services (docs/routing.md, "Which controller
 // serves which Service"): multicloud-ccm's own load-balancer controller
 // serves them, upstream's service controller is off, drift is repaired,
-// and a restart re-checks unchanged Services without writes, events or
-// per-Service log lines.
+// and a restart or a leader failover re-checks unchanged Services without
+// writes, events or per-Service log lines.
 package lbdefaults
 
 import (
@@ -153,6 +153,74 @@ func TestRestartRechecksWithoutWrites(t *testing.T) {
 		t.Errorf("%d log lines name a Service at the default verbosity:\n%s", len(named), strings.Join(named, "\n"))
 	}
 	t.Logf("restart: %s", strings.TrimSpace(summary[0]))
+}
+
+// leaderFlags turn leader election on, with short periods so that a
+// standby takes over within seconds of the leader stopping.
+var leaderFlags = []string{"--leader-elect=true", "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"}
+
+// TestFailoverRechecksWithoutWrites: 50 classless Services served by a
+// leader; a standby that takes over once the leader stops re-checks them
+// (one start-up pass, one summary line) with no write to any Service, no
+// event on them, and no log line naming one at the default verbosity.
+func TestFailoverRechecksWithoutWrites(t *testing.T) {
+	const ns, n = "failover", 50
+	cp, leader := setup(t, ns, leaderFlags...)
+	ctx := context.Background()
+	for i := range n {
+		if _, err := framework.CreateService(ctx, cp.Client, framework.NewLoadBalancerService(ns, fmt.Sprintf("s%02d", i), framework.WithPort("http", 80, corev1.ProtocolTCP))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	framework.Eventually(t, 2*time.Minute, "every Service addressed", allAddressed(cp.Client, ns, n))
+	framework.Eventually(t, 30*time.Second, "the writes settled", settledWrites(cp))
+	standby := cp.StartCCMT(t, framework.CCMOptions{Name: "standby", CloudConfig: cloudConfig, ExtraArgs: append(slices.Clone(binaryDefaults), leaderFlags...)})
+	before, events := writes(t, cp), eventCount(t, cp, ns)
+	if err := leader.Stop(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, time.Minute, "the standby's start-up pass as the new leader", func(context.Context) (bool, string, error) {
+		return strings.Contains(readLog(t, standby, 0), `pass="start-up"`), "not logged yet", nil
+	})
+	framework.Eventually(t, 30*time.Second, "the writes settled", settledWrites(cp))
+	for k, d := range diff(before, writes(t, cp)) {
+		if strings.Contains(k, "services") {
+			t.Errorf("the new leader's re-check wrote: %s +%d", k, d)
+		}
+	}
+	if got := eventCount(t, cp, ns); got != events {
+		t.Errorf("the new leader's re-check recorded %d events on the Services", got-events)
+	}
+	var summary, named []string
+	for line := range strings.SplitSeq(readLog(t, standby, 0), "\n") {
+		switch {
+		case strings.Contains(line, `pass="start-up"`):
+			summary = append(summary, line)
+		case strings.Contains(line, ns+"/"):
+			named = append(named, line)
+		}
+	}
+	if len(summary) != 1 || !strings.Contains(summary[0], fmt.Sprintf("services=%d changed=0 failed=0 unfinished=0", n)) {
+		t.Errorf("want one summary line (%d Services, none changed or failed), got %q", n, summary)
+	}
+	if len(named) > 0 {
+		t.Errorf("%d log lines name a Service at the default verbosity:\n%s", len(named), strings.Join(named, "\n"))
+	}
+	t.Logf("failover: %s", strings.TrimSpace(summary[0]))
+}
+
+// eventCount counts the events in namespace ns, repeats included.
+func eventCount(t *testing.T, cp *framework.ControlPlane, ns string) int {
+	t.Helper()
+	list, err := cp.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		n += int(max(e.Count, 1))
+	}
+	return n
 }
 
 func allAddressed(c kubernetes.Interface, ns string, n int) framework.Condition {
