@@ -2,6 +2,8 @@ package router
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -25,11 +27,11 @@ func (r *Router) ServesClass(class string) bool {
 // HasClasses reports whether the config lists any load-balancer class.
 func (r *Router) HasClasses() bool { return len(r.cfg.LoadBalancer.Classes) > 0 }
 
-// classTarget routes a Service with spec.loadBalancerClass: one of our
-// classes goes to its backend (an annotation naming another backend is a
+// classTargets routes a Service with spec.loadBalancerClass: one of our
+// classes goes to its backends, in order (an annotation naming others is a
 // conflict, refused), any other class to nobody. handled is false for a
 // Service without a class, which the annotation and default route.
-func (r *Router) classTarget(service *corev1.Service) (b *backend, handled bool, err error) {
+func (r *Router) classTargets(service *corev1.Service) (bs []*backend, handled bool, err error) {
 	if service.Spec.LoadBalancerClass == nil {
 		return nil, false, nil
 	}
@@ -38,16 +40,20 @@ func (r *Router) classTarget(service *corev1.Service) (b *backend, handled bool,
 	if !ours {
 		return nil, true, nil
 	}
-	if name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]; annotated && name != c.Backend {
+	want := c.Targets()
+	if name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]; annotated && !slices.Equal(splitNames(name), want) {
 		return nil, true, userErr(reasonClassConflict, "service %s/%s: spec.loadBalancerClass %q is served by backend %q but annotation %s=%q names another; remove the annotation (the class chooses the backend)",
-			service.Namespace, service.Name, class, c.Backend, annotation.LoadBalancerBackend, name)
+			service.Namespace, service.Name, class, strings.Join(want, ","), annotation.LoadBalancerBackend, name)
 	}
-	b, ok := r.byName[c.Backend]
-	if !ok || b.lb == nil {
-		// New refuses such a config; kept for a router built otherwise.
-		return nil, true, fmt.Errorf("service %s/%s: class %q: backend %q has no load balancers", service.Namespace, service.Name, class, c.Backend)
+	for _, n := range want {
+		b, ok := r.byName[n]
+		if !ok || b.lb == nil {
+			// New refuses such a config; kept for a router built otherwise.
+			return nil, true, fmt.Errorf("service %s/%s: class %q: backend %q has no load balancers", service.Namespace, service.Name, class, n)
+		}
+		bs = append(bs, b)
 	}
-	return b, true, nil
+	return bs, true, nil
 }
 
 // checkLoadBalancerBackends refuses a defaultBackend or class naming a
@@ -60,8 +66,10 @@ func (r *Router) checkLoadBalancerBackends() error {
 		return !ok || b.lb != nil
 	})
 	for i, c := range r.cfg.LoadBalancer.Classes {
-		if _, ok := r.byName[c.Backend]; !ok {
-			errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "classes").Index(i).Child("backend"), c.Backend, names(r.backends)))
+		for _, n := range c.Targets() {
+			if _, ok := r.byName[n]; !ok {
+				errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "classes").Index(i).Child("backend"), n, names(r.backends)))
+			}
 		}
 	}
 	if d := r.cfg.LoadBalancer.DefaultBackend; d != "" {

@@ -28,12 +28,13 @@ import (
 // resourceVersion, and hands the patched Service to EnsureLoadBalancer
 // makes the router write nothing before the backend's calls.
 func (r *Router) PrepareLoadBalancer(service *corev1.Service) map[string]*string {
-	target, err := r.lbTarget(service)
-	if err != nil || target == nil || r.recordOf(service).has(target.Name) {
+	targets, err := r.lbTargets(service)
+	add := r.notRecorded(service, targets)
+	if err != nil || len(add) == 0 {
 		return nil
 	}
 	return map[string]*string{
-		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).with(target.Name).value()),
+		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).with(names(add)...).value()),
 	}
 }
 

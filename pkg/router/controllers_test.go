@@ -528,8 +528,8 @@ func TestEnsuredIn(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got := ""
-		if b := r.ensuredIn(tc.svc); b != nil {
-			got = b.Name
+		if bs := r.ensuredIn(tc.svc); len(bs) > 0 {
+			got = strings.Join(names(bs), ",")
 		}
 		if got != tc.want {
 			t.Errorf("%s: ensuredIn = %q, want %q", tc.name, got, tc.want)

@@ -122,16 +122,23 @@ func (r *Router) forget(uid types.UID) {
 	r.st.forget(uid)
 }
 
-// addToRecord records b on the Service before a mutating call there. It
+// addToRecord records bs on the Service before a mutating call there. It
 // fails, so that nothing is created, if the record cannot be written.
-func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, b *backend) error {
-	if rec := r.recordOf(svc); rec.has(b.Name) {
+func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*backend) error {
+	rec := r.recordOf(svc)
+	var add []string
+	for _, b := range bs {
+		if !rec.has(b.Name) {
+			add = append(add, b.Name)
+		}
+	}
+	if len(add) == 0 {
 		return nil
 	}
-	err := r.writeRecord(ctx, svc, false, func(rec lbRecord) lbRecord { return rec.with(b.Name) })
+	err := r.writeRecord(ctx, svc, false, func(rec lbRecord) lbRecord { return rec.with(add...) })
 	if err != nil {
-		return fmt.Errorf("service %s/%s: cannot record backend %s in annotation %s before creating its load balancer: %w",
-			svc.Namespace, svc.Name, b.Name, annotation.LoadBalancerBackends, err)
+		return fmt.Errorf("service %s/%s: cannot record backends %v in annotation %s before creating their load balancers: %w",
+			svc.Namespace, svc.Name, add, annotation.LoadBalancerBackends, err)
 	}
 	return nil
 }
@@ -171,31 +178,41 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 			setAnnotation(changes, cur, annotation.LoadBalancerID, "")
 			r.writtenBack(changes, cur, nil, nil)
 		}
-		return changes, func() { r.remember(svc.UID, next) }
+		drains := parseDraining(cur)
+		for n := range drains {
+			if !next.has(n) {
+				delete(drains, n)
+			}
+		}
+		setAnnotation(changes, cur, annotation.LoadBalancerDraining, drains.value())
+		return changes, func() {
+			r.remember(svc.UID, next)
+			if mem, ok := r.st.drainsOf(svc.UID); ok {
+				r.st.setDrains(svc.UID, mem.keepOnly(next.names))
+			}
+		}
 	})
 }
 
-// markServed writes on the Service which backend serves its load balancer
-// and the ID the backend reported for it ("" removes the ID annotation).
-// Nothing is written when the Service already says so, so the annotation
-// change re-runs the service controller's sync once at most: that sync
-// finds the same values and writes nothing.
-func (r *Router) markServed(ctx context.Context, svc *corev1.Service, b *backend, id string, reported map[string]string) error {
+// markServed writes on the Service which backends serve its load balancer
+// and the IDs they reported (see servedChanges). Nothing is written when
+// the Service already says so, so the annotation change re-runs the
+// service controller's sync once at most: that sync finds the same values
+// and writes nothing.
+func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []*backend, answers []ensured) error {
 	if r.client == nil {
 		return nil
 	}
-	served := func(cur *corev1.Service) map[annotation.Name]*string {
-		changes := map[annotation.Name]*string{}
-		setAnnotation(changes, cur, annotation.LoadBalancerServedBy, b.Name)
-		setAnnotation(changes, cur, annotation.LoadBalancerID, id)
-		r.writtenBack(changes, cur, b, reported)
-		return changes
-	}
-	if deferServed(ctx, served(svc)) {
+	if deferServed(ctx, r.servedChanges(svc, targets, answers)) {
 		return nil
 	}
 	err := r.patchAnnotations(ctx, svc, true, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
-		return served(cur), func() {}
+		changes := r.servedChanges(cur, targets, answers)
+		return changes, func() {
+			if v, ok := changes[annotation.LoadBalancerDraining]; ok {
+				r.st.setDrains(svc.UID, parseDrainingValue(ptr.Deref(v, "")))
+			}
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("service %s/%s: writing annotations %s and %s: %w", svc.Namespace, svc.Name,
@@ -204,25 +221,26 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, b *backend
 	return nil
 }
 
-// writtenBack adds to changes the annotations the serving backend's type
-// writes back (backends.RegisterServiceAnnotations), with the values it
+// writtenBack adds to changes the annotations the serving backends' types
+// write back (backends.RegisterServiceAnnotations), with the values they
 // reported, and the removal of those the Service's previous serving
-// backend wrote when its type is another (b nil: no backend serves the
-// Service any more).
-func (r *Router) writtenBack(changes map[annotation.Name]*string, cur *corev1.Service, b *backend, reported map[string]string) {
-	typ := ""
-	if b != nil {
-		typ = b.Type
-		for _, key := range backends.ServiceAnnotationsOf(typ) {
-			setAnnotation(changes, cur, annotation.Name(key), reported[key])
+// backends wrote when no serving backend is of their type (bs nil: no
+// backend serves the Service any more).
+func (r *Router) writtenBack(changes map[annotation.Name]*string, cur *corev1.Service, bs []*backend, answers []ensured) {
+	types := map[string]bool{}
+	for i, b := range bs {
+		types[b.Type] = true
+		for _, key := range backends.ServiceAnnotationsOf(b.Type) {
+			setAnnotation(changes, cur, annotation.Name(key), answers[i].reported[key])
 		}
 	}
-	prev, ok := r.byName[cur.Annotations[string(annotation.LoadBalancerServedBy)]]
-	if !ok || prev.Type == typ {
-		return
-	}
-	for _, key := range backends.ServiceAnnotationsOf(prev.Type) {
-		setAnnotation(changes, cur, annotation.Name(key), "")
+	for _, prev := range r.servingOf(cur) {
+		if types[prev.Type] {
+			continue
+		}
+		for _, key := range backends.ServiceAnnotationsOf(prev.Type) {
+			setAnnotation(changes, cur, annotation.Name(key), "")
+		}
 	}
 }
 
@@ -280,16 +298,13 @@ func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, gone
 
 // mayHold returns the backends that may hold the Service's load balancer:
 // the recorded ones (every one for a Service an older version gave an
-// address, see baseline); without a record, its target. A recorded
+// address, see baseline); without a record, its targets. A recorded
 // backend that is no longer configured is an error: its load balancer
 // cannot be reached, and forgetting it would leak it.
-func (r *Router) mayHold(svc *corev1.Service, target *backend) ([]*backend, error) {
+func (r *Router) mayHold(svc *corev1.Service, targets ...*backend) ([]*backend, error) {
 	rec := r.current(svc)
 	if !rec.known {
-		if target != nil {
-			return []*backend{target}, nil
-		}
-		return nil, nil
+		return slices.DeleteFunc(slices.Clone(targets), func(b *backend) bool { return b == nil }), nil
 	}
 	out := make([]*backend, 0, len(rec.names))
 	for _, n := range rec.names {
@@ -343,6 +358,48 @@ func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released 
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
 			"status":   map[string]any{"loadBalancer": map[string]any{"ingress": kept}},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = services.Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+		return err
+	})
+}
+
+// addToStatus adds to the Service's status the addresses in add it does
+// not show yet, keeping every address it shows, through the status
+// subresource, guarded by the resourceVersion. Used when some of a
+// Service's backends failed: the status shows the others' addresses.
+func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []corev1.LoadBalancerIngress) error {
+	if r.client == nil {
+		return nil
+	}
+	services := r.client.CoreV1().Services(svc.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && cur.UID != svc.UID) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		shown := map[string]bool{}
+		for _, in := range cur.Status.LoadBalancer.Ingress {
+			shown[in.IP+"|"+in.Hostname] = true
+		}
+		next := slices.Clone(cur.Status.LoadBalancer.Ingress)
+		for _, in := range add {
+			if !shown[in.IP+"|"+in.Hostname] {
+				next = append(next, in)
+			}
+		}
+		if len(next) == len(cur.Status.LoadBalancer.Ingress) {
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
+			"status":   map[string]any{"loadBalancer": map[string]any{"ingress": next}},
 		})
 		if err != nil {
 			return err

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -20,50 +19,39 @@ const (
 	reasonCleanupPending   = "LoadBalancerCleanupPending"
 )
 
-// lbTarget returns the backend that should hold service's load balancer:
-// its class's backend (see classTarget), else the annotation's, else the
-// default, else nil (implemented elsewhere).
-func (r *Router) lbTarget(service *corev1.Service) (*backend, error) {
-	if b, handled, err := r.classTarget(service); handled {
-		return b, err
-	}
-	name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]
-	if !annotated {
-		name = r.cfg.LoadBalancer.DefaultBackend
-	}
-	if name == "" && !annotated {
-		return nil, nil
-	}
-	b, ok := r.byName[name]
-	if !ok || b.lb == nil {
-		return nil, fmt.Errorf("service %s/%s: annotation %s=%q names no backend with load balancers; use one of %v, or remove the annotation to use the default",
-			service.Namespace, service.Name, annotation.LoadBalancerBackend, name, names(r.lbs))
-	}
-	return b, nil
-}
-
 // GetLoadBalancer asks the backends that may hold the Service's load
 // balancer (see mayHold): it exists if any of them holds any part of it, so
-// a delete is never skipped while something is left, and a backend that
-// never held it is not asked, so its outage blocks nothing. The status is
-// the target backend's if it has one.
+// a delete is never skipped while something is left (one backend that
+// cannot answer makes it an error only when no other holds anything: then
+// the delete proceeds in those that answered, and waits for it), and a
+// backend that never held it is not asked, so its outage blocks nothing. The status is
+// the target backends' (in their order) if they have one.
 func (r *Router) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	service = r.withClassDefaults(service)
-	target, _ := r.lbTarget(service)
-	asked, err := r.mayHold(service, target)
+	targets, _ := r.lbTargets(service)
+	asked, err := r.mayHold(service, targets...)
 	if err != nil {
 		r.recordServiceError(ctx, service, err)
 		return nil, false, err
 	}
 	found, err := r.holders(ctx, clusterName, service, asked)
-	if err != nil || len(found) == 0 {
+	if err != nil && len(found) == 0 {
 		r.recordServiceError(ctx, service, err)
 		return nil, false, err
 	}
-	for _, h := range found {
-		if h.b == target {
-			return h.status, true, nil
+	if len(found) == 0 {
+		return nil, false, nil
+	}
+	var answers []ensured
+	for _, b := range targets {
+		for _, h := range found {
+			if h.b == b {
+				answers = append(answers, ensured{status: h.status})
+			}
 		}
+	}
+	if len(answers) > 0 {
+		return mergeStatus(answers), true, nil
 	}
 	return found[0].status, true, nil
 }
@@ -78,98 +66,168 @@ func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, se
 	return cloudprovider.DefaultLoadBalancerName(service)
 }
 
-// EnsureLoadBalancer records the target backend on the Service, creates or
-// updates the load balancer there, handing it only the nodes it can target,
-// then removes it from every other backend that may still hold one (the
-// annotation may have moved it), and writes on the Service the backend
-// serving it and the load-balancer ID that backend reported (markServed).
-// A Service no backend serves gets
-// ImplementedElsewhere, after any load balancer we made for it earlier is
-// removed and its address cleared from the Service's status.
+// EnsureLoadBalancer records the target backends on the Service, creates
+// or updates the load balancer in each (concurrently), handing each only the
+// nodes it can target, then retires every other backend that may still
+// hold one (the annotation may have moved it): deleted at once, or drained
+// first (drain.go), and writes on the Service the backends serving it and
+// the load-balancer IDs they reported (markServed). The status is every
+// target's addresses, in their order. A target failing keeps the others'
+// addresses in the status and retires nothing (make before break). A
+// Service no backend serves gets ImplementedElsewhere, after any load
+// balancer we made for it earlier is removed and its address cleared from
+// the Service's status.
 func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
 	r.st.clusterName.Store(clusterName)
-	target, err := r.lbTarget(service)
+	targets, err := r.lbTargets(service)
 	if err != nil {
-		reason := reasonUnknownLBBackend
-		if ue, ok := backends.AsUserError(err); ok {
-			reason = ue.Reason
-		}
-		r.warn(ctx, serviceRef(service), reason, err.Error())
+		r.warnUser(ctx, service, reasonUnknownLBBackend, err)
 		return nil, err
 	}
-	if target == nil {
+	if len(targets) == 0 {
 		if err := r.evict(ctx, clusterName, service, nil); err != nil {
 			return nil, err
 		}
 		return nil, cloudprovider.ImplementedElsewhere
 	}
+	drain, err := r.drainPeriod(service)
+	if err != nil {
+		r.warnUser(ctx, service, reasonInvalidDrain, err)
+		return nil, err
+	}
 	if r.wasDeleted(service.UID) {
 		return nil, fmt.Errorf("service %s/%s: its load balancer was deleted with the Service; not creating it again", service.Namespace, service.Name)
 	}
-	if err := r.addToRecord(ctx, service, target); err != nil {
+	added, had := r.notRecorded(service, targets), len(r.current(service).names) > 0
+	if err := r.addToRecord(ctx, service, targets...); err != nil {
 		return nil, err
 	}
-	idCtx, reportedID := backends.WithLoadBalancerIDReport(ctx)
-	status, err := target.ensureLoadBalancer(idCtx, clusterName, service, target.targetable(service, nodes))
-	if err != nil {
-		r.recordServiceError(ctx, service, err)
+	answers := r.ensureAll(ctx, clusterName, service, targets, nodes)
+	if failed := slices.ContainsFunc(answers, func(a ensured) bool { return a.err != nil }); failed {
+		return nil, r.partialFailure(ctx, service, targets, answers)
+	}
+	if err := r.retire(ctx, clusterName, service, targets, drain); err != nil {
 		return nil, err
 	}
-	if err := r.evict(ctx, clusterName, service, target); err != nil {
+	if err := r.markServed(ctx, service, targets, answers); err != nil {
 		return nil, err
 	}
-	if err := r.markServed(ctx, service, target, reportedID(), backends.ReportedServiceAnnotations(idCtx)); err != nil {
-		return nil, err
+	if len(targets) > 1 || had {
+		for _, b := range added {
+			r.normal(ctx, service, reasonAdded, fmt.Sprintf("Load balancer added in backend %s", b.Name))
+		}
 	}
-	r.requeueIfStale(ctx, service, target, nodes)
-	return status, nil
+	for _, b := range targets {
+		r.requeueIfStale(ctx, service, b, nodes)
+	}
+	return mergeStatus(answers), nil
 }
 
-// UpdateLoadBalancer hands the backend holding the Service's load balancer
-// its targetable nodes: the target backend, or, while a reload or an
-// annotation change has moved the Service's target but no EnsureLoadBalancer
-// has moved the load balancer yet, the backend still serving it (see
-// updateTarget), so node changes reach the load balancer that exists.
+// warnUser records err as a Warning event with the backend's reason if it
+// is a user error, else with reason.
+func (r *Router) warnUser(ctx context.Context, service *corev1.Service, reason string, err error) {
+	if ue, ok := backends.AsUserError(err); ok {
+		reason = ue.Reason
+	}
+	r.warn(ctx, serviceRef(service), reason, err.Error())
+}
+
+// notRecorded returns the targets the Service's record does not name yet.
+func (r *Router) notRecorded(service *corev1.Service, targets []*backend) []*backend {
+	rec := r.recordOf(service)
+	var out []*backend
+	for _, b := range targets {
+		if !rec.has(b.Name) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// UpdateLoadBalancer hands the backends holding the Service's load balancer
+// their targetable nodes: its targets, or, while a reload or an annotation
+// change has moved the Service's targets but no EnsureLoadBalancer has
+// moved the load balancer yet, the backends still serving it (see
+// updateTargets), so node changes reach the load balancers that exist;
+// draining ones too, as they still serve. One backend failing does not
+// keep the others from being updated.
 func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
 	r.st.clusterName.Store(clusterName)
-	target, moving, err := r.updateTarget(service)
+	bs, moving, err := r.updateTargets(service)
 	if err != nil {
 		return err
 	}
-	if target == nil {
+	if len(bs) == 0 {
 		return cloudprovider.ImplementedElsewhere
 	}
 	if moving {
 		r.st.queueResync(service)
-	} else if err := r.addToRecord(ctx, service, target); err != nil {
+	} else if err := r.addToRecord(ctx, service, bs...); err != nil {
 		return err
 	}
-	err = target.updateLoadBalancer(ctx, clusterName, service, target.targetable(service, nodes))
-	if err != nil {
-		r.recordServiceError(ctx, service, err)
-		return err
+	bs = append(bs, r.drainingBackends(service, bs)...)
+	var errs []error
+	for _, b := range bs {
+		if err := b.updateLoadBalancer(ctx, clusterName, service, b.targetable(service, nodes)); err != nil {
+			r.recordServiceError(ctx, service, err)
+			errs = append(errs, fmt.Errorf("backend %s: %w", b.Name, err))
+			continue
+		}
+		r.requeueIfStale(ctx, service, b, nodes)
 	}
-	r.requeueIfStale(ctx, service, target, nodes)
-	return nil
+	return errors.Join(errs...)
 }
 
-// updateTarget returns the backend an update of the Service's load
-// balancer goes to: the backend serving it (multicloud-ccm.io/load-balancer-served-by,
-// recorded) when that is not yet its target (moving), else its target.
-func (r *Router) updateTarget(service *corev1.Service) (b *backend, moving bool, err error) {
-	target, err := r.lbTarget(service)
-	if err != nil || target == nil {
-		return target, false, err
+// updateTargets returns the backends an update of the Service's load
+// balancer goes to: those serving it (multicloud-ccm.io/load-balancer-served-by,
+// recorded) when they are not its targets (moving), else its targets.
+func (r *Router) updateTargets(service *corev1.Service) (bs []*backend, moving bool, err error) {
+	targets, err := r.lbTargets(service)
+	if err != nil || len(targets) == 0 {
+		return targets, false, err
 	}
-	served, ok := r.byName[service.Annotations[string(annotation.LoadBalancerServedBy)]]
-	if ok && served.lb != nil && served != target && r.recordOf(service).has(served.Name) {
+	rec := r.recordOf(service)
+	var served []*backend
+	for _, b := range r.servingOf(service) {
+		if rec.has(b.Name) {
+			served = append(served, b)
+		}
+	}
+	if len(served) > 0 && !sameBackends(served, targets) {
 		return served, true, nil
 	}
-	return target, false, nil
+	return targets, false, nil
+}
+
+// drainingBackends returns the recorded backends whose load balancer is
+// draining, other than those in bs.
+func (r *Router) drainingBackends(service *corev1.Service, bs []*backend) []*backend {
+	rec := r.recordOf(service)
+	var out []*backend
+	for n := range r.drainingOf(service) {
+		if b, ok := r.byName[n]; ok && b.lb != nil && rec.has(n) && !slices.Contains(bs, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// sameBackends reports whether a and b hold the same backends, in any
+// order.
+func sameBackends(a, b []*backend) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // EnsureLoadBalancerDeleted deletes the Service's load balancer from every
@@ -179,8 +237,8 @@ func (r *Router) updateTarget(service *corev1.Service) (b *backend, moving bool,
 func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
-	target, _ := r.lbTarget(service)
-	asked, err := r.mayHold(service, target)
+	targets, _ := r.lbTargets(service)
+	asked, err := r.mayHold(service, targets...)
 	if err != nil {
 		r.recordServiceError(ctx, service, err)
 		return err
@@ -260,7 +318,8 @@ type holder struct {
 }
 
 // holders asks the backends in asked, concurrently, whether they hold a
-// load balancer for service. Any of them failing to answer is an error.
+// load balancer for service. Any of them failing to answer is an error,
+// returned with the holders among those that answered.
 func (r *Router) holders(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend) ([]holder, error) {
 	var found []holder
 	err := ask(ctx, asked, func(ctx context.Context, b *backend) (holder, error) {
@@ -274,10 +333,7 @@ func (r *Router) holders(ctx context.Context, clusterName string, service *corev
 			found = append(found, h)
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	return orderHolders(r.lbs, found), nil
+	return orderHolders(r.lbs, found), err
 }
 
 // orderHolders sorts found into config order, so answers are stable.

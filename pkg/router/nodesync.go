@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -85,6 +86,7 @@ func (st *serviceStates) startWatches(factory informers.SharedInformerFactory) {
 		klog.Info("SetInformers before Initialize: load balancers will not be re-targeted when node addresses change")
 		return
 	}
+	st.drainOnce.Do(func() { st.startDrainTimer(factory, stop) })
 	st.resyncOnce.Do(func() {
 		if err := st.startAddressResync(factory, stop); err != nil {
 			klog.ErrorS(err, "Load balancers will not be re-targeted when node addresses change")
@@ -135,8 +137,11 @@ func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
 	r, done := a.st.current()
 	defer done()
 	for _, svc := range svcs {
-		if b := r.ensuredIn(svc); b != nil && (b.canTarget(svc, node) || b.canTarget(svc, oldNode)) {
-			a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+		for _, b := range r.ensuredIn(svc) {
+			if b.canTarget(svc, node) || b.canTarget(svc, oldNode) {
+				a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+				break
+			}
 		}
 	}
 }
@@ -172,7 +177,13 @@ func (a *addressResync) next(ctx context.Context) bool {
 		return false
 	}
 	defer a.queue.Done(key)
-	if err := a.sync(ctx, key); err != nil {
+	err := a.sync(ctx, key)
+	switch {
+	case errors.Is(err, errNotPublished) && a.queue.NumRequeues(key) < maxUnpublishedRetries:
+		a.queue.AddRateLimited(key) // quietly: the status is on its way
+		return true
+	case errors.Is(err, errNotPublished):
+	case err != nil:
 		klog.ErrorS(err, "Re-targeting a load balancer after a node address change failed; will retry", "service", key)
 		a.queue.AddRateLimited(key)
 		return true
@@ -180,6 +191,16 @@ func (a *addressResync) next(ctx context.Context) bool {
 	a.queue.Forget(key)
 	return true
 }
+
+// errNotPublished is a re-sync finding the Service's load balancer
+// recorded in its targets but its status not written yet: the sync that
+// queued it (a stale node list, see requeueIfStale) is still publishing
+// it. The re-sync is retried, with backoff, maxUnpublishedRetries times
+// (about 5 s in all); before, it was dropped, and the load balancer kept
+// the stale nodes until the next node change.
+var errNotPublished = errors.New("load balancer ensured but its status not published yet")
+
+const maxUnpublishedRetries = 10
 
 // sync updates the Service's load balancer with the current nodes, if the
 // router still holds it where the Service wants it.
@@ -202,24 +223,31 @@ func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) erro
 	if err := r.reroute(ctx, svc); err != nil {
 		return err
 	}
-	b := r.ensuredIn(svc)
-	if b == nil || clusterName == "" {
+	bs := r.ensuredIn(svc)
+	if len(bs) == 0 && r.ensuredUnpublished(svc) {
+		return errNotPublished
+	}
+	if len(bs) == 0 || clusterName == "" {
 		return nil
 	}
 	nodes, err := a.stableNodes()
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	err = b.updateLoadBalancer(ctx, clusterName, svc, b.targetable(svc, nodes))
-	if err != nil {
-		r.warn(ctx, serviceRef(svc), reasonNodeResyncFailed,
-			fmt.Sprintf("Cannot update the load balancer's targets after a node address change: %v", err))
-		return err
+	var errs []error
+	for _, b := range bs {
+		start := time.Now()
+		err = b.updateLoadBalancer(ctx, clusterName, svc, b.targetable(svc, nodes))
+		if err != nil {
+			r.warn(ctx, serviceRef(svc), reasonNodeResyncFailed,
+				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after a node address change: %v", b.Name, err))
+			errs = append(errs, err)
+			continue
+		}
+		klog.FromContext(ctx).V(2).Info("Re-targeted load balancer after a node address change",
+			"service", key, "backend", b.Name, "duration", time.Since(start))
 	}
-	klog.FromContext(ctx).V(2).Info("Re-targeted load balancer after a node address change",
-		"service", key, "backend", b.Name, "duration", time.Since(start))
-	return nil
+	return errors.Join(errs...)
 }
 
 // stableNodes returns the lister's nodes upstream would put in a load
@@ -289,22 +317,37 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-// ensuredIn returns the backend holding the Service's load balancer when
-// the router has recorded it there, the Service still wants it there, and
-// the Service is neither being deleted nor handed to another controller.
-func (r *Router) ensuredIn(svc *corev1.Service) *backend {
+// ensuredIn returns the backends holding the Service's load balancer when
+// the router has recorded them there, the Service still wants them there
+// (or they are draining: they still serve), and the Service is neither
+// being deleted nor handed to another controller.
+func (r *Router) ensuredIn(svc *corev1.Service) []*backend {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
 		svc.DeletionTimestamp != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return nil
 	}
-	target, _, err := r.updateTarget(svc)
-	if err != nil || target == nil {
+	targets, _, err := r.updateTargets(svc)
+	if err != nil || len(targets) == 0 {
 		return nil
 	}
-	if !r.recordOf(svc).has(target.Name) {
-		return nil
+	rec := r.recordOf(svc)
+	var out []*backend
+	for _, b := range targets {
+		if rec.has(b.Name) {
+			out = append(out, b)
+		}
 	}
-	return target
+	return append(out, r.drainingBackends(svc, out)...)
+}
+
+// ensuredUnpublished reports whether the Service would be re-synced
+// (ensuredIn) but for its status, not written yet.
+func (r *Router) ensuredUnpublished(svc *corev1.Service) bool {
+	if len(svc.Status.LoadBalancer.Ingress) > 0 || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil || svc.DeletionTimestamp != nil {
+		return false
+	}
+	targets, err := r.lbTargets(svc)
+	return err == nil && len(targets) > 0 && len(r.notRecorded(svc, targets)) == 0
 }
 
 // StableNode mirrors the upstream service controller's choice of nodes for
@@ -373,9 +416,9 @@ func (r *Router) reroute(ctx context.Context, svc *corev1.Service) error {
 		svc.DeletionTimestamp != nil || r.wasDeleted(svc.UID) || len(r.lbs) == 0 {
 		return nil
 	}
-	target, err := r.lbTarget(svc)
-	if err != nil || target == nil || r.recordOf(svc).has(target.Name) {
+	targets, err := r.lbTargets(svc)
+	if err != nil || len(r.notRecorded(svc, targets)) == 0 {
 		return nil
 	}
-	return r.addToRecord(ctx, svc, target)
+	return r.addToRecord(ctx, svc, targets...)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -550,12 +551,9 @@ func (st *serviceStates) rerouted(old, cur *Router) []types.NamespacedName {
 // targetName names the Service's target under r: a backend, "" for none,
 // "!" when r refuses it.
 func targetName(r *Router, svc *corev1.Service) string {
-	b, err := r.lbTarget(r.withClassDefaults(svc))
-	switch {
-	case err != nil:
+	bs, err := r.lbTargets(r.withClassDefaults(svc))
+	if err != nil {
 		return "!"
-	case b == nil:
-		return ""
 	}
-	return b.Name
+	return strings.Join(namesInOrder(bs), ",")
 }

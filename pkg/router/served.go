@@ -74,7 +74,9 @@ func (src *servedSource) count() (nodes, lbs map[string]int) {
 	if src.services != nil {
 		if all, err := src.services.List(labels.Everything()); err == nil {
 			for _, s := range all {
-				lbs[s.Annotations[string(annotation.LoadBalancerServedBy)]]++
+				for _, b := range splitNames(s.Annotations[string(annotation.LoadBalancerServedBy)]) {
+					lbs[b]++
+				}
 			}
 		}
 	}

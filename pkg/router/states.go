@@ -18,6 +18,7 @@ import (
 //	|   deletion mark  no re-create after delete  |     | served counts (served.go)                |
 //	|   record         what this process wrote    |     |                                          |
 //	| node-address re-sync queue + pending retries|     +------------------------------------------+
+//	| drain timer, draining records written       |
 //	| problems logged once, cluster name          |        ^ Apply swaps this box only; a call in
 //	+---------------------------------------------+        | flight finishes on the one it began on,
 //	      ^ shared by every generation's Router            | under the same per-Service lock.
@@ -47,6 +48,14 @@ type serviceStates struct {
 	// still named a backend: the record is kept deletedFor longer, for a
 	// delete still to come with an older copy of the Service.
 	goneAt map[types.UID]time.Time
+	// drains holds, per Service UID, the draining record this process
+	// last wrote (see drain.go); the Service's annotation is the truth
+	// across restarts.
+	drains map[types.UID]drainRecord
+	// drainTimer deletes drained load balancers when their drain ends,
+	// once the informers are set (see drainqueue.go); nil without them.
+	drainTimer atomic.Pointer[drainTimer]
+	drainOnce  sync.Once
 
 	// clusterName is the last cluster name the service controller passed.
 	clusterName atomic.Value
@@ -71,6 +80,7 @@ func newServiceStates() *serviceStates {
 		deleted:  map[types.UID]time.Time{},
 		locks:    map[types.UID]*svcLock{},
 		goneAt:   map[types.UID]time.Time{},
+		drains:   map[types.UID]drainRecord{},
 	}
 }
 
@@ -173,6 +183,7 @@ func (st *serviceStates) forget(uid types.UID) {
 			delete(st.goneAt, u)
 		}
 	}
+	delete(st.drains, uid)
 	if len(st.recorded[uid]) == 0 {
 		delete(st.recorded, uid)
 		delete(st.goneAt, uid)
@@ -183,9 +194,30 @@ func (st *serviceStates) forget(uid types.UID) {
 	}
 }
 
+// drainsOf returns the draining record this process last wrote for the
+// Service, if any.
+func (st *serviceStates) drainsOf(uid types.UID) (drainRecord, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	d, ok := st.drains[uid]
+	return d, ok
+}
+
+// setDrains remembers the draining record written for the Service; an
+// empty one is forgotten.
+func (st *serviceStates) setDrains(uid types.UID, d drainRecord) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(d) == 0 {
+		delete(st.drains, uid)
+		return
+	}
+	st.drains[uid] = d
+}
+
 // size counts the entries kept, for tests of their bound.
 func (st *serviceStates) size() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return len(st.recorded) + len(st.locks)
+	return len(st.recorded) + len(st.locks) + len(st.drains)
 }

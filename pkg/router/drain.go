@@ -1,0 +1,320 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// Make-before-break: a backend leaving a Service's list (or the single
+// backend changed) is retired only once every target answered, so the new
+// load balancer is in the status the same sync takes the old one out.
+// With a drain period (multicloud-ccm.io/load-balancer-drain, else
+// loadBalancer.drainPeriod), the old load balancer is not deleted at once:
+// its addresses leave the status (external-dns withdraws them), the drain's
+// end is written on the Service (multicloud-ccm.io/load-balancer-draining,
+// before the status changes), and it keeps serving until then. Then it is
+// deleted, by whichever comes first: the next sync of the Service, or the
+// process's drain timer (drainTimer in drainqueue.go), which every process
+// leading the controllers arms from the annotation as its informer lists
+// the Services, so a restart or a new leader neither cuts a drain short nor
+// forgets it. The draining backend stays in the write-ahead record until
+// its delete succeeded, so deleting the Service still reaches it.
+
+// Event reasons of drains. They are stable.
+const (
+	reasonInvalidDrain = "InvalidLoadBalancerDrain"
+	reasonDraining     = "LoadBalancerDraining"
+	reasonDrained      = "LoadBalancerDrained"
+)
+
+// drainRecord is the Service's multicloud-ccm.io/load-balancer-draining:
+// per backend, when its drain ends.
+type drainRecord map[string]time.Time
+
+// parseDraining reads the Service's draining record; entries that cannot
+// be read are left out (their backend is then retired as without a drain).
+func parseDraining(svc *corev1.Service) drainRecord {
+	return parseDrainingValue(svc.Annotations[string(annotation.LoadBalancerDraining)])
+}
+
+// parseDrainingValue reads a draining record's annotation value.
+func parseDrainingValue(v string) drainRecord {
+	out := drainRecord{}
+	for _, e := range splitNames(v) {
+		name, at, ok := strings.Cut(e, "=")
+		if !ok {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(at)); err == nil {
+			out[strings.TrimSpace(name)] = t
+		}
+	}
+	return out
+}
+
+func (d drainRecord) hasAny(bs []*backend) bool {
+	for _, b := range bs {
+		if _, ok := d[b.Name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (d drainRecord) without(names ...string) drainRecord {
+	out := drainRecord{}
+	for n, t := range d {
+		if !slices.Contains(names, n) {
+			out[n] = t
+		}
+	}
+	return out
+}
+
+// keepOnly returns the entries of the backends named.
+func (d drainRecord) keepOnly(names []string) drainRecord {
+	out := drainRecord{}
+	for n, t := range d {
+		if slices.Contains(names, n) {
+			out[n] = t
+		}
+	}
+	return out
+}
+
+// value is the annotation's value, by backend name ("": no drain).
+func (d drainRecord) value() string {
+	keys := make([]string, 0, len(d))
+	for n := range d {
+		keys = append(keys, n)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, n := range keys {
+		parts = append(parts, n+"="+d[n].UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, ",")
+}
+
+// next returns the earliest end, and false for an empty record.
+func (d drainRecord) next() (time.Time, bool) {
+	var first time.Time
+	for _, t := range d {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// drainPeriod is the Service's drain period: its annotation (a class
+// default counts), else loadBalancer.drainPeriod.
+func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
+	v, ok := svc.Annotations[string(annotation.LoadBalancerDrain)]
+	if !ok {
+		return r.cfg.LoadBalancer.Drain(), nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if v == "0" {
+		d, err = 0, nil
+	}
+	if err != nil || d < 0 {
+		return 0, userErr(reasonInvalidDrain, "service %s/%s: annotation %s=%q is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once",
+			svc.Namespace, svc.Name, annotation.LoadBalancerDrain, v)
+	}
+	return d, nil
+}
+
+// retire ends the use of every recorded backend that is not a target
+// (keep): without a drain, as before, its load balancer is deleted now;
+// with one, it is marked draining (its addresses are already out of the
+// status the caller returns) and deleted once the drain ended. A backend
+// holding nothing just leaves the record.
+func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend, drain time.Duration) error {
+	asked, err := r.mayHold(svc)
+	if err == nil {
+		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend) bool { return slices.Contains(keep, b) })
+		err = r.retireFrom(ctx, clusterName, svc, asked, drain)
+	}
+	if err != nil {
+		r.recordServiceError(ctx, svc, err)
+		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
+		r.warn(ctx, serviceRef(svc), reasonCleanupPending, msg)
+		return fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1.Service, asked []*backend, drain time.Duration) error {
+	if len(asked) == 0 {
+		return nil
+	}
+	draining := r.drainingOf(svc)
+	now := time.Now()
+	var due, fresh []*backend
+	for _, b := range asked {
+		end, ok := draining[b.Name]
+		switch {
+		case ok && !now.Before(end):
+			due = append(due, b)
+		case ok:
+			r.st.queueDrain(svc, end)
+		case drain <= 0:
+			due = append(due, b)
+		default:
+			fresh = append(fresh, b)
+		}
+	}
+	if len(fresh) > 0 {
+		if err := r.startDrain(ctx, clusterName, svc, fresh, now.Add(drain)); err != nil {
+			return err
+		}
+	}
+	return r.finishDrain(ctx, clusterName, svc, due, draining)
+}
+
+// drainingOf is the Service's draining record: the one this process last
+// wrote (the copy given may be older), else the copy's.
+func (r *Router) drainingOf(svc *corev1.Service) drainRecord {
+	if d, ok := r.st.drainsOf(svc.UID); ok {
+		return d.without()
+	}
+	return parseDraining(svc)
+}
+
+// startDrain marks the backends' load balancers draining until end, on the
+// Service, before the status without their addresses is written; those
+// holding nothing just leave the record.
+func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend, end time.Time) error {
+	end = end.UTC().Truncate(time.Second).Add(time.Second) // as written: never before the period
+	found, err := r.holders(ctx, clusterName, svc, bs)
+	if err != nil {
+		return err
+	}
+	var holding, empty []string
+	for _, b := range bs {
+		if slices.ContainsFunc(found, func(h holder) bool { return h.b == b }) {
+			holding = append(holding, b.Name)
+		} else {
+			empty = append(empty, b.Name)
+		}
+	}
+	if err := r.dropFromRecord(ctx, svc, empty); err != nil {
+		return err
+	}
+	if len(holding) == 0 {
+		return nil
+	}
+	if err := r.writeDraining(ctx, svc, func(d drainRecord) drainRecord {
+		for _, n := range holding {
+			d[n] = end
+		}
+		return d
+	}); err != nil {
+		return fmt.Errorf("recording the drain in annotation %s: %w", annotation.LoadBalancerDraining, err)
+	}
+	left := time.Until(end).Round(time.Second)
+	for _, n := range holding {
+		r.normal(ctx, svc, reasonDraining, fmt.Sprintf("Load balancer in backend %s is draining: its addresses left the status; it keeps serving for %s more and is deleted at %s",
+			n, left, end.Format(time.RFC3339)))
+	}
+	r.st.queueDrain(svc, end)
+	return nil
+}
+
+// finishDrain deletes the load balancers of bs (their drain ended, or
+// there is none) and drops them from the record, which also ends their
+// draining entry; a LoadBalancerDrained event for each that was draining
+// (whether it still held something or not: bare metal forgets a draining
+// address across a restart).
+func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend, draining drainRecord) error {
+	if len(bs) == 0 {
+		return nil
+	}
+	found, err := r.holders(ctx, clusterName, svc, bs)
+	if err != nil {
+		return err
+	}
+	if err := r.deleteFrom(ctx, clusterName, svc, found); err != nil {
+		return err
+	}
+	if err := r.dropFromRecord(ctx, svc, names(bs)); err != nil {
+		return err
+	}
+	for _, b := range bs {
+		if _, ok := draining[b.Name]; ok {
+			r.normal(ctx, svc, reasonDrained, fmt.Sprintf("Load balancer in backend %s drained and deleted", b.Name))
+		}
+	}
+	return nil
+}
+
+// normal records a Normal event on the Service and logs it at V(2).
+func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg string) {
+	klog.FromContext(ctx).V(2).Info(msg, "reason", reason, "service", klog.KObj(svc))
+	if r.recorder != nil {
+		r.recorder.Event(serviceRef(svc), corev1.EventTypeNormal, reason, msg)
+	}
+}
+
+// writeDraining applies change to the Service's draining record as the API
+// server has it, and remembers it.
+func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, change func(drainRecord) drainRecord) error {
+	if r.client == nil {
+		r.st.setDrains(svc.UID, change(r.drainingOf(svc)))
+		return nil
+	}
+	return r.patchAnnotations(ctx, svc, false, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
+		next := change(parseDraining(cur))
+		changes := map[annotation.Name]*string{}
+		setAnnotation(changes, cur, annotation.LoadBalancerDraining, next.value())
+		return changes, func() { r.st.setDrains(svc.UID, next) }
+	})
+}
+
+// finishDrains deletes the Service's load balancers whose drain ended,
+// under its lock; it returns when the next one ends (zero: none left).
+// The drain timer calls it.
+func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error) {
+	clusterName, _ := r.st.clusterName.Load().(string)
+	draining := r.drainingOf(svc)
+	if len(draining) == 0 {
+		return time.Time{}, nil
+	}
+	if clusterName == "" { // no sync yet told the cluster name: soon one will
+		return time.Now().Add(time.Second), nil
+	}
+	targets, _ := r.lbTargets(svc)
+	now := time.Now()
+	var due []*backend
+	var errs []error
+	rest := drainRecord{}
+	for n, end := range draining {
+		b, ok := r.byName[n]
+		switch {
+		case slices.Contains(targets, b):
+			continue // serving again; its next sync drops the entry
+		case !ok || b.lb == nil:
+			errs = append(errs, fmt.Errorf("draining backend %s is not configured", n))
+		case now.Before(end):
+			rest[n] = end
+		default:
+			due = append(due, b)
+		}
+	}
+	if len(due) > 0 {
+		klog.FromContext(ctx).V(2).Info("Drain ended; deleting the old load balancer", "service", klog.KObj(svc), "backends", namesInOrder(due))
+		errs = append(errs, r.finishDrain(ctx, clusterName, svc, due, draining))
+	}
+	next, _ := rest.next()
+	return next, errors.Join(errs...)
+}

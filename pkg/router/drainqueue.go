@@ -1,0 +1,135 @@
+package router
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// drainTimer deletes a drained load balancer when its drain ends, even if
+// nothing else syncs the Service then. It lives for the process (see
+// states.go), so a reload neither loses nor repeats a drain. It is armed
+// from the Services' multicloud-ccm.io/load-balancer-draining annotation as
+// the informer lists and updates them: a restarted process, or a new
+// leader (the informers are set only once it leads), picks up every drain
+// in progress and ends it on time.
+type drainTimer struct {
+	st       *serviceStates
+	services corelisters.ServiceLister
+	synced   cache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+}
+
+// drainWorkers bounds how many drains end at once.
+const drainWorkers = 2
+
+// startDrainTimer registers the Service handler and starts the workers;
+// they stop with stop.
+func (st *serviceStates) startDrainTimer(factory informers.SharedInformerFactory, stop <-chan struct{}) {
+	inf := factory.Core().V1().Services()
+	t := &drainTimer{
+		st:       st,
+		services: inf.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "multicloud_load_balancer_drain"}),
+	}
+	reg, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.arm(obj) },
+		UpdateFunc: func(_, obj any) { t.arm(obj) },
+	})
+	if err != nil {
+		klog.ErrorS(err, "Cannot watch Services for drains; a drained load balancer is deleted at the Service's next sync only")
+		return
+	}
+	t.synced = reg.HasSynced
+	st.drainTimer.Store(t)
+	go t.run(stop)
+}
+
+// arm queues the Service for when its first drain ends.
+func (t *drainTimer) arm(obj any) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok || svc.Annotations[string(annotation.LoadBalancerDraining)] == "" {
+		return
+	}
+	if end, ok := parseDraining(svc).next(); ok {
+		t.at(svc, end)
+	}
+}
+
+func (t *drainTimer) at(svc *corev1.Service, end time.Time) {
+	t.queue.AddAfter(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, time.Until(end))
+}
+
+// queueDrain arms the drain timer for the Service's drain ending at end.
+func (st *serviceStates) queueDrain(svc *corev1.Service, end time.Time) {
+	if t := st.drainTimer.Load(); t != nil {
+		t.at(svc, end)
+	}
+}
+
+func (t *drainTimer) run(stop <-chan struct{}) {
+	defer t.queue.ShutDown()
+	if !cache.WaitForCacheSync(stop, t.synced) {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for range drainWorkers {
+		wg.Go(func() {
+			for t.next(ctx) {
+			}
+		})
+	}
+	<-stop
+	cancel()
+	t.queue.ShutDown()
+	wg.Wait()
+}
+
+func (t *drainTimer) next(ctx context.Context) bool {
+	key, quit := t.queue.Get()
+	if quit {
+		return false
+	}
+	defer t.queue.Done(key)
+	next, err := t.sync(ctx, key)
+	if err != nil {
+		klog.ErrorS(err, "Ending a load balancer's drain failed; will retry", "service", key)
+		t.queue.AddRateLimited(key)
+		return true
+	}
+	t.queue.Forget(key)
+	if !next.IsZero() {
+		t.queue.AddAfter(key, time.Until(next))
+	}
+	return true
+}
+
+// sync deletes the Service's load balancers whose drain ended, under its
+// lock, on the configuration in use; it returns when the next drain ends.
+func (t *drainTimer) sync(ctx context.Context, key types.NamespacedName) (time.Time, error) {
+	svc, err := t.services.Services(key.Namespace).Get(key.Name)
+	if err != nil {
+		return time.Time{}, ignoreNotFound(err)
+	}
+	defer t.st.lock(svc.UID)()
+	if svc, err = t.services.Services(key.Namespace).Get(key.Name); err != nil {
+		return time.Time{}, ignoreNotFound(err)
+	}
+	r, done := t.st.current()
+	defer done()
+	return r.finishDrains(ctx, r.withClassDefaults(svc))
+}

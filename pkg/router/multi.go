@@ -1,0 +1,208 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// A Service may be served by several backends at once: the annotation
+// multicloud-ccm.io/load-balancer-backend lists them comma-separated
+// (metal,aws), a loadBalancer.classes entry lists them in backends. Each
+// holds its own load balancer, handed only the nodes it can target; the
+// Service's status lists every backend's addresses, in the order listed.
+// The write-ahead record names every one of them before the first
+// mutating call; one backend failing keeps the others' addresses in the
+// status (see ensureAll). A backend leaving the list is drained (drain.go).
+
+// Event reasons of several-backend Services. They are stable.
+const (
+	reasonBackendFailed = "LoadBalancerBackendFailed"
+	reasonAdded         = "LoadBalancerAdded"
+)
+
+// splitNames reads a comma-separated backend list: names trimmed, empty
+// ones dropped, in order.
+func splitNames(v string) []string {
+	var out []string
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// lbTargets returns the backends that should hold service's load balancer,
+// in the order the Service's class or annotation lists them (a class's
+// backends, else the annotation's, else the default); nil when none
+// (implemented elsewhere).
+func (r *Router) lbTargets(service *corev1.Service) ([]*backend, error) {
+	if bs, handled, err := r.classTargets(service); handled {
+		return bs, err
+	}
+	value, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]
+	if !annotated {
+		value = r.cfg.LoadBalancer.DefaultBackend
+	}
+	if value == "" && !annotated {
+		return nil, nil
+	}
+	list := splitNames(value)
+	if len(list) == 0 {
+		list = []string{value}
+	}
+	out := make([]*backend, 0, len(list))
+	for i, name := range list {
+		b, ok := r.byName[name]
+		if !ok || b.lb == nil {
+			which := ""
+			if len(list) > 1 {
+				which = fmt.Sprintf(" (%q)", name)
+			}
+			return nil, fmt.Errorf("service %s/%s: annotation %s=%q names no backend with load balancers%s; use one of %v (or several, comma-separated), or remove the annotation to use the default",
+				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, which, names(r.lbs))
+		}
+		if slices.Index(list, name) != i {
+			return nil, userErr(reasonUnknownLBBackend, "service %s/%s: annotation %s=%q names backend %q twice; name each backend once",
+				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, name)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// lbTarget returns the first of the Service's target backends (nil:
+// implemented elsewhere).
+func (r *Router) lbTarget(service *corev1.Service) (*backend, error) {
+	bs, err := r.lbTargets(service)
+	if err != nil || len(bs) == 0 {
+		return nil, err
+	}
+	return bs[0], nil
+}
+
+// ensured is one target backend's answer to EnsureLoadBalancer.
+type ensured struct {
+	status   *corev1.LoadBalancerStatus
+	id       string
+	reported map[string]string
+	err      error
+}
+
+// ensureAll ensures the load balancer in every target, concurrently, each
+// handed the nodes it can target, and returns each one's answer in the
+// targets' order.
+func (r *Router) ensureAll(ctx context.Context, clusterName string, service *corev1.Service, targets []*backend, nodes []*corev1.Node) []ensured {
+	out := make([]ensured, len(targets))
+	var wg sync.WaitGroup
+	for i, b := range targets {
+		wg.Go(func() {
+			idCtx, reportedID := backends.WithLoadBalancerIDReport(ctx)
+			status, err := b.ensureLoadBalancer(idCtx, clusterName, service, b.targetable(service, nodes))
+			out[i] = ensured{status: status, id: reportedID(), reported: backends.ReportedServiceAnnotations(idCtx), err: err}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// mergeStatus lists the addresses of every answer, in order, each once.
+func mergeStatus(answers []ensured) *corev1.LoadBalancerStatus {
+	out := &corev1.LoadBalancerStatus{}
+	seen := map[string]bool{}
+	for _, a := range answers {
+		if a.err != nil || a.status == nil {
+			continue
+		}
+		for _, in := range a.status.Ingress {
+			if k := in.IP + "|" + in.Hostname; !seen[k] {
+				seen[k] = true
+				out.Ingress = append(out.Ingress, in)
+			}
+		}
+	}
+	return out
+}
+
+// partialFailure handles targets of which some failed: the others'
+// addresses are added to the Service's status (those already shown stay,
+// the failed backends' included: their load balancers may well still
+// serve), each failure is a Warning event naming its backend, and the
+// failures are returned, so the controller retries.
+func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, targets []*backend, answers []ensured) error {
+	var errs []error
+	for i, a := range answers {
+		if a.err == nil {
+			continue
+		}
+		r.recordServiceError(ctx, service, a.err)
+		r.warn(ctx, serviceRef(service), reasonBackendFailed, fmt.Sprintf(
+			"Backend %s cannot serve the load balancer yet (the other backends' addresses stay in the status): %v", targets[i].Name, a.err))
+		errs = append(errs, fmt.Errorf("backend %s: %w", targets[i].Name, a.err))
+	}
+	if ok := mergeStatus(answers); len(ok.Ingress) > 0 {
+		if err := r.addToStatus(ctx, service, ok.Ingress); err != nil {
+			errs = append(errs, fmt.Errorf("showing the other backends' addresses: %w", err))
+		}
+	}
+	return fmt.Errorf("service %s/%s: %d of %d backends failed: %w", service.Namespace, service.Name, len(errs), len(targets), errors.Join(errs...))
+}
+
+// servedChanges are the annotations naming the backends serving the
+// Service and their load balancers' IDs: multicloud-ccm.io/load-balancer-served-by
+// lists the targets in order; multicloud-ccm.io/load-balancer-id is the one
+// reported ID when one backend serves the Service, else backend=ID pairs
+// of those that reported one. Backends serving again leave the draining
+// record.
+func (r *Router) servedChanges(cur *corev1.Service, targets []*backend, answers []ensured) map[annotation.Name]*string {
+	changes := map[annotation.Name]*string{}
+	setAnnotation(changes, cur, annotation.LoadBalancerServedBy, strings.Join(namesInOrder(targets), ","))
+	id := ""
+	if len(targets) == 1 {
+		id = answers[0].id
+	} else {
+		var pairs []string
+		for i, a := range answers {
+			if a.id != "" {
+				pairs = append(pairs, targets[i].Name+"="+a.id)
+			}
+		}
+		id = strings.Join(pairs, ",")
+	}
+	setAnnotation(changes, cur, annotation.LoadBalancerID, id)
+	r.writtenBack(changes, cur, targets, answers)
+	if d := parseDraining(cur); d.hasAny(targets) {
+		setAnnotation(changes, cur, annotation.LoadBalancerDraining, d.without(namesInOrder(targets)...).value())
+	}
+	return changes
+}
+
+// namesInOrder returns the backends' names in their order.
+func namesInOrder(bs []*backend) []string {
+	out := make([]string, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, b.Name)
+	}
+	return out
+}
+
+// servingOf returns the backends multicloud-ccm.io/load-balancer-served-by
+// names that are configured with load balancers.
+func (r *Router) servingOf(svc *corev1.Service) []*backend {
+	var out []*backend
+	for _, n := range splitNames(svc.Annotations[string(annotation.LoadBalancerServedBy)]) {
+		if b, ok := r.byName[n]; ok && b.lb != nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
