@@ -534,7 +534,7 @@ func (g gen) labelSelector() check {
 }
 
 // backends is ParseLoadBalancerBackends against variables.backends (empty:
-// names not checked).
+// names not checked; the chart lists them sorted, as the message has them).
 func (g gen) backends() check {
 	known := "variables.backends"
 	names := g.def("_names", fmt.Sprintf("%s.split(',').map(e, e.trim()).filter(e, e != '').size() > 0 ? %s.split(',').map(e, e.trim()).filter(e, e != '') : [%s]", g.v, g.v, g.v))
@@ -546,7 +546,7 @@ func (g gen) backends() check {
 	return check{
 		valid: idx + " < 0",
 		message: cond(unknown(at),
-			fmt.Sprintf("%s + ' names no backend with load balancers (' + %s + '); use one or several (comma-separated) of [' + %s.join(' ') + '], or remove the annotation to use the default'", head, g.quote(at), known),
+			fmt.Sprintf("%s + ' names no backend with load balancers' + %s + '; use one of [' + %s.join(' ') + '] (or several, comma-separated), or remove the annotation to use the default'", head, cond(names+".size() > 1", "' (' + "+g.quote(at)+" + ')'", "''"), known),
 			fmt.Sprintf("%s + ' names backend ' + %s + ' twice; name each backend once'", head, g.quote(at))),
 	}
 }

@@ -274,7 +274,8 @@ func checkIPList(value string, hostnames bool) error {
 // separated by commas, white space around each ignored and empty entries
 // dropped; each must be one of known (the backends with load balancers)
 // and named once. With known nil the names are not checked, only that
-// there is one and none is repeated.
+// there is one and none is repeated. The messages are the router's, but
+// for its "service <namespace>/<name>: " prefix.
 func ParseLoadBalancerBackends(value string, known []string) ([]string, error) {
 	var names []string
 	for n := range strings.SplitSeq(value, ",") {
@@ -285,9 +286,14 @@ func ParseLoadBalancerBackends(value string, known []string) ([]string, error) {
 	if len(names) == 0 {
 		names = []string{value}
 	}
+	sorted := slices.Sorted(slices.Values(known))
 	for i, n := range names {
 		if strings.TrimSpace(n) == "" || (known != nil && !slices.Contains(known, n)) {
-			return nil, fmt.Errorf("annotation %s=%q names no backend with load balancers (%q); use one or several (comma-separated) of %v, or remove the annotation to use the default", LoadBalancerBackend, value, n, known)
+			which := ""
+			if len(names) > 1 {
+				which = fmt.Sprintf(" (%q)", n)
+			}
+			return nil, fmt.Errorf("annotation %s=%q names no backend with load balancers%s; use one of %v (or several, comma-separated), or remove the annotation to use the default", LoadBalancerBackend, value, which, sorted)
 		}
 		if slices.Index(names, n) != i {
 			return nil, fmt.Errorf("annotation %s=%q names backend %q twice; name each backend once", LoadBalancerBackend, value, n)

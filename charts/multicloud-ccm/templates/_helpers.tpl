@@ -159,7 +159,8 @@ tls-private-key-file: "use tls.secretName"
 {{- default (printf "%s-metrics-reader" (include "multicloud-ccm.fullname" .)) .Values.metrics.serviceMonitor.authorization.secretName -}}
 {{- end -}}
 
-{{/* The backends with load balancers, comma-separated: admissionPolicy.backends,
+{{/* The backends with load balancers, sorted and comma-separated (the router's
+messages list them so): admissionPolicy.backends,
 else those of `config` that offer load balancers (aws; openstack unless
 loadBalancer.enabled is false; baremetal with addressPools); empty with an
 existing cloud-config Secret (names not checked then). */}}
@@ -179,7 +180,7 @@ existing cloud-config Secret (names not checked then). */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- join "," $names -}}
+{{- join "," (sortAlpha $names) -}}
 {{- end -}}
 
 {{/* The load-balancer classes of `config` (loadBalancer.classes[].name), comma-separated. */}}

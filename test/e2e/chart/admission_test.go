@@ -267,10 +267,10 @@ func TestAdmissionParameters(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"hybrid: baremetal with pools and aws, not vsphere nor openstack with load balancers disabled", []string{"-f", valuesFile("hybrid")}, "dc1,aws-eu"},
+		{"hybrid: baremetal with pools and aws (sorted), not vsphere nor openstack with load balancers disabled", []string{"-f", valuesFile("hybrid")}, "aws-eu,dc1"},
 		{"openstack", []string{"-f", valuesFile("openstack")}, "os-region1"},
 		{"existing Secret: not known", []string{"-f", valuesFile("existing-secrets")}, ""},
-		{"set by hand", []string{"-f", valuesFile("existing-secrets"), "--set", "admissionPolicy.backends={metal,aws}"}, "metal,aws"},
+		{"set by hand", []string{"-f", valuesFile("existing-secrets"), "--set", "admissionPolicy.backends={metal,aws}"}, "aws,metal"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, ok := backendsOf(t, tt.args...)
