@@ -276,8 +276,14 @@ func TestWarnings(t *testing.T) {
 	if len(msgs) != 1 || !strings.Contains(msgs[0], `from "internet-facing" to (unset)`) {
 		t.Errorf("scheme removal warns %q", msgs)
 	}
+	const lbID = "loadbalancer.openstack.org/load-balancer-id"
+	id := "3b1f2c4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
+	if msgs := p.eval(t, service(map[string]string{lbID: "4b1f2c4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f"}), service(map[string]string{lbID: id}), params("")); len(msgs) != 1 {
+		t.Errorf("a changed load-balancer-id warns %q", msgs)
+	}
 	for name, objs := range map[string][2]any{
-		"create":    {service(map[string]string{scheme: "internal"}), nil},
+		"create": {service(map[string]string{scheme: "internal"}), nil},
+		"the backend writing load-balancer-id back": {service(map[string]string{lbID: id}), service(nil)},
 		"unchanged": {service(map[string]string{scheme: "internet-facing", "x": "y"}), old},
 		"other":     {service(map[string]string{scheme: "internet-facing", "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval": "10"}), old},
 	} {

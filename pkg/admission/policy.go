@@ -69,7 +69,7 @@ var invalid = metav1.StatusReasonInvalid
 // Warn is the warn policy: its variables and its checks, one per
 // annotation whose change replaces something (Spec.Replaces), failing (so
 // warning) when an update of a LoadBalancer Service changes, adds or
-// removes it.
+// removes it (changes or removes it, for one the backend writes back).
 func Warn() ([]admissionv1.Variable, []admissionv1.Validation) {
 	var out []admissionv1.Validation
 	for _, s := range annotation.Registry {
@@ -80,9 +80,14 @@ func Warn() ([]admissionv1.Variable, []admissionv1.Validation) {
 		show := func(m string) string {
 			return fmt.Sprintf("(%s in variables.%s ? strings.quote(variables.%s[%s]) : '(unset)')", k, m, m, k)
 		}
+		unchanged := fmt.Sprintf("((%s in variables.anns) == (%s in variables.old) && (!(%s in variables.anns) || variables.anns[%s] == variables.old[%s]))", k, k, k, k, k)
+		if s.WrittenBack {
+			// The backend writes it on every Service it serves: its first
+			// write is no change of the user's.
+			unchanged = fmt.Sprintf("!(%s in variables.old) || %s", k, unchanged)
+		}
 		out = append(out, admissionv1.Validation{
-			Expression: fmt.Sprintf("!variables.ours || oldObject == null || oldObject.spec.type != 'LoadBalancer' || ((%s in variables.anns) == (%s in variables.old) && (!(%s in variables.anns) || variables.anns[%s] == variables.old[%s]))",
-				k, k, k, k, k),
+			Expression:        "!variables.ours || oldObject == null || oldObject.spec.type != 'LoadBalancer' || " + unchanged,
 			MessageExpression: fmt.Sprintf("%s + %s + ' to ' + %s + %s", lit("annotation "+string(s.Name)+" changed from "), show("old"), show("anns"), lit(": this "+s.Replaces)),
 		})
 	}

@@ -113,6 +113,9 @@ type Spec struct {
 	// Want replaces the kind's "must be ..." text where the reader writes
 	// its own (e.g. "must be a positive whole number, or -1 for no limit").
 	Want string
+	// WrittenBack: the backend writes the annotation on the Services it
+	// serves, so adding it is no change to warn about.
+	WrittenBack bool
 	// Hostnames: a KindIPList entry may be a DNS name.
 	Hostnames bool
 	// HTTPHealthCheckOnly: the value is read only when the Service's
@@ -251,7 +254,7 @@ var Registry = []Spec{
 	{Name: "loadbalancer.openstack.org/health-monitor-max-retries", Kind: KindInt, ReadBy: "openstack", Min: 1, Max: 10},
 	{Name: "loadbalancer.openstack.org/health-monitor-max-retries-down", Kind: KindInt, ReadBy: "openstack", Min: 1, Max: 10},
 	{Name: "loadbalancer.openstack.org/node-selector", Kind: KindLabelSelector, ReadBy: "openstack"},
-	{Name: "loadbalancer.openstack.org/load-balancer-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack loadbalancer list`"),
+	{Name: "loadbalancer.openstack.org/load-balancer-id", Kind: KindID, ReadBy: "openstack", Format: openstackID("`openstack loadbalancer list`"), WrittenBack: true,
 		Replaces: "moves the Service to another Octavia load balancer (or shares one); do not change it on a live Service"},
 	{Name: "loadbalancer.openstack.org/load-balancer-address", Kind: KindUnchecked, ReadBy: "openstack"},
 	{Name: "loadbalancer.openstack.org/hostname", Kind: KindDNSName, ReadBy: "openstack"},
