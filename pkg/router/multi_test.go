@@ -301,3 +301,43 @@ func TestReloadKeepsDrain(t *testing.T) {
 	eventually(t, "a's load balancer deleted at the drain's end", func() bool { return !a.has(web) })
 	eventually(t, "the record names b alone", func() bool { return c.record(t, "web") == "b" })
 }
+
+// TestMoveBackDuringDrain: putting a draining backend back in the list ends
+// its drain: its load balancer (still there) is ensured again and its
+// address returns to the status, its drain entry goes, and it is not
+// deleted at the drain's original end; the backend left in its place
+// drains instead.
+func TestMoveBackDuringDrain(t *testing.T) {
+	r, a, b := drainClouds(t, 2*time.Second)
+	c := startCluster(t, r, newService("web", withLBBackend("a")))
+	runServiceController(t, c)
+	eventually(t, "a's address", func() bool { return ingressIPs(c.service(t, "web")) == "198.51.100.1" })
+	s := c.service(t, "web")
+	c.edit(t, "web", func(s *corev1.Service) { s.Annotations[string(annotation.LoadBalancerBackend)] = "b" })
+	eventually(t, "a draining", func() bool {
+		return strings.HasPrefix(c.service(t, "web").Annotations[string(annotation.LoadBalancerDraining)], "a=")
+	})
+	end, err := time.Parse(time.RFC3339, strings.TrimPrefix(c.service(t, "web").Annotations[string(annotation.LoadBalancerDraining)], "a="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.edit(t, "web", func(s *corev1.Service) { s.Annotations[string(annotation.LoadBalancerBackend)] = "a" })
+	eventually(t, "a's address back, b draining", func() bool {
+		cur := c.service(t, "web")
+		return ingressIPs(cur) == "198.51.100.1" && strings.HasPrefix(cur.Annotations[string(annotation.LoadBalancerDraining)], "b=")
+	})
+	for time.Now().Before(end.Add(500 * time.Millisecond)) {
+		if !a.holds(s) {
+			t.Fatal("a's load balancer deleted although a serves again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	eventually(t, "b drained, a alone recorded", func() bool {
+		cur := c.service(t, "web")
+		_, draining := cur.Annotations[string(annotation.LoadBalancerDraining)]
+		return !b.holds(s) && !draining && cur.Annotations[string(annotation.LoadBalancerBackends)] == "a"
+	})
+	if !a.holds(s) {
+		t.Error("a's load balancer is gone")
+	}
+}
