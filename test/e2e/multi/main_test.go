@@ -42,12 +42,17 @@ const (
 	recordAnn   = "multicloud-ccm.io/load-balancer-backends"
 	servedAnn   = "multicloud-ccm.io/load-balancer-served-by"
 
+	// bothClass is a class served by aws and bare metal at once.
+	bothClass = "multicloud-ccm.io/both"
+
 	inUseMetric = `multicloud_ccm_baremetal_addresses_in_use_total{backend="metal",family="IPv4",pool="public"}`
 )
 
 const cloudConfigTemplate = `apiVersion: multicloud-ccm.io/v1alpha1
 kind: CloudConfig
 clusterID: ` + clusterID + `
+loadBalancer:
+  classes: [{name: ` + bothClass + `, backends: [aws, metal]}]
 backends:
 - name: metal
   type: baremetal

@@ -116,6 +116,37 @@ func TestServedByTwoClouds(t *testing.T) {
 	})
 }
 
+// TestClassOfTwoBackends: a Service of a class listing backends [aws,
+// metal], served by multicloud-ccm's own controller, gets the NLB's name
+// then the bare-metal address, and its deletion leaves nothing in either.
+func TestClassOfTwoBackends(t *testing.T) {
+	e := newEnv(t)
+	ccm := e.startCCM("class")
+	ctx := e.ctx()
+	svc := framework.NewLoadBalancerService(ns, "classed", framework.WithPort("http", 80, corev1.ProtocolTCP), framework.WithLoadBalancerClass(bothClass))
+	if _, err := framework.CreateService(ctx, e.cp.Client, svc); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "an NLB then a metal address in the status", framework.ServiceMatches(e.cp.Client, ns, "classed", func(s *corev1.Service) (bool, string) {
+		a := addresses(s)
+		return len(a) == 2 && isNLB(a[0]) && isMetal(a[1]) && s.Annotations[servedAnn] == "aws,metal", fmt.Sprintf("status %v, served-by %q", a, s.Annotations[servedAnn])
+	}))
+	if n := e.nlbsOf("classed"); n != 1 {
+		t.Errorf("%d NLBs, want 1", n)
+	}
+	if err := e.cp.Client.CoreV1().Services(ns).Delete(ctx, "classed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "the Service gone", framework.ServiceGone(e.cp.Client, ns, "classed"))
+	if n := e.nlbsOf("classed"); n != 0 {
+		t.Errorf("%d NLBs left after the delete", n)
+	}
+	framework.Eventually(t, settle, "no bare-metal address in use", func(context.Context) (bool, string, error) {
+		v := metric(ctx, ccm, inUseMetric)
+		return v == "0", "in use " + v, nil
+	})
+}
+
 // drainPeriod is the moves' drain.
 const drainPeriod = 20 * time.Second
 
