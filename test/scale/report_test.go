@@ -26,6 +26,7 @@ func table(rs []*result) string {
 			}
 			return secs(r.syncLatency)
 		}},
+		{"  UpdatedLoadBalancer events seen", func(r *result) string { return fmt.Sprint(r.syncEvents) }},
 		{"  target updates (ours) / upstream LB host updates", func(r *result) string {
 			p := r.phase("node sync")
 			return fmt.Sprintf("%d / %d", p.keys["target updates"], p.keys["LB host updates"])

@@ -1,8 +1,10 @@
 package scale
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +40,7 @@ type result struct {
 	addrP50, addrP99, addr time.Duration
 	syncLatency            time.Duration
 	syncDone, syncOf       int
+	syncEvents             int // UpdatedLoadBalancer events seen
 	churnInit, churnSettle time.Duration
 	churned                int
 	phases                 []phase
@@ -158,7 +161,7 @@ func runCell(t *testing.T, c cell, dir string) *result {
 	// Node sync: one node excluded.
 	p.begin()
 	nw.take()
-	r.syncLatency, r.syncDone = excludeOne(ctx, t, cl, timeout)
+	r.syncLatency, r.syncDone, r.syncEvents = excludeOne(ctx, t, cl, timeout)
 	r.syncOf = c.services
 	quiet(t, cl, timeout)
 	record("node sync")
@@ -357,10 +360,15 @@ func rewatch(ctx context.Context, t *testing.T, c kubernetes.Interface, lat map[
 }
 
 // excludeOne labels the first node node.kubernetes.io/exclude-from-external-load-balancers
-// and returns how long until every Service had an UpdatedLoadBalancer
-// event after it (upstream records it after UpdateLoadBalancer succeeded),
-// and how many had one by then or by the timeout.
-func excludeOne(ctx context.Context, t *testing.T, cl *cluster, timeout time.Duration) (time.Duration, int) {
+// and returns how long until every Service's load balancer was updated
+// after it, how many were by then or by the timeout, and how many of them
+// had an UpdatedLoadBalancer event. A load balancer counts as updated when
+// the CCM logged its update (our controller: "Updated the load balancer's
+// targets", after the call; upstream's: "Updating backends for load
+// balancer", before it) or an UpdatedLoadBalancer event arrived: client-go's
+// event broadcaster drops events beyond its queue of 1,000, so at 5,000
+// Services most events never reach the API server.
+func excludeOne(ctx context.Context, t *testing.T, cl *cluster, timeout time.Duration) (time.Duration, int, int) {
 	t.Helper()
 	sel := fields.OneTermEqualSelector("reason", "UpdatedLoadBalancer").String()
 	list, err := cl.client.CoreV1().Events(svcNS).List(ctx, metav1.ListOptions{FieldSelector: sel})
@@ -372,29 +380,75 @@ func excludeOne(ctx context.Context, t *testing.T, cl *cluster, timeout time.Dur
 		t.Fatal(err)
 	}
 	defer w.Stop()
+	logOff := fileSize(cl.ccm.LogPath())
 	start := time.Now()
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, corev1.LabelNodeExcludeBalancers)
 	if _, err := cl.client.CoreV1().Nodes().Patch(ctx, cl.names[0], types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	updated := map[string]bool{}
+	evented, logged := map[string]bool{}, map[string]bool{}
+	updated := func() int {
+		n := len(logged)
+		for s := range evented {
+			if !logged[s] {
+				n++
+			}
+		}
+		return n
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
 	deadline := time.After(timeout)
-	for len(updated) < cl.cell.services {
+	events := w.ResultChan()
+	for updated() < cl.cell.services {
 		select {
-		case ev, ok := <-w.ResultChan():
+		case ev, ok := <-events:
 			if !ok {
-				t.Logf("node sync: the event watch ended after %v with %d of %d Services updated", time.Since(start), len(updated), cl.cell.services)
-				return time.Since(start), len(updated)
+				events = nil // the log still tells
+				continue
 			}
 			if e, isEv := ev.Object.(*corev1.Event); isEv {
-				updated[e.InvolvedObject.Name] = true
+				evented[e.InvolvedObject.Name] = true
 			}
+		case <-tick.C:
+			logOff = updatesLogged(cl.ccm.LogPath(), logOff, logged)
 		case <-deadline:
-			t.Logf("node sync: %d of %d Services updated after %v", len(updated), cl.cell.services, timeout)
-			return timeout, len(updated)
+			t.Logf("node sync: %d of %d load balancers updated after %v (%d events)", updated(), cl.cell.services, timeout, len(evented))
+			return timeout, updated(), len(evented)
 		}
 	}
-	return time.Since(start), len(updated)
+	return time.Since(start), updated(), len(evented)
+}
+
+// updatesLogged adds to logged the Services whose load-balancer update the
+// CCM logged after offset from, and returns the offset read up to (whole
+// lines only).
+func updatesLogged(path string, from int64, logged map[string]bool) int64 {
+	to := fileSize(path)
+	r, done, err := section(path, from, to)
+	defer done()
+	if err != nil {
+		return from
+	}
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return from
+	}
+	end := bytes.LastIndexByte(raw, '\n') + 1
+	for line := range strings.SplitSeq(string(raw[:end]), "\n") {
+		switch {
+		case strings.Contains(line, "Updated the load balancer's targets"):
+			if _, rest, ok := strings.Cut(line, `service="`+svcNS+`/`); ok {
+				name, _, _ := strings.Cut(rest, `"`)
+				logged[name] = true
+			}
+		case strings.Contains(line, "Updating backends for load balancer "+svcNS+"/"):
+			_, rest, _ := strings.Cut(line, "Updating backends for load balancer "+svcNS+"/")
+			name, _, _ := strings.Cut(rest, " ")
+			logged[name] = true
+		}
+	}
+	return from + int64(end)
 }
 
 // churn deletes every 1/frac-th node and registers it again, as a node
