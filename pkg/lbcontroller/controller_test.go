@@ -185,6 +185,8 @@ type envOptions struct {
 	nodeQuiet, nodeMax time.Duration
 	// wrap, when set, wraps the cloud the controller is given.
 	wrap func(*hookedCloud) Cloud
+	// resync: Options.ResyncPeriod.
+	resync time.Duration
 }
 
 // startEnv runs the controller over a router built from o.doc, on a fake
@@ -226,7 +228,7 @@ func startEnv(t testing.TB, o envOptions, objs ...runtime.Object) *env {
 	c, err := New(cloud, Options{
 		Client: client, Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(),
 		ClusterName: cluster, Classless: classless, RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
-		NodeBatchQuiet: o.nodeQuiet, NodeBatchMax: o.nodeMax,
+		NodeBatchQuiet: o.nodeQuiet, NodeBatchMax: o.nodeMax, ResyncPeriod: o.resync,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,12 +2,15 @@ package lbcontroller
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
 	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -29,12 +32,30 @@ var (
 		Help:           "Drift-repair passes started (one every --load-balancer-resync-period).",
 		StabilityLevel: metrics.ALPHA,
 	})
+	repairUnfinished = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "multicloud_ccm",
+		Subsystem:      "load_balancer",
+		Name:           "repair_passes_unfinished_total",
+		Help:           "Drift-repair passes that had not checked every Service when the next began (the next starts with those it left).",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerMetrics sync.Once
 )
 
 func init() {
-	registerMetrics.Do(func() { legacyregistry.MustRegister(driftRepairs, repairPasses) })
+	registerMetrics.Do(func() { legacyregistry.MustRegister(driftRepairs, repairPasses, repairUnfinished) })
 }
+
+// reasonRepairUnfinished is the Warning event of a drift-repair pass that
+// had not checked every Service when its period ended.
+const reasonRepairUnfinished = "RepairPassUnfinished"
+
+// repairSpread is the share of --load-balancer-resync-period over which a
+// drift-repair pass spreads its Services: their reads reach the cloud
+// evenly instead of in one burst that takes the whole API budget (and
+// delays new Services' creation), and half the period is left for a pass
+// slowed by the budget to finish before the next begins.
+const repairSpread = 2
 
 // Pass kinds, as the summary line names them.
 const (
@@ -50,7 +71,9 @@ const (
 // bulk snapshots, released when the last of them is synced, and counts
 // what the syncs did for its one summary line.
 type repairPass struct {
-	kind     string
+	kind string
+	// keys are the pass's Services in the order it queues them.
+	keys     []string
 	ctx      context.Context
 	pending  sets.Set[string]
 	inflight int
@@ -62,16 +85,65 @@ type repairPass struct {
 }
 
 // startRepairPass queues every Service the controller serves for a full
-// re-ensure under one bulk snapshot per backend. A pass still running when
-// the next starts is ended first.
+// re-ensure under one bulk snapshot per backend, spread over half the
+// resync period. A pass still running when the next starts is ended first,
+// and the next begins with the Services it had not reached, so that in a
+// cluster too big for its API budget every Service is still checked in
+// turn; the unfinished pass is a Warning event and a metric.
 func (c *Controller) startRepairPass(ctx context.Context) {
 	c.mu.Lock()
 	keys := make([]string, 0, len(c.state))
 	for k := range c.state {
 		keys = append(keys, k)
 	}
+	var left []string
+	if p := c.pass; p != nil && p.kind == passRepair && p.pending.Len() > 0 {
+		left = p.order(keys)
+	}
 	c.mu.Unlock()
+	sort.Strings(keys)
+	if len(left) > 0 {
+		c.reportUnfinished(ctx, left, len(keys))
+		first := sets.New(left...)
+		rest := keys[:0:0]
+		for _, k := range keys {
+			if !first.Has(k) {
+				rest = append(rest, k)
+			}
+		}
+		keys = append(left, rest...)
+	}
 	c.startPass(ctx, passRepair, keys)
+}
+
+// order returns the pass's Services not yet synced that are still served
+// (in served), in the order the pass would have reached them. c.mu is held.
+func (p *repairPass) order(served []string) []string {
+	still := sets.New(served...)
+	var left []string
+	for _, k := range p.keys {
+		if p.pending.Has(k) && still.Has(k) {
+			left = append(left, k)
+		}
+	}
+	return left
+}
+
+// reportUnfinished says that a drift-repair pass ran out of its period:
+// a metric, and one Warning event, on the first Service it did not reach.
+func (c *Controller) reportUnfinished(ctx context.Context, left []string, total int) {
+	repairUnfinished.Inc()
+	msg := fmt.Sprintf("the drift-repair pass checked %d of %d Services within --load-balancer-resync-period=%s; the next pass starts with the %d it did not reach. "+
+		"The cloud's API budget (the backend's rateLimits) or the period is too small for this many load balancers: raise either",
+		total-len(left), total, c.opts.ResyncPeriod, len(left))
+	klog.FromContext(ctx).Info("Drift-repair pass unfinished", "checked", total-len(left), "services", total)
+	ns, name, err := cache.SplitMetaNamespaceKey(left[0])
+	if err != nil {
+		return
+	}
+	if svc, err := c.services.Services(ns).Get(name); err == nil {
+		c.event(svc, corev1.EventTypeWarning, reasonRepairUnfinished, msg)
+	}
 }
 
 // startStartupPass makes the first sync of every Service the controller
@@ -112,12 +184,45 @@ func (c *Controller) startPass(ctx context.Context, kind string, keys []string) 
 		repairPasses.Inc()
 	}
 	klog.FromContext(ctx).V(2).Info("Starting a pass over the load balancers", "pass", kind, "services", len(keys))
-	p := &repairPass{kind: kind, ctx: pctx, pending: sets.New(keys...), end: end, started: time.Now(), total: len(keys)}
+	p := &repairPass{kind: kind, keys: keys, ctx: pctx, pending: sets.New(keys...), end: end, started: time.Now(), total: len(keys)}
 	c.mu.Lock()
 	c.pass = p
 	c.mu.Unlock()
-	for _, k := range keys {
-		c.queue.Add(k)
+	var spread time.Duration
+	if kind == passRepair {
+		spread = c.opts.ResyncPeriod / repairSpread
+	}
+	go c.pace(ctx, p, spread)
+}
+
+// pace queues the pass's Services evenly over spread (all at once for 0),
+// skipping those synced already (an edit's sync counts for the pass) and
+// stopping when another pass has begun or ctx ends.
+func (c *Controller) pace(ctx context.Context, p *repairPass, spread time.Duration) {
+	interval := spread / time.Duration(len(p.keys))
+	var tick <-chan time.Time
+	if interval >= time.Millisecond {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for i, k := range p.keys {
+		if i > 0 && tick != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick:
+			}
+		}
+		c.mu.Lock()
+		current, due := c.pass == p, p.pending.Has(k)
+		c.mu.Unlock()
+		if !current {
+			return
+		}
+		if due {
+			c.queue.Add(k)
+		}
 	}
 }
 
