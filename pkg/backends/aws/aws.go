@@ -38,6 +38,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 const (
@@ -79,7 +80,7 @@ func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, erro
 	if !ok || s == nil {
 		return nil, fmt.Errorf("settings are %T, want *aws.Settings", o.Settings)
 	}
-	ec2c, elbc, err := newClients(ctx, s)
+	ec2c, elbc, err := newClients(ctx, o.Name, s)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,8 @@ func newCloud(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI) *Cl
 // chain (or static credentials, a profile), an optional assumed role, the
 // instance metadata service only when asked for, endpoint overrides, and a
 // retryer that backs off on throttling and 5xx answers.
-func newClients(ctx context.Context, s *Settings) (EC2API, ELBAPI, error) {
+func newClients(ctx context.Context, name string, s *Settings) (EC2API, ELBAPI, error) {
+	budget := cloudapi.NewBudget(name, s.RateLimits, budgetDefaults(s.RateLimits))
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(s.Region),
 		awsconfig.WithAppID(appID),
@@ -138,13 +140,27 @@ func newClients(ctx context.Context, s *Settings) (EC2API, ELBAPI, error) {
 	}
 	ec2c := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
 		o.BaseEndpoint = endpoint(s.Endpoints.EC2)
-		o.APIOptions = append(o.APIOptions, dryRunGuard("ec2"))
+		o.APIOptions = append(o.APIOptions, dryRunGuard("ec2"), cloudapi.AWSAPIOptions(budget))
 	})
 	elbc := elbv2.NewFromConfig(cfg, func(o *elbv2.Options) {
 		o.BaseEndpoint = endpoint(s.Endpoints.ELBv2)
-		o.APIOptions = append(o.APIOptions, dryRunGuard("elasticloadbalancing"))
+		o.APIOptions = append(o.APIOptions, dryRunGuard("elasticloadbalancing"), cloudapi.AWSAPIOptions(budget))
 	})
 	return ec2c, elbc, nil
+}
+
+// budgetDefaults are the defaults of the APIs rateLimits lists (half of
+// AWS's documented buckets); the others are not limited, only counted.
+func budgetDefaults(limits map[string]cloudapi.RateLimit) map[string]cloudapi.RateLimit {
+	defaults := map[string]cloudapi.RateLimit{}
+	for api, def := range cloudapi.AWSDefaults {
+		if _, ok := limits[api]; ok {
+			defaults[api] = def
+		} else {
+			defaults[api] = cloudapi.RateLimit{QPS: -1, QPSWrite: -1}
+		}
+	}
+	return defaults
 }
 
 // httpClient is the SDK's buildable client (it honours AWS_CA_BUNDLE and

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
@@ -52,6 +53,12 @@ type Settings struct {
 	InstanceCacheTTL *metav1.Duration `json:"instanceCacheTTL,omitempty"`
 	// Retry tunes retries of throttled and failed calls.
 	Retry RetrySettings `json:"retry,omitempty"`
+	// RateLimits are client-side API budgets, by API (ec2, elbv2): qps and
+	// bucket for reads, qpsWrite and bucketWrite for mutations. An API
+	// listed here is limited, its zero fields taking half of AWS's
+	// documented buckets (cloudapi.AWSDefaults); an API not listed is not
+	// limited (docs/aws.md, "API budget").
+	RateLimits map[string]cloudapi.RateLimit `json:"rateLimits,omitempty"`
 }
 
 // StaticCredentials are an access key, read from files or the environment.
@@ -136,7 +143,7 @@ func (s *Settings) setDefaults() {
 // Validate reports every problem of the settings, each naming its field.
 // dir resolves relative secret files.
 func (s *Settings) Validate(p *field.Path, dir string) field.ErrorList {
-	var errs field.ErrorList
+	errs := cloudapi.ValidateLimits(s.RateLimits, cloudapi.AWSDefaults, p.Child("rateLimits"))
 	if !regionRE.MatchString(s.Region) {
 		errs = append(errs, field.Invalid(p.Child("region"), s.Region, "set the AWS region, e.g. eu-west-1"))
 	}

@@ -1,0 +1,126 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
+)
+
+// TestBudgetKeepsRepairUnderAWSBuckets: 12 NLBs re-ensured in a repair
+// pass, 6 at a time, against the fake with AWS's token buckets (scaled
+// down: 10 tokens refilled at 20 a second for reads). With the backend's
+// rateLimits under them AWS throttles nothing; with the budget off the
+// same pass is throttled. A throttling storm (30 throttled answers in a
+// row) slows the pass without failing a Service: the retryer backs off.
+func TestBudgetKeepsRepairUnderAWSBuckets(t *testing.T) {
+	under := map[string]cloudapi.RateLimit{
+		cloudapi.APIELBv2: {QPS: 15, Bucket: 5, QPSWrite: -1},
+		cloudapi.APIEC2:   {QPS: 15, Bucket: 5, QPSWrite: -1},
+	}
+	// Enough attempts to outlast the storm below (each attempt of one call
+	// may be among its 30 throttled answers).
+	e := newEnv(t, func(s *Settings) { s.RateLimits, s.Retry.MaxAttempts = under, 40 })
+	var nodes []*corev1.Node
+	for i := 1; i <= 2; i++ {
+		in := e.addInstance(i)
+		nodes = append(nodes, newNode(in.PrivateDNSName, testutil.WithProviderID(providerID(in.Zone, in.ID)), testutil.WithInternalIP(in.PrivateIPs[0])))
+	}
+	var svcs []*corev1.Service
+	for i := range 12 {
+		svc := newService(fmt.Sprintf("svc-%d", i))
+		e.ensure(t, svc, nodes)
+		svcs = append(svcs, svc)
+	}
+	e.fake.ResetCalls()
+
+	repair := func(c *Cloud) []error {
+		ctx, end, err := c.BeginRepairPass(context.Background(), testCluster)
+		if err != nil {
+			return []error{err}
+		}
+		defer end()
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			errs []error
+		)
+		next := make(chan int)
+		for range 6 {
+			wg.Go(func() {
+				for i := range next {
+					if _, err := c.lb.EnsureLoadBalancer(ctx, testCluster, svcs[i], nodes); err != nil {
+						mu.Lock()
+						errs = append(errs, fmt.Errorf("%s: %w", svcs[i].Name, err))
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		for i := range svcs {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		return errs
+	}
+	buckets := &awsfake.RateLimits{
+		EC2Read: awsfake.Bucket{Capacity: 10, Refill: 20}, EC2Write: awsfake.Bucket{Capacity: 100, Refill: 100},
+		ELBv2Read: awsfake.Bucket{Capacity: 10, Refill: 20}, ELBv2Write: awsfake.Bucket{Capacity: 100, Refill: 100},
+	}
+
+	e.fake.SetRateLimits(buckets)
+	if errs := repair(e.cloud); len(errs) > 0 {
+		t.Fatalf("within the budget: %v", errs)
+	}
+	if n := e.fake.Throttled(); n != 0 {
+		t.Errorf("within the budget AWS throttled %d requests, want 0", n)
+	}
+
+	// The same pass without a budget: AWS throttles it (and with this
+	// test's 6 attempts 5 ms apart, Services fail).
+	unlimited := buildCloud(t, e.url, func(s *Settings) { s.RateLimits = nil })
+	e.fake.SetRateLimits(buckets)
+	errs := repair(unlimited)
+	if e.fake.Throttled() == 0 {
+		t.Fatal("without the budget AWS throttled nothing: the test proves nothing about the budget")
+	}
+	t.Logf("without the budget: %d requests throttled, %d of %d Services failed", e.fake.Throttled(), len(errs), len(svcs))
+
+	before := throttledCount(t)
+	e.fake.SetRateLimits(nil)
+	e.fake.Throttle(30)
+	if errs := repair(e.cloud); len(errs) > 0 {
+		t.Fatalf("a throttling storm failed Services: %v", errs)
+	}
+	if got := throttledCount(t) - before; got != 30 {
+		t.Errorf("multicloud_ccm_cloud_api_throttled_total grew by %v, want the storm's 30", got)
+	}
+	if m := e.fake.MutatingCalls(); len(m) > 0 {
+		t.Errorf("re-ensuring converged NLBs made mutating calls %v", m)
+	}
+}
+
+func throttledCount(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == "multicloud_ccm_cloud_api_throttled_total" {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
