@@ -144,6 +144,17 @@ type NodeTargeter interface {
 	CanTarget(service *corev1.Service, node *corev1.Node) bool
 }
 
+// NodeIndependent is implemented by a load balancer whose traffic never goes
+// to the nodes it is handed (bare metal: the speaker announcing an address
+// picks its nodes). The router then neither re-targets it when a node's
+// addresses change nor re-syncs it when it was handed a stale node list: at
+// thousands of nodes those re-syncs are O(node changes × Services) for
+// nothing. A load balancer that does not implement it is taken to target
+// the nodes it is handed.
+type NodeIndependent interface {
+	IgnoresNodes() bool
+}
+
 // UserError is an error the user can fix. The router records it as a
 // Warning event with Reason on the Node or Service concerned.
 type UserError struct {

@@ -142,6 +142,13 @@ func (b *backend) owns(node *corev1.Node) bool {
 	return err == nil && scheme == b.Scheme
 }
 
+// ignoresNodes reports whether the backend's load balancer never sends
+// traffic to the nodes it is handed (backends.NodeIndependent).
+func (b *backend) ignoresNodes() bool {
+	ni, ok := b.lb.(backends.NodeIndependent)
+	return ok && ni.IgnoresNodes()
+}
+
 // canTarget reports whether the backend's load balancer can send service's
 // traffic to node.
 func (b *backend) canTarget(service *corev1.Service, node *corev1.Node) bool {

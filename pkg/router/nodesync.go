@@ -32,7 +32,9 @@ import (
 //
 // The router closes that gap itself: when a node's addresses change, every
 // Service whose load balancer the router has ensured in a backend that can
-// target the node is updated with the current nodes. The update goes
+// target the node is updated with the current nodes (not for a backend
+// whose load balancers ignore the nodes, backends.NodeIndependent: bare
+// metal). The update goes
 // through the same per-Service lock as the service controller's calls, so
 // the two never overlap, and it is skipped for a Service that is being
 // deleted or moved.
@@ -138,7 +140,7 @@ func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
 	defer done()
 	for _, svc := range svcs {
 		for _, b := range r.ensuredIn(svc) {
-			if b.canTarget(svc, node) || b.canTarget(svc, oldNode) {
+			if !b.ignoresNodes() && (b.canTarget(svc, node) || b.canTarget(svc, oldNode)) {
 				a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 				break
 			}
@@ -274,7 +276,7 @@ func (a *addressResync) stableNodes() ([]*corev1.Node, error) {
 // informers (no re-sync running) it does nothing.
 func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend, handed []*corev1.Node) {
 	a := r.st.resync.Load()
-	if a == nil || svc.DeletionTimestamp != nil {
+	if a == nil || svc.DeletionTimestamp != nil || target.ignoresNodes() {
 		return
 	}
 	current, err := a.stableNodes()

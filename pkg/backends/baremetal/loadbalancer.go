@@ -298,6 +298,11 @@ func (lb *LoadBalancer) GetLoadBalancerName(_ context.Context, _ string, service
 	return cloudprovider.DefaultLoadBalancerName(service)
 }
 
+// IgnoresNodes says that the nodes handed to EnsureLoadBalancer and
+// UpdateLoadBalancer are ignored (backends.NodeIndependent): node changes
+// need no re-sync.
+func (lb *LoadBalancer) IgnoresNodes() bool { return true }
+
 // EnsureLoadBalancer assigns the Service its addresses and returns them.
 // Calling it again with nothing changed returns the same addresses. Nodes
 // are ignored: the speaker announcing the addresses picks its nodes.

@@ -1,0 +1,58 @@
+package router
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// TestNodeChangesSkipNodeIndependent: bare metal's load balancers ignore
+// the nodes they are handed (backends.NodeIndependent), so neither a node's
+// address change nor a stale node list queues a re-sync of its Services;
+// at thousands of nodes those re-syncs were O(node changes × Services)
+// (docs/scale.md, the churn loop). A backend that targets nodes still gets
+// both (TestStaleEnsureIsRetargeted, TestNodeAddressChange*).
+func TestNodeChangesSkipNodeIndependent(t *testing.T) {
+	r, _ := metalAndOther(t)
+	// Its address in status, as the service controller writes it after
+	// the first ensure.
+	vip := newService("vip", withLBBackend("metal"), func(s *corev1.Service) {
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+	})
+	nodes := []*corev1.Node{
+		newNode("bm-1", withProviderID("baremetal://bm-1")),
+		newNode("bm-2", withProviderID("baremetal://bm-2")),
+	}
+	c := startCluster(t, r, append(objects(nodes), vip)...)
+	c.run(t, func(context.Context) {})
+	ctx := context.Background()
+
+	// A stale list (one node of two) handed to the bare-metal Service.
+	if _, err := r.EnsureLoadBalancer(ctx, cluster, vip, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.staleQueued(); got != 0 {
+		t.Errorf("a bare-metal load balancer handed a stale list queued %d re-syncs, want 0", got)
+	}
+
+	// A bare-metal node's addresses written, as at its initialisation.
+	a := r.st.resync.Load()
+	lister := a.services.Services(vip.Namespace)
+	eventually(t, "the bare-metal Service's record in the lister", func() bool {
+		s, err := lister.Get(vip.Name)
+		return err == nil && len(r.ensuredIn(s)) == 1
+	})
+	changed := nodes[0].DeepCopy()
+	changed.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.9.0.1"}}
+	// The watcher's decision, on a queue no worker takes from.
+	probe := &addressResync{st: a.st, services: a.services, queue: workqueue.NewTypedRateLimitingQueue(
+		workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())}
+	defer probe.queue.ShutDown()
+	probe.enqueueFor(nodes[0], changed)
+	if n := probe.queue.Len(); n != 0 {
+		t.Errorf("a bare-metal node's address change queued %d bare-metal Services, want 0", n)
+	}
+}
