@@ -22,6 +22,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/lbcontroller"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
@@ -84,6 +85,10 @@ type reloadingCloud struct {
 	*router.Reloadable
 	w *watcher
 }
+
+// Our load-balancer controller asks the router which nodes a Service's
+// load balancers target, to re-sync only those whose targets change.
+var _ lbcontroller.Targeter = reloadingCloud{}
 
 // Initialize initialises the provider and starts watching the files.
 func (c reloadingCloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {

@@ -182,6 +182,34 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 	return errors.Join(errs...)
 }
 
+// LoadBalancerTargets returns, among nodes, those the Service's load
+// balancers target: for each backend an update would go to (draining ones
+// included), the nodes it can target; none for a backend whose load
+// balancers ignore their nodes (bare metal). pkg/lbcontroller re-syncs a
+// Service after node changes only when these change (its Targeter).
+func (r *Router) LoadBalancerTargets(service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
+	service = r.withClassDefaults(service)
+	bs, _, err := r.updateTargets(service)
+	if err != nil || len(bs) == 0 {
+		return nodes
+	}
+	bs = append(bs, r.drainingBackends(service, bs)...)
+	seen := map[string]bool{}
+	var out []*corev1.Node
+	for _, b := range bs {
+		if b.ignoresNodes() {
+			continue
+		}
+		for _, n := range b.targetable(service, nodes) {
+			if !seen[n.Name] {
+				seen[n.Name] = true
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
 // updateTargets returns the backends an update of the Service's load
 // balancer goes to: those serving it (multicloud-ccm.io/load-balancer-served-by,
 // recorded) when they are not its targets (moving), else its targets.

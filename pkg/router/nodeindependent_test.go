@@ -56,3 +56,21 @@ func TestNodeChangesSkipNodeIndependent(t *testing.T) {
 		t.Errorf("a bare-metal node's address change queued %d bare-metal Services, want 0", n)
 	}
 }
+
+// TestLoadBalancerTargets: a bare-metal Service's load balancer targets no
+// node (our controller then re-syncs it for no node change); a Service of a
+// backend that targets nodes targets those it can target.
+func TestLoadBalancerTargets(t *testing.T) {
+	r, _ := metalAndOther(t)
+	nodes := []*corev1.Node{
+		newNode("bm-1", withProviderID("baremetal://bm-1")),
+		newNode("ec2-1", withProviderID("aws:///eu-west-1a/i-1")),
+	}
+	if got := r.LoadBalancerTargets(newService("vip", withLBBackend("metal")), nodes); len(got) != 0 {
+		t.Errorf("bare metal targets %d nodes, want none", len(got))
+	}
+	got := r.LoadBalancerTargets(newService("nlb", withLBBackend("other")), nodes)
+	if len(got) != 1 || got[0].Name != "ec2-1" {
+		t.Errorf("the other backend targets %v, want [ec2-1]", got)
+	}
+}

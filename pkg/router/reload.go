@@ -488,6 +488,13 @@ func (rl *Reloadable) UpdateLoadBalancer(ctx context.Context, clusterName string
 	return g.r.UpdateLoadBalancer(ctx, clusterName, service, nodes)
 }
 
+// LoadBalancerTargets answers on the configuration in use.
+func (rl *Reloadable) LoadBalancerTargets(service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.LoadBalancerTargets(service, nodes)
+}
+
 // EnsureLoadBalancerDeleted runs on the configuration in use.
 func (rl *Reloadable) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	g := rl.acquire()
