@@ -219,7 +219,7 @@ func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Servi
 		if errors.Is(err, cloudprovider.ImplementedElsewhere) {
 			return false, nil
 		}
-		c.event(svc, corev1.EventTypeWarning, "UpdateLoadBalancerFailed", fmt.Sprintf("Error updating load balancer with new hosts %d: %v", len(set), err))
+		c.event(svc, corev1.EventTypeWarning, "UpdateLoadBalancerFailed", fmt.Sprintf("Error updating load balancer with new hosts %d: %v", set.len(), err))
 		return false, err
 	}
 	c.mu.Lock()
@@ -227,8 +227,8 @@ func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Servi
 		cur.nodes = set
 	}
 	c.mu.Unlock()
-	klog.FromContext(ctx).V(2).Info("Updated the load balancer's targets", "targets", len(set))
-	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", len(set)))
+	klog.FromContext(ctx).V(2).Info("Updated the load balancer's targets", "targets", set.len())
+	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", set.len()))
 	return true, nil
 }
 
