@@ -27,6 +27,7 @@ package cloudapi
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -40,7 +41,8 @@ import (
 type RateLimit struct {
 	// QPS is the sustained rate of reads, requests a second.
 	QPS float64 `json:"qps,omitempty"`
-	// Bucket is the burst of reads: the bucket's size.
+	// Bucket is the burst of reads: the bucket's size. 0 takes the
+	// backend's default, or twice qps where the backend has none.
 	Bucket int `json:"bucket,omitempty"`
 	// QPSWrite is the sustained rate of mutating requests.
 	QPSWrite float64 `json:"qpsWrite,omitempty"`
@@ -130,7 +132,7 @@ func limiter(qps float64, bucket int) *rate.Limiter {
 		return nil
 	}
 	if bucket < 1 {
-		bucket = 1
+		bucket = max(1, int(math.Ceil(2*qps)))
 	}
 	return rate.NewLimiter(rate.Limit(qps), bucket)
 }

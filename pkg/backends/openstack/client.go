@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // userAgent is prepended to gophercloud's User-Agent.
@@ -48,6 +49,8 @@ type serviceClients struct {
 type countingTransport struct {
 	next    http.RoundTripper
 	backend string
+	// budget, when set, is told the services' endpoints with the counters.
+	budget *cloudapi.Transport
 	// services are the resolved endpoints, set once logged in.
 	services atomic.Pointer[[]serviceCounters]
 }
@@ -97,6 +100,18 @@ func (t *countingTransport) count(sc *serviceClients) {
 		}
 	}
 	t.services.Store(&services)
+	if t.budget != nil {
+		var eps []cloudapi.Endpoint
+		for _, c := range []struct {
+			service string
+			client  *gophercloud.ServiceClient
+		}{{"compute", sc.compute}, {"load-balancer", sc.loadBalancer}, {"network", sc.network}, {"key-manager", sc.keyManager}} {
+			if c.client != nil {
+				eps = append(eps, cloudapi.Endpoint{Prefix: c.client.Endpoint, API: c.service})
+			}
+		}
+		t.budget.SetEndpoints(eps)
+	}
 }
 
 // connector logs in lazily: a cloud unreachable at start-up makes calls fail
@@ -116,8 +131,21 @@ func newConnector(backend string, s *Settings) (*connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	counter := &countingTransport{next: tr, backend: backend}
+	budget := &cloudapi.Transport{Next: tr, Budget: cloudapi.NewBudget(backend, s.RateLimits, openstackBudgetDefaults)}
+	counter := &countingTransport{next: budget, backend: backend, budget: budget}
 	return &connector{settings: s, counter: counter, http: &http.Client{Timeout: requestTimeout, Transport: counter}}, nil
+}
+
+// openstackBudgetDefaults: OpenStack publishes no API rate (a deployment
+// sets its own, often in a proxy answering 429), so no service is limited
+// unless rateLimits says so; every request is counted
+// (multicloud_ccm_cloud_api_calls_total) and a 429, or a 503 with
+// Retry-After, is retried after the time asked for.
+var openstackBudgetDefaults = map[string]cloudapi.RateLimit{
+	"compute":       {QPS: -1, QPSWrite: -1},
+	"load-balancer": {QPS: -1, QPSWrite: -1},
+	"network":       {QPS: -1, QPSWrite: -1},
+	"key-manager":   {QPS: -1, QPSWrite: -1},
 }
 
 // transport builds the HTTP transport with the configured CA and TLS mode.

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
@@ -37,6 +38,11 @@ type Settings struct {
 	// instead of openstack:///<uuid>, as the upstream provider does with
 	// OS_CCM_REGIONAL=true.
 	RegionalProviderID bool `json:"regionalProviderID,omitempty"`
+	// RateLimits are client-side API budgets by service (compute,
+	// load-balancer, network, key-manager): qps and bucket for reads (GET,
+	// HEAD), qpsWrite and bucketWrite for the rest. A service not listed,
+	// or a rate left out, is not limited (docs/openstack.md, "API budget").
+	RateLimits map[string]cloudapi.RateLimit `json:"rateLimits,omitempty"`
 }
 
 // Auth holds exactly one of: a clouds.yaml entry, an application
@@ -264,6 +270,7 @@ func (l *LoadBalancerSettings) setDefaults() {
 
 func (s *Settings) validate(p *field.Path, dir string) field.ErrorList {
 	errs := s.Auth.validate(p.Child("auth"), dir)
+	errs = append(errs, cloudapi.ValidateLimits(s.RateLimits, openstackBudgetDefaults, p.Child("rateLimits"))...)
 	if s.Region == "" {
 		errs = append(errs, field.Required(p.Child("region"), "set the OpenStack region, e.g. RegionOne"))
 	}
