@@ -6,8 +6,12 @@ package annotation
 const (
 	// LoadBalancerBackend (Service annotation, string, default: the config's
 	// loadBalancer.defaultBackend) names the backend that provides the
-	// Service's load balancer. Changing it moves the load balancer: it is
-	// created in the new backend and deleted from the old one.
+	// Service's load balancer, or several, comma-separated ("metal,aws"):
+	// each serves it and the status lists every backend's addresses in that
+	// order. Changing it moves the load balancer make-before-break: it is
+	// created in the new backend, and the old one's addresses leave the
+	// status before it is deleted, after the drain period
+	// (multicloud-ccm.io/load-balancer-drain).
 	LoadBalancerBackend Name = "multicloud-ccm.io/load-balancer-backend"
 
 	// NodeBackend (Node label, string, default: none). Set by the operator
