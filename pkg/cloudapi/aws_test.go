@@ -90,23 +90,30 @@ func TestAWSBudgetStaysUnderAWSBuckets(t *testing.T) {
 		}
 	}
 
+	// The counters are the process's: compare what each run added.
+	pacedOK := map[string]string{"backend": "paced", "api": "elbv2", "action": "DescribeLoadBalancers", "outcome": "success"}
+	before := counter(t, "multicloud_ccm_cloud_api_calls_total", pacedOK)
 	run("paced", RateLimit{QPS: 15, Bucket: 5})
 	if n := fake.Throttled(); n != 0 {
 		t.Errorf("with the budget, AWS throttled %d requests, want 0", n)
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "paced", "api": "elbv2", "action": "DescribeLoadBalancers", "outcome": "success"}); got != 80 {
-		t.Errorf("calls_total{success} = %v, want 80", got)
+	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", pacedOK) - before; got != 80 {
+		t.Errorf("calls_total{success} grew by %v, want 80", got)
 	}
 
+	unpacedThrottled := map[string]string{"backend": "unpaced", "api": "elbv2"}
+	unpacedOK := map[string]string{"backend": "unpaced", "outcome": "success"}
+	throttledBefore := counter(t, "multicloud_ccm_cloud_api_throttled_total", unpacedThrottled)
+	okBefore := counter(t, "multicloud_ccm_cloud_api_calls_total", unpacedOK)
 	run("unpaced", RateLimit{QPS: -1})
 	n := fake.Throttled()
 	if n == 0 {
 		t.Fatal("without the budget AWS throttled nothing: the test proves nothing")
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_throttled_total", map[string]string{"backend": "unpaced", "api": "elbv2"}); got != float64(n) {
-		t.Errorf("throttled_total = %v, want the %d AWS refused", got, n)
+	if got := counter(t, "multicloud_ccm_cloud_api_throttled_total", unpacedThrottled) - throttledBefore; got != float64(n) {
+		t.Errorf("throttled_total grew by %v, want the %d AWS refused", got, n)
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "unpaced", "outcome": "success"}); got != 80 {
-		t.Errorf("calls_total{success} = %v, want 80 (each call succeeded once)", got)
+	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", unpacedOK) - okBefore; got != 80 {
+		t.Errorf("calls_total{success} grew by %v, want 80 (each call succeeded once)", got)
 	}
 }

@@ -60,6 +60,8 @@ func TestTransportRetriesThrottling(t *testing.T) {
 	defer hs.Close()
 	var waits []time.Duration
 	c := &http.Client{Transport: newTransport(hs.URL, &waits)}
+	throttledPOST := map[string]string{"backend": "os-1", "api": "load-balancer", "action": "POST", "outcome": "throttled"}
+	before := counter(t, "multicloud_ccm_cloud_api_calls_total", throttledPOST)
 
 	resp, err := c.Post(hs.URL+"/v2/lbaas/loadbalancers", "application/json", strings.NewReader(`{"loadbalancer":{}}`))
 	if err != nil {
@@ -72,8 +74,8 @@ func TestTransportRetriesThrottling(t *testing.T) {
 	if len(waits) != 2 || waits[0] != 3*time.Second {
 		t.Errorf("waits = %v, want two of Retry-After's 3s", waits)
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "os-1", "api": "load-balancer", "action": "POST", "outcome": "throttled"}); got != 2 {
-		t.Errorf("calls_total{throttled} = %v, want 2", got)
+	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", throttledPOST) - before; got != 2 {
+		t.Errorf("calls_total{throttled} grew by %v, want 2", got)
 	}
 
 	srv.n, srv.status, srv.header, srv.bodies, waits = 1, http.StatusServiceUnavailable, "", nil, nil
@@ -109,7 +111,7 @@ func TestTransportRetriesThrottling(t *testing.T) {
 	}
 
 	// Outside every endpoint (Keystone): no budget, not counted.
-	before := counter(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "os-1"})
+	before = counter(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "os-1"})
 	resp, err = c.Get(hs.URL + "/identity/v3")
 	if err != nil {
 		t.Fatal(err)
