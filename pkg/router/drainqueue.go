@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,23 +79,7 @@ func (st *serviceStates) queueDrain(svc *corev1.Service, end time.Time) {
 }
 
 func (t *drainTimer) run(stop <-chan struct{}) {
-	defer t.queue.ShutDown()
-	if !cache.WaitForCacheSync(stop, t.synced) {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	for range drainWorkers {
-		wg.Go(func() {
-			for t.next(ctx) {
-			}
-		})
-	}
-	<-stop
-	cancel()
-	t.queue.ShutDown()
-	wg.Wait()
+	runQueue(stop, []cache.InformerSynced{t.synced}, t.queue.ShutDown, drainWorkers, t.next)
 }
 
 func (t *drainTimer) next(ctx context.Context) bool {

@@ -154,22 +154,29 @@ func (a *addressResync) add(svc *corev1.Service) {
 }
 
 func (a *addressResync) run(stop <-chan struct{}) {
-	defer a.queue.ShutDown()
-	if !cache.WaitForCacheSync(stop, a.synced...) {
+	runQueue(stop, a.synced, a.queue.ShutDown, addressResyncWorkers, a.next)
+}
+
+// runQueue runs a process-level queue's workers: once the informers
+// synced, workers goroutines call next until it reports the queue shut
+// down; at stop the queue is shut down and the workers waited for.
+func runQueue(stop <-chan struct{}, synced []cache.InformerSynced, shutdown func(), workers int, next func(context.Context) bool) {
+	defer shutdown()
+	if !cache.WaitForCacheSync(stop, synced...) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	for range addressResyncWorkers {
+	for range workers {
 		wg.Go(func() {
-			for a.next(ctx) {
+			for next(ctx) {
 			}
 		})
 	}
 	<-stop
 	cancel()
-	a.queue.ShutDown()
+	shutdown()
 	wg.Wait()
 }
 
