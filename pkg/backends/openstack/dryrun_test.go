@@ -45,8 +45,23 @@ func TestDryRunAdoptsOCCMFloatingIP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dry-run EnsureLoadBalancer: %v", err)
 	}
-	if got := intents(); len(got) != 1 || got[0].Kind != backends.IntentAdopt {
-		t.Errorf("dry-run intents %+v, want the adoption alone", got)
+	// The adoption, and changes to parts that stay: OCCM's health monitor
+	// retries once (its monitor-max-retries default), the backend's
+	// default is 3, so the switch updates the monitor in place, and the
+	// plan must say so. Nothing is created, replaced or deleted.
+	got := intents()
+	if len(got) == 0 || got[0].Kind != backends.IntentAdopt {
+		t.Errorf("dry-run intents %+v, want the adoption first", got)
+	}
+	announced := map[string]bool{}
+	for _, in := range got[1:] {
+		if in.Kind != backends.IntentChange {
+			t.Errorf("dry-run intent %+v: an adoption in place creates, replaces or deletes nothing", in)
+		}
+		announced[in.What] = true
+	}
+	if len(got) > 1 && !announced["health monitor of listener TCP:80 updated"] {
+		t.Errorf("dry-run intents %+v: a change other than OCCM's health monitor", got)
 	}
 	if len(st.Ingress) != 1 || st.Ingress[0].IP != fip {
 		t.Errorf("dry-run status %+v, want OCCM's floating IP %s", st, fip)
