@@ -174,6 +174,8 @@ func render(t *testing.T) [][]byte {
 		"--namespace", "kube-system", "--kube-version", "v1.37.1",
 		"-f", filepath.Join(root, "test", "e2e", "chart", "testdata", "values", "minimal.yaml"),
 		"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.grafanaDashboard.enabled=true",
+		// The admission policy's parameter ConfigMap is not this test's.
+		"--set", "admissionPolicy.enabled=false",
 		"--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+tmp, "HELM_CONFIG_HOME="+tmp, "HELM_DATA_HOME="+tmp)
 	var stderr bytes.Buffer
