@@ -337,33 +337,14 @@ func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released 
 			}
 		}
 	}
-	services := r.client.CoreV1().Services(svc.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || (err == nil && cur.UID != svc.UID) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		kept := make([]corev1.LoadBalancerIngress, 0, len(cur.Status.LoadBalancer.Ingress))
-		for _, in := range cur.Status.LoadBalancer.Ingress {
+	return r.patchIngress(ctx, svc, func(shown []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
+		kept := make([]corev1.LoadBalancerIngress, 0, len(shown))
+		for _, in := range shown {
 			if len(ours) > 0 && !ours[in.IP+"|"+in.Hostname] {
 				kept = append(kept, in)
 			}
 		}
-		if len(kept) == len(cur.Status.LoadBalancer.Ingress) {
-			return nil
-		}
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
-			"status":   map[string]any{"loadBalancer": map[string]any{"ingress": kept}},
-		})
-		if err != nil {
-			return err
-		}
-		_, err = services.Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-		return err
+		return kept
 	})
 }
 
@@ -375,6 +356,27 @@ func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []cor
 	if r.client == nil {
 		return nil
 	}
+	return r.patchIngress(ctx, svc, func(cur []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
+		shown := map[string]bool{}
+		for _, in := range cur {
+			shown[in.IP+"|"+in.Hostname] = true
+		}
+		next := slices.Clone(cur)
+		for _, in := range add {
+			if !shown[in.IP+"|"+in.Hostname] {
+				next = append(next, in)
+			}
+		}
+		return next
+	})
+}
+
+// patchIngress sets the Service's status.loadBalancer.ingress to what
+// change makes of the current one, through the status subresource,
+// guarded by the resourceVersion and retried on a conflict. Nothing is
+// written when change keeps the number of addresses (it only removes or
+// only adds), or when the Service is gone or was re-created.
+func (r *Router) patchIngress(ctx context.Context, svc *corev1.Service, change func([]corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress) error {
 	services := r.client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
@@ -384,16 +386,7 @@ func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []cor
 		if err != nil {
 			return err
 		}
-		shown := map[string]bool{}
-		for _, in := range cur.Status.LoadBalancer.Ingress {
-			shown[in.IP+"|"+in.Hostname] = true
-		}
-		next := slices.Clone(cur.Status.LoadBalancer.Ingress)
-		for _, in := range add {
-			if !shown[in.IP+"|"+in.Hostname] {
-				next = append(next, in)
-			}
-		}
+		next := change(cur.Status.LoadBalancer.Ingress)
 		if len(next) == len(cur.Status.LoadBalancer.Ingress) {
 			return nil
 		}
