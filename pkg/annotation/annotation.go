@@ -10,8 +10,8 @@ const (
 	// each serves it and the status lists every backend's addresses in that
 	// order. Changing it moves the load balancer make-before-break: it is
 	// created in the new backend, and the old one's addresses leave the
-	// status before it is deleted, after the drain period
-	// (multicloud-ccm.io/load-balancer-drain).
+	// status (bare metal's: DNS, see load-balancer-dns-target) before it is
+	// deleted, after the drain period (multicloud-ccm.io/load-balancer-drain).
 	LoadBalancerBackend Name = "multicloud-ccm.io/load-balancer-backend"
 
 	// NodeBackend (Node label, string, default: none). Set by the operator
@@ -68,7 +68,9 @@ const (
 	// a load balancer the Service stops using (its backend removed from
 	// multicloud-ccm.io/load-balancer-backend, or the single backend changed)
 	// keeps serving after its addresses left the Service's status, before it
-	// is deleted. 0 deletes it at once.
+	// is deleted; a bare-metal one keeps its addresses in the status until
+	// then and leaves DNS instead (load-balancer-dns-target). 0 deletes it at
+	// once.
 	LoadBalancerDrain Name = "multicloud-ccm.io/load-balancer-drain"
 
 	// LoadBalancerDraining (Service annotation, comma-separated
@@ -77,4 +79,17 @@ const (
 	// is on the Service so that a restart or a new leader neither cuts a
 	// drain short nor forgets it. Read-only.
 	LoadBalancerDraining Name = "multicloud-ccm.io/load-balancer-draining"
+
+	// LoadBalancerDNSTarget (Service annotation, comma-separated IP
+	// addresses and DNS names, written by the router, default: none) is the
+	// value the router wrote in external-dns's target annotation
+	// (external-dns.alpha.kubernetes.io/target and
+	// external-dns.kubernetes.io/target) while a load balancer announced
+	// from the Service's status (bare metal) drains: its addresses stay in
+	// the status until the drain ends, so the router points external-dns at
+	// the serving backends' addresses alone. It marks the target annotation
+	// as the router's, across restarts: the router removes it when the last
+	// such drain ends, and never changes or removes a target annotation it
+	// did not write (a user's value is left alone). Read-only.
+	LoadBalancerDNSTarget Name = "multicloud-ccm.io/load-balancer-dns-target"
 )

@@ -258,6 +258,10 @@ var Registry = []Spec{
 		Replaces: "moves the Service to another Octavia load balancer (or shares one); do not change it on a live Service"},
 	{Name: "loadbalancer.openstack.org/load-balancer-address", Kind: KindUnchecked, ReadBy: "openstack"},
 	{Name: "loadbalancer.openstack.org/hostname", Kind: KindDNSName, ReadBy: "openstack"},
+
+	// Appended, not grouped with the router's: the admission policy's
+	// variables are numbered by registry index.
+	{Name: LoadBalancerDNSTarget, Kind: KindUnchecked, ReadBy: "router"},
 }
 
 // AWSHealthCheckProtocol is the AWS backend's health-check protocol

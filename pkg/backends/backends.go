@@ -155,6 +155,23 @@ type NodeIndependent interface {
 	IgnoresNodes() bool
 }
 
+// StatusAnnounced is implemented by a load balancer that is announced from
+// the Service's status: its load balancer is only its addresses, and what
+// makes them answer is a speaker outside the CCM reading
+// status.loadBalancer.ingress (bare metal behind MetalLB's speaker; kube-vip
+// reads its own annotation). Taking such an address out of the status
+// stops it answering, and whatever allocates those addresses after a
+// restart learns which are taken from the statuses. So when the router
+// drains such a load balancer (a move off its backend with a drain period),
+// it keeps its addresses in the status until the drain ends and withdraws
+// them from DNS instead (external-dns's target annotation, see
+// docs/routing.md); a load balancer that does not implement it (a cloud
+// load balancer with addresses of its own) has its addresses taken out of
+// the status when its drain starts.
+type StatusAnnounced interface {
+	AnnouncedFromStatus() bool
+}
+
 // UserError is an error the user can fix. The router records it as a
 // Warning event with Reason on the Node or Service concerned.
 type UserError struct {

@@ -16,7 +16,15 @@ var ownAnnotations = []string{
 	string(annotation.LoadBalancerBackends),
 	string(annotation.LoadBalancerServedBy),
 	string(annotation.LoadBalancerID),
+	string(annotation.LoadBalancerDraining),
+	string(annotation.LoadBalancerDNSTarget),
 }
+
+// external-dns's target annotation under its two prefixes: the router
+// writes it while a bare-metal load balancer drains, recording the value
+// in annotation.LoadBalancerDNSTarget; it is the CCM's own while it says
+// what that records (pkg/router/dns.go).
+var dnsTargets = []string{"external-dns.alpha.kubernetes.io/target", "external-dns.kubernetes.io/target"}
 
 // kube-vip's address annotation and the bare-metal backend's mark on it
 // (pkg/backends/baremetal): written by the backend when the mark is set.
@@ -28,6 +36,13 @@ const (
 // userAnnotations are a Service's annotations without those the CCM writes.
 func userAnnotations(svc *corev1.Service) map[string]string {
 	out := maps.Clone(svc.Annotations)
+	if mark, ok := out[string(annotation.LoadBalancerDNSTarget)]; ok {
+		for _, k := range dnsTargets {
+			if v, set := out[k]; set && v == mark {
+				delete(out, k)
+			}
+		}
+	}
 	for _, k := range ownAnnotations {
 		delete(out, k)
 	}

@@ -149,6 +149,14 @@ func (b *backend) ignoresNodes() bool {
 	return ok && ni.IgnoresNodes()
 }
 
+// announcedFromStatus reports whether the backend's load balancer is
+// announced from the Service's status (backends.StatusAnnounced): a drain
+// keeps its addresses in the status.
+func (b *backend) announcedFromStatus() bool {
+	sa, ok := b.lb.(backends.StatusAnnounced)
+	return ok && sa.AnnouncedFromStatus()
+}
+
 // canTarget reports whether the backend's load balancer can send service's
 // traffic to node.
 func (b *backend) canTarget(service *corev1.Service, node *corev1.Node) bool {

@@ -21,8 +21,12 @@ import (
 // loadBalancer.drainPeriod), the old load balancer is not deleted at once:
 // its addresses leave the status (external-dns withdraws them), the drain's
 // end is written on the Service (multicloud-ccm.io/load-balancer-draining,
-// before the status changes), and it keeps serving until then. Then it is
-// deleted, by whichever comes first: the next sync of the Service, or the
+// before the status changes), and it keeps serving until then. A load
+// balancer announced from the status (backends.StatusAnnounced: bare metal,
+// whose speaker announces what the status shows) keeps its addresses in
+// the status until the drain ends instead, listed after the serving ones,
+// and leaves DNS through external-dns's target annotation (see dns.go).
+// Then it is deleted, by whichever comes first: the next sync of the Service, or the
 // process's drain timer (drainTimer in drainqueue.go), which every process
 // leading the controllers arms from the annotation as its informer lists
 // the Services, so a restart or a new leader neither cuts a drain short nor
@@ -135,32 +139,36 @@ func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 }
 
 // retire ends the use of every recorded backend that is not a target
-// (keep): without a drain, as before, its load balancer is deleted now;
-// with one, it is marked draining (its addresses are already out of the
-// status the caller returns) and deleted once the drain ended. A backend
-// holding nothing just leaves the record.
-func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend, drain time.Duration) error {
+// (keep), serving being the targets' addresses: without a drain, as
+// before, its load balancer is deleted now; with one, it is marked
+// draining and deleted once the drain ended. A backend holding nothing
+// just leaves the record. It returns the addresses of the draining load
+// balancers announced from the status, which stay in the status the
+// caller returns (after the serving ones); the others' are already out of
+// it.
+func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, error) {
 	asked, err := r.mayHold(svc)
+	var kept []holder
 	if err == nil {
 		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend) bool { return slices.Contains(keep, b) })
-		err = r.retireFrom(ctx, clusterName, svc, asked, drain)
+		kept, err = r.retireFrom(ctx, clusterName, svc, asked, drain, serving)
 	}
 	if err != nil {
 		r.recordServiceError(ctx, svc, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
 		r.warn(ctx, serviceRef(svc), reasonCleanupPending, msg)
-		return fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
+		return nil, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	return nil
+	return ingressOf(orderHolders(r.lbs, kept)), nil
 }
 
-func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1.Service, asked []*backend, drain time.Duration) error {
+func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1.Service, asked []*backend, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]holder, error) {
 	if len(asked) == 0 {
-		return nil
+		return nil, nil
 	}
 	draining := r.drainingOf(svc)
 	now := time.Now()
-	var due, fresh []*backend
+	var due, fresh, still []*backend
 	for _, b := range asked {
 		end, ok := draining[b.Name]
 		switch {
@@ -168,18 +176,36 @@ func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1
 			due = append(due, b)
 		case ok:
 			r.st.queueDrain(svc, end)
+			if b.announcedFromStatus() {
+				still = append(still, b)
+			}
 		case drain <= 0:
 			due = append(due, b)
 		default:
 			fresh = append(fresh, b)
 		}
 	}
-	if len(fresh) > 0 {
-		if err := r.startDrain(ctx, clusterName, svc, fresh, now.Add(drain)); err != nil {
-			return err
-		}
+	kept, err := r.holders(ctx, clusterName, svc, still)
+	if err != nil {
+		return nil, err
 	}
-	return r.finishDrain(ctx, clusterName, svc, due, draining)
+	if len(fresh) > 0 {
+		started, err := r.startDrain(ctx, clusterName, svc, fresh, now.Add(drain), serving)
+		if err != nil {
+			return nil, err
+		}
+		kept = append(kept, started...)
+	}
+	return kept, r.finishDrain(ctx, clusterName, svc, due, draining)
+}
+
+// ingressOf lists the holders' addresses, in order, each once.
+func ingressOf(hs []holder) []corev1.LoadBalancerIngress {
+	answers := make([]ensured, 0, len(hs))
+	for _, h := range hs {
+		answers = append(answers, ensured{status: h.status})
+	}
+	return mergeStatus(answers).Ingress
 }
 
 // drainingOf is the Service's draining record: the one this process last
@@ -192,50 +218,65 @@ func (r *Router) drainingOf(svc *corev1.Service) drainRecord {
 }
 
 // startDrain marks the backends' load balancers draining until end, on the
-// Service, before the status without their addresses is written; those
-// holding nothing just leave the record.
-func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend, end time.Time) error {
+// Service, before the status is written; those holding nothing just leave
+// the record. Those announced from the status keep their addresses in it
+// (it returns them): external-dns's target annotation is set to the
+// serving addresses in the same write (see steerDNS).
+func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend, end time.Time, serving []corev1.LoadBalancerIngress) ([]holder, error) {
 	end = end.UTC().Truncate(time.Second).Add(time.Second) // as written: never before the period
 	found, err := r.holders(ctx, clusterName, svc, bs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var holding, empty []string
+	var announced []holder
 	for _, b := range bs {
-		if slices.ContainsFunc(found, func(h holder) bool { return h.b == b }) {
-			holding = append(holding, b.Name)
-		} else {
+		i := slices.IndexFunc(found, func(h holder) bool { return h.b == b })
+		switch {
+		case i < 0:
 			empty = append(empty, b.Name)
+		case b.announcedFromStatus():
+			announced = append(announced, found[i])
+			fallthrough
+		default:
+			holding = append(holding, b.Name)
 		}
 	}
 	if err := r.dropFromRecord(ctx, svc, empty); err != nil {
-		return err
+		return nil, err
 	}
 	if len(holding) == 0 {
-		return nil
+		return nil, nil
 	}
-	if err := r.writeDraining(ctx, svc, func(d drainRecord) drainRecord {
+	dns, err := r.writeDraining(ctx, svc, dnsTarget(serving), func(d drainRecord) drainRecord {
 		for _, n := range holding {
 			d[n] = end
 		}
 		return d
-	}); err != nil {
-		return fmt.Errorf("recording the drain in annotation %s: %w", annotation.LoadBalancerDraining, err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recording the drain in annotation %s: %w", annotation.LoadBalancerDraining, err)
 	}
 	left := time.Until(end).Round(time.Second)
 	for _, n := range holding {
-		r.normal(ctx, svc, reasonDraining, fmt.Sprintf("Load balancer in backend %s is draining: its addresses left the status; it keeps serving for %s more and is deleted at %s",
-			n, left, end.Format(time.RFC3339)))
+		how := "its addresses left the status"
+		if slices.ContainsFunc(announced, func(h holder) bool { return h.b.Name == n }) {
+			how = "its addresses stay in the status (announced from it) until then; " + dns
+		}
+		r.normal(ctx, svc, reasonDraining, fmt.Sprintf("Load balancer in backend %s is draining: %s; it keeps serving for %s more and is deleted at %s",
+			n, how, left, end.Format(time.RFC3339)))
 	}
 	r.st.queueDrain(svc, end)
-	return nil
+	return announced, nil
 }
 
 // finishDrain deletes the load balancers of bs (their drain ended, or
 // there is none) and drops them from the record, which also ends their
-// draining entry; a LoadBalancerDrained event for each that was draining
-// (whether it still held something or not: bare metal forgets a draining
-// address across a restart).
+// draining entry (and, with the last drain announced from the status, the
+// router's external-dns target annotation); a LoadBalancerDrained event
+// for each that was draining (whether it still held something or not).
+// A draining load balancer announced from the status has its addresses
+// taken out of the status first, so none is released while shown.
 func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend, draining drainRecord) error {
 	if len(bs) == 0 {
 		return nil
@@ -243,6 +284,15 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 	found, err := r.holders(ctx, clusterName, svc, bs)
 	if err != nil {
 		return err
+	}
+	var shown []holder
+	for _, h := range found {
+		if _, ok := draining[h.b.Name]; ok && h.b.announcedFromStatus() {
+			shown = append(shown, h)
+		}
+	}
+	if err := r.withdrawFromStatus(ctx, svc, ingressOf(shown)); err != nil {
+		return fmt.Errorf("taking the drained addresses out of the Service's status: %w", err)
 	}
 	if err := r.deleteFrom(ctx, clusterName, svc, found); err != nil {
 		return err
@@ -267,18 +317,24 @@ func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg st
 }
 
 // writeDraining applies change to the Service's draining record as the API
-// server has it, and remembers it.
-func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, change func(drainRecord) drainRecord) error {
+// server has it, and remembers it; in the same write, external-dns's
+// target annotation is steered to serving (the serving addresses) while a
+// load balancer announced from the status drains (see dnsChanges). It
+// returns how DNS was steered, for the event.
+func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving string, change func(drainRecord) drainRecord) (string, error) {
 	if r.client == nil {
 		r.st.setDrains(svc.UID, change(r.drainingOf(svc)))
-		return nil
+		return "", nil
 	}
-	return r.patchAnnotations(ctx, svc, false, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
+	var how string
+	err := r.patchAnnotations(ctx, svc, false, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
 		next := change(parseDraining(cur))
 		changes := map[annotation.Name]*string{}
 		setAnnotation(changes, cur, annotation.LoadBalancerDraining, next.value())
+		how = r.dnsChanges(changes, cur, next, serving)
 		return changes, func() { r.st.setDrains(svc.UID, next) }
 	})
+	return how, err
 }
 
 // finishDrains deletes the Service's load balancers whose drain ended,

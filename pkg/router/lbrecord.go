@@ -185,6 +185,7 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 			}
 		}
 		setAnnotation(changes, cur, annotation.LoadBalancerDraining, drains.value())
+		r.dnsChanges(changes, cur, drains, "")
 		return changes, func() {
 			r.remember(svc.UID, next)
 			if mem, ok := r.st.drainsOf(svc.UID); ok {
@@ -368,6 +369,28 @@ func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []cor
 			}
 		}
 		return next
+	})
+}
+
+// withdrawFromStatus removes the addresses in drop from the Service's
+// status, through the status subresource, guarded by the resourceVersion:
+// a drained load balancer announced from the status stops being announced
+// before it is deleted. It never empties the status: the addresses are
+// then left to the Service's next sync, which writes the serving ones.
+func (r *Router) withdrawFromStatus(ctx context.Context, svc *corev1.Service, drop []corev1.LoadBalancerIngress) error {
+	if r.client == nil || len(drop) == 0 {
+		return nil
+	}
+	gone := map[string]bool{}
+	for _, in := range drop {
+		gone[in.IP+"|"+in.Hostname] = true
+	}
+	return r.patchIngress(ctx, svc, func(cur []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
+		kept := slices.DeleteFunc(slices.Clone(cur), func(in corev1.LoadBalancerIngress) bool { return gone[in.IP+"|"+in.Hostname] })
+		if len(kept) == 0 {
+			return cur
+		}
+		return kept
 	})
 }
 

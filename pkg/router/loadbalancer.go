@@ -72,7 +72,8 @@ func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, se
 // hold one (the annotation may have moved it): deleted at once, or drained
 // first (drain.go), and writes on the Service the backends serving it and
 // the load-balancer IDs they reported (markServed). The status is every
-// target's addresses, in their order. A target failing keeps the others'
+// target's addresses, in their order, then those of the draining load
+// balancers announced from the status (drain.go). A target failing keeps the others'
 // addresses in the status and retires nothing (make before break). A
 // Service no backend serves gets ImplementedElsewhere, after any load
 // balancer we made for it earlier is removed and its address cleared from
@@ -108,7 +109,9 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	if failed := slices.ContainsFunc(answers, func(a ensured) bool { return a.err != nil }); failed {
 		return nil, r.partialFailure(ctx, service, targets, answers)
 	}
-	if err := r.retire(ctx, clusterName, service, targets, drain); err != nil {
+	status := mergeStatus(answers)
+	kept, err := r.retire(ctx, clusterName, service, targets, drain, status.Ingress)
+	if err != nil {
 		return nil, err
 	}
 	if err := r.markServed(ctx, service, targets, answers); err != nil {
@@ -122,7 +125,7 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	for _, b := range targets {
 		r.requeueIfStale(ctx, service, b, nodes)
 	}
-	return mergeStatus(answers), nil
+	return mergeStatus([]ensured{{status: status}, {status: &corev1.LoadBalancerStatus{Ingress: kept}}}), nil
 }
 
 // warnUser records err as a Warning event with the backend's reason if it

@@ -162,7 +162,9 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 // lists the targets in order; multicloud-ccm.io/load-balancer-id is the one
 // reported ID when one backend serves the Service, else backend=ID pairs
 // of those that reported one. Backends serving again leave the draining
-// record.
+// record; external-dns's target annotation follows the serving addresses
+// while a load balancer announced from the status drains, and the
+// router's goes once none does (see dnsChanges).
 func (r *Router) servedChanges(cur *corev1.Service, targets []*backend, answers []ensured) map[annotation.Name]*string {
 	changes := map[annotation.Name]*string{}
 	setAnnotation(changes, cur, annotation.LoadBalancerServedBy, strings.Join(namesInOrder(targets), ","))
@@ -180,9 +182,12 @@ func (r *Router) servedChanges(cur *corev1.Service, targets []*backend, answers 
 	}
 	setAnnotation(changes, cur, annotation.LoadBalancerID, id)
 	r.writtenBack(changes, cur, targets, answers)
-	if d := parseDraining(cur); d.hasAny(targets) {
-		setAnnotation(changes, cur, annotation.LoadBalancerDraining, d.without(namesInOrder(targets)...).value())
+	d := parseDraining(cur)
+	if d.hasAny(targets) {
+		d = d.without(namesInOrder(targets)...)
+		setAnnotation(changes, cur, annotation.LoadBalancerDraining, d.value())
 	}
+	r.dnsChanges(changes, cur, d, dnsTarget(mergeStatus(answers).Ingress))
 	return changes
 }
 

@@ -24,7 +24,10 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
-var _ cloudprovider.LoadBalancer = (*LoadBalancer)(nil)
+var (
+	_ cloudprovider.LoadBalancer = (*LoadBalancer)(nil)
+	_ backends.StatusAnnounced   = (*LoadBalancer)(nil)
+)
 
 // errNotSeeded is returned when the backend cannot know which addresses are
 // taken.
@@ -302,6 +305,13 @@ func (lb *LoadBalancer) GetLoadBalancerName(_ context.Context, _ string, service
 // UpdateLoadBalancer are ignored (backends.NodeIndependent): node changes
 // need no re-sync.
 func (lb *LoadBalancer) IgnoresNodes() bool { return true }
+
+// AnnouncedFromStatus says that the addresses are announced from the
+// Service's status (backends.StatusAnnounced): MetalLB's speaker announces
+// what status.loadBalancer.ingress shows, and the allocator takes every
+// pool address a status shows, after a restart too. A drain off this
+// backend therefore keeps the addresses in the status until it ends.
+func (lb *LoadBalancer) AnnouncedFromStatus() bool { return true }
 
 // EnsureLoadBalancer assigns the Service its addresses and returns them.
 // Calling it again with nothing changed returns the same addresses. Nodes
