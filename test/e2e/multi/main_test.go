@@ -41,6 +41,11 @@ const (
 	drainingAnn = "multicloud-ccm.io/load-balancer-draining"
 	recordAnn   = "multicloud-ccm.io/load-balancer-backends"
 	servedAnn   = "multicloud-ccm.io/load-balancer-served-by"
+	// external-dns's target annotation (both prefixes) and the router's
+	// mark of its own value.
+	dnsTargetAnn   = "external-dns.alpha.kubernetes.io/target"
+	dnsTargetGAAnn = "external-dns.kubernetes.io/target"
+	dnsMarkAnn     = "multicloud-ccm.io/load-balancer-dns-target"
 
 	// bothClass is a class served by aws and bare metal at once.
 	bothClass = "multicloud-ccm.io/both"

@@ -160,8 +160,8 @@ type move struct {
 
 // oldHeld reports whether the old cloud still holds the Service's load
 // balancer: an NLB in the fake; for bare metal an address in use, or,
-// after a restart or failover (the new process rebuilt its allocations
-// from the statuses, which no longer show the draining address), the
+// after a restart or failover (the new process may not lead, or not have
+// followed the statuses, yet: its in-use count is not the cloud's), the
 // router's record still naming it (it drops a backend only once its delete
 // succeeded). ok is false when it cannot tell (the CCM not answering).
 func (e *env) oldHeld(ctx context.Context, c *framework.CCM, name, from string, s *corev1.Service, restarted bool) (held, ok bool) {
@@ -175,16 +175,111 @@ func (e *env) oldHeld(ctx context.Context, c *framework.CCM, name, from string, 
 	return v != "0", v != ""
 }
 
+// moveWatch is what the polls of one move saw.
+type moveWatch struct {
+	t            *testing.T
+	m            move
+	isOld, isNew func(string) bool
+	// announced: the old backend's load balancer is announced from the
+	// status (bare metal): its address stays in it until the drain's end.
+	announced bool
+	// oldAddr is the old backend's address before the move.
+	oldAddr            string
+	left, drainEnd     time.Time
+	probe              string
+	probeRefused       bool
+	probeCreatedBefore time.Time
+}
+
+// check checks one poll of the Service: the status is never empty; the
+// drain is recorded before the old address leaves the status; the new
+// address is in the status when the old leaves it; while a bare-metal
+// address drains it comes after the new one and external-dns's target
+// annotations (both prefixes) list only the new addresses, and it leaves
+// the status only at the drain's end.
+func (w *moveWatch) check(s *corev1.Service) {
+	t := w.t
+	t.Helper()
+	a := addresses(s)
+	if len(a) == 0 {
+		t.Fatal("the status was empty during the move")
+	}
+	if v, ok := s.Annotations[drainingAnn]; ok && w.drainEnd.IsZero() {
+		end, err := time.Parse(time.RFC3339, strings.TrimPrefix(v, w.m.from+"="))
+		if err != nil {
+			t.Fatalf("draining record %s=%q: %v", drainingAnn, v, err)
+		}
+		w.drainEnd = end
+	}
+	oldShown := slices.ContainsFunc(a, w.isOld)
+	_, draining := s.Annotations[drainingAnn]
+	if w.announced && draining && oldShown {
+		w.checkSteered(s, a)
+	}
+	if oldShown || !w.left.IsZero() {
+		return
+	}
+	w.left = time.Now()
+	if !slices.ContainsFunc(a, w.isNew) {
+		t.Fatalf("the old address left the status before the new one was in it: %v", a)
+	}
+	if w.drainEnd.IsZero() {
+		t.Fatalf("old address out of the status without the drain recorded: %s=%q", drainingAnn, s.Annotations[drainingAnn])
+	}
+	if w.announced && w.left.Before(w.drainEnd) {
+		t.Fatalf("the bare-metal address left the status %v before the drain's end %s", w.drainEnd.Sub(w.left), w.drainEnd.Format(time.RFC3339))
+	}
+}
+
+// checkSteered checks a Service whose bare-metal address drains: the new
+// addresses first, then the old; DNS pointed at the new ones only.
+func (w *moveWatch) checkSteered(s *corev1.Service, a []string) {
+	t := w.t
+	t.Helper()
+	if len(a) > 1 && (!w.isNew(a[0]) || !w.isOld(a[len(a)-1])) {
+		t.Fatalf("status during the drain %v, want the new address, then the draining one", a)
+	}
+	target := s.Annotations[dnsTargetAnn]
+	if target == "" || s.Annotations[dnsTargetGAAnn] != target || s.Annotations[dnsMarkAnn] != target {
+		t.Fatalf("external-dns targets during the drain %q, %q (mark %q), want the new addresses in both", target, s.Annotations[dnsTargetGAAnn], s.Annotations[dnsMarkAnn])
+	}
+	for _, v := range strings.Split(target, ",") {
+		if !w.isNew(v) {
+			t.Fatalf("external-dns target during the drain %q lists %q, not a new address", target, v)
+		}
+	}
+}
+
+// checkProbe checks the Service that asks for the draining bare-metal
+// address after a restart or failover: it never gets it before the
+// drain's end.
+func (w *moveWatch) checkProbe(ctx context.Context, e *env) {
+	if w.probe == "" {
+		return
+	}
+	p := e.service(ctx, w.probe)
+	if slices.Contains(addresses(p), w.oldAddr) && time.Now().Before(w.drainEnd) {
+		w.t.Fatalf("the draining address %s was handed to Service %s before the drain's end", w.oldAddr, w.probe)
+	}
+	if !w.probeRefused {
+		ok, _, _ := framework.EventSeen(e.cp.Client, "Service", ns, w.probe, corev1.EventTypeWarning, "LoadBalancerIPInUse")(ctx)
+		w.probeRefused = ok && time.Now().Before(w.drainEnd)
+	}
+}
+
 // runMove creates a Service in m.from with a 20 s drain, moves it to m.to
-// and polls every 100 ms: the status is never empty; the new address is in
-// the status when the old leaves it; the old load balancer is deleted only
-// after the old address left the status and after the drain's end recorded
-// on the Service; nothing is left in the old cloud; the events say each
-// step.
+// and polls every 100 ms (see moveWatch.check): the status is never empty;
+// the new address is in the status when the old leaves it; the old load
+// balancer is deleted only after the old address left the status and
+// after the drain's end recorded on the Service; a bare-metal address
+// stays in the status until the drain's end, external-dns steered to the
+// new address, and after a restart or failover a Service asking for it is
+// refused until then; nothing is left in the old cloud, nor any target
+// annotation; the events say each step.
 func runMove(t *testing.T, e *env, ccm *framework.CCM, name string, m move) {
 	ctx := e.ctx()
 	kinds := map[string]func(string) bool{"metal": isMetal, "aws": isNLB, "os": func(a string) bool { return !isMetal(a) && !isNLB(a) }}
-	isOld, isNew := kinds[m.from], kinds[m.to]
+	w := &moveWatch{t: t, m: m, isOld: kinds[m.from], isNew: kinds[m.to], announced: m.from == "metal"}
 	settle := settle
 	if m.to == "os" {
 		settle = 3 * settle // Octavia: create, ACTIVE, converge
@@ -196,8 +291,9 @@ func runMove(t *testing.T, e *env, ccm *framework.CCM, name string, m move) {
 	}
 	framework.Eventually(t, settle, "served by "+m.from, framework.ServiceMatches(e.cp.Client, ns, name, func(s *corev1.Service) (bool, string) {
 		a := addresses(s)
-		return len(a) == 1 && isOld(a[0]), fmt.Sprintf("status %v", a)
+		return len(a) == 1 && w.isOld(a[0]), fmt.Sprintf("status %v", a)
 	}))
+	w.oldAddr = addresses(e.service(ctx, name))[0]
 	framework.Eventually(t, settle, m.from+" holds it", func(context.Context) (bool, string, error) {
 		held, ok := e.oldHeld(ctx, ccm, name, m.from, nil, false)
 		return held && ok, "", nil
@@ -205,57 +301,50 @@ func runMove(t *testing.T, e *env, ccm *framework.CCM, name string, m move) {
 	e.edit(ctx, name, func(s *corev1.Service) { s.Annotations[backendAnn] = m.to })
 	moved := time.Now()
 
-	var left, deleted, drainEnd time.Time
+	var deleted time.Time
 	interrupted := m.during == nil
 	for deleted.IsZero() {
 		if time.Since(moved) > drainPeriod+2*settle {
 			t.Fatalf("the old load balancer was not deleted %v after the move", time.Since(moved))
 		}
-		s, err := e.cp.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := addresses(s)
-		if len(a) == 0 {
-			t.Fatal("the status was empty during the move")
-		}
-		oldShown := slices.ContainsFunc(a, isOld)
-		if !oldShown && left.IsZero() {
-			left = time.Now()
-			if !slices.ContainsFunc(a, isNew) {
-				t.Fatalf("the old address left the status before the new one was in it: %v", a)
-			}
-			end, err := time.Parse(time.RFC3339, strings.TrimPrefix(s.Annotations[drainingAnn], m.from+"="))
-			if err != nil {
-				t.Fatalf("old address out of the status without the drain recorded: %s=%q", drainingAnn, s.Annotations[drainingAnn])
-			}
-			drainEnd = end
-		}
-		if !left.IsZero() && !interrupted && time.Since(left) > drainPeriod/3 {
+		s := e.service(ctx, name)
+		w.check(s)
+		w.checkProbe(ctx, e)
+		if !interrupted && !w.drainEnd.IsZero() && time.Until(w.drainEnd) < drainPeriod*2/3 {
 			ccm = m.during(t)
 			interrupted = true
+			if w.announced {
+				w.probe = "probe-" + name
+				p := framework.NewLoadBalancerService(ns, w.probe, framework.WithAnnotation(backendAnn, "metal"),
+					framework.WithAnnotation("multicloud-ccm.io/load-balancer-ips", w.oldAddr))
+				if _, err := framework.CreateService(ctx, e.cp.Client, p); err != nil {
+					t.Fatal(err)
+				}
+			}
 			continue
 		}
 		if held, ok := e.oldHeld(ctx, ccm, name, m.from, s, m.during != nil); ok && !held {
-			if left.IsZero() {
-				t.Fatalf("the old load balancer was deleted while its address %v was in the status", a)
+			if w.left.IsZero() {
+				t.Fatalf("the old load balancer was deleted while its address %v was in the status", addresses(s))
 			}
 			deleted = time.Now()
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("old address left the status %v after the move; old load balancer deleted %v after that (drain %v, recorded end %s)",
-		left.Sub(moved).Round(time.Millisecond), deleted.Sub(left).Round(time.Millisecond), drainPeriod, drainEnd.Format(time.RFC3339))
+		w.left.Sub(moved).Round(time.Millisecond), deleted.Sub(w.left).Round(time.Millisecond), drainPeriod, w.drainEnd.Format(time.RFC3339))
 	// Polls may see the status late: the drain is checked against its
 	// recorded end and the edit, which came before it began.
-	if deleted.Before(drainEnd) || deleted.Sub(moved) < drainPeriod {
+	if deleted.Before(w.drainEnd) || deleted.Sub(moved) < drainPeriod {
 		t.Errorf("the old load balancer was deleted %v after the move (%v after its address was seen leaving the status), before the drain's end %s",
-			deleted.Sub(moved), deleted.Sub(left), drainEnd)
+			deleted.Sub(moved), deleted.Sub(w.left), w.drainEnd)
 	}
-	framework.Eventually(t, settle, "the record names only "+m.to+", no drain left", framework.ServiceMatches(e.cp.Client, ns, name, func(s *corev1.Service) (bool, string) {
+	framework.Eventually(t, settle, "the record names only "+m.to+", no drain, no target annotation left", framework.ServiceMatches(e.cp.Client, ns, name, func(s *corev1.Service) (bool, string) {
 		_, draining := s.Annotations[drainingAnn]
+		dns := s.Annotations[dnsTargetAnn] + s.Annotations[dnsTargetGAAnn] + s.Annotations[dnsMarkAnn]
 		a := addresses(s)
-		return s.Annotations[recordAnn] == m.to && !draining && len(a) == 1 && isNew(a[0]), fmt.Sprintf("record %q, draining %v, status %v", s.Annotations[recordAnn], draining, a)
+		return s.Annotations[recordAnn] == m.to && !draining && dns == "" && len(a) == 1 && w.isNew(a[0]),
+			fmt.Sprintf("record %q, draining %v, targets %q, status %v", s.Annotations[recordAnn], draining, dns, a)
 	}))
 	for _, reason := range []string{"LoadBalancerDraining", "LoadBalancerDrained"} {
 		framework.Eventually(t, settle, reason, framework.EventSeen(e.cp.Client, "Service", ns, name, corev1.EventTypeNormal, reason))
@@ -266,13 +355,37 @@ func runMove(t *testing.T, e *env, ccm *framework.CCM, name string, m move) {
 	if m.to == "os" && e.octavia() != 1 {
 		t.Errorf("%d Octavia load balancers after the move, want 1", e.octavia())
 	}
-	if err := e.cp.Client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
+	w.checkReleased(ctx, e, settle)
+	for _, n := range []string{name, w.probe} {
+		if n == "" {
+			continue
+		}
+		if err := e.cp.Client.CoreV1().Services(ns).Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, settle, n+" deleted", framework.ServiceGone(e.cp.Client, ns, n))
 	}
-	framework.Eventually(t, settle, "deleted", framework.ServiceGone(e.cp.Client, ns, name))
 	if n := e.nlbsOf(name); n != 0 {
 		t.Errorf("%d NLBs after the delete", n)
 	}
+}
+
+// checkReleased checks, after a restart or failover during a bare-metal
+// drain, that the Service asking for the draining address was refused it
+// while the drain lasted and gets it once it ended.
+func (w *moveWatch) checkReleased(ctx context.Context, e *env, settle time.Duration) {
+	if w.probe == "" {
+		return
+	}
+	t := w.t
+	if !w.probeRefused {
+		t.Errorf("Service %s asking for the draining address %s was not seen refused (LoadBalancerIPInUse) before the drain's end", w.probe, w.oldAddr)
+	}
+	e.edit(ctx, w.probe, func(s *corev1.Service) { s.Annotations["e2e-retry"] = "now" })
+	framework.Eventually(t, settle, w.probe+" given the released address", framework.ServiceMatches(e.cp.Client, ns, w.probe, func(s *corev1.Service) (bool, string) {
+		a := addresses(s)
+		return slices.Equal(a, []string{w.oldAddr}), fmt.Sprintf("status %v", a)
+	}))
 }
 
 // TestMoveDrains moves a Service from bare metal to AWS and back with a
