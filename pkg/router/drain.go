@@ -261,7 +261,10 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 	for _, n := range holding {
 		how := "its addresses left the status"
 		if slices.ContainsFunc(announced, func(h holder) bool { return h.b.Name == n }) {
-			how = "its addresses stay in the status (announced from it) until then; " + dns
+			how = "its addresses stay in the status (announced from it) until the drain ends"
+			if dns != "" {
+				how += "; " + dns
+			}
 		}
 		r.normal(ctx, svc, reasonDraining, fmt.Sprintf("Load balancer in backend %s is draining: %s; it keeps serving for %s more and is deleted at %s",
 			n, how, left, end.Format(time.RFC3339)))
