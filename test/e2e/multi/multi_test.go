@@ -184,11 +184,10 @@ type moveWatch struct {
 	// status (bare metal): its address stays in it until the drain's end.
 	announced bool
 	// oldAddr is the old backend's address before the move.
-	oldAddr            string
-	left, drainEnd     time.Time
-	probe              string
-	probeRefused       bool
-	probeCreatedBefore time.Time
+	oldAddr        string
+	left, drainEnd time.Time
+	probe          string
+	probeRefused   bool
 }
 
 // check checks one poll of the Service: the status is never empty; the
