@@ -305,3 +305,28 @@ func TestRestartDuringBareMetalDrain(t *testing.T) {
 	c2.edit(t, "probe", func(s *corev1.Service) { s.Annotations["retry"] = "now" })
 	eventually(t, "the released address handed to the Service asking for it", func() bool { return ingressIP(c2.service(t, "probe")) == ip })
 }
+
+// TestDeleteDuringBareMetalDrain: a Service deleted while its bare-metal
+// address drains is deleted from both backends at once, not at the
+// drain's end: the address is released (a Service requesting it gets it)
+// and nothing is left in the other backend.
+func TestDeleteDuringBareMetalDrain(t *testing.T) {
+	r, other := metalAndOther(t)
+	c := startCluster(t, r, newService("web", withLBBackend("metal"), withDrain("1h")))
+	runServiceController(t, c)
+	eventually(t, "a bare-metal address", func() bool { return strings.HasPrefix(ingressIP(c.service(t, "web")), "192.0.2.") })
+	ip := ingressIP(c.service(t, "web"))
+	c.edit(t, "web", func(s *corev1.Service) { s.Annotations[string(annotation.LoadBalancerBackend)] = "other" })
+	eventually(t, "metal draining, DNS steered", func() bool {
+		s := c.service(t, "web")
+		return ingressIPs(s) == otherIP+","+ip && dnsOf(s) == otherIP+"|"+otherIP+"|"+otherIP
+	})
+	web := c.service(t, "web")
+	c.markDeleted(t, "web")
+	eventually(t, "the Service gone", func() bool { return c.serviceGone(t, "web") })
+	if metalHolds(t, r, web) || other.holds(web) {
+		t.Errorf("left after the delete: metal %v, other %v", metalHolds(t, r, web), other.holds(web))
+	}
+	c.createService(t, newService("probe", withLBBackend("metal"), withRequestedIP(ip)))
+	eventually(t, "the released address handed to the Service asking for it", func() bool { return ingressIP(c.service(t, "probe")) == ip })
+}
