@@ -35,9 +35,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// Off is the qps or qpsWrite that turns a bucket off: its requests are
+// counted but never wait.
+const Off = -1
+
 // RateLimit is one API family's client-side budget: reads (qps, bucket)
 // and mutations (qpsWrite, bucketWrite). A zero field takes the backend's
-// default for that API; a negative qps or qpsWrite turns that bucket off.
+// default for that API; qps or qpsWrite -1 (Off) turns that bucket off.
 type RateLimit struct {
 	// QPS is the sustained rate of reads, requests a second.
 	QPS float64 `json:"qps,omitempty"`
@@ -68,14 +72,25 @@ func (l RateLimit) WithDefaults(def RateLimit) RateLimit {
 }
 
 // Validate checks the settings of one API (path is its place in the
-// config, for the error).
+// config, for the error): a rate is positive, 0 (the default) or -1 (off);
+// a bucket is positive or 0 (the default).
 func (l RateLimit) Validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if l.QPS > 0 && l.Bucket < 0 {
-		errs = append(errs, field.Invalid(path.Child("bucket"), l.Bucket, "must not be negative (0 takes the default)"))
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"qps", l.QPS}, {"qpsWrite", l.QPSWrite}} {
+		if r.v < 0 && r.v != Off || math.IsNaN(r.v) || math.IsInf(r.v, 0) {
+			errs = append(errs, field.Invalid(path.Child(r.name), r.v, "must be a positive rate (requests a second), 0 for the default, or -1 to turn the bucket off"))
+		}
 	}
-	if l.QPSWrite > 0 && l.BucketWrite < 0 {
-		errs = append(errs, field.Invalid(path.Child("bucketWrite"), l.BucketWrite, "must not be negative (0 takes the default)"))
+	for _, b := range []struct {
+		name string
+		v    int
+	}{{"bucket", l.Bucket}, {"bucketWrite", l.BucketWrite}} {
+		if b.v < 0 {
+			errs = append(errs, field.Invalid(path.Child(b.name), b.v, "must be a positive number of requests, or 0 for the default"))
+		}
 	}
 	return errs
 }
@@ -126,7 +141,8 @@ func NewBudget(backend string, limits, defaults map[string]RateLimit) *Budget {
 	return b
 }
 
-// limiter returns a token bucket, or nil (no limit) for a negative rate.
+// limiter returns a token bucket, or nil (no limit) for a negative rate
+// (Off).
 func limiter(qps float64, bucket int) *rate.Limiter {
 	if qps < 0 {
 		return nil

@@ -2,6 +2,7 @@ package cloudapi
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +57,27 @@ func TestValidateLimits(t *testing.T) {
 	}
 	if errs := ValidateLimits(map[string]RateLimit{"ec2": {QPS: 1, Bucket: -2}}, AWSDefaults, field.NewPath("aws", "rateLimits")); len(errs) != 1 {
 		t.Errorf("a negative bucket: %v", errs)
+	}
+	for _, tc := range []struct {
+		l    RateLimit
+		want []string
+	}{
+		{RateLimit{QPS: Off, QPSWrite: Off}, nil},
+		{RateLimit{QPS: 0.5, Bucket: 1, QPSWrite: 2, BucketWrite: 5}, nil},
+		{RateLimit{QPS: -2}, []string{"aws.rateLimits[ec2].qps: Invalid value: -2: must be a positive rate (requests a second), 0 for the default, or -1 to turn the bucket off"}},
+		{RateLimit{QPSWrite: -0.5, BucketWrite: -1}, []string{"aws.rateLimits[ec2].qpsWrite: Invalid value: -0.5", "aws.rateLimits[ec2].bucketWrite: Invalid value: -1: must be a positive number of requests, or 0 for the default"}},
+		{RateLimit{QPS: Off, Bucket: -1}, []string{"aws.rateLimits[ec2].bucket: Invalid value: -1"}},
+		{RateLimit{QPS: math.Inf(1)}, []string{"aws.rateLimits[ec2].qps: Invalid value: +Inf"}},
+	} {
+		errs := ValidateLimits(map[string]RateLimit{"ec2": tc.l}, AWSDefaults, field.NewPath("aws", "rateLimits"))
+		if len(errs) != len(tc.want) {
+			t.Errorf("%+v: errors %v, want %d", tc.l, errs, len(tc.want))
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errs.ToAggregate().Error(), w) {
+				t.Errorf("%+v: errors %v do not say %q", tc.l, errs, w)
+			}
+		}
 	}
 }

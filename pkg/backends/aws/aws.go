@@ -104,7 +104,7 @@ func newCloud(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI) *Cl
 // instance metadata service only when asked for, endpoint overrides, and a
 // retryer that backs off on throttling and 5xx answers.
 func newClients(ctx context.Context, name string, s *Settings) (EC2API, ELBAPI, error) {
-	budget := cloudapi.NewBudget(name, s.RateLimits, budgetDefaults(s.RateLimits))
+	budget := cloudapi.NewBudget(name, s.RateLimits, cloudapi.AWSDefaults)
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(s.Region),
 		awsconfig.WithAppID(appID),
@@ -147,20 +147,6 @@ func newClients(ctx context.Context, name string, s *Settings) (EC2API, ELBAPI, 
 		o.APIOptions = append(o.APIOptions, dryRunGuard("elasticloadbalancing"), cloudapi.AWSAPIOptions(budget))
 	})
 	return ec2c, elbc, nil
-}
-
-// budgetDefaults are the defaults of the APIs rateLimits lists (half of
-// AWS's documented buckets); the others are not limited, only counted.
-func budgetDefaults(limits map[string]cloudapi.RateLimit) map[string]cloudapi.RateLimit {
-	defaults := map[string]cloudapi.RateLimit{}
-	for api, def := range cloudapi.AWSDefaults {
-		if _, ok := limits[api]; ok {
-			defaults[api] = def
-		} else {
-			defaults[api] = cloudapi.RateLimit{QPS: -1, QPSWrite: -1}
-		}
-	}
-	return defaults
 }
 
 // httpClient is the SDK's buildable client (it honours AWS_CA_BUNDLE and

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -86,7 +87,7 @@ func TestBudgetKeepsRepairUnderAWSBuckets(t *testing.T) {
 
 	// The same pass without a budget: AWS throttles it (and with this
 	// test's 6 attempts 5 ms apart, Services fail).
-	unlimited := buildCloud(t, e.url, func(s *Settings) { s.RateLimits = nil })
+	unlimited := buildCloud(t, e.url, func(s *Settings) { s.RateLimits = budgetOff })
 	e.fake.SetRateLimits(buckets)
 	errs := repair(unlimited)
 	if e.fake.Throttled() == 0 {
@@ -106,6 +107,76 @@ func TestBudgetKeepsRepairUnderAWSBuckets(t *testing.T) {
 	if m := e.fake.MutatingCalls(); len(m) > 0 {
 		t.Errorf("re-ensuring converged NLBs made mutating calls %v", m)
 	}
+}
+
+// budgetOff turns both APIs' budgets off (rateLimits qps and qpsWrite -1).
+var budgetOff = map[string]cloudapi.RateLimit{
+	cloudapi.APIEC2:   {QPS: cloudapi.Off, QPSWrite: cloudapi.Off},
+	cloudapi.APIELBv2: {QPS: cloudapi.Off, QPSWrite: cloudapi.Off},
+}
+
+// noBudget turns the backend's API budget off, for tests whose calls are
+// about something else and many: the conformance suites (245 s and 214 s
+// under the default budget, 35 s and 3.5 s without), the 2,500-node
+// sweep (2,500 single DescribeInstances at the default 10 a second) and
+// the drift and repair-pass tests (newDriftEnv: 99 s for
+// TestDriftRepairedAndReported, 5 s without).
+func noBudget(s *Settings) { s.RateLimits = budgetOff }
+
+// TestBudgetOnByDefault: a backend whose section has no rateLimits paces
+// its reads at half of AWS's buckets: 30 DescribeLoadBalancers in a row
+// spend the default ELBv2 read bucket of 20 and wait for the rest at 5 a
+// second (about 2 s, counted in budget_wait_seconds_total{api=elbv2}),
+// and none fails. With qps and qpsWrite -1 the same burst never waits.
+func TestBudgetOnByDefault(t *testing.T) {
+	burst := func(c *Cloud) float64 {
+		before := metricSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "aws-1", "api": "elbv2"})
+		for i := range 30 {
+			if _, err := c.lb.elb.DescribeLoadBalancers(context.Background(), &elbv2.DescribeLoadBalancersInput{}); err != nil {
+				t.Fatalf("read %d: %v", i, err)
+			}
+		}
+		return metricSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "aws-1", "api": "elbv2"}) - before
+	}
+	e := newEnv(t)
+	if def := cloudapi.AWSDefaults[cloudapi.APIELBv2]; def.QPS != 5 || def.Bucket != 20 {
+		t.Fatalf("the ELBv2 default is %+v, want half of AWS's 40 tokens at 10 a second", def)
+	}
+	if waited := burst(e.cloud); waited < 1 {
+		t.Errorf("30 reads over the default bucket of 20 at 5 a second waited %.2fs in all, want about 2s", waited)
+	}
+	if waited := burst(buildCloud(t, e.url, func(s *Settings) { s.RateLimits = budgetOff })); waited != 0 {
+		t.Errorf("with the budget off the reads waited %.2fs", waited)
+	}
+}
+
+// metricSum adds up the series of a counter whose labels include labels.
+func metricSum(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue series
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
 
 func throttledCount(t *testing.T) float64 {

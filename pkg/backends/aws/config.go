@@ -53,11 +53,11 @@ type Settings struct {
 	InstanceCacheTTL *metav1.Duration `json:"instanceCacheTTL,omitempty"`
 	// Retry tunes retries of throttled and failed calls.
 	Retry RetrySettings `json:"retry,omitempty"`
-	// RateLimits are client-side API budgets, by API (ec2, elbv2): qps and
-	// bucket for reads, qpsWrite and bucketWrite for mutations. An API
-	// listed here is limited, its zero fields taking half of AWS's
-	// documented buckets (cloudapi.AWSDefaults); an API not listed is not
-	// limited (docs/aws.md, "API budget").
+	// RateLimits are the client-side API budgets, by API (ec2, elbv2): qps
+	// and bucket for reads, qpsWrite and bucketWrite for mutations. On by
+	// default: each field left out (or 0) takes half of AWS's documented
+	// bucket (cloudapi.AWSDefaults); qps or qpsWrite -1 turns that bucket
+	// off (docs/aws.md, "API budget").
 	RateLimits map[string]cloudapi.RateLimit `json:"rateLimits,omitempty"`
 }
 

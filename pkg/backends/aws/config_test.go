@@ -30,6 +30,11 @@ func TestParseSectionErrors(t *testing.T) {
 			[]string{"aws.region", "aws.vpc", "aws.subnets[0]", "aws.profile", "aws.assumeRole.roleARN", "aws.endpoints.ec2",
 				"aws.endpoints.elbv2", "aws.endpoints.sts", "aws.routes.routeTableID", "aws.instanceCacheTTL", "aws.retry.maxAttempts", "aws.retry.maxBackoff"}},
 		{"unknown field", `{"region": "eu-west-1", "vpc": "vpc-0a1", "subnet": "subnet-0a"}`, []string{"subnet"}},
+		{"bad rate limits", `{"region": "eu-west-1", "vpc": "vpc-0a1", "rateLimits": {"elb": {}, "ec2": {"qps": -2, "bucket": -1, "qpsWrite": -0.5, "bucketWrite": -3}}}`,
+			[]string{`aws.rateLimits[elb]: Unsupported value: "elb": supported values: "ec2", "elbv2"`,
+				"aws.rateLimits[ec2].qps: Invalid value: -2: must be a positive rate (requests a second), 0 for the default, or -1 to turn the bucket off",
+				"aws.rateLimits[ec2].bucket: Invalid value: -1", "aws.rateLimits[ec2].qpsWrite: Invalid value: -0.5", "aws.rateLimits[ec2].bucketWrite: Invalid value: -3"}},
+		{"rate limit of the wrong type", `{"region": "eu-west-1", "vpc": "vpc-0a1", "rateLimits": {"ec2": {"qps": "fast"}}}`, []string{"qps"}},
 		{"inline secret", `{"region": "eu-west-1", "vpc": "vpc-0a1", "credentials": {"accessKeyID": "AKID", "secretAccessKey": {"env": "S"}}}`,
 			[]string{"aws.credentials.accessKeyID"}},
 	} {

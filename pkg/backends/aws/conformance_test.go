@@ -61,7 +61,7 @@ func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 
 // conformanceFixture is the fixture and its fake.
 func conformanceFixture(t *testing.T) (*backendtest.Fixture, *env) {
-	e := newEnv(t, fastCache)
+	e := newEnv(t, fastCache, noBudget)
 	cfg := e.cloud.instances.cache.snaps.Config()
 	cfg.MissInterval = 50 * time.Millisecond
 	e.cloud.instances.cache.configure(cfg)

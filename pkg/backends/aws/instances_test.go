@@ -189,7 +189,7 @@ func TestInstanceSweepIsBatched(t *testing.T) {
 	const nodes, others = 2500, 3000
 	for _, lister := range []bool{true, false} {
 		t.Run(fmt.Sprintf("lister=%v", lister), func(t *testing.T) {
-			e := newEnv(t)
+			e := newEnv(t, noBudget)
 			var ns []*corev1.Node
 			for i := range nodes + others {
 				in := e.addInstance(i, func(in *awsfake.Instance) {

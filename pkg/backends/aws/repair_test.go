@@ -30,7 +30,10 @@ type driftEnv struct {
 
 func newDriftEnv(t *testing.T) *driftEnv {
 	t.Helper()
-	e := newEnv(t)
+	// Without the API budget: each drift and repair-pass case builds
+	// several NLBs anew (past the default ELBv2 buckets), and under the
+	// budget TestDriftRepairedAndReported alone took 99 s, not 5 s.
+	e := newEnv(t, noBudget)
 	d := &driftEnv{env: e, nodesSG: userSG(t, e, "nodes")}
 	for i := 1; i <= 2; i++ {
 		in := e.addInstance(i, func(in *awsfake.Instance) { in.SecurityGroups = []string{d.nodesSG} })
