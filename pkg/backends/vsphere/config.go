@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
@@ -50,6 +51,13 @@ type Settings struct {
 	RefreshInterval metav1.Duration `json:"refreshInterval,omitempty"`
 	// RequestTimeout bounds one inventory refresh of one vCenter (default 30s).
 	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+	// RateLimits is the client-side API budget of each vCenter session,
+	// under the one API vcenter (SOAP and the tagging service alike): qps
+	// and bucket for reads, qpsWrite and bucketWrite for the rest. On by
+	// default (cloudapi.VCenterDefaults); a field left out (or 0) takes
+	// the default, qps or qpsWrite -1 turns that bucket off
+	// (docs/vsphere.md, "API budget").
+	RateLimits map[string]cloudapi.RateLimit `json:"rateLimits,omitempty"`
 
 	// path names the section in error messages, e.g.
 	// backends[0].vsphere.
@@ -136,6 +144,7 @@ func (s *Settings) setDefaults() {
 func (s *Settings) validate(path *field.Path, dir string) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, s.validateVCenters(path.Child("vcenters"), dir)...)
+	errs = append(errs, cloudapi.ValidateLimits(s.RateLimits, cloudapi.VCenterDefaults, path.Child("rateLimits"))...)
 	if s.RefreshInterval.Duration < minRefreshInterval {
 		errs = append(errs, field.Invalid(path.Child("refreshInterval"), s.RefreshInterval.String(), "must be at least 1s, e.g. 1m"))
 	}

@@ -50,6 +50,18 @@ func TestParseSectionDefaults(t *testing.T) {
 	if len(s.Addresses.IPFamilies) != 1 || s.Addresses.IPFamilies[0] != FamilyIPv4 {
 		t.Errorf("ipFamilies %v, want [ipv4]", s.Addresses.IPFamilies)
 	}
+	if len(s.RateLimits) != 0 {
+		t.Errorf("rateLimits %v, want none (the budget's defaults apply)", s.RateLimits)
+	}
+	v, errs = parseSection(section(t, func(m map[string]any) {
+		m["rateLimits"] = map[string]any{"vcenter": map[string]any{"qps": -1, "qpsWrite": 50, "bucketWrite": 100}}
+	}), field.NewPath("vsphere"), "")
+	if len(errs) > 0 {
+		t.Fatalf("rateLimits off for reads: %v", errs.ToAggregate())
+	}
+	if got := v.(*Settings).RateLimits["vcenter"]; got.QPS != -1 || got.QPSWrite != 50 || got.BucketWrite != 100 {
+		t.Errorf("rateLimits[vcenter] = %+v", got)
+	}
 }
 
 func TestParseSectionErrors(t *testing.T) {
@@ -87,6 +99,11 @@ func TestParseSectionErrors(t *testing.T) {
 		{"bad family", func(m map[string]any) { m["addresses"] = map[string]any{"ipFamilies": []any{"ipv5"}} }, []string{"addresses.ipFamilies[0]", "Unsupported value"}},
 		{"short refresh", func(m map[string]any) { m["refreshInterval"] = "100ms" }, []string{"vsphere.refreshInterval", "at least 1s"}},
 		{"same categories", func(m map[string]any) { m["zoneCategory"], m["regionCategory"] = "k", "k" }, []string{"vsphere.regionCategory", "must differ"}},
+		{"rate limits of an unknown API", func(m map[string]any) { m["rateLimits"] = map[string]any{"soap": map[string]any{"qps": 5}} },
+			[]string{`vsphere.rateLimits[soap]: Unsupported value: "soap": supported values: "vcenter"`}},
+		{"bad rate limits", func(m map[string]any) {
+			m["rateLimits"] = map[string]any{"vcenter": map[string]any{"qps": -3, "bucket": -1, "qpsWrite": -2}}
+		}, []string{"vsphere.rateLimits[vcenter].qps: Invalid value: -3", "or -1 to turn the bucket off", "vsphere.rateLimits[vcenter].bucket: Invalid value: -1", "vsphere.rateLimits[vcenter].qpsWrite"}},
 		{"every problem at once", func(m map[string]any) {
 			vc0(m)["server"] = ""
 			m["addresses"] = map[string]any{"excludeSubnets": []any{"x"}}

@@ -301,6 +301,7 @@ type settingsJSON struct {
 	Addresses       map[string]any   `json:"addresses,omitempty"`
 	RefreshInterval string           `json:"refreshInterval,omitempty"`
 	RequestTimeout  string           `json:"requestTimeout,omitempty"`
+	RateLimits      map[string]any   `json:"rateLimits,omitempty"`
 }
 
 // credentialFiles writes a username and password file and returns the

@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	snapcache "github.com/multicloud-ccm/multicloud-ccm/internal/snapshot"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // Event reasons of user-fixable vCenter problems.
@@ -71,6 +72,9 @@ type vcenter struct {
 
 	// backend names the backend in metrics.
 	backend string
+	// budget is the session's API budget: it outlives re-logins, so a
+	// session re-established does not start with a full bucket.
+	budget *cloudapi.Budget
 }
 
 // connection is an authenticated session with the resolved datacenters.
@@ -178,7 +182,7 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 	if v.cfg.Thumbprint != "" {
 		sc.SetThumbprint(v.cfg.url.Host, v.cfg.Thumbprint)
 	}
-	vim, err := vim25.NewClient(ctx, sc)
+	vim, err := v.newClient(ctx, sc)
 	if err != nil {
 		return nil, v.connectError(err)
 	}
@@ -194,9 +198,28 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 	c := &connection{vim: vim, dcs: dcs}
 	if v.tags.enabled() {
 		c.rest = rest.NewClient(vim)
+		c.rest.Transport = &cloudapi.Transport{Next: c.rest.Transport, Budget: v.budget,
+			DefaultAPI: cloudapi.APIVCenter, Mutating: cloudapi.VAPIMutating, Action: cloudapi.VAPIAction}
 		c.tagErr = v.loginTags(ctx, c)
 	}
 	return c, nil
+}
+
+// newClient makes the session's vim25 client, every call of which (the
+// service content it reads first included) waits for the budget and is
+// counted in multicloud_ccm_cloud_api_calls_total.
+func (v *vcenter) newClient(ctx context.Context, sc *soap.Client) (*vim25.Client, error) {
+	rt := &cloudapi.SOAPRoundTripper{Next: sc, Budget: v.budget}
+	var vim *vim25.Client
+	err := rt.Call(ctx, "RetrieveServiceContent", false, func() (err error) {
+		vim, err = vim25.NewClient(ctx, sc)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	vim.RoundTripper = rt
+	return vim, nil
 }
 
 // connectError makes a certificate that fails verification a user error

@@ -33,6 +33,7 @@ import (
 
 	snapcache "github.com/multicloud-ccm/multicloud-ccm/internal/snapshot"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 const (
@@ -116,6 +117,7 @@ func newVCenter(backend string, s *Settings, i int, tr *tagReader) (*vcenter, er
 		record: serverRecord(cfg.url), dcRecords: dcRecords,
 		user: user, password: password,
 		timeout: s.RequestTimeout.Duration, tags: tr,
+		budget: cloudapi.NewBudget(backend, s.RateLimits, cloudapi.VCenterDefaults),
 	}
 	// Lookups say how fresh an inventory they need (notBefore); the TTL
 	// and miss interval are the refresh interval, which keepFresh keeps.
