@@ -129,9 +129,9 @@ func TestAdoptOCCMLoadBalancers(t *testing.T) {
 		e.apply(t, svc)
 	}
 	for _, svc := range []*corev1.Service{byID, byName} {
-		want := "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1,n2"
+		want := "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1,n2"
 		if svc == byID {
-			want += "\nUDP/53 conn=-1 t=50000/5000/50000/0 xff= pool=UDP:ROUND_ROBIN monitor=UDP-CONNECT:5/3/3/3 members=n1,n2"
+			want += "\nUDP/53 conn=-1 t=50000/5000/50000/0 xff= pool=UDP:ROUND_ROBIN monitor=UDP-CONNECT:5/3/1/3 members=n1,n2"
 		}
 		old := made[svc.Name]
 		lb := e.waitDetail(t, svc, want, func(st corev1.LoadBalancerStatus) error {
@@ -179,7 +179,7 @@ func TestAdoptOCCMFloatingIP(t *testing.T) {
 	svc.Annotations[string(AnnotationLoadBalancerID)] = old.ID
 	octaviaBefore, neutronBefore := len(e.octavia.Writes()), f.Mutates.Load()
 	e.apply(t, svc)
-	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(st corev1.LoadBalancerStatus) error {
+	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1", func(st corev1.LoadBalancerStatus) error {
 		if len(st.Ingress) != 1 || st.Ingress[0].IP != fip {
 			return fmt.Errorf("status %+v, want OCCM's floating IP %s", st, fip)
 		}

@@ -207,7 +207,7 @@ func TestServiceControllerClassAndFloatingSubnets(t *testing.T) {
 	}
 	addrs := map[string]string{}
 	for name, svc := range svcs {
-		e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(st corev1.LoadBalancerStatus) error {
+		e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1", func(st corev1.LoadBalancerStatus) error {
 			if len(st.Ingress) != 1 || !strings.HasPrefix(st.Ingress[0].IP, wantFIP[name].prefix) {
 				return fmt.Errorf("status %+v: want a floating IP from %s", st, wantFIP[name].prefix)
 			}

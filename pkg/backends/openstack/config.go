@@ -164,7 +164,8 @@ type LoadBalancerSettings struct {
 	MonitorDelaySeconds int `json:"monitorDelaySeconds,omitempty"`
 	// MonitorTimeoutSeconds is the health monitor timeout (default 3).
 	MonitorTimeoutSeconds int `json:"monitorTimeoutSeconds,omitempty"`
-	// MonitorMaxRetries is how many successes mark a member up (default 3).
+	// MonitorMaxRetries is how many successes mark a member up (default 1,
+	// cloud-provider-openstack's monitor-max-retries default).
 	MonitorMaxRetries int `json:"monitorMaxRetries,omitempty"`
 	// MonitorMaxRetriesDown is how many failures mark a member down
 	// (default 3).
@@ -255,7 +256,7 @@ func (l *LoadBalancerSettings) setDefaults() {
 		l.MonitorTimeoutSeconds = 3
 	}
 	if l.MonitorMaxRetries == 0 {
-		l.MonitorMaxRetries = 3
+		l.MonitorMaxRetries = 1
 	}
 	if l.MonitorMaxRetriesDown == 0 {
 		l.MonitorMaxRetriesDown = 3

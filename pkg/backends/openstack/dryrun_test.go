@@ -5,12 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/plan"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
 // TestDryRunAdoptsOCCMFloatingIP is `multicloud-ccm plan` on a Service
@@ -45,23 +52,11 @@ func TestDryRunAdoptsOCCMFloatingIP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dry-run EnsureLoadBalancer: %v", err)
 	}
-	// The adoption, and changes to parts that stay: OCCM's health monitor
-	// retries once (its monitor-max-retries default), the backend's
-	// default is 3, so the switch updates the monitor in place, and the
-	// plan must say so. Nothing is created, replaced or deleted.
-	got := intents()
-	if len(got) == 0 || got[0].Kind != backends.IntentAdopt {
-		t.Errorf("dry-run intents %+v, want the adoption first", got)
-	}
-	announced := map[string]bool{}
-	for _, in := range got[1:] {
-		if in.Kind != backends.IntentChange {
-			t.Errorf("dry-run intent %+v: an adoption in place creates, replaces or deletes nothing", in)
-		}
-		announced[in.What] = true
-	}
-	if len(got) > 1 && !announced["health monitor of listener TCP:80 updated"] {
-		t.Errorf("dry-run intents %+v: a change other than OCCM's health monitor", got)
+	// The adoption alone: the backend's defaults are OCCM's (one retry
+	// up, three down), so OCCM's listener, pool, members and monitor stay
+	// as they are.
+	if got := intents(); len(got) != 1 || got[0].Kind != backends.IntentAdopt {
+		t.Errorf("dry-run intents %+v, want the adoption alone", got)
 	}
 	if len(st.Ingress) != 1 || st.Ingress[0].IP != fip {
 		t.Errorf("dry-run status %+v, want OCCM's floating IP %s", st, fip)
@@ -73,17 +68,45 @@ func TestDryRunAdoptsOCCMFloatingIP(t *testing.T) {
 		t.Errorf("the dry run made %d Neutron calls changing something", n)
 	}
 
+	// The same through `multicloud-ccm plan`'s planner, over the cluster
+	// as OCCM left it (its floating IP in the status).
+	inCluster := svc.DeepCopy()
+	inCluster.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: fip}}
+	cluster := fake.NewClientset(nodes[0].DeepCopy(), inCluster)
+	rep, err := plan.Run(t.Context(), plan.Options{
+		Config:   &config.CloudConfig{ClusterID: e.cloud.lb.clusterID, LoadBalancer: config.LoadBalancer{DefaultBackend: "os"}},
+		Client:   cluster,
+		Backends: []router.Backend{{Name: "os", Type: "openstack", Scheme: "openstack", Cloud: e.cloud}},
+	})
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	// (The node, with no instance in this Nova-less stack, is refused:
+	// the load balancers are what this test plans.)
+	if s := rep.Summary; s.LBAdopted != 1 || s.LBCreated != 0 || s.LBReplaced != 0 || s.LBRefused != 0 || s.LBChanges != 0 {
+		t.Errorf("plan summary %q (%+v), want 1 adopted, 0 changes", s, rep.Services)
+	}
+	if w := e.octavia.Writes()[octaviaBefore:]; len(w) != 0 {
+		t.Errorf("the plan wrote to Octavia: %q", w)
+	}
+	if n := f.Mutates.Load() - neutronBefore; n != 0 {
+		t.Errorf("the plan made %d Neutron calls changing something", n)
+	}
+	for _, a := range cluster.Actions() {
+		if a.GetVerb() != "list" {
+			t.Errorf("the plan made a %s of %s in the cluster", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+
 	e.apply(t, svc)
-	e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(st corev1.LoadBalancerStatus) error {
+	e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1", func(st corev1.LoadBalancerStatus) error {
 		if len(st.Ingress) != 1 || st.Ingress[0].IP != fip {
 			return fmt.Errorf("status %+v, want OCCM's floating IP %s", st, fip)
 		}
 		return nil
 	})
-	for _, w := range e.octavia.Writes()[octaviaBefore:] {
-		if !strings.HasPrefix(w, "PUT ") {
-			t.Errorf("the switch made a call the plan did not announce: %s", w)
-		}
+	if w := e.octavia.Writes()[octaviaBefore:]; len(w) != 1 || !strings.HasPrefix(w[0], "PUT ") {
+		t.Errorf("the switch made %q, want the adoption's tag (one PUT) alone, as planned", w)
 	}
 }
 
@@ -106,5 +129,92 @@ func TestDryRunGuard(t *testing.T) {
 	}
 	if n := f.Mutates.Load() - before; n != 0 {
 		t.Errorf("Neutron saw %d changing calls", n)
+	}
+}
+
+// TestDryRunSharing is `multicloud-ccm plan` on OCCM's load-balancer
+// sharing, on the real Octavia: a Service about to join another's load
+// balancer (load-balancer-id) is planned as the join and its listener; once
+// joined and unchanged, as nothing; with its load-balancer-id removed, as
+// its listener removed, the load balancer left and one of its own created.
+// No plan writes to Octavia, and the shared load balancer is as before.
+func TestDryRunSharing(t *testing.T) {
+	nodes := []*corev1.Node{readyNode("n1", "10.27.3.1", nil)}
+	e := newSvcEnv(t, nil, nodes...)
+	owner := portService("owner", 80, 30080)
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, owner) })
+	e.apply(t, owner)
+	lb := e.waitDetail(t, owner, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1", func(corev1.LoadBalancerStatus) error { return nil })
+	sharer := portService("sharer", 8080, 30081, withAnnotation(AnnotationLoadBalancerID, lb.ID))
+	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, portService("sharer", 8080, 30081)) })
+
+	// The plans are made while the service controller is idle (its writes
+	// would be counted), except while waiting for it to converge.
+	tryPlan := func(svc *corev1.Service) ([]backends.Intent, error) {
+		ctx, intents := backends.WithDryRun(t.Context())
+		_, err := e.cloud.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
+		return intents(), err
+	}
+	planOf := func(svc *corev1.Service) []backends.Intent {
+		t.Helper()
+		// The load balancer is ACTIVE again once Octavia applied the
+		// service controller's last change.
+		testutil.Eventually(t, 120*time.Second, "a plan for "+svc.Name+" without an error", func() error {
+			_, err := tryPlan(svc)
+			return err
+		})
+		before := len(e.octavia.Writes())
+		got, err := tryPlan(svc)
+		if w := e.octavia.Writes()[before:]; len(w) != 0 {
+			t.Errorf("the dry run wrote to Octavia: %q", w)
+		}
+		if err != nil {
+			t.Fatalf("dry-run EnsureLoadBalancer of %s: %v", svc.Name, err)
+		}
+		return got
+	}
+	wantIntents := func(what string, got []backends.Intent, want ...string) {
+		t.Helper()
+		var whats []string
+		for _, in := range got {
+			whats = append(whats, string(in.Kind)+": "+in.What)
+		}
+		if !slices.Equal(whats, want) {
+			t.Errorf("%s: planned\n%q\nwant\n%q", what, whats, want)
+		}
+	}
+
+	wantIntents("joining", planOf(sharer),
+		": shared load balancer "+lb.ID+" joined by default/sharer",
+		": listener TCP:8080 created")
+
+	e.apply(t, sharer)
+	testutil.Eventually(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {
+		if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/80,TCP/8080" {
+			return fmt.Errorf("listeners %s (%w), want TCP/80,TCP/8080; warnings %q", got, err, e.warnings(t, "sharer"))
+		}
+		return nil
+	})
+	testutil.Eventually(t, 120*time.Second, "the sharer converged", func() error {
+		// Until the service controller's last change settles, the plan
+		// finds the load balancer PENDING_UPDATE (an error to retry).
+		if got, err := tryPlan(e.service(t, "sharer")); err != nil || len(got) != 0 {
+			return fmt.Errorf("planned %+v (%v) for the joined sharer, want nothing", got, err)
+		}
+		return nil
+	})
+	if got := planOf(e.service(t, "sharer")); len(got) != 0 {
+		t.Errorf("planned %+v for the joined, converged sharer, want nothing", got)
+	}
+
+	leaving := e.service(t, "sharer")
+	delete(leaving.Annotations, string(AnnotationLoadBalancerID))
+	wantIntents("leaving", planOf(leaving),
+		": listener TCP:8080 of default/sharer deleted with its pool",
+		": shared load balancer "+lb.ID+" left by default/sharer",
+		"create: load balancer "+e.cloud.lb.lbName(leaving)+" created",
+		": listener TCP:8080 created with its pool and 1 members and a health monitor")
+	if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/80,TCP/8080" {
+		t.Errorf("after the plans, listeners %s (%v), want TCP/80,TCP/8080", got, err)
 	}
 }

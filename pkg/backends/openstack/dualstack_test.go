@@ -170,7 +170,7 @@ func TestServiceControllerDualStack(t *testing.T) {
 	only4 := f.subnet(v4OnlyNet, name+"-only4", "10.9.0.0/24", gophercloud.IPv4)
 	e := newSvcEnv(t, func(s *Settings) { s.Endpoints.Network = os.Getenv("NEUTRON_ENDPOINT") },
 		dualNode("n1", "10.32.0.1", "fd00:32::1"), dualNode("n2", "10.32.0.2", "fd00:32::2"))
-	const want = "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1,n2"
+	const want = "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1,n2"
 	internalWith := func(ips string) serviceTweak {
 		return func(s *corev1.Service) {
 			s.Annotations[string(AnnotationInternal)] = "true"
@@ -368,7 +368,7 @@ func TestServiceControllerDualStackFloatingIP(t *testing.T) {
 	svc := newService("dualfip", withFamilies(v6v4...))
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, svc) })
 	e.apply(t, svc)
-	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(st corev1.LoadBalancerStatus) error {
+	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1", func(st corev1.LoadBalancerStatus) error {
 		if len(st.Ingress) != 1 || !strings.HasPrefix(st.Ingress[0].IP, "172.24.4.") {
 			return fmt.Errorf("status %v: want the floating IP alone", ingressIPs(st))
 		}

@@ -23,7 +23,7 @@ func TestServiceControllerInternalAndKeepFloatingIP(t *testing.T) {
 	f := NewFakeOpenStack(t)
 	f.AnyToken = true
 	e := newSvcEnv(t, func(s *Settings) { s.Endpoints.Network = f.NetworkURL() }, readyNode("n1", "10.30.0.1", nil))
-	const want = "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1"
+	const want = "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1"
 	ext := map[annotation.Name]string{AnnotationFloatingNetworkID: floatingNet}
 	svc := newService("fip")
 	svc.Annotations = annotations(ext)

@@ -227,10 +227,9 @@ func nextStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st *
 }
 
 // everyStep is the read-only mode's (backends.WithDryRun) view of
-// nextStep: the first change each wanted listener needs, then each unused
-// listener's removal and an orphan pool's, in nextStep's order. A listener
-// needing several changes is listed by its first; the real converge makes
-// the others after it.
+// nextStep: every change each wanted listener needs, then each unused
+// listener's removal and an orphan pool's, in the order converge makes
+// them one per call.
 func everyStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st *lbState, want []listenerSpec) []*step {
 	var out []*step
 	used := map[string]bool{}
@@ -244,9 +243,7 @@ func everyStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st 
 			out = append(out, createListenerStep(c, lb.ID, w))
 		default:
 			used[ls.ID] = true
-			if s := listenerStep(c, ls, st, w); s != nil {
-				out = append(out, s)
-			}
+			out = append(out, listenerSteps(c, ls, st, w)...)
 		}
 	}
 	for i := range st.listeners {
@@ -342,6 +339,17 @@ const reasonOctaviaRefused = "OctaviaRefusedAnnotation"
 
 // listenerStep converges one listener and its default pool.
 func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbState, w *listenerSpec) *step {
+	if steps := listenerSteps(c, ls, st, w); len(steps) > 0 {
+		return steps[0]
+	}
+	return nil
+}
+
+// listenerSteps returns every change the listener, its pool, members and
+// monitor need, in the order converge makes them. A pool to create or
+// replace ends the list: what it holds is made with it.
+func listenerSteps(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbState, w *listenerSpec) []*step {
+	var out []*step
 	name := listenerName(ls.Protocol, ls.ProtocolPort)
 	if u, fields := listenerUpdate(ls, w); u != nil {
 		s := &step{object: name, change: "updated (" + strings.Join(fields, ", ") + ")", do: func(ctx context.Context) error {
@@ -350,35 +358,43 @@ func listenerStep(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbSt
 		if u.DefaultTlsContainerRef != nil {
 			s.tlsRef = w.tlsRef
 		}
-		return s
+		out = append(out, s)
 	}
 	p := st.pools[ls.DefaultPoolID]
 	if p == nil {
-		return createPoolStep(c, ls, w)
+		return append(out, createPoolStep(c, ls, w))
 	}
 	if p.pool.ProvisioningStatus == lbError || p.pool.Protocol != w.poolProtocol {
 		// A failed change leaves the pool immutable in ERROR, and a pool's
 		// protocol (PROXY protocol) cannot change: replace it.
-		return &step{"pool " + p.pool.ID + " of " + name, "deleted to be replaced (" + p.pool.ProvisioningStatus + ", " + p.pool.Protocol + ")", func(ctx context.Context) error {
+		return append(out, &step{"pool " + p.pool.ID + " of " + name, "deleted to be replaced (" + p.pool.ProvisioningStatus + ", " + p.pool.Protocol + ")", func(ctx context.Context) error {
 			return ignoreNotFound(pools.Delete(ctx, c, p.pool.ID).ExtractErr())
-		}, "", ""}
+		}, "", ""})
 	}
 	if p.pool.LBMethod != w.method {
-		return &step{name + ":", "pool algorithm changed from " + p.pool.LBMethod + " to " + w.method, func(ctx context.Context) error {
+		out = append(out, &step{name + ":", "pool algorithm changed from " + p.pool.LBMethod + " to " + w.method, func(ctx context.Context) error {
 			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{LBMethod: pools.LBMethod(w.method)}).Err
-		}, string(AnnotationLBMethod), ""}
+		}, string(AnnotationLBMethod), ""})
 	}
 	if p.pool.Persistence.Type != w.persistence {
-		return &step{name + ":", "pool session persistence changed from " + orNone(p.pool.Persistence.Type) + " to " + orNone(w.persistence), func(ctx context.Context) error {
+		out = append(out, &step{name + ":", "pool session persistence changed from " + orNone(p.pool.Persistence.Type) + " to " + orNone(w.persistence), func(ctx context.Context) error {
 			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{Persistence: &pools.SessionPersistence{Type: w.persistence}}).Err
-		}, "spec.sessionAffinity", ""}
+		}, "spec.sessionAffinity", ""})
 	}
 	if !sameMembers(p.members, w.members) {
-		return &step{name + ":", memberChanges(p.members, w.members), func(ctx context.Context) error {
+		out = append(out, &step{name + ":", memberChanges(p.members, w.members), func(ctx context.Context) error {
 			return pools.BatchUpdateMembers(ctx, c, p.pool.ID, batchMembers(w.members)).ExtractErr()
-		}, string(AnnotationMemberSubnetID), ""}
+		}, string(AnnotationMemberSubnetID), ""})
 	}
-	return monitorStep(c, p, name, w.monitor)
+	if s := monitorStep(c, p, name, w.monitor); s != nil {
+		out = append(out, s)
+		if p.monitor != nil && w.monitor != nil && p.monitor.Type != w.monitor.typ {
+			// A monitor's type cannot change: the new one is created
+			// once the old is gone.
+			out = append(out, monitorStep(c, &poolState{pool: p.pool}, name, w.monitor))
+		}
+	}
+	return out
 }
 
 func createListenerStep(c *gophercloud.ServiceClient, lbID string, w *listenerSpec) *step {
@@ -460,11 +476,29 @@ func monitorStep(c *gophercloud.ServiceClient, p *poolState, listener string, wa
 			return monitors.Create(ctx, c, opts).Err
 		}, monitorCause, ""}
 	case have.Delay != want.delay || have.Timeout != want.timeout || have.MaxRetries != want.retries || have.MaxRetriesDown != want.retriesDown || (want.urlPath != "" && have.URLPath != want.urlPath):
-		return &step{object, "updated", func(ctx context.Context) error {
+		return &step{object, "updated (" + monitorChanges(have, want) + ")", func(ctx context.Context) error {
 			return monitors.Update(ctx, c, have.ID, monitors.UpdateOpts{Delay: want.delay, Timeout: want.timeout, MaxRetries: want.retries, MaxRetriesDown: want.retriesDown, URLPath: want.urlPath}).Err
 		}, monitorCause, ""}
 	}
 	return nil
+}
+
+// monitorChanges names a monitor's settings that differ from want's:
+// "max_retries 3 -> 1, delay 5 -> 10".
+func monitorChanges(have *monitors.Monitor, want *monitorSpec) string {
+	var out []string
+	for _, f := range []struct {
+		name       string
+		have, want int
+	}{{"delay", have.Delay, want.delay}, {"timeout", have.Timeout, want.timeout}, {"max_retries", have.MaxRetries, want.retries}, {"max_retries_down", have.MaxRetriesDown, want.retriesDown}} {
+		if f.have != f.want {
+			out = append(out, fmt.Sprintf("%s %d -> %d", f.name, f.have, f.want))
+		}
+	}
+	if want.urlPath != "" && have.URLPath != want.urlPath {
+		out = append(out, fmt.Sprintf("url_path %q -> %q", have.URLPath, want.urlPath))
+	}
+	return strings.Join(out, ", ")
 }
 
 // sameMembers compares members by address, port, monitor port and name.

@@ -80,7 +80,7 @@ func TestServiceControllerOCCMAnnotations(t *testing.T) {
 		{
 			name:   "all removed",
 			annos:  map[annotation.Name]string{},
-			want:   "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1,n2",
+			want:   "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1,n2",
 			status: statusIP(corev1.LoadBalancerIPModeVIP),
 		},
 	}
@@ -119,7 +119,7 @@ func TestServiceControllerBadOCCMAnnotation(t *testing.T) {
 	svc := newService("bad")
 	e.apply(t, svc)
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, newService("bad")) })
-	want := "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1"
+	want := "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1"
 	e.waitDetail(t, svc, want, statusIP(corev1.LoadBalancerIPModeVIP))
 	before := len(e.octavia.Writes())
 

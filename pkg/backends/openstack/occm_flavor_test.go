@@ -79,7 +79,7 @@ func TestServiceControllerFlavorAndZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	flavor, zone := makeFlavor(t, sc.loadBalancer), makeZone(t, sc.loadBalancer)
-	want := "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1"
+	want := "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1"
 
 	svc := newService("flavored", withAnnotation(AnnotationFlavorID, flavor), withAnnotation(AnnotationAvailabilityZone, zone))
 	e.apply(t, svc)

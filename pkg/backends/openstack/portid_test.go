@@ -52,7 +52,7 @@ func TestServiceControllerPortID(t *testing.T) {
 	svc := newService("vip-port", withAnnotation(AnnotationPortID, port.ID))
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, svc) })
 	e.apply(t, svc)
-	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", statusIPs(addr))
+	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1", statusIPs(addr))
 	if lb.VipPortID != port.ID || lb.VipAddress != addr || lb.VipSubnetID != subnet {
 		t.Errorf("VIP %s on port %s subnet %s, want %s on %s subnet %s", lb.VipAddress, lb.VipPortID, lb.VipSubnetID, addr, port.ID, subnet)
 	}
@@ -99,7 +99,7 @@ func TestServiceControllerDualStackNeutronVIPs(t *testing.T) {
 	svc := newService("dualvips", withFamilies(v6v4...))
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, svc) })
 	e.apply(t, svc)
-	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", func(st corev1.LoadBalancerStatus) error {
+	lb := e.waitDetail(t, svc, "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1", func(st corev1.LoadBalancerStatus) error {
 		if got := ingressIPs(st); len(got) != 2 || familyOf(got[0]) != corev1.IPv6Protocol || familyOf(got[1]) != corev1.IPv4Protocol {
 			return fmt.Errorf("status %v: want an IPv6 then an IPv4 address", got)
 		}

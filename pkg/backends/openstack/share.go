@@ -143,7 +143,11 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 		if err := l.leaveOtherShares(ctx, sc, clusterName, svc, lb.ID, o); err != nil {
 			return nil, err
 		}
-		return nil, l.retagShared(ctx, sc, svc, lb, append(slices.Clone(lb.Tags), l.sharedTag(svc)), "joined by")
+		if err := l.retagShared(ctx, sc, svc, lb, append(slices.Clone(lb.Tags), l.sharedTag(svc)), "joined by"); err != nil || !backends.DryRun(ctx) {
+			return nil, err
+		}
+		// A dry run goes on as if the Service had joined: its listeners
+		// are planned next.
 	}
 	for i := range want {
 		want[i].tags = []string{l.sharedTag(svc)}
@@ -161,7 +165,13 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 }
 
 // retagShared sets a shared load balancer's tags and asks to come back.
+//
+// Under a dry run it records the change and returns nil: the caller goes
+// on as if it were made.
 func (l *LoadBalancer) retagShared(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, tags []string, what string) error {
+	if dryRun(ctx, backends.IntentChange, "PUT load balancer tags", "shared load balancer "+lb.ID+" "+what+" "+svc.Namespace+"/"+svc.Name) {
+		return nil
+	}
 	l.mutating(lb.ID)
 	if _, err := loadbalancers.Update(ctx, sc.loadBalancer, lb.ID, loadbalancers.UpdateOpts{Tags: &tags}).Extract(); err != nil {
 		return fmt.Errorf("tagging shared load balancer %s: %w", lb.ID, err)
@@ -217,6 +227,9 @@ func (l *LoadBalancer) leaveAsOwner(ctx context.Context, sc *serviceClients, svc
 				if err := l.release(ctx, sc, svc, lb.ID, &f, true); err != nil {
 					return err
 				}
+				continue
+			}
+			if dryRun(ctx, backends.IntentChange, "PUT floating IP", "floating IP "+f.FloatingIP+" handed over to the load balancer's remaining Services") {
 				continue
 			}
 			l.mutating(lb.ID)
@@ -286,6 +299,14 @@ func (l *LoadBalancer) releaseSharedFIPs(ctx context.Context, sc *serviceClients
 	}
 	for _, f := range fips {
 		ours := f.Description == lb.Name || f.Description == sharedFIPDescription(lb.ID) || strings.HasPrefix(f.Description, "Floating IP for Kubernetes external service ")
+		if backends.DryRun(ctx) {
+			what := " disassociated"
+			if ours && !keep {
+				what = " released"
+			}
+			dryRun(ctx, backends.IntentChange, "PUT/DELETE floating IP", "floating IP "+f.FloatingIP+what)
+			continue
+		}
 		l.mutating(lb.ID)
 		if ours && !keep {
 			if err := ignoreNotFound(floatingips.Delete(ctx, sc.network, f.ID).ExtractErr()); err != nil {
@@ -316,6 +337,9 @@ func (l *LoadBalancer) leaveThen(ctx context.Context, sc *serviceClients, svc *c
 	for i := range st.listeners {
 		if ls := &st.listeners[i]; owns(ls) {
 			s := removeListenerStep(sc.loadBalancer, ls)
+			if dryRun(ctx, backends.IntentChange, "octavia", listenerName(ls.Protocol, ls.ProtocolPort)+" of "+svc.Namespace+"/"+svc.Name+" deleted with its pool") {
+				continue
+			}
 			l.mutating(lb.ID)
 			if err := s.do(ctx); err != nil {
 				return l.retry("shared load balancer %s: %s: %v", lb.ID, s.what(false), err)
@@ -334,6 +358,10 @@ func (l *LoadBalancer) leaveThen(ctx context.Context, sc *serviceClients, svc *c
 		err := l.retagShared(ctx, sc, svc, lb, left, "left by")
 		rest := *lb
 		rest.Tags = left
+		if backends.DryRun(ctx) && err == nil {
+			// A dry run goes on as if the tag were gone.
+			return l.deleteAbandoned(ctx, sc, svc, &rest, o)
+		}
 		if re := (*api.RetryError)(nil); errors.As(err, &re) && !l.abandoned(&rest) {
 			// Nothing of the Service is left, and the load balancer stays
 			// for the others: the delete is done (a retry would cost the
@@ -342,11 +370,20 @@ func (l *LoadBalancer) leaveThen(ctx context.Context, sc *serviceClients, svc *c
 		}
 		return err
 	}
+	return l.deleteAbandoned(ctx, sc, svc, lb, o)
+}
+
+// deleteAbandoned deletes a shared load balancer no Service uses any more
+// (abandoned), its floating IPs first; any other is left alone.
+func (l *LoadBalancer) deleteAbandoned(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions) error {
 	if !l.abandoned(lb) {
 		return nil
 	}
 	if err := l.releaseSharedFIPs(ctx, sc, svc, lb, o.keepFloatingIP); err != nil {
 		return err
+	}
+	if dryRun(ctx, backends.IntentDelete, "DELETE load balancer (cascade)", "shared load balancer "+lb.ID+" deleted with its last Service") {
+		return nil
 	}
 	return l.deleteOne(ctx, sc, svc, lb, o, "shared load balancer "+lb.ID+" deleted with its last Service")
 }

@@ -119,7 +119,7 @@ func TestServiceControllerTLS(t *testing.T) {
 	svc := newService("tls")
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, newService("tls")) })
 	e.apply(t, svc)
-	tcp := "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1"
+	tcp := "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1"
 	lb := e.waitDetail(t, svc, tcp, statusIP(corev1.LoadBalancerIPModeVIP))
 
 	before := len(e.octavia.Writes())

@@ -70,7 +70,7 @@ func TestServiceControllerVIPAndMemberSubnets(t *testing.T) {
 		e.apply(t, svc)
 	}
 	for name, tt := range byVIP {
-		lb := e.waitDetail(t, newService(name), "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/3/3 members=n1", statusIP(corev1.LoadBalancerIPModeVIP))
+		lb := e.waitDetail(t, newService(name), "TCP/80 conn=-1 t=50000/5000/50000/0 xff= pool=TCP:ROUND_ROBIN monitor=TCP:5/3/1/3 members=n1", statusIP(corev1.LoadBalancerIPModeVIP))
 		if !tt.check(lb.VipSubnetID, lb.VipNetworkID) {
 			t.Errorf("%s: VIP subnet %s network %s, want the annotation's", name, lb.VipSubnetID, lb.VipNetworkID)
 		}

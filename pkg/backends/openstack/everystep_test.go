@@ -1,0 +1,56 @@
+package openstack
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/listeners"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/monitors"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/pools"
+)
+
+// TestEveryStepListsEveryChange: a plan (the dry run's everyStep) lists
+// every change a listener needs (its connection limit, its pool's
+// algorithm, a member, its monitor's retries), in the order converge makes
+// them one per call, where converge itself (nextStep) starts with the
+// first; a monitor whose type changes is deleted, then created.
+func TestEveryStepListsEveryChange(t *testing.T) {
+	w := listenerSpec{
+		protocol: "TCP", poolProtocol: "TCP", port: 80, method: "ROUND_ROBIN", connLimit: -1,
+		members: []memberSpec{{name: "n1", address: "10.0.0.1", port: 30080}, {name: "n2", address: "10.0.0.2", port: 30080}},
+		monitor: &monitorSpec{typ: "TCP", delay: 5, timeout: 3, retries: 1, retriesDown: 3},
+	}
+	ls := listeners.Listener{ID: "l1", Protocol: "TCP", ProtocolPort: 80, DefaultPoolID: "p1", ConnLimit: 100}
+	st := &lbState{listeners: []listeners.Listener{ls}, pools: map[string]*poolState{"p1": {
+		pool:    pools.Pool{ID: "p1", Protocol: "TCP", LBMethod: "LEAST_CONNECTIONS"},
+		members: []pools.Member{{Name: "n1", Address: "10.0.0.1", ProtocolPort: 30080}},
+		monitor: &monitors.Monitor{ID: "m1", Type: "TCP", Delay: 5, Timeout: 3, MaxRetries: 3, MaxRetriesDown: 3},
+	}}}
+	lb := &loadbalancers.LoadBalancer{ID: "lb1"}
+	whats := func(steps []*step) []string {
+		var out []string
+		for _, s := range steps {
+			out = append(out, s.what(false))
+		}
+		return out
+	}
+	want := []string{
+		"listener TCP:80 updated (connection limit)",
+		"listener TCP:80: pool algorithm changed from LEAST_CONNECTIONS to ROUND_ROBIN",
+		"listener TCP:80: member 10.0.0.2:30080 added",
+		"health monitor of listener TCP:80 updated (max_retries 3 -> 1)",
+	}
+	if got := whats(everyStep(nil, lb, st, []listenerSpec{w})); !slices.Equal(got, want) {
+		t.Errorf("everyStep:\n%q\nwant\n%q", got, want)
+	}
+	if got := nextStep(nil, lb, st, []listenerSpec{w}); got == nil || got.what(false) != want[0] {
+		t.Errorf("nextStep %v, want the first change, %q", got, want[0])
+	}
+
+	st.pools["p1"].monitor.Type = "HTTP"
+	got := whats(everyStep(nil, lb, st, []listenerSpec{w}))
+	if want := []string{"health monitor of listener TCP:80 deleted (HTTP)", "health monitor of listener TCP:80 created"}; !slices.Equal(got[len(got)-2:], want) {
+		t.Errorf("everyStep with the monitor's type changed ends %q, want %q", got, want)
+	}
+}
