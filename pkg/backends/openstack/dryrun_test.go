@@ -199,7 +199,7 @@ func TestDryRunSharing(t *testing.T) {
 		// Until the service controller's last change settles, the plan
 		// finds the load balancer PENDING_UPDATE (an error to retry).
 		if got, err := tryPlan(e.service(t, "sharer")); err != nil || len(got) != 0 {
-			return fmt.Errorf("planned %+v (%v) for the joined sharer, want nothing", got, err)
+			return fmt.Errorf("planned %+v (%w) for the joined sharer, want nothing", got, err)
 		}
 		return nil
 	})
