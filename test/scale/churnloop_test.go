@@ -40,23 +40,6 @@ import (
 // bare metal's UpdateLoadBalancer ignores the nodes (its load balancers
 // target no node).
 
-// TestNodeInitialisationRetargetsNothingOnBareMetal gives one bare-metal
-// node its addresses, as the cloud node controller does when it
-// initialises a node, under 20 bare-metal Services the router ensured.
-// Bare metal's load balancers target no node: nothing is to be re-targeted.
-func TestNodeInitialisationRetargetsNothingOnBareMetal(t *testing.T) {
-	t.Skip("the fix (bare metal is backends.NodeIndependent) also takes away this test's flush (a marker re-synced through the stale-list path, which bare metal no longer takes); pkg/router TestNodeChangesSkipNodeIndependent checks the watcher's decision directly")
-	retargets := countLogged(t, "Re-targeted load balancer after a node address change", "marker")
-	const services = 20
-	h := newRouterHarness(t, services)
-
-	h.setAddresses(t, "node-0", "10.1.0.1")
-	h.flush(t)
-	if got := retargets.Load(); got != 0 {
-		t.Fatalf("one node's addresses written at its initialisation re-targeted %d bare-metal load balancers, want 0 (bare metal targets no node)", got)
-	}
-}
-
 // TestStaleListCheckIgnoresBareMetal hands a bare-metal load balancer's
 // update the node list a node sync took before node-1 was initialised
 // (during a churn, the next node's initialisation lands between a sync's
@@ -92,7 +75,6 @@ type routerHarness struct {
 	r       *router.Router
 	client  kubernetes.Interface
 	factory informers.SharedInformerFactory
-	marker  int
 }
 
 func newRouterHarness(t *testing.T, services int) *routerHarness {
@@ -179,49 +161,6 @@ func (h *routerHarness) waitService(t *testing.T, name string, ok func(*corev1.S
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("the informer never saw Service %s as wanted", name)
-}
-
-// setAddresses writes the node's addresses, as the cloud node controller
-// does right after initialising it.
-func (h *routerHarness) setAddresses(t *testing.T, node, ip string) {
-	t.Helper()
-	ctx := context.Background()
-	n, err := h.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
-	if _, err := h.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// flush waits until the router's re-sync queue has handled what the node
-// change queued: a marker Service, ensured and addressed after the change,
-// then updated with a stale node list (none), is re-targeted through the
-// same queue after the Services queued before it (with two workers, all
-// but at most one of those are done when the marker is).
-func (h *routerHarness) flush(t *testing.T) {
-	t.Helper()
-	h.marker++
-	name := fmt.Sprintf("marker-%d", h.marker)
-	ctx := context.Background()
-	h.ensure(ctx, t, name)
-	markerDone := countLogged(t, "Re-targeted load balancer after a node address change\x00"+name, "")
-	svc, err := h.factory.Core().V1().Services().Lister().Services(svcNS).Get(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.r.UpdateLoadBalancer(ctx, "scale", svc, nil); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for markerDone.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the marker Service %s was never re-synced", name)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // countLogged counts the log lines (klog, any verbosity up to 4) that
