@@ -50,7 +50,8 @@ const (
 // kept by an internal/snapshot cache: refreshed when older than the TTL,
 // concurrent refreshes merged, and for a backoff after a failure lookups
 // get its error instead of listing again. An instance the listing lacks is
-// asked for directly, and listed from then on.
+// asked for directly, together with the other misses of the moment
+// (misses), and listed from then on.
 type instanceCache struct {
 	ec2   EC2API
 	vpc   string
@@ -71,6 +72,8 @@ type instanceCache struct {
 	// the failure backoff, direct lookups get it instead of asking again.
 	failed   error
 	failedAt time.Time
+	// misses coalesces the lookups of instances the listing lacks.
+	misses *misses
 }
 
 // instanceIndex is one listing, indexed. Its maps grow when a direct
@@ -91,6 +94,7 @@ func newIndex() *instanceIndex {
 
 func newInstanceCache(backend string, c EC2API, vpc string, ttl time.Duration) *instanceCache {
 	ic := &instanceCache{ec2: c, vpc: vpc, now: time.Now, asked: map[string]time.Time{}, absent: map[string]bool{}}
+	ic.misses = newMisses(missWindow, ic.describeMisses)
 	ic.configure(snapcache.Config{
 		Backend:        backend,
 		TTL:            ttl,
@@ -114,7 +118,7 @@ func (c *instanceCache) setNodeIDs(ids func() []string) {
 }
 
 // byID returns the instance with the ID, or nil when AWS says there is
-// none: from the listing, else asked for directly.
+// none: from the listing, else asked for with the other misses (misses).
 func (c *instanceCache) byID(ctx context.Context, id string) (*ec2types.Instance, error) {
 	x, err := c.snaps.Get(ctx)
 	if err != nil {
@@ -126,7 +130,7 @@ func (c *instanceCache) byID(ctx context.Context, id string) (*ec2types.Instance
 		return in, nil
 	}
 	c.snaps.RecordLookup(false)
-	return c.describeOne(ctx, id)
+	return c.misses.get(ctx, id)
 }
 
 func (x *instanceIndex) get(m map[string]*ec2types.Instance, key string) *ec2types.Instance {
@@ -185,7 +189,7 @@ func (c *instanceCache) list(ctx context.Context) (*instanceIndex, error) {
 	x := newIndex()
 	for ids := range slices.Chunk(c.wanted(), idBatch) {
 		out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
-		if isNotFound(err) || errorCode(err) == "InvalidInstanceID.Malformed" {
+		if isNotFound(err) || isMalformed(err) {
 			err = c.listFiltered(ctx, ids, x)
 		} else if err == nil {
 			x.add(out.Reservations)
@@ -313,7 +317,8 @@ func (c *instanceCache) direct(call func() error) error {
 		return failed
 	}
 	err := call()
-	if err != nil && isNotFound(err) {
+	if err != nil && (isNotFound(err) || isMalformed(err)) {
+		// An answer about the IDs asked for, not about EC2's health.
 		return err
 	}
 	c.mu.Lock()
