@@ -199,7 +199,7 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 	if v.tags.enabled() {
 		c.rest = rest.NewClient(vim)
 		c.rest.Transport = &cloudapi.Transport{Next: c.rest.Transport, Budget: v.budget,
-			DefaultAPI: cloudapi.APIVCenter, Mutating: cloudapi.VAPIMutating, Action: cloudapi.VAPIAction}
+			DefaultAPI: cloudapi.APIVCenter, Mutating: vapiMutating, Action: vapiActionName}
 		c.tagErr = v.loginTags(ctx, c)
 	}
 	return c, nil
@@ -209,7 +209,7 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 // service content it reads first included) waits for the budget and is
 // counted in multicloud_ccm_cloud_api_calls_total.
 func (v *vcenter) newClient(ctx context.Context, sc *soap.Client) (*vim25.Client, error) {
-	rt := &cloudapi.SOAPRoundTripper{Next: sc, Budget: v.budget}
+	rt := &soapBudget{Next: sc, Budget: v.budget}
 	var vim *vim25.Client
 	err := rt.Call(ctx, "RetrieveServiceContent", false, func() (err error) {
 		vim, err = vim25.NewClient(ctx, sc)

@@ -1,4 +1,4 @@
-package cloudapi
+package vsphere
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // TestSOAPNames: a govmomi request is named by its method; reads, view
@@ -28,11 +30,11 @@ func TestSOAPNames(t *testing.T) {
 		{&methods.LoginBody{}, "Login", true},
 		{&methods.PowerOffVM_TaskBody{}, "PowerOffVM_Task", true},
 	} {
-		if got := SOAPAction(tc.req); got != tc.action {
-			t.Errorf("SOAPAction(%T) = %q, want %q", tc.req, got, tc.action)
+		if got := soapAction(tc.req); got != tc.action {
+			t.Errorf("soapAction(%T) = %q, want %q", tc.req, got, tc.action)
 		}
-		if got := SOAPMutating(tc.action); got != tc.write {
-			t.Errorf("SOAPMutating(%q) = %v, want %v", tc.action, got, tc.write)
+		if got := soapMutating(tc.action); got != tc.write {
+			t.Errorf("soapMutating(%q) = %v, want %v", tc.action, got, tc.write)
 		}
 	}
 }
@@ -53,11 +55,11 @@ func TestVAPINames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := VAPIAction(r); got != tc.action {
-			t.Errorf("VAPIAction(%s %s) = %q, want %q", tc.method, tc.url, got, tc.action)
+		if got := vapiActionName(r); got != tc.action {
+			t.Errorf("vapiActionName(%s %s) = %q, want %q", tc.method, tc.url, got, tc.action)
 		}
-		if got := VAPIMutating(r); got != tc.write {
-			t.Errorf("VAPIMutating(%s %s) = %v, want %v", tc.method, tc.url, got, tc.write)
+		if got := vapiMutating(r); got != tc.write {
+			t.Errorf("vapiMutating(%s %s) = %v, want %v", tc.method, tc.url, got, tc.write)
 		}
 	}
 }
@@ -72,20 +74,20 @@ type statusErr string
 
 func (s statusErr) Error() string { return string(s) }
 
-// TestSOAPRoundTripper: each call waits for its bucket and is counted by
+// TestSOAPBudget: each call waits for its bucket and is counted by
 // method and outcome; govmomi's error for a 503 answer is throttled.
-func TestSOAPRoundTripper(t *testing.T) {
+func TestSOAPBudget(t *testing.T) {
 	var answer error
-	rt := &SOAPRoundTripper{
+	rt := &soapBudget{
 		Next:   soapFunc(func(context.Context, soap.HasFault, soap.HasFault) error { return answer }),
-		Budget: NewBudget("vc-test", nil, map[string]RateLimit{APIVCenter: {QPS: 0.001, Bucket: 1, QPSWrite: 0.001, BucketWrite: 1}}),
+		Budget: cloudapi.NewBudget("vc-test", nil, map[string]cloudapi.RateLimit{cloudapi.APIVCenter: {QPS: 0.001, Bucket: 1, QPSWrite: 0.001, BucketWrite: 1}}),
 	}
-	ok := map[string]string{"backend": "vc-test", "api": APIVCenter, "action": "RetrievePropertiesEx", "outcome": OutcomeSuccess}
-	before := counter(t, "multicloud_ccm_cloud_api_calls_total", ok)
+	ok := map[string]string{"backend": "vc-test", "api": cloudapi.APIVCenter, "action": "RetrievePropertiesEx", "outcome": cloudapi.OutcomeSuccess}
+	before := counterSum(t, "multicloud_ccm_cloud_api_calls_total", ok)
 	if err := rt.RoundTrip(context.Background(), &methods.RetrievePropertiesExBody{}, &methods.RetrievePropertiesExBody{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", ok) - before; got != 1 {
+	if got := counterSum(t, "multicloud_ccm_cloud_api_calls_total", ok) - before; got != 1 {
 		t.Errorf("calls_total{RetrievePropertiesEx,success} grew by %v, want 1", got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -94,12 +96,12 @@ func TestSOAPRoundTripper(t *testing.T) {
 		t.Error("a second read went through a spent bucket of 1")
 	}
 	answer = &url.Error{Op: "POST", URL: "/sdk", Err: statusErr("503 Service Unavailable")}
-	throttled := map[string]string{"backend": "vc-test", "api": APIVCenter}
-	tb := counter(t, "multicloud_ccm_cloud_api_throttled_total", throttled)
+	throttled := map[string]string{"backend": "vc-test", "api": cloudapi.APIVCenter}
+	tb := counterSum(t, "multicloud_ccm_cloud_api_throttled_total", throttled)
 	if err := rt.RoundTrip(context.Background(), &methods.LoginBody{}, &methods.LoginBody{}); !errors.Is(err, answer) {
 		t.Fatalf("the 503 = %v, want it returned as it came", err)
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_throttled_total", throttled) - tb; got != 1 {
+	if got := counterSum(t, "multicloud_ccm_cloud_api_throttled_total", throttled) - tb; got != 1 {
 		t.Errorf("throttled_total grew by %v, want 1", got)
 	}
 }
