@@ -176,7 +176,7 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 		if len(next.names) == 0 {
 			setAnnotation(changes, cur, annotation.LoadBalancerServedBy, "")
 			setAnnotation(changes, cur, annotation.LoadBalancerID, "")
-			r.writtenBack(changes, cur, nil, nil)
+			r.writtenBack(changes, nil, cur, nil, nil)
 		}
 		drains := parseDraining(cur)
 		for n := range drains {
@@ -204,11 +204,11 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []
 	if r.client == nil {
 		return nil
 	}
-	if deferServed(ctx, r.servedChanges(svc, targets, answers)) {
+	if deferServed(ctx, r.servedChanges(svc, svc, targets, answers)) {
 		return nil
 	}
 	err := r.patchAnnotations(ctx, svc, true, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
-		changes := r.servedChanges(cur, targets, answers)
+		changes := r.servedChanges(svc, cur, targets, answers)
 		return changes, func() {
 			if v, ok := changes[annotation.LoadBalancerDraining]; ok {
 				r.st.setDrains(svc.UID, parseDrainingValue(ptr.Deref(v, "")))
@@ -227,11 +227,21 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []
 // reported, and the removal of those the Service's previous serving
 // backends wrote when no serving backend is of their type (bs nil: no
 // backend serves the Service any more).
-func (r *Router) writtenBack(changes map[annotation.Name]*string, cur *corev1.Service, bs []*backend, answers []ensured) {
+//
+// seen is the Service the backends were handed: an annotation whose value
+// in cur differs from seen's was edited while they ran (a user removing
+// OCCM's load-balancer-id to leave a shared load balancer), so it is left
+// as the edit made it; writing back what the backends answered to the old
+// value would undo the edit, and the sync the edit queued answers the new
+// one.
+func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *corev1.Service, bs []*backend, answers []ensured) {
 	types := map[string]bool{}
 	for i, b := range bs {
 		types[b.Type] = true
 		for _, key := range backends.ServiceAnnotationsOf(b.Type) {
+			if seen != nil && seen.Annotations[key] != cur.Annotations[key] {
+				continue
+			}
 			setAnnotation(changes, cur, annotation.Name(key), answers[i].reported[key])
 		}
 	}

@@ -165,7 +165,9 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 // record; external-dns's target annotation follows the serving addresses
 // while a load balancer announced from the status drains, and the
 // router's goes once none does (see dnsChanges).
-func (r *Router) servedChanges(cur *corev1.Service, targets []*backend, answers []ensured) map[annotation.Name]*string {
+//
+// seen is the Service the backends were handed (see writtenBack).
+func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend, answers []ensured) map[annotation.Name]*string {
 	changes := map[annotation.Name]*string{}
 	setAnnotation(changes, cur, annotation.LoadBalancerServedBy, strings.Join(namesInOrder(targets), ","))
 	id := ""
@@ -181,7 +183,7 @@ func (r *Router) servedChanges(cur *corev1.Service, targets []*backend, answers 
 		id = strings.Join(pairs, ",")
 	}
 	setAnnotation(changes, cur, annotation.LoadBalancerID, id)
-	r.writtenBack(changes, cur, targets, answers)
+	r.writtenBack(changes, seen, cur, targets, answers)
 	d := parseDraining(cur)
 	if d.hasAny(targets) {
 		d = d.without(namesInOrder(targets)...)

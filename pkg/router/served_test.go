@@ -225,3 +225,73 @@ func TestServiceControllerWrittenBackAnnotations(t *testing.T) {
 		return by == "metal" && !has
 	})
 }
+
+// echoCloud is a backend type that writes back the annotation it was
+// handed, as OCCM's loadbalancer.openstack.org/load-balancer-id; during
+// runs while its EnsureLoadBalancer is under way.
+type echoCloud struct {
+	*lbCloud
+	during func()
+}
+
+func (c *echoCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+
+func (c *echoCloud) EnsureLoadBalancer(ctx context.Context, cluster string, s *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	st, err := c.lbCloud.EnsureLoadBalancer(ctx, cluster, s, nodes)
+	if v := s.Annotations[writeBackKey]; v != "" {
+		backends.ReportServiceAnnotation(ctx, writeBackKey, v)
+	}
+	if c.during != nil {
+		c.during()
+	}
+	return st, err
+}
+
+// TestWrittenBackAnnotationEditedDuringEnsure: a user removes a
+// written-back annotation (OCCM's load-balancer-id, to leave a shared load
+// balancer) while an Ensure handed the old value is under way; the router
+// must not write the old value back when that Ensure ends (it did: the
+// Service then stayed on the shared load balancer, and the removal was
+// lost). The value it reports for an unedited annotation is still written.
+func TestWrittenBackAnnotationEditedDuringEnsure(t *testing.T) {
+	backends.RegisterServiceAnnotations(writeBackType, writeBackKey)
+	cloud := &echoCloud{lbCloud: newLBCloud("other", "198.51.100.7")}
+	r := metalRouter(t, "error", Backend{Name: "other", Type: writeBackType, Scheme: "aws", Cloud: cloud})
+	svc := newService("shop", withLBBackend("other"))
+	svc.Annotations[writeBackKey] = "lb-1"
+	c := startCluster(t, r, svc)
+	ctx := context.Background()
+
+	cloud.during = func() {
+		s := c.service(t, "shop")
+		delete(s.Annotations, writeBackKey)
+		if _, err := c.client.CoreV1().Services("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := r.EnsureLoadBalancer(ctx, "kubernetes", c.service(t, "shop"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := c.service(t, "shop").Annotations[writeBackKey]; ok {
+		t.Errorf("%s = %q after the user removed it during the Ensure, want it absent", writeBackKey, v)
+	}
+
+	cloud.during = func() {
+		s := c.service(t, "shop")
+		s.Annotations["unrelated"] = "edit"
+		if _, err := c.client.CoreV1().Services("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	s := c.service(t, "shop")
+	s.Annotations[writeBackKey] = "lb-2"
+	if _, err := c.client.CoreV1().Services("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.EnsureLoadBalancer(ctx, "kubernetes", c.service(t, "shop"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.service(t, "shop").Annotations[writeBackKey]; v != "lb-2" {
+		t.Errorf("%s = %q, want lb-2 (unedited during the Ensure)", writeBackKey, v)
+	}
+}
