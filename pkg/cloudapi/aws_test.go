@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/smithy-go/middleware"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 func elbClient(url string, b *Budget) *elbv2.Client {
@@ -27,34 +27,6 @@ func elbClient(url string, b *Budget) *elbv2.Client {
 		}),
 		APIOptions: []func(*middleware.Stack) error{AWSAPIOptions(b)},
 	})
-}
-
-func counter(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }
 
 // TestAWSBudgetStaysUnderAWSBuckets: 80 concurrent DescribeLoadBalancers
@@ -92,28 +64,28 @@ func TestAWSBudgetStaysUnderAWSBuckets(t *testing.T) {
 
 	// The counters are the process's: compare what each run added.
 	pacedOK := map[string]string{"backend": "paced", "api": "elbv2", "action": "DescribeLoadBalancers", "outcome": "success"}
-	before := counter(t, "multicloud_ccm_cloud_api_calls_total", pacedOK)
+	before := testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", pacedOK)
 	run("paced", RateLimit{QPS: 15, Bucket: 5})
 	if n := fake.Throttled(); n != 0 {
 		t.Errorf("with the budget, AWS throttled %d requests, want 0", n)
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", pacedOK) - before; got != 80 {
+	if got := testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", pacedOK) - before; got != 80 {
 		t.Errorf("calls_total{success} grew by %v, want 80", got)
 	}
 
 	unpacedThrottled := map[string]string{"backend": "unpaced", "api": "elbv2"}
 	unpacedOK := map[string]string{"backend": "unpaced", "outcome": "success"}
-	throttledBefore := counter(t, "multicloud_ccm_cloud_api_throttled_total", unpacedThrottled)
-	okBefore := counter(t, "multicloud_ccm_cloud_api_calls_total", unpacedOK)
+	throttledBefore := testutil.CounterSum(t, "multicloud_ccm_cloud_api_throttled_total", unpacedThrottled)
+	okBefore := testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", unpacedOK)
 	run("unpaced", RateLimit{QPS: -1})
 	n := fake.Throttled()
 	if n == 0 {
 		t.Fatal("without the budget AWS throttled nothing: the test proves nothing")
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_throttled_total", unpacedThrottled) - throttledBefore; got != float64(n) {
+	if got := testutil.CounterSum(t, "multicloud_ccm_cloud_api_throttled_total", unpacedThrottled) - throttledBefore; got != float64(n) {
 		t.Errorf("throttled_total grew by %v, want the %d AWS refused", got, n)
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", unpacedOK) - okBefore; got != 80 {
+	if got := testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", unpacedOK) - okBefore; got != 80 {
 		t.Errorf("calls_total{success} grew by %v, want 80 (each call succeeded once)", got)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // throttlingServer answers 429 (or 503 with Retry-After when retryAfter503)
@@ -61,7 +63,7 @@ func TestTransportRetriesThrottling(t *testing.T) {
 	var waits []time.Duration
 	c := &http.Client{Transport: newTransport(hs.URL, &waits)}
 	throttledPOST := map[string]string{"backend": "os-1", "api": "load-balancer", "action": "POST", "outcome": "throttled"}
-	before := counter(t, "multicloud_ccm_cloud_api_calls_total", throttledPOST)
+	before := testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", throttledPOST)
 
 	resp, err := c.Post(hs.URL+"/v2/lbaas/loadbalancers", "application/json", strings.NewReader(`{"loadbalancer":{}}`))
 	if err != nil {
@@ -74,7 +76,7 @@ func TestTransportRetriesThrottling(t *testing.T) {
 	if len(waits) != 2 || waits[0] != 3*time.Second {
 		t.Errorf("waits = %v, want two of Retry-After's 3s", waits)
 	}
-	if got := counter(t, "multicloud_ccm_cloud_api_calls_total", throttledPOST) - before; got != 2 {
+	if got := testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", throttledPOST) - before; got != 2 {
 		t.Errorf("calls_total{throttled} grew by %v, want 2", got)
 	}
 
@@ -111,13 +113,13 @@ func TestTransportRetriesThrottling(t *testing.T) {
 	}
 
 	// Outside every endpoint (Keystone): no budget, not counted.
-	before = counter(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "os-1"})
+	before = testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "os-1"})
 	resp, err = c.Get(hs.URL + "/identity/v3")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if after := counter(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "os-1"}); after != before {
+	if after := testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", map[string]string{"backend": "os-1"}); after != before {
 		t.Errorf("a request under no endpoint was counted (%v -> %v)", before, after)
 	}
 }

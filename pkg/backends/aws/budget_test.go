@@ -8,7 +8,6 @@ import (
 
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
@@ -130,13 +129,13 @@ func noBudget(s *Settings) { s.RateLimits = budgetOff }
 // and none fails. With qps and qpsWrite -1 the same burst never waits.
 func TestBudgetOnByDefault(t *testing.T) {
 	burst := func(c *Cloud) float64 {
-		before := metricSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "aws-1", "api": "elbv2"})
+		before := testutil.CounterSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "aws-1", "api": "elbv2"})
 		for i := range 30 {
 			if _, err := c.lb.elb.DescribeLoadBalancers(context.Background(), &elbv2.DescribeLoadBalancersInput{}); err != nil {
 				t.Fatalf("read %d: %v", i, err)
 			}
 		}
-		return metricSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "aws-1", "api": "elbv2"}) - before
+		return testutil.CounterSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "aws-1", "api": "elbv2"}) - before
 	}
 	e := newEnv(t)
 	if def := cloudapi.AWSDefaults[cloudapi.APIELBv2]; def.QPS != 5 || def.Bucket != 20 {
@@ -150,48 +149,7 @@ func TestBudgetOnByDefault(t *testing.T) {
 	}
 }
 
-// metricSum adds up the series of a counter whose labels include labels.
-func metricSum(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
 func throttledCount(t *testing.T) float64 {
 	t.Helper()
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == "multicloud_ccm_cloud_api_throttled_total" {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+	return testutil.CounterSum(t, "multicloud_ccm_cloud_api_throttled_total", nil)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
@@ -83,11 +84,11 @@ func TestSOAPBudget(t *testing.T) {
 		Budget: cloudapi.NewBudget("vc-test", nil, map[string]cloudapi.RateLimit{cloudapi.APIVCenter: {QPS: 0.001, Bucket: 1, QPSWrite: 0.001, BucketWrite: 1}}),
 	}
 	ok := map[string]string{"backend": "vc-test", "api": cloudapi.APIVCenter, "action": "RetrievePropertiesEx", "outcome": cloudapi.OutcomeSuccess}
-	before := counterSum(t, "multicloud_ccm_cloud_api_calls_total", ok)
+	before := testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", ok)
 	if err := rt.RoundTrip(context.Background(), &methods.RetrievePropertiesExBody{}, &methods.RetrievePropertiesExBody{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := counterSum(t, "multicloud_ccm_cloud_api_calls_total", ok) - before; got != 1 {
+	if got := testutil.CounterSum(t, "multicloud_ccm_cloud_api_calls_total", ok) - before; got != 1 {
 		t.Errorf("calls_total{RetrievePropertiesEx,success} grew by %v, want 1", got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -97,11 +98,11 @@ func TestSOAPBudget(t *testing.T) {
 	}
 	answer = &url.Error{Op: "POST", URL: "/sdk", Err: statusErr("503 Service Unavailable")}
 	throttled := map[string]string{"backend": "vc-test", "api": cloudapi.APIVCenter}
-	tb := counterSum(t, "multicloud_ccm_cloud_api_throttled_total", throttled)
+	tb := testutil.CounterSum(t, "multicloud_ccm_cloud_api_throttled_total", throttled)
 	if err := rt.RoundTrip(context.Background(), &methods.LoginBody{}, &methods.LoginBody{}); !errors.Is(err, answer) {
 		t.Fatalf("the 503 = %v, want it returned as it came", err)
 	}
-	if got := counterSum(t, "multicloud_ccm_cloud_api_throttled_total", throttled) - tb; got != 1 {
+	if got := testutil.CounterSum(t, "multicloud_ccm_cloud_api_throttled_total", throttled) - tb; got != 1 {
 		t.Errorf("throttled_total grew by %v, want 1", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
@@ -41,7 +42,7 @@ func apiCalls(t testing.TB, outcome string, keep func(action string) bool) float
 func action(name string) func(string) bool { return func(a string) bool { return a == name } }
 
 func budgetWaited(t testing.TB) float64 {
-	return counterSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "onprem", "api": cloudapi.APIVCenter})
+	return testutil.CounterSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "onprem", "api": cloudapi.APIVCenter})
 }
 
 // TestAPIBudgetCountsCalls: every call of a vCenter session is counted in

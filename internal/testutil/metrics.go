@@ -1,0 +1,30 @@
+package testutil
+
+import (
+	"testing"
+
+	"k8s.io/component-base/metrics/legacyregistry"
+	metricstestutil "k8s.io/component-base/metrics/testutil"
+)
+
+// CounterSum reads a counter on the legacy registry (what /metrics
+// serves), summed over the series whose labels include match (nil: all).
+func CounterSum(t testing.TB, name string, match map[string]string) float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if metricstestutil.LabelsMatch(m, match) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
