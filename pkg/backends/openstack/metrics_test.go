@@ -15,7 +15,10 @@ import (
 func TestAPIRequestsMetric(t *testing.T) {
 	f := NewFakeOpenStack(t)
 	standardServers(f)
-	c, err := New(context.Background(), backends.Options{Name: "metrics-os", ClusterID: "test", Settings: f.Settings(t)})
+	// A backend name of its own: the counters live as long as the process
+	// (go test -count=N runs the test N times in one).
+	name := "metrics-os-" + randomID(t)
+	c, err := New(context.Background(), backends.Options{Name: name, ClusterID: "test", Settings: f.Settings(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +29,7 @@ func TestAPIRequestsMetric(t *testing.T) {
 		}
 	}
 	got, err := metricstestutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, "multicloud_ccm_openstack_api_requests_total",
-		map[string]string{"backend": "metrics-os", "kind": "read"}, "service")
+		map[string]string{"backend": name, "kind": "read"}, "service")
 	if err != nil {
 		t.Fatal(err)
 	}
