@@ -323,8 +323,14 @@ func runMove(t *testing.T, e *env, ccm *framework.CCM, name string, m move) {
 			continue
 		}
 		if held, ok := e.oldHeld(ctx, ccm, name, m.from, s, m.during != nil); ok && !held {
+			// s was read before the check, and the address may have left
+			// the status and been released in between (1-107 ms apart):
+			// the status read after the check is the one that must no
+			// longer show it.
+			after := e.service(ctx, name)
+			w.check(after)
 			if w.left.IsZero() {
-				t.Fatalf("the old load balancer was deleted while its address %v was in the status", addresses(s))
+				t.Fatalf("the old load balancer was deleted while its address %v was in the status", addresses(after))
 			}
 			deleted = time.Now()
 		}
