@@ -292,7 +292,7 @@ backends:
     credentials:
       accessKeyID: {env: SCALE_AWS_ACCESS_KEY_ID}
       secretAccessKey: {env: SCALE_AWS_SECRET_ACCESS_KEY}
-%[2]s`, cl.fake.URL, "", clusterID, region)
+%[2]s`, cl.fake.URL, awsRateLimits(), clusterID, region)
 	}
 	var b strings.Builder
 	b.WriteString(`apiVersion: multicloud-ccm.io/v1alpha1
@@ -310,6 +310,17 @@ backends:
 		fmt.Fprintf(&b, "    - {name: %s, addresses: [{type: InternalIP, address: %s}]}\n", name, nodeIP(i))
 	}
 	return b.String()
+}
+
+// awsRateLimits is the aws section's rateLimits line from
+// SCALE_AWS_RATE_LIMITS (a YAML flow map, e.g. "{elbv2: {qps: -1,
+// qpsWrite: -1}}"); empty, the backend's default budget.
+func awsRateLimits() string {
+	v := strings.TrimSpace(os.Getenv("SCALE_AWS_RATE_LIMITS"))
+	if v == "" {
+		return ""
+	}
+	return "    rateLimits: " + v + "\n"
 }
 
 // startCCM runs the built binary with the chart's flags as the CCM's

@@ -21,5 +21,6 @@
 //	SCALE_STEADY=60s            steady-state window
 //	SCALE_SYNC_TIMEOUT=5m       bound on the node-sync and churn waits
 //	SCALE_CCM_ARGS=             more CCM flags (--controllers=*,service: upstream's service controller)
+//	SCALE_AWS_RATE_LIMITS=      the aws backend's rateLimits (YAML flow map); empty: its default budget
 //	SCALE_OUT=_output/scale     where the table and each run's logs are kept
 package scale
