@@ -21,6 +21,9 @@ func table(rs []*result) string {
 		{"Service time-to-address p99 (s)", func(r *result) string { return secs(r.addrP99) }},
 		{"all Services addressed (s)", func(r *result) string { return secs(r.addr) }},
 		{"node sync: 1 node excluded → all LBs updated (s)", func(r *result) string {
+			if r.syncOf == 0 {
+				return fmt.Sprintf("none to update (%d updated)", r.syncDone)
+			}
 			if r.syncDone < r.syncOf {
 				return fmt.Sprintf(">%s (%d/%d)", secs(r.syncLatency), r.syncDone, r.syncOf)
 			}
