@@ -144,6 +144,27 @@ type NodeTargeter interface {
 	CanTarget(service *corev1.Service, node *corev1.Node) bool
 }
 
+// AddressTargeter is implemented by a load balancer that says which nodes
+// it reaches by their addresses. TargetsByAddress reports, for a node the
+// load balancer can target for service, whether it reaches that node by
+// the node's addresses (AWS IP targets, Octavia members): a change of its
+// InternalIP or ExternalIP addresses then changes the load balancer, and
+// its providerID is taken not to. False means the node is reached by its
+// identity (AWS instance targets, registered by instance ID): its
+// addresses do not matter, its providerID does.
+//
+// The router uses it twice. When a node's addresses change, it re-targets
+// a Service only in backends that reach the node by address; and after an
+// EnsureLoadBalancer or UpdateLoadBalancer it compares, per node it was
+// handed, the addresses of a node reached by address and the providerID of
+// one that is not, with the node lister's. A load balancer that does not
+// implement it is taken to reach every node by address (it is re-targeted
+// on any address change of a node it can target), unless it is
+// NodeIndependent.
+type AddressTargeter interface {
+	TargetsByAddress(service *corev1.Service, node *corev1.Node) bool
+}
+
 // NodeIndependent is implemented by a load balancer whose traffic never goes
 // to the nodes it is handed (bare metal: the speaker announcing an address
 // picks its nodes). The router then neither re-targets it when a node's

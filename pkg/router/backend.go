@@ -3,6 +3,8 @@ package router
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -164,4 +166,52 @@ func (b *backend) canTarget(service *corev1.Service, node *corev1.Node) bool {
 		return t.CanTarget(service, node)
 	}
 	return b.owns(node)
+}
+
+// targetsByAddress reports whether the backend's load balancer reaches
+// node by its addresses for service (backends.AddressTargeter): never for
+// one that ignores its nodes, always for one that does not say.
+func (b *backend) targetsByAddress(service *corev1.Service, node *corev1.Node) bool {
+	if b.ignoresNodes() {
+		return false
+	}
+	if t, ok := b.lb.(backends.AddressTargeter); ok {
+		return t.TargetsByAddress(service, node)
+	}
+	return true
+}
+
+// retargetsOn reports whether an address change of a node, from old to
+// node, changes service's load balancer in this backend: it can target
+// the node before or after the change (a node that lost its address must
+// leave) and reaches it by address then.
+func (b *backend) retargetsOn(service *corev1.Service, old, node *corev1.Node) bool {
+	reached := func(n *corev1.Node) bool { return b.canTarget(service, n) && b.targetsByAddress(service, n) }
+	return reached(node) || reached(old)
+}
+
+// targetKey is what the backend's load balancer uses of a node it targets
+// for service: its InternalIP and ExternalIP addresses when it reaches the
+// node by address, else its providerID. Two versions of a node with the
+// same key make the same load balancer.
+func (b *backend) targetKey(service *corev1.Service, node *corev1.Node) string {
+	if b.targetsByAddress(service, node) {
+		return "addresses:" + strings.Join(targetAddresses(node), ",")
+	}
+	return "providerID:" + node.Spec.ProviderID
+}
+
+// targetAddresses returns the node's InternalIP and ExternalIP addresses,
+// each with its type, sorted and without duplicates: the addresses a load
+// balancer may target. A Hostname or DNS entry, or another order, is not
+// a change.
+func targetAddresses(node *corev1.Node) []string {
+	var out []string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
+			out = append(out, string(a.Type)+"="+a.Address)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -30,11 +31,17 @@ import (
 // by IP (AWS ip targets, Octavia members) would then leave that node out
 // until something else changed, possibly for ever.
 //
-// The router closes that gap itself: when a node's addresses change, every
-// Service whose load balancer the router has ensured in a backend that can
-// target the node is updated with the current nodes (not for a backend
-// whose load balancers ignore the nodes, backends.NodeIndependent: bare
-// metal). The update goes
+// The router closes that gap itself: when a node's InternalIP or
+// ExternalIP addresses change (a Hostname entry or another order is no
+// change), every Service whose load balancer the router has ensured in a
+// backend that reaches the node by address is updated with the current
+// nodes: the backend can target the node, before or after the change, and
+// does so by its address (backends.AddressTargeter: not AWS instance
+// targets, registered by instance ID; never a backend whose load balancers
+// ignore the nodes, backends.NodeIndependent: bare metal). At a churn
+// every new node is one such change (none -> its addresses), so a backend
+// reaching nodes by identity must not be re-targeted for it: that was
+// O(churned nodes x Services) updates (docs/scale.md). The update goes
 // through the same per-Service lock as the service controller's calls, so
 // the two never overlap, and it is skipped for a Service that is being
 // deleted or moved.
@@ -47,9 +54,13 @@ import (
 // first, the Ensure with the older list runs after it and leaves the old
 // targets, until the next node-set change. So after EnsureLoadBalancer or
 // UpdateLoadBalancer succeeds, still under the lock, the router compares
-// the nodes it handed the backend with those it would hand it now (the
-// node lister's, a cache read); if they differ, the Service is queued here
-// and updated with the current nodes once the lock is released. The
+// what the backend used of the nodes it handed it with what it would use
+// of those it would hand it now (the node lister's, a cache read): the
+// nodes it can target, and of each its addresses when the backend reaches
+// it by address, else its providerID (backend.targetKey). A node whose
+// other fields changed meanwhile (its labels or taints written at its
+// initialisation) is no difference. If they differ, the Service is queued
+// here and updated with the current nodes once the lock is released. The
 // re-sync's own update calls the backend directly, so it never re-queues.
 
 // Event reason for a failed node-address re-sync. It is stable.
@@ -76,6 +87,9 @@ type addressResync struct {
 	// staleQueued counts the Services queued because their load balancer
 	// was ensured or updated with a stale node list.
 	staleQueued atomic.Int64
+	// addressQueued counts the Services queued after a node's address
+	// change.
+	addressQueued atomic.Int64
 }
 
 // startWatches starts, once for the process, the node-address re-sync and
@@ -113,7 +127,7 @@ func (st *serviceStates) startAddressResync(factory informers.SharedInformerFact
 		UpdateFunc: func(oldObj, newObj any) {
 			oldNode, ok1 := oldObj.(*corev1.Node)
 			newNode, ok2 := newObj.(*corev1.Node)
-			if ok1 && ok2 && !slices.Equal(oldNode.Status.Addresses, newNode.Status.Addresses) && StableNode(newNode) {
+			if ok1 && ok2 && targetAddressesChanged(oldNode, newNode) && StableNode(newNode) {
 				a.enqueueFor(oldNode, newNode)
 			}
 		},
@@ -127,9 +141,18 @@ func (st *serviceStates) startAddressResync(factory informers.SharedInformerFact
 	return nil
 }
 
-// enqueueFor queues every Service the router has ensured whose backend can
-// target the node before or after its address change (a node that lost its
-// address must leave the targets too).
+// targetAddressesChanged reports whether a node's InternalIP or
+// ExternalIP addresses changed, in any order.
+func targetAddressesChanged(oldNode, node *corev1.Node) bool {
+	if slices.Equal(oldNode.Status.Addresses, node.Status.Addresses) {
+		return false // the common case (a heartbeat): no allocation.
+	}
+	return !slices.Equal(targetAddresses(oldNode), targetAddresses(node))
+}
+
+// enqueueFor queues every Service the router has ensured whose backend
+// reaches the node by address before or after its address change (a node
+// that lost its address must leave the targets too).
 func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
 	svcs, err := a.services.List(labels.Everything())
 	if err != nil {
@@ -140,7 +163,8 @@ func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
 	defer done()
 	for _, svc := range svcs {
 		for _, b := range r.ensuredIn(svc) {
-			if !b.ignoresNodes() && (b.canTarget(svc, node) || b.canTarget(svc, oldNode)) {
+			if b.retargetsOn(svc, oldNode, node) {
+				a.addressQueued.Add(1)
 				a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 				break
 			}
@@ -276,11 +300,12 @@ func (a *addressResync) stableNodes() ([]*corev1.Node, error) {
 }
 
 // requeueIfStale queues the Service for a re-sync when target was handed
-// other nodes than it would be handed now: the service controller listed
-// them before waiting for the Service's lock, and another call may have
-// handed newer ones meanwhile. It is called under that lock, after a
-// successful EnsureLoadBalancer or UpdateLoadBalancer. Without the
-// informers (no re-sync running) it does nothing.
+// other nodes than it would be handed now, as far as its load balancer
+// uses them (sameTargets): the service controller listed them before
+// waiting for the Service's lock, and another call may have handed newer
+// ones meanwhile. It is called under that lock, after a successful
+// EnsureLoadBalancer or UpdateLoadBalancer. Without the informers (no
+// re-sync running) it does nothing.
 func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend, handed []*corev1.Node) {
 	a := r.st.resync.Load()
 	if a == nil || svc.DeletionTimestamp != nil || target.ignoresNodes() {
@@ -291,7 +316,7 @@ func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target
 		klog.FromContext(ctx).Error(err, "Cannot check the load balancer's nodes are current", "service", klog.KObj(svc))
 		return
 	}
-	if sameNodeNames(target.targetable(svc, handed), target.targetable(svc, current)) {
+	if target.sameTargets(svc, handed, current) {
 		return
 	}
 	klog.FromContext(ctx).V(2).Info("Load balancer was handed a stale node list; re-syncing it with the current nodes",
@@ -300,21 +325,27 @@ func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target
 	a.add(svc)
 }
 
-// sameNodeNames reports whether a and b hold the same node names, in any
-// order.
-func sameNodeNames(a, b []*corev1.Node) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	names := func(nodes []*corev1.Node) []string {
-		out := make([]string, 0, len(nodes))
-		for _, n := range nodes {
-			out = append(out, n.Name)
+// sameTargets reports whether the backend's load balancer for svc would
+// be the same made from nodes a as from nodes b: the same nodes it can
+// target, by name, and of each the same targetKey (its addresses when
+// reached by address, else its providerID). Two versions of a node around
+// its initialisation (labels, taints, a providerID the backend does not
+// use) are the same; a node added, removed or excluded, or an address
+// changed that the backend targets, is not.
+func (b *backend) sameTargets(svc *corev1.Service, a, other []*corev1.Node) bool {
+	return maps.Equal(b.targetKeys(svc, a), b.targetKeys(svc, other))
+}
+
+// targetKeys maps the name of each node of nodes the backend can target
+// for svc to its targetKey.
+func (b *backend) targetKeys(svc *corev1.Service, nodes []*corev1.Node) map[string]string {
+	out := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		if b.canTarget(svc, n) {
+			out[n.Name] = b.targetKey(svc, n)
 		}
-		slices.Sort(out)
-		return out
 	}
-	return slices.Equal(names(a), names(b))
+	return out
 }
 
 // ignoreNotFound turns a lister's not-found into nil: the Service is gone,
