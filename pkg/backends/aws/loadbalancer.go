@@ -46,6 +46,9 @@ type LoadBalancer struct {
 	subnetTTL time.Duration
 	// events records the replacements announced before they are made.
 	events events
+	// targetTypes holds each Service's target type as last chosen
+	// (TargetsByAddress).
+	targetTypes targetTypeMemory
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
@@ -242,6 +245,7 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 	if err != nil {
 		return nil, nil, err
 	}
+	l.targetTypes.remember(svc, d.targetType)
 	if err := l.checkGroups(ctx, d); err != nil {
 		return nil, nil, err
 	}
@@ -302,6 +306,7 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	if managedElsewhere(svc) {
 		return nil
 	}
+	l.targetTypes.forget(svc)
 	n := namesFor(l.clusterID, svc)
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
