@@ -326,7 +326,7 @@ func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target
 }
 
 // sameTargets reports whether the backend's load balancer for svc would
-// be the same made from nodes a as from nodes b: the same nodes it can
+// be the same made from nodes a as from nodes other: the same nodes it can
 // target, by name, and of each the same targetKey (its addresses when
 // reached by address, else its providerID). Two versions of a node around
 // its initialisation (labels, taints, a providerID the backend does not
