@@ -184,20 +184,36 @@ func (l *LoadBalancer) syncHealthCheck(ctx context.Context, d *desiredLB, tg elb
 // syncTargets registers missing targets and deregisters extra ones.
 // Draining targets count as absent.
 func (l *LoadBalancer) syncTargets(ctx context.Context, d *desiredLB, p desiredPort, arn string) error {
+	have, err := l.registered(ctx, p, arn)
+	if err != nil {
+		return err
+	}
+	add, remove := targetChanges(d, p, have)
+	return l.changeTargets(ctx, p.tgName, arn, add, remove)
+}
+
+// registered returns the targets of port p's group (ARN arn) by
+// targetKey, from one DescribeTargetHealth. A deregistered target is
+// listed as draining for the group's deregistration delay: it is gone
+// (registering it again is how AWS takes it back), not one to deregister
+// again.
+func (l *LoadBalancer) registered(ctx context.Context, p desiredPort, arn string) (map[string]elbtypes.TargetDescription, error) {
 	out, err := l.elb.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: awssdk.String(arn)})
 	if err != nil {
-		return fmt.Errorf("DescribeTargetHealth %s: %w", p.tgName, err)
+		return nil, fmt.Errorf("DescribeTargetHealth %s: %w", p.tgName, err)
 	}
 	have := map[string]elbtypes.TargetDescription{}
 	for _, th := range out.TargetHealthDescriptions {
-		// A deregistered target is listed as draining for the group's
-		// deregistration delay: it is gone (registering it again is how
-		// AWS takes it back), not one to deregister again.
 		if th.Target != nil && !draining(th) {
 			have[targetKey(awssdk.ToString(th.Target.Id), awssdk.ToInt32(th.Target.Port))] = *th.Target
 		}
 	}
-	var add, remove []elbtypes.TargetDescription
+	return have, nil
+}
+
+// targetChanges returns the targets of d missing from port p's group
+// (have: registered) and those registered that d does not have.
+func targetChanges(d *desiredLB, p desiredPort, have map[string]elbtypes.TargetDescription) (add, remove []elbtypes.TargetDescription) {
 	want := map[string]bool{}
 	for _, t := range d.targets {
 		k := targetKey(t.id, p.nodePort)
@@ -210,12 +226,12 @@ func (l *LoadBalancer) syncTargets(ctx context.Context, d *desiredLB, p desiredP
 			add = append(add, td)
 		}
 	}
-	for k, td := range have {
+	for _, k := range sorted(mapKeys(have)) {
 		if !want[k] {
-			remove = append(remove, td)
+			remove = append(remove, have[k])
 		}
 	}
-	return l.changeTargets(ctx, p.tgName, arn, add, remove)
+	return add, remove
 }
 
 // healthCheckOfGroup is a target group's health check as desired

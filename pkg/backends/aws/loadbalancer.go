@@ -146,24 +146,13 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 	return statusOf(lb), nil
 }
 
-// UpdateLoadBalancer (ImplementedElsewhere for a load balancer managed
-// elsewhere) brings targets (and anything else that drifted) in
-// line with the nodes.
-func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
-	if managedElsewhere(svc) {
-		return cloudprovider.ImplementedElsewhere
-	}
-	_, err := l.reconcile(withService(withClusterName(ctx, clusterName), svc, namesFor(l.clusterID, svc)), svc, nodes, false)
-	return err
-}
-
 // reconcile makes the Service's resources match what it asks for, in
 // dependency order: security group, NLB and its attributes, target groups
 // (health checks, attributes, targets), listeners, then target groups no
 // longer used. A subnet change the NLB
 // was kept without is reported (a user error) once all of that is done.
 //
-// Without create (UpdateLoadBalancer) a Service with no NLB is left alone:
+// Without create (UpdateLoadBalancer's fallback) a Service with no NLB is left alone:
 // upstream's node sync calls Update for Services whose delete may have just
 // finished, and an NLB made then would be left behind.
 func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node, create bool) (*elbtypes.LoadBalancer, error) {
@@ -172,7 +161,14 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 	if err != nil || (existing == nil && !create) {
 		return nil, err
 	}
+	return l.reconcileObserved(ctx, d, existing)
+}
+
+// reconcileObserved is reconcile after observe: d is what the Service asks
+// for, existing its NLB (nil: none yet).
+func (l *LoadBalancer) reconcileObserved(ctx context.Context, d *desiredLB, existing *elbtypes.LoadBalancer) (*elbtypes.LoadBalancer, error) {
 	ctx = withExisting(ctx, existing)
+	var err error
 	// An adopted NLB made without security groups keeps none (AWS cannot
 	// add any); ours is made only for an NLB we create (createLB makes it
 	// then). One made with groups gets the Service's, and the upstream

@@ -490,6 +490,8 @@ func (e *env) freshSubnets() { e.cloud.lb.subnetTTL = 0 }
 // they are, with a LoadBalancerSubnetsKept user error (a Warning event) after
 // the rest (targets) is reconciled; a subnet tagged in a new zone is added
 // in place; only the Service's own subnet annotation replaces the NLB.
+// Subnets are EnsureLoadBalancer's: an UpdateLoadBalancer meanwhile
+// changes the targets only.
 func TestSubnetChanges(t *testing.T) {
 	ctx := context.Background()
 	tagged := func(id, zone, cidr string) awsfake.Subnet {
@@ -513,6 +515,13 @@ func TestSubnetChanges(t *testing.T) {
 			t.Errorf("load balancer %s (%s) in %v, want the same %s (%s) in %s", lb.ARN, lb.DNSName, lb.Subnets, before.ARN, before.DNSName, subnets)
 		}
 	}
+	// ensureShown is EnsureLoadBalancer of the Service whose status shows
+	// the NLB.
+	ensureShown := func(e *env, svc *corev1.Service, nodes []*corev1.Node, lb awsfake.LoadBalancerView) error {
+		svc.Status.LoadBalancer = corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: lb.DNSName}}}
+		_, err := e.cloud.lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes)
+		return err
+	}
 	wantKept := func(t *testing.T, err error) {
 		t.Helper()
 		if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonSubnetsKept || !strings.Contains(err.Error(), string(AnnotationSubnets)) {
@@ -525,7 +534,9 @@ func TestSubnetChanges(t *testing.T) {
 		e.fake.AddSubnet(tagged("subnet-0c", testRegion+"a", "10.0.2.0/24"))
 		e.fake.ResetCalls()
 		nodes = append(nodes, e.awsNodes(3, 1)...)
-		wantKept(t, lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes))
+		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			t.Fatal(err)
+		}
 		sameLB(t, e, before, "subnet-0a,subnet-0b")
 		if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "RegisterTargets" {
 			t.Errorf("mutating calls = %v, want RegisterTargets (the new node) only", m)
@@ -548,8 +559,11 @@ func TestSubnetChanges(t *testing.T) {
 		lbi, _ := e.cloud.LoadBalancer()
 		e.fake.SetSubnetTag("subnet-0b", tagRoleELB, "0")
 		e.fake.ResetCalls()
-		wantKept(t, lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes))
-		e.assertNoMutation(t, "Update with a zone no longer discovered")
+		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			t.Fatal(err)
+		}
+		wantKept(t, ensureShown(e, svc, nodes, before))
+		e.assertNoMutation(t, "Update and Ensure with a zone no longer discovered")
 		sameLB(t, e, before, "subnet-0a,subnet-0b")
 	})
 	t.Run("a subnet tagged in a new zone is added in place", func(t *testing.T) {
@@ -558,6 +572,10 @@ func TestSubnetChanges(t *testing.T) {
 		e.fake.AddSubnet(tagged("subnet-0d", testRegion+"c", "10.0.3.0/24"))
 		e.fake.ResetCalls()
 		if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+			t.Fatal(err)
+		}
+		e.assertNoMutation(t, "Update with a new zone")
+		if err := ensureShown(e, svc, nodes, before); err != nil {
 			t.Fatal(err)
 		}
 		if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "SetSubnets" {
@@ -570,12 +588,11 @@ func TestSubnetChanges(t *testing.T) {
 	})
 	t.Run("a subnet AWS refuses to add leaves the NLB as it is", func(t *testing.T) {
 		e, svc, nodes, before := setUp(t)
-		lbi, _ := e.cloud.LoadBalancer()
 		e.fake.AddSubnet(tagged("subnet-0d", testRegion+"c", "10.0.3.0/24"))
 		e.fake.FailNext("SetSubnets", "InvalidConfigurationRequest")
 		e.fake.ResetCalls()
 		nodes = append(nodes, e.awsNodes(3, 1)...)
-		err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes)
+		err := ensureShown(e, svc, nodes, before)
 		wantKept(t, err)
 		if err == nil || !strings.Contains(err.Error(), "subnet-0d") {
 			t.Errorf("err = %v, want it to name subnet-0d", err)

@@ -1,0 +1,161 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+)
+
+// UpdateLoadBalancer (ImplementedElsewhere for a load balancer managed
+// elsewhere) brings the targets of the Service's NLB in line with the
+// nodes, as upstream's contract asks ("updates hosts"): it finds the NLB
+// and the target groups its listeners use, reads their targets and
+// registers and deregisters only the difference. Anything else that
+// drifted is EnsureLoadBalancer's to repair. When the NLB is not as the
+// fast path expects (a target group missing or not the one the Service
+// asks for, an adopted NLB still on the upstream provider's groups, the
+// instances' security-group rules changing with the node set) it runs the
+// whole reconcile instead, without creating anything: a Service with no
+// NLB is left alone.
+func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
+	if managedElsewhere(svc) {
+		return cloudprovider.ImplementedElsewhere
+	}
+	n := namesFor(l.clusterID, svc)
+	// The Service's share of a repair pass serves the fallback too: the
+	// fast path changes nothing before it decides.
+	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
+	d, lb, err := l.observe(ctx, svc, nodes)
+	if err != nil || lb == nil {
+		return err
+	}
+	why, err := l.retarget(ctx, d, lb)
+	if err != nil || why == "" {
+		return err
+	}
+	klog.FromContext(ctx).V(4).Info("Reconciling the whole load balancer to update its targets", "why", why)
+	_, err = l.reconcileObserved(ctx, d, lb)
+	return err
+}
+
+// groupTargets are one port's target group and the targets registered in
+// it.
+type groupTargets struct {
+	port desiredPort
+	arn  string
+	have map[string]elbtypes.TargetDescription
+}
+
+// retarget is UpdateLoadBalancer's fast path: it changes only targets, or
+// nothing and says why the whole reconcile is needed. Every read comes
+// before the first change, so a fallback starts from what observe read:
+// d, what the Service asks for, and lb, its NLB.
+func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) (string, error) {
+	ctx = withExisting(ctx, lb)
+	groups, why, err := l.targetGroupsOf(ctx, d, lb)
+	if err != nil || why != "" {
+		return why, err
+	}
+	for i := range groups {
+		if groups[i].have, err = l.registered(ctx, groups[i].port, groups[i].arn); err != nil {
+			return "", err
+		}
+	}
+	if why := l.rulesMove(ctx, d, lb, groups); why != "" {
+		return why, nil
+	}
+	for _, g := range groups {
+		add, remove := targetChanges(d, g.port, g.have)
+		if err := l.changeTargets(ctx, g.port.tgName, g.arn, add, remove); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// targetGroupsOf returns, for each port of d, the target group the NLB
+// lb's listeners use (one DescribeTargetGroups by the NLB, or a repair
+// pass's snapshot), or why the fast path cannot take them: the groups
+// attached must be exactly the Service's, each as the Service asks for it
+// (name, VPC, protocol, NodePort, target type, IP family). A group found
+// by the Service's name attached to the Service's NLB is the one reconcile
+// would register the targets in too.
+func (l *LoadBalancer) targetGroupsOf(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) ([]groupTargets, string, error) {
+	attached, err := l.attachedTo(ctx, lb)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(attached) != len(d.ports) {
+		return nil, fmt.Sprintf("the load balancer's listeners use %d target groups, the Service has %d ports", len(attached), len(d.ports)), nil
+	}
+	out := make([]groupTargets, 0, len(d.ports))
+	for _, p := range d.ports {
+		tg, ok := attached[p.tgName]
+		if !ok {
+			return nil, fmt.Sprintf("target group %s is not attached", p.tgName), nil
+		}
+		if !groupFits(d, p, tg, l.settings.VPC) {
+			return nil, fmt.Sprintf("target group %s is not as the Service asks", p.tgName), nil
+		}
+		out = append(out, groupTargets{port: p, arn: awssdk.ToString(tg.TargetGroupArn)})
+	}
+	return out, "", nil
+}
+
+// groupFits reports whether tg is port p's group as d asks for it.
+func groupFits(d *desiredLB, p desiredPort, tg elbtypes.TargetGroup, vpc string) bool {
+	return awssdk.ToString(tg.VpcId) == vpc && string(tg.Protocol) == p.protocol && awssdk.ToInt32(tg.Port) == p.nodePort &&
+		string(tg.TargetType) == d.targetType && (tg.IpAddressType == elbtypes.TargetGroupIpAddressTypeEnumIpv6) == (d.family == familyIPv6)
+}
+
+// rulesMove says why the instances' security-group rules
+// (syncBackendRules) may change with the targets, "" when they cannot:
+// the backend manages none for the Service, the targets stay the same
+// instances, or the instances registered and those wanted are in the same
+// security groups. Else (or when an instance registered cannot be looked
+// up) the whole reconcile brings the rules in line.
+func (l *LoadBalancer) rulesMove(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, groups []groupTargets) string {
+	if (adopted(lb, d.names) && len(lb.SecurityGroups) == 0) || !d.manageBackend || d.targetType != targetInstance {
+		return ""
+	}
+	var want, had []string
+	for _, t := range d.targets {
+		want = append(want, t.id)
+	}
+	for _, g := range groups {
+		for _, td := range g.have {
+			had = append(had, awssdk.ToString(td.Id))
+		}
+	}
+	want, had = slices.Compact(sorted(want)), slices.Compact(sorted(had))
+	if slices.Equal(want, had) {
+		return ""
+	}
+	wantGroups, err := l.instanceGroups(ctx, targetsOf(want))
+	if err != nil {
+		return "the instances' security groups: " + err.Error()
+	}
+	hadGroups, err := l.instanceGroups(ctx, targetsOf(had))
+	if err != nil {
+		return "the registered instances' security groups: " + err.Error()
+	}
+	if !slices.Equal(wantGroups, hadGroups) {
+		return "the instances' security groups change"
+	}
+	return ""
+}
+
+// targetsOf makes targets of instance IDs.
+func targetsOf(ids []string) []target {
+	out := make([]target, len(ids))
+	for i, id := range ids {
+		out[i] = target{id: id}
+	}
+	return out
+}
