@@ -10,10 +10,12 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // TestUpdateCallsPerNLB: a node sync excluding one node from 20
@@ -210,4 +212,79 @@ func TestUpdateInstanceRulesFollowNodes(t *testing.T) {
 	if got := e.fake.SecurityGroupIngress(shared); !slices.Contains(got, rule) {
 		t.Errorf("ingress of the nodes' group = %v, want %s", got, rule)
 	}
+}
+
+// TestUpdateAdoptedNLB: an NLB the upstream provider made, still on its
+// target group (not of the backend's names), is beyond the fast path: the
+// Update runs the whole reconcile, which keeps the upstream group and
+// registers the new node in it, creating nothing.
+func TestUpdateAdoptedNLB(t *testing.T) {
+	e := newEnv(t, noBudget)
+	nodes := e.awsNodes(1, 3)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
+	e.fake.ResetCalls()
+	if err := e.cloud.lb.UpdateLoadBalancer(context.Background(), testCluster, svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if e.fake.Calls("DescribeListeners") == 0 || e.fake.Calls("CreateTargetGroup") != 0 || e.fake.Calls("CreateLoadBalancer") != 0 {
+		t.Errorf("calls %v, want the whole reconcile, creating nothing", e.fake.CallCounts())
+	}
+	want := instanceID(1) + ":30080," + instanceID(2) + ":30080," + instanceID(3) + ":30080"
+	if tg := e.targetGroups(t)["k8s-default-web-0a1b2c3d4e"]; strings.Join(tg.Targets, ",") != want {
+		t.Errorf("upstream target group: targets %v, want %s", tg.Targets, want)
+	}
+}
+
+// TestUpdateLeavesOthersGroupsAlone: a listener of the Service's NLB
+// pointed by hand at someone else's target group makes the Update fall back
+// to the whole reconcile, which points the listener back at the Service's
+// group and registers no target in (and deletes nothing of) the other
+// group. An NLB with the Service's name not tagged as the cluster's is a
+// LoadBalancerNameConflict, changed in nothing.
+func TestUpdateLeavesOthersGroupsAlone(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, noBudget)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web")
+	e.ensure(t, svc, nodes)
+	lb := e.onlyLB(t)
+	theirs, err := e.cloud.lb.elb.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: awssdk.String("someone-elses"), Protocol: elbtypes.ProtocolEnumTcp,
+		Port: awssdk.Int32(30080), VpcId: awssdk.String(testVPC), TargetType: elbtypes.TargetTypeEnumInstance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := e.cloud.lb.elb.DescribeListeners(ctx, &elbv2.DescribeListenersInput{LoadBalancerArn: awssdk.String(lb.ARN)})
+	if err != nil || len(ls.Listeners) != 1 {
+		t.Fatalf("DescribeListeners: %v", err)
+	}
+	if _, err := e.cloud.lb.elb.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: ls.Listeners[0].ListenerArn,
+		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: theirs.TargetGroups[0].TargetGroupArn}}}); err != nil {
+		t.Fatal(err)
+	}
+	nodes = append(nodes, e.awsNodes(3, 1)...)
+	if err := e.cloud.lb.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	tgName := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
+	tgs := e.targetGroups(t)
+	if other, ok := tgs["someone-elses"]; !ok || len(other.Targets) != 0 {
+		t.Errorf("the other target group: %+v, want it left as it was, without targets", other)
+	}
+	if len(tgs[tgName].Targets) != 3 || strings.Join(e.onlyLB(t).Listeners, ",") != "TCP:80->"+tgName {
+		t.Errorf("targets %v, listeners %v; want the 3 nodes in %s and the listener back on it", tgs[tgName].Targets, e.onlyLB(t).Listeners, tgName)
+	}
+
+	foreign := newService("foreign")
+	n := namesFor(testCluster, foreign)
+	if _, err := e.cloud.lb.elb.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String(n.lb), Type: elbtypes.LoadBalancerTypeEnumNetwork,
+		Subnets: []string{"subnet-0a", "subnet-0b"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.ResetCalls()
+	err = e.cloud.lb.UpdateLoadBalancer(ctx, testCluster, foreign, nodes)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonNameConflict {
+		t.Errorf("err = %v, want a %s user error", err, reasonNameConflict)
+	}
+	e.assertNoMutation(t, "Update of a Service whose NLB name is taken")
 }
