@@ -169,11 +169,20 @@ func throttleWait(resp *http.Response, attempt int, maxBackoff time.Duration) (t
 	default:
 		return 0, false
 	}
-	if d, ok := parseRetryAfter(ra, time.Now()); ok {
-		return min(d, maxBackoff), true
+	return RetryWait(attempt, ra, maxBackoff), true
+}
+
+// RetryWait is how long to wait before retrying a throttling answer to
+// attempt (0 for the first): the server's Retry-After (delay-seconds or an
+// HTTP date; "" for none), capped at maxBackoff, or else an exponential
+// backoff from 500 ms with full jitter, capped at maxBackoff. For clients
+// that see the answer below an SDK (vSphere's SOAP calls).
+func RetryWait(attempt int, retryAfter string, maxBackoff time.Duration) time.Duration {
+	if d, ok := parseRetryAfter(retryAfter, time.Now()); ok {
+		return min(d, maxBackoff)
 	}
 	backoff := min(httpBaseBackoff<<min(attempt, 10), maxBackoff)
-	return time.Duration(rand.Int64N(int64(backoff)) + 1), true //nolint:gosec // Jitter, not a secret.
+	return time.Duration(rand.Int64N(int64(backoff)) + 1) //nolint:gosec // Jitter, not a secret.
 }
 
 // parseRetryAfter reads Retry-After: delay-seconds or an HTTP date.
