@@ -1,12 +1,17 @@
 package vsphere
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/vim25/soap"
@@ -17,9 +22,11 @@ import (
 // soapBudget is a govmomi soap.RoundTripper that makes every SOAP
 // call of a vCenter session wait for a token of the budget's vcenter
 // bucket (reads apart from the rest, soapMutating) and counts it in
-// calls_total with the method as the action. Install it as a vim25
-// client's RoundTripper (vim25.Client.RoundTripper), as govmomi's own
-// keep-alive and session handlers are installed.
+// calls_total with the method as the action. A throttling answer is
+// retried (see Call). Install it as a vim25 client's RoundTripper
+// (vim25.Client.RoundTripper), as govmomi's own keep-alive and session
+// handlers are installed, over a soap.Client whose HTTP transport is
+// wrapped in retryAfterRecorder.
 type soapBudget struct {
 	Next   soap.RoundTripper
 	Budget *cloudapi.Budget
@@ -28,27 +35,111 @@ type soapBudget struct {
 // RoundTrip sends one SOAP call within the budget and counts it.
 func (t *soapBudget) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 	action := soapAction(req)
-	return t.Call(ctx, action, soapMutating(action), func() error { return t.Next.RoundTrip(ctx, req, res) })
+	return t.Call(ctx, action, soapMutating(action), func(ctx context.Context) error { return t.Next.RoundTrip(ctx, req, res) })
 }
 
-// Call runs one call of the session that does not go through the
-// RoundTripper (the service content a vim25 client reads as it is made)
-// within the budget, and counts it under action.
-func (t *soapBudget) Call(ctx context.Context, action string, write bool, call func() error) error {
-	if err := t.Budget.Wait(ctx, cloudapi.APIVCenter, write); err != nil {
-		return err
+// Call runs one call of the session within the budget and counts it under
+// action, each attempt apart; call is also how the calls that do not go
+// through the RoundTripper (the service content a vim25 client reads as
+// it is made) are sent. A throttling answer is retried, each attempt
+// waiting for its token, as pkg/cloudapi's Transport retries one over
+// HTTP (cloudapi.DefaultHTTPRetries times, after cloudapi.RetryWait): an
+// HTTP 429 always (the server refused the call unprocessed), a 503 only
+// for a read, since a change answered 503 may have been half done and is
+// left to its caller. A retry whose wait would pass ctx's deadline is not
+// made: the throttling error is returned at once.
+func (t *soapBudget) Call(ctx context.Context, action string, write bool, call func(context.Context) error) error {
+	for attempt := 0; ; attempt++ {
+		wait, err := t.attempt(ctx, action, write, attempt, call)
+		if wait < 0 {
+			return err
+		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+			return fmt.Errorf("%w (throttled %d times; the next attempt, in %v, would pass the call's deadline)", err, attempt+1, wait.Round(time.Millisecond))
+		}
+		if werr := sleep(ctx, wait); werr != nil {
+			return fmt.Errorf("%w (throttled %d times), and %w while backing off", err, attempt+1, werr)
+		}
 	}
+}
+
+// attempt sends the call once within the budget, counts it, and says how
+// long to wait before the next attempt: negative for none (a success, an
+// error that is no throttling, a 503 of a change, or no attempts left).
+func (t *soapBudget) attempt(ctx context.Context, action string, write bool, attempt int, call func(context.Context) error) (time.Duration, error) {
+	if err := t.Budget.Wait(ctx, cloudapi.APIVCenter, write); err != nil {
+		return -1, err
+	}
+	hint := &retryAfterHint{}
 	start := time.Now()
-	err := call()
+	err := call(context.WithValue(ctx, retryAfterKey{}, hint))
+	status := throttleStatus(err)
 	outcome := cloudapi.OutcomeSuccess
 	switch {
-	case isHTTPThrottle(err):
+	case status != 0:
 		outcome = cloudapi.OutcomeThrottled
 	case err != nil:
 		outcome = cloudapi.OutcomeError
 	}
 	cloudapi.Observe(t.Budget.Backend(), cloudapi.APIVCenter, action, outcome, time.Since(start))
-	return err
+	retry := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable && !write
+	if !retry || attempt >= cloudapi.DefaultHTTPRetries {
+		return -1, err
+	}
+	return cloudapi.RetryWait(attempt, hint.get(), cloudapi.DefaultHTTPMaxBackoff), err
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// retryAfterKey is the context key of a SOAP call's retryAfterHint.
+type retryAfterKey struct{}
+
+// retryAfterHint carries the Retry-After header of a SOAP call's answer
+// from the HTTP transport under govmomi's soap.Client back to soapBudget:
+// govmomi's error for an answer other than 200 or 500 (a url.Error around
+// an unexported statusError) keeps the response but shows only its status
+// line, so the header is read on its way up (retryAfterRecorder).
+type retryAfterHint struct {
+	mu    sync.Mutex
+	value string
+}
+
+func (h *retryAfterHint) set(v string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.value = v
+}
+
+func (h *retryAfterHint) get() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.value
+}
+
+// retryAfterRecorder is the HTTP transport of a vCenter session's
+// soap.Client: it hands each answer's Retry-After header to the call's
+// retryAfterHint, if the request's context has one (govmomi sends a SOAP
+// call with the call's context).
+type retryAfterRecorder struct {
+	Next http.RoundTripper
+}
+
+// RoundTrip sends r and records its answer's Retry-After.
+func (t *retryAfterRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.Next.RoundTrip(r)
+	if h, ok := r.Context().Value(retryAfterKey{}).(*retryAfterHint); ok && resp != nil {
+		h.set(resp.Header.Get("Retry-After"))
+	}
+	return resp, err
 }
 
 // soapAction names a govmomi request by its method: the request body's
@@ -86,15 +177,49 @@ func soapMutating(method string) bool {
 	return true
 }
 
-// isHTTPThrottle tells whether err is govmomi's error for an HTTP 429 or
-// 503 answer (a url.Error around the response's status).
-func isHTTPThrottle(err error) bool {
+// throttleStatus is the HTTP status of govmomi's error for an HTTP 429 or
+// 503 answer (a url.Error around the response's status line), or 0.
+func throttleStatus(err error) int {
 	var ue *url.Error
 	if !errors.As(err, &ue) || ue.Err == nil {
-		return false
+		return 0
 	}
 	status := ue.Err.Error()
-	return strings.HasPrefix(status, "429") || strings.HasPrefix(status, "503")
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		if strings.HasPrefix(status, strconv.Itoa(code)+" ") || status == strconv.Itoa(code) {
+			return code
+		}
+	}
+	return 0
+}
+
+// replayable is the vAPI (tagging) session's transport over
+// cloudapi.Transport, which retries a throttling answer only when it can
+// send the request's body again: govmomi gives a request without a body
+// (every GET, the session's login) an empty io.MultiReader, which
+// net/http cannot replay, so replayable reads such a body first and makes
+// it one that can be.
+type replayable struct {
+	Next http.RoundTripper
+}
+
+// RoundTrip sends r with a body that can be sent again.
+func (t replayable) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || r.Body == http.NoBody || r.GetBody != nil {
+		return t.Next.RoundTrip(r)
+	}
+	b, err := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	c := r.Clone(r.Context())
+	c.Body, c.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
+	if len(b) > 0 {
+		c.Body = io.NopCloser(bytes.NewReader(b))
+		c.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	return t.Next.RoundTrip(c)
 }
 
 // vapiMutating tells whether a vAPI (REST) request of a vCenter session

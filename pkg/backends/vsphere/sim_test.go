@@ -1,6 +1,7 @@
 package vsphere
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -63,6 +64,9 @@ type sim struct {
 	release chan struct{}
 	// requests counts the HTTP requests (SOAP and vAPI) that reached it.
 	requests atomic.Int64
+	// throttle, when set, answers requests in the simulator's stead, as
+	// a vCenter (or the load balancer in front of it) throttling.
+	throttle atomic.Pointer[throttleRule]
 
 	client *govmomi.Client
 	rest   *rest.Client
@@ -143,6 +147,9 @@ func (s *sim) startProxy(t testing.TB) {
 			case <-r.Context().Done():
 			case <-s.release:
 			}
+			return
+		}
+		if rule := s.throttle.Load(); rule != nil && rule.answer(w, r) {
 			return
 		}
 		s.requests.Add(1)
@@ -490,4 +497,57 @@ func (s *sim) makeUnreadable(t testing.TB, v vm) (restore func()) {
 	var saved *types.VirtualMachineConfigInfo
 	ctx.WithLock(obj, func() { saved, obj.Config = obj.Config, nil })
 	return func() { ctx.WithLock(obj, func() { obj.Config = saved }) }
+}
+
+// throttleRule answers the next Count requests that match it with Status
+// (and Retry-After, if set) instead of the simulator: SOAP calls of
+// Method (every SOAP call if empty), or vAPI requests whose path holds
+// VAPIPath.
+type throttleRule struct {
+	Status     int
+	RetryAfter string
+	Method     string
+	VAPIPath   string
+	Count      atomic.Int64
+	// Answered counts the requests it answered.
+	Answered atomic.Int64
+}
+
+// throttleNext makes the proxy answer the next count requests matching
+// rule with its status, and returns the rule.
+func (s *sim) throttleNext(t testing.TB, count int, rule *throttleRule) *throttleRule {
+	t.Helper()
+	rule.Count.Store(int64(count))
+	s.throttle.Store(rule)
+	t.Cleanup(func() { s.throttle.CompareAndSwap(rule, nil) })
+	return rule
+}
+
+// answer answers r if it matches and the rule has answers left; it leaves
+// r's body readable for the simulator otherwise.
+func (rule *throttleRule) answer(w http.ResponseWriter, r *http.Request) bool {
+	if !rule.matches(r) || rule.Count.Add(-1) < 0 {
+		return false
+	}
+	rule.Answered.Add(1)
+	if rule.RetryAfter != "" {
+		w.Header().Set("Retry-After", rule.RetryAfter)
+	}
+	http.Error(w, http.StatusText(rule.Status), rule.Status)
+	return true
+}
+
+func (rule *throttleRule) matches(r *http.Request) bool {
+	if rule.VAPIPath != "" {
+		return strings.Contains(r.URL.Path, rule.VAPIPath)
+	}
+	if !strings.HasPrefix(r.URL.Path, "/sdk") {
+		return false
+	}
+	if rule.Method == "" {
+		return true
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return err == nil && bytes.Contains(body, []byte("<"+rule.Method+" "))
 }

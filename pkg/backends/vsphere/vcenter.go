@@ -198,20 +198,22 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 	c := &connection{vim: vim, dcs: dcs}
 	if v.tags.enabled() {
 		c.rest = rest.NewClient(vim)
-		c.rest.Transport = &cloudapi.Transport{Next: c.rest.Transport, Budget: v.budget,
-			DefaultAPI: cloudapi.APIVCenter, Mutating: vapiMutating, Action: vapiActionName}
+		c.rest.Transport = replayable{Next: &cloudapi.Transport{Next: c.rest.Transport, Budget: v.budget,
+			DefaultAPI: cloudapi.APIVCenter, Mutating: vapiMutating, Action: vapiActionName}}
 		c.tagErr = v.loginTags(ctx, c)
 	}
 	return c, nil
 }
 
 // newClient makes the session's vim25 client, every call of which (the
-// service content it reads first included) waits for the budget and is
-// counted in multicloud_ccm_cloud_api_calls_total.
+// service content it reads first included) waits for the budget, is
+// counted in multicloud_ccm_cloud_api_calls_total, and is retried on a
+// throttling answer (soapBudget.Call).
 func (v *vcenter) newClient(ctx context.Context, sc *soap.Client) (*vim25.Client, error) {
+	sc.Transport = &retryAfterRecorder{Next: sc.Transport} // the http.Client under the SOAP client
 	rt := &soapBudget{Next: sc, Budget: v.budget}
 	var vim *vim25.Client
-	err := rt.Call(ctx, "RetrieveServiceContent", false, func() (err error) {
+	err := rt.Call(ctx, "RetrieveServiceContent", false, func(ctx context.Context) (err error) {
 		vim, err = vim25.NewClient(ctx, sc)
 		return err
 	})
