@@ -252,7 +252,11 @@ func (cl *cluster) setupCloud(t *testing.T) {
 		}
 		cl.nodeOf = func(i int) *corev1.Node {
 			// As EKS's kubelet registers: the providerID set.
-			return newNode(cl.names[i], fmt.Sprintf("aws:///%s/%s", zones[i%2], ids[i]))
+			node := newNode(cl.names[i], fmt.Sprintf("aws:///%s/%s", zones[i%2], ids[i]))
+			if n > awsTargetQuota && i < awsTargetQuota {
+				node.Labels[awsTargetLabel] = "true"
+			}
+			return node
 		}
 	default:
 		for i := range n {
@@ -260,6 +264,27 @@ func (cl *cluster) setupCloud(t *testing.T) {
 		}
 		cl.nodeOf = func(i int) *corev1.Node { return newNode(cl.names[i], "") }
 	}
+}
+
+// AWS's default quota is 1,000 targets per target group (and 3,000 per
+// NLB, 500 per zone: "Quotas for your Network Load Balancers"): an NLB over
+// every node of a larger cluster is refused. Above it, the first
+// awsTargetQuota nodes (half in each zone) carry awsTargetLabel, and every
+// Service targets them alone with aws-load-balancer-target-node-labels, as
+// an operator of such a cluster must. Node 0, the one the node-sync phase
+// excludes, is among them.
+const (
+	awsTargetQuota = 1000
+	awsTargetLabel = "scale.multicloud-ccm.io/lb-target"
+)
+
+// serviceTweaks are the cell's Service settings beyond the benchmark's
+// defaults: the target subset on AWS above its target quota.
+func (cl *cluster) serviceTweaks() []framework.ServiceTweak {
+	if cl.cell.cloud == "aws" && cl.cell.nodes > awsTargetQuota {
+		return []framework.ServiceTweak{framework.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-target-node-labels", awsTargetLabel+"=true")}
+	}
+	return nil
 }
 
 // newNode is a node as a kubelet with --cloud-provider=external registers

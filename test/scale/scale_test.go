@@ -155,7 +155,7 @@ func runCell(t *testing.T, c cell, dir string) *result {
 	quiet(t, cl, timeout)
 	// Services: time to address.
 	p.begin()
-	r.addrP50, r.addrP99, r.addr = addressServices(ctx, t, cl.client, c.services)
+	r.addrP50, r.addrP99, r.addr = addressServices(ctx, t, cl.client, c.services, cl.serviceTweaks()...)
 	record("services")
 	quiet(t, cl, timeout)
 	// Node sync: one node excluded.
@@ -294,7 +294,7 @@ func waitNodes(ctx context.Context, t *testing.T, c kubernetes.Interface, timeou
 // addressServices creates n LoadBalancer Services and returns the p50 and
 // p99 of each one's time from its create to its address, and the time
 // until the last was addressed.
-func addressServices(ctx context.Context, t *testing.T, c kubernetes.Interface, n int) (p50, p99, all time.Duration) {
+func addressServices(ctx context.Context, t *testing.T, c kubernetes.Interface, n int, tweaks ...framework.ServiceTweak) (p50, p99, all time.Duration) {
 	t.Helper()
 	w, err := c.CoreV1().Services(svcNS).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -306,7 +306,7 @@ func addressServices(ctx context.Context, t *testing.T, c kubernetes.Interface, 
 	start := time.Now()
 	go parallel(allIndexes(n), func(i int) {
 		name := fmt.Sprintf("s%05d", i)
-		svc := framework.NewLoadBalancerService(svcNS, name, framework.WithPort("http", 80, corev1.ProtocolTCP))
+		svc := framework.NewLoadBalancerService(svcNS, name, append([]framework.ServiceTweak{framework.WithPort("http", 80, corev1.ProtocolTCP)}, tweaks...)...)
 		mu.Lock()
 		created[name] = time.Now()
 		mu.Unlock()

@@ -343,6 +343,44 @@ func TestCanTargetByFamily(t *testing.T) {
 	}
 }
 
+// TestCanTargetByNodeLabels: a Service with
+// aws-load-balancer-target-node-labels is handed only the nodes carrying
+// them (key=value, or key alone for any value), so a change of another node
+// updates none of its NLBs; an invalid value hands every node, and desired
+// reports it.
+func TestCanTargetByNodeLabels(t *testing.T) {
+	e := newEnv(t)
+	lb := e.cloud.lb
+	ec2Node := func(name string, labels map[string]string) *corev1.Node {
+		n := newNode(name, testutil.WithInternalIP("10.0.1.9"))
+		n.Spec.ProviderID = "aws:///eu-west-1a/i-0123456789abcdef0"
+		n.Labels = labels
+		return n
+	}
+	inSubset := ec2Node("in", map[string]string{"pool": "edge", "tier": "lb"})
+	other := ec2Node("other", map[string]string{"pool": "batch"})
+	bare := ec2Node("bare", nil)
+	for _, tc := range []struct {
+		labels string
+		node   *corev1.Node
+		want   bool
+	}{
+		{"pool=edge", inSubset, true},
+		{"pool=edge", other, false},
+		{"pool=edge", bare, false},
+		{"pool=edge,tier", inSubset, true},
+		{"pool", other, true},
+		{"tier=lb", other, false},
+		{"=edge", other, true},
+		{"", other, true},
+	} {
+		svc := newService("web", withAnnotation(AnnotationTargetNodeLabels, tc.labels))
+		if got := lb.CanTarget(svc, tc.node); got != tc.want {
+			t.Errorf("target-node-labels %q: CanTarget(%s %v) = %v, want %v", tc.labels, tc.node.Name, tc.node.Labels, got, tc.want)
+		}
+	}
+}
+
 // TestDualStackNeedsIPv6Subnets: a new dualstack NLB in subnets without
 // IPv6 blocks is refused by AWS; the error names the annotation and the
 // fix, and no NLB is made.

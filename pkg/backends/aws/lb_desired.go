@@ -313,6 +313,18 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 
 // withLabels keeps the nodes carrying every label in want (an empty value
 // matches any value), as upstream's target-node-labels does.
+// targetNodeLabels is the Service's AnnotationTargetNodeLabels; nil when
+// unset or invalid (desired reports an invalid value as the Service's
+// error).
+func targetNodeLabels(svc *corev1.Service) map[string]string {
+	r := newReader(svc.Annotations)
+	var want map[string]string
+	if !r.pairs(AnnotationTargetNodeLabels, &want) || r.Err() != nil {
+		return nil
+	}
+	return want
+}
+
 func withLabels(nodes []*corev1.Node, want map[string]string) []*corev1.Node {
 	if len(want) == 0 {
 		return nodes
@@ -418,7 +430,15 @@ func nodeIPv4(n *corev1.Node) net.IP {
 // ranges, so a node with a public address would make every registration
 // fail. For an IPv6-primary Service, a node with an IPv6 InternalIP
 // (ipTargets keeps those inside the VPC's IPv6 blocks).
+//
+// A node outside the Service's aws-load-balancer-target-node-labels is never
+// targeted (desired leaves it out too), so the router hands it to no
+// update and a change of it updates no NLB: with a target subset, the
+// churn of the other nodes costs nothing.
 func (l *LoadBalancer) CanTarget(svc *corev1.Service, node *corev1.Node) bool {
+	if want := targetNodeLabels(svc); len(want) > 0 && len(withLabels([]*corev1.Node{node}, want)) == 0 {
+		return false
+	}
 	if s, err := providerid.Scheme(node.Spec.ProviderID); err == nil && s == Scheme {
 		return true
 	}
