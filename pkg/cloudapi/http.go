@@ -207,6 +207,12 @@ func (t *Transport) sleepFor(ctx context.Context, d time.Duration) error {
 	if t.sleep != nil {
 		return t.sleep(ctx, d)
 	}
+	return Sleep(ctx, d)
+}
+
+// Sleep waits d, or until ctx is done (its error then): the wait before a
+// retry.
+func Sleep(ctx context.Context, d time.Duration) error {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

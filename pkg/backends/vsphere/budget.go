@@ -57,7 +57,7 @@ func (t *soapBudget) Call(ctx context.Context, action string, write bool, call f
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
 			return fmt.Errorf("%w (throttled %d times; the next attempt, in %v, would pass the call's deadline)", err, attempt+1, wait.Round(time.Millisecond))
 		}
-		if werr := sleep(ctx, wait); werr != nil {
+		if werr := cloudapi.Sleep(ctx, wait); werr != nil {
 			return fmt.Errorf("%w (throttled %d times), and %w while backing off", err, attempt+1, werr)
 		}
 	}
@@ -87,17 +87,6 @@ func (t *soapBudget) attempt(ctx context.Context, action string, write bool, att
 		return -1, err
 	}
 	return cloudapi.RetryWait(attempt, hint.get(), cloudapi.DefaultHTTPMaxBackoff), err
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }
 
 // retryAfterKey is the context key of a SOAP call's retryAfterHint.
