@@ -45,6 +45,7 @@ import (
 	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/klog/v2"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/batch"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -119,10 +120,8 @@ type Controller struct {
 	// pass is the drift-repair or start-up pass in progress, if any.
 	pass *repairPass
 
-	// The open batch of node changes: its flush timer and first change.
-	batchMu    sync.Mutex
-	batchTimer *time.Timer
-	batchFirst time.Time
+	// nodeBatch coalesces node changes (see nodesChanged).
+	nodeBatch *batch.Timer
 }
 
 // served is what the controller knows of a Service it serves.
@@ -176,6 +175,7 @@ func New(cloud Cloud, opts Options) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
 		state: map[string]*served{},
 	}
+	c.nodeBatch = &batch.Timer{Quiet: opts.NodeBatchQuiet, Max: opts.NodeBatchMax, Flush: c.flushNodes}
 	if _, err := opts.Services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.serviceAdded,
 		UpdateFunc: c.serviceUpdated,

@@ -56,19 +56,7 @@ func (c *Controller) targetsOf(svc *corev1.Service, nodes []*corev1.Node) nodeSe
 
 // nodesChanged opens a batch of node changes, or pushes the open one's
 // flush back by the quiet period (never beyond its maximum).
-func (c *Controller) nodesChanged() {
-	c.batchMu.Lock()
-	defer c.batchMu.Unlock()
-	now := time.Now()
-	if c.batchTimer == nil {
-		c.batchFirst = now
-		c.batchTimer = time.AfterFunc(c.opts.NodeBatchQuiet, c.flushNodes)
-		return
-	}
-	if wait := min(c.opts.NodeBatchQuiet, c.batchFirst.Add(c.opts.NodeBatchMax).Sub(now)); wait > 0 {
-		c.batchTimer.Reset(wait)
-	}
-}
+func (c *Controller) nodesChanged() { c.nodeBatch.Changed() }
 
 // flushNodes closes the batch and queues the Services whose targets differ
 // from those their load balancer was last given (and those whose first
@@ -76,9 +64,6 @@ func (c *Controller) nodesChanged() {
 // batch). Each queued sync compares again and updates the load balancer
 // once.
 func (c *Controller) flushNodes() {
-	c.batchMu.Lock()
-	c.batchTimer = nil
-	c.batchMu.Unlock()
 	nodes, err := c.targets()
 	if err != nil {
 		return
