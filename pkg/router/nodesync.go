@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/batch"
 )
 
 // The upstream service controller re-targets load balancers only when the
@@ -41,7 +43,11 @@ import (
 // ignore the nodes, backends.NodeIndependent: bare metal). At a churn
 // every new node is one such change (none -> its addresses), so a backend
 // reaching nodes by identity must not be re-targeted for it: that was
-// O(churned nodes x Services) updates (docs/scale.md). The update goes
+// O(churned nodes x Services) updates (docs/scale.md). Address changes are
+// batched as pkg/lbcontroller batches node changes (internal/batch: 1 s
+// after the last, 5 s after the first at most), so the nodes a churn
+// registers re-target each Service reaching them once per batch, not once
+// per node. The update goes
 // through the same per-Service lock as the service controller's calls, so
 // the two never overlap, and it is skipped for a Service that is being
 // deleted or moved.
@@ -74,6 +80,14 @@ const (
 	toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 )
 
+// addressBatchQuiet and addressBatchMax bound a batch of node address
+// changes, as pkg/lbcontroller's node batch: 1 s after the last change, 5 s
+// after the first at most. Variables for tests only.
+var (
+	addressBatchQuiet = time.Second
+	addressBatchMax   = 5 * time.Second
+)
+
 // addressResync is the node-address watcher. It lives for the process
 // (see states.go): Services queued, and failed re-syncs waiting for their
 // retry, survive a reload; each re-sync runs on the configuration in use
@@ -84,6 +98,13 @@ type addressResync struct {
 	services corelisters.ServiceLister
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// Address changes are batched as pkg/lbcontroller batches node
+	// changes: the Services they concern wait in pending until the batch
+	// is flushed, so a churn re-targets each Service once per batch, not
+	// once per node.
+	batch     *batch.Timer
+	pendingMu sync.Mutex
+	pending   map[types.NamespacedName]struct{}
 	// staleQueued counts the Services queued because their load balancer
 	// was ensured or updated with a stale node list.
 	staleQueued atomic.Int64
@@ -122,7 +143,9 @@ func (st *serviceStates) startAddressResync(factory informers.SharedInformerFact
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "multicloud_node_address_resync"}),
+		pending: map[types.NamespacedName]struct{}{},
 	}
+	a.batch = &batch.Timer{Quiet: addressBatchQuiet, Max: addressBatchMax, Flush: a.flush}
 	reg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			oldNode, ok1 := oldObj.(*corev1.Node)
@@ -161,14 +184,31 @@ func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
 	}
 	r, done := a.st.current()
 	defer done()
+	a.pendingMu.Lock()
+	defer a.pendingMu.Unlock()
 	for _, svc := range svcs {
 		for _, b := range r.ensuredIn(svc) {
 			if b.retargetsOn(svc, oldNode, node) {
 				a.addressQueued.Add(1)
-				a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+				a.pending[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = struct{}{}
 				break
 			}
 		}
+	}
+	if len(a.pending) > 0 {
+		a.batch.Changed()
+	}
+}
+
+// flush queues the Services the batch's address changes concern, each
+// once.
+func (a *addressResync) flush() {
+	a.pendingMu.Lock()
+	keys := a.pending
+	a.pending = map[types.NamespacedName]struct{}{}
+	a.pendingMu.Unlock()
+	for key := range keys {
+		a.queue.Add(key)
 	}
 }
 

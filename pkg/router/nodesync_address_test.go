@@ -2,8 +2,10 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -307,5 +309,62 @@ func TestStaleAddressIsRetargeted(t *testing.T) {
 	eventually(t, "the member at the current address", func() bool { return oct.targetsOf(svc) == "os-1=10.1.0.11" })
 	if got := r.staleQueued(); got != 1 {
 		t.Errorf("stale re-syncs queued = %d, want 1", got)
+	}
+}
+
+// TestAddressChurnIsOneRetargetPerBatch: a churn registers many nodes
+// within a second, each one address change (none -> its addresses). The
+// Services reaching them by address are re-targeted once for the whole
+// burst, with every new member, not once per node (before: one update per
+// address change a worker took, up to one per node and Service).
+func TestAddressChurnIsOneRetargetPerBatch(t *testing.T) {
+	// A quiet period long enough that a loaded machine delivering the
+	// burst's node events slowly still sees one burst.
+	quiet, maxWait := addressBatchQuiet, addressBatchMax
+	addressBatchQuiet, addressBatchMax = 3*time.Second, time.Minute
+	t.Cleanup(func() { addressBatchQuiet, addressBatchMax = quiet, maxWait })
+	r, _, oct := nlbAndOctavia(t)
+	var nodes []*corev1.Node
+	for i := range 10 {
+		nodes = append(nodes, newNode(fmt.Sprintf("os-%d", i), withProviderID(fmt.Sprintf("openstack:///vm-%d", i))))
+	}
+	svcs := []*corev1.Service{newService("os-a", withLBBackend("octavia")), newService("os-b", withLBBackend("octavia")), newService("os-c", withLBBackend("octavia"))}
+	c := ensuredServices(t, r, nodes, svcs...)
+	updated := func(n int) func() bool {
+		return func() bool {
+			for _, s := range svcs {
+				if oct.updatesOf(s) < n {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			for _, s := range svcs {
+				t.Logf("%s: %d updates, members %s", s.Name, oct.updatesOf(s), oct.targetsOf(s))
+			}
+		}
+	}()
+	for i, n := range nodes {
+		nodes[i] = c.setAddresses(t, n, internalIP(fmt.Sprintf("10.0.1.%d", i+1)))
+	}
+	eventually(t, "each Service re-targeted after the burst", updated(1))
+	// A change after the batch: once it is seen, the burst's batch was
+	// flushed and taken.
+	c.setAddresses(t, nodes[0], internalIP("10.0.1.100"))
+	eventually(t, "each Service re-targeted after the later change", updated(2))
+	for _, s := range svcs {
+		if got := oct.updatesOf(s); got != 2 {
+			t.Errorf("%s re-targeted %d times, want 2 (one for the burst of 10 nodes, one for the later change)", s.Name, got)
+		}
+	}
+	want := "os-0=10.0.1.100"
+	for i := 1; i < 10; i++ {
+		want += fmt.Sprintf(",os-%d=10.0.1.%d", i, i+1)
+	}
+	if got := oct.targetsOf(svcs[0]); got != want {
+		t.Errorf("os-a's members %q, want %q", got, want)
 	}
 }
