@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
@@ -482,4 +483,23 @@ func (g *gated) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, s
 		return err
 	}
 	return g.lb.EnsureLoadBalancerDeleted(ctx, cluster, s)
+}
+
+// TestProvisioningLeavesTheWarningBudget drives the upstream service
+// controller over a backend still provisioning for many retries (a
+// RetryError, as Octavia's PENDING_CREATE), then refusing a bad
+// annotation. client-go's event correlator lets 25 Warnings per source and
+// object through, then one per 5 minutes: a Warning per provisioning retry
+// spent that budget and the bad annotation's Warning was dropped (cold CI
+// run D, TestServiceControllerBadOCCMAnnotation). Provisioning is logged,
+// not a Warning, so the bad annotation's Warning arrives.
+func TestProvisioningLeavesTheWarningBudget(t *testing.T) {
+	a := newScriptedLB("a", "192.0.2.1")
+	r := mustRouter(t, testConfig(), Backend{Name: "a", Type: "aws", Scheme: "aws", Cloud: a})
+	a.failEnsure(api.NewRetryError("load balancer is being created", 10*time.Millisecond))
+	c := startCluster(t, r, newService("web", withLBBackend("a")))
+	runServiceController(t, c)
+	eventually(t, "30 provisioning retries", func() bool { return a.ensureCount() >= 30 })
+	a.failEnsure(backends.NewUserError(annotation.ReasonInvalid, errors.New("annotation example.com/x: must be a number")))
+	eventually(t, "the bad annotation's Warning", func() bool { return hasEvent(c.events(t, "web"), annotation.ReasonInvalid) })
 }

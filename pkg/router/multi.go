@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -145,8 +147,19 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 			continue
 		}
 		r.recordServiceError(ctx, service, a.err)
-		r.warn(ctx, serviceRef(service), reasonBackendFailed, fmt.Sprintf(
-			"Backend %s cannot serve the load balancer yet (the other backends' addresses stay in the status): %v", targets[i].Name, a.err))
+		msg := fmt.Sprintf("Backend %s cannot serve the load balancer yet (the other backends' addresses stay in the status): %v", targets[i].Name, a.err)
+		var pending *api.RetryError
+		if errors.As(a.err, &pending) {
+			// Still provisioning (Octavia's PENDING_CREATE, an NLB
+			// provisioning): upstream retries after the delay asked for,
+			// with its own event. A Warning per retry would spend
+			// client-go's event budget for the Service (25 Warnings, then
+			// one per 5 minutes) and drop the next Warning that matters,
+			// such as a bad annotation's.
+			klog.FromContext(ctx).V(2).Info(msg, "service", klog.KObj(service))
+		} else {
+			r.warn(ctx, serviceRef(service), reasonBackendFailed, msg)
+		}
 		errs = append(errs, fmt.Errorf("backend %s: %w", targets[i].Name, a.err))
 	}
 	if ok := mergeStatus(answers); len(ok.Ingress) > 0 {
