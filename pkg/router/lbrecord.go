@@ -100,6 +100,22 @@ func (r *Router) recordOf(svc *corev1.Service) lbRecord {
 	return rec
 }
 
+// written is the Service's record as last written: what this process
+// wrote, if it wrote one, else the annotation. Whether a backend is
+// already recorded, so that creating there needs no write first, is
+// asked of this record, never of recordOf: a copy handed over before a
+// later write (a worker's Service from before a move and back) can still
+// name a backend this process has since dropped from the record, after
+// its delete there; trusting it would create there unrecorded, and the
+// Service's delete would not look there (issue: a load balancer leaked in
+// TestReloadRaceInvariants).
+func (r *Router) written(svc *corev1.Service) lbRecord {
+	if mem, ok := r.st.recordedOf(svc.UID); ok {
+		return lbRecord{known: true, names: mem}
+	}
+	return parseRecord(svc)
+}
+
 // current is the Service's record with, for a Service an older version
 // gave an address, every backend (see baseline).
 func (r *Router) current(svc *corev1.Service) lbRecord {
@@ -125,7 +141,7 @@ func (r *Router) forget(uid types.UID) {
 // addToRecord records bs on the Service before a mutating call there. It
 // fails, so that nothing is created, if the record cannot be written.
 func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*backend) error {
-	rec := r.recordOf(svc)
+	rec := r.written(svc)
 	var add []string
 	for _, b := range bs {
 		if !rec.has(b.Name) {

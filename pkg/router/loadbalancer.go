@@ -139,7 +139,7 @@ func (r *Router) warnUser(ctx context.Context, service *corev1.Service, reason s
 
 // notRecorded returns the targets the Service's record does not name yet.
 func (r *Router) notRecorded(service *corev1.Service, targets []*backend) []*backend {
-	rec := r.recordOf(service)
+	rec := r.written(service)
 	var out []*backend
 	for _, b := range targets {
 		if !rec.has(b.Name) {

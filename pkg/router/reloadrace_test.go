@@ -153,3 +153,51 @@ func TestReloadRaceInvariants(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleCopyNamingADroppedBackendIsRecordedAgain is the race
+// TestReloadRaceInvariants found once in CI, made deterministic: a caller
+// holds a copy of the Service from when its record named backend a; the
+// load balancer has since moved to b (a deleted, dropped from the record);
+// a reload makes a the default again, and the old copy is ensured. The
+// copy's annotation still names a, but a must be recorded again before
+// anything is created there, or the Service's delete does not look in a
+// and its load balancer leaks.
+func TestStaleCopyNamingADroppedBackendIsRecordedAgain(t *testing.T) {
+	ctx := context.Background()
+	a, b := heldBackend{"a", t.Name() + "/a", "198.51.100.1"}, heldBackend{"b", t.Name() + "/b", "198.51.100.2"}
+	ca, cb := heldCloudState(a.cloud, a.ip), heldCloudState(b.cloud, b.ip)
+	c := startReloadCluster(t, heldConfig(t, "defaultBackend: a", a, b), newService("web"))
+	c.run(t, func(context.Context) {})
+	if _, err := c.rl.EnsureLoadBalancer(ctx, cluster, c.service(t, "web"), nil); err != nil {
+		t.Fatal(err)
+	}
+	stale := c.service(t, "web")
+	if got := c.record(t, "web"); got != "a" || !ca.has(stale) {
+		t.Fatalf("record %q, in a %v; want a", got, ca.has(stale))
+	}
+
+	c.apply(t, heldConfig(t, "defaultBackend: b", a, b))
+	if _, err := c.rl.EnsureLoadBalancer(ctx, cluster, c.service(t, "web"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.record(t, "web"); got != "b" || ca.has(stale) || !cb.has(stale) {
+		t.Fatalf("after the move to b: record %q, in a %v, in b %v", got, ca.has(stale), cb.has(stale))
+	}
+
+	c.apply(t, heldConfig(t, "defaultBackend: a", a, b))
+	if _, err := c.rl.EnsureLoadBalancer(ctx, cluster, stale, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.record(t, "web"); got != "a" || !ca.has(stale) {
+		t.Fatalf("after ensuring the old copy: record %q, in a %v; want a, held in a", got, ca.has(stale))
+	}
+	gone := c.service(t, "web")
+	now := metav1.Now()
+	gone.DeletionTimestamp = &now
+	if err := c.rl.EnsureLoadBalancerDeleted(ctx, cluster, gone); err != nil {
+		t.Fatal(err)
+	}
+	if ca.has(stale) || cb.has(stale) {
+		t.Errorf("after the delete: in a %v, in b %v; want nothing anywhere", ca.has(stale), cb.has(stale))
+	}
+}
