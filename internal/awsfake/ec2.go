@@ -447,7 +447,7 @@ func (s *Server) describeInstances(f url.Values) (any, *Error) {
 		fs["instance-id"] = ids
 	}
 	var matched []*Instance
-	for _, id := range s.candidateInstances(fs["instance-id"]) {
+	for _, id := range candidates(s.instances, fs["instance-id"]) {
 		if in := s.instances[id]; matchFilters(fs, in.attr) {
 			matched = append(matched, in)
 		}
@@ -474,21 +474,14 @@ func filterValues(fs map[string][]string) int {
 	return n
 }
 
-// candidateInstances returns, sorted, the IDs of the instances a call may
-// answer with: those it names (by ID or the instance-id filter, without
-// wildcards), else every instance.
-func (s *Server) candidateInstances(named []string) []string {
+// candidates returns, sorted, the IDs of the resources (instances, security
+// groups) a call may answer with: those it names (by ID or the ID filter,
+// without wildcards), else all of them.
+func candidates[V any](m map[string]V, named []string) []string {
 	if len(named) == 0 || slices.ContainsFunc(named, func(id string) bool { return strings.ContainsAny(id, "*?") }) {
-		return sortedKeys(s.instances)
+		return sortedKeys(m)
 	}
-	var out []string
-	for _, id := range named {
-		if _, ok := s.instances[id]; ok {
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return present(m, named)
 }
 
 func maxResults(f url.Values, lo, hi int) (int, *Error) {
@@ -704,7 +697,7 @@ func (s *Server) describeSecurityGroups(f url.Values) (any, *Error) {
 		return nil, err
 	}
 	var matched []*securityGroup
-	for _, id := range sortedKeys(s.sgs) {
+	for _, id := range candidates(s.sgs, fs["group-id"]) {
 		if sg := s.sgs[id]; matchFilters(fs, sg.attr) {
 			matched = append(matched, sg)
 		}

@@ -123,18 +123,16 @@ func (s *Server) LoadBalancers() []LoadBalancerView {
 			v.Addresses = append(v.Addresses, id+"="+m.allocationID+m.privateIPv4)
 		}
 		sort.Strings(v.Addresses)
-		for _, l := range s.listeners {
-			if l.lbARN == lb.arn {
-				name := ""
-				if tg := s.tgs[l.tgARN]; tg != nil {
-					name = tg.name
-				}
-				desc := fmt.Sprintf("%s:%d->%s", l.protocol, l.port, name)
-				if l.protocol == "TLS" {
-					desc += fmt.Sprintf(" (%s, %s)", l.cert, l.sslPolicy)
-				}
-				v.Listeners = append(v.Listeners, desc)
+		for _, l := range s.listenersOfLB(lb.arn) {
+			name := ""
+			if tg := s.tgs[l.tgARN]; tg != nil {
+				name = tg.name
 			}
+			desc := fmt.Sprintf("%s:%d->%s", l.protocol, l.port, name)
+			if l.protocol == "TLS" {
+				desc += fmt.Sprintf(" (%s, %s)", l.cert, l.sslPolicy)
+			}
+			v.Listeners = append(v.Listeners, desc)
 		}
 		sort.Strings(v.Listeners)
 		out = append(out, v)
@@ -172,6 +170,11 @@ func (s *Server) ResourceCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.lbs) + len(s.tgs) + len(s.listeners) + len(s.sgs)
+}
+
+// key identifies a registration in its group: the target and its port.
+func (t target) key() string {
+	return fmt.Sprintf("%s:%d", t.id, t.port)
 }
 
 func (t target) String() string {
@@ -420,10 +423,7 @@ func (s *Server) createLoadBalancer(f url.Values) (any, *Error) {
 			return nil, errorf("InvalidSecurityGroup", "Security group '%s' does not exist in VPC '%s'", g, vpc)
 		}
 	}
-	for _, lb := range s.lbs {
-		if lb.name != name {
-			continue
-		}
+	if lb := s.lbs[s.idx.lbByName[name]]; lb != nil {
 		if lb.scheme != scheme || strings.Join(lb.subnets, ",") != strings.Join(subnets, ",") || strings.Join(lb.securityGroups, ",") != strings.Join(sgs, ",") {
 			return nil, errorf("DuplicateLoadBalancerName", "A load balancer with the same name '%s' exists, but with different settings", name)
 		}
@@ -440,7 +440,7 @@ func (s *Server) createLoadBalancer(f url.Values) (any, *Error) {
 	if lb.pollsLeft > 0 {
 		lb.state = "provisioning"
 	}
-	s.lbs[lb.arn] = lb
+	s.putLB(lb)
 	return elbResult("CreateLoadBalancer", loadBalancersResult{LoadBalancers: []xmlLoadBalancer{s.lbXML(lb)}}), nil
 }
 
@@ -459,7 +459,7 @@ func pageSize(f url.Values) (int, *Error) {
 func (s *Server) describeLoadBalancers(f url.Values) (any, *Error) {
 	names, arns := list(f, "Names.member"), list(f, "LoadBalancerArns.member")
 	var matched []*loadBalancer
-	for _, arn := range sortedKeys(s.lbs) {
+	for _, arn := range s.lbCandidates(names, arns) {
 		lb := s.lbs[arn]
 		if (len(names) == 0 || contains(names, lb.name)) && (len(arns) == 0 || contains(arns, lb.arn)) {
 			matched = append(matched, lb)
@@ -505,17 +505,12 @@ func (s *Server) deleteLoadBalancer(f url.Values) (any, *Error) {
 		return nil, errorf("OperationNotPermitted", "Load balancer '%s' cannot be deleted because deletion protection is enabled", lb.arn)
 	}
 	if found {
-		for arn, l := range s.listeners {
-			if l.lbARN == lb.arn {
-				delete(s.listeners, arn)
-			}
-		}
 		for _, g := range lb.securityGroups {
 			if sg := s.sgs[g]; sg != nil {
 				sg.releasePolls = s.sgReleasePolls
 			}
 		}
-		delete(s.lbs, lb.arn)
+		s.dropLB(lb)
 	}
 	return elbResult("DeleteLoadBalancer", nil), nil
 }
@@ -542,16 +537,6 @@ type xmlTargetGroup struct {
 type targetGroupsResult struct {
 	TargetGroups []xmlTargetGroup `xml:"TargetGroups>member"`
 	NextMarker   string           `xml:"NextMarker,omitempty"`
-}
-
-// lbOf returns the ARN of the load balancer whose listener forwards to tg.
-func (s *Server) lbOf(tgARN string) string {
-	for _, l := range s.listeners {
-		if l.tgARN == tgARN {
-			return l.lbARN
-		}
-	}
-	return ""
 }
 
 func (s *Server) tgXML(tg *targetGroup) xmlTargetGroup {
@@ -649,10 +634,7 @@ func (s *Server) createTargetGroup(f url.Values) (any, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, tg := range s.tgs {
-		if tg.name != name {
-			continue
-		}
+	if tg := s.tgs[s.idx.tgByName[name]]; tg != nil {
 		if tg.protocol != protocol || tg.port != port || tg.vpcID != vpc || tg.targetType != tt || tg.ipAddressType != ipType || tg.hc != hc {
 			return nil, errorf("DuplicateTargetGroupName", "A target group with the same name '%s' exists, but with different settings", name)
 		}
@@ -660,7 +642,7 @@ func (s *Server) createTargetGroup(f url.Values) (any, *Error) {
 	}
 	tg := &targetGroup{arn: fmt.Sprintf("arn:aws:elasticloadbalancing:%s:%s:targetgroup/%s/%s", s.region, Account, name, s.nextID()[1:]),
 		name: name, protocol: protocol, port: port, vpcID: vpc, targetType: tt, ipAddressType: ipType, hc: hc, targets: map[string]target{}, tags: elbTagsFrom(f)}
-	s.tgs[tg.arn] = tg
+	s.putTG(tg)
 	return elbResult("CreateTargetGroup", targetGroupsResult{TargetGroups: []xmlTargetGroup{s.tgXML(tg)}}), nil
 }
 
@@ -670,7 +652,7 @@ func (s *Server) describeTargetGroups(f url.Values) (any, *Error) {
 		return nil, &Error{Status: 400, Code: "LoadBalancerNotFound", Message: fmt.Sprintf("Load balancer '%s' not found", lbARN)}
 	}
 	var matched []*targetGroup
-	for _, arn := range sortedKeys(s.tgs) {
+	for _, arn := range s.tgCandidates(names, arns, lbARN) {
 		tg := s.tgs[arn]
 		if (len(names) == 0 || contains(names, tg.name)) && (len(arns) == 0 || contains(arns, tg.arn)) && (lbARN == "" || s.lbOf(tg.arn) == lbARN) {
 			matched = append(matched, tg)
@@ -728,7 +710,7 @@ func (s *Server) deleteTargetGroup(f url.Values) (any, *Error) {
 	if s.lbOf(arn) != "" {
 		return nil, errorf("ResourceInUse", "Target group '%s' is currently in use by a listener or a rule", arn)
 	}
-	delete(s.tgs, arn)
+	s.dropTG(arn)
 	return elbResult("DeleteTargetGroup", nil), nil
 }
 
@@ -820,10 +802,53 @@ func (s *Server) registerTargets(f url.Values) (any, *Error) {
 			return nil, err
 		}
 	}
+	if err := s.checkTargetQuota(tg, ts); err != nil {
+		return nil, err
+	}
 	for _, t := range ts {
-		tg.targets[fmt.Sprintf("%s:%d", t.id, t.port)] = t
+		tg.targets[t.key()] = t
 	}
 	return elbResult("RegisterTargets", nil), nil
+}
+
+// DefaultTargetsPerTargetGroup is AWS's default "Targets per Target Group
+// per Region" quota for instances or IP addresses (Quotas for your Network
+// Load Balancers, https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-limits.html;
+// adjustable on request).
+const DefaultTargetsPerTargetGroup = 1000
+
+// SetTargetsPerTargetGroup sets the account's targets-per-target-group
+// quota (AWS's default: DefaultTargetsPerTargetGroup, raised on request);
+// 0 lifts it.
+func (s *Server) SetTargetsPerTargetGroup(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.targetsPerGroup = n
+}
+
+// checkTargetQuota refuses a RegisterTargets that would leave the group
+// with more registered targets than the quota: TooManyTargets (400), the
+// message shaped as AWS's for its per-load-balancer quota ("The maximum
+// number of targets per load balancer '2000' has been reached on load
+// balancer '<ARN>'", kubernetes/kubernetes#86441). Targets still draining
+// are not counted (AWS does not document whether they are).
+func (s *Server) checkTargetQuota(tg *targetGroup, ts []target) *Error {
+	if s.targetsPerGroup <= 0 {
+		return nil
+	}
+	after := map[string]bool{}
+	for _, t := range s.liveTargets(tg) {
+		if t.drainUntil.IsZero() {
+			after[t.key()] = true
+		}
+	}
+	for _, t := range ts {
+		after[t.key()] = true
+	}
+	if len(after) > s.targetsPerGroup {
+		return errorf("TooManyTargets", "The maximum number of targets per target group '%d' has been reached on target group '%s'", s.targetsPerGroup, tg.arn)
+	}
+	return nil
 }
 
 func (s *Server) deregisterTargets(f url.Values) (any, *Error) {
@@ -841,7 +866,7 @@ func (s *Server) deregisterTargets(f url.Values) (any, *Error) {
 	n, _ := strconv.Atoi(s.tgAttributes(tg)["deregistration_delay.timeout_seconds"])
 	delay := s.deregistrationDelay * time.Duration(n) / time.Duration(DefaultDeregistrationDelay/time.Second)
 	for _, t := range ts {
-		k := fmt.Sprintf("%s:%d", t.id, t.port)
+		k := t.key()
 		have, registered := tg.targets[k]
 		switch {
 		case !registered:

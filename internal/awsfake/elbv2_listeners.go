@@ -91,8 +91,8 @@ func (s *Server) createListener(f url.Values) (any, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range s.listeners {
-		if o.lbARN == lb.arn && o.port == l.port {
+	for _, o := range s.listenersOfLB(lb.arn) {
+		if o.port == l.port {
 			if o.protocol == l.protocol && o.tgARN == l.tgARN && o.cert == l.cert && o.sslPolicy == l.sslPolicy {
 				return elbResult("CreateListener", listenersResult{Listeners: []xmlListener{o.xml()}}), nil
 			}
@@ -101,7 +101,7 @@ func (s *Server) createListener(f url.Values) (any, *Error) {
 	}
 	l.arn = strings.Replace(lb.arn, ":loadbalancer/", ":listener/", 1) + "/" + s.nextID()[1:]
 	l.tags = elbTagsFrom(f)
-	s.listeners[l.arn] = &l
+	s.putListener(&l)
 	return elbResult("CreateListener", listenersResult{Listeners: []xmlListener{l.xml()}}), nil
 }
 
@@ -114,7 +114,7 @@ func (s *Server) describeListeners(f url.Values) (any, *Error) {
 		return nil, errorf("ValidationError", "You must specify either listener ARNs or a load balancer ARN")
 	}
 	var matched []*listener
-	for _, arn := range sortedKeys(s.listeners) {
+	for _, arn := range s.listenerCandidates(lbARN, arns) {
 		l := s.listeners[arn]
 		if (lbARN == "" || l.lbARN == lbARN) && (len(arns) == 0 || contains(arns, l.arn)) {
 			matched = append(matched, l)
@@ -155,8 +155,8 @@ func (s *Server) modifyListener(f url.Values) (any, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	*l = nl
-	return elbResult("ModifyListener", listenersResult{Listeners: []xmlListener{l.xml()}}), nil
+	s.putListener(&nl)
+	return elbResult("ModifyListener", listenersResult{Listeners: []xmlListener{nl.xml()}}), nil
 }
 
 func (s *Server) deleteListener(f url.Values) (any, *Error) {
@@ -164,7 +164,7 @@ func (s *Server) deleteListener(f url.Values) (any, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	delete(s.listeners, l.arn)
+	s.dropListener(l)
 	return elbResult("DeleteListener", nil), nil
 }
 

@@ -123,8 +123,8 @@ func (s *Server) setIPAddressType(f url.Values) (any, *Error) {
 		}
 	}
 	if t == "ipv4" {
-		for _, arn := range sortedKeys(s.listeners) {
-			if l := s.listeners[arn]; l.lbARN == lb.arn && s.tgs[l.tgARN] != nil && s.tgs[l.tgARN].ipAddressType == "ipv6" {
+		for _, l := range s.listenersOfLB(lb.arn) {
+			if s.tgs[l.tgARN] != nil && s.tgs[l.tgARN].ipAddressType == "ipv6" {
 				return nil, errorf("ValidationError", "The load balancer's listener on port %d forwards to the IPv6 target group '%s': an 'ipv4' load balancer cannot have IPv6 target groups", l.port, s.tgs[l.tgARN].name)
 			}
 		}

@@ -29,7 +29,10 @@
 // MutatingCalls show what the backend did; SetRateLimits (AWS's token
 // buckets), Throttle, SetOutage, FailNext,
 // FailMutationsAfter, SetProvisioningPolls and SetSecurityGroupReleasePolls
-// make AWS misbehave.
+// make AWS misbehave; SetTargetsPerTargetGroup moves AWS's quota of 1,000
+// targets per target group. Calls naming resources (by ARN, name or load
+// balancer) cost what they answer, not what the fake holds, so that a scale
+// run measures its client (elbv2_index.go).
 package awsfake
 
 import (
@@ -73,6 +76,8 @@ type Server struct {
 	lbs       map[string]*loadBalancer // by ARN.
 	tgs       map[string]*targetGroup  // by ARN.
 	listeners map[string]*listener     // by ARN.
+	// idx indexes lbs, tgs and listeners (elbv2_index.go).
+	idx elbIndex
 
 	// calls counts SDK invocations by action, attempts every request.
 	calls    map[string]int
@@ -100,6 +105,9 @@ type Server struct {
 	provisioningPolls   int
 	sgReleasePolls      int
 	deregistrationDelay time.Duration
+	// targetsPerGroup is the account's "Targets per Target Group per
+	// Region" quota (SetTargetsPerTargetGroup; 0: none).
+	targetsPerGroup int
 
 	// rateLimits, when set, are AWS's token buckets (SetRateLimits);
 	// buckets their state by API and action; throttled counts refusals.
@@ -120,6 +128,7 @@ func New(region string) *Server {
 		lbs:       map[string]*loadBalancer{},
 		tgs:       map[string]*targetGroup{},
 		listeners: map[string]*listener{},
+		idx:       newELBIndex(),
 		calls:     map[string]int{},
 		attempts:  map[string]int{},
 		params:    map[string]map[string]bool{},
@@ -128,6 +137,7 @@ func New(region string) *Server {
 
 		mutationsLeft:       -1,
 		deregistrationDelay: DefaultDeregistrationDelay,
+		targetsPerGroup:     DefaultTargetsPerTargetGroup,
 	}
 }
 
