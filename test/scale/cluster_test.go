@@ -242,7 +242,7 @@ func (cl *cluster) setupCloud(t *testing.T) {
 		ids := make([]string, n)
 		for i := range n {
 			z := i % 2
-			ip := nodeIP(i)
+			ip := awsNodeIP(i)
 			cl.names[i] = fmt.Sprintf("ip-%s.%s.compute.internal", strings.ReplaceAll(ip, ".", "-"), region)
 			ids[i] = fmt.Sprintf("i-%017x", 0xa0000+i)
 			fake.AddInstance(awsfake.Instance{ID: ids[i], InstanceType: "m5.large", Zone: zones[z], ZoneID: fmt.Sprintf("euw1-az%d", z+1),
@@ -279,12 +279,17 @@ const (
 )
 
 // serviceTweaks are the cell's Service settings beyond the benchmark's
-// defaults: the target subset on AWS above its target quota.
+// defaults: the target subset on AWS above its target quota, and IP
+// targets when the cell asks for them.
 func (cl *cluster) serviceTweaks() []framework.ServiceTweak {
+	var out []framework.ServiceTweak
 	if cl.cell.cloud == "aws" && cl.cell.nodes > awsTargetQuota {
-		return []framework.ServiceTweak{framework.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-target-node-labels", awsTargetLabel+"=true")}
+		out = append(out, framework.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-target-node-labels", awsTargetLabel+"=true"))
 	}
-	return nil
+	if cl.cell.ipTargets {
+		out = append(out, framework.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-nlb-target-type", "ip"))
+	}
+	return out
 }
 
 // newNode is a node as a kubelet with --cloud-provider=external registers
@@ -296,9 +301,13 @@ func newNode(name, providerID string) *corev1.Node {
 	return n
 }
 
-// nodeIP is node i's address: 10.1.0.1 upwards (bare metal's inventory),
-// the same for the aws instances.
+// nodeIP is node i's address in bare metal's inventory: 10.1.0.1 upwards.
 func nodeIP(i int) string { return fmt.Sprintf("10.1.%d.%d", i/250, i%250+1) }
+
+// awsNodeIP is aws instance i's private address: 10.0.100.1 upwards, in
+// the seeded VPC (10.0.0.0/16) as AWS assigns them; an NLB's IP targets
+// must be in its VPC (or carry zone "all").
+func awsNodeIP(i int) string { return fmt.Sprintf("10.0.%d.%d", 100+i/250, i%250+1) }
 
 // cloudConfig is the CCM's cloud-config for the cell.
 func (cl *cluster) cloudConfig() string {

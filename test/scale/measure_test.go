@@ -36,10 +36,13 @@ type phase struct {
 	logLines int
 	logBytes int64
 	keys     map[string]int
-	api      map[string]int // "user verb resource" -> requests
-	apiTotal int
-	cloud    map[string]int // action -> calls
-	cloudAll int
+	// perService counts, for the logKeys naming a Service (perServiceKeys),
+	// the lines of each Service: logKeys name -> Service name -> lines.
+	perService map[string]map[string]int
+	api        map[string]int // "user verb resource" -> requests
+	apiTotal   int
+	cloud      map[string]int // action -> calls
+	cloudAll   int
 }
 
 // perMinute scales n over the phase's duration.
@@ -73,7 +76,7 @@ func (p *probe) begin() {
 func (p *probe) end(name string) phase {
 	ph := phase{name: name, dur: time.Since(p.start), cpu: cpuSeconds(p.cl.ccm.PID()) - p.cpu, rssMiB: rssMiB(p.cl.ccm.PID())}
 	logEnd := fileSize(p.cl.ccm.LogPath())
-	ph.logLines, ph.keys = countLog(p.cl.ccm.LogPath(), p.logOff, logEnd)
+	ph.logLines, ph.keys, ph.perService = countLog(p.cl.ccm.LogPath(), p.logOff, logEnd)
 	ph.logBytes = logEnd - p.logOff
 	time.Sleep(2 * time.Second)
 	ph.api = countAudit(p.cl.audit, p.auditOff, fileSize(p.cl.audit), p.start, p.start.Add(ph.dur))
@@ -146,14 +149,19 @@ func section(path string, from, to int64) (io.Reader, func(), error) {
 	return io.NewSectionReader(f, from, to-from), func() { _ = f.Close() }, nil
 }
 
-// countLog counts the lines of the CCM's log in [from, to), and the lines
-// carrying each of logKeys.
-func countLog(path string, from, to int64) (int, map[string]int) {
-	keys := map[string]int{}
+// perServiceKeys are the logKeys counted per Service too: how often each
+// load balancer was updated, to tell one update per batch from one per
+// node.
+var perServiceKeys = []string{"target updates", "address re-targets"}
+
+// countLog counts the lines of the CCM's log in [from, to), the lines
+// carrying each of logKeys, and those of perServiceKeys by Service.
+func countLog(path string, from, to int64) (int, map[string]int, map[string]map[string]int) {
+	keys, perService := map[string]int{}, map[string]map[string]int{}
 	r, done, err := section(path, from, to)
 	defer done()
 	if err != nil {
-		return 0, keys
+		return 0, keys, perService
 	}
 	lines := 0
 	sc := bufio.NewScanner(r)
@@ -162,12 +170,37 @@ func countLog(path string, from, to int64) (int, map[string]int) {
 		lines++
 		line := sc.Text()
 		for _, k := range logKeys {
-			if strings.Contains(line, k.text) {
-				keys[k.name]++
+			if !strings.Contains(line, k.text) {
+				continue
+			}
+			keys[k.name]++
+			if _, rest, ok := strings.Cut(line, `service="`+svcNS+`/`); ok && slices.Contains(perServiceKeys, k.name) {
+				name, _, _ := strings.Cut(rest, `"`)
+				if perService[k.name] == nil {
+					perService[k.name] = map[string]int{}
+				}
+				perService[k.name][name]++
 			}
 		}
 	}
-	return lines, keys
+	return lines, keys, perService
+}
+
+// perLB is how many of the cell's Services' load balancers had each count
+// of lines of a perServiceKeys key in a phase: "n×k" for n load balancers
+// with k, by k (0 included).
+func perLB(p phase, key string, services int) string {
+	byCount := map[int]int{0: services - len(p.perService[key])}
+	for _, n := range p.perService[key] {
+		byCount[n]++
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(byCount)) {
+		if byCount[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d×%d", byCount[k], k))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // auditEvent holds the audit fields the benchmark reads.

@@ -54,6 +54,8 @@ func table(rs []*result) string {
 			p := r.phase("churn")
 			return fmt.Sprintf("%d / %d", p.keys["address re-targets"], p.keys["stale-list re-syncs"])
 		}},
+		{"  per LB: LBs×target updates", func(r *result) string { return perLB(r.phase("churn"), "target updates", r.cell.services) }},
+		{"  per LB: LBs×re-targets", func(r *result) string { return perLB(r.phase("churn"), "address re-targets", r.cell.services) }},
 		{"  API requests", func(r *result) string { return fmt.Sprint(r.phase("churn").apiTotal) }},
 		{"  per Service: log lines / API requests", func(r *result) string {
 			p := r.phase("churn")

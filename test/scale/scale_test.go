@@ -29,9 +29,31 @@ import (
 type cell struct {
 	cloud           string
 	nodes, services int
+	// ipTargets: on aws, the NLBs target the nodes' addresses
+	// (aws-load-balancer-nlb-target-type: ip), not their instances.
+	ipTargets bool
 }
 
-func (c cell) String() string { return fmt.Sprintf("%s-n%d-s%d", c.cloud, c.nodes, c.services) }
+func (c cell) String() string {
+	cloud := c.cloud
+	if c.ipTargets {
+		cloud += "-ip"
+	}
+	return fmt.Sprintf("%s-n%d-s%d", cloud, c.nodes, c.services)
+}
+
+// awsIPTargets reads SCALE_AWS_TARGET_TYPE: instance (the default) or ip.
+func awsIPTargets(t *testing.T) bool {
+	switch v := os.Getenv("SCALE_AWS_TARGET_TYPE"); v {
+	case "", "instance":
+		return false
+	case "ip":
+		return true
+	default:
+		t.Fatalf("SCALE_AWS_TARGET_TYPE: %q is neither instance nor ip", v)
+		return false
+	}
+}
 
 // result is one cell's figures.
 type result struct {
@@ -109,6 +131,7 @@ func TestScale(t *testing.T) {
 		for _, n := range envInts(t, "SCALE_NODES", "100,1000,5000") {
 			for _, s := range envInts(t, "SCALE_SERVICES", "1000,5000") {
 				c := cell{cloud: strings.TrimSpace(cloud), nodes: n, services: s}
+				c.ipTargets = c.cloud == "aws" && awsIPTargets(t)
 				t.Run(c.String(), func(t *testing.T) {
 					dir := filepath.Join(out, fmt.Sprintf("%s-%s", c, time.Now().UTC().Format("20060102T150405")))
 					r := runCell(t, c, dir)
