@@ -2,7 +2,9 @@ package awsfake
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"sort"
 )
 
@@ -88,6 +90,9 @@ func (s *Server) checkMappings(mappings map[string]subnetMapping, scheme string)
 			return errorf("InvalidConfigurationRequest", "The allocation ID '%s' is given twice", m.allocationID)
 		}
 		used[m.allocationID] = m.allocationID != ""
+	}
+	if !slices.Contains(slices.Collect(maps.Values(used)), true) {
+		return nil // no Elastic IP: nothing to look for in the others
 	}
 	for _, lb := range s.lbs {
 		for _, m := range lb.mappings {

@@ -96,3 +96,48 @@ func BenchmarkDescribeOneOf5000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSecurityGroupsOf5000 is what a Service's security-group steps
+// ask the fake (its group by ID, the groups holding a rule from it) with
+// 100 and with 5,000 load balancers' groups, each allowed into the nodes'
+// group by a rule.
+func BenchmarkSecurityGroupsOf5000(b *testing.B) {
+	for _, n := range []int{100, 5000} {
+		s := New("eu-west-1")
+		seeded := s.Seed(SeedSpec{ClusterID: "bench", NodeSecurityGroup: true})
+		var ids []string
+		for i := range n {
+			code, body := call(s, ec2Version, url.Values{"Action": {"CreateSecurityGroup"}, "GroupName": {fmt.Sprintf("k8s-elb-%05d", i)},
+				"GroupDescription": {"bench"}, "VpcId": {seeded.VPCID}})
+			if code != http.StatusOK {
+				b.Fatalf("CreateSecurityGroup: %d %s", code, body)
+			}
+			id := between(body, "<groupId>", "<")
+			code, body = call(s, ec2Version, url.Values{"Action": {"AuthorizeSecurityGroupIngress"}, "GroupId": {seeded.NodeSecurityGroup},
+				"IpPermissions.1.IpProtocol": {"tcp"}, "IpPermissions.1.FromPort": {"30080"}, "IpPermissions.1.ToPort": {"30080"},
+				"IpPermissions.1.Groups.1.GroupId": {id}})
+			if code != http.StatusOK {
+				b.Fatalf("AuthorizeSecurityGroupIngress: %d %s", code, body)
+			}
+			ids = append(ids, id)
+		}
+		id := ids[n/2]
+		calls := map[string]url.Values{
+			"ByID":      {"Action": {"DescribeSecurityGroups"}, "GroupId.1": {id}},
+			"RulesFrom": {"Action": {"DescribeSecurityGroups"}, "Filter.1.Name": {"ip-permission.group-id"}, "Filter.1.Value.1": {id}},
+		}
+		for _, name := range sortedKeys(calls) {
+			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+				for b.Loop() {
+					form := url.Values{}
+					for k, v := range calls[name] {
+						form[k] = v
+					}
+					if code, body := call(s, ec2Version, form); code != http.StatusOK {
+						b.Fatalf("%s: %d %s", name, code, body)
+					}
+				}
+			})
+		}
+	}
+}
