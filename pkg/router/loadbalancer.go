@@ -168,7 +168,7 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 		return cloudprovider.ImplementedElsewhere
 	}
 	if moving {
-		r.st.queueResync(service)
+		r.st.queueReroute(service)
 	} else if err := r.addToRecord(ctx, service, bs...); err != nil {
 		return err
 	}

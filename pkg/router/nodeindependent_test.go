@@ -3,10 +3,12 @@ package router
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/batch"
 )
 
 // TestNodeChangesSkipNodeIndependent: bare metal's load balancers ignore
@@ -48,11 +50,10 @@ func TestNodeChangesSkipNodeIndependent(t *testing.T) {
 	changed := nodes[0].DeepCopy()
 	changed.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.9.0.1"}}
 	// The watcher's decision, on a queue no worker takes from.
-	probe := &addressResync{st: a.st, services: a.services, queue: workqueue.NewTypedRateLimitingQueue(
-		workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())}
-	defer probe.queue.ShutDown()
+	probe := &addressResync{st: a.st, services: a.services, pending: map[types.NamespacedName]struct{}{},
+		batch: &batch.Timer{Quiet: time.Hour, Max: time.Hour, Flush: func() {}}}
 	probe.enqueueFor(nodes[0], changed)
-	if n := probe.queue.Len(); n != 0 {
+	if n := len(probe.pending); n != 0 {
 		t.Errorf("a bare-metal node's address change queued %d bare-metal Services, want 0", n)
 	}
 }

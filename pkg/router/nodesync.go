@@ -97,7 +97,7 @@ type addressResync struct {
 	nodes    corelisters.NodeLister
 	services corelisters.ServiceLister
 	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	queue    workqueue.TypedRateLimitingInterface[resyncKey]
 	// Address changes are batched as pkg/lbcontroller batches node
 	// changes: the Services they concern wait in pending until the batch
 	// is flushed, so a churn re-targets each Service once per batch, not
@@ -141,8 +141,8 @@ func (st *serviceStates) startAddressResync(factory informers.SharedInformerFact
 		nodes:    nodeInformer.Lister(),
 		services: svcInformer.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
-			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "multicloud_node_address_resync"}),
+			workqueue.DefaultTypedControllerRateLimiter[resyncKey](),
+			workqueue.TypedRateLimitingQueueConfig[resyncKey]{Name: "multicloud_node_address_resync"}),
 		pending: map[types.NamespacedName]struct{}{},
 	}
 	a.batch = &batch.Timer{Quiet: addressBatchQuiet, Max: addressBatchMax, Flush: a.flush}
@@ -208,13 +208,29 @@ func (a *addressResync) flush() {
 	a.pending = map[types.NamespacedName]struct{}{}
 	a.pendingMu.Unlock()
 	for key := range keys {
-		a.queue.Add(key)
+		a.queue.Add(resyncKey{NamespacedName: key})
 	}
 }
 
-// add queues the Service for a re-sync.
+// resyncKey is a Service queued for the re-sync. rerouteOnly is set when
+// only its target moved (a reload, see reroute), not its nodes: the
+// re-sync then records the new target and updates no load balancer. Before,
+// a reload moving the default re-targeted every classless Service's load
+// balancer where it was, with unchanged nodes: a cloud update per Service
+// (5 ELBv2 calls an NLB) for nothing.
+type resyncKey struct {
+	types.NamespacedName
+	rerouteOnly bool
+}
+
+// add queues the Service for a re-sync with the current nodes.
 func (a *addressResync) add(svc *corev1.Service) {
-	a.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+	a.queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}})
+}
+
+// addReroute queues the Service for a reroute alone.
+func (a *addressResync) addReroute(svc *corev1.Service) {
+	a.queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, rerouteOnly: true})
 }
 
 func (a *addressResync) run(stop <-chan struct{}) {
@@ -257,7 +273,7 @@ func (a *addressResync) next(ctx context.Context) bool {
 		return true
 	case errors.Is(err, errNotPublished):
 	case err != nil:
-		klog.ErrorS(err, "Re-targeting a load balancer after a node address change failed; will retry", "service", key)
+		klog.ErrorS(err, "Re-targeting a load balancer after a node address change failed; will retry", "service", key.NamespacedName)
 		a.queue.AddRateLimited(key)
 		return true
 	}
@@ -277,7 +293,7 @@ const maxUnpublishedRetries = 10
 
 // sync updates the Service's load balancer with the current nodes, if the
 // router still holds it where the Service wants it.
-func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) error {
+func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
 	svc, err := a.services.Services(key.Namespace).Get(key.Name)
 	if err != nil {
 		return ignoreNotFound(err)
@@ -293,7 +309,7 @@ func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) erro
 	r, done := a.st.current()
 	defer done()
 	clusterName, _ := a.st.clusterName.Load().(string)
-	if err := r.reroute(ctx, svc); err != nil {
+	if err := r.reroute(ctx, svc); err != nil || key.rerouteOnly {
 		return err
 	}
 	bs := r.ensuredIn(svc)
@@ -318,7 +334,7 @@ func (a *addressResync) sync(ctx context.Context, key types.NamespacedName) erro
 			continue
 		}
 		klog.FromContext(ctx).V(2).Info("Re-targeted load balancer after a node address change",
-			"service", key, "backend", b.Name, "duration", time.Since(start))
+			"service", key.NamespacedName, "backend", b.Name, "duration", time.Since(start))
 	}
 	return errors.Join(errs...)
 }
@@ -475,10 +491,11 @@ func (st *serviceStates) forgetDeletedServices(factory informers.SharedInformerF
 	}
 }
 
-// queueResync queues the Service for the re-sync, once it runs.
-func (st *serviceStates) queueResync(svc *corev1.Service) {
+// queueReroute queues the Service for a reroute by the re-sync, once it
+// runs.
+func (st *serviceStates) queueReroute(svc *corev1.Service) {
 	if a := st.resync.Load(); a != nil {
-		a.add(svc)
+		a.addReroute(svc)
 	}
 }
 

@@ -549,7 +549,7 @@ func (st *serviceStates) rerouted(old, cur *Router) []types.NamespacedName {
 		}
 		out = append(out, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 		if svc.Spec.LoadBalancerClass == nil {
-			a.add(svc)
+			a.addReroute(svc)
 		}
 	}
 	return out

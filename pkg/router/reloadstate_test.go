@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -178,5 +179,56 @@ func TestReloadReroutedListsClassedServices(t *testing.T) {
 	}
 	if !got["classed"] || !got["annotated"] || got["plain"] || len(got) != 2 {
 		t.Errorf("Changes.Rerouted = %v, want classed and annotated", ch.Rerouted)
+	}
+}
+
+// TestReloadWithAddressBatchPending: a node's address changes, and before
+// the router's address batch is flushed a reload moves the Service's
+// default to backend b, which cannot create yet. The flushed batch runs on
+// the new configuration and re-targets the load balancer where it is (a,
+// still serving until the move is made) with the new address, once; the
+// reload's own reroute updates nothing, and nothing is created in b. Once b answers, the move carries the new address
+// there.
+func TestReloadWithAddressBatchPending(t *testing.T) {
+	quiet, maxWait := addressBatchQuiet, addressBatchMax
+	addressBatchQuiet, addressBatchMax = 2*time.Second, time.Minute
+	t.Cleanup(func() { addressBatchQuiet, addressBatchMax = quiet, maxWait })
+	c, a, b, reload := reloadFixture(t)
+	web := c.service(t, "web")
+	reload("defaultBackend: a", true)
+	// Created with its address: no address change before the one measured.
+	n1 := c.createNode(t, newNode("n1", func(n *corev1.Node) { n.Status.Addresses = []corev1.NodeAddress{internalIP("10.0.0.1")} }))
+	eventually(t, "n1 targeted in a", func() bool { return a.targetsOf(web) == "n1=10.0.0.1" })
+	before := a.count(&a.updates)
+
+	b.setFail(nil, errHeldDown)
+	c.setAddresses(t, n1, internalIP("10.0.0.2"))
+	start := time.Now()
+	reload("defaultBackend: b", true)
+	if waited := time.Since(start); waited >= addressBatchQuiet {
+		t.Skipf("the reload took %v, longer than the batch's quiet period: the batch may have been flushed before it", waited)
+	}
+	eventually(t, "n1's new address in a", func() bool { return a.targetsOf(web) == "n1=10.0.0.2" })
+	eventually(t, "b recorded ahead of the move", func() bool { return c.record(t, "web") == "a,b" })
+	// Past the batch's quiet period, and its queue drained: every update
+	// the address change and the reload make has been made.
+	time.Sleep(time.Until(start.Add(addressBatchQuiet + time.Second)))
+	resync := c.rl.Current().st.resync.Load()
+	eventually(t, "the re-sync queue drained", func() bool { return resync.queue.Len() == 0 })
+	time.Sleep(200 * time.Millisecond)
+	// The reload's reroute records b and updates nothing: the nodes did not
+	// change (before, it updated a with them, as a second update).
+	if got := a.count(&a.updates) - before; got != 1 {
+		t.Errorf("a updated %d times for one address change and a reload, want 1", got)
+	}
+	if b.has(web) {
+		t.Error("the re-target created a load balancer in b, which failed to create")
+	}
+
+	b.setFail(nil, nil)
+	eventually(t, "web moved to b", func() bool { return ingressIP(c.service(t, "web")) == "198.51.100.2" })
+	eventually(t, "nothing left in a", func() bool { return !a.has(web) })
+	if got := b.targetsOf(web); got != "n1=10.0.0.2" {
+		t.Errorf("b's targets = %q, want n1=10.0.0.2", got)
 	}
 }
