@@ -851,6 +851,11 @@ func (s *Server) changeIngress(f url.Values, add bool) (any, *Error) {
 			return nil, errorf("InvalidPermission.NotFound", "The specified rule does not exist in this security group.")
 		}
 	}
+	if add {
+		if err := s.checkRuleQuota(sg, perms); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range perms {
 		if add {
 			sg.ingress = append(sg.ingress, p)
@@ -862,6 +867,60 @@ func (s *Server) changeIngress(f url.Values, add bool) (any, *Error) {
 		return ok("AuthorizeSecurityGroupIngress"), nil
 	}
 	return ok("RevokeSecurityGroupIngress"), nil
+}
+
+// DefaultRulesPerSecurityGroup is Amazon VPC's default "Inbound or outbound
+// rules per security group" quota (Amazon VPC quotas, Security groups,
+// https://docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html;
+// adjustable, but times "Security groups per network interface" (5 by
+// default) it cannot exceed 1,000).
+const DefaultRulesPerSecurityGroup = 60
+
+// SetRulesPerSecurityGroup sets the account's rules-per-security-group
+// quota (AWS's default: DefaultRulesPerSecurityGroup, raised on request);
+// 0 lifts it.
+func (s *Server) SetRulesPerSecurityGroup(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rulesPerGroup = n
+}
+
+// checkRuleQuota refuses an AuthorizeSecurityGroupIngress that would leave
+// the group with more inbound rules than the quota, as AWS does: the
+// whole call fails with RulesPerSecurityGroupLimitExceeded (400, "The
+// maximum number of rules per security group has been reached.") and
+// changes nothing. AWS counts each source of a permission as a rule and
+// enforces the quota separately for IPv4 and IPv6 rules; a rule whose
+// source is a security group or a prefix list counts in both. (A
+// customer-managed prefix list counts as its maximum number of entries on
+// AWS; the fake knows no sizes and counts it as one.)
+func (s *Server) checkRuleQuota(sg *securityGroup, perms []permission) *Error {
+	if s.rulesPerGroup <= 0 {
+		return nil
+	}
+	v4, v6 := ruleCounts(sg.ingress)
+	a4, a6 := ruleCounts(perms)
+	if v4+a4 > s.rulesPerGroup || v6+a6 > s.rulesPerGroup {
+		return errorf("RulesPerSecurityGroupLimitExceeded", "The maximum number of rules per security group has been reached.")
+	}
+	return nil
+}
+
+// ruleCounts counts rules as AWS does against its quota: IPv4 and IPv6
+// apart, a security group or prefix list as source in both.
+func ruleCounts(ps []permission) (v4, v6 int) {
+	for _, p := range ps {
+		switch {
+		case p.group != "" || p.prefixList != "":
+			v4++
+			v6++
+		case strings.Contains(p.cidr, ":"):
+			v6++
+		default:
+			v4++
+		}
+	}
+	return v4, v6
 }
 
 // indexOf finds the rule p in ps, whatever the descriptions (AWS refuses a

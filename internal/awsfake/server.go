@@ -30,7 +30,8 @@
 // buckets), Throttle, SetOutage, FailNext,
 // FailMutationsAfter, SetProvisioningPolls and SetSecurityGroupReleasePolls
 // make AWS misbehave; SetTargetsPerTargetGroup moves AWS's quota of 1,000
-// targets per target group. Calls naming resources (by ARN, name or load
+// targets per target group, SetRulesPerSecurityGroup its quota of 60
+// inbound rules per security group. Calls naming resources (by ARN, name or load
 // balancer) cost what they answer, not what the fake holds, so that a scale
 // run measures its client (elbv2_index.go).
 package awsfake
@@ -108,6 +109,9 @@ type Server struct {
 	// targetsPerGroup is the account's "Targets per Target Group per
 	// Region" quota (SetTargetsPerTargetGroup; 0: none).
 	targetsPerGroup int
+	// rulesPerGroup is the account's "Inbound or outbound rules per
+	// security group" quota (SetRulesPerSecurityGroup; 0: none).
+	rulesPerGroup int
 
 	// rateLimits, when set, are AWS's token buckets (SetRateLimits);
 	// buckets their state by API and action; throttled counts refusals.
@@ -138,6 +142,7 @@ func New(region string) *Server {
 		mutationsLeft:       -1,
 		deregistrationDelay: DefaultDeregistrationDelay,
 		targetsPerGroup:     DefaultTargetsPerTargetGroup,
+		rulesPerGroup:       DefaultRulesPerSecurityGroup,
 	}
 }
 
