@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // backendRule is an ingress rule the backend adds to a target instance's
@@ -184,6 +186,9 @@ func (l *LoadBalancer) backendRules(ctx context.Context, own string) (map[string
 func (l *LoadBalancer) changeBackendRules(ctx context.Context, g, own string, add, remove []backendRule) error {
 	if len(add) > 0 {
 		if _, err := l.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: awssdk.String(g), IpPermissions: groupPermissions(add, own)}); err != nil {
+			if errorCode(err) == codeRulesPerGroup {
+				return instanceGroupFull(g, backendRuleNames(add, own), err)
+			}
 			return fmt.Errorf("AuthorizeSecurityGroupIngress %s: %w", g, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Allowed load balancer traffic to instances", "securityGroup", g, "rules", len(add))
@@ -197,6 +202,28 @@ func (l *LoadBalancer) changeBackendRules(ctx context.Context, g, own string, ad
 		reportChange(ctx, "%s revoked in instance security group %s", plural("security-group rule", backendRuleNames(remove, own)), g)
 	}
 	return nil
+}
+
+// codeRulesPerGroup is AWS's answer to an AuthorizeSecurityGroupIngress
+// that would give a group more rules than the account's "Inbound or
+// outbound rules per security group" quota (60 by default):
+// "RulesPerSecurityGroupLimitExceeded: The maximum number of rules per
+// security group has been reached." (400). AWS adds none of the call's
+// rules then.
+const codeRulesPerGroup = "RulesPerSecurityGroupLimitExceeded"
+
+// instanceGroupFull is the user error for an instance security group g that
+// cannot take the rules the Service needs in it (names): which group, which
+// quota, and the three ways out. What the Service already has in AWS
+// stays; the next sync adds what is missing.
+func instanceGroupFull(g string, names []string, err error) error {
+	return backends.NewUserError(reasonSGRulesQuota, fmt.Errorf("instance security group %s has no room for the %s this Service's load balancer needs there "+
+		"(one per NodePort and protocol, and one for a numeric health-check port): "+
+		"the account's Amazon VPC quota \"Inbound or outbound rules per security group\" (60 by default) is reached, and every instance-target Service adds its rules to this group. "+
+		"Raise the quota in Service Quotas (its product with \"Security groups per network interface\" cannot exceed 1,000); "+
+		"or set annotation %s: \"false\" and allow the NodePort range (30000-32767 by default) from the VPC in the nodes' security group yourself; "+
+		"or use IP targets (annotation %s: ip). AWS answered: %w",
+		g, plural("rule", names), AnnotationManageBackendSGRules, AnnotationTargetType, err))
 }
 
 func groupPermissions(rules []backendRule, own string) []ec2types.IpPermission {
