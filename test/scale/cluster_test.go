@@ -237,6 +237,7 @@ func (cl *cluster) setupCloud(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = fake.Close() })
 		cl.fake = fake
+		fake.SetRulesPerSecurityGroup(awsRulesQuota)
 		seeded := fake.Seed(awsfake.SeedSpec{ClusterID: clusterID, NodeSecurityGroup: true})
 		zones := []string{region + "a", region + "b"}
 		ids := make([]string, n)
@@ -278,9 +279,23 @@ const (
 	awsTargetLabel = "scale.multicloud-ccm.io/lb-target"
 )
 
+// Each instance-target Service adds one rule (its NodePort, from its NLB's
+// security group) to the nodes' security group, whose "Inbound or outbound
+// rules per security group" quota is 60 by default and at most 1,000 (its
+// product with "Security groups per network interface", 5 by default,
+// cannot exceed 1,000: Amazon VPC quotas). The fake is set to that
+// maximum; above it every Service sets awsBackendRules to "false", and the
+// nodes' group would allow the NodePort range from the VPC instead, as an
+// operator of such a cluster must.
+const (
+	awsRulesQuota   = 1000
+	awsBackendRules = "service.beta.kubernetes.io/aws-load-balancer-manage-backend-security-group-rules"
+)
+
 // serviceTweaks are the cell's Service settings beyond the benchmark's
-// defaults: the target subset on AWS above its target quota, and IP
-// targets when the cell asks for them.
+// defaults: the target subset on AWS above its target quota, IP targets
+// when the cell asks for them, and no rules in the nodes' security group
+// for more instance-target Services than it can hold.
 func (cl *cluster) serviceTweaks() []framework.ServiceTweak {
 	var out []framework.ServiceTweak
 	if cl.cell.cloud == "aws" && cl.cell.nodes > awsTargetQuota {
@@ -288,6 +303,9 @@ func (cl *cluster) serviceTweaks() []framework.ServiceTweak {
 	}
 	if cl.cell.ipTargets {
 		out = append(out, framework.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-nlb-target-type", "ip"))
+	}
+	if cl.cell.cloud == "aws" && !cl.cell.ipTargets && cl.cell.services > awsRulesQuota {
+		out = append(out, framework.WithAnnotation(awsBackendRules, "false"))
 	}
 	return out
 }
