@@ -294,8 +294,9 @@ const (
 	// reasonDeletionProtected: the Service is being deleted (or moved) but
 	// asks for deletion protection on its NLB, which is kept.
 	reasonDeletionProtected = "LoadBalancerDeletionProtected"
-	// reasonSGRulesQuota: a target instance's security group has reached
-	// the account's "Inbound or outbound rules per security group" quota,
-	// so the NodePort rules the Service needs there cannot be added.
+	// reasonSGRulesQuota: a target instance's security group, or the
+	// NLB's own, has reached the account's "Inbound or outbound rules per
+	// security group" quota, so the rules the Service needs there (its
+	// NodePorts; its listener ports × source ranges) cannot be added.
 	reasonSGRulesQuota = "SecurityGroupRulesQuotaExceeded"
 )

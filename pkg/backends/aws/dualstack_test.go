@@ -195,7 +195,7 @@ func TestIPv6PrimaryServiceGetsIPv6Targets(t *testing.T) {
 	}
 	a.resyncChangesNothing()
 	a.changeService("IPv4 and IPv6 source ranges", testutil.WithSourceRanges("2001:db8:ff::/48", "203.0.113.0/24"),
-		letsIn("tcp:80-80:2001:db8:ff::/48", "tcp:80-80:203.0.113.0/24"), "AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress")
+		letsIn("tcp:80-80:2001:db8:ff::/48", "tcp:80-80:203.0.113.0/24"), "RevokeSecurityGroupIngress", "AuthorizeSecurityGroupIngress")
 	a.resyncChangesNothing()
 
 	n3v6 := n3.DeepCopy()

@@ -182,8 +182,18 @@ func (l *LoadBalancer) backendRules(ctx context.Context, own string) (map[string
 	return rulesBySource(out.SecurityGroups)[own], nil
 }
 
-// changeBackendRules adds and removes rules from own in group g.
+// changeBackendRules removes and adds rules from own in group g. The
+// removals come first: they are rules the Service no longer wants, and a
+// group at AWS's rules-per-group quota takes a changed NodePort only once
+// the old one's rule is gone.
 func (l *LoadBalancer) changeBackendRules(ctx context.Context, g, own string, add, remove []backendRule) error {
+	if len(remove) > 0 {
+		if _, err := l.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: awssdk.String(g), IpPermissions: groupPermissions(remove, own)}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("RevokeSecurityGroupIngress %s: %w", g, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Revoked load balancer traffic to instances", "securityGroup", g, "rules", len(remove))
+		reportChange(ctx, "%s revoked in instance security group %s", plural("security-group rule", backendRuleNames(remove, own)), g)
+	}
 	if len(add) > 0 {
 		if _, err := l.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: awssdk.String(g), IpPermissions: groupPermissions(add, own)}); err != nil {
 			if errorCode(err) == codeRulesPerGroup {
@@ -193,13 +203,6 @@ func (l *LoadBalancer) changeBackendRules(ctx context.Context, g, own string, ad
 		}
 		klog.FromContext(ctx).V(2).Info("Allowed load balancer traffic to instances", "securityGroup", g, "rules", len(add))
 		reportChange(ctx, "%s authorized in instance security group %s", plural("security-group rule", backendRuleNames(add, own)), g)
-	}
-	if len(remove) > 0 {
-		if _, err := l.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: awssdk.String(g), IpPermissions: groupPermissions(remove, own)}); err != nil && !isNotFound(err) {
-			return fmt.Errorf("RevokeSecurityGroupIngress %s: %w", g, err)
-		}
-		klog.FromContext(ctx).V(2).Info("Revoked load balancer traffic to instances", "securityGroup", g, "rules", len(remove))
-		reportChange(ctx, "%s revoked in instance security group %s", plural("security-group rule", backendRuleNames(remove, own)), g)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // rule is one ingress rule: IP protocol (tcp, udp, icmp, -1), port range
@@ -169,14 +170,11 @@ func desiredRules(d *desiredLB) map[rule]bool {
 	return out
 }
 
+// changeRules revokes and then authorizes rules of the Service's own group
+// id: the rules revoked are no longer wanted, and a group at AWS's
+// rules-per-group quota takes new source ranges only once the old ones'
+// rules are gone.
 func (l *LoadBalancer) changeRules(ctx context.Context, id string, add, remove []rule) error {
-	if len(add) > 0 {
-		if _, err := l.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: awssdk.String(id), IpPermissions: permissions(add)}); err != nil {
-			return fmt.Errorf("AuthorizeSecurityGroupIngress: %w", err)
-		}
-		klog.FromContext(ctx).V(2).Info("Allowed ingress", "securityGroup", id, "rules", len(add))
-		reportChange(ctx, "%s authorized in security group %s", plural("security-group rule", ruleNames(add)), id)
-	}
 	if len(remove) > 0 {
 		if _, err := l.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: awssdk.String(id), IpPermissions: permissions(remove)}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("RevokeSecurityGroupIngress: %w", err)
@@ -184,7 +182,27 @@ func (l *LoadBalancer) changeRules(ctx context.Context, id string, add, remove [
 		klog.FromContext(ctx).V(2).Info("Revoked ingress", "securityGroup", id, "rules", len(remove))
 		reportChange(ctx, "%s revoked in security group %s", plural("security-group rule", ruleNames(remove)), id)
 	}
+	if len(add) > 0 {
+		if _, err := l.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: awssdk.String(id), IpPermissions: permissions(add)}); err != nil {
+			if errorCode(err) == codeRulesPerGroup {
+				return ownGroupFull(id, err)
+			}
+			return fmt.Errorf("AuthorizeSecurityGroupIngress: %w", err)
+		}
+		klog.FromContext(ctx).V(2).Info("Allowed ingress", "securityGroup", id, "rules", len(add))
+		reportChange(ctx, "%s authorized in security group %s", plural("security-group rule", ruleNames(add)), id)
+	}
 	return nil
+}
+
+// ownGroupFull is the user error for the Service's own security group id
+// when the rules its listener ports and source ranges make do not fit.
+func ownGroupFull(id string, err error) error {
+	return backends.NewUserError(reasonSGRulesQuota, fmt.Errorf("the load balancer's security group %s cannot hold the rules the Service asks for "+
+		"(one per listener port, protocol and spec.loadBalancerSourceRanges CIDR; IPv4 and IPv6 counted apart): "+
+		"the account's Amazon VPC quota \"Inbound or outbound rules per security group\" (60 by default) is reached. "+
+		"List fewer or wider source ranges, raise the quota in Service Quotas (its product with \"Security groups per network interface\" cannot exceed 1,000), "+
+		"or bring your own security groups (annotation %s). AWS answered: %w", id, AnnotationSecurityGroups, err))
 }
 
 func permissions(rules []rule) []ec2types.IpPermission {

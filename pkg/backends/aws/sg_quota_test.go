@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,7 +76,8 @@ func quotaErrorParts(group string) []string {
 // (SecurityGroupRulesQuotaExceeded) naming the full group, the quota and
 // the fixes, and has only its own security group in AWS, which a retry
 // reuses (no second group, no duplicate rule); the first three keep
-// their rules, and one of them given a new port keeps its listeners.
+// their rules, one of them given a new port keeps its listeners, and one
+// whose NodePort changes has its rule moved.
 // Deleting one frees its rule and the fourth's retry then succeeds;
 // deleting a Service stopped at the quota removes its group.
 func TestInstanceSecurityGroupRulesQuota(t *testing.T) {
@@ -120,6 +122,13 @@ func TestInstanceSecurityGroupRulesQuota(t *testing.T) {
 	}
 	if got := e.onlyLBOf(t, grown).Listeners; len(got) != 1 {
 		t.Fatalf("listeners %v after the refused rule, want the one there was", got)
+	}
+	// A changed NodePort fits in a full group: the old rule goes first.
+	moved := quotaService(3)
+	moved.Spec.Ports[0].NodePort = 30093
+	e.ensure(t, moved, e.kube)
+	if got := e.rulesFrom(moved); len(got) != 1 || !strings.HasPrefix(got[0], "tcp:30093-30093:") {
+		t.Fatalf("s3 moved to NodePort 30093: rules %v", got)
 	}
 
 	if err := e.cloud.lb.EnsureLoadBalancerDeleted(ctx, testCluster, quotaService(1)); err != nil {
@@ -229,4 +238,45 @@ func warned(t *testing.T, client *fake.Clientset, service string, want ...string
 		}
 		return fmt.Errorf("none among %d events", len(evs.Items))
 	})
+}
+
+// cidrRanges returns n /24 CIDRs from 10.<first>.0.0.
+func cidrRanges(first, n int) []string {
+	var out []string
+	for i := first; i < first+n; i++ {
+		out = append(out, fmt.Sprintf("10.%d.%d.0/24", i/250, i%250))
+	}
+	return out
+}
+
+// TestOwnSecurityGroupRulesQuota: the NLB's own security group holds one
+// rule per listener port and source range; at AWS's default quota of 60,
+// 60 source ranges fit, 60 others replace them (the old ones are revoked
+// first), and 61 are a user error (SecurityGroupRulesQuotaExceeded)
+// naming the group, the quota and the fixes, the group's rules left as
+// they were.
+func TestOwnSecurityGroupRulesQuota(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", testutil.WithSourceRanges(cidrRanges(0, 60)...))
+	e.ensure(t, svc, nodes)
+	own := e.onlyLB(t).SecurityGroups[0]
+	if n := len(e.fake.SecurityGroupIngress(own)); n != 60 {
+		t.Fatalf("%d rules, want 60", n)
+	}
+	svc = newService("web", testutil.WithSourceRanges(cidrRanges(100, 60)...))
+	e.ensure(t, svc, nodes)
+	if got := e.fake.SecurityGroupIngress(own); len(got) != 60 || !slices.Contains(got, "tcp:80-80:10.0.100.0/24") {
+		t.Fatalf("after replacing the source ranges: %d rules %v", len(got), got)
+	}
+	before := e.fake.SecurityGroupIngress(own)
+	_, err := e.cloud.lb.EnsureLoadBalancer(ctx, testCluster, newService("web", testutil.WithSourceRanges(cidrRanges(100, 61)...)), nodes)
+	ue, ok := backends.AsUserError(err)
+	if want := []string{own, "loadBalancerSourceRanges", `"Inbound or outbound rules per security group"`, "Service Quotas", string(AnnotationSecurityGroups), codeRulesPerGroup}; !ok || ue.Reason != reasonSGRulesQuota || !containsAll(err.Error(), want) {
+		t.Fatalf("61 source ranges: %v, want a %s user error naming %v", err, reasonSGRulesQuota, want)
+	}
+	if got := e.fake.SecurityGroupIngress(own); !slices.Equal(got, before) {
+		t.Fatalf("rules after the refused change: %v, want the 60 there were", got)
+	}
 }
