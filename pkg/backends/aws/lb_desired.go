@@ -279,6 +279,16 @@ func portsOf(svc *corev1.Service, n names, targetType, family string, tls *tlsCo
 // never moves the Service from instance to IP targets and back. Only the
 // annotation or the node set (another cloud's node, an instance of
 // another VPC) chooses the type.
+//
+// A node without a providerID yet (registered, not initialised by the
+// node controller: every node joining the cluster, for a few seconds) has
+// no say in the choice either: it is an IP target when the others chose
+// IP targets, else no target until its providerID names its instance.
+// Before, each joining node made every NLB without the annotation switch
+// to IP targets (new target groups, the listeners moved to them) and back
+// once it was initialised. With no node to choose (none has a providerID:
+// a cluster whose nodes are never initialised by a CCM), the targets are
+// IP targets, as before.
 func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev1.Node, family string) (string, []target, error) {
 	if family == familyIPv6 {
 		ts, err := l.ipTargets(ctx, nodes, family)
@@ -286,13 +296,18 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 	}
 	set := tt != ""
 	var ids []string
-	var live []*corev1.Node
-	all := len(nodes) > 0
+	var live, unknown []*corev1.Node
+	voters, all := 0, true
 	for _, n := range nodes {
+		if n.Spec.ProviderID == "" {
+			unknown = append(unknown, n)
+			continue
+		}
 		id, gone, err := l.vpcInstance(ctx, n)
 		if err != nil {
 			return "", nil, err
 		}
+		voters++
 		if gone {
 			continue
 		}
@@ -300,14 +315,14 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 	}
 	if !set {
 		tt = targetIP
-		if all {
+		if voters > 0 && all {
 			tt = targetInstance
 		}
 	}
 	if tt == targetInstance {
 		return tt, instanceTargets(ids), nil
 	}
-	ts, err := l.ipTargets(ctx, live, family)
+	ts, err := l.ipTargets(ctx, append(live, unknown...), family)
 	return tt, ts, err
 }
 

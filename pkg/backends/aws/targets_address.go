@@ -18,12 +18,13 @@ var _ backends.AddressTargeter = (*LoadBalancer)(nil)
 //   - An IPv6-primary Service, or target type ip: IP targets, true.
 //   - Target type instance: instance IDs, false (only EC2 instances are
 //     handed then).
-//   - No target type: a node that is not one of the backend's EC2
-//     instances (another cloud's, no providerID yet) would be an IP target
-//     and make every target one, true; an EC2 instance is reached by
-//     address only when the Service's targets were last chosen as IP
-//     targets (a node of another cloud, another VPC or another region
-//     among them), or when this process has not chosen them yet.
+//   - No target type: a node of another cloud (a providerID of another
+//     scheme) would be an IP target and make every target one, true; an
+//     EC2 instance, or a node without a providerID yet (an IP target only
+//     beside other IP targets, see targetsFor), is reached by address only
+//     when the Service's targets were last chosen as IP targets (a node of
+//     another cloud, another VPC or another region among them), or when
+//     this process has not chosen them yet.
 //
 // A Service whose load balancer is managed elsewhere has nothing here:
 // false.
@@ -41,8 +42,10 @@ func (l *LoadBalancer) TargetsByAddress(svc *corev1.Service, node *corev1.Node) 
 	default: // ip, or a value desired refuses: nothing to lose by re-targeting.
 		return true
 	}
-	if s, err := providerid.Scheme(node.Spec.ProviderID); err != nil || s != Scheme {
-		return true
+	if node.Spec.ProviderID != "" {
+		if s, err := providerid.Scheme(node.Spec.ProviderID); err != nil || s != Scheme {
+			return true
+		}
 	}
 	tt, known := l.targetTypes.of(svc)
 	return !known || tt != targetInstance

@@ -36,7 +36,8 @@ func TestTargetsByAddress(t *testing.T) {
 		{"default, IP targets chosen: an EC2 instance", newService("b"), chose(targetIP), ec2, true},
 		{"default, nothing chosen yet: an EC2 instance", newService("c"), nil, ec2, true},
 		{"default: another cloud's node", newService("d"), chose(targetInstance), vm, true},
-		{"default: a node with no providerID yet", newService("e"), chose(targetInstance), fresh, true},
+		{"default, instance targets chosen: a node with no providerID yet", newService("e"), chose(targetInstance), fresh, false},
+		{"default, IP targets chosen: a node with no providerID yet", newService("e2"), chose(targetIP), fresh, true},
 		{"instance: an EC2 instance", newService("f", withAnnotation(AnnotationTargetType, targetInstance)), chose(targetIP), ec2, false},
 		{"ip: an EC2 instance", newService("g", withAnnotation(AnnotationTargetType, targetIP)), chose(targetInstance), ec2, true},
 		{"ip: another cloud's node", newService("h", withAnnotation(AnnotationTargetType, targetIP)), nil, vm, true},
@@ -92,5 +93,70 @@ func TestTargetsByAddressFollowsTheChosenTargetType(t *testing.T) {
 	}
 	if !lb.TargetsByAddress(svc, ec2[0]) {
 		t.Error("deleted: TargetsByAddress of an EC2 node = false, want true (nothing chosen)")
+	}
+}
+
+// TestJoiningNodeKeepsInstanceTargets: a node joining the cluster has no
+// providerID for its first seconds (until the node controller initialises
+// it), and upstream's node sync hands it to the NLB at once. It must not
+// choose the target type: the NLB keeps its instance target group (before,
+// it was replaced by an IP target group and back once the node was
+// initialised: the listeners moved twice, ten calls each way), and the
+// node becomes a target once its providerID names its instance. Beside a
+// node of another cloud (IP targets), the joining node is an IP target.
+func TestJoiningNodeKeepsInstanceTargets(t *testing.T) {
+	e := newEnv(t)
+	lbi, _ := e.cloud.LoadBalancer()
+	ctx := context.Background()
+	svc := newService("web")
+	nodes := e.awsNodes(1, 2)
+	e.ensure(t, svc, nodes)
+	tgs := e.fake.TargetGroups()
+	if len(tgs) != 1 || tgs[0].TargetType != targetInstance {
+		t.Fatalf("target groups %+v, want one of instance targets", tgs)
+	}
+	joined := e.awsNodes(3, 1)[0]
+	pid := joined.Spec.ProviderID
+	joined.Spec.ProviderID = ""
+	creates, deletes := e.fake.Calls("CreateTargetGroup"), e.fake.Calls("DeleteTargetGroup")
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, append(nodes, joined)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lbi.EnsureLoadBalancer(ctx, testCluster, svc, append(nodes, joined)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.fake.TargetGroups(); len(got) != 1 || got[0].ARN != tgs[0].ARN || got[0].TargetType != targetInstance || len(got[0].Targets) != 2 {
+		t.Errorf("after a node without a providerID joined: target groups %+v, want the same instance target group, its two targets", got)
+	}
+	if c, d := e.fake.Calls("CreateTargetGroup")-creates, e.fake.Calls("DeleteTargetGroup")-deletes; c != 0 || d != 0 {
+		t.Errorf("%d target groups created and %d deleted for a joining node, want none", c, d)
+	}
+	if e.cloud.lb.TargetsByAddress(svc, joined) {
+		t.Error("TargetsByAddress of the joining node beside instance targets = true, want false")
+	}
+
+	joined.Spec.ProviderID = pid
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, append(nodes, joined)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.fake.TargetGroups(); len(got) != 1 || got[0].ARN != tgs[0].ARN {
+		t.Errorf("after the node was initialised: target groups %+v", got)
+	}
+	if got := e.fake.TargetGroups(); len(got) != 1 || len(got[0].Targets) != 3 {
+		t.Errorf("targets once the node was initialised: %+v, want 3", got)
+	}
+
+	// Beside another cloud's node the targets are IP targets, the joining
+	// node's address among them.
+	joined.Spec.ProviderID = ""
+	if _, err := lbi.EnsureLoadBalancer(ctx, testCluster, svc, append(append(nodes, otherNodes(1)...), joined)); err != nil {
+		t.Fatal(err)
+	}
+	got := e.fake.TargetGroups()
+	if len(got) != 1 || got[0].TargetType != targetIP {
+		t.Fatalf("beside another cloud's node: target groups %+v, want one of IP targets", got)
+	}
+	if n := len(got[0].Targets); n != 4 {
+		t.Errorf("IP targets %v, want 4 (two instances, the VM, the joining node)", got[0].Targets)
 	}
 }
