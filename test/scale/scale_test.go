@@ -393,7 +393,9 @@ func rewatch(ctx context.Context, t *testing.T, c kubernetes.Interface, lat map[
 // had an UpdatedLoadBalancer event. A load balancer counts as updated when
 // the CCM logged its update (our controller: "Updated the load balancer's
 // targets", after the call; upstream's: "Updating backends for load
-// balancer", before it) or an UpdatedLoadBalancer event arrived: client-go's
+// balancer", before it; the AWS backend: "Deregistered targets", also when
+// a drift-repair pass's reconcile made the update) or an
+// UpdatedLoadBalancer event arrived: client-go's
 // event broadcaster drops events beyond its queue of 1,000, so at 5,000
 // Services most events never reach the API server. With want 0 (no load
 // balancer targets the node) it waits until the CCM is quiet and returns
@@ -484,7 +486,11 @@ func updatesLogged(path string, from int64, logged map[string]bool) int64 {
 	end := bytes.LastIndexByte(raw, '\n') + 1
 	for line := range strings.SplitSeq(string(raw[:end]), "\n") {
 		switch {
-		case strings.Contains(line, "Updated the load balancer's targets"):
+		case strings.Contains(line, "Updated the load balancer's targets"),
+			// The AWS backend's deregistration, whichever call made it: a
+			// drift-repair pass that begins during the node sync takes the
+			// Services it reaches first through its full reconcile.
+			strings.Contains(line, `"Deregistered targets"`):
 			if _, rest, ok := strings.Cut(line, `service="`+svcNS+`/`); ok {
 				name, _, _ := strings.Cut(rest, `"`)
 				logged[name] = true
