@@ -81,19 +81,7 @@ func BenchmarkDescribeOneOf5000(b *testing.B) {
 			"Tags":                {"Action": {"DescribeTags"}, "ResourceArns.member.1": {lb}, "ResourceArns.member.2": {tg}},
 			"TargetHealth":        {"Action": {"DescribeTargetHealth"}, "TargetGroupArn": {tg}},
 		}
-		for _, name := range sortedKeys(calls) {
-			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
-				for b.Loop() {
-					form := url.Values{}
-					for k, v := range calls[name] {
-						form[k] = v
-					}
-					if code, body := call(s, elbv2Version, form); code != http.StatusOK {
-						b.Fatalf("%s: %d %s", name, code, body)
-					}
-				}
-			})
-		}
+		runCalls(b, s, elbv2Version, n, calls)
 	}
 }
 
@@ -126,18 +114,24 @@ func BenchmarkSecurityGroupsOf5000(b *testing.B) {
 			"ByID":      {"Action": {"DescribeSecurityGroups"}, "GroupId.1": {id}},
 			"RulesFrom": {"Action": {"DescribeSecurityGroups"}, "Filter.1.Name": {"ip-permission.group-id"}, "Filter.1.Value.1": {id}},
 		}
-		for _, name := range sortedKeys(calls) {
-			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
-				for b.Loop() {
-					form := url.Values{}
-					for k, v := range calls[name] {
-						form[k] = v
-					}
-					if code, body := call(s, ec2Version, form); code != http.StatusOK {
-						b.Fatalf("%s: %d %s", name, code, body)
-					}
+		runCalls(b, s, ec2Version, n, calls)
+	}
+}
+
+// runCalls runs each named call as a sub-benchmark, "<name>/<n>".
+func runCalls(b *testing.B, s *Server, version string, n int, calls map[string]url.Values) {
+	b.Helper()
+	for _, name := range sortedKeys(calls) {
+		b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+			for b.Loop() {
+				form := url.Values{}
+				for k, v := range calls[name] {
+					form[k] = v
 				}
-			})
-		}
+				if code, body := call(s, version, form); code != http.StatusOK {
+					b.Fatalf("%s: %d %s", name, code, body)
+				}
+			}
+		})
 	}
 }
