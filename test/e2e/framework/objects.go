@@ -191,6 +191,27 @@ func Events(ctx context.Context, c kubernetes.Interface, kind, namespace, name s
 	return list.Items, nil
 }
 
+// apiServerControllers are the kube-apiserver's own controllers that
+// record events on Services: its ClusterIP and NodePort allocators'
+// repair loops ("Cluster IP … is not allocated; repairing", when a
+// Service is created while a repair pass runs).
+var apiServerControllers = map[string]bool{
+	"ipallocator-repair-controller":   true,
+	"portallocator-repair-controller": true,
+}
+
+// NotFromAPIServer returns the events not recorded by the kube-apiserver's
+// own controllers: what the CCM (or anything else) said about the object.
+func NotFromAPIServer(events []corev1.Event) []corev1.Event {
+	var out []corev1.Event
+	for _, e := range events {
+		if !apiServerControllers[e.ReportingController] && !apiServerControllers[e.Source.Component] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // FindEvent returns the first event of eventType (and reason, when not
 // empty) in events, or nil.
 func FindEvent(events []corev1.Event, eventType, reason string) *corev1.Event {
