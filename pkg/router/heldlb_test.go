@@ -103,6 +103,18 @@ func heldCloudState(name, ip string) *heldState {
 	return s
 }
 
+// reset empties the cloud: a test run again (-count) starts from nothing,
+// as its clouds are named after it.
+func (s *heldState) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.held)
+	clear(s.targets)
+	clear(s.holds)
+	s.gets, s.deletes, s.updates, s.updateFails = 0, 0, 0, 0
+	s.failUpdate, s.failEnsure = nil, nil
+}
+
 // heldCloud is one backend over a fake cloud.
 type heldCloud struct {
 	fakecloud.Cloud

@@ -21,6 +21,8 @@ func reloadFixture(t *testing.T) (c *reloadCluster, a, b *heldState, reload func
 	t.Helper()
 	ca, cb := t.Name()+"/a", t.Name()+"/b"
 	a, b = heldCloudState(ca, "198.51.100.1"), heldCloudState(cb, "198.51.100.2")
+	a.reset()
+	b.reset()
 	conf := func(routing string, withB bool) *configOf {
 		bs := []heldBackend{{"a", ca, "198.51.100.1"}}
 		if withB {
