@@ -223,13 +223,7 @@ func TestHealthCheckSettings(t *testing.T) {
 func TestSecurityGroupSourceRules(t *testing.T) {
 	c := newClients(t)
 	ctx := context.Background()
-	mk := func(name string) *string {
-		out, err := c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(name), Description: awssdk.String(name), VpcId: awssdk.String("vpc-1")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.GroupId
-	}
+	mk := func(name string) *string { return newSecurityGroup(ctx, t, c, name) }
 	lb, nodes := mk("lb"), mk("nodes")
 	perm := []ec2types.IpPermission{{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(30080), ToPort: awssdk.Int32(30080),
 		UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: lb}}}}
@@ -409,4 +403,15 @@ func TestRuleDescriptions(t *testing.T) {
 	if rules := c.fake.SecurityGroupIngress(awssdk.ToString(sg.GroupId)); len(rules) != 0 {
 		t.Errorf("rules left %v", rules)
 	}
+}
+
+// newSecurityGroup creates a security group named name in vpc-1 and
+// returns its ID.
+func newSecurityGroup(ctx context.Context, t *testing.T, c clients, name string) *string {
+	t.Helper()
+	out, err := c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(name), Description: awssdk.String(name), VpcId: awssdk.String("vpc-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.GroupId
 }

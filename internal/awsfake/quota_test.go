@@ -90,13 +90,7 @@ func TestTargetsPerTargetGroupQuota(t *testing.T) {
 func TestRulesPerSecurityGroupQuota(t *testing.T) {
 	c := newClients(t)
 	ctx := context.Background()
-	group := func(name string) *string {
-		out, err := c.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: awssdk.String(name), Description: awssdk.String(name), VpcId: awssdk.String("vpc-1")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.GroupId
-	}
+	group := func(name string) *string { return newSecurityGroup(ctx, t, c, name) }
 	nodes, lb := group("nodes"), group("lb")
 	fromGroup := func(from, n int) []ec2types.IpPermission {
 		var out []ec2types.IpPermission
