@@ -2,6 +2,7 @@ package backends
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -18,12 +19,44 @@ import (
 // --load-balancer-resync-period; what such a pass reports is drift that was
 // repaired (event LoadBalancerDriftRepaired, metric
 // multicloud_ccm_load_balancer_drift_repairs_total).
+//
+// Within WithChangeBackend, the change is also attributed to that backend
+// (ChangedBackends): the router names the backend of each call, so that a
+// repair of a Service served by several backends is counted in the one
+// that drifted.
 func ReportChange(ctx context.Context, what string) {
 	if l, ok := ctx.Value(changeKey{}).(*changeLog); ok {
 		l.mu.Lock()
 		l.changes = append(l.changes, what)
+		if b, ok := ctx.Value(changeBackendKey{}).(string); ok && !slices.Contains(l.backends, b) {
+			l.backends = append(l.backends, b)
+		}
 		l.mu.Unlock()
 	}
+}
+
+// WithChangeBackend returns a ctx under which what ReportChange reports is
+// attributed to the backend named; ctx itself when it carries no change
+// report (WithChangeReport), so that calls outside one pay nothing.
+func WithChangeBackend(ctx context.Context, name string) context.Context {
+	if _, ok := ctx.Value(changeKey{}).(*changeLog); !ok {
+		return ctx
+	}
+	return context.WithValue(ctx, changeBackendKey{}, name)
+}
+
+// ChangedBackends returns the backends, in the order they first reported,
+// to which the changes reported through ctx (a ctx WithChangeReport
+// returned) were attributed by WithChangeBackend. Changes reported outside
+// WithChangeBackend are attributed to none.
+func ChangedBackends(ctx context.Context) []string {
+	l, ok := ctx.Value(changeKey{}).(*changeLog)
+	if !ok {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.backends)
 }
 
 // WithChangeReport returns a ctx through which ReportChange reaches the
@@ -37,11 +70,15 @@ func WithChangeReport(ctx context.Context) (context.Context, func() []string) {
 	}
 }
 
-type changeKey struct{}
+type (
+	changeKey        struct{}
+	changeBackendKey struct{}
+)
 
 type changeLog struct {
-	mu      sync.Mutex
-	changes []string
+	mu       sync.Mutex
+	changes  []string
+	backends []string
 }
 
 // RepairPasser is implemented by a backend that can read all of its load

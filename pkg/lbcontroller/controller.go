@@ -139,8 +139,10 @@ type served struct {
 	// succeeded yet.
 	fresh bool
 	// drift holds what a repair sync changed before it failed; the sync
-	// that completes the repair reports it.
-	drift []string
+	// that completes the repair reports it. driftFrom are the backends
+	// that reported those changes (backends.ChangedBackends).
+	drift     []string
+	driftFrom []string
 }
 
 // New returns a controller; Run starts it.

@@ -73,6 +73,9 @@ type hookedCloud struct {
 	failEnsure       error
 	failOnce         bool
 	report           []string
+	// reportAs, when set, attributes report to that backend, as the router
+	// does for its backends' calls (backends.WithChangeBackend).
+	reportAs string
 	// during, when set, is called (once) inside the next EnsureLoadBalancer,
 	// before the router's.
 	during func(svc *corev1.Service)
@@ -118,8 +121,14 @@ func (h *hookedCloud) EnsureLoadBalancer(ctx context.Context, clusterName string
 	if during != nil {
 		during(svc)
 	}
+	h.mu.Lock()
+	rctx := ctx
+	if h.reportAs != "" {
+		rctx = backends.WithChangeBackend(ctx, h.reportAs)
+	}
+	h.mu.Unlock()
 	for _, r := range report {
-		backends.ReportChange(ctx, r)
+		backends.ReportChange(rctx, r)
 	}
 	if fail != nil {
 		return nil, fail
@@ -622,6 +631,92 @@ func TestRepairInSteps(t *testing.T) {
 		}
 		return fmt.Errorf("events %v", e.events(t, "web"))
 	})
+}
+
+// TestRepairCountedPerBackend: a repair of a Service served by two
+// backends is counted in the backend whose calls reported the change, also
+// when the repair took two syncs, and a restored status address in each
+// backend serving it; never under the two names joined ("metal,metal2"),
+// which no per-backend alert or dashboard sums.
+func TestRepairCountedPerBackend(t *testing.T) {
+	doc := cloudConfig + `- name: metal2
+  type: baremetal
+  baremetal:
+    inventory: [{name: worker-0, addresses: [{type: InternalIP, address: 10.0.0.10}]}]
+    addressPools:
+    - {name: lan2, addresses: ["203.0.113.0/28"]}
+`
+	svc := service("web", nil)
+	svc.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal,metal2"}
+	e := startWith(t, doc, true, svc)
+	eventually(t, "both addresses", func() error {
+		if s := e.get(t, "web"); len(s.Status.LoadBalancer.Ingress) != 2 || !e.ctrl.known("default/web") {
+			return fmt.Errorf("status %v", s.Status.LoadBalancer)
+		}
+		return nil
+	})
+	count := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, b := range []string{"metal", "metal2", "metal,metal2"} {
+			out[b], _ = testutil.GetCounterMetricValue(driftRepairs.WithLabelValues(b))
+		}
+		return out
+	}
+	counted := func(before map[string]float64, want map[string]float64) {
+		t.Helper()
+		after := count()
+		for b, n := range want {
+			if got := after[b] - before[b]; got != n {
+				t.Errorf("repairs counted in %q: %v, want %v", b, got, n)
+			}
+		}
+	}
+
+	// The status address edited away: both backends serve what it lost.
+	before := count()
+	s := e.get(t, "web")
+	s.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+	if _, err := e.client.CoreV1().Services("default").UpdateStatus(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the controller's cache without the address", func() error {
+		if cur, err := e.ctrl.services.Services("default").Get("web"); err != nil || ingress(cur) != "" {
+			return fmt.Errorf("cached: %v %w", cur, err)
+		}
+		return nil
+	})
+	e.ctrl.startRepairPass(e.ctx)
+	eventually(t, "the status restored", func() error {
+		if n := len(e.get(t, "web").Status.LoadBalancer.Ingress); n != 2 {
+			return fmt.Errorf("%d addresses", n)
+		}
+		return nil
+	})
+	eventually(t, "the repair counted", func() error {
+		if after := count(); after["metal"] == before["metal"] {
+			return errors.New("not counted yet")
+		}
+		return nil
+	})
+	counted(before, map[string]float64{"metal": 1, "metal2": 1, "metal,metal2": 0})
+
+	// A change metal2's call reports, in two syncs (the first one fails
+	// after changing something, as Octavia's RetryError).
+	before = count()
+	e.cloud.mu.Lock()
+	e.cloud.failEnsure, e.cloud.failOnce = api.NewRetryError("load balancer busy", 20*time.Millisecond), true
+	e.cloud.report, e.cloud.reportAs = []string{"member 10.0.0.10:30080 added"}, "metal2"
+	e.cloud.mu.Unlock()
+	e.ctrl.startRepairPass(e.ctx)
+	eventually(t, "the repair reported", func() error {
+		for _, ev := range e.events(t, "web") {
+			if strings.HasPrefix(ev, reasonDriftRepaired) && strings.Contains(ev, "member 10.0.0.10:30080 added") {
+				return nil
+			}
+		}
+		return fmt.Errorf("events %v", e.events(t, "web"))
+	})
+	counted(before, map[string]float64{"metal": 0, "metal2": 1, "metal,metal2": 0})
 }
 
 // TestClassLeftTheConfig: a Service of a class the config no longer lists

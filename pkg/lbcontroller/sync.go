@@ -158,7 +158,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		err = errors.New("the cloud returned no load-balancer status")
 	}
 	if err != nil {
-		c.failed(key, repair && !specChanged, changes())
+		c.failed(key, repair && !specChanged, changes(), backends.ChangedBackends(ectx))
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to ensure load balancer: "+err.Error())
 		return changed, err
 	}
@@ -185,17 +185,19 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	}
 	c.remember(key, svc, seen, c.targetsOf(svc, nodes))
 
-	what := changes()
+	what, from := changes(), backends.ChangedBackends(ectx)
 	if prior && same {
 		what = slices.Concat(st.drift, what)
+		from = slices.Concat(st.driftFrom, from)
 	}
 	switch {
 	case repair && prior && !specChanged && (len(what) > 0 || statusChanged):
 		if statusChanged {
 			what = append(what, "status address restored")
 		}
-		backend := svc.Annotations[string(annotation.LoadBalancerServedBy)]
-		driftRepairs.WithLabelValues(backend).Inc()
+		for _, b := range repairedBackends(svc, from) {
+			driftRepairs.WithLabelValues(b).Inc()
+		}
 		c.event(svc, corev1.EventTypeNormal, reasonDriftRepaired, fmt.Sprintf("Repaired the load balancer%s, changed out of band: %s", describe(svc), strings.Join(what, "; ")))
 	case statusChanged || len(ann) > 0 || specChanged || len(what) > 0:
 		msg := "Ensured load balancer" + describe(svc)
@@ -352,9 +354,20 @@ func (c *Controller) remember(key string, svc *corev1.Service, seen sets.Set[str
 	c.state[key] = &served{svc: svc, seen: seen, nodes: nodes}
 }
 
+// repairedBackends returns the backends a repair is counted in: those whose
+// calls reported a change (backends.ChangedBackends), each once, else (the
+// status address alone was restored, or a cloud outside the router
+// reported) every backend serving the Service.
+func repairedBackends(svc *corev1.Service, reported []string) []string {
+	if len(reported) > 0 {
+		return sets.List(sets.New(reported...))
+	}
+	return strings.Split(svc.Annotations[string(annotation.LoadBalancerServedBy)], ",")
+}
+
 // failed marks a known Service's next sync as a full one and keeps what a
-// repair sync changed before it failed.
-func (c *Controller) failed(key string, repair bool, changes []string) {
+// repair sync changed before it failed, and the backends it changed in.
+func (c *Controller) failed(key string, repair bool, changes, from []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st, ok := c.state[key]
@@ -364,6 +377,7 @@ func (c *Controller) failed(key string, repair bool, changes []string) {
 	st.retry = true
 	if repair {
 		st.drift = append(st.drift, changes...)
+		st.driftFrom = append(st.driftFrom, from...)
 		if st.drift == nil {
 			st.drift = []string{}
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // scopeReuse is how long one call scope serves new calls. Every call gets
@@ -39,12 +41,13 @@ type scope struct {
 	refs atomic.Int64
 }
 
-// newScope returns a scope over parent for calls starting at now, held once
-// by the caller.
-func newScope(parent context.Context, logger klog.Logger, timeout time.Duration, now time.Time) *scope {
+// newScope returns a scope over parent for calls of the backend named
+// starting at now, held once by the caller. What the calls report changed
+// is attributed to that backend (backends.WithChangeBackend).
+func newScope(parent context.Context, backend string, logger klog.Logger, timeout time.Duration, now time.Time) *scope {
 	s := &scope{parent: parent}
 	s.refs.Store(1)
-	ctx := klog.NewContext(parent, logger)
+	ctx := klog.NewContext(backends.WithChangeBackend(parent, backend), logger)
 	if d, ok := parent.Deadline(); ok && d.Before(now.Add(timeout)) {
 		s.ctx, s.cancel = ctx, func() {}
 		return s
@@ -107,7 +110,7 @@ func (b *backend) scope(ctx context.Context, op operation, timeout time.Duration
 	if cur.acquire(ctx, now) {
 		return cur
 	}
-	s := newScope(ctx, b.logger(ctx, op), timeout, now)
+	s := newScope(ctx, b.Name, b.logger(ctx, op), timeout, now)
 	if !reflect.TypeOf(ctx).Comparable() || !slot.CompareAndSwap(cur, s) {
 		s.retire() // this call's alone
 		return s
