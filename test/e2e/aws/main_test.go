@@ -125,7 +125,7 @@ func env(t *testing.T) *framework.ControlPlane {
 	cp := suite.ControlPlane(t)
 	ccmOnce.Do(func() {
 		f := awsfake.New(region)
-		seeded = f.Seed(awsfake.SeedSpec{ClusterID: clusterID, Instances: 2})
+		seeded = f.Seed(awsfake.SeedSpec{ClusterID: clusterID, Instances: 4})
 		if fake, ccmErr = f.Start("127.0.0.1:0"); ccmErr != nil {
 			return
 		}
