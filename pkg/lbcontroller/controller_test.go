@@ -524,17 +524,7 @@ func TestRepairPass(t *testing.T) {
 	}
 
 	// The address edited away.
-	s := e.get(t, "web")
-	s.Status.LoadBalancer = corev1.LoadBalancerStatus{}
-	if _, err := e.client.CoreV1().Services("default").UpdateStatus(context.Background(), s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the controller's cache without the address", func() error {
-		if cur, err := e.ctrl.services.Services("default").Get("web"); err != nil || ingress(cur) != "" {
-			return fmt.Errorf("cached: %v %w", cur, err)
-		}
-		return nil
-	})
+	e.clearStatus(t, "web")
 	repairsBefore, _ := testutil.GetCounterMetricValue(driftRepairs.WithLabelValues("metal"))
 	e.ctrl.startRepairPass(e.ctx)
 	eventually(t, "the address restored", func() error {
@@ -565,6 +555,23 @@ func TestRepairPass(t *testing.T) {
 	if after-repairsBefore != 2 {
 		t.Errorf("drift repairs counted %v, want 2", after-repairsBefore)
 	}
+}
+
+// clearStatus edits the Service's load-balancer status away, as a user
+// would, and waits for the controller's cache to see it.
+func (e *env) clearStatus(t *testing.T, name string) {
+	t.Helper()
+	s := e.get(t, name)
+	s.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+	if _, err := e.client.CoreV1().Services("default").UpdateStatus(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the controller's cache without the address", func() error {
+		if cur, err := e.ctrl.services.Services("default").Get(name); err != nil || ingress(cur) != "" {
+			return fmt.Errorf("cached: %v %w", cur, err)
+		}
+		return nil
+	})
 }
 
 // TestClassDefaults: a class's default annotations apply to its Services
@@ -674,17 +681,7 @@ func TestRepairCountedPerBackend(t *testing.T) {
 
 	// The status address edited away: both backends serve what it lost.
 	before := count()
-	s := e.get(t, "web")
-	s.Status.LoadBalancer = corev1.LoadBalancerStatus{}
-	if _, err := e.client.CoreV1().Services("default").UpdateStatus(context.Background(), s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the controller's cache without the address", func() error {
-		if cur, err := e.ctrl.services.Services("default").Get("web"); err != nil || ingress(cur) != "" {
-			return fmt.Errorf("cached: %v %w", cur, err)
-		}
-		return nil
-	})
+	e.clearStatus(t, "web")
 	e.ctrl.startRepairPass(e.ctx)
 	eventually(t, "the status restored", func() error {
 		if n := len(e.get(t, "web").Status.LoadBalancer.Ingress); n != 2 {

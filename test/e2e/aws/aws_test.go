@@ -222,12 +222,7 @@ func ipTargetsAreNodes(cp *framework.ControlPlane, service string, nodePort int3
 func ipTargets(service, want string) framework.Condition {
 	return func(context.Context) (bool, string, error) {
 		lb := lbOf(service)
-		var tgs []awsfake.TargetGroupView
-		for _, tg := range fake.TargetGroups() {
-			if tg.Tags["kubernetes.io/service-name"] == service {
-				tgs = append(tgs, tg)
-			}
-		}
+		tgs := targetGroupsOf(service)
 		seen := fmt.Sprintf("load balancer %+v, target groups %+v", lb, tgs)
 		if lb == nil || len(lb.Listeners) != 1 || len(tgs) != 1 || !strings.HasSuffix(lb.Listeners[0], "->"+tgs[0].Name) {
 			return false, seen, nil
