@@ -626,8 +626,18 @@ func TestFinalizerRemovedByHand(t *testing.T) {
 func TestRepairInSteps(t *testing.T) {
 	e := start(t, false, service("web", ptrTo(ourClass)))
 	eventually(t, "the Service's address", addressed(e, t, "web"))
+	e.repairInSteps(t, "")
+}
+
+// repairInSteps has the next ensure of web report a change attributed to
+// backend (none when ""), then fail with a RetryError, as Octavia's; it
+// starts a repair pass and waits for the repair's event once the retry
+// succeeds.
+func (e *env) repairInSteps(t *testing.T, backend string) {
+	t.Helper()
 	e.cloud.mu.Lock()
-	e.cloud.failEnsure, e.cloud.failOnce, e.cloud.report = api.NewRetryError("load balancer busy", 20*time.Millisecond), true, []string{"member 10.0.0.10:30080 added"}
+	e.cloud.failEnsure, e.cloud.failOnce = api.NewRetryError("load balancer busy", 20*time.Millisecond), true
+	e.cloud.report, e.cloud.reportAs = []string{"member 10.0.0.10:30080 added"}, backend
 	e.cloud.mu.Unlock()
 	e.ctrl.startRepairPass(e.ctx)
 	eventually(t, "the repair reported", func() error {
@@ -700,19 +710,7 @@ func TestRepairCountedPerBackend(t *testing.T) {
 	// A change metal2's call reports, in two syncs (the first one fails
 	// after changing something, as Octavia's RetryError).
 	before = count()
-	e.cloud.mu.Lock()
-	e.cloud.failEnsure, e.cloud.failOnce = api.NewRetryError("load balancer busy", 20*time.Millisecond), true
-	e.cloud.report, e.cloud.reportAs = []string{"member 10.0.0.10:30080 added"}, "metal2"
-	e.cloud.mu.Unlock()
-	e.ctrl.startRepairPass(e.ctx)
-	eventually(t, "the repair reported", func() error {
-		for _, ev := range e.events(t, "web") {
-			if strings.HasPrefix(ev, reasonDriftRepaired) && strings.Contains(ev, "member 10.0.0.10:30080 added") {
-				return nil
-			}
-		}
-		return fmt.Errorf("events %v", e.events(t, "web"))
-	})
+	e.repairInSteps(t, "metal2")
 	counted(before, map[string]float64{"metal": 0, "metal2": 1, "metal,metal2": 0})
 }
 
