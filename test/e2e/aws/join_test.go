@@ -67,6 +67,9 @@ func TestJoiningNodeKeepsInstanceTargets(t *testing.T) {
 	// it joined, the load balancer was ensured with it.
 	createJoinNode(ctx, t, cp, joining.PrivateDNSName, "", joining.PrivateIPs[0], false)
 	passes := repairPasses(ctx)
+	if passes < 0 {
+		t.Fatal("the CCM's /metrics has no multicloud_ccm_load_balancer_repair_passes_total")
+	}
 	framework.Eventually(t, settle, "two drift-repair passes since the node joined", func(ctx context.Context) (bool, string, error) {
 		n := repairPasses(ctx)
 		return n >= passes+2, fmt.Sprintf("%v passes, %v before", n, passes), nil
