@@ -455,3 +455,98 @@ func TestCreateRouteOtherRegionNode(t *testing.T) {
 	}
 	e.assertNoMutation(t, "CreateRoute to another region's node")
 }
+
+// handingCloud is the backend as the upstream service controller sees it,
+// recording how many nodes its last successful UpdateLoadBalancer was
+// handed: the test knows when a node sync has run with a node, not only
+// that one was queued.
+type handingCloud struct {
+	*Cloud
+	handed atomic.Int32
+}
+
+func (c *handingCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	lb, ok := c.Cloud.LoadBalancer()
+	return handingLB{lb, &c.handed}, ok
+}
+
+type handingLB struct {
+	cloudprovider.LoadBalancer
+	handed *atomic.Int32
+}
+
+func (l handingLB) UpdateLoadBalancer(ctx context.Context, cluster string, svc *corev1.Service, nodes []*corev1.Node) error {
+	err := l.LoadBalancer.UpdateLoadBalancer(ctx, cluster, svc, nodes)
+	if err == nil {
+		l.handed.Store(int32(len(nodes)))
+	}
+	return err
+}
+
+// TestServiceControllerJoiningNode is TestJoiningNodeKeepsInstanceTargets
+// driven by the upstream service controller (`--controllers=*,service`):
+// its node sync hands a node to UpdateLoadBalancer as soon as it is
+// created, before the node controller has set its providerID, and again
+// once the providerID is set (a providerID change is a node-set change to
+// it). The NLB keeps its instance target group throughout: no target group
+// created or deleted, no listener moved; the instance becomes a target of
+// the same group once the node is initialised.
+func TestServiceControllerJoiningNode(t *testing.T) {
+	e := newEnv(t)
+	cloud := &handingCloud{Cloud: e.cloud}
+	client := testutil.NewClientset()
+	ctx := context.Background()
+	testutil.StartServiceController(t, cloud, client, testCluster, 2)
+	if _, err := client.CoreV1().Services("default").Create(ctx, newService("web"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the NLB is created", func() error {
+		if n := len(e.fake.LoadBalancers()); n != 1 {
+			return fmt.Errorf("%d load balancers", n)
+		}
+		return nil
+	})
+	createNodes(t, client, e.awsNodes(1, 2)...)
+	instanceTargets := func(want int) func() error {
+		return func() error {
+			if tgs := e.fake.TargetGroups(); len(tgs) != 1 || tgs[0].TargetType != targetInstance || len(tgs[0].Targets) != want {
+				return fmt.Errorf("target groups %+v, want one of %d instance targets", tgs, want)
+			}
+			return nil
+		}
+	}
+	eventually(t, "the two instances are targets", instanceTargets(2))
+	arn := e.fake.TargetGroups()[0].ARN
+	calls := map[string]int{}
+	for _, op := range []string{"CreateTargetGroup", "DeleteTargetGroup", "ModifyListener"} {
+		calls[op] = e.fake.Calls(op)
+	}
+
+	joining := e.awsNodes(3, 1)[0]
+	pid := joining.Spec.ProviderID
+	joining.Spec.ProviderID = ""
+	createNodes(t, client, joining)
+	eventually(t, "the node sync hands the joining node to the NLB", func() error {
+		if n := cloud.handed.Load(); n != 3 {
+			return fmt.Errorf("last update handed %d nodes", n)
+		}
+		return nil
+	})
+	if err := instanceTargets(2)(); err != nil || e.fake.TargetGroups()[0].ARN != arn {
+		t.Errorf("with the joining node handed: %v (want the target group %s kept)", err, arn)
+	}
+
+	joining.Spec.ProviderID = pid
+	if _, err := client.CoreV1().Nodes().Update(ctx, joining, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the initialised node's instance is a target", instanceTargets(3))
+	if got := e.fake.TargetGroups()[0].ARN; got != arn {
+		t.Errorf("target group %s after the node joined, want %s kept", got, arn)
+	}
+	for op, before := range calls {
+		if n := e.fake.Calls(op) - before; n != 0 {
+			t.Errorf("%s called %d times while a node joined, want 0", op, n)
+		}
+	}
+}
