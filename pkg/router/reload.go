@@ -410,7 +410,7 @@ func (rl *Reloadable) InstancesV2() (cloudprovider.InstancesV2, bool) { return r
 // LoadBalancer is offered when the first configuration had load balancers,
 // as upstream's service controller must see it (see upstreamview.go).
 func (rl *Reloadable) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
-	return classAwareBalancer{lb: rl, servesCls: rl.ServesClass}, rl.lbs
+	return classAwareBalancer{lb: rl, servesCls: rl.ServesClass, deleteWait: upstreamDeleteWait}, rl.lbs
 }
 
 // Routes is offered when the first configuration had routes.

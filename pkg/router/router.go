@@ -249,7 +249,7 @@ func (r *Router) InstancesV2() (cloudprovider.InstancesV2, bool) { return r, len
 // classed Services alone (see upstreamview.go); our load-balancer
 // controller calls the router's methods itself.
 func (r *Router) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
-	return classAwareBalancer{lb: r, servesCls: r.ServesClass}, len(r.lbs) > 0
+	return classAwareBalancer{lb: r, servesCls: r.ServesClass, deleteWait: upstreamDeleteWait}, len(r.lbs) > 0
 }
 
 // Routes is offered only when some backend really handles routes.
