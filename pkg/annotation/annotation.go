@@ -32,7 +32,10 @@ const (
 	// may hold a load balancer for the Service. The router adds a backend
 	// before its first mutating call there and removes it only after that
 	// backend's delete succeeded, so it knows across restarts which clouds to
-	// ask and which to leave alone when one is down. Do not edit it by hand.
+	// ask and which to leave alone when one is down. On a Service being
+	// deleted it is left as it is once every delete succeeded: the Service
+	// is going, and a write would only re-run the service controller's
+	// sync. Do not edit it by hand.
 	LoadBalancerBackends Name = "multicloud-ccm.io/load-balancer-backends"
 
 	// AllowSharedIP (Service annotation, string key, default: none). Services

@@ -128,3 +128,53 @@ func TestNoRecreateAfterUpstreamDelete(t *testing.T) {
 		t.Errorf("bare metal holds the deleted Service's address again (exists=%v, err=%v)", exists, err)
 	}
 }
+
+// TestDeleteOfDeletedServiceWritesNothing: the delete of the load balancer
+// of a Service being deleted writes nothing to the Service once every
+// recorded backend reports it gone. A write there (the emptied record)
+// re-queued upstream's service controller, whose next sync, from a cache
+// that had not yet seen the Service go, failed to remove the finalizer
+// (NotFound) with a Warning. A Service that stays (no longer a
+// LoadBalancer) has the backends dropped from its record, and a partial
+// delete drops the ones done.
+func TestDeleteOfDeletedServiceWritesNothing(t *testing.T) {
+	r, a, b := twoClouds(t)
+	c := startCluster(t, r, newService("going", withLBBackend("a")), newService("staying", withLBBackend("a,b")))
+	going, staying := c.service(t, "going"), c.service(t, "staying")
+	ensure(t, r, going)
+	ensure(t, r, staying)
+
+	going = c.service(t, "going")
+	now := metav1.Now()
+	going.DeletionTimestamp = &now
+	c.client.ClearActions()
+	if err := r.EnsureLoadBalancerDeleted(context.Background(), cluster, going); err != nil {
+		t.Fatal(err)
+	}
+	if n := writes(c.client.Actions()); n != 0 {
+		t.Errorf("the router wrote %d times to a Service being deleted, want 0: %v", n, c.client.Actions())
+	}
+	if a.holds(going) {
+		t.Error("a still holds the load balancer")
+	}
+	if _, exists, err := r.GetLoadBalancer(context.Background(), cluster, going); err != nil || exists {
+		t.Errorf("GetLoadBalancer after the delete = exists %v, %v; want gone", exists, err)
+	}
+
+	// Staying: a partial delete (b down) drops a, then the rest.
+	b.setFail(errCloudDown)
+	staying = c.service(t, "staying")
+	if err := r.EnsureLoadBalancerDeleted(context.Background(), cluster, staying); err == nil {
+		t.Fatal("the delete succeeded with b down")
+	}
+	if rec := c.record(t, "staying"); rec != "b" {
+		t.Errorf("record after a partial delete = %q, want b", rec)
+	}
+	b.setFail(nil)
+	if err := r.EnsureLoadBalancerDeleted(context.Background(), cluster, c.service(t, "staying")); err != nil {
+		t.Fatal(err)
+	}
+	if rec := c.record(t, "staying"); rec != "" {
+		t.Errorf("record after the delete = %q, want empty", rec)
+	}
+}

@@ -150,6 +150,26 @@ func (c *fakeCluster) events(t *testing.T, name string) []string {
 	return out
 }
 
+// failedDeletes returns the messages of the Warning events on the named
+// object that report a failed delete of its load balancer (upstream's
+// "failed to delete load balancer"). Other Warnings are left out: one
+// upstream raises from a stale cache after the Service went (its finalizer
+// removal answered NotFound) says nothing about the delete.
+func (c *fakeCluster) failedDeletes(t *testing.T, name string) []string {
+	t.Helper()
+	list, err := c.client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "failed to delete load balancer") {
+			out = append(out, e.Reason+": "+e.Message)
+		}
+	}
+	return out
+}
+
 // eventually waits for cond. The bound is generous because -race on a
 // loaded 2-core machine slows the controllers tenfold; passing runs return
 // as soon as cond holds.

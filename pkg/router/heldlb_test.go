@@ -10,12 +10,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	fakecloud "k8s.io/cloud-provider/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
@@ -50,6 +52,10 @@ type heldState struct {
 	// counts the failed updates.
 	failUpdate, failEnsure error
 	updateFails            int
+	// deleteSteps is how many deletes still make one change and answer a
+	// RetryError, as Octavia's backend leaving a shared load balancer;
+	// stepped counts those answered.
+	deleteSteps, stepped int
 	// holds are the operations the next call of which is held until
 	// release: it reports on entered first.
 	holds   map[string]bool
@@ -112,6 +118,7 @@ func (s *heldState) reset() {
 	clear(s.targets)
 	clear(s.holds)
 	s.gets, s.deletes, s.updates, s.updateFails = 0, 0, 0, 0
+	s.deleteSteps, s.stepped = 0, 0
 	s.failUpdate, s.failEnsure = nil, nil
 }
 
@@ -195,6 +202,11 @@ func (c *heldCloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.wait("delete")
+	if s.deleteSteps > 0 {
+		s.deleteSteps--
+		s.stepped++
+		return cloudproviderapi.NewRetryError("listener deleted", 10*time.Millisecond)
+	}
 	s.deletes++
 	delete(s.held, svc.UID)
 	delete(s.targets, svc.UID)
@@ -328,3 +340,10 @@ func (st *serviceStates) waiters(uid types.UID) int {
 }
 
 var errHeldDown = errors.New("connection refused")
+
+// stepDeletes makes the next n deletes answer a RetryError, one step each.
+func (s *heldState) stepDeletes(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleteSteps = n
+}

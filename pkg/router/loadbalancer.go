@@ -285,7 +285,15 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 		defer mu.Unlock()
 		done = append(done, b.Name)
 	})
-	err = errors.Join(err, r.dropFromRecord(ctx, service, done))
+	// A Service being deleted whose load balancers are all gone keeps its
+	// record: it is going, and writing it would re-queue the service
+	// controller's sync, which, from a cache that has not yet seen the
+	// deletion its own finalizer removal caused, fails with NotFound and a
+	// Warning SyncLoadBalancerFailed. Its next sync, if any, finds no load
+	// balancer in the recorded backends.
+	if service.DeletionTimestamp == nil || err != nil || len(done) < len(asked) {
+		err = errors.Join(err, r.dropFromRecord(ctx, service, done))
+	}
 	if err == nil {
 		r.markDeleted(service)
 	}

@@ -234,3 +234,62 @@ func TestReloadWithAddressBatchPending(t *testing.T) {
 		t.Errorf("b's targets = %q, want n1=10.0.0.2", got)
 	}
 }
+
+// TestReloadDuringDeleteInSteps: a configuration applied while upstream's
+// service controller deletes a load balancer in steps (a RetryError after
+// each, which the router's view waits out within one sync). The view's
+// next call runs on the new configuration:
+//   - the default backend moved to b: the delete goes on in a, where the
+//     load balancer is recorded, and b is never asked to create one for
+//     the Service being deleted;
+//   - a removed: the next call fails at once with UnknownLoadBalancerBackend
+//     (no more waiting), the Service keeps its finalizer and a's load
+//     balancer stays; with a added back, the delete finishes.
+func TestReloadDuringDeleteInSteps(t *testing.T) {
+	t.Run("default moved", func(t *testing.T) {
+		c, a, b, reload := reloadFixture(t)
+		web := c.service(t, "web")
+		a.stepDeletes(2)
+		a.hold("delete")
+		c.markDeleted(t, "web")
+		a.awaitEntered(t, "delete")
+		reload("defaultBackend: b", true)
+		a.releaseOne()
+		eventually(t, "web deleted", func() bool { return c.serviceGone(t, "web") })
+		if a.has(web) || b.has(web) {
+			t.Errorf("a load balancer was left: in a %v, in b %v", a.has(web), b.has(web))
+		}
+		if n := a.count(&a.stepped); n != 2 {
+			t.Errorf("%d steps answered, want 2", n)
+		}
+		for _, e := range c.failedDeletes(t, "web") {
+			t.Errorf("event %s: a delete in steps across a reload is no failure", e)
+		}
+	})
+
+	t.Run("backend removed, then added back", func(t *testing.T) {
+		c, a, _, reload := reloadFixture(t)
+		web := c.service(t, "web")
+		a.stepDeletes(2)
+		a.hold("delete")
+		c.markDeleted(t, "web")
+		a.awaitEntered(t, "delete")
+		cb := t.Name() + "/b"
+		c.apply(t, heldConfig(t, "defaultBackend: b", heldBackend{"b", cb, "198.51.100.2"}))
+		a.releaseOne()
+		eventually(t, "a Warning UnknownLoadBalancerBackend", func() bool {
+			return slices.Contains(c.events(t, "web"), "Warning/"+reasonUnknownLBBackend)
+		})
+		if c.serviceGone(t, "web") || !a.has(web) {
+			t.Fatalf("with its backend removed: Service gone %v, load balancer in a %v; want both kept", c.serviceGone(t, "web"), a.has(web))
+		}
+		if n := a.count(&a.stepped); n != 1 {
+			t.Errorf("%d steps answered, want 1 (none on the configuration without a)", n)
+		}
+		reload("defaultBackend: a", true)
+		eventually(t, "web deleted", func() bool { return c.serviceGone(t, "web") })
+		if a.has(web) {
+			t.Error("a's load balancer was left")
+		}
+	})
+}
