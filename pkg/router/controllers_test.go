@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -135,17 +136,22 @@ func (c *fakeCluster) node(t *testing.T, name string) (*corev1.Node, bool) {
 	return n, true
 }
 
-func (c *fakeCluster) events(t *testing.T, name string) []string {
+// eventsOn returns the events on the named object.
+func (c *fakeCluster) eventsOn(t *testing.T, name string) []corev1.Event {
 	t.Helper()
 	list, err := c.client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return slices.DeleteFunc(list.Items, func(e corev1.Event) bool { return e.InvolvedObject.Name != name })
+}
+
+// events returns the events on the named object as type/reason.
+func (c *fakeCluster) events(t *testing.T, name string) []string {
+	t.Helper()
 	var out []string
-	for _, e := range list.Items {
-		if e.InvolvedObject.Name == name {
-			out = append(out, e.Type+"/"+e.Reason)
-		}
+	for _, e := range c.eventsOn(t, name) {
+		out = append(out, e.Type+"/"+e.Reason)
 	}
 	return out
 }
@@ -157,13 +163,9 @@ func (c *fakeCluster) events(t *testing.T, name string) []string {
 // removal answered NotFound) says nothing about the delete.
 func (c *fakeCluster) failedDeletes(t *testing.T, name string) []string {
 	t.Helper()
-	list, err := c.client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, e := range list.Items {
-		if e.InvolvedObject.Name == name && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "failed to delete load balancer") {
+	for _, e := range c.eventsOn(t, name) {
+		if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "failed to delete load balancer") {
 			out = append(out, e.Reason+": "+e.Message)
 		}
 	}

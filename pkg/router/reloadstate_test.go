@@ -235,6 +235,19 @@ func TestReloadWithAddressBatchPending(t *testing.T) {
 	}
 }
 
+// deletingInSteps is reloadFixture with web being deleted by the service
+// controller, in two steps, the first of them held in flight.
+func deletingInSteps(t *testing.T) (c *reloadCluster, a, b *heldState, reload func(string, bool), web *corev1.Service) {
+	t.Helper()
+	c, a, b, reload = reloadFixture(t)
+	web = c.service(t, "web")
+	a.stepDeletes(2)
+	a.hold("delete")
+	c.markDeleted(t, "web")
+	a.awaitEntered(t, "delete")
+	return c, a, b, reload, web
+}
+
 // TestReloadDuringDeleteInSteps: a configuration applied while upstream's
 // service controller deletes a load balancer in steps (a RetryError after
 // each, which the router's view waits out within one sync). The view's
@@ -247,12 +260,7 @@ func TestReloadWithAddressBatchPending(t *testing.T) {
 //     balancer stays; with a added back, the delete finishes.
 func TestReloadDuringDeleteInSteps(t *testing.T) {
 	t.Run("default moved", func(t *testing.T) {
-		c, a, b, reload := reloadFixture(t)
-		web := c.service(t, "web")
-		a.stepDeletes(2)
-		a.hold("delete")
-		c.markDeleted(t, "web")
-		a.awaitEntered(t, "delete")
+		c, a, b, reload, web := deletingInSteps(t)
 		reload("defaultBackend: b", true)
 		a.releaseOne()
 		eventually(t, "web deleted", func() bool { return c.serviceGone(t, "web") })
@@ -268,12 +276,7 @@ func TestReloadDuringDeleteInSteps(t *testing.T) {
 	})
 
 	t.Run("backend removed, then added back", func(t *testing.T) {
-		c, a, _, reload := reloadFixture(t)
-		web := c.service(t, "web")
-		a.stepDeletes(2)
-		a.hold("delete")
-		c.markDeleted(t, "web")
-		a.awaitEntered(t, "delete")
+		c, a, _, reload, web := deletingInSteps(t)
 		cb := t.Name() + "/b"
 		c.apply(t, heldConfig(t, "defaultBackend: b", heldBackend{"b", cb, "198.51.100.2"}))
 		a.releaseOne()
