@@ -160,6 +160,12 @@ func TestDeleteOfDeletedServiceWritesNothing(t *testing.T) {
 	if _, exists, err := r.GetLoadBalancer(context.Background(), cluster, going); err != nil || exists {
 		t.Errorf("GetLoadBalancer after the delete = exists %v, %v; want gone", exists, err)
 	}
+	// After a restart, the kept record asks a, which answers gone.
+	r2 := mustRouter(t, testConfig(), lbBackend("a", "baremetal", a), lbBackend("b", "aws", b))
+	restart(t, c, r2)
+	if _, exists, err := r2.GetLoadBalancer(context.Background(), cluster, going); err != nil || exists {
+		t.Errorf("GetLoadBalancer after a restart = exists %v, %v; want gone", exists, err)
+	}
 
 	// Staying: a partial delete (b down) drops a, then the rest.
 	b.setFail(errCloudDown)
