@@ -287,14 +287,23 @@ func TestReloadKeepsDrain(t *testing.T) {
 	web := c.service(t, "web")
 	reload("defaultBackend: b, drainPeriod: 2s", true)
 	eventually(t, "b's address alone in the status", func() bool { return ingressIPs(c.service(t, "web")) == "198.51.100.2" })
-	moved := time.Now()
+	// The drain's end as recorded, not a clock of the test's: reading the
+	// status may come well after the move under load.
+	draining := c.service(t, "web").Annotations[string(annotation.LoadBalancerDraining)]
+	end, err := time.Parse(time.RFC3339, strings.TrimPrefix(draining, "a="))
+	if err != nil {
+		t.Fatalf("draining record %q right after the move: %v", draining, err)
+	}
 	if !a.has(web) || !b.has(web) {
 		t.Fatalf("a holds %v, b holds %v right after the move; want both (a drains)", a.has(web), b.has(web))
 	}
 	reload("defaultBackend: b, drainPeriod: 1h", true)
-	for time.Since(moved) < 1500*time.Millisecond {
+	if got := c.service(t, "web").Annotations[string(annotation.LoadBalancerDraining)]; got != draining {
+		t.Errorf("draining record after the second reload = %q, want %q (kept)", got, draining)
+	}
+	for time.Until(end) > 100*time.Millisecond {
 		if !a.has(web) {
-			t.Fatalf("a's load balancer deleted %v into a 2 s drain", time.Since(moved))
+			t.Fatalf("a's load balancer deleted %v before the drain's end", time.Until(end))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
