@@ -26,8 +26,10 @@ out=${1:?usage: race-workspace.sh OUTDIR}
 go=${GO:-go}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-dir=$("$go" mod download -json k8s.io/cloud-provider | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
-version=$("$go" list -m -f '{{.Version}}' k8s.io/cloud-provider)
+# The module as released, also when called from within this workspace.
+export GOWORK=off
+"$go" mod download k8s.io/cloud-provider
+read -r dir version < <("$go" list -m -f '{{.Dir}} {{.Version}}' k8s.io/cloud-provider)
 src=$dir/controllers/service/controller.go
 if [ ! -f "$src" ]; then
 	echo "race-workspace: $src not found (go mod download k8s.io/cloud-provider)" >&2
