@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
 )
@@ -25,6 +26,9 @@ const (
 	// metalClass is the load-balancer class of testdata/e2e/baremetal.yaml.
 	metalClass   = "multicloud-ccm.io/metal"
 	backendLabel = "multicloud-ccm.io/backend"
+	// recordAnnotation is the router's record of the backends that may
+	// hold a Service's load balancer.
+	recordAnnotation = "multicloud-ccm.io/load-balancer-backends"
 )
 
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -178,10 +182,22 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 		ok, seen := framework.HasIngress(s)
 		return ok && framework.HasFinalizer(s, lbFinalizer), seen
 	}))
+	// The router's record (patch services): a Service that stops being a
+	// LoadBalancer keeps living, so the router drops the backend from its
+	// record once the load balancer is deleted. (On a Service being
+	// deleted it leaves the record as it is.)
+	if _, err := cp.Client.CoreV1().Services("default").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"type":"ClusterIP"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, "web, now a ClusterIP Service, has no address, finalizer or recorded backend", framework.ServiceMatches(cp.Client, "default", "web", func(s *corev1.Service) (bool, string) {
+		ok, seen := framework.HasIngress(s)
+		rec := s.Annotations[recordAnnotation]
+		return !ok && !framework.HasFinalizer(s, lbFinalizer) && rec == "", fmt.Sprintf("%s; finalizers %v; %s=%q", seen, s.Finalizers, recordAnnotation, rec)
+	}))
 	if err := cp.Client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, settle, "web deleted (finalizer removed)", framework.ServiceGone(cp.Client, "default", "web"))
+	framework.Eventually(t, settle, "web deleted", framework.ServiceGone(cp.Client, "default", "web"))
 
 	// multicloud-load-balancer: a classed Service's address, finalizer and
 	// deletion, and a repeated Warning for a classed Service it cannot
