@@ -74,7 +74,8 @@ func startAuditedControlPlane(t *testing.T) (*framework.ControlPlane, string) {
 // the chart's own flags (use-service-account-credentials, leader election),
 // and drives every path the controllers take: node initialisation, a Warning
 // about a node nobody claims, deletion of a vanished machine's node, a load
-// balancer's address, finalizer and deletion, and an authenticated
+// balancer's address, finalizer and deletion, the router's record emptied
+// when a Service stops being a LoadBalancer, and an authenticated
 // /metrics. A missing permission fails a step (and shows as a "forbid" in
 // the audit log); a granted permission that no request used fails too.
 //
