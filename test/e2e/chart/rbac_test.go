@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
 )
 
@@ -26,9 +27,6 @@ const (
 	// metalClass is the load-balancer class of testdata/e2e/baremetal.yaml.
 	metalClass   = "multicloud-ccm.io/metal"
 	backendLabel = "multicloud-ccm.io/backend"
-	// recordAnnotation is the router's record of the backends that may
-	// hold a Service's load balancer.
-	recordAnnotation = "multicloud-ccm.io/load-balancer-backends"
 )
 
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -192,8 +190,8 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 	}
 	framework.Eventually(t, settle, "web, now a ClusterIP Service, has no address, finalizer or recorded backend", framework.ServiceMatches(cp.Client, "default", "web", func(s *corev1.Service) (bool, string) {
 		ok, seen := framework.HasIngress(s)
-		rec := s.Annotations[recordAnnotation]
-		return !ok && !framework.HasFinalizer(s, lbFinalizer) && rec == "", fmt.Sprintf("%s; finalizers %v; %s=%q", seen, s.Finalizers, recordAnnotation, rec)
+		rec := s.Annotations[string(annotation.LoadBalancerBackends)]
+		return !ok && !framework.HasFinalizer(s, lbFinalizer) && rec == "", fmt.Sprintf("%s; finalizers %v; %s=%q", seen, s.Finalizers, annotation.LoadBalancerBackends, rec)
 	}))
 	if err := cp.Client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
