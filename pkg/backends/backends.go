@@ -37,6 +37,12 @@
 //     balancer after the next EnsureLoadBalancer.
 //   - UpdateLoadBalancer never creates a load balancer: upstream's node sync
 //     calls it for Services whose delete may have just finished.
+//   - The type classes its SDK's errors (Registration.ClassifyError):
+//     throttled, auth, not_found, unavailable, user. The router imports no
+//     SDK; it counts failed calls by class (ClassifyError) and takes a
+//     refusal of the credentials for no answer. An error the backend
+//     returns keeps the SDK's error in its chain (%w), or carries the
+//     class another way (vSphere's SOAP status, see its ClassifyError).
 //
 // The contract is executable: internal/backendtest runs it against a
 // backend through hooks on its test cloud, and every backend passes it from
@@ -88,11 +94,20 @@ type Registration struct {
 	CrossValidate config.CrossValidator
 	// New builds a backend of this type. Required.
 	New Factory
+	// ClassifyError classes the errors of the type's SDK (throttled,
+	// auth, not_found, unavailable, user; ClassOther for an error it does
+	// not know), for the router's errors metric and health. Every backend
+	// of this repository sets it, and the conformance suite checks it
+	// against the errors its backend returns; a type without it has its
+	// errors classed only by ClassifyError's generic rules.
+	ClassifyError ErrorClassifier
 }
 
 var (
 	mu            sync.RWMutex
 	registrations = map[string]Registration{}
+	// classifierList holds the registrations' classifiers, by type.
+	classifierList []ErrorClassifier
 )
 
 // Register makes a backend type available to the config parser and the
@@ -112,6 +127,12 @@ func Register(r Registration) {
 		config.RegisterCrossValidator(r.Type, r.CrossValidate)
 	}
 	registrations[r.Type] = r
+	classifierList = classifierList[:0:0]
+	for _, t := range sortedTypes() {
+		if c := registrations[t].ClassifyError; c != nil {
+			classifierList = append(classifierList, c)
+		}
+	}
 }
 
 // Lookup returns the registration of a backend type.
@@ -126,6 +147,11 @@ func Lookup(typ string) (Registration, bool) {
 func Types() []string {
 	mu.RLock()
 	defer mu.RUnlock()
+	return sortedTypes()
+}
+
+// sortedTypes lists the registered types, sorted; mu is held.
+func sortedTypes() []string {
 	out := make([]string, 0, len(registrations))
 	for t := range registrations {
 		out = append(out, t)

@@ -2,13 +2,10 @@ package cloudapi
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -64,22 +61,13 @@ func AWSMutating(action string) bool {
 	return true
 }
 
-// IsAWSThrottle tells whether err is AWS's answer to a request over the
-// account's rate (Throttling, RequestLimitExceeded, ...: the codes the SDK's
-// retryer treats as throttling).
-func IsAWSThrottle(err error) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	_, ok := retry.DefaultThrottleErrorCodes[ae.ErrorCode()]
-	return ok
-}
-
 // AWSAPIOptions returns the SDK client option that makes every attempt of
 // every request (retries included: each costs AWS a token) wait for a
-// token of b and be counted. Add it to a client's APIOptions.
-func AWSAPIOptions(b *Budget) func(*middleware.Stack) error {
+// token of b and be counted, an attempt isThrottle says AWS throttled
+// with the outcome throttled. isThrottle is the AWS backend's, from the
+// list of throttling codes the SDK's retryer uses: the errors metric
+// classes errors by the same list. Add it to a client's APIOptions.
+func AWSAPIOptions(b *Budget, isThrottle func(error) bool) func(*middleware.Stack) error {
 	return func(stack *middleware.Stack) error {
 		mw := middleware.FinalizeMiddlewareFunc("multicloud-ccm/APIBudget", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 			api := AWSAPIName(awsmiddleware.GetServiceID(ctx))
@@ -91,7 +79,7 @@ func AWSAPIOptions(b *Budget) func(*middleware.Stack) error {
 			out, md, err := next.HandleFinalize(ctx, in)
 			outcome := OutcomeSuccess
 			switch {
-			case IsAWSThrottle(err):
+			case err != nil && isThrottle(err):
 				outcome = OutcomeThrottled
 			case err != nil:
 				outcome = OutcomeError

@@ -2,6 +2,7 @@ package cloudapi
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
@@ -25,8 +27,19 @@ func elbClient(url string, b *Budget) *elbv2.Client {
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts, o.MaxBackoff, o.RateLimiter = 20, 200*time.Millisecond, ratelimit.None
 		}),
-		APIOptions: []func(*middleware.Stack) error{AWSAPIOptions(b)},
+		APIOptions: []func(*middleware.Stack) error{AWSAPIOptions(b, sdkThrottle)},
 	})
+}
+
+// sdkThrottle is the AWS backend's rule in small: a code of the SDK's
+// retryer's throttling list.
+func sdkThrottle(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	_, ok := retry.DefaultThrottleErrorCodes[ae.ErrorCode()]
+	return ok
 }
 
 // TestAWSBudgetStaysUnderAWSBuckets: 80 concurrent DescribeLoadBalancers

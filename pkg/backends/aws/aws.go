@@ -55,7 +55,7 @@ const (
 )
 
 func init() {
-	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: ParseSection, New: New})
+	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: ParseSection, New: New, ClassifyError: ClassifyError})
 }
 
 var (
@@ -140,11 +140,11 @@ func newClients(ctx context.Context, name string, s *Settings) (EC2API, ELBAPI, 
 	}
 	ec2c := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
 		o.BaseEndpoint = endpoint(s.Endpoints.EC2)
-		o.APIOptions = append(o.APIOptions, dryRunGuard("ec2"), cloudapi.AWSAPIOptions(budget))
+		o.APIOptions = append(o.APIOptions, dryRunGuard("ec2"), cloudapi.AWSAPIOptions(budget, isThrottle))
 	})
 	elbc := elbv2.NewFromConfig(cfg, func(o *elbv2.Options) {
 		o.BaseEndpoint = endpoint(s.Endpoints.ELBv2)
-		o.APIOptions = append(o.APIOptions, dryRunGuard("elasticloadbalancing"), cloudapi.AWSAPIOptions(budget))
+		o.APIOptions = append(o.APIOptions, dryRunGuard("elasticloadbalancing"), cloudapi.AWSAPIOptions(budget, isThrottle))
 	})
 	return ec2c, elbc, nil
 }

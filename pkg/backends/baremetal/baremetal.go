@@ -42,6 +42,7 @@ const (
 func init() {
 	backends.Register(backends.Registration{
 		Type: Type, Scheme: Scheme, Parse: ParseSection, CrossValidate: checkPoolsAcross, New: New,
+		ClassifyError: ClassifyError,
 	})
 }
 

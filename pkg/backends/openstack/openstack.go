@@ -25,7 +25,7 @@ const (
 )
 
 func init() {
-	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: parseSection, New: New})
+	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: parseSection, New: New, ClassifyError: ClassifyError})
 	backends.RegisterServiceAnnotations(Type, string(AnnotationLoadBalancerID), string(AnnotationLoadBalancerAddress))
 }
 

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +71,9 @@ func (t *soapBudget) attempt(ctx context.Context, action string, write bool, att
 	hint := &retryAfterHint{}
 	start := time.Now()
 	err := call(context.WithValue(ctx, retryAfterKey{}, hint))
+	if answered := hint.status(); err != nil && answered != 0 && answered != http.StatusOK && answered != http.StatusInternalServerError {
+		err = &httpStatusError{Status: answered, Err: err}
+	}
 	status := throttleStatus(err)
 	outcome := cloudapi.OutcomeSuccess
 	switch {
@@ -92,20 +93,29 @@ func (t *soapBudget) attempt(ctx context.Context, action string, write bool, att
 // retryAfterKey is the context key of a SOAP call's retryAfterHint.
 type retryAfterKey struct{}
 
-// retryAfterHint carries the Retry-After header of a SOAP call's answer
+// retryAfterHint carries the status and Retry-After header of a SOAP call's answer
 // from the HTTP transport under govmomi's soap.Client back to soapBudget:
 // govmomi's error for an answer other than 200 or 500 (a url.Error around
 // an unexported statusError) keeps the response but shows only its status
 // line, so the header is read on its way up (retryAfterRecorder).
 type retryAfterHint struct {
-	mu    sync.Mutex
-	value string
+	mu     sync.Mutex
+	value  string
+	answer int
 }
 
-func (h *retryAfterHint) set(v string) {
+// set records an answer's status and Retry-After header.
+func (h *retryAfterHint) set(status int, v string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.value = v
+	h.answer, h.value = status, v
+}
+
+// status is the last answer's HTTP status, 0 before any.
+func (h *retryAfterHint) status() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.answer
 }
 
 func (h *retryAfterHint) get() string {
@@ -126,7 +136,7 @@ type retryAfterRecorder struct {
 func (t *retryAfterRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.Next.RoundTrip(r)
 	if h, ok := r.Context().Value(retryAfterKey{}).(*retryAfterHint); ok && resp != nil {
-		h.set(resp.Header.Get("Retry-After"))
+		h.set(resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	return resp, err
 }
@@ -166,18 +176,12 @@ func soapMutating(method string) bool {
 	return true
 }
 
-// throttleStatus is the HTTP status of govmomi's error for an HTTP 429 or
-// 503 answer (a url.Error around the response's status line), or 0.
+// throttleStatus is the HTTP status of a SOAP call answered 429 or 503
+// (attempt wraps govmomi's error with the answer's status), or 0.
 func throttleStatus(err error) int {
-	var ue *url.Error
-	if !errors.As(err, &ue) || ue.Err == nil {
-		return 0
-	}
-	status := ue.Err.Error()
-	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
-		if strings.HasPrefix(status, strconv.Itoa(code)+" ") || status == strconv.Itoa(code) {
-			return code
-		}
+	var se *httpStatusError
+	if errors.As(err, &se) && (se.Status == http.StatusTooManyRequests || se.Status == http.StatusServiceUnavailable) {
+		return se.Status
 	}
 	return 0
 }
@@ -192,8 +196,17 @@ type replayable struct {
 	Next http.RoundTripper
 }
 
-// RoundTrip sends r with a body that can be sent again.
+// RoundTrip sends r with a body that can be sent again, and records the
+// answer's status for vapiCall.
 func (t replayable) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.send(r)
+	if h, ok := r.Context().Value(retryAfterKey{}).(*retryAfterHint); ok && resp != nil {
+		h.set(resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	return resp, err
+}
+
+func (t replayable) send(r *http.Request) (*http.Response, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.GetBody != nil {
 		return t.Next.RoundTrip(r)
 	}

@@ -80,7 +80,12 @@ func (s statusErr) Error() string { return string(s) }
 func TestSOAPBudget(t *testing.T) {
 	var answer error
 	rt := &soapBudget{
-		Next:   soapFunc(func(context.Context, soap.HasFault, soap.HasFault) error { return answer }),
+		Next: soapFunc(func(ctx context.Context, _, _ soap.HasFault) error {
+			if answer != nil { // as the HTTP transport under govmomi records it
+				ctx.Value(retryAfterKey{}).(*retryAfterHint).set(http.StatusServiceUnavailable, "")
+			}
+			return answer
+		}),
 		Budget: cloudapi.NewBudget("vc-test", nil, map[string]cloudapi.RateLimit{cloudapi.APIVCenter: {QPS: 0.001, Bucket: 1, QPSWrite: 0.001, BucketWrite: 1}}),
 	}
 	ok := map[string]string{"backend": "vc-test", "api": cloudapi.APIVCenter, "action": "RetrievePropertiesEx", "outcome": cloudapi.OutcomeSuccess}

@@ -214,7 +214,7 @@ func TestSOAPBudgetRetries(t *testing.T) {
 	rt := &soapBudget{
 		Next: soapFunc(func(ctx context.Context, _, _ soap.HasFault) error {
 			sent++
-			ctx.Value(retryAfterKey{}).(*retryAfterHint).set("0")
+			ctx.Value(retryAfterKey{}).(*retryAfterHint).set(http.StatusTooManyRequests, "0")
 			return answer
 		}),
 		Budget: cloudapi.NewBudget("vc-test", nil, cloudapi.VCenterDefaults),

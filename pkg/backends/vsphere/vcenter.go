@@ -254,7 +254,11 @@ func (v *vcenter) loginTags(ctx context.Context, c *connection) error {
 		}
 		return fmt.Errorf("logging in to the tagging service: %w", err)
 	}
-	cats, err := v.tags.resolveCategories(ctx, tags.NewManager(c.rest), v.name)
+	var cats categories
+	err := vapiCall(ctx, func(ctx context.Context) (err error) {
+		cats, err = v.tags.resolveCategories(ctx, tags.NewManager(c.rest), v.name)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -275,12 +279,17 @@ func (v *vcenter) readTopology(ctx context.Context, c *connection, vms []*vmInfo
 			return nil, c.tagErr
 		}
 	}
-	topo, err := v.tags.read(ctx, c.rest, c.cats, vms)
+	var topo map[types.ManagedObjectReference]topology
+	read := func(ctx context.Context) (err error) {
+		topo, err = v.tags.read(ctx, c.rest, c.cats, vms)
+		return err
+	}
+	err := vapiCall(ctx, read)
 	if err != nil && isUnauthorized(err) {
 		if c.tagErr = v.loginTags(ctx, c); c.tagErr != nil {
 			return nil, c.tagErr
 		}
-		topo, err = v.tags.read(ctx, c.rest, c.cats, vms)
+		err = vapiCall(ctx, read)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("vCenter %s: %w", v.name, err)
@@ -290,12 +299,30 @@ func (v *vcenter) readTopology(ctx context.Context, c *connection, vms []*vmInfo
 
 // isUnauthorized reports whether a vAPI call failed for want of a session.
 func isUnauthorized(err error) bool {
+	var se *httpStatusError
+	if errors.As(err, &se) && se.Status == http.StatusUnauthorized {
+		return true
+	}
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if rest.IsStatusError(e, http.StatusUnauthorized) {
 			return true
 		}
 	}
 	return false
+}
+
+// vapiCall runs vAPI (tagging) calls and wraps their error with the HTTP
+// status of the last answer when it was one of failure (an
+// httpStatusError, for ClassifyError): govmomi's tags package formats the
+// rest client's status error into its own with %s, so the status is only
+// known to the session's transport (replayable records it).
+func vapiCall(ctx context.Context, f func(context.Context) error) error {
+	hint := &retryAfterHint{}
+	err := f(context.WithValue(ctx, retryAfterKey{}, hint))
+	if status := hint.status(); err != nil && status >= http.StatusBadRequest {
+		return &httpStatusError{Status: status, Err: err}
+	}
+	return err
 }
 
 func (v *vcenter) resolveDatacenters(ctx context.Context, vim *vim25.Client) ([]dcRef, error) {

@@ -47,7 +47,7 @@ const (
 )
 
 func init() {
-	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: parseSection, New: New})
+	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: parseSection, New: New, ClassifyError: ClassifyError})
 }
 
 // Cloud is a vSphere backend. It is a cloudprovider.Interface offering only

@@ -1,0 +1,69 @@
+package openstack
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gophercloud/gophercloud/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// ClassifyError classes the errors of gophercloud (the backend's
+// Registration.ClassifyError): an unexpected HTTP answer by its status
+// (429 throttled; 401 and 403 auth, Keystone's refusals included; 404
+// not_found; 502, 503 and 504 unavailable; 400 and 413 user), a
+// failed re-authentication as auth, a name no resource has
+// (ErrResourceNotFound) as not_found, a service or endpoint missing from
+// the catalog as unavailable (gophercloud returns those two as pointers,
+// the others as values; a pointer to those is taken too).
+func ClassifyError(err error) backends.ErrorClass {
+	if status, ok := statusOf(err); ok {
+		return classOfStatus(status)
+	}
+	var reauth gophercloud.ErrUnableToReauthenticate
+	var reauthPtr *gophercloud.ErrUnableToReauthenticate
+	var missing gophercloud.ErrResourceNotFound
+	var missingPtr *gophercloud.ErrResourceNotFound
+	var noService *gophercloud.ErrServiceNotFound
+	var noEndpoint *gophercloud.ErrEndpointNotFound
+	switch {
+	case errors.As(err, &reauth) || errors.As(err, &reauthPtr):
+		return backends.ClassAuth
+	case errors.As(err, &missing) || errors.As(err, &missingPtr):
+		return backends.ClassNotFound
+	case errors.As(err, &noService) || errors.As(err, &noEndpoint):
+		return backends.ClassUnavailable
+	}
+	return backends.ClassOther
+}
+
+// statusOf is the HTTP status of the gophercloud.ErrUnexpectedResponseCode
+// in err's chain (gophercloud returns it by value; a pointer is taken too).
+func statusOf(err error) (int, bool) {
+	var e gophercloud.ErrUnexpectedResponseCode
+	if errors.As(err, &e) {
+		return e.Actual, true
+	}
+	var p *gophercloud.ErrUnexpectedResponseCode
+	if errors.As(err, &p) && p != nil {
+		return p.Actual, true
+	}
+	return 0, false
+}
+
+func classOfStatus(status int) backends.ErrorClass {
+	switch status {
+	case http.StatusTooManyRequests:
+		return backends.ClassThrottled
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return backends.ClassAuth
+	case http.StatusNotFound:
+		return backends.ClassNotFound
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return backends.ClassUnavailable
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return backends.ClassUser
+	}
+	return backends.ClassOther
+}
