@@ -157,7 +157,12 @@ func limiter(qps float64, bucket int) *rate.Limiter {
 func (b *Budget) Backend() string { return b.backend }
 
 // Wait takes one token of api's read or write bucket, waiting for it as
-// long as ctx allows. An API the budget does not know is not limited.
+// long as ctx allows. An API the budget does not know is not limited. The
+// time waited is counted in budget_wait_seconds_total however the wait
+// ends, a wait cut short by ctx included. A wait that ctx ends is an
+// error wrapping ctx's error; one that would pass ctx's deadline (Wait
+// then returns at once) wraps ErrPastDeadline: the caller's own end,
+// never the cloud's answer.
 func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
 	if b == nil {
 		return nil
@@ -177,9 +182,27 @@ func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
 		return nil
 	}
 	start := time.Now()
-	if err := l.Wait(ctx); err != nil {
-		return fmt.Errorf("waiting for the %s API budget of backend %q: %w", api, b.backend, err)
-	}
+	err := l.Wait(ctx)
 	waitSeconds.WithLabelValues(b.backend, api).Add(time.Since(start).Seconds())
-	return nil
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("waiting for the %s API budget of backend %q: %w", api, b.backend, ctxErr)
+	}
+	// rate.Limiter refuses at once a wait that would pass the deadline.
+	return fmt.Errorf("waiting for the %s API budget of backend %q: %w (%w)", api, b.backend, err, ErrPastDeadline)
 }
+
+// ErrPastDeadline is the error a Budget's Wait wraps when the caller's
+// deadline comes before the next token: it is context.DeadlineExceeded
+// (errors.Is), for the wait is the caller's own deadline, not the cloud's
+// answer.
+var ErrPastDeadline = pastDeadline{}
+
+type pastDeadline struct{}
+
+func (pastDeadline) Error() string { return "the next token comes after the caller's deadline" }
+
+// Is makes ErrPastDeadline a context.DeadlineExceeded.
+func (pastDeadline) Is(target error) bool { return target == context.DeadlineExceeded } //nolint:errorlint // a sentinel.

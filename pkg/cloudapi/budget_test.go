@@ -2,12 +2,15 @@ package cloudapi
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // TestBudgetBuckets: a configured field overrides the default, the others
@@ -79,5 +82,37 @@ func TestValidateLimits(t *testing.T) {
 				t.Errorf("%+v: errors %v do not say %q", tc.l, errs, w)
 			}
 		}
+	}
+}
+
+// TestBudgetWaitEndedByCaller: a wait the caller's context cancels is
+// counted in budget_wait_seconds_total like any other (before, only waits
+// that got their token were), and is an error wrapping context.Canceled;
+// a wait that would pass the caller's deadline (refused at once) wraps
+// context.DeadlineExceeded, so a cache can tell the caller's own end from
+// the cloud's answer.
+func TestBudgetWaitEndedByCaller(t *testing.T) {
+	b := NewBudget("wait-ended", nil, map[string]RateLimit{"ec2": {QPS: 0.01, Bucket: 1, QPSWrite: 0.01, BucketWrite: 1}})
+	if err := b.Wait(context.Background(), "ec2", false); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"backend": "wait-ended", "api": "ec2"}
+	before := testutil.CounterSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", labels)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+	}()
+	err := b.Wait(ctx, "ec2", false)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("a wait the caller cancelled = %v, want context.Canceled", err)
+	}
+	if got := testutil.CounterSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", labels) - before; got <= 0 {
+		t.Errorf("budget_wait_seconds_total grew by %v for a wait cancelled after it began, want more than 0", got)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
+	defer cancelShort()
+	if err := b.Wait(short, "ec2", false); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrPastDeadline) || !strings.Contains(err.Error(), `ec2 API budget of backend "wait-ended"`) {
+		t.Errorf("a wait past the caller's deadline = %v, want context.DeadlineExceeded naming the budget", err)
 	}
 }

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	snapcache "github.com/multicloud-ccm/multicloud-ccm/internal/snapshot"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // Batch sizes of DescribeInstances, AWS's limits.
@@ -272,7 +274,7 @@ func index(in *ec2types.Instance, ids, dns, ips map[string]*ec2types.Instance) {
 // does not exist; an answer without the instance is an error.
 func (c *instanceCache) describeOne(ctx context.Context, id string) (*ec2types.Instance, error) {
 	var out *ec2.DescribeInstancesOutput
-	err := c.direct(func() (err error) {
+	err := c.direct(ctx, func() (err error) {
 		out, err = c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 		return err
 	})
@@ -308,8 +310,11 @@ func (c *instanceCache) remember(in *ec2types.Instance) {
 
 // direct runs a direct lookup, unless one failed less than the failure
 // backoff ago: then it returns that failure, so an EC2 that is down is not
-// asked once per node.
-func (c *instanceCache) direct(call func() error) error {
+// asked once per node. Only EC2's failures are remembered: a call the
+// caller's own context ended (its cancellation, its deadline, a budget
+// wait that would pass the deadline) says nothing of EC2, and handing it
+// to every other lookup would fail them with another caller's deadline.
+func (c *instanceCache) direct(ctx context.Context, call func() error) error {
 	c.mu.Lock()
 	failed, ago := c.failed, c.now().Sub(c.failedAt)
 	c.mu.Unlock()
@@ -317,14 +322,22 @@ func (c *instanceCache) direct(call func() error) error {
 		return failed
 	}
 	err := call()
-	if err != nil && (isNotFound(err) || isMalformed(err)) {
-		// An answer about the IDs asked for, not about EC2's health.
+	if err != nil && (isNotFound(err) || isMalformed(err) || callerEnded(ctx, err)) {
+		// An answer about the IDs asked for, or the caller's own end: not
+		// about EC2's health.
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failed, c.failedAt = err, c.now()
 	return err
+}
+
+// callerEnded reports whether err is the end of the caller's context ctx
+// rather than EC2's answer: ctx is done, or the API budget refused a wait
+// that would pass ctx's deadline.
+func callerEnded(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, cloudapi.ErrPastDeadline)
 }
 
 // forgetFailure forgets recent failures, of the listing and of direct
@@ -355,7 +368,7 @@ func (c *instanceCache) byKey(ctx context.Context, index func(*instanceIndex) ma
 		c.snaps.RecordLookup(in != nil)
 		return in, nil
 	}
-	err = c.direct(func() error {
+	err = c.direct(ctx, func() error {
 		return c.describeFiltered(ctx, x, ec2types.Filter{Name: awssdk.String("vpc-id"), Values: []string{c.vpc}},
 			ec2types.Filter{Name: awssdk.String(filter), Values: []string{key}})
 	})

@@ -172,7 +172,7 @@ func (c *instanceCache) isAbsent(id string) bool {
 func (c *instanceCache) describeBatch(ctx context.Context, asked, extra []string, res map[string]lookup) {
 	names := append(slices.Clone(asked), extra...)
 	var out *ec2.DescribeInstancesOutput
-	err := c.direct(func() (err error) {
+	err := c.direct(ctx, func() (err error) {
 		out, err = c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: names})
 		return err
 	})
@@ -207,7 +207,7 @@ func (c *instanceCache) answer(asked []string, found map[string]*ec2types.Instan
 // it does not list alone.
 func (c *instanceCache) describeSorted(ctx context.Context, asked, extra []string, res map[string]lookup) {
 	x := newIndex()
-	err := c.direct(func() error {
+	err := c.direct(ctx, func() error {
 		for part := range slices.Chunk(append(slices.Clone(asked), extra...), filterBatch) {
 			if err := c.describeFiltered(ctx, x, ec2types.Filter{Name: awssdk.String("instance-id"), Values: part}); err != nil {
 				return err

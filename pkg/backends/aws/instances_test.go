@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -14,6 +15,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 func TestParseProviderID(t *testing.T) {
@@ -421,5 +423,35 @@ func TestListingFailureBacksOff(t *testing.T) {
 	e.cloud.instances.cache.forgetFailure() // rather than wait out the backoff
 	if _, err := inst.InstanceMetadata(ctx, node); err != nil {
 		t.Fatalf("InstanceMetadata after the outage: %v", err)
+	}
+}
+
+// TestCallerDeadlineIsNotAnOutage is issue 42's defect 2: a direct lookup
+// ended by its caller's own deadline (here the EC2 budget refusing a wait
+// that would pass it) is not remembered as "EC2 is down": the next
+// lookup, from a caller with time to wait, asks AWS and finds the
+// instance. Before, the failure backoff handed it the first caller's
+// deadline error for 5 s.
+func TestCallerDeadlineIsNotAnOutage(t *testing.T) {
+	e := newEnv(t, func(s *Settings) {
+		s.RateLimits = map[string]cloudapi.RateLimit{cloudapi.APIEC2: {QPS: 2, Bucket: 1}}
+	})
+	in := e.addInstance(1)
+	inst, _ := e.cloud.InstancesV2()
+	// One lookup spends the bucket's one token: the next comes in 500 ms.
+	if _, err := inst.InstanceMetadata(context.Background(), newNode("ip-10-9-9-9.eu-west-1.compute.internal")); !errors.Is(err, cloudprovider.InstanceNotFound) {
+		t.Fatalf("InstanceMetadata of a node no instance matches = %v, want InstanceNotFound", err)
+	}
+	node := newNode(in.PrivateDNSName)
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := inst.InstanceMetadata(short, node); err == nil {
+		t.Fatal("InstanceMetadata with a deadline before the next token succeeded")
+	} else if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("InstanceMetadata with a deadline before the next token = %v, want it to be the caller's deadline (context.DeadlineExceeded)", err)
+	}
+	md, err := inst.InstanceMetadata(context.Background(), node)
+	if err != nil || md == nil || md.ProviderID != providerID(in.Zone, in.ID) {
+		t.Fatalf("InstanceMetadata of another caller, with time to wait = %+v, %v; want the instance (not the first caller's deadline)", md, err)
 	}
 }
