@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 
@@ -28,8 +29,19 @@ type desiredLB struct {
 	// chose subnets: only then does a change replace an existing NLB.
 	subnetsAnnotated bool
 	targetType       string
-	ports            []desiredPort
-	hc               healthCheck
+	// targetChosen: no annotation set the target type, the node set chose
+	// it (targetsFor); keepIPTargets may then keep IP targets the load
+	// balancer already has.
+	targetChosen bool
+	// remembered: the backend remembered the Service's target type when
+	// desired ran (targetTypes).
+	remembered bool
+	// svc and targetNodes are the Service and the nodes its targets were
+	// chosen from (after target-node-labels), for keepIPTargets.
+	svc         *corev1.Service
+	targetNodes []*corev1.Node
+	ports       []desiredPort
+	hc          healthCheck
 	// tgAttrs are the target-group attributes the Service sets.
 	tgAttrs map[string]string
 	// lbAttrs are the NLB attributes the Service sets.
@@ -140,14 +152,60 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	if d.mappings, err = l.mapAddresses(ctx, d); err != nil {
 		return nil, err
 	}
-	if d.targetType, d.targets, err = l.targetsFor(ctx, targetType, nodes, d.family); err != nil {
+	d.svc, d.targetNodes, d.targetChosen = svc, nodes, targetType == "" && d.family != familyIPv6
+	kept, remembered := l.targetTypes.choice(svc)
+	d.remembered = remembered
+	if remembered && d.targetChosen && kept.chosen && kept.targetType == targetIP {
+		targetType = targetIP // IP targets the node set chose are kept (keepIPTargets)
+	}
+	if err := l.chooseTargets(ctx, d, targetType); err != nil {
 		return nil, err
 	}
 	l.warnNoTargets(ctx, d, len(nodes))
-	if d.ports, err = portsOf(svc, d.names, d.targetType, d.family, d.tls); err != nil {
-		return nil, err
-	}
 	return d, nil
+}
+
+// chooseTargets computes d's target type (tt, or the node set's choice
+// when tt is ""), its targets and its ports, whose target groups are
+// named by the type.
+func (l *LoadBalancer) chooseTargets(ctx context.Context, d *desiredLB, tt string) error {
+	var err error
+	if d.targetType, d.targets, err = l.targetsFor(ctx, tt, d.targetNodes, d.family); err != nil {
+		return err
+	}
+	d.ports, err = portsOf(d.svc, d.names, d.targetType, d.family, d.tls)
+	return err
+}
+
+// keepIPTargets keeps the IP targets the Service's load balancer has when
+// no annotation sets the target type and the node set now chooses
+// instance targets (the last node outside the VPC's instances left): IP
+// targets reach EC2 instances too, and switching would replace every
+// target group (new groups, the listeners moved, the old groups deleted)
+// for a change that needs one deregistration. The backend remembers what
+// the node set chose (targetTypes; desired keeps IP targets from it);
+// keepIPTargets serves a Service it has no memory of (after a restart):
+// attached are the target groups the NLB's listeners use, and one of the
+// Service's with IP targets makes d IP targets again. Only the annotation
+// moves a Service off IP targets the node set chose (IP targets set by
+// the annotation go back to the node set's choice when it is removed).
+func (l *LoadBalancer) keepIPTargets(ctx context.Context, d *desiredLB, attached map[string]elbtypes.TargetGroup) error {
+	if !d.targetChosen || d.targetType != targetInstance {
+		return nil
+	}
+	if d.remembered {
+		return nil // desired decided from the memory
+	}
+	for name, tg := range attached {
+		if strings.HasPrefix(name, d.names.tgPrefix()) && tg.TargetType == elbtypes.TargetTypeEnumIp {
+			if err := l.chooseTargets(ctx, d, targetIP); err != nil {
+				return err
+			}
+			l.targetTypes.remember(d.svc, d.targetType, true)
+			return nil
+		}
+	}
+	return nil
 }
 
 // readScheme reads AnnotationScheme, else AnnotationInternal; when both

@@ -91,6 +91,9 @@ func (l *LoadBalancer) targetGroupsOf(ctx context.Context, d *desiredLB, lb *elb
 	if err != nil {
 		return nil, "", err
 	}
+	if err := l.keepIPTargets(ctx, d, attached); err != nil {
+		return nil, "", err
+	}
 	if len(attached) != len(d.ports) {
 		return nil, fmt.Sprintf("the load balancer's listeners use %d target groups, the Service has %d ports", len(attached), len(d.ports)), nil
 	}

@@ -168,7 +168,16 @@ func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes
 // for, existing its NLB (nil: none yet).
 func (l *LoadBalancer) reconcileObserved(ctx context.Context, d *desiredLB, existing *elbtypes.LoadBalancer) (*elbtypes.LoadBalancer, error) {
 	ctx = withExisting(ctx, existing)
-	var err error
+	// The target groups are read first: one that replaces the NLB leaves
+	// them unattached, and they are reused or deleted below; and IP
+	// targets they have are kept.
+	attached, err := l.attachedTo(ctx, existing)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.keepIPTargets(ctx, d, attached); err != nil {
+		return nil, err
+	}
 	// An adopted NLB made without security groups keeps none (AWS cannot
 	// add any); ours is made only for an NLB we create (createLB makes it
 	// then). One made with groups gets the Service's, and the upstream
@@ -181,12 +190,6 @@ func (l *LoadBalancer) reconcileObserved(ctx context.Context, d *desiredLB, exis
 		if upstreamSGs, err = l.markUpstreamGroups(ctx, d, existing, sgIDs); err != nil {
 			return nil, err
 		}
-	}
-	// The target groups are read before ensureLB: one that replaces the
-	// NLB leaves them unattached, and they are reused or deleted below.
-	attached, err := l.attachedTo(ctx, existing)
-	if err != nil {
-		return nil, err
 	}
 	lb, kept, err := l.ensureLB(ctx, d, existing, sgIDs)
 	if err != nil {
@@ -241,7 +244,7 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 	if err != nil {
 		return nil, nil, err
 	}
-	l.targetTypes.remember(svc, d.targetType)
+	l.targetTypes.remember(svc, d.targetType, d.targetChosen)
 	if err := l.checkGroups(ctx, d); err != nil {
 		return nil, nil, err
 	}

@@ -144,6 +144,66 @@ func TestEnsureIPTargetsForOtherClouds(t *testing.T) {
 	}
 }
 
+// TestIPTargetsKeptWhenLastNonEC2NodeLeaves is issue 42's defect 4: an NLB
+// without the target-type annotation has IP targets while a node of
+// another cloud is among its nodes; when that node leaves, the EC2
+// instances stay IP targets (one DeregisterTargets, through the node
+// sync's UpdateLoadBalancer), also for a backend started afresh (the
+// choice read back from the NLB's target groups), and when the node comes
+// back it is one RegisterTargets. Before, the leave replaced the target
+// group with one of instance targets (the listener moved, the old group
+// deleted) and the return replaced it again. The annotation still moves
+// the Service to instance targets.
+func TestIPTargetsKeptWhenLastNonEC2NodeLeaves(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ec2, other := e.awsNodes(1, 2), otherNodes(1)
+	svc := newService("web")
+	e.ensure(t, svc, append(ec2, other...))
+	ipGroup := func(t *testing.T, what string) {
+		t.Helper()
+		tgs := e.fake.TargetGroups()
+		if len(tgs) != 1 || tgs[0].TargetType != targetIP || len(tgs[0].Targets) != 2 {
+			t.Fatalf("%s: target groups %+v, want one of IP targets with the 2 instances", what, tgs)
+		}
+	}
+	mutations := func(t *testing.T, what, want string) {
+		t.Helper()
+		if m := strings.Join(e.fake.MutatingCalls(), ","); m != want {
+			t.Errorf("%s: mutating calls %q, want %q", what, m, want)
+		}
+	}
+	lbi, _ := e.cloud.LoadBalancer()
+	e.fake.ResetCalls()
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, ec2); err != nil {
+		t.Fatal(err)
+	}
+	mutations(t, "the other cloud's node left", "DeregisterTargets")
+	ipGroup(t, "the other cloud's node left")
+	e.ensure(t, svc, ec2)
+
+	e.cloud = buildCloud(t, e.url) // a restart: nothing remembered
+	lbi, _ = e.cloud.LoadBalancer()
+	e.fake.ResetCalls()
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, ec2); err != nil {
+		t.Fatal(err)
+	}
+	e.ensure(t, svc, ec2)
+	mutations(t, "Update and Ensure after a restart", "")
+	ipGroup(t, "after a restart")
+
+	e.fake.ResetCalls()
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, append(ec2, other...)); err != nil {
+		t.Fatal(err)
+	}
+	mutations(t, "the other cloud's node back", "RegisterTargets")
+
+	e.ensure(t, newService("web", withAnnotation(AnnotationTargetType, targetInstance)), ec2)
+	if tgs := e.fake.TargetGroups(); len(tgs) != 1 || tgs[0].TargetType != targetInstance {
+		t.Errorf("with the annotation instance: target groups %+v, want one of instance targets", tgs)
+	}
+}
+
 func TestUpdates(t *testing.T) {
 	e := newEnv(t)
 	nodes := e.awsNodes(1, 2)

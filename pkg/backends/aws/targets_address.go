@@ -52,25 +52,39 @@ func (l *LoadBalancer) TargetsByAddress(svc *corev1.Service, node *corev1.Node) 
 }
 
 // targetTypeMemory holds, per Service (by UID), the target type its
-// targets were last computed with (desired): with no target type
-// annotated, the node set chooses it (targetsFor), and TargetsByAddress
-// cannot see the node set. It lives with the backend; a Service's entry
-// goes with its load balancer's delete.
+// targets were last computed with (desired), and whether the node set
+// chose it (no annotation): with no target type annotated, the node set
+// chooses it (targetsFor), and TargetsByAddress cannot see the node set;
+// IP targets the node set chose are kept (keepIPTargets). It lives with
+// the backend; a Service's entry goes with its load balancer's delete.
 type targetTypeMemory struct{ m sync.Map }
 
-// remember records the target type chosen for svc.
-func (t *targetTypeMemory) remember(svc *corev1.Service, targetType string) {
-	t.m.Store(svc.UID, targetType)
+// targetChoice is one Service's entry.
+type targetChoice struct {
+	targetType string
+	chosen     bool
+}
+
+// remember records the target type of svc, and whether the node set chose
+// it.
+func (t *targetTypeMemory) remember(svc *corev1.Service, targetType string, chosen bool) {
+	t.m.Store(svc.UID, targetChoice{targetType: targetType, chosen: chosen})
 }
 
 // of returns the target type last chosen for svc, if any.
 func (t *targetTypeMemory) of(svc *corev1.Service) (string, bool) {
+	c, ok := t.choice(svc)
+	return c.targetType, ok
+}
+
+// choice returns svc's entry, if any.
+func (t *targetTypeMemory) choice(svc *corev1.Service) (targetChoice, bool) {
 	v, ok := t.m.Load(svc.UID)
 	if !ok {
-		return "", false
+		return targetChoice{}, false
 	}
-	tt, ok := v.(string)
-	return tt, ok
+	c, ok := v.(targetChoice)
+	return c, ok
 }
 
 // forget drops svc's entry.

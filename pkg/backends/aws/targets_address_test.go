@@ -23,7 +23,7 @@ func TestTargetsByAddress(t *testing.T) {
 	vm := newNode("vm", testutil.WithProviderID("vsphere://4201-a"), testutil.WithInternalIP("192.168.10.1"))
 	fresh := newNode("fresh", testutil.WithInternalIP("10.0.10.6")) // no providerID yet
 	chose := func(tt string) func(*corev1.Service) {
-		return func(s *corev1.Service) { lb.targetTypes.remember(s, tt) }
+		return func(s *corev1.Service) { lb.targetTypes.remember(s, tt, true) }
 	}
 	for _, tc := range []struct {
 		name  string
@@ -57,10 +57,11 @@ func TestTargetsByAddress(t *testing.T) {
 }
 
 // TestTargetsByAddressFollowsTheChosenTargetType drives the backend: with
-// no target type annotated, an EC2 node is reached by its address while a
-// node of another cloud makes every target an IP target, by its instance
-// ID when only instances are handed, and by its address again once the
-// load balancer is deleted (nothing chosen).
+// no target type annotated, an EC2 node is reached by its instance ID when
+// only instances are handed, by its address once a node of another cloud
+// makes every target an IP target, still by its address when that node
+// leaves (IP targets are kept), and once the load balancer is deleted
+// (nothing chosen).
 func TestTargetsByAddressFollowsTheChosenTargetType(t *testing.T) {
 	e := newEnv(t)
 	lbi, _ := e.cloud.LoadBalancer()
@@ -85,8 +86,8 @@ func TestTargetsByAddressFollowsTheChosenTargetType(t *testing.T) {
 	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, ec2); err != nil {
 		t.Fatal(err)
 	}
-	if lb.TargetsByAddress(svc, ec2[0]) {
-		t.Error("instance targets again: TargetsByAddress of an EC2 node = true, want false")
+	if !lb.TargetsByAddress(svc, ec2[0]) {
+		t.Error("IP targets kept once the other cloud's node left: TargetsByAddress of an EC2 node = false, want true")
 	}
 	if err := lbi.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
 		t.Fatal(err)
