@@ -29,6 +29,11 @@
 //     load balancer, a floating IP or address kept for someone else) is left
 //     as it was through creates, changes of ports, annotations and nodes, a
 //     repair pass, a crash between steps and the delete.
+//   - Errors are classed by the backend's type (Registration.ClassifyError):
+//     the cloud throttling every call is throttled, refusing the credentials
+//     auth, an outage never not_found, auth or throttled, a malformed
+//     providerID user; the router counts and judges the backend by the
+//     class.
 //   - A dry run (backends.WithDryRun, what `multicloud-ccm plan` runs the
 //     backends under) makes no mutating call: a create, a change and a
 //     delete leave the cloud as it was and report what they would do.
@@ -74,6 +79,11 @@ type Fixture struct {
 	// LoadBalancers holds the load-balancer hooks; nil: the backend has no
 	// load balancers.
 	LoadBalancers *LoadBalancerHooks
+	// Type is the backend's registered type (backends.Register): the
+	// clause "errors are classed by the backend's type" checks the type's
+	// Registration.ClassifyError against the errors the backend returns.
+	// "": the clause is skipped.
+	Type string
 }
 
 // InstanceHooks act on the backend's instances.
@@ -94,6 +104,14 @@ type InstanceHooks struct {
 	// Outage makes every call to the cloud fail (or time out) until restore
 	// is called. nil: the backend has no cloud to lose.
 	Outage func(t *testing.T) (restore func())
+	// Throttle makes the cloud answer every call with its throttling
+	// answer (AWS Throttling or RequestLimitExceeded, HTTP 429) until
+	// restore is called. nil: the clause's throttling check is skipped.
+	Throttle func(t *testing.T) (restore func())
+	// Refuse makes the cloud refuse the backend's credentials or session
+	// (AWS AuthFailure, HTTP 401, vSphere NotAuthenticated) until restore
+	// is called. nil: the clause's refusal check is skipped.
+	Refuse func(t *testing.T) (restore func())
 	// Absent returns a well-formed providerID of this backend's scheme, in
 	// the region, zone, vCenter or site it serves, of an instance that has
 	// never existed.

@@ -21,6 +21,7 @@ var instanceClauses = []clause{
 	{"malformed providerID is a user error", malformedIsUserError},
 	{"shutdown only on fresh evidence", shutdownIsFresh},
 	{"no-providerID node claimed only on a strong match", claimOnlyStrong},
+	{"errors are classed by the backend's type", errorsAreClassed},
 }
 
 // exists asks InstanceExists, failing the test on a false for a node that
@@ -255,4 +256,76 @@ func providerIDNode(name, providerID string) *corev1.Node {
 	n.Name = name
 	n.Spec.ProviderID = providerID
 	return n
+}
+
+// errorsAreClassed checks the type's classifier against the errors the
+// backend returns: while the cloud throttles every call, or refuses the
+// credentials, a lookup the backend cannot answer from memory (an absent
+// instance: only the cloud can say it is gone) fails with an error of class
+// throttled, or auth; during an outage the error is never not_found, auth
+// or throttled; a malformed providerID is user.
+func errorsAreClassed(t *testing.T, s *suite) {
+	skipUnless(t, s.f.Type != "", "Type")
+	reg, ok := backends.Lookup(s.f.Type)
+	if !ok || reg.ClassifyError == nil {
+		t.Fatalf("type %q registers no ClassifyError: a backend classes its SDK's errors (backends.Registration)", s.f.Type)
+	}
+	h := s.f.Instances
+	for i, id := range h.Malformed {
+		_, err := s.exists(providerIDNode(fmt.Sprintf("malformed-%d", i), id))
+		if got := backends.ClassifyErrorOf(s.f.Type, err); err != nil && got != backends.ClassUser {
+			t.Errorf("InstanceExists of providerID %q: error %q is classed %s, want user", id, err, got)
+		}
+	}
+	for _, c := range []struct {
+		what  string
+		hook  func(*testing.T) func()
+		check func(backends.ErrorClass) bool
+		want  string
+	}{
+		{"the cloud throttling every call", h.Throttle, func(c backends.ErrorClass) bool { return c == backends.ClassThrottled }, "throttled"},
+		{"the cloud refusing the credentials", h.Refuse, func(c backends.ErrorClass) bool { return c == backends.ClassAuth }, "auth"},
+		{"an outage", h.Outage, func(c backends.ErrorClass) bool {
+			return c != backends.ClassNotFound && c != backends.ClassAuth && c != backends.ClassThrottled
+		}, "neither not_found, auth nor throttled"},
+	} {
+		if c.hook == nil || h.Absent == nil || h.Running == nil {
+			t.Logf("%s: skipped (the fixture has no hook for it, Absent or Running)", c.what)
+			continue
+		}
+		s.classOfFailure(t, c.what, c.hook, c.check, c.want)
+	}
+}
+
+// classOfFailure makes the cloud fail (hook), asks about an absent
+// instance until the backend returns an error, and checks its class.
+func (s *suite) classOfFailure(t *testing.T, what string, hook func(*testing.T) func(), check func(backends.ErrorClass) bool, want string) {
+	t.Helper()
+	h := s.f.Instances
+	node := h.Running(t)
+	s.wantExists(t, node, true)
+	absent := providerIDNode("absent", h.Absent(t))
+	restore := hook(t)
+	defer restore()
+	var err error
+	deadline := time.Now().Add(s.f.Settle)
+	for err == nil && time.Now().Before(deadline) && s.ctx.Err() == nil {
+		var ok bool
+		if ok, err = s.exists(absent); err == nil && ok {
+			t.Fatalf("%s: InstanceExists(%s) = true for an instance that never existed", what, nodeName(absent))
+		}
+		if err == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if err == nil {
+		t.Errorf("%s: InstanceExists(%s) kept succeeding for %v; want an error (only the cloud can say it is gone)", what, nodeName(absent), s.f.Settle)
+		return
+	}
+	if got := backends.ClassifyErrorOf(s.f.Type, err); !check(got) {
+		t.Errorf("%s: error %q is classed %s, want %s", what, err, got, want)
+	}
+	if got := backends.ClassifyError(err); !check(got) {
+		t.Errorf("%s: error %q is classed %s by backends.ClassifyError (the router's), want %s", what, err, got, want)
+	}
 }

@@ -69,6 +69,7 @@ func conformanceFixture(t *testing.T) (*backendtest.Fixture, *env) {
 	return &backendtest.Fixture{
 		Cloud:  e.cloud,
 		Settle: 5 * time.Second,
+		Type:   Type,
 		Instances: &backendtest.InstanceHooks{
 			Running:  func(*testing.T) *corev1.Node { return c.initialised(c.running()) },
 			Gone:     func(t *testing.T, n *corev1.Node) { c.setState(t, n, "terminated") },
@@ -77,6 +78,14 @@ func conformanceFixture(t *testing.T) (*backendtest.Fixture, *env) {
 			Outage: func(*testing.T) func() {
 				e.fake.SetOutage(true)
 				return func() { e.fake.SetOutage(false) }
+			},
+			Throttle: func(*testing.T) func() {
+				e.fake.Throttle(1 << 30)
+				return func() { e.fake.Throttle(0) }
+			},
+			Refuse: func(*testing.T) func() {
+				e.fake.SetAccessKeys("AKIDANOTHERKEY") // the backend's key deactivated
+				return func() { e.fake.SetAccessKeys() }
 			},
 			Absent:  func(t *testing.T) string { return providerID(testRegion+"a", randomInstanceID(t)) },
 			Foreign: c.foreign,

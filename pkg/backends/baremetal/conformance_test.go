@@ -58,6 +58,7 @@ func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 	return &backendtest.Fixture{
 		Cloud:  c,
 		Settle: time.Second,
+		Type:   Type,
 		Instances: &backendtest.InstanceHooks{
 			Running: f.running,
 			Gone:    f.gone,

@@ -161,7 +161,7 @@ func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 		testutil.Unavailable(t, `no real Keystone + Octavia for the load-balancer clauses: run eval "$(hack/openstack/up.sh)" first (sets OS_AUTH_URL, OS_PASSWORD_FILE, OCTAVIA_E2E)`)
 	}
 	c := newConformance(t, lbClause)
-	fx := &backendtest.Fixture{Cloud: c.cloud, Settle: 5 * time.Second, Instances: c.instanceHooks()}
+	fx := &backendtest.Fixture{Cloud: c.cloud, Settle: 5 * time.Second, Type: Type, Instances: c.instanceHooks()}
 	if strings.Contains(t.Name(), "/loadbalancers/strangers") {
 		// The ownership clause checks strangers, not how many calls a
 		// change takes: it gets the backend as the service controller

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,7 @@ func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 	return &backendtest.Fixture{
 		Cloud:  c.cloud,
 		Settle: 5 * time.Second,
+		Type:   Type,
 		Instances: &backendtest.InstanceHooks{
 			Running:    func(t *testing.T) *corev1.Node { return c.node(c.running(t)) },
 			Gone:       func(t *testing.T, n *corev1.Node) { s.destroy(t, c.vm(t, n)) },
@@ -50,6 +52,16 @@ func newConformanceFixture(t *testing.T) *backendtest.Fixture {
 			Outage: func(*testing.T) func() {
 				s.down.Store(true)
 				return func() { s.down.Store(false) }
+			},
+			// vCenter's answers to a busy client and to a refused one,
+			// to every SOAP call.
+			Throttle: func(t *testing.T) func() {
+				rule := s.throttleNext(t, 1<<30, &throttleRule{Status: http.StatusTooManyRequests, RetryAfter: "0"})
+				return func() { s.throttle.CompareAndSwap(rule, nil) }
+			},
+			Refuse: func(t *testing.T) func() {
+				rule := s.throttleNext(t, 1<<30, &throttleRule{Status: http.StatusUnauthorized})
+				return func() { s.throttle.CompareAndSwap(rule, nil) }
 			},
 			Absent: func(t *testing.T) string { return ProviderIDPrefix + randomUUID(t) },
 			// vsphere://<bios-uuid> names no vCenter or datacenter; nodes
