@@ -28,7 +28,9 @@
 //     target group, the cluster's node security group, another cluster's
 //     load balancer, a floating IP or address kept for someone else) is left
 //     as it was through creates, changes of ports, annotations and nodes, a
-//     repair pass, a crash between steps and the delete.
+//     repair pass, a crash between steps and the delete; a hand-made
+//     listener on the Service's own load balancer until the delete takes
+//     the load balancer.
 //   - Errors are classed by the backend's type (Registration.ClassifyError):
 //     the cloud throttling every call is throttled, refusing the credentials
 //     auth, an outage never not_found, auth or throttled, a malformed
@@ -51,6 +53,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 )
+
+// InsideLoadBalancer starts the lines of a strangers fingerprint
+// (LoadBalancerHooks.Strangers) that describe a stranger living inside the
+// Service's own load balancer (a hand-made listener): compared through
+// every step but the delete.
+const InsideLoadBalancer = "inside the load balancer: "
 
 // ReasonInvalidProviderID is the event reason every backend gives a
 // providerID of its scheme that does not parse.
@@ -156,9 +164,12 @@ type LoadBalancerHooks struct {
 	// of them: a text that changes when any of them is modified or
 	// deleted. Strangers are not parts (Parts never counts them). A
 	// stranger that lives inside our load balancer (a hand-made listener on
-	// our NLB) is gone with it on delete and may be left out of the
-	// fingerprint; its own resources (the target group it forwards to) may
-	// not. nil: the ownership clause is skipped.
+	// our NLB or Octavia load balancer) is in the fingerprint too, on lines
+	// starting with InsideLoadBalancer: it must be left as it was until
+	// the delete, which takes it with the load balancer (the suite then
+	// compares the fingerprint without those lines); its own resources
+	// (the target group it forwards to) stay in the comparison. nil: the
+	// ownership clause is skipped.
 	Strangers func(t *testing.T, svc *corev1.Service) (fingerprint func(t *testing.T) string)
 	// Variants returns changed copies of svc as a user would edit it
 	// (annotations the backend honours), each applied in turn by the

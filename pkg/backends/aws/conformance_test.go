@@ -282,6 +282,11 @@ func (c *conformance) strangers(t *testing.T, svc *corev1.Service) func(t *testi
 			if lb.ARN == otherARN {
 				fmt.Fprintf(&b, "other cluster's NLB %+v\n", lb)
 			}
+			for _, ls := range lb.Listeners {
+				if lb.ARN == ours && strings.HasPrefix(ls, "TCP:9999->") {
+					fmt.Fprintf(&b, "%shand-made listener %s\n", backendtest.InsideLoadBalancer, ls)
+				}
+			}
 		}
 		fmt.Fprintf(&b, "groups %s", groups())
 		return b.String()

@@ -3,7 +3,6 @@ package aws
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -372,7 +371,8 @@ func (l *LoadBalancer) syncTags(ctx context.Context, d *desiredLB, lb *elbtypes.
 const maxTagARNs = 20
 
 // tagParts puts tags on what the backend made for the Service besides
-// the NLB: the listeners and their target groups (AddTags, 20 at a time)
+// the NLB: the listeners of the Service's ports and their target groups
+// (AddTags, 20 at a time)
 // and the backend's own security group (CreateTags); never on the
 // Service's own groups.
 func (l *LoadBalancer) tagParts(ctx context.Context, d *desiredLB, lbARN string, add map[string]string) error {
@@ -381,9 +381,13 @@ func (l *LoadBalancer) tagParts(ctx context.Context, d *desiredLB, lbARN string,
 		return err
 	}
 	var arns []string
-	for _, port := range sortedPorts(listeners) {
-		arns = append(arns, awssdk.ToString(listeners[port].ListenerArn))
-		if tg := forwardsTo(listeners[port]); tg != "" {
+	for _, p := range d.ports { // the Service's listeners: a hand-made one on another port is a stranger's
+		ls := listeners[p.port]
+		if ls == nil {
+			continue
+		}
+		arns = append(arns, awssdk.ToString(ls.ListenerArn))
+		if tg := forwardsTo(ls); tg != "" {
 			arns = append(arns, tg)
 		}
 	}
@@ -409,16 +413,6 @@ func ec2Tags(m map[string]string) []ec2types.Tag {
 	for _, k := range sorted(keys(m)) {
 		out = append(out, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
 	}
-	return out
-}
-
-// sortedPorts are the listeners' ports, in order.
-func sortedPorts(ls map[int32]*elbtypes.Listener) []int32 {
-	out := make([]int32, 0, len(ls))
-	for p := range ls {
-		out = append(out, p)
-	}
-	slices.Sort(out)
 	return out
 }
 

@@ -271,9 +271,11 @@ func (l *LoadBalancer) changeTargets(ctx context.Context, name, arn string, add,
 }
 
 // ensureListeners makes one listener per port forwarding to its target
-// group, and deletes listeners on ports the Service no longer has.
-// have are the NLB's listeners by port (l.listeners).
-func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN string, tgARNs map[int32]string, have map[int32]*elbtypes.Listener) error {
+// group, and deletes the Service's listeners on ports it no longer has; a
+// listener added by hand on another port is left alone
+// (forwardsToService). have are the NLB's listeners by port
+// (l.listeners), attached its target groups by name.
+func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN string, tgARNs map[int32]string, have map[int32]*elbtypes.Listener, attached map[string]elbtypes.TargetGroup) error {
 	for _, p := range d.ports {
 		if err := l.ensureListener(ctx, d, lbARN, p, tgARNs[p.port], have[p.port]); err != nil {
 			return err
@@ -281,6 +283,9 @@ func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN 
 		delete(have, p.port)
 	}
 	for port, ls := range have {
+		if !forwardsToService(d, ls, attached) {
+			continue // a stranger: a listener someone added by hand
+		}
 		if _, err := l.elb.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: ls.ListenerArn}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("DeleteListener port %d: %w", port, err)
 		}
@@ -288,6 +293,29 @@ func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN 
 		reportChange(ctx, "listener %s:%d deleted", ls.Protocol, port)
 	}
 	return nil
+}
+
+// forwardsToService reports whether the listener ls, on a port the Service
+// does not have, is the Service's: it forwards to one of the Service's
+// target groups (the backend's, or upstream's of an adopted NLB; attached
+// holds the NLB's groups by name). A listener someone added by hand
+// forwards to a group of theirs: it is a stranger, never changed or
+// deleted (DESIGN.md §3.13), like the group.
+func forwardsToService(d *desiredLB, ls *elbtypes.Listener, attached map[string]elbtypes.TargetGroup) bool {
+	arn := forwardsTo(ls)
+	for name, tg := range attached {
+		if awssdk.ToString(tg.TargetGroupArn) == arn {
+			return serviceGroup(d.names, name)
+		}
+	}
+	return false
+}
+
+// serviceGroup reports whether a target group attached to the Service's
+// NLB is the Service's by its name: the backend's (k8s-<hash>-...) or the
+// upstream provider's of an adopted NLB (k8s-<ns>-<name>-...).
+func serviceGroup(n names, name string) bool {
+	return strings.HasPrefix(name, n.tgPrefix()) || (n.upstreamTG != "" && strings.HasPrefix(name, n.upstreamTG))
 }
 
 func (l *LoadBalancer) listeners(ctx context.Context, lbARN string) (map[int32]*elbtypes.Listener, error) {

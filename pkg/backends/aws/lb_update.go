@@ -94,8 +94,14 @@ func (l *LoadBalancer) targetGroupsOf(ctx context.Context, d *desiredLB, lb *elb
 	if err := l.keepIPTargets(ctx, d, attached); err != nil {
 		return nil, "", err
 	}
-	if len(attached) != len(d.ports) {
-		return nil, fmt.Sprintf("the load balancer's listeners use %d target groups, the Service has %d ports", len(attached), len(d.ports)), nil
+	ours := 0 // a hand-made listener's group is a stranger's, left alone
+	for name := range attached {
+		if serviceGroup(d.names, name) {
+			ours++
+		}
+	}
+	if ours != len(d.ports) {
+		return nil, fmt.Sprintf("the load balancer's listeners use %d target groups of the Service, the Service has %d ports", ours, len(d.ports)), nil
 	}
 	out := make([]groupTargets, 0, len(d.ports))
 	for _, p := range d.ports {

@@ -288,7 +288,7 @@ func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *e
 	if err != nil {
 		return err
 	}
-	if err := l.ensureListeners(ctx, d, lbARN, tgARNs, have); err != nil {
+	if err := l.ensureListeners(ctx, d, lbARN, tgARNs, have, attached); err != nil {
 		return err
 	}
 	if err := l.deleteUnused(ctx, d, attached); err != nil {

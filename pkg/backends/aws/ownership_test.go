@@ -115,39 +115,58 @@ func hasTG(e *env, arn string) bool {
 	return false
 }
 
-// TestHandMadeTargetGroupIsNeverDeleted: a target group someone attached
-// to the Service's NLB through a listener of their own is not the
-// Service's (no cluster or Service tag): the next Ensure (an annotation
-// edit, through the upstream service controller) removes the hand-made
-// listener from the NLB it owns, as drift (docs/aws.md), and leaves the
-// group; so does the Service's deletion.
-func TestHandMadeTargetGroupIsNeverDeleted(t *testing.T) {
+// TestHandMadeListenerIsNeverTouched: a listener someone added by hand to
+// the Service's NLB, on a port the Service does not have, forwarding to a
+// target group of theirs, is a stranger (DESIGN.md §3.13, as OpenStack
+// keeps hand-made listeners): Ensure, Update and a repair pass leave it and
+// its group as they are, with no mutating call; a port the Service drops
+// still loses the Service's own listener; the Service's deletion takes the
+// listener with the NLB and leaves the group. Before, the next Ensure
+// deleted the hand-made listener as drift.
+func TestHandMadeListenerIsNeverTouched(t *testing.T) {
 	e := newEnv(t, fastCache)
 	nodes := e.awsNodes(1, 2)
 	svc := newService("web")
-	a := startDualStack(t, e, svc, instanceGroupHas(svc, instanceID(1), instanceID(2)), nodes...)
-	theirs := handMadeTG(t, e, a.lbARN, 9000)
-	a.changeService("an annotation edited", annotate("example.com/edited", "1"), func(e *env) error {
-		if err := instanceGroupHas(svc, instanceID(1), instanceID(2))(e); err != nil {
-			return err
-		}
-		if e.fake.Calls("DeleteListener") == 0 {
-			return fmt.Errorf("the hand-made listener not removed yet")
-		}
-		return nil
-	}, "DeleteListener")
-	if !hasTG(e, theirs) {
-		t.Fatal("the hand-made target group was deleted by an Ensure")
+	e.ensure(t, svc, nodes)
+	theirs := handMadeTG(t, e, e.onlyLB(t).ARN, 9000)
+	listeners := func() string { return strings.Join(e.onlyLB(t).Listeners, ",") }
+	want := listeners()
+	if !strings.Contains(want, "TCP:9000->by-hand-9000") {
+		t.Fatalf("listeners %s, want the hand-made one", want)
 	}
-	deleteService(t, a.client, "web")
-	eventually(t, "the Service's NLB deleted", func() error {
-		if n := len(e.fake.LoadBalancers()); n != 0 {
-			return fmt.Errorf("%d load balancers", n)
-		}
-		return nil
-	})
-	if !hasTG(e, theirs) {
-		t.Fatal("the hand-made target group was deleted with the Service")
+	lbi, _ := e.cloud.LoadBalancer()
+	ctx := context.Background()
+	e.fake.ResetCalls()
+	e.ensure(t, svc, nodes)
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "DeregisterTargets" {
+		t.Errorf("Ensure, then Update with a node fewer, beside a hand-made listener: mutating calls %v, want DeregisterTargets", m)
+	}
+	pctx, end, err := e.cloud.lb.BeginRepairPass(ctx, testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lbi.EnsureLoadBalancer(pctx, testCluster, svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	if got := listeners(); got != want {
+		t.Errorf("listeners after Ensure, Update and a repair pass = %s, want %s", got, want)
+	}
+	more := svc.DeepCopy()
+	more.Spec.Ports = append(more.Spec.Ports, corev1.ServicePort{Name: "extra", Protocol: corev1.ProtocolTCP, Port: 8080, NodePort: 30880})
+	e.ensure(t, more, nodes)
+	e.ensure(t, svc, nodes)
+	if got := listeners(); got != want {
+		t.Errorf("listeners after a port added and removed = %s, want %s (the Service's listener of 8080 gone, the hand-made one kept)", got, want)
+	}
+	if err := lbi.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.fake.LoadBalancers()); n != 0 || !hasTG(e, theirs) {
+		t.Errorf("after the delete: %d load balancers, the hand-made target group kept: %v; want 0 and true", n, hasTG(e, theirs))
 	}
 }
 
