@@ -29,7 +29,9 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"time"
+	"weak"
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -120,10 +122,17 @@ func sortedKeys(m map[string]RateLimit) []string {
 
 // Budget is one backend's buckets, by API family. It lives as long as the
 // backend's clients (one configuration of the backend): a reload that
-// rebuilds the backend starts with full buckets, as a restart would.
+// rebuilds the backend starts with full buckets, as a restart would, unless
+// another live backend shares them (NewSharedBudget).
 type Budget struct {
 	backend string
-	apis    map[string]*apiBudget
+	*buckets
+}
+
+// buckets are the token buckets of one budget, by API; backends of one
+// account share them (NewSharedBudget).
+type buckets struct {
+	apis map[string]*apiBudget
 }
 
 type apiBudget struct {
@@ -133,12 +142,47 @@ type apiBudget struct {
 // NewBudget returns the buckets of backend: for each API of defaults, the
 // configured limits (limits[api]) over the defaults.
 func NewBudget(backend string, limits, defaults map[string]RateLimit) *Budget {
-	b := &Budget{backend: backend, apis: map[string]*apiBudget{}}
+	return &Budget{backend: backend, buckets: newBuckets(limits, defaults)}
+}
+
+func newBuckets(limits, defaults map[string]RateLimit) *buckets {
+	b := &buckets{apis: map[string]*apiBudget{}}
 	for api, def := range defaults {
 		l := limits[api].WithDefaults(def)
 		b.apis[api] = &apiBudget{read: limiter(l.QPS, l.Bucket), write: limiter(l.QPSWrite, l.BucketWrite)}
 	}
 	return b
+}
+
+// shared holds the buckets of NewSharedBudget by key, weakly: the buckets
+// go when no live backend's budget holds them (a reload that drops every
+// backend of the key starts with full buckets).
+var shared = struct {
+	sync.Mutex
+	m map[string]weak.Pointer[buckets]
+}{m: map[string]weak.Pointer[buckets]{}}
+
+// NewSharedBudget is NewBudget for a cloud that throttles per account (AWS:
+// per account and region): every live budget made with the same key takes
+// its tokens from the same buckets, so two backends in one account together
+// stay within the share one would. Each counts its waits and calls under
+// its own backend name. The buckets are made with the limits of the first
+// budget of the key; backends sharing them must be configured with the
+// same limits (the backend's CrossValidate refuses others).
+func NewSharedBudget(backend, key string, limits, defaults map[string]RateLimit) *Budget {
+	shared.Lock()
+	defer shared.Unlock()
+	if b := shared.m[key].Value(); b != nil {
+		return &Budget{backend: backend, buckets: b}
+	}
+	b := newBuckets(limits, defaults)
+	shared.m[key] = weak.Make(b)
+	for k, p := range shared.m {
+		if p.Value() == nil {
+			delete(shared.m, k)
+		}
+	}
+	return &Budget{backend: backend, buckets: b}
 }
 
 // limiter returns a token bucket, or nil (no limit) for a negative rate
@@ -164,7 +208,7 @@ func (b *Budget) Backend() string { return b.backend }
 // then returns at once) wraps ErrPastDeadline: the caller's own end,
 // never the cloud's answer.
 func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
-	if b == nil {
+	if b == nil || b.buckets == nil {
 		return nil
 	}
 	a := b.apis[api]

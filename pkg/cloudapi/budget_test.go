@@ -116,3 +116,27 @@ func TestBudgetWaitEndedByCaller(t *testing.T) {
 		t.Errorf("a wait past the caller's deadline = %v, want context.DeadlineExceeded naming the budget", err)
 	}
 }
+
+// TestSharedBudget: budgets made with one key take their tokens from the
+// same buckets (each counting under its own backend); another key has
+// buckets of its own.
+func TestSharedBudget(t *testing.T) {
+	limits := map[string]RateLimit{"ec2": {QPS: 0.001, Bucket: 1, QPSWrite: 0.001, BucketWrite: 1}}
+	a := NewSharedBudget("shared-a", "account-1|eu-west-1", nil, limits)
+	b := NewSharedBudget("shared-b", "account-1|eu-west-1", nil, limits)
+	c := NewSharedBudget("shared-c", "account-2|eu-west-1", nil, limits)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := a.Wait(ctx, "ec2", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(ctx, "ec2", false); !errors.Is(err, ErrPastDeadline) || !strings.Contains(err.Error(), `backend "shared-b"`) {
+		t.Errorf("a read of a second backend of the account after the first spent the bucket = %v, want a wait past the deadline", err)
+	}
+	if err := c.Wait(ctx, "ec2", false); err != nil {
+		t.Errorf("a read of another account: %v", err)
+	}
+	if a.Backend() != "shared-a" || b.Backend() != "shared-b" {
+		t.Errorf("backends %q, %q", a.Backend(), b.Backend())
+	}
+}

@@ -55,7 +55,7 @@ const (
 )
 
 func init() {
-	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: ParseSection, New: New, ClassifyError: ClassifyError})
+	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: ParseSection, New: New, ClassifyError: ClassifyError, CrossValidate: checkBudgetsAcross})
 }
 
 var (
@@ -104,7 +104,7 @@ func newCloud(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI) *Cl
 // instance metadata service only when asked for, endpoint overrides, and a
 // retryer that backs off on throttling and 5xx answers.
 func newClients(ctx context.Context, name string, s *Settings) (EC2API, ELBAPI, error) {
-	budget := cloudapi.NewBudget(name, s.RateLimits, cloudapi.AWSDefaults)
+	budget := cloudapi.NewSharedBudget(name, sharedBudgetKey(s), s.RateLimits, cloudapi.AWSDefaults)
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(s.Region),
 		awsconfig.WithAppID(appID),

@@ -2,16 +2,21 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
 // TestBudgetKeepsRepairUnderAWSBuckets: 12 NLBs re-ensured in a repair
@@ -152,4 +157,52 @@ func TestBudgetOnByDefault(t *testing.T) {
 func throttledCount(t *testing.T) float64 {
 	t.Helper()
 	return testutil.CounterSum(t, "multicloud_ccm_cloud_api_throttled_total", nil)
+}
+
+// TestBackendsOfOneAccountShareTheBudget: AWS throttles per account and
+// region, so two aws backends with the same credentials and region (here
+// the same fake) take their tokens from one budget: with the EC2 read
+// bucket at one token, the second backend's lookup finds it spent by the
+// first's. Before, each had a bucket of its own, together twice the share.
+// A backend of other credentials has its own. The config refuses two such
+// backends with different rateLimits, naming both.
+func TestBackendsOfOneAccountShareTheBudget(t *testing.T) {
+	e := newEnv(t)
+	in := e.addInstance(1)
+	oneToken := func(s *Settings) {
+		s.RateLimits = map[string]cloudapi.RateLimit{cloudapi.APIEC2: {QPS: 0.001, Bucket: 1}}
+	}
+	first, second := buildCloud(t, e.url, oneToken), buildCloud(t, e.url, oneToken)
+	node := newNode("n", testutil.WithProviderID(providerID(in.Zone, in.ID)))
+	lookup := func(c *Cloud) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		inst, _ := c.InstancesV2()
+		_, err := inst.InstanceMetadata(ctx, node)
+		return err
+	}
+	if err := lookup(first); err != nil {
+		t.Fatalf("the first backend's lookup: %v", err)
+	}
+	if err := lookup(second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the second backend of the account, its bucket spent by the first = %v, want the lookup's deadline (no token left)", err)
+	}
+	t.Setenv("TEST_AWS_KEY2", "AKIDOTHER")
+	other := buildCloud(t, e.url, oneToken, func(s *Settings) {
+		s.Credentials = &StaticCredentials{AccessKeyID: config.SecretRef{Env: "TEST_AWS_KEY2"}, SecretAccessKey: config.SecretRef{Env: "TEST_AWS_SECRET"}}
+	})
+	if err := lookup(other); err != nil {
+		t.Errorf("a backend of other credentials: %v", err)
+	}
+
+	a, b := &Settings{Region: "eu-west-1"}, &Settings{Region: "eu-west-1", RateLimits: map[string]cloudapi.RateLimit{cloudapi.APIEC2: {QPS: 20}}}
+	p := field.NewPath("backends")
+	errs := checkBudgetsAcross([]config.Section{{Backend: "aws-a", Path: p.Index(0).Child("aws"), Settings: a}, {Backend: "aws-b", Path: p.Index(1).Child("aws"), Settings: b}})
+	if len(errs) != 1 || !strings.Contains(errs.ToAggregate().Error(), `backends[1].aws.rateLimits`) || !strings.Contains(errs.ToAggregate().Error(), `"aws-a"`) {
+		t.Errorf("two backends of one account with different rateLimits: %v", errs)
+	}
+	b.Region = "us-east-1"
+	if errs := checkBudgetsAcross([]config.Section{{Backend: "aws-a", Path: p.Index(0).Child("aws"), Settings: a}, {Backend: "aws-b", Path: p.Index(1).Child("aws"), Settings: b}}); len(errs) != 0 {
+		t.Errorf("two regions: %v", errs)
+	}
 }
