@@ -19,7 +19,8 @@ import (
 var planClient = statusClient
 
 // errPlanFails is returned (exit status 1) when the plan would delete a
-// Node, replace a load balancer or refuse something.
+// Node (now, or the first time it is not Ready), delete or replace a load
+// balancer, or refuse something.
 var errPlanFails = errors.New("plan: something would be deleted, replaced or refused (see above)")
 
 func newPlanCommand() *cobra.Command {
@@ -120,6 +121,8 @@ func printNodePlans(w io.Writer, nodes []plan.NodePlan) {
 			detail = "providerID " + n.NewProviderID
 		case n.Outcome == plan.NodeDeleted:
 			detail = "the instance is gone: the node-lifecycle controller deletes the Node (" + n.ProviderID + ")"
+		case n.Outcome == plan.NodeGoneReady:
+			detail = "the instance is gone but the Node is Ready: the node-lifecycle controller deletes it the first time it is not Ready (" + n.ProviderID + ")"
 		case n.Shutdown:
 			detail = "shut down"
 		}

@@ -22,8 +22,12 @@ func (p *planner) node(ctx context.Context, n *corev1.Node) NodePlan {
 	}
 	if !exists {
 		// The owner positively reports the instance gone: the lifecycle
-		// controller deletes the Node at once.
+		// controller deletes the Node at once if it is not Ready, and
+		// leaves a Ready one alone until it is not.
 		np.Outcome, np.Backend = NodeDeleted, p.ownerByLabelOrScheme(n)
+		if ready(n) {
+			np.Outcome = NodeGoneReady
+		}
 		return np
 	}
 	np.InstanceFound = true
@@ -43,10 +47,27 @@ func (p *planner) node(ctx context.Context, n *corev1.Node) NodePlan {
 		np.NewProviderID = md.ProviderID
 	}
 	np.Outcome = NodeClaimed
+	if ready(n) {
+		// The lifecycle controller asks about shutdowns only for nodes
+		// that are not Ready (and removes the taint from Ready ones).
+		return np
+	}
 	if shutdown, err := p.r.InstanceShutdown(ctx, n); err == nil {
 		np.Shutdown = shutdown
 	}
 	return np
+}
+
+// ready is the node-lifecycle controller's test before it asks the cloud
+// about a node (upstream's MonitorNodes): its Ready condition is True. No
+// condition counts as Unknown, so not Ready.
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // chosenBy says which of the router's rules (docs/routing.md, "Which

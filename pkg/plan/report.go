@@ -18,9 +18,15 @@ type Report struct {
 const (
 	// NodeClaimed: a backend owns the node and has its instance.
 	NodeClaimed = "claimed"
-	// NodeDeleted: the node's owner reports its instance gone; the
-	// node-lifecycle controller would delete the Node.
+	// NodeDeleted: the node's owner reports its instance gone and the
+	// Node is not Ready; the node-lifecycle controller would delete it.
 	NodeDeleted = "WOULD BE DELETED"
+	// NodeGoneReady: the node's owner reports its instance gone but the
+	// Node is Ready: the node-lifecycle controller asks the cloud only
+	// about Nodes that are not Ready, so it keeps this one, and deletes it
+	// the first time it is not Ready (a kubelet restart, a network
+	// partition).
+	NodeGoneReady = "GONE, DELETED WHEN NOT READY"
 	// NodeUnmanaged: no backend owns its providerID scheme and the config
 	// says to leave such nodes alone (nodes.unmanaged: ignore).
 	NodeUnmanaged = "unmanaged"
@@ -91,7 +97,11 @@ type ServicePlan struct {
 	Adoption    []backends.Intent `json:"adoption,omitempty"`
 	Changes     []backends.Intent `json:"changes,omitempty"`
 	Annotations []AnnotationIssue `json:"annotations,omitempty"`
-	Error       string            `json:"error,omitempty"`
+	// DeletedFrom names the backends whose load balancer for the Service
+	// is deleted (the Service moving out of them), at once or after its
+	// drain period.
+	DeletedFrom []string `json:"deletedFrom,omitempty"`
+	Error       string   `json:"error,omitempty"`
 }
 
 // AnnotationIssue is an annotation of a Service that would not do what its
@@ -113,14 +123,18 @@ const (
 
 // Summary counts the plan's outcomes.
 type Summary struct {
-	NodesClaimed     int `json:"nodesClaimed"`
-	NodesDeleted     int `json:"nodesWouldBeDeleted"`
-	NodesUnmanaged   int `json:"nodesUnmanaged"`
-	NodeErrors       int `json:"nodeErrors"`
-	LBAdopted        int `json:"loadBalancersAdopted"`
-	LBCreated        int `json:"loadBalancersCreated"`
-	LBReplaced       int `json:"loadBalancersReplaced"`
-	LBRefused        int `json:"loadBalancersRefused"`
+	NodesClaimed   int `json:"nodesClaimed"`
+	NodesDeleted   int `json:"nodesWouldBeDeleted"`
+	NodesGoneReady int `json:"nodesGoneButReady"`
+	NodesUnmanaged int `json:"nodesUnmanaged"`
+	NodeErrors     int `json:"nodeErrors"`
+	LBAdopted      int `json:"loadBalancersAdopted"`
+	LBCreated      int `json:"loadBalancersCreated"`
+	LBReplaced     int `json:"loadBalancersReplaced"`
+	LBRefused      int `json:"loadBalancersRefused"`
+	// LBDeleted counts the load balancers the plan deletes (a Service
+	// moving out of a backend, at once or after its drain period).
+	LBDeleted        int `json:"loadBalancersDeleted"`
 	LBElsewhere      int `json:"loadBalancersNotOurs"`
 	LBChanges        int `json:"loadBalancerChanges"`
 	AnnotationIssues int `json:"annotationsNotHonoured"`
@@ -134,6 +148,8 @@ func summarize(r *Report) Summary {
 			s.NodesClaimed++
 		case NodeDeleted:
 			s.NodesDeleted++
+		case NodeGoneReady:
+			s.NodesGoneReady++
 		case NodeUnmanaged:
 			s.NodesUnmanaged++
 		default:
@@ -154,6 +170,7 @@ func summarize(r *Report) Summary {
 			s.LBElsewhere++
 		}
 		s.LBChanges += len(sp.Changes)
+		s.LBDeleted += len(sp.DeletedFrom)
 		s.AnnotationIssues += len(sp.Annotations)
 	}
 	return s
@@ -162,6 +179,9 @@ func summarize(r *Report) Summary {
 // String is the line an operator acts on.
 func (s Summary) String() string {
 	out := fmt.Sprintf("%d nodes claimed, %d would be deleted", s.NodesClaimed, s.NodesDeleted)
+	if s.NodesGoneReady > 0 {
+		out += fmt.Sprintf(", %d deleted when not Ready", s.NodesGoneReady)
+	}
 	if s.NodeErrors > 0 {
 		out += fmt.Sprintf(", %d refused", s.NodeErrors)
 	}
@@ -169,6 +189,9 @@ func (s Summary) String() string {
 		out += fmt.Sprintf(", %d unmanaged", s.NodesUnmanaged)
 	}
 	out += fmt.Sprintf("; %d load balancers adopted, %d created, %d replaced", s.LBAdopted, s.LBCreated, s.LBReplaced)
+	if s.LBDeleted > 0 {
+		out += fmt.Sprintf(", %d deleted", s.LBDeleted)
+	}
 	if s.LBRefused > 0 {
 		out += fmt.Sprintf(", %d refused", s.LBRefused)
 	}
@@ -176,7 +199,8 @@ func (s Summary) String() string {
 }
 
 // Failed reports whether the plan would delete, replace or refuse
-// something: the command then exits 1.
+// something (a Node deleted now or the first time it is not Ready, a load
+// balancer deleted or replaced): the command then exits 1.
 func (s Summary) Failed() bool {
-	return s.NodesDeleted > 0 || s.NodeErrors > 0 || s.LBReplaced > 0 || s.LBRefused > 0
+	return s.NodesDeleted > 0 || s.NodesGoneReady > 0 || s.NodeErrors > 0 || s.LBReplaced > 0 || s.LBDeleted > 0 || s.LBRefused > 0
 }

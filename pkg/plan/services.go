@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -28,13 +29,18 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes []*cor
 		held[c.backend] = held[c.backend] || c.exists
 	}
 	st, err := p.r.EnsureLoadBalancer(ctx, p.cluster, svc, nodes)
-	if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream compares it with ==.
-		sp.Outcome, sp.ChosenBy = LBElsewhere, elsewhereWhy(svc, sp.ChosenBy)
+	calls := log.all()
+	if elsewhere(err, calls) {
+		// The router removes what it made for the Service before: those
+		// deletes are the plan's too.
+		sp.Outcome, sp.ChosenBy = LBElsewhere, p.elsewhereWhy(svc, sp.ChosenBy, calls)
+		_, sp.Changes = splitIntents(deletesOnly(calls), nil)
+		sp.DeletedFrom = deletedFrom(calls)
 		return sp
 	}
-	calls := log.all()
-	sp.Backend = ensuredBy(calls)
-	sp.Annotations = p.annotationIssues(svc, sp.Backend)
+	targets := ensuredBy(svc, calls)
+	sp.Backend = strings.Join(targets, ",")
+	sp.Annotations = p.annotationIssues(svc, targets)
 	if err != nil {
 		sp.Outcome, sp.Error = LBRefused, errText(err)
 		return sp
@@ -45,28 +51,76 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes []*cor
 	if st != nil {
 		sp.NewAddress = addresses(st)
 	}
-	sp.Adoption, sp.Changes = splitIntents(calls, sp.Backend)
-	sp.Outcome = outcome(sp, held[sp.Backend])
+	sp.Adoption, sp.Changes = splitIntents(calls, targets)
+	sp.DeletedFrom = deletedFrom(calls)
+	for _, d := range p.drains(svc, calls, targets, held) {
+		sp.Changes = append(sp.Changes, d.Intent)
+		sp.DeletedFrom = append(sp.DeletedFrom, d.backend)
+	}
+	sp.Outcome = outcome(sp, slices.ContainsFunc(targets, func(b string) bool { return held[b] }))
 	return sp
 }
 
-// ensuredBy is the backend the router sent EnsureLoadBalancer to.
-func ensuredBy(calls []lbCall) string {
-	for _, c := range slices.Backward(calls) {
-		if c.op == "ensure" {
-			return c.backend
+// elsewhere reports whether no backend of ours serves the Service: the
+// router answered ImplementedElsewhere, or every backend it asked did (a
+// router that counts that answer as a backend failing still wraps it).
+func elsewhere(err error, calls []lbCall) bool {
+	if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream compares it with ==.
+		return true
+	}
+	if !errors.Is(err, cloudprovider.ImplementedElsewhere) {
+		return false
+	}
+	ensures := 0
+	for _, c := range calls {
+		if c.op != "ensure" {
+			continue
+		}
+		ensures++
+		if c.err != cloudprovider.ImplementedElsewhere { //nolint:errorlint // as the router's.
+			return false
 		}
 	}
-	return ""
+	return ensures > 0
 }
 
-// splitIntents separates the adoption from the changes: the target's
-// intents, then the deletes in other backends the router would make (a
-// Service moving), named by backend.
-func splitIntents(calls []lbCall, target string) (adoption, changes []backends.Intent) {
+// ensuredBy are the backends the router sent EnsureLoadBalancer to, in
+// the order the Service's backend annotation names them (the router's
+// order), any other after them in the order called.
+func ensuredBy(svc *corev1.Service, calls []lbCall) []string {
+	var out []string
+	for _, c := range calls {
+		if c.op == "ensure" && !slices.Contains(out, c.backend) {
+			out = append(out, c.backend)
+		}
+	}
+	named, _ := annotation.ParseLoadBalancerBackends(svc.Annotations[string(annotation.LoadBalancerBackend)], nil)
+	rank := func(b string) int {
+		if i := slices.Index(named, b); i >= 0 {
+			return i
+		}
+		return len(named)
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return rank(a) - rank(b) })
+	return out
+}
+
+// splitIntents separates the adoption from the changes: the targets'
+// intents, backend by backend in targets' order, then the deletes in other
+// backends the router would make (a Service moving), named by backend.
+// With several targets every intent names its backend.
+func splitIntents(calls []lbCall, targets []string) (adoption, changes []backends.Intent) {
+	order := func(c lbCall) int {
+		if i := slices.Index(targets, c.backend); i >= 0 {
+			return i
+		}
+		return len(targets)
+	}
+	calls = slices.Clone(calls)
+	slices.SortStableFunc(calls, func(a, b lbCall) int { return order(a) - order(b) })
 	for _, c := range calls {
 		for _, in := range c.intents {
-			if c.backend != target {
+			if len(targets) > 1 || !slices.Contains(targets, c.backend) {
 				in.What = "in backend " + c.backend + ": " + in.What
 			}
 			if in.Kind == backends.IntentAdopt {
@@ -79,16 +133,71 @@ func splitIntents(calls []lbCall, target string) (adoption, changes []backends.I
 	return adoption, changes
 }
 
-// outcome classifies the Service's plan: a replacement anywhere wins, then
-// a load balancer the target holds (or adopts) is adopted, then one made
-// from nothing is created.
+// deletesOnly are the calls that delete a Service's load balancer.
+func deletesOnly(calls []lbCall) []lbCall {
+	return slices.DeleteFunc(slices.Clone(calls), func(c lbCall) bool { return c.op != "delete" })
+}
+
+// deletedFrom names the backends whose load balancer for the Service the
+// router deletes now (EnsureLoadBalancerDeleted with something to delete).
+func deletedFrom(calls []lbCall) []string {
+	var out []string
+	for _, c := range deletesOnly(calls) {
+		if slices.ContainsFunc(c.intents, func(in backends.Intent) bool { return in.Kind == backends.IntentDelete }) && !slices.Contains(out, c.backend) {
+			out = append(out, c.backend)
+		}
+	}
+	return out
+}
+
+// drain is a delete the router puts off by a drain period.
+type drain struct {
+	backends.Intent
+	backend string
+}
+
+// drains are the deletes the router puts off by a drain period: a backend
+// that holds a load balancer for the Service, is no target and was not
+// asked to delete it now is drained, then its load balancer deleted.
+func (p *planner) drains(svc *corev1.Service, calls []lbCall, targets []string, held map[string]bool) []drain {
+	deleted := map[string]bool{}
+	for _, c := range calls {
+		if c.op == "delete" {
+			deleted[c.backend] = true
+		}
+	}
+	var out []drain
+	for _, b := range p.backends {
+		if !held[b.Name] || deleted[b.Name] || slices.Contains(targets, b.Name) {
+			continue
+		}
+		out = append(out, drain{backends.Intent{Kind: backends.IntentDelete, Call: "drain, then EnsureLoadBalancerDeleted",
+			What: fmt.Sprintf("in backend %s: load balancer drained for %s (annotation %s or loadBalancer.drainPeriod), then deleted", b.Name, p.drainOf(svc), annotation.LoadBalancerDrain)}, b.Name})
+	}
+	return out
+}
+
+// drainOf is the Service's drain period as written (annotation, else the
+// config's).
+func (p *planner) drainOf(svc *corev1.Service) string {
+	if v, ok := svc.Annotations[string(annotation.LoadBalancerDrain)]; ok {
+		return strings.TrimSpace(v)
+	}
+	return p.cfg.LoadBalancer.Drain().String()
+}
+
+// outcome classifies the Service's plan: a replacement anywhere wins (an
+// intent so classed that takes an address the Service shows away: one
+// that only adds an address, as a PreferDualStack Service gaining its
+// second family, replaces nothing), then a load balancer a target holds
+// (or adopts) is adopted, then one made from nothing is created.
 func outcome(sp ServicePlan, held bool) string {
 	kinds := map[backends.IntentKind]bool{}
 	for _, in := range sp.Changes {
 		kinds[in.Kind] = true
 	}
 	switch {
-	case kinds[backends.IntentReplace]:
+	case kinds[backends.IntentReplace] && !keepsAll(sp.Address, sp.NewAddress):
 		return LBReplaced
 	case held || len(sp.Adoption) > 0:
 		return LBAdopted
@@ -98,6 +207,21 @@ func outcome(sp ServicePlan, held bool) string {
 	// The Service shows an address no backend holds and is served without
 	// a create: bare metal keeping an address another controller gave.
 	return LBAdopted
+}
+
+// keepsAll reports whether every address of old (comma-separated, at least
+// one) is among those of new.
+func keepsAll(old, new string) bool {
+	if old == "" {
+		return false
+	}
+	have := strings.Split(new, ",")
+	for _, a := range strings.Split(old, ",") {
+		if !slices.Contains(have, a) {
+			return false
+		}
+	}
+	return true
 }
 
 // lbChosenBy says which routing rule (docs/routing.md, "Load balancers")
@@ -115,8 +239,32 @@ func (p *planner) lbChosenBy(svc *corev1.Service) string {
 	return ""
 }
 
-// elsewhereWhy says why no backend of ours serves the Service.
-func elsewhereWhy(svc *corev1.Service, chosen string) string {
+// handOver are the annotations by which a backend type leaves a Service
+// to another controller (it answers ImplementedElsewhere).
+var handOver = map[string]annotation.Name{"aws": "service.beta.kubernetes.io/aws-load-balancer-type"}
+
+// elsewhereWhy says why no backend of ours serves the Service: the
+// backends chosen answered that another controller serves it, or nothing
+// routes it to us.
+func (p *planner) elsewhereWhy(svc *corev1.Service, chosen string, calls []lbCall) string {
+	var left []string
+	for _, c := range calls {
+		if c.op != "ensure" || slices.Contains(left, c.backend) {
+			continue
+		}
+		left = append(left, c.backend)
+	}
+	if len(left) > 0 {
+		why := fmt.Sprintf("%s: backend %s leaves it to another controller", chosen, strings.Join(left, ","))
+		for _, b := range left {
+			if n, ok := handOver[p.typeOf(b)]; ok {
+				if v, set := svc.Annotations[string(n)]; set {
+					why += fmt.Sprintf(" (annotation %s=%s)", n, v)
+				}
+			}
+		}
+		return why
+	}
 	if svc.Spec.LoadBalancerClass != nil {
 		return chosen + " (not in loadBalancer.classes)"
 	}
@@ -148,8 +296,12 @@ var annotationPrefixes = []string{
 // their author expects with backend as its backend: unknown to
 // multicloud-ccm, read only by another backend type, or malformed (the
 // readers' own message, pkg/annotation's registry).
-func (p *planner) annotationIssues(svc *corev1.Service, backend string) []AnnotationIssue {
-	typ := p.typeOf(backend)
+func (p *planner) annotationIssues(svc *corev1.Service, targets []string) []AnnotationIssue {
+	var types []string
+	for _, b := range targets {
+		types = append(types, p.typeOf(b))
+	}
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	var out []AnnotationIssue
 	for _, k := range sortedKeys(svc.Annotations) {
 		v := svc.Annotations[k]
@@ -160,15 +312,27 @@ func (p *planner) annotationIssues(svc *corev1.Service, backend string) []Annota
 		switch {
 		case !known:
 			out = append(out, AnnotationIssue{k, v, AnnotationUnknown, "multicloud-ccm does not read it: it has no effect (docs/annotations.md lists those it reads)"})
-		case typ != "" && spec.ReadBy != "router" && spec.ReadBy != typ:
-			out = append(out, AnnotationIssue{k, v, AnnotationNotHonoured, fmt.Sprintf("read by the %s backends only; backend %q is %s", spec.ReadBy, backend, typ)})
+		case len(types) > 0 && spec.ReadBy != "router" && !slices.Contains(types, spec.ReadBy):
+			out = append(out, AnnotationIssue{k, v, AnnotationNotHonoured, notHonoured(spec.ReadBy, targets, types)})
 		default:
-			if err := spec.Check(v, p.lbBackends()); err != nil {
+			// As the readers do: a value the backend does not read for
+			// this Service (an HTTP health check's path on a TCP check) is
+			// not checked.
+			if err := spec.CheckService(svc.Annotations, local, p.lbBackends()); err != nil {
 				out = append(out, AnnotationIssue{k, v, AnnotationMalformed, err.Error()})
 			}
 		}
 	}
 	return out
+}
+
+// notHonoured is the detail of an annotation read by the readBy backends
+// only, on a Service served by targets of those types.
+func notHonoured(readBy string, targets, types []string) string {
+	if len(targets) == 1 {
+		return fmt.Sprintf("read by the %s backends only; backend %q is %s", readBy, targets[0], types[0])
+	}
+	return fmt.Sprintf("read by the %s backends only; backends %q are %s", readBy, targets, strings.Join(types, ", "))
 }
 
 // lbBackends names the backends with load balancers.
