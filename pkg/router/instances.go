@@ -71,7 +71,8 @@ func (r *Router) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool,
 }
 
 // InstanceMetadata returns the node's metadata from its backend, labelled
-// with the backend's name. It never returns (nil, nil).
+// with the backend's name, and writes the node's platform label (see
+// labelPlatform). It never returns (nil, nil).
 func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	res, err := r.ownership(ctx, node)
 	if errors.Is(err, errForeign) || (errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore) {
@@ -95,6 +96,7 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 	if res.byName {
 		out.ProviderID = node.Spec.ProviderID
 	}
+	r.labelPlatform(ctx, node, b)
 	return out, nil
 }
 

@@ -1,13 +1,18 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
@@ -168,4 +173,33 @@ func (r *Router) claimants(node *corev1.Node) []*backend {
 		}
 	}
 	return out
+}
+
+// platformLabelTimeout bounds the patch writing the platform label.
+const platformLabelTimeout = 10 * time.Second
+
+// labelPlatform writes the platform label (node.cloudprovider.kubernetes.io/
+// platform=<backend type>) on a node b serves that has none. Upstream's
+// cloud-node controller drops InstanceMetadata.AdditionalLabels under
+// kubernetes.io, so the router writes it itself, as Talos's CCM does, with
+// a merge patch of that one label: a value already there (set by the
+// kubelet's --node-labels, or by hand) is kept. A failure is logged and
+// retried at the node's next metadata call; it never holds the node back.
+func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backend) {
+	if r.client == nil || b.Type == "" {
+		return
+	}
+	if _, ok := node.Labels[providerid.PlatformLabel]; ok {
+		return
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, providerid.PlatformLabel, b.Type)
+	ctx, cancel := context.WithTimeout(ctx, platformLabelTimeout)
+	defer cancel()
+	_, err := r.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "backend", b.Name, "platform", b.Type)
+	if err != nil {
+		logger.Error(err, "Cannot write the node's platform label; retrying at its next metadata call", "label", providerid.PlatformLabel)
+		return
+	}
+	logger.V(2).Info("Labelled the node with its platform", "label", providerid.PlatformLabel)
 }

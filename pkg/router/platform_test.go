@@ -20,6 +20,7 @@ import (
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
 )
@@ -371,5 +372,64 @@ func TestRoutesSkipForeignNodes(t *testing.T) {
 	}
 	if n := vs.calls.Load(); n != 0 {
 		t.Errorf("the vSphere backend was asked about another CCM's node %d times", n)
+	}
+}
+
+// runNodeController runs upstream's cloud-node controller over cloud,
+// refreshing initialised nodes every 50 ms, until the test ends.
+func (c *fakeCluster) runNodeController(t *testing.T, cloud cloudprovider.Interface) {
+	t.Helper()
+	ctrl, err := nodecontroller.NewCloudNodeController(c.factory.Core().V1().Nodes(), c.client, cloud, 50*time.Millisecond, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.run(t, func(ctx context.Context) {
+		ctrl.RunWithContext(ctx, controllersmetrics.NewControllerManagerMetrics("test"))
+	})
+}
+
+func withPlatformLabel(p string) testutil.NodeTweak { return withLabel(providerid.PlatformLabel, p) }
+
+// TestUpstreamDropsPlatformLabel is the trap the router's own label write
+// avoids: upstream's cloud-node controller drops every
+// InstanceMetadata.AdditionalLabels key under kubernetes.io or k8s.io,
+// node.cloudprovider.kubernetes.io/platform included, and keeps the others.
+func TestUpstreamDropsPlatformLabel(t *testing.T) {
+	cloud := &upstreamfake.Cloud{EnableInstancesV2: true, DisableLoadBalancers: true, DisableRoutes: true,
+		OverrideInstanceMetadata: func(context.Context, *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+			return &cloudprovider.InstanceMetadata{ProviderID: "baremetal://n", AdditionalLabels: map[string]string{
+				providerid.PlatformLabel: "baremetal", "example.com/kept": "yes"}}, nil
+		}}
+	r := mustRouter(t, testConfig())
+	c := startCluster(t, r, newNode("n", uninitialized))
+	c.runNodeController(t, cloud)
+	eventually(t, "n initialised", func() bool { n, _ := c.node(t, "n"); return n.Spec.ProviderID == "baremetal://n" })
+	n, _ := c.node(t, "n")
+	if _, ok := n.Labels[providerid.PlatformLabel]; ok || n.Labels["example.com/kept"] != "yes" {
+		t.Errorf("labels %v: upstream no longer drops %s from AdditionalLabels; the router's own write may be dropped", n.Labels, providerid.PlatformLabel)
+	}
+}
+
+// TestPlatformLabelThroughNodeController drives upstream's cloud-node
+// controller: every node the router initialises carries
+// node.cloudprovider.kubernetes.io/platform=<backend type> beside
+// multicloud-ccm.io/backend, whichever way its backend was found; a node
+// initialised before (an upgrade) gets it at its next refresh; a value
+// already there (the kubelet's --node-labels) is kept.
+func TestPlatformLabelThroughNodeController(t *testing.T) {
+	r := metalRouter(t, "error")
+	c := startCluster(t, r,
+		newNode("bm-1", withProviderID("baremetal://bm-1"), uninitialized),
+		newNode("rule-1", uninitialized),
+		newNode("asked-1", withPlatformAnnotation("baremetal"), uninitialized),
+		newNode("hint-1", withProviderID("baremetal://hint-1"), withNodeBackend("metal")),
+		newNode("both-1", withProviderID("baremetal://both-1"), withPlatformLabel("proxmox"), uninitialized))
+	c.runNodeController(t, r)
+	for name, want := range map[string]string{"bm-1": "baremetal", "rule-1": "baremetal", "asked-1": "baremetal", "hint-1": "baremetal", "both-1": "proxmox"} {
+		eventually(t, name+" initialised with its labels", func() bool {
+			n, _ := c.node(t, name)
+			return !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) && n.Labels[string(annotation.NodeBackend)] == "metal" &&
+				n.Labels[providerid.PlatformLabel] == want
+		})
 	}
 }
