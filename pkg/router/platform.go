@@ -45,6 +45,14 @@ func SetPlatforms(platforms []string) {
 	flagPlatforms.Store(&cp)
 }
 
+// FlagPlatforms returns what SetPlatforms set, nil when nothing.
+func FlagPlatforms() []string {
+	if p := flagPlatforms.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
 // errForeign marks a node that belongs to another CCM.
 var errForeign = errors.New("it belongs to another cloud-controller-manager (KEP-5778)")
 
