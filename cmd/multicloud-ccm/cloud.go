@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app/config"
 	cliflag "k8s.io/component-base/cli/flag"
 
+	mcconfig "github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
@@ -27,7 +29,31 @@ func addProviderFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&reloadPeriod, "cloud-config-reload-period", defaultReloadPeriod,
 		"How often --cloud-config and the files it references are checked for changes, which are then applied without a restart. 0 turns reloading off.")
 	addLoadBalancerFlags(fs)
+	fs.Var(platformsFlag{}, mcconfig.PlatformsFlag,
+		"KEP-5778: the only platforms (providerID schemes, e.g. vsphere,baremetal) whose nodes this CCM serves; the nodes of every other platform belong to another CCM and are left alone. Restricts the config's nodes.platforms further. Default: every platform a backend serves.")
 }
+
+// platformsFlag is --cloud-provider-platforms: each value is checked as
+// the config's nodes.platforms is, and handed to the router.
+type platformsFlag struct{}
+
+func (platformsFlag) String() string {
+	if p := router.FlagPlatforms(); p != nil {
+		return strings.Join(p, ",")
+	}
+	return ""
+}
+
+func (platformsFlag) Set(v string) error {
+	list, err := mcconfig.ParsePlatforms(v)
+	if err != nil {
+		return err
+	}
+	router.SetPlatforms(list)
+	return nil
+}
+
+func (platformsFlag) Type() string { return "strings" }
 
 // initCloud builds the provider named by --cloud-provider from
 // --cloud-config. The upstream command cannot return an error from here, so

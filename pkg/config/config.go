@@ -94,6 +94,17 @@ type Nodes struct {
 	// Rules choose the backend of a node that has no providerID yet and no
 	// multicloud-ccm.io/backend label. The first matching rule wins.
 	Rules []NodeRule `json:"rules,omitempty"`
+	// Platforms, when set, are the only platforms (KEP-5778 platform
+	// identifiers: providerID schemes such as aws or vsphere) whose nodes
+	// this CCM serves, even where a backend exists for another: the nodes
+	// of every other platform belong to another CCM and are left alone.
+	// Unset: every platform a backend (or a Schemes entry) serves. See
+	// platforms.go.
+	Platforms []string `json:"platforms,omitempty"`
+	// Schemes are providerID schemes written by other tools (Cluster API's
+	// Metal3 writes metal3://) whose nodes a backend serves, matched to its
+	// machines by node name.
+	Schemes []SchemeAlias `json:"schemes,omitempty"`
 }
 
 // NodeRule matches nodes by name and/or labels. A rule with both matches a
@@ -484,6 +495,9 @@ func (c *CloudConfig) validateNodes(names map[string]*Backend) field.ErrorList {
 	for i := range c.Nodes.Rules {
 		errs = append(errs, c.Nodes.Rules[i].validate(p.Child("rules").Index(i), names)...)
 	}
+	errs = append(errs, validatePlatformList(p.Child("platforms"), c.Nodes.Platforms)...)
+	errs = append(errs, c.validateSchemes(names)...)
+	errs = append(errs, c.validatePlatforms()...)
 	return errs
 }
 

@@ -3,6 +3,9 @@ package providerid
 import (
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestScheme(t *testing.T) {
@@ -72,4 +75,28 @@ func FuzzScheme(f *testing.F) {
 			t.Fatalf("Scheme(%q) = %q, but the input is not <scheme>://<id>", id, scheme)
 		}
 	})
+}
+
+func TestNodePlatform(t *testing.T) {
+	node := func(id string, ann map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: ann}, Spec: corev1.NodeSpec{ProviderID: id}}
+	}
+	tests := []struct {
+		name string
+		node *corev1.Node
+		want string
+	}{
+		{"providerID scheme", node("aws:///us-east-1a/i-1", nil), "aws"},
+		{"providerID wins over the annotation", node("vsphere://4237", map[string]string{PlatformAnnotation: "aws"}), "vsphere"},
+		{"annotation without providerID", node("", map[string]string{PlatformAnnotation: "hcloud"}), "hcloud"},
+		{"nothing", node("", nil), ""},
+		{"malformed providerID", node("bm-1", map[string]string{PlatformAnnotation: "aws"}), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NodePlatform(tc.node); got != tc.want {
+				t.Errorf("NodePlatform = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
@@ -29,14 +30,13 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 	if res.claimed {
 		return true, nil
 	}
-	exists, err := res.b.instanceExists(ctx, node)
+	exists, err := res.b.instanceExists(ctx, res.asked(node))
 	if err != nil {
 		r.recordNodeError(ctx, node, err)
 		return false, err
 	}
-	if !exists && node.Spec.ProviderID == "" {
-		err := userErr(reasonNodeNotClaimed, "node %s has no providerID and backend %s, chosen by its %s label or a nodes.rules entry, has no instance matching it; fix the label or rule",
-			node.Name, res.b.Name, annotation.NodeBackend)
+	if !exists && (node.Spec.ProviderID == "" || res.byName) {
+		err := notClaimed(node, res)
 		r.recordNodeError(ctx, node, err)
 		return false, err
 	}
@@ -44,14 +44,26 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 	return exists, nil
 }
 
+// notClaimed is the error for a node its chosen backend has no instance
+// of. It is never "gone": the node had no providerID, or one of a scheme
+// the backend serves through nodes.schemes, matched by name.
+func notClaimed(node *corev1.Node, res resolution) error {
+	if res.byName {
+		return userErr(reasonNodeNotClaimed, "node %s: backend %s serves providerID %q through nodes.schemes but has no machine named %s; add it to the backend, or remove the scheme from nodes.schemes",
+			node.Name, res.b.Name, node.Spec.ProviderID, node.Name)
+	}
+	return userErr(reasonNodeNotClaimed, "node %s has no providerID and backend %s, chosen by its %s label or a nodes.rules entry, has no instance matching it; fix the label or rule",
+		node.Name, res.b.Name, annotation.NodeBackend)
+}
+
 // InstanceShutdown reports whether the node's instance is shut down.
-// Unmanaged nodes are never reported shut down.
+// Unmanaged nodes and other CCMs' nodes are never reported shut down.
 func (r *Router) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	b, err := r.owner(ctx, node)
+	res, err := r.ownership(ctx, node)
 	if err != nil {
 		return r.unresolved(ctx, node, err, false)
 	}
-	shutdown, err := b.instanceShutdown(ctx, node)
+	shutdown, err := res.b.instanceShutdown(ctx, res.asked(node))
 	if err != nil {
 		r.recordNodeError(ctx, node, err)
 	}
@@ -59,17 +71,19 @@ func (r *Router) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool,
 }
 
 // InstanceMetadata returns the node's metadata from its backend, labelled
-// with the backend's name. It never returns (nil, nil).
+// with the backend's name, and writes the node's platform label (see
+// labelPlatform). It never returns (nil, nil).
 func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	b, err := r.owner(ctx, node)
-	if errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore {
+	res, err := r.ownership(ctx, node)
+	if errors.Is(err, errForeign) || (errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore) {
 		return unmanagedMetadata(node, err)
 	}
 	if err != nil {
 		r.recordNodeError(ctx, node, err)
 		return nil, err
 	}
-	md, err := b.instanceMetadata(ctx, node)
+	b := res.b
+	md, err := b.instanceMetadata(ctx, res.asked(node))
 	if err == nil {
 		err = b.checkProviderID(node, md.ProviderID)
 	}
@@ -78,7 +92,12 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 		return nil, err
 	}
 	r.st.problems.nodeResolved(node)
-	return b.withBackendLabel(md), nil
+	out := b.withBackendLabel(md)
+	if res.byName {
+		out.ProviderID = node.Spec.ProviderID
+	}
+	r.labelPlatform(ctx, node, b)
+	return out, nil
 }
 
 // checkProviderID makes sure the providerID a backend reports for a node
@@ -98,21 +117,31 @@ func (b *backend) checkProviderID(node *corev1.Node, got string) error {
 // owner resolves node to the one backend that owns it, asking the
 // candidates when several backends share its scheme.
 func (r *Router) owner(ctx context.Context, node *corev1.Node) (*backend, error) {
+	res, err := r.ownership(ctx, node)
+	return res.b, err
+}
+
+// ownership is owner with the whole resolution: how the backend is to be
+// asked about the node.
+func (r *Router) ownership(ctx context.Context, node *corev1.Node) (resolution, error) {
 	res, err := r.resolve(ctx, node)
-	if err != nil {
-		return nil, err
+	if err != nil || res.candidates == nil {
+		return res, err
 	}
-	if res.candidates != nil {
-		return r.claim(ctx, node, res.candidates)
-	}
-	return res.b, nil
+	b, err := r.claim(ctx, node, res.candidates)
+	return resolution{b: b}, err
 }
 
 // unresolved answers InstanceExists (exists=true) or InstanceShutdown for a
-// node whose backend could not be found: unmanaged nodes under
-// "unmanaged: ignore" exist and are running; anything else is an error,
-// never a false that would delete the node.
+// node whose backend could not be found: other CCMs' nodes, and unmanaged
+// nodes under "unmanaged: ignore", exist and are running, so the
+// node-lifecycle controller neither deletes nor taints them; anything else
+// is an error, never a false that would delete the node.
 func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, exists bool) (bool, error) {
+	if errors.Is(err, errForeign) {
+		klog.FromContext(ctx).V(5).Info("Leaving another CCM's node alone", "node", klog.KObj(node), "err", err.Error())
+		return exists, nil
+	}
 	if errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore {
 		return exists, nil
 	}
@@ -146,10 +175,11 @@ func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates 
 	return false, err
 }
 
-// unmanagedMetadata is the metadata of an unmanaged node under
-// "unmanaged: ignore": its own providerID and nothing else, so upstream
-// changes nothing on an initialised node. A node still carrying the
-// uninitialized taint is left for whichever controller owns its scheme.
+// unmanagedMetadata is the metadata of another CCM's node, or of an
+// unmanaged node under "unmanaged: ignore": its own providerID and nothing
+// else (no addresses, no labels), so upstream changes nothing on an
+// initialised node. A node still carrying the uninitialized taint is an
+// error, left for whichever controller owns its platform.
 func unmanagedMetadata(node *corev1.Node, err error) (*cloudprovider.InstanceMetadata, error) {
 	for _, t := range node.Spec.Taints {
 		if t.Key == cloudproviderapi.TaintExternalCloudProvider {

@@ -37,6 +37,21 @@ type resolution struct {
 	// claimed is true when b was found by asking the backends, so b already
 	// answered that the instance exists.
 	claimed bool
+	// byName is true when b serves the node's providerID scheme through a
+	// nodes.schemes entry: b is asked about the node as if it had no
+	// providerID, and matches it by name.
+	byName bool
+}
+
+// asked is node as res.b is asked about it: without its providerID when
+// the backend serves its scheme through nodes.schemes.
+func (res resolution) asked(node *corev1.Node) *corev1.Node {
+	if !res.byName {
+		return node
+	}
+	n := node.DeepCopy()
+	n.Spec.ProviderID = ""
+	return n
 }
 
 // userErr is a node- or Service-routing failure a user can fix, with the
@@ -45,8 +60,12 @@ func userErr(reason, format string, args ...any) error {
 	return backends.NewUserError(reason, fmt.Errorf(format, args...))
 }
 
-// resolve finds the backend that owns node.
+// resolve finds the backend that owns node. A node of another CCM's
+// platform (see platform.go) is an error wrapping errForeign.
 func (r *Router) resolve(ctx context.Context, node *corev1.Node) (resolution, error) {
+	if err := r.foreign(node); err != nil {
+		return resolution{}, err
+	}
 	if node.Spec.ProviderID != "" {
 		return r.resolveByProviderID(ctx, node)
 	}
@@ -70,6 +89,9 @@ func (r *Router) resolveByProviderID(_ context.Context, node *corev1.Node) (reso
 	owners := r.byScheme[scheme]
 	switch len(owners) {
 	case 0:
+		if b := r.aliasBackend(scheme); b != nil {
+			return resolution{b: b, byName: true}, nil
+		}
 		return resolution{}, fmt.Errorf("node %s: providerID %q: %w (schemes served: %s); set nodes.unmanaged: ignore to leave such nodes alone quietly",
 			node.Name, node.Spec.ProviderID, errUnmanaged, strings.Join(r.schemes(), ", "))
 	case 1:
@@ -83,6 +105,9 @@ func (r *Router) resolveByProviderID(_ context.Context, node *corev1.Node) (reso
 func (r *Router) resolveByLabel(node *corev1.Node, scheme, name string) (resolution, error) {
 	if b, ok := r.byName[name]; ok && b.instances != nil && b.Scheme == scheme {
 		return resolution{b: b}, nil
+	}
+	if b := r.aliasBackend(scheme); b != nil && b.Name == name {
+		return resolution{b: b, byName: true}, nil
 	}
 	return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no configured backend serving %s:// (those are %v); "+
 		"if the backend was removed from the config, add it back (its nodes are kept, never asked of another backend), "+
@@ -110,7 +135,7 @@ func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolut
 		}
 	}
 	v, err, _ := r.claims.Do(node.Name, func() (any, error) {
-		return r.claim(ctx, node, r.instances)
+		return r.claim(ctx, node, r.claimants(node))
 	})
 	if err != nil {
 		return resolution{}, err

@@ -98,7 +98,7 @@ func (r *Router) routesAsTheyWere(failed map[*backend]error) ([]keptRoute, error
 	var out []keptRoute
 	for b := range failed {
 		for _, n := range nodes {
-			if !b.owns(n) || !routesCreated(n) {
+			if _, foreign := r.ForeignPlatform(n); foreign || !b.owns(n) || !routesCreated(n) {
 				continue
 			}
 			for _, cidr := range n.Spec.PodCIDRs {
@@ -149,7 +149,7 @@ func (r *Router) DeleteRoute(ctx context.Context, clusterName string, route *clo
 }
 
 // routeBackend finds the routes backend of a node; nil, nil when the node's
-// backend has no routes.
+// backend has no routes, or the node belongs to another CCM (KEP-5778).
 func (r *Router) routeBackend(ctx context.Context, nodeName types.NodeName) (*backend, error) {
 	if r.nodeLister == nil {
 		return nil, errors.New("routes: no node informer yet")
@@ -162,6 +162,10 @@ func (r *Router) routeBackend(ctx context.Context, nodeName types.NodeName) (*ba
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	b, err := r.owner(ctx, node)
+	if errors.Is(err, errForeign) {
+		klog.FromContext(ctx).V(4).Info("Node belongs to another CCM; no route of ours targets it", "node", nodeName)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("routes: node %s: %w", nodeName, err)
 	}

@@ -1,0 +1,213 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+)
+
+// KEP-5778 ("explicit node ownership", kubernetes/enhancements#5779): a
+// node's platform is its providerID scheme or, before it has one, its
+// cloudprovider.kubernetes.io/platform annotation. The router serves the
+// platforms of its backends (and of nodes.schemes), restricted by
+// nodes.platforms and --cloud-provider-platforms; a node of any other
+// platform it knows of (a backend's platform turned off, a platform named
+// by the annotation, or any platform once the served ones are declared)
+// belongs to another CCM and is left alone: it exists and is running as
+// far as the node-lifecycle controller can tell from us, it is never
+// initialised, given addresses or labels, routed or (through
+// (*Router).ForeignPlatform) targeted.
+
+// flagPlatforms is --cloud-provider-platforms, nil when not given.
+var flagPlatforms atomic.Pointer[[]string]
+
+// SetPlatforms restricts the platforms every router serves, as
+// --cloud-provider-platforms does; nil lifts the restriction. It applies
+// to routers built before and after the call.
+func SetPlatforms(platforms []string) {
+	if platforms == nil {
+		flagPlatforms.Store(nil)
+		return
+	}
+	cp := slices.Clone(platforms)
+	flagPlatforms.Store(&cp)
+}
+
+// FlagPlatforms returns what SetPlatforms set, nil when nothing.
+func FlagPlatforms() []string {
+	if p := flagPlatforms.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
+// errForeign marks a node that belongs to another CCM.
+var errForeign = errors.New("it belongs to another cloud-controller-manager (KEP-5778)")
+
+// ForeignPlatform returns the platform of node and true when node belongs
+// to another CCM: Services' load balancers and routes must not target it
+// unless the operator asks.
+func (r *Router) ForeignPlatform(node *corev1.Node) (string, bool) {
+	if id := node.Spec.ProviderID; id != "" {
+		scheme, err := providerid.Scheme(id)
+		if err != nil || r.serves(scheme) {
+			return "", false
+		}
+		return scheme, r.hasPlatform(scheme) || r.platformsDeclared()
+	}
+	if p := node.Annotations[providerid.PlatformAnnotation]; p != "" {
+		return p, !r.serves(p)
+	}
+	if b := r.chosenBackend(node); b != nil && b.Scheme != "" && !r.serves(b.Scheme) {
+		return b.Scheme, true
+	}
+	return "", false
+}
+
+// chosenBackend is the backend a node without providerID is given to by
+// its backend label or the first matching nodes.rules entry, or nil.
+func (r *Router) chosenBackend(node *corev1.Node) *backend {
+	if name, ok := node.Labels[string(annotation.NodeBackend)]; ok {
+		return r.byName[name]
+	}
+	for i := range r.cfg.Nodes.Rules {
+		if rule := &r.cfg.Nodes.Rules[i]; rule.Matches(node.Name, node.Labels) {
+			return r.byName[rule.Backend]
+		}
+	}
+	return nil
+}
+
+// foreign returns the error resolve answers for a node of another CCM, or
+// nil.
+func (r *Router) foreign(node *corev1.Node) error {
+	p, ok := r.ForeignPlatform(node)
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("node %s: platform %q is not served here (served: %s): %w", node.Name, p, strings.Join(r.ServedPlatforms(), ", "), errForeign)
+}
+
+// serves reports whether the router serves platform p: a backend with
+// instances (or a nodes.schemes entry) serves it, and neither
+// nodes.platforms nor --cloud-provider-platforms leaves it out.
+func (r *Router) serves(p string) bool {
+	if !r.hasPlatform(p) {
+		return false
+	}
+	if l := r.cfg.Nodes.Platforms; l != nil && !slices.Contains(l, p) {
+		return false
+	}
+	f := flagPlatforms.Load()
+	return f == nil || slices.Contains(*f, p)
+}
+
+// hasPlatform reports whether a backend with instances serves platform p,
+// whether or not it is turned off.
+func (r *Router) hasPlatform(p string) bool {
+	return len(r.byScheme[p]) > 0 || r.aliasBackend(p) != nil
+}
+
+// platformsDeclared reports whether the operator listed the platforms
+// served: then every other platform is another CCM's, whatever
+// nodes.unmanaged says.
+func (r *Router) platformsDeclared() bool {
+	return r.cfg.Nodes.Platforms != nil || flagPlatforms.Load() != nil
+}
+
+// ServedPlatforms lists, sorted, the platforms the router serves.
+func (r *Router) ServedPlatforms() []string {
+	var out []string
+	for s := range r.byScheme {
+		if r.serves(s) {
+			out = append(out, s)
+		}
+	}
+	for _, a := range r.cfg.Nodes.Schemes {
+		if r.serves(a.Scheme) {
+			out = append(out, a.Scheme)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// aliasBackend returns the backend a nodes.schemes entry gives scheme to,
+// when it is configured and has instances.
+func (r *Router) aliasBackend(scheme string) *backend {
+	for _, a := range r.cfg.Nodes.Schemes {
+		if a.Scheme == scheme {
+			if b := r.byName[a.Backend]; b != nil && b.instances != nil {
+				return b
+			}
+		}
+	}
+	return nil
+}
+
+// servesBackend reports whether nodes may be given to b: it has no
+// platform, or its platform is served.
+func (r *Router) servesBackend(b *backend) bool {
+	return b.Scheme == "" || r.serves(b.Scheme)
+}
+
+// claimants are the backends asked to claim a node with no providerID:
+// those of the platform its annotation names, else every backend whose
+// platform is served.
+func (r *Router) claimants(node *corev1.Node) []*backend {
+	p := node.Annotations[providerid.PlatformAnnotation]
+	out := make([]*backend, 0, len(r.instances))
+	for _, b := range r.instances {
+		if p != "" {
+			if b.Scheme == p || r.aliasBackend(p) == b {
+				out = append(out, b)
+			}
+			continue
+		}
+		if r.servesBackend(b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// platformLabelTimeout bounds the patch writing the platform label.
+const platformLabelTimeout = 10 * time.Second
+
+// labelPlatform writes the platform label (node.cloudprovider.kubernetes.io/
+// platform=<backend type>) on a node b serves that has none. Upstream's
+// cloud-node controller drops InstanceMetadata.AdditionalLabels under
+// kubernetes.io, so the router writes it itself, as Talos's CCM does, with
+// a merge patch of that one label: a value already there (set by the
+// kubelet's --node-labels, or by hand) is kept. A failure is logged and
+// retried at the node's next metadata call; it never holds the node back.
+func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backend) {
+	if r.client == nil || b.Type == "" {
+		return
+	}
+	if _, ok := node.Labels[providerid.PlatformLabel]; ok {
+		return
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, providerid.PlatformLabel, b.Type)
+	ctx, cancel := context.WithTimeout(ctx, platformLabelTimeout)
+	defer cancel()
+	_, err := r.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "backend", b.Name, "platform", b.Type)
+	if err != nil {
+		logger.Error(err, "Cannot write the node's platform label; retrying at its next metadata call", "label", providerid.PlatformLabel)
+		return
+	}
+	logger.V(2).Info("Labelled the node with its platform", "label", providerid.PlatformLabel)
+}
