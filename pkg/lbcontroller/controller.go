@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,6 +123,9 @@ type Controller struct {
 
 	// nodeBatch coalesces node changes (see nodesChanged).
 	nodeBatch *batch.Timer
+	// nodeGen counts the node changes that matter (nodesChanged); see
+	// requeueIfNodesChanged.
+	nodeGen atomic.Uint64
 }
 
 // served is what the controller knows of a Service it serves.

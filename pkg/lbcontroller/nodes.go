@@ -54,9 +54,52 @@ func (c *Controller) targetsOf(svc *corev1.Service, nodes []*corev1.Node) nodeSe
 	return setOf(nodes)
 }
 
-// nodesChanged opens a batch of node changes, or pushes the open one's
-// flush back by the quiet period (never beyond its maximum).
-func (c *Controller) nodesChanged() { c.nodeBatch.Changed() }
+// nodesChanged counts a node change and opens a batch of node changes, or
+// pushes the open one's flush back by the quiet period (never beyond its
+// maximum).
+func (c *Controller) nodesChanged() {
+	c.nodeGen.Add(1)
+	c.nodeBatch.Changed()
+}
+
+// listTargets lists the targets (see targets) with the count of node
+// changes seen before the list was taken: a sync hands that list to the
+// cloud and, once it recorded what it handed, calls
+// requeueIfNodesChanged with the count.
+func (c *Controller) listTargets() ([]*corev1.Node, uint64, error) {
+	gen := c.nodeGen.Load()
+	nodes, err := c.targets()
+	return nodes, gen, err
+}
+
+// requeueIfNodesChanged queues the Service again when a node changed
+// since its sync listed the nodes (gen, from listTargets). It is called
+// after the sync recorded the targets it handed the cloud. A flush that
+// ran while the call was in flight compared the nodes with the targets
+// recorded before the call: a node excluded meanwhile, back to what was
+// recorded then, looked like no change, and the call then recorded the
+// list it took before the exclusion, so the load balancer kept the node
+// until the next repair pass (for ever with a resync period of 0). The
+// queued sync compares the recorded targets with the nodes now and
+// updates the load balancer only if they differ. A change counted after
+// this check is flushed later, against the targets just recorded.
+func (c *Controller) requeueIfNodesChanged(key string, gen uint64) {
+	if c.nodeGen.Load() != gen {
+		c.queue.Add(key)
+	}
+}
+
+// recordTargets records set as the targets the Service's load balancer was
+// given by an update that listed the nodes at gen, then queues the Service
+// again if a node changed since (requeueIfNodesChanged).
+func (c *Controller) recordTargets(key string, set nodeSet, gen uint64) {
+	c.mu.Lock()
+	if cur, ok := c.state[key]; ok {
+		cur.nodes = set
+	}
+	c.mu.Unlock()
+	c.requeueIfNodesChanged(key, gen)
+}
 
 // flushNodes closes the batch and queues the Services whose targets differ
 // from those their load balancer was last given (and those whose first
