@@ -190,14 +190,8 @@ func New(cloud Cloud, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	if _, err := opts.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.nodesChanged() },
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*corev1.Node)
-			n, ok2 := cur.(*corev1.Node)
-			if ok1 && ok2 && nodeChangeMatters(o, n) {
-				c.nodesChanged()
-			}
-		},
+		AddFunc:    func(any) { c.nodesChanged() },
+		UpdateFunc: c.nodeUpdated,
 		DeleteFunc: func(any) { c.nodesChanged() },
 	}); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package lbcontroller
 
 import (
 	"hash/maphash"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,9 +21,54 @@ var nodeIncluded = router.StableNode
 // nodeChangeMatters reports whether a node update can change a load
 // balancer's targets: its inclusion or its providerID (which chooses the
 // backend that can target it). Address changes are the router's (see
-// pkg/router/nodesync.go).
+// pkg/router/nodesync.go); label changes, see labelsMoveTargets.
 func nodeChangeMatters(old, cur *corev1.Node) bool {
 	return nodeIncluded(old) != nodeIncluded(cur) || old.Spec.ProviderID != cur.Spec.ProviderID
+}
+
+// nodeUpdated is the node informer's update handler: a change that can
+// change a load balancer's targets starts a node sync (nodesChanged).
+func (c *Controller) nodeUpdated(old, cur any) {
+	o, ok1 := old.(*corev1.Node)
+	n, ok2 := cur.(*corev1.Node)
+	if ok1 && ok2 && (nodeChangeMatters(o, n) || c.labelsMoveTargets(o, n)) {
+		c.nodesChanged()
+	}
+}
+
+// labelsMoveTargets reports whether a change of an included node's labels
+// moves it into or out of the targets of a Service the controller serves:
+// a load balancer may target only the nodes carrying labels the Service
+// names (AWS's service.beta.kubernetes.io/aws-load-balancer-target-node-labels),
+// and the cloud's Targeter says which nodes it targets. Before, a node
+// gaining or losing such a label started no node sync: the load balancer
+// waited for an unrelated node change or the repair pass. Only updates
+// that change the labels are asked about, and each costs one Targeter
+// call per Service served with the node before and after (labels change
+// rarely; heartbeats do not touch them).
+func (c *Controller) labelsMoveTargets(old, cur *corev1.Node) bool {
+	t, ok := c.cloud.(Targeter)
+	if !ok || maps.Equal(old.Labels, cur.Labels) || !nodeIncluded(old) || !nodeIncluded(cur) {
+		return false
+	}
+	for _, svc := range c.servedServices() {
+		if len(t.LoadBalancerTargets(svc, []*corev1.Node{old})) != len(t.LoadBalancerTargets(svc, []*corev1.Node{cur})) {
+			return true
+		}
+	}
+	return false
+}
+
+// servedServices lists the Services the controller holds state for, as
+// last synced.
+func (c *Controller) servedServices() []*corev1.Service {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*corev1.Service, 0, len(c.state))
+	for _, st := range c.state {
+		out = append(out, st.svc)
+	}
+	return out
 }
 
 // Node changes are handled in batches: a batch is flushed once no node
