@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,6 +123,9 @@ type Controller struct {
 
 	// nodeBatch coalesces node changes (see nodesChanged).
 	nodeBatch *batch.Timer
+	// nodeGen counts the node changes that matter (nodesChanged); see
+	// requeueIfNodesChanged.
+	nodeGen atomic.Uint64
 }
 
 // served is what the controller knows of a Service it serves.
@@ -186,14 +190,8 @@ func New(cloud Cloud, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	if _, err := opts.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.nodesChanged() },
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*corev1.Node)
-			n, ok2 := cur.(*corev1.Node)
-			if ok1 && ok2 && nodeChangeMatters(o, n) {
-				c.nodesChanged()
-			}
-		},
+		AddFunc:    func(any) { c.nodesChanged() },
+		UpdateFunc: c.nodeUpdated,
 		DeleteFunc: func(any) { c.nodesChanged() },
 	}); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package lbcontroller
 
 import (
 	"hash/maphash"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,9 +21,54 @@ var nodeIncluded = router.StableNode
 // nodeChangeMatters reports whether a node update can change a load
 // balancer's targets: its inclusion or its providerID (which chooses the
 // backend that can target it). Address changes are the router's (see
-// pkg/router/nodesync.go).
+// pkg/router/nodesync.go); label changes, see labelsMoveTargets.
 func nodeChangeMatters(old, cur *corev1.Node) bool {
 	return nodeIncluded(old) != nodeIncluded(cur) || old.Spec.ProviderID != cur.Spec.ProviderID
+}
+
+// nodeUpdated is the node informer's update handler: a change that can
+// change a load balancer's targets starts a node sync (nodesChanged).
+func (c *Controller) nodeUpdated(old, cur any) {
+	o, ok1 := old.(*corev1.Node)
+	n, ok2 := cur.(*corev1.Node)
+	if ok1 && ok2 && (nodeChangeMatters(o, n) || c.labelsMoveTargets(o, n)) {
+		c.nodesChanged()
+	}
+}
+
+// labelsMoveTargets reports whether a change of an included node's labels
+// moves it into or out of the targets of a Service the controller serves:
+// a load balancer may target only the nodes carrying labels the Service
+// names (AWS's service.beta.kubernetes.io/aws-load-balancer-target-node-labels),
+// and the cloud's Targeter says which nodes it targets. Before, a node
+// gaining or losing such a label started no node sync: the load balancer
+// waited for an unrelated node change or the repair pass. Only updates
+// that change the labels are asked about, and each costs one Targeter
+// call per Service served with the node before and after (labels change
+// rarely; heartbeats do not touch them).
+func (c *Controller) labelsMoveTargets(old, cur *corev1.Node) bool {
+	t, ok := c.cloud.(Targeter)
+	if !ok || maps.Equal(old.Labels, cur.Labels) || !nodeIncluded(old) || !nodeIncluded(cur) {
+		return false
+	}
+	for _, svc := range c.servedServices() {
+		if len(t.LoadBalancerTargets(svc, []*corev1.Node{old})) != len(t.LoadBalancerTargets(svc, []*corev1.Node{cur})) {
+			return true
+		}
+	}
+	return false
+}
+
+// servedServices lists the Services the controller holds state for, as
+// last synced.
+func (c *Controller) servedServices() []*corev1.Service {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*corev1.Service, 0, len(c.state))
+	for _, st := range c.state {
+		out = append(out, st.svc)
+	}
+	return out
 }
 
 // Node changes are handled in batches: a batch is flushed once no node
@@ -54,9 +100,52 @@ func (c *Controller) targetsOf(svc *corev1.Service, nodes []*corev1.Node) nodeSe
 	return setOf(nodes)
 }
 
-// nodesChanged opens a batch of node changes, or pushes the open one's
-// flush back by the quiet period (never beyond its maximum).
-func (c *Controller) nodesChanged() { c.nodeBatch.Changed() }
+// nodesChanged counts a node change and opens a batch of node changes, or
+// pushes the open one's flush back by the quiet period (never beyond its
+// maximum).
+func (c *Controller) nodesChanged() {
+	c.nodeGen.Add(1)
+	c.nodeBatch.Changed()
+}
+
+// listTargets lists the targets (see targets) with the count of node
+// changes seen before the list was taken: a sync hands that list to the
+// cloud and, once it recorded what it handed, calls
+// requeueIfNodesChanged with the count.
+func (c *Controller) listTargets() ([]*corev1.Node, uint64, error) {
+	gen := c.nodeGen.Load()
+	nodes, err := c.targets()
+	return nodes, gen, err
+}
+
+// requeueIfNodesChanged queues the Service again when a node changed
+// since its sync listed the nodes (gen, from listTargets). It is called
+// after the sync recorded the targets it handed the cloud. A flush that
+// ran while the call was in flight compared the nodes with the targets
+// recorded before the call: a node excluded meanwhile, back to what was
+// recorded then, looked like no change, and the call then recorded the
+// list it took before the exclusion, so the load balancer kept the node
+// until the next repair pass (for ever with a resync period of 0). The
+// queued sync compares the recorded targets with the nodes now and
+// updates the load balancer only if they differ. A change counted after
+// this check is flushed later, against the targets just recorded.
+func (c *Controller) requeueIfNodesChanged(key string, gen uint64) {
+	if c.nodeGen.Load() != gen {
+		c.queue.Add(key)
+	}
+}
+
+// recordTargets records set as the targets the Service's load balancer was
+// given by an update that listed the nodes at gen, then queues the Service
+// again if a node changed since (requeueIfNodesChanged).
+func (c *Controller) recordTargets(key string, set nodeSet, gen uint64) {
+	c.mu.Lock()
+	if cur, ok := c.state[key]; ok {
+		cur.nodes = set
+	}
+	c.mu.Unlock()
+	c.requeueIfNodesChanged(key, gen)
+}
 
 // flushNodes closes the batch and queues the Services whose targets differ
 // from those their load balancer was last given (and those whose first

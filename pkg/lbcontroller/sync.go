@@ -117,13 +117,13 @@ func unchanged(st *served, svc *corev1.Service) bool {
 // changed reports whether the sync wrote to the Service or changed its
 // load balancer.
 func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service, st *served, repair bool) (changed bool, err error) {
-	nodes, err := c.targets()
+	nodes, gen, err := c.listTargets()
 	if err != nil {
 		return false, err
 	}
 	same := unchanged(st, svc)
 	if same && !repair && !st.retry {
-		return c.retarget(ctx, key, svc, st, nodes)
+		return c.retarget(ctx, key, svc, st, nodes, gen)
 	}
 	if same && st.drift != nil {
 		repair = true // completing a repair that needed more than one sync
@@ -184,6 +184,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		}
 	}
 	c.remember(key, svc, seen, c.targetsOf(svc, nodes))
+	c.requeueIfNodesChanged(key, gen)
 
 	what, from := changes(), backends.ChangedBackends(ectx)
 	if prior && same {
@@ -211,8 +212,9 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 
 // retarget updates the load balancer of an unchanged Service when the
 // nodes it targets changed: one call and one event, whatever the number of
-// node changes since its last sync.
-func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Service, st *served, nodes []*corev1.Node) (bool, error) {
+// node changes since its last sync. nodes were listed at gen
+// (listTargets).
+func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Service, st *served, nodes []*corev1.Node, gen uint64) (bool, error) {
 	set := c.targetsOf(svc, nodes)
 	if set.equal(st.nodes) {
 		return false, nil
@@ -224,11 +226,7 @@ func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Servi
 		c.event(svc, corev1.EventTypeWarning, "UpdateLoadBalancerFailed", fmt.Sprintf("Error updating load balancer with new hosts %d: %v", set.len(), err))
 		return false, err
 	}
-	c.mu.Lock()
-	if cur, ok := c.state[key]; ok {
-		cur.nodes = set
-	}
-	c.mu.Unlock()
+	c.recordTargets(key, set, gen)
 	klog.FromContext(ctx).V(2).Info("Updated the load balancer's targets", "targets", set.len())
 	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", set.len()))
 	return true, nil

@@ -50,7 +50,10 @@ import (
 // per node. The update goes
 // through the same per-Service lock as the service controller's calls, so
 // the two never overlap, and it is skipped for a Service that is being
-// deleted or moved.
+// deleted or moved. Services of our own classes (loadBalancer.classes,
+// served by pkg/lbcontroller, which re-targets, as upstream's controller,
+// only when the set of nodes changes) are re-synced the same way, seen
+// with their class's default annotations; a class we do not list never is.
 //
 // The same re-sync closes a second gap: a load balancer ensured with a stale
 // node list. Upstream's service worker lists the nodes and calls
@@ -187,6 +190,7 @@ func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
 	a.pendingMu.Lock()
 	defer a.pendingMu.Unlock()
 	for _, svc := range svcs {
+		svc = r.withClassDefaults(svc)
 		for _, b := range r.ensuredIn(svc) {
 			if b.retargetsOn(svc, oldNode, node) {
 				a.addressQueued.Add(1)
@@ -312,6 +316,9 @@ func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
 	if err := r.reroute(ctx, svc); err != nil || key.rerouteOnly {
 		return err
 	}
+	// The backend sees a classed Service as UpdateLoadBalancer hands it:
+	// with its class's default annotations (the target type, say).
+	svc = r.withClassDefaults(svc)
 	bs := r.ensuredIn(svc)
 	if len(bs) == 0 && r.ensuredUnpublished(svc) {
 		return errNotPublished
@@ -416,9 +423,13 @@ func ignoreNotFound(err error) error {
 // ensuredIn returns the backends holding the Service's load balancer when
 // the router has recorded them there, the Service still wants them there
 // (or they are draining: they still serve), and the Service is neither
-// being deleted nor handed to another controller.
+// being deleted nor handed to another controller. A Service of one of our
+// classes is ours (pkg/lbcontroller serves it and, as upstream's
+// controller, re-targets it only when its set of nodes changes): before,
+// every classed Service was left out, and a node whose address arrived
+// after its providerID never reached a classed IP-target load balancer.
 func (r *Router) ensuredIn(svc *corev1.Service) []*backend {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) ||
 		svc.DeletionTimestamp != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return nil
 	}
@@ -439,11 +450,18 @@ func (r *Router) ensuredIn(svc *corev1.Service) []*backend {
 // ensuredUnpublished reports whether the Service would be re-synced
 // (ensuredIn) but for its status, not written yet.
 func (r *Router) ensuredUnpublished(svc *corev1.Service) bool {
-	if len(svc.Status.LoadBalancer.Ingress) > 0 || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil || svc.DeletionTimestamp != nil {
+	if len(svc.Status.LoadBalancer.Ingress) > 0 || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) || svc.DeletionTimestamp != nil {
 		return false
 	}
 	targets, err := r.lbTargets(svc)
 	return err == nil && len(targets) > 0 && len(r.notRecorded(svc, targets)) == 0
+}
+
+// ownClass reports whether the Service has no loadBalancerClass or one of
+// ours (loadBalancer.classes): a class we do not list is another
+// controller's, never touched.
+func (r *Router) ownClass(svc *corev1.Service) bool {
+	return svc.Spec.LoadBalancerClass == nil || r.ServesClass(*svc.Spec.LoadBalancerClass)
 }
 
 // StableNode mirrors the upstream service controller's choice of nodes for
