@@ -163,9 +163,10 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		return changed, err
 	}
 	statusChanged := !servicehelper.LoadBalancerStatusEqual(&svc.Status.LoadBalancer, status)
-	ann := served()
+	write := served()
+	ann := write.Changes(svc)
 	if statusChanged || len(ann) > 0 {
-		out, own, err := c.publish(ctx, svc, status, ann)
+		out, own, written, err := c.publish(ctx, svc, status, write)
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
@@ -179,7 +180,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 			// Edited while its load balancer was ensured: the version
 			// ensured is remembered, so the sync the edit queued (queued
 			// again here) sees the change and ensures it.
-			svc = withPublished(svc, status, ann)
+			svc = withPublished(svc, status, written)
 			defer c.queue.Add(key)
 		}
 	}

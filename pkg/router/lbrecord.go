@@ -220,7 +220,8 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []
 	if r.client == nil {
 		return nil
 	}
-	if deferServed(ctx, r.servedChanges(svc, svc, targets, answers)) {
+	w := &ServedWrite{r: r, seen: svc, targets: targets, answers: answers}
+	if deferServed(ctx, w) {
 		return nil
 	}
 	err := r.patchAnnotations(ctx, svc, true, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {

@@ -1,0 +1,196 @@
+package lbcontroller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// A Service's lifecycle across backends under the default controller
+// (classless mode): moves, drains, moves back, several backends, reloads.
+// Each test drives the controller over the router on an API server that
+// keeps resourceVersions, as a real one does.
+
+// metals is a config with two bare-metal backends of their own pools and
+// no default backend; extra is appended to loadBalancer (YAML, indented
+// two spaces).
+func metals(extra string) string {
+	return `apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: test
+loadBalancer:
+  drainPeriod: 0s
+` + extra + `backends:
+- name: metal
+  type: baremetal
+  baremetal:
+    inventory: [{name: worker-0, addresses: [{type: InternalIP, address: 10.0.0.10}]}]
+    addressPools: [{name: lan, addresses: ["192.0.2.0/28"]}]
+- name: metal2
+  type: baremetal
+  baremetal:
+    inventory: [{name: worker-9, addresses: [{type: InternalIP, address: 10.0.0.99}]}]
+    addressPools: [{name: other, addresses: ["198.51.100.0/28"]}]
+`
+}
+
+// edit changes the Service's annotations (nil value: removed), retried on
+// a conflict.
+func (e *env) edit(t *testing.T, name string, ann map[string]*string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := e.client.CoreV1().Services("default").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for k, v := range ann {
+			if v == nil {
+				delete(s.Annotations, k)
+			} else {
+				s.Annotations[k] = *v
+			}
+		}
+		_, err = e.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// moveTo sets the Service's load-balancer-backend annotation.
+func (e *env) moveTo(t *testing.T, name, backends string) {
+	t.Helper()
+	e.edit(t, name, map[string]*string{string(annotation.LoadBalancerBackend): &backends})
+}
+
+// ingresses lists the Service's status addresses, comma-separated.
+func ingresses(s *corev1.Service) string {
+	var out []string
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		out = append(out, in.IP+in.Hostname)
+	}
+	return strings.Join(out, ",")
+}
+
+// drainingOf is the Service's draining record.
+func drainingOf(s *corev1.Service) string {
+	return s.Annotations[string(annotation.LoadBalancerDraining)]
+}
+
+// webOn creates web on backend with the drain period given and waits for
+// its address.
+func webOn(t *testing.T, e *env, backend, drain string) string {
+	t.Helper()
+	s := service("web", nil)
+	s.Annotations = map[string]string{string(annotation.LoadBalancerBackend): backend, string(annotation.LoadBalancerDrain): drain}
+	e.create(t, s)
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	return ingress(e.get(t, "web"))
+}
+
+// state is the Service's status addresses, draining record and
+// external-dns target, for messages.
+func state(s *corev1.Service) string {
+	return fmt.Sprintf("status %q, draining %q, dns target %q, record %q", ingresses(s), drainingOf(s),
+		s.Annotations["external-dns.kubernetes.io/target"], s.Annotations[string(annotation.LoadBalancerBackends)])
+}
+
+// TestMoveBackDuringDrainKeepsNewDrain (issue 40, defect 1): a Service
+// moved from metal to metal2 with a drain, then back to metal while metal
+// still drains, serves from metal again and drains metal2: the draining
+// record names metal2, external-dns's target lists metal's address only,
+// and metal2's address stays in the status (announced from it) after
+// metal's. The deferred write of the served annotations worked from the
+// copy the controller synced, older than the router's drain write, and
+// deleted both.
+func TestMoveBackDuringDrainKeepsNewDrain(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	ipA := webOn(t, e, "metal", "1m")
+	e.moveTo(t, "web", "metal2")
+	var ipB string
+	eventually(t, "metal draining, metal2 serving", func() error {
+		s := e.get(t, "web")
+		if !strings.HasPrefix(drainingOf(s), "metal=") || !strings.HasPrefix(ingress(s), "198.51.100.") {
+			return fmt.Errorf("%s", state(s))
+		}
+		ipB = ingress(s)
+		return nil
+	})
+	e.moveTo(t, "web", "metal")
+	eventually(t, "metal serving again, metal2 draining", func() error {
+		s := e.get(t, "web")
+		if ingresses(s) != ipA+","+ipB || !strings.HasPrefix(drainingOf(s), "metal2=") || strings.Contains(drainingOf(s), "metal=") ||
+			s.Annotations["external-dns.kubernetes.io/target"] != ipA || s.Annotations[string(annotation.LoadBalancerServedBy)] != "metal" {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	// Stays so: nothing later wipes the drain.
+	time.Sleep(300 * time.Millisecond) // a state that must last: no condition to wait for
+	if s := e.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal2=") || ingresses(s) != ipA+","+ipB {
+		t.Fatalf("after the move back: %s", state(s))
+	}
+}
+
+// TestDrainAgainAfterCancelGetsItsPeriod (issue 40, defect 2): metal's
+// drain is cancelled by a move back; once its old end has passed, a new
+// move off metal drains it again for the full period: its address stays
+// in the status and reserved, and metal is not deleted in that sync. The
+// router kept the cancelled drain's end in memory (the deferred write
+// never updated it), so the second drain ended at once.
+func TestDrainAgainAfterCancelGetsItsPeriod(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	ipA := webOn(t, e, "metal", "2s")
+	e.moveTo(t, "web", "metal2")
+	var end string
+	eventually(t, "metal draining", func() error {
+		s := e.get(t, "web")
+		if !strings.HasPrefix(drainingOf(s), "metal=") {
+			return fmt.Errorf("%s", state(s))
+		}
+		end = strings.TrimPrefix(drainingOf(s), "metal=")
+		return nil
+	})
+	e.moveTo(t, "web", "metal")
+	eventually(t, "metal serving again, metal2 drained", func() error {
+		s := e.get(t, "web")
+		if ingresses(s) != ipA || drainingOf(s) != "" || s.Annotations[string(annotation.LoadBalancerBackends)] != "metal" {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	at, err := time.Parse(time.RFC3339, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the cancelled drain's end passed", func() error {
+		if time.Now().Before(at.Add(time.Second)) {
+			return fmt.Errorf("not before %s", at)
+		}
+		return nil
+	})
+	e.moveTo(t, "web", "metal2")
+	eventually(t, "metal draining again", func() error {
+		s := e.get(t, "web")
+		if !strings.HasPrefix(drainingOf(s), "metal=") || !strings.HasSuffix(ingresses(s), ","+ipA) {
+			return fmt.Errorf("%s; events %v", state(s), e.events(t, "web"))
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond) // a state that must last: no condition to wait for
+	s := e.get(t, "web")
+	drained := slices.ContainsFunc(e.events(t, "web"), func(ev string) bool { return strings.Contains(ev, "backend metal drained") })
+	if drained || !strings.HasSuffix(ingresses(s), ","+ipA) {
+		t.Errorf("the second drain of metal ended at once: %s; events %v", state(s), e.events(t, "web"))
+	}
+}
