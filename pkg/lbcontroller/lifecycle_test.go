@@ -194,3 +194,35 @@ func TestDrainAgainAfterCancelGetsItsPeriod(t *testing.T) {
 		t.Errorf("the second drain of metal ended at once: %s; events %v", state(s), e.events(t, "web"))
 	}
 }
+
+// TestAddedEventUnderDefaultController (issue 40, defect 4): a move to
+// another backend, and a new Service served by two backends, record a
+// LoadBalancerAdded event for each backend added, as docs/routing.md and
+// docs/migrating.md show. The controller writes the record with its
+// finalizer before EnsureLoadBalancer, so the router, deciding from the
+// Service it was handed, never saw a backend added.
+func TestAddedEventUnderDefaultController(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	webOn(t, e, "metal", "0")
+	if ev := hasEvent(e.events(t, "web"), "LoadBalancerAdded"); ev != "" {
+		t.Errorf("a new Service with one backend got %q", ev)
+	}
+	e.moveTo(t, "web", "metal2")
+	eventually(t, "LoadBalancerAdded for metal2", func() error {
+		if ev := hasEvent(e.events(t, "web"), "LoadBalancerAdded"); !strings.HasSuffix(ev, "backend metal2") {
+			return fmt.Errorf("events %v", e.events(t, "web"))
+		}
+		return nil
+	})
+
+	both := service("both", nil)
+	both.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal,metal2"}
+	e.create(t, both)
+	eventually(t, "both addressed", addressed(e, t, "both"))
+	eventually(t, "LoadBalancerAdded for metal and metal2", func() error {
+		if n := e.countEvents(t, "both", "LoadBalancerAdded"); n != 2 {
+			return fmt.Errorf("%d events: %v", n, e.events(t, "both"))
+		}
+		return nil
+	})
+}

@@ -138,6 +138,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		c.event(svc, corev1.EventTypeNormal, reasonEnsuring, "Ensuring load balancer")
 	}
 	seen := sets.New(svc.ResourceVersion)
+	before := svc
 	prepared, err := c.prepare(ctx, svc)
 	if err != nil || prepared == nil {
 		return false, err
@@ -147,7 +148,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	seen.Insert(svc.ResourceVersion)
 	c.track(key, svc, seen)
 
-	ectx, served := router.DeferServedAnnotations(ctx)
+	ectx, served := router.DeferServedAnnotations(router.PreparedFrom(ctx, before))
 	ectx, changes := backends.WithChangeReport(ectx)
 	status, err := c.cloud.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
 	if errors.Is(err, cloudprovider.ImplementedElsewhere) {

@@ -43,6 +43,25 @@ func (rl *Reloadable) PrepareLoadBalancer(service *corev1.Service) map[string]*s
 	return rl.Current().PrepareLoadBalancer(service)
 }
 
+type preparedFromKey struct{}
+
+// PreparedFrom returns a context telling EnsureLoadBalancer that the
+// Service it is handed is before with PrepareLoadBalancer's annotations
+// written by the caller: what the sync adds (the LoadBalancerAdded events)
+// is decided from before, the Service as it was before this sync.
+func PreparedFrom(ctx context.Context, before *corev1.Service) context.Context {
+	return context.WithValue(ctx, preparedFromKey{}, before)
+}
+
+// preparedFrom is the Service as it was before the caller wrote
+// PrepareLoadBalancer's annotations (see PreparedFrom), else service.
+func (r *Router) preparedFrom(ctx context.Context, service *corev1.Service) *corev1.Service {
+	if before, ok := ctx.Value(preparedFromKey{}).(*corev1.Service); ok && before != nil && before.UID == service.UID {
+		return r.withClassDefaults(before)
+	}
+	return service
+}
+
 type servedDeferralKey struct{}
 
 // servedDeferral holds the write markServed left to the caller.

@@ -101,7 +101,8 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	if r.wasDeleted(service.UID) {
 		return nil, fmt.Errorf("service %s/%s: its load balancer was deleted with the Service; not creating it again", service.Namespace, service.Name)
 	}
-	added, had := r.notRecorded(service, targets), len(r.current(service).names) > 0
+	before := r.preparedFrom(ctx, service)
+	added, had := r.notRecorded(before, targets), len(r.current(before).names) > 0
 	if err := r.addToRecord(ctx, service, targets...); err != nil {
 		return nil, err
 	}
