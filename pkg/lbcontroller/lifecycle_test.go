@@ -226,3 +226,32 @@ func TestAddedEventUnderDefaultController(t *testing.T) {
 		return nil
 	})
 }
+
+// TestForeignAddressKeptUnderDefaultController (issue 40, defect 8): with
+// no defaultBackend, a classless Service with no annotation and no record
+// whose address another controller wrote inside a bare-metal pool is left
+// alone: the address stays in its status and bare metal keeps it taken.
+func TestForeignAddressKeptUnderDefaultController(t *testing.T) {
+	svc := service("metallb", nil)
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.14"}}
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true}, svc)
+	eventually(t, "the Service synced", func() error {
+		if e.cloud.ensures.Load() == 0 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	// A second Service, created after, synced after it: the first sync
+	// is over once it has its address.
+	webOn(t, e, "metal", "0")
+	s := e.get(t, "metallb")
+	if got := ingresses(s); got != "192.0.2.14" {
+		t.Errorf("status = %q, want the other controller's 192.0.2.14 kept", got)
+	}
+	if s.Annotations[string(annotation.LoadBalancerBackends)] != "" {
+		t.Errorf("another controller's Service was given a record: annotations %v", s.Annotations)
+	}
+	if web := ingress(e.get(t, "web")); web == "192.0.2.14" {
+		t.Errorf("the other controller's address was handed to web")
+	}
+}

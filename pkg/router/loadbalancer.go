@@ -305,8 +305,15 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 // evict removes the Service's load balancer from every backend that may
 // hold one except keep (nil: from all of them), and drops them from the
 // record. When no backend is kept, the Service's status is cleared of the
-// released addresses first.
+// released addresses first. A Service that no backend is recorded or
+// written as serving (no record, no load-balancer-served-by) was never
+// given a load balancer by the router: its address is someone else's (a
+// controller serving classless Services, such as MetalLB, whose address
+// may well lie in one of our pools), and nothing is asked or released.
 func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend) error {
+	if !r.recordOf(service).known && len(r.servingOf(service)) == 0 {
+		return nil
+	}
 	asked, err := r.mayHold(service, keep)
 	if err == nil {
 		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend) bool { return b == keep })
