@@ -255,3 +255,53 @@ func TestForeignAddressKeptUnderDefaultController(t *testing.T) {
 		t.Errorf("the other controller's address was handed to web")
 	}
 }
+
+// touch edits a user annotation of the Service, so that it is synced in
+// full, and waits for that sync.
+func (e *env) touch(t *testing.T, name, value string) {
+	t.Helper()
+	n := e.cloud.ensures.Load()
+	e.edit(t, name, map[string]*string{"example.com/touch": &value})
+	eventually(t, "a full sync after the edit", func() error {
+		if e.cloud.ensures.Load() == n {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+}
+
+// TestTwoBackendsNoReplacedWarning (issue 40, defect 6): a Service served
+// by two bare-metal backends at once, and one moving from one to the
+// other with a drain, get no Warning LoadBalancerIPReplaced on later
+// syncs: each backend is handed the Service without the other's address
+// in its status. Bare metal took the other backend's live address for a
+// replaced address of its own, on every sync after the first.
+func TestTwoBackendsNoReplacedWarning(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	both := service("both", nil)
+	both.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal,metal2"}
+	e.create(t, both)
+	eventually(t, "both addresses", func() error {
+		if s := e.get(t, "both"); len(s.Status.LoadBalancer.Ingress) != 2 {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	e.touch(t, "both", "1")
+	e.touch(t, "both", "2")
+
+	webOn(t, e, "metal", "1m")
+	e.moveTo(t, "web", "metal2")
+	eventually(t, "metal draining", func() error {
+		if s := e.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal=") || len(s.Status.LoadBalancer.Ingress) != 2 {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	e.touch(t, "web", "1")
+	for _, name := range []string{"both", "web"} {
+		if n := e.countEvents(t, name, "LoadBalancerIPReplaced"); n != 0 {
+			t.Errorf("%s: %d LoadBalancerIPReplaced Warnings: %v", name, n, e.events(t, name))
+		}
+	}
+}

@@ -106,7 +106,7 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	if err := r.addToRecord(ctx, service, targets...); err != nil {
 		return nil, err
 	}
-	answers := r.ensureAll(ctx, clusterName, service, targets, nodes)
+	answers := r.ensureAll(ctx, clusterName, service, targets, nodes, drain)
 	if failed := slices.ContainsFunc(answers, func(a ensured) bool { return a.err != nil }); failed {
 		return nil, r.partialFailure(ctx, service, targets, answers)
 	}
