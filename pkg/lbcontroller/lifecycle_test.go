@@ -256,6 +256,35 @@ func TestForeignAddressKeptUnderDefaultController(t *testing.T) {
 	}
 }
 
+// TestReloadRemovingDrainingBackendWarns (issue 40, defect 7): a reload
+// that removes a backend while it drains a Service's load balancer puts a
+// Warning UnknownLoadBalancerBackend on the Service, as docs/migrating.md
+// says: the drain stays pending until the backend is added back. It was
+// left pending with no Warning.
+func TestReloadRemovingDrainingBackendWarns(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true, reloadable: true})
+	webOn(t, e, "metal", "1m")
+	e.moveTo(t, "web", "metal2")
+	eventually(t, "metal draining", func() error {
+		if s := e.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal=") {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	doc := metals("")
+	doc = doc[:strings.Index(doc, "- name: metal\n")] + doc[strings.Index(doc, "- name: metal2\n"):]
+	e.reload(t, doc)
+	eventually(t, "a Warning UnknownLoadBalancerBackend", func() error {
+		if ev := hasEvent(e.events(t, "web"), "UnknownLoadBalancerBackend"); !strings.Contains(ev, `"metal"`) {
+			return fmt.Errorf("events %v", e.events(t, "web"))
+		}
+		return nil
+	})
+	if s := e.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal=") {
+		t.Errorf("the drain was dropped: %s", state(s))
+	}
+}
+
 // touch edits a user annotation of the Service, so that it is synced in
 // full, and waits for that sync.
 func (e *env) touch(t *testing.T, name, value string) {

@@ -363,7 +363,12 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 		case slices.Contains(targets, b):
 			continue // serving again; its next sync drops the entry
 		case !ok || b.lb == nil:
-			errs = append(errs, fmt.Errorf("draining backend %s is not configured", n))
+			_, err := r.mayHold(svc)
+			if err == nil {
+				err = fmt.Errorf("service %s/%s: draining backend %s is not configured", svc.Namespace, svc.Name, n)
+			}
+			r.recordServiceError(ctx, svc, err)
+			errs = append(errs, err)
 		case now.Before(end):
 			rest[n] = end
 		default:
