@@ -3,6 +3,7 @@ package lbcontroller
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -333,4 +334,43 @@ func TestTwoBackendsNoReplacedWarning(t *testing.T) {
 			t.Errorf("%s: %d LoadBalancerIPReplaced Warnings: %v", name, n, e.events(t, name))
 		}
 	}
+}
+
+// TestReloadResyncsEveryBackendOfAList (issue 40, defect 3): a reload
+// that shrinks the pool of a backend serving Services together with
+// another (the annotation metal,metal2, and a class with backends [metal,
+// metal2]) re-syncs them, and they leave the addresses outside the pool.
+// The reload compared the whole annotation and a class's single backend,
+// never each backend of the list.
+func TestReloadResyncsEveryBackendOfAList(t *testing.T) {
+	classes := "  classes:\n  - {name: " + ourClass + ", backends: [metal, metal2]}\n"
+	e := startEnv(t, envOptions{doc: metals(classes), classless: true, versioned: true, reloadable: true})
+	listed := service("listed", nil)
+	listed.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal,metal2"}
+	e.create(t, listed)
+	e.create(t, service("classed", ptrTo(ourClass)))
+	for _, name := range []string{"listed", "classed"} {
+		eventually(t, name+" has both addresses", func() error {
+			if s := e.get(t, name); len(s.Status.LoadBalancer.Ingress) != 2 {
+				return fmt.Errorf("%s", state(s))
+			}
+			return nil
+		})
+	}
+	e.reload(t, strings.Replace(metals(classes), "198.51.100.0/28", "198.51.100.16/28", 1))
+	for _, name := range []string{"listed", "classed"} {
+		eventually(t, name+"'s metal2 address in the shrunk pool", func() error {
+			s := e.get(t, name)
+			if len(s.Status.LoadBalancer.Ingress) != 2 || !inPrefix(s.Status.LoadBalancer.Ingress[1].IP, "198.51.100.16/28") {
+				return fmt.Errorf("%s", state(s))
+			}
+			return nil
+		})
+	}
+}
+
+// inPrefix reports whether ip lies in prefix.
+func inPrefix(ip, prefix string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && netip.MustParsePrefix(prefix).Contains(a)
 }

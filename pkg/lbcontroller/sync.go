@@ -122,7 +122,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		return false, err
 	}
 	same := unchanged(st, svc)
-	if same && !repair && !st.retry {
+	if full := c.takeFull(key); same && !repair && !st.retry && !full {
 		return c.retarget(ctx, key, svc, st, nodes)
 	}
 	if same && st.drift != nil {
@@ -390,4 +390,5 @@ func (c *Controller) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.state, key)
+	delete(c.full, key)
 }
