@@ -29,7 +29,7 @@ import (
 // makes the router write nothing before the backend's calls.
 func (r *Router) PrepareLoadBalancer(service *corev1.Service) map[string]*string {
 	targets, err := r.lbTargets(service)
-	add := r.notRecorded(service, targets)
+	add := r.unrecorded(service, targets)
 	if err != nil || len(add) == 0 {
 		return nil
 	}

@@ -102,7 +102,7 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 		return nil, fmt.Errorf("service %s/%s: its load balancer was deleted with the Service; not creating it again", service.Namespace, service.Name)
 	}
 	before := r.preparedFrom(ctx, service)
-	added, had := r.notRecorded(before, targets), len(r.current(before).names) > 0
+	added, had := r.unrecorded(before, targets), len(r.current(before).names) > 0
 	if err := r.addToRecord(ctx, service, targets...); err != nil {
 		return nil, err
 	}
@@ -138,12 +138,30 @@ func (r *Router) warnUser(ctx context.Context, service *corev1.Service, reason s
 	r.warn(ctx, serviceRef(service), reason, err.Error())
 }
 
-// notRecorded returns the targets the Service's record does not name yet.
-func (r *Router) notRecorded(service *corev1.Service, targets []*backend) []*backend {
+// unrecorded returns the targets the Service's record does not name yet.
+func (r *Router) unrecorded(service *corev1.Service, targets []*backend) []*backend {
 	rec := r.written(service)
 	var out []*backend
 	for _, b := range targets {
 		if !rec.has(b.Name) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// notRecorded returns the targets the Service's record does not name as
+// serving: not named yet, or named while their load balancer drains (a
+// target again, after a reload moved the default back to it). Recording
+// them (addToRecord) also ends such a drain, and that change of the
+// Service's annotations makes the service controller sync it and move it
+// back; without it the Service stayed where it was, and the drain entry
+// of its target was skipped for ever.
+func (r *Router) notRecorded(service *corev1.Service, targets []*backend) []*backend {
+	draining := r.drainingOf(service)
+	out := r.unrecorded(service, targets)
+	for _, b := range targets {
+		if _, ok := draining[b.Name]; ok && !slices.Contains(out, b) {
 			out = append(out, b)
 		}
 	}
