@@ -184,6 +184,9 @@ func New(cloud Cloud, opts Options) (*Controller, error) {
 		full:  map[string]bool{},
 	}
 	c.nodeBatch = &batch.Timer{Quiet: opts.NodeBatchQuiet, Max: opts.NodeBatchMax, Flush: c.flushNodes}
+	if s, ok := cloud.(ServiceSyncer); ok {
+		s.SetServiceSync(c.syncFull)
+	}
 	if _, err := opts.Services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.serviceAdded,
 		UpdateFunc: c.serviceUpdated,

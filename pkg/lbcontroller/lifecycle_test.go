@@ -374,3 +374,34 @@ func inPrefix(ip, prefix string) bool {
 	a, err := netip.ParseAddr(ip)
 	return err == nil && netip.MustParsePrefix(prefix).Contains(a)
 }
+
+// TestDrainEndIsTheControllersSync (issue 40, DESIGN contract 14: timers
+// enqueue, they do not write): under the default controller, the router's
+// drain timer hands a drain's end to the controller, whose full sync ends
+// the drain (LoadBalancerDrained, the record naming metal2 alone, the
+// status without metal's address); the timer used to delete and write on
+// its own, with no sync of the Service.
+func TestDrainEndIsTheControllersSync(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	webOn(t, e, "metal", "2s")
+	e.moveTo(t, "web", "metal2")
+	eventually(t, "metal draining", func() error {
+		if s := e.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal=") || len(s.Status.LoadBalancer.Ingress) != 2 {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond) // the move's syncs settle: no condition to wait for
+	ensures := e.cloud.ensures.Load()
+	eventually(t, "the drain over", func() error {
+		s := e.get(t, "web")
+		if drainingOf(s) != "" || s.Annotations[string(annotation.LoadBalancerBackends)] != "metal2" || len(s.Status.LoadBalancer.Ingress) != 1 ||
+			hasEvent(e.events(t, "web"), "LoadBalancerDrained") == "" {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	if n := e.cloud.ensures.Load() - ensures; n == 0 {
+		t.Error("the drain ended with no sync of the Service: the timer ended it itself")
+	}
+}

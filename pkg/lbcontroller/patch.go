@@ -71,6 +71,11 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *c
 	cur := svc
 	for attempt := 0; ; attempt++ {
 		ann := w.Changes(cur)
+		if attempt > 0 && len(ann) == 0 && servicehelper.LoadBalancerStatusEqual(&cur.Status.LoadBalancer, status) {
+			// The version re-read already says it all (the router wrote
+			// it during the call: a drain's end): nothing to send.
+			return cur, !relevantChange(svc, cur), nil, nil
+		}
 		meta := map[string]any{"resourceVersion": cur.ResourceVersion}
 		if len(ann) > 0 {
 			meta["annotations"] = ann

@@ -119,3 +119,25 @@ func (c *Controller) takeFull(key string) bool {
 	delete(c.full, key)
 	return full
 }
+
+// ServiceSyncer is a cloud whose timers hand a Service's due work to the
+// controller serving it instead of writing the Service themselves (the
+// router's drain timer, router.Router.SetServiceSync).
+type ServiceSyncer interface {
+	SetServiceSync(sync func(*corev1.Service) bool)
+}
+
+// syncFull queues a Service the controller serves for a full sync (a
+// drain's end: its EnsureLoadBalancer retires the drained load balancer),
+// and reports whether it did.
+func (c *Controller) syncFull(svc *corev1.Service) bool {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(svc) {
+		return false
+	}
+	key := keyOf(svc)
+	c.mu.Lock()
+	c.full[key] = true
+	c.mu.Unlock()
+	c.queue.Add(key)
+	return true
+}

@@ -27,7 +27,8 @@ import (
 // the status until the drain ends instead, listed after the serving ones,
 // and leaves DNS through external-dns's target annotation (see dns.go).
 // Then it is deleted, by whichever comes first: the next sync of the Service, or the
-// process's drain timer (drainTimer in drainqueue.go), which every process
+// process's drain timer (drainTimer in drainqueue.go; under a controller
+// that syncs Services itself it only queues the Service there), which every process
 // leading the controllers arms from the annotation as its informer lists
 // the Services, so a restart or a new leader neither cuts a drain short nor
 // forgets it. The draining backend stays in the write-ahead record until

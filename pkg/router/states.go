@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -58,7 +59,10 @@ type serviceStates struct {
 	// drainTimer deletes drained load balancers when their drain ends,
 	// once the informers are set (see drainqueue.go); nil without them.
 	drainTimer atomic.Pointer[drainTimer]
-	drainOnce  sync.Once
+	// serviceSync, when set, queues a Service for a full sync by the
+	// controller serving it (see SetServiceSync).
+	serviceSync atomic.Pointer[func(*corev1.Service) bool]
+	drainOnce   sync.Once
 
 	// clusterName is the last cluster name the service controller passed.
 	clusterName atomic.Value
