@@ -118,6 +118,11 @@ type Controller struct {
 	// the Service as its last successful sync left it and the nodes its
 	// load balancer targets.
 	state map[string]*served
+	// full holds the Services a reload asked to sync in full (see
+	// Reloaded), until a sync takes the mark: a sync already in flight
+	// when the reload came replaces the Service's state when it ends, so
+	// a mark kept there would be lost.
+	full map[string]bool
 	// pass is the drift-repair or start-up pass in progress, if any.
 	pass *repairPass
 
@@ -180,8 +185,12 @@ func New(cloud Cloud, opts Options) (*Controller, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryMin, opts.RetryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
 		state: map[string]*served{},
+		full:  map[string]bool{},
 	}
 	c.nodeBatch = &batch.Timer{Quiet: opts.NodeBatchQuiet, Max: opts.NodeBatchMax, Flush: c.flushNodes}
+	if s, ok := cloud.(ServiceSyncer); ok {
+		s.SetServiceSync(c.syncFull)
+	}
 	if _, err := opts.Services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.serviceAdded,
 		UpdateFunc: c.serviceUpdated,

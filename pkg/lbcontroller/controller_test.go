@@ -150,6 +150,14 @@ func (h *hookedCloud) UpdateLoadBalancer(ctx context.Context, clusterName string
 	return h.routerCloud.UpdateLoadBalancer(ctx, clusterName, svc, nodes)
 }
 
+// SetServiceSync hands the router's drain timer the controller's queue,
+// as the router itself would be handed it.
+func (h *hookedCloud) SetServiceSync(sync func(*corev1.Service) bool) {
+	if s, ok := h.routerCloud.(ServiceSyncer); ok {
+		s.SetServiceSync(sync)
+	}
+}
+
 func (h *hookedCloud) set(fail error, report ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	servicehelper "k8s.io/cloud-provider/service/helpers"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
 // conflictRetries bounds the re-reads after a write lost to another.
@@ -51,18 +53,29 @@ func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.
 	}
 }
 
-// publish writes the load-balancer status and the served annotations in
-// one request, guarded by the resourceVersion of svc, the version whose
-// load balancer was ensured. After a conflict it re-reads the Service and
-// writes them on the version it finds (the load balancer exists: its
+// publish writes the load-balancer status and the router's served
+// annotations in one request, guarded by the resourceVersion of svc, the
+// version whose load balancer was ensured. The annotations are the
+// router's decision applied to the version written (w.Changes), so a
+// write the router made while the load balancer was ensured (a drain
+// started) is kept, never undone from an older copy. After a conflict it
+// re-reads the Service and writes on the version it finds, the
+// annotations computed again from it (the load balancer exists: its
 // address is published whatever changed). own reports whether the written
 // version is the one ensured, changed only by writes that do not matter to
 // its load balancer (status, the CCM's own annotations): when not, an edit
 // came in while the load balancer was ensured, and the caller must not take
-// the returned object as what it ensured.
-func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus, ann map[string]*string) (out *corev1.Service, own bool, err error) {
+// the returned object as what it ensured. written are the annotation
+// changes sent.
+func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus, w *router.ServedWrite) (out *corev1.Service, own bool, written map[string]*string, err error) {
 	cur := svc
 	for attempt := 0; ; attempt++ {
+		ann := w.Changes(cur)
+		if attempt > 0 && len(ann) == 0 && servicehelper.LoadBalancerStatusEqual(&cur.Status.LoadBalancer, status) {
+			// The version re-read already says it all (the router wrote
+			// it during the call: a drain's end): nothing to send.
+			return cur, !relevantChange(svc, cur), nil, nil
+		}
 		meta := map[string]any{"resourceVersion": cur.ResourceVersion}
 		if len(ann) > 0 {
 			meta["annotations"] = ann
@@ -70,16 +83,17 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *c
 		body := map[string]any{"metadata": meta, "status": map[string]any{"loadBalancer": statusBody(status)}}
 		out, err = c.patch(ctx, cur, body)
 		if err == nil {
-			return out, !relevantChange(svc, cur), nil
+			w.Written(ann)
+			return out, !relevantChange(svc, cur), ann, nil
 		}
 		if !apierrors.IsConflict(err) || attempt == conflictRetries {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		if cur, err = c.reread(ctx, cur); err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		if cur == nil || cur.UID != svc.UID {
-			return nil, false, apierrors.NewNotFound(corev1.Resource("services"), svc.Name)
+			return nil, false, nil, apierrors.NewNotFound(corev1.Resource("services"), svc.Name)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package lbcontroller
 
 import (
 	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -49,9 +51,7 @@ func (c *Controller) Reloaded(prev, next *config.CloudConfig, ch router.Changes)
 	}
 	c.mu.Lock()
 	for _, k := range keys {
-		if st, ok := c.state[k]; ok {
-			st.retry = true // a full sync, even if the Service did not change
-		}
+		c.full[k] = true // a full sync, even if the Service did not change
 	}
 	c.mu.Unlock()
 	for _, k := range keys {
@@ -80,7 +80,7 @@ func diffConfigs(prev, next *config.CloudConfig, ch router.Changes) configDiff {
 	}
 	for _, nc := range next.LoadBalancer.Classes {
 		pc, ok := prev.LoadBalancer.Class(nc.Name)
-		if !ok || pc.Backend != nc.Backend || !maps.Equal(pc.Annotations, nc.Annotations) || d.backends.Has(nc.Backend) {
+		if !ok || !slices.Equal(pc.Targets(), nc.Targets()) || !maps.Equal(pc.Annotations, nc.Annotations) || d.backends.HasAny(nc.Targets()...) {
 			d.classes.Insert(nc.Name)
 		}
 	}
@@ -92,8 +92,52 @@ func (d configDiff) concerns(svc *corev1.Service) bool {
 	if svc.Spec.LoadBalancerClass != nil {
 		return d.classes.Has(*svc.Spec.LoadBalancerClass)
 	}
-	if b, ok := svc.Annotations[string(annotation.LoadBalancerBackend)]; ok {
-		return d.backends.Has(b)
+	if v, ok := svc.Annotations[string(annotation.LoadBalancerBackend)]; ok {
+		return d.backends.HasAny(backendList(v)...)
 	}
 	return d.defaultChanged || d.backends.Has(d.defaultBackend)
+}
+
+// backendList reads the backend annotation's comma-separated list, as the
+// router does: names trimmed, empty ones dropped.
+func backendList(v string) []string {
+	var out []string
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// takeFull reports whether a reload asked for a full sync of the Service
+// since its last sync began, and takes the mark.
+func (c *Controller) takeFull(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	full := c.full[key]
+	delete(c.full, key)
+	return full
+}
+
+// ServiceSyncer is a cloud whose timers hand a Service's due work to the
+// controller serving it instead of writing the Service themselves (the
+// router's drain timer, router.Router.SetServiceSync).
+type ServiceSyncer interface {
+	SetServiceSync(sync func(*corev1.Service) bool)
+}
+
+// syncFull queues a Service the controller serves for a full sync (a
+// drain's end: its EnsureLoadBalancer retires the drained load balancer),
+// and reports whether it did.
+func (c *Controller) syncFull(svc *corev1.Service) bool {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(svc) {
+		return false
+	}
+	key := keyOf(svc)
+	c.mu.Lock()
+	c.full[key] = true
+	c.mu.Unlock()
+	c.queue.Add(key)
+	return true
 }

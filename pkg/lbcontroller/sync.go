@@ -122,7 +122,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		return false, err
 	}
 	same := unchanged(st, svc)
-	if same && !repair && !st.retry {
+	if full := c.takeFull(key); same && !repair && !st.retry && !full {
 		return c.retarget(ctx, key, svc, st, nodes, gen)
 	}
 	if same && st.drift != nil {
@@ -138,6 +138,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		c.event(svc, corev1.EventTypeNormal, reasonEnsuring, "Ensuring load balancer")
 	}
 	seen := sets.New(svc.ResourceVersion)
+	before := svc
 	prepared, err := c.prepare(ctx, svc)
 	if err != nil || prepared == nil {
 		return false, err
@@ -147,7 +148,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	seen.Insert(svc.ResourceVersion)
 	c.track(key, svc, seen)
 
-	ectx, served := router.DeferServedAnnotations(ctx)
+	ectx, served := router.DeferServedAnnotations(router.PreparedFrom(ctx, before))
 	ectx, changes := backends.WithChangeReport(ectx)
 	status, err := c.cloud.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
 	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
@@ -163,9 +164,10 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		return changed, err
 	}
 	statusChanged := !servicehelper.LoadBalancerStatusEqual(&svc.Status.LoadBalancer, status)
-	ann := served()
+	write := served()
+	ann := write.Changes(svc)
 	if statusChanged || len(ann) > 0 {
-		out, own, err := c.publish(ctx, svc, status, ann)
+		out, own, written, err := c.publish(ctx, svc, status, write)
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
@@ -179,7 +181,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 			// Edited while its load balancer was ensured: the version
 			// ensured is remembered, so the sync the edit queued (queued
 			// again here) sees the change and ensures it.
-			svc = withPublished(svc, status, ann)
+			svc = withPublished(svc, status, written)
 			defer c.queue.Add(key)
 		}
 	}
@@ -386,4 +388,5 @@ func (c *Controller) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.state, key)
+	delete(c.full, key)
 }

@@ -29,7 +29,7 @@ import (
 // makes the router write nothing before the backend's calls.
 func (r *Router) PrepareLoadBalancer(service *corev1.Service) map[string]*string {
 	targets, err := r.lbTargets(service)
-	add := r.notRecorded(service, targets)
+	add := r.unrecorded(service, targets)
 	if err != nil || len(add) == 0 {
 		return nil
 	}
@@ -43,43 +43,102 @@ func (rl *Reloadable) PrepareLoadBalancer(service *corev1.Service) map[string]*s
 	return rl.Current().PrepareLoadBalancer(service)
 }
 
+type preparedFromKey struct{}
+
+// PreparedFrom returns a context telling EnsureLoadBalancer that the
+// Service it is handed is before with PrepareLoadBalancer's annotations
+// written by the caller: what the sync adds (the LoadBalancerAdded events)
+// is decided from before, the Service as it was before this sync.
+func PreparedFrom(ctx context.Context, before *corev1.Service) context.Context {
+	return context.WithValue(ctx, preparedFromKey{}, before)
+}
+
+// preparedFrom is the Service as it was before the caller wrote
+// PrepareLoadBalancer's annotations (see PreparedFrom), else service.
+func (r *Router) preparedFrom(ctx context.Context, service *corev1.Service) *corev1.Service {
+	if before, ok := ctx.Value(preparedFromKey{}).(*corev1.Service); ok && before != nil && before.UID == service.UID {
+		return r.withClassDefaults(before)
+	}
+	return service
+}
+
 type servedDeferralKey struct{}
 
-// servedDeferral holds the served annotations' changes markServed left to
-// the caller.
+// servedDeferral holds the write markServed left to the caller.
 type servedDeferral struct {
-	mu      sync.Mutex
-	changes map[string]*string
+	mu    sync.Mutex
+	write *ServedWrite
+}
+
+// ServedWrite is the router's share of the write a controller makes after
+// EnsureLoadBalancer succeeded: the annotations naming the backends
+// serving the Service and their load balancers' IDs, the annotations the
+// backends write back, the draining record and external-dns's target as
+// the sync leaves them. It is a decision, not a copy: Changes computes it
+// from the Service as the controller is about to write it, so a write the
+// router made during the call (a drain started, a record changed) is
+// never undone by a copy older than it; after a conflict the controller
+// re-reads and asks again.
+type ServedWrite struct {
+	r       *Router
+	seen    *corev1.Service
+	targets []*backend
+	answers []ensured
+}
+
+// Changes returns the annotation changes (nil values remove one) that make
+// cur, the Service as the write will find it (its resourceVersion guards
+// the write), say what the sync decided.
+func (w *ServedWrite) Changes(cur *corev1.Service) map[string]*string {
+	if w == nil {
+		return nil
+	}
+	changes := w.r.servedChanges(w.seen, cur, w.targets, w.answers)
+	out := make(map[string]*string, len(changes))
+	for k, v := range changes {
+		out[string(k)] = v
+	}
+	return out
+}
+
+// Written tells the router that changes (from Changes) were written, so
+// that what it remembers of the Service (its draining record) follows
+// them.
+func (w *ServedWrite) Written(changes map[string]*string) {
+	if w == nil {
+		return
+	}
+	if v, ok := changes[string(annotation.LoadBalancerDraining)]; ok {
+		w.r.st.setDrains(w.seen.UID, parseDrainingValue(ptr.Deref(v, "")))
+	}
 }
 
 // DeferServedAnnotations returns a context under which EnsureLoadBalancer
 // does not write the annotations naming the serving backend and its load
-// balancer's ID, and a function returning the changes it would have
-// written (nil values remove an annotation), relative to the Service it
-// was given. A controller that patches the Service's status afterwards
-// sends them in that same request.
-func DeferServedAnnotations(ctx context.Context) (context.Context, func() map[string]*string) {
+// balancer's ID itself, and a function returning the write it left to the
+// caller (nil when none). A controller that patches the Service's status
+// afterwards sends ServedWrite.Changes of the Service it patches in that
+// same request, guarded by its resourceVersion, and calls Written once it
+// succeeded.
+func DeferServedAnnotations(ctx context.Context) (context.Context, func() *ServedWrite) {
 	d := &servedDeferral{}
-	return context.WithValue(ctx, servedDeferralKey{}, d), func() map[string]*string {
+	return context.WithValue(ctx, servedDeferralKey{}, d), func() *ServedWrite {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		return d.changes
+		return d.write
 	}
 }
 
-// deferServed keeps changes for DeferServedAnnotations' caller, if ctx
-// comes from it.
-func deferServed(ctx context.Context, changes map[annotation.Name]*string) bool {
+// deferServed leaves w to DeferServedAnnotations' caller, if ctx comes
+// from it.
+func deferServed(ctx context.Context, w *ServedWrite) bool {
 	d, ok := ctx.Value(servedDeferralKey{}).(*servedDeferral)
 	if !ok {
 		return false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.changes = make(map[string]*string, len(changes))
-	for k, v := range changes {
-		d.changes[string(k)] = v
-	}
+	d.write = w
 	return true
 }
 

@@ -59,7 +59,7 @@ func TestPreparedServiceCostsNoRouterWrites(t *testing.T) {
 	if !a.holds(svc) {
 		t.Error("a holds no load balancer")
 	}
-	got := served()
+	got := served().Changes(svc)
 	if by := got[string(annotation.LoadBalancerServedBy)]; by == nil || *by != "a" {
 		t.Errorf("deferred served-by = %v, want a (all: %v)", by, got)
 	}

@@ -27,7 +27,8 @@ import (
 // the status until the drain ends instead, listed after the serving ones,
 // and leaves DNS through external-dns's target annotation (see dns.go).
 // Then it is deleted, by whichever comes first: the next sync of the Service, or the
-// process's drain timer (drainTimer in drainqueue.go), which every process
+// process's drain timer (drainTimer in drainqueue.go; under a controller
+// that syncs Services itself it only queues the Service there), which every process
 // leading the controllers arms from the annotation as its informer lists
 // the Services, so a restart or a new leader neither cuts a drain short nor
 // forgets it. The draining backend stays in the write-ahead record until
@@ -363,7 +364,12 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 		case slices.Contains(targets, b):
 			continue // serving again; its next sync drops the entry
 		case !ok || b.lb == nil:
-			errs = append(errs, fmt.Errorf("draining backend %s is not configured", n))
+			_, err := r.mayHold(svc)
+			if err == nil {
+				err = fmt.Errorf("service %s/%s: draining backend %s is not configured", svc.Namespace, svc.Name, n)
+			}
+			r.recordServiceError(ctx, svc, err)
+			errs = append(errs, err)
 		case now.Before(end):
 			rest[n] = end
 		default:

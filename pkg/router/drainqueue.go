@@ -101,12 +101,21 @@ func (t *drainTimer) next(ctx context.Context) bool {
 	return true
 }
 
-// sync deletes the Service's load balancers whose drain ended, under its
-// lock, on the configuration in use; it returns when the next drain ends.
+// sync ends the Service's drains that are over. When a controller that
+// syncs Services itself serves this one (SetServiceSync), the timer only
+// queues it there for a full sync, whose EnsureLoadBalancer ends them
+// (retire) and whose one write publishes the result; a drain still running
+// then is re-armed by that sync. Otherwise (upstream's service controller,
+// which the router cannot queue a Service in) it deletes the load balancers
+// whose drain ended itself, under the Service's lock, on the configuration
+// in use, and returns when the next drain ends.
 func (t *drainTimer) sync(ctx context.Context, key types.NamespacedName) (time.Time, error) {
 	svc, err := t.services.Services(key.Namespace).Get(key.Name)
 	if err != nil {
 		return time.Time{}, ignoreNotFound(err)
+	}
+	if f := t.st.serviceSync.Load(); f != nil && (*f)(svc) {
+		return time.Time{}, nil
 	}
 	defer t.st.lock(svc.UID)()
 	if svc, err = t.services.Services(key.Namespace).Get(key.Name); err != nil {
@@ -115,4 +124,16 @@ func (t *drainTimer) sync(ctx context.Context, key types.NamespacedName) (time.T
 	r, done := t.st.current()
 	defer done()
 	return r.finishDrains(ctx, r.withClassDefaults(svc))
+}
+
+// SetServiceSync is for a controller that syncs Services itself
+// (pkg/lbcontroller): when a drain ends, the drain timer calls sync with
+// the Service, and, if it returns true (the controller serves the Service
+// and queued it for a full sync), leaves the drain's end to that sync
+// instead of deleting and writing itself. It lives for the process.
+func (r *Router) SetServiceSync(sync func(*corev1.Service) bool) { r.st.serviceSync.Store(&sync) }
+
+// SetServiceSync is the process's (see Router.SetServiceSync).
+func (rl *Reloadable) SetServiceSync(sync func(*corev1.Service) bool) {
+	rl.st.serviceSync.Store(&sync)
 }

@@ -138,20 +138,26 @@ func (r *Router) forget(uid types.UID) {
 	r.st.forget(uid)
 }
 
-// addToRecord records bs on the Service before a mutating call there. It
-// fails, so that nothing is created, if the record cannot be written.
+// addToRecord records bs on the Service before a mutating call there; a
+// backend of bs whose load balancer drains serves again: its drain entry
+// goes in the same write. It fails, so that nothing is created, if the
+// record cannot be written.
 func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*backend) error {
 	rec := r.written(svc)
-	var add []string
+	draining := r.drainingOf(svc)
+	var add, back []string
 	for _, b := range bs {
 		if !rec.has(b.Name) {
 			add = append(add, b.Name)
 		}
+		if _, ok := draining[b.Name]; ok {
+			back = append(back, b.Name)
+		}
 	}
-	if len(add) == 0 {
+	if len(add) == 0 && len(back) == 0 {
 		return nil
 	}
-	err := r.writeRecord(ctx, svc, false, func(rec lbRecord) lbRecord { return rec.with(add...) })
+	err := r.writeRecord(ctx, svc, false, func(rec lbRecord) lbRecord { return rec.with(add...) }, back...)
 	if err != nil {
 		return fmt.Errorf("service %s/%s: cannot record backends %v in annotation %s before creating their load balancers: %w",
 			svc.Namespace, svc.Name, add, annotation.LoadBalancerBackends, err)
@@ -177,9 +183,14 @@ func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names 
 // left empty also drops the annotations naming the serving backend and its
 // load balancer (see markServed). Without a client (a router never
 // initialised), only the memory is updated.
-func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(lbRecord) lbRecord) error {
+//
+// The drain entries of the backends named in serving go in the same write:
+// they serve the Service again.
+func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(lbRecord) lbRecord, serving ...string) error {
 	if r.client == nil {
-		r.remember(svc.UID, change(r.current(svc)))
+		next := change(r.current(svc))
+		r.remember(svc.UID, next)
+		r.st.setDrains(svc.UID, r.drainingOf(svc).keepOnly(next.names).without(serving...))
 		return nil
 	}
 	return r.patchAnnotations(ctx, svc, goneOK, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
@@ -194,18 +205,13 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 			setAnnotation(changes, cur, annotation.LoadBalancerID, "")
 			r.writtenBack(changes, nil, cur, nil, nil)
 		}
-		drains := parseDraining(cur)
-		for n := range drains {
-			if !next.has(n) {
-				delete(drains, n)
-			}
-		}
+		drains := parseDraining(cur).keepOnly(next.names).without(serving...)
 		setAnnotation(changes, cur, annotation.LoadBalancerDraining, drains.value())
 		r.dnsChanges(changes, cur, drains, "")
 		return changes, func() {
 			r.remember(svc.UID, next)
 			if mem, ok := r.st.drainsOf(svc.UID); ok {
-				r.st.setDrains(svc.UID, mem.keepOnly(next.names))
+				r.st.setDrains(svc.UID, mem.keepOnly(next.names).without(serving...))
 			}
 		}
 	})
@@ -220,7 +226,8 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []
 	if r.client == nil {
 		return nil
 	}
-	if deferServed(ctx, r.servedChanges(svc, svc, targets, answers)) {
+	w := &ServedWrite{r: r, seen: svc, targets: targets, answers: answers}
+	if deferServed(ctx, w) {
 		return nil
 	}
 	err := r.patchAnnotations(ctx, svc, true, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {

@@ -101,11 +101,12 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	if r.wasDeleted(service.UID) {
 		return nil, fmt.Errorf("service %s/%s: its load balancer was deleted with the Service; not creating it again", service.Namespace, service.Name)
 	}
-	added, had := r.notRecorded(service, targets), len(r.current(service).names) > 0
+	before := r.preparedFrom(ctx, service)
+	added, had := r.unrecorded(before, targets), len(r.current(before).names) > 0
 	if err := r.addToRecord(ctx, service, targets...); err != nil {
 		return nil, err
 	}
-	answers := r.ensureAll(ctx, clusterName, service, targets, nodes)
+	answers := r.ensureAll(ctx, clusterName, service, targets, nodes, drain)
 	if failed := slices.ContainsFunc(answers, func(a ensured) bool { return a.err != nil }); failed {
 		return nil, r.partialFailure(ctx, service, targets, answers)
 	}
@@ -137,12 +138,30 @@ func (r *Router) warnUser(ctx context.Context, service *corev1.Service, reason s
 	r.warn(ctx, serviceRef(service), reason, err.Error())
 }
 
-// notRecorded returns the targets the Service's record does not name yet.
-func (r *Router) notRecorded(service *corev1.Service, targets []*backend) []*backend {
+// unrecorded returns the targets the Service's record does not name yet.
+func (r *Router) unrecorded(service *corev1.Service, targets []*backend) []*backend {
 	rec := r.written(service)
 	var out []*backend
 	for _, b := range targets {
 		if !rec.has(b.Name) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// notRecorded returns the targets the Service's record does not name as
+// serving: not named yet, or named while their load balancer drains (a
+// target again, after a reload moved the default back to it). Recording
+// them (addToRecord) also ends such a drain, and that change of the
+// Service's annotations makes the service controller sync it and move it
+// back; without it the Service stayed where it was, and the drain entry
+// of its target was skipped for ever.
+func (r *Router) notRecorded(service *corev1.Service, targets []*backend) []*backend {
+	draining := r.drainingOf(service)
+	out := r.unrecorded(service, targets)
+	for _, b := range targets {
+		if _, ok := draining[b.Name]; ok && !slices.Contains(out, b) {
 			out = append(out, b)
 		}
 	}
@@ -304,8 +323,15 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 // evict removes the Service's load balancer from every backend that may
 // hold one except keep (nil: from all of them), and drops them from the
 // record. When no backend is kept, the Service's status is cleared of the
-// released addresses first.
+// released addresses first. A Service that no backend is recorded or
+// written as serving (no record, no load-balancer-served-by) was never
+// given a load balancer by the router: its address is someone else's (a
+// controller serving classless Services, such as MetalLB, whose address
+// may well lie in one of our pools), and nothing is asked or released.
 func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend) error {
+	if !r.recordOf(service).known && len(r.servingOf(service)) == 0 {
+		return nil
+	}
 	asked, err := r.mayHold(service, keep)
 	if err == nil {
 		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend) bool { return b == keep })

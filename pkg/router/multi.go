@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cloud-provider/api"
@@ -103,17 +104,22 @@ type ensured struct {
 // ensureAll ensures the load balancer in every target, concurrently, each
 // handed the nodes it can target, and returns each one's answer in the
 // targets' order.
-func (r *Router) ensureAll(ctx context.Context, clusterName string, service *corev1.Service, targets []*backend, nodes []*corev1.Node) []ensured {
+//
+// Each is handed the Service with the other serving backends' addresses
+// out of its status (see handedTo), and what each answered is remembered.
+func (r *Router) ensureAll(ctx context.Context, clusterName string, service *corev1.Service, targets []*backend, nodes []*corev1.Node, drain time.Duration) []ensured {
 	out := make([]ensured, len(targets))
 	var wg sync.WaitGroup
 	for i, b := range targets {
+		handed := r.handedTo(service, b, targets, drain)
 		wg.Go(func() {
 			idCtx, reportedID := backends.WithLoadBalancerIDReport(ctx)
-			status, err := b.ensureLoadBalancer(idCtx, clusterName, service, b.targetable(service, nodes))
+			status, err := b.ensureLoadBalancer(idCtx, clusterName, handed, b.targetable(handed, nodes))
 			out[i] = ensured{status: status, id: reportedID(), reported: backends.ReportedServiceAnnotations(idCtx), err: err}
 		})
 	}
 	wg.Wait()
+	r.rememberShown(service.UID, targets, out)
 	return out
 }
 

@@ -544,6 +544,7 @@ func (st *serviceStates) rerouted(old, cur *Router) []types.NamespacedName {
 	}
 	var out []types.NamespacedName
 	for _, svc := range svcs {
+		cur.warnUnreachable(svc, old)
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || targetName(old, svc) == targetName(cur, svc) {
 			continue
 		}
@@ -563,4 +564,23 @@ func targetName(r *Router, svc *corev1.Service) string {
 		return "!"
 	}
 	return strings.Join(namesInOrder(bs), ",")
+}
+
+// warnUnreachable puts a Warning UnknownLoadBalancerBackend on a Service
+// whose record names a backend old configured and r does not (a reload
+// removed it while it still holds, or drains, the Service's load
+// balancer): its load balancer there can no longer be reached, and a
+// drain there stays pending until the backend is added back (or the
+// record edited), which only the Service's events tell.
+func (r *Router) warnUnreachable(svc *corev1.Service, old *Router) {
+	for _, n := range parseRecord(svc).names {
+		if _, was := old.byName[n]; !was {
+			continue
+		}
+		if b, ok := r.byName[n]; !ok || b.lb == nil {
+			_, err := r.mayHold(svc)
+			r.recordServiceError(context.Background(), svc, err)
+			return
+		}
+	}
 }

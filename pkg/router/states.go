@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -52,10 +53,16 @@ type serviceStates struct {
 	// last wrote (see drain.go); the Service's annotation is the truth
 	// across restarts.
 	drains map[types.UID]drainRecord
+	// shown holds, per Service UID and backend, the addresses that
+	// backend's last answer gave the Service (see shown.go).
+	shown map[types.UID]map[string][]string
 	// drainTimer deletes drained load balancers when their drain ends,
 	// once the informers are set (see drainqueue.go); nil without them.
 	drainTimer atomic.Pointer[drainTimer]
-	drainOnce  sync.Once
+	// serviceSync, when set, queues a Service for a full sync by the
+	// controller serving it (see SetServiceSync).
+	serviceSync atomic.Pointer[func(*corev1.Service) bool]
+	drainOnce   sync.Once
 
 	// clusterName is the last cluster name the service controller passed.
 	clusterName atomic.Value
@@ -81,6 +88,7 @@ func newServiceStates() *serviceStates {
 		locks:    map[types.UID]*svcLock{},
 		goneAt:   map[types.UID]time.Time{},
 		drains:   map[types.UID]drainRecord{},
+		shown:    map[types.UID]map[string][]string{},
 	}
 }
 
@@ -184,6 +192,7 @@ func (st *serviceStates) forget(uid types.UID) {
 		}
 	}
 	delete(st.drains, uid)
+	delete(st.shown, uid)
 	if len(st.recorded[uid]) == 0 {
 		delete(st.recorded, uid)
 		delete(st.goneAt, uid)
@@ -219,5 +228,33 @@ func (st *serviceStates) setDrains(uid types.UID, d drainRecord) {
 func (st *serviceStates) size() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return len(st.recorded) + len(st.locks) + len(st.drains)
+	return len(st.recorded) + len(st.locks) + len(st.drains) + len(st.shown)
+}
+
+// shownOf returns, per backend, the addresses its last answer gave the
+// Service.
+func (st *serviceStates) shownOf(uid types.UID) (map[string][]string, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	m, ok := st.shown[uid]
+	if !ok {
+		return nil, false
+	}
+	out := make(map[string][]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out, true
+}
+
+// setShown remembers the addresses backend's answer gave the Service.
+func (st *serviceStates) setShown(uid types.UID, backend string, keys []string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	m, ok := st.shown[uid]
+	if !ok {
+		m = map[string][]string{}
+		st.shown[uid] = m
+	}
+	m[backend] = keys
 }

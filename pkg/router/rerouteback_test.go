@@ -1,0 +1,42 @@
+package router
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// TestReloadDefaultBackDuringDrain (issue 40, defect 5) drives upstream's
+// service controller over a Reloadable: a reload moves defaultBackend from
+// a to b (web moves, a drains for a minute), and a second reload moves it
+// back to a while a still drains. web is served by a again (its address
+// back in the status) and b drains in its turn. a, still in the record,
+// was not "new": the re-route wrote nothing, so upstream never synced web,
+// which stayed on b, and a's drain entry was skipped for ever.
+func TestReloadDefaultBackDuringDrain(t *testing.T) {
+	ca, cb := t.Name()+"/a", t.Name()+"/b"
+	a, b := heldCloudState(ca, "198.51.100.1"), heldCloudState(cb, "198.51.100.2")
+	a.reset()
+	b.reset()
+	bs := []heldBackend{{"a", ca, "198.51.100.1"}, {"b", cb, "198.51.100.2"}}
+	c := startReloadCluster(t, heldConfig(t, "defaultBackend: a, drainPeriod: 1m", bs...), newService("web"))
+	c.runServiceController(t)
+	eventually(t, "web on a", func() bool { return ingressIPs(c.service(t, "web")) == "198.51.100.1" })
+
+	c.apply(t, heldConfig(t, "defaultBackend: b, drainPeriod: 1m", bs...))
+	eventually(t, "web on b, a draining", func() bool {
+		s := c.service(t, "web")
+		return ingressIPs(s) == "198.51.100.2" && strings.HasPrefix(s.Annotations[string(annotation.LoadBalancerDraining)], "a=")
+	})
+
+	c.apply(t, heldConfig(t, "defaultBackend: a, drainPeriod: 1m", bs...))
+	eventually(t, "web on a again, b draining", func() bool {
+		s := c.service(t, "web")
+		return ingressIPs(s) == "198.51.100.1" && strings.HasPrefix(s.Annotations[string(annotation.LoadBalancerDraining)], "b=") &&
+			s.Annotations[string(annotation.LoadBalancerServedBy)] == "a"
+	})
+	if !a.has(c.service(t, "web")) || !b.has(c.service(t, "web")) {
+		t.Errorf("a holds %v, b holds %v; want both (b draining)", a.has(c.service(t, "web")), b.has(c.service(t, "web")))
+	}
+}

@@ -1,0 +1,72 @@
+package router
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// One Service, several load balancers, one status: the status lists the
+// addresses of every backend serving the Service and of those draining
+// while announced from the status (bare metal). A backend reads the status
+// as what it gave the Service (bare metal keeps, or replaces with a
+// LoadBalancerIPReplaced Warning, an address it finds there outside its
+// pools), so each backend is handed the Service with the addresses of the
+// other backends that keep serving it (targets, draining ones, and those
+// about to drain) taken out of its status. Which addresses are whose, the
+// router remembers from the backends' answers (serviceStates.shown); a new
+// process knows it from each Service's first sync on.
+
+// ingressKey identifies an address of a status.
+func ingressKey(in corev1.LoadBalancerIngress) string { return in.IP + "|" + in.Hostname }
+
+// handedTo returns the Service as backend b is handed it: with the
+// addresses remembered for the other backends that keep serving it (the
+// other targets, those draining, and, with a drain period, the recorded
+// ones that will drain) out of its status.
+func (r *Router) handedTo(svc *corev1.Service, b *backend, targets []*backend, drain time.Duration) *corev1.Service {
+	mem, ok := r.st.shownOf(svc.UID)
+	if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return svc
+	}
+	draining := r.drainingOf(svc)
+	rec := r.recordOf(svc)
+	others := map[string]bool{}
+	for name, addrs := range mem {
+		_, drains := draining[name]
+		keeps := slices.ContainsFunc(targets, func(t *backend) bool { return t.Name == name }) || drains || (drain > 0 && rec.has(name))
+		if name == b.Name || !keeps {
+			continue
+		}
+		for _, k := range addrs {
+			others[k] = true
+		}
+	}
+	for _, k := range mem[b.Name] {
+		delete(others, k) // an address both report stays
+	}
+	if len(others) == 0 {
+		return svc
+	}
+	out := svc.DeepCopy()
+	out.Status.LoadBalancer.Ingress = slices.DeleteFunc(out.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool {
+		return others[ingressKey(in)]
+	})
+	return out
+}
+
+// rememberShown keeps, per target, the addresses its answer gave.
+func (r *Router) rememberShown(uid types.UID, targets []*backend, answers []ensured) {
+	for i, a := range answers {
+		if a.err != nil || a.status == nil {
+			continue
+		}
+		keys := make([]string, 0, len(a.status.Ingress))
+		for _, in := range a.status.Ingress {
+			keys = append(keys, ingressKey(in))
+		}
+		r.st.setShown(uid, targets[i].Name, keys)
+	}
+}
