@@ -113,7 +113,7 @@ func (j *judge) run(ctx context.Context, name string, ops []Op, keep bool) (*Res
 // commands.
 func (j *judge) judge(seed uint64, steps int, ops []Op) {
 	t := j.t
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute+j.shrink)
 	defer cancel()
 	t.Logf("chaos: seed %d, %d steps (make chaos SEED=%d STEPS=%d)", seed, len(ops), seed, steps)
 	res, err := j.run(ctx, fmt.Sprintf("seed-%d", seed), ops, false)

@@ -150,6 +150,7 @@ func TestModelDrains(t *testing.T) {
 	gone := svc.DeepCopy()
 	gone.Status.LoadBalancer.Ingress = nil
 	w := &World{killed: map[*framework.CCM]bool{}}
+	clear(m.nodes) // the snapshot has no Nodes
 	v := w.safety(context.Background(), m, &snapshot{at: now.Add(time.Second), svcs: map[string]*corev1.Service{"s0": gone}})
 	if len(v) != 1 || v[0].Class != vDrain {
 		t.Fatalf("violations %v, want one %s", v, vDrain)

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -52,7 +53,9 @@ type drainExpect struct {
 }
 
 func newModel() *model {
-	return &model{cfg: InitialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}}
+	m := &model{cfg: InitialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}}
+	maps.Copy(m.nodes, baseNodes)
+	return m
 }
 
 // snapshot is one look at the cluster and the clouds.

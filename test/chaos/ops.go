@@ -151,8 +151,10 @@ func (o Op) String() string {
 		s = fmt.Sprintf("%s %s: status %s", o.Kind, o.Name, o.Addr)
 	case NodeJoin:
 		s = fmt.Sprintf("%s %s (%s, providerID %v)", o.Kind, o.Name, o.Cloud, o.Flag)
-	case NodeExclude, NodeReady, AWSOutage:
+	case NodeExclude, NodeReady:
 		s = fmt.Sprintf("%s %s %v", o.Kind, o.Name, o.Flag)
+	case AWSOutage:
+		s = fmt.Sprintf("%s %v", o.Kind, o.Flag)
 	case NodeAddress:
 		s = fmt.Sprintf("%s %s %s", o.Kind, o.Name, o.Addr)
 	case Reload:
@@ -170,8 +172,11 @@ var (
 	serviceNames  = []string{"s0", "s1", "s2", "s3", "s4", "s5"}
 	strangerNames = []string{"other-0", "other-1"}
 	metalNodes    = []string{"bm-1", "bm-2", "bm-3", "bm-4"}
-	drains        = []string{"", "0s", "3s", "6s"}
-	configDrains  = []string{"0s", "3s", "6s"}
+	// baseNodes join before the first step and are never touched: every
+	// cloud always has a Node to target.
+	baseNodes    = map[string]string{"bm-1": "metal", "aws-0": "aws", "vs-0": "vsphere"}
+	drains       = []string{"", "0s", "3s", "6s"}
+	configDrains = []string{"0s", "3s", "6s"}
 	// requestedIPs lie in metal's pool, big or small.
 	requestedIPs = []string{"192.0.2.20", "192.0.2.21", "192.0.2.22"}
 	// strangerIPs lie in metal's pool (both sizes), beyond what it hands
@@ -213,6 +218,9 @@ func Generate(seed uint64, steps int) []Op {
 		for _, n := range cloudNodes[cloud] {
 			g.nodes[n] = &nodeState{cloud: cloud}
 		}
+	}
+	for n := range baseNodes {
+		delete(g.nodes, n)
 	}
 	ops := make([]Op, 0, steps)
 	for len(ops) < steps {

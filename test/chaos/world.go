@@ -106,6 +106,11 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 			leaderElection...),
 		ReadyTimeout: 90 * time.Second,
 	}
+	for name, cloud := range baseNodes {
+		if err = w.join(ctx, Op{Kind: NodeJoin, Name: name, Cloud: cloud, Flag: true}); err != nil {
+			return w, fmt.Errorf("node %s: %w", name, err)
+		}
+	}
 	for range 2 {
 		if err = w.startReplica(ctx); err != nil {
 			return w, err
