@@ -199,17 +199,23 @@ type nodeState struct {
 // generator draws a sequence; it tracks what it created so that most
 // steps act on something that exists.
 type generator struct {
-	rnd       *Rand
-	shapes    map[string]*Shape
-	strangers map[string]bool
-	nodes     map[string]*nodeState
-	cfg       Config
-	outage    int // steps left before the outage ends (0: none)
+	rnd    *Rand
+	shapes map[string]*Shape
+	// prevRouting is each Service's routing before its last move, and
+	// prevCfg the configuration before the last reload: moving back (a
+	// drain cancelled, a default moved back) is drawn often, for that is
+	// where the features meet.
+	prevRouting map[string][2]string
+	prevCfg     *Config
+	strangers   map[string]bool
+	nodes       map[string]*nodeState
+	cfg         Config
+	outage      int // steps left before the outage ends (0: none)
 }
 
 // Generate draws steps operations from seed.
 func Generate(seed uint64, steps int) []Op {
-	g := &generator{rnd: NewRand(seed), shapes: map[string]*Shape{}, strangers: map[string]bool{},
+	g := &generator{rnd: NewRand(seed), shapes: map[string]*Shape{}, prevRouting: map[string][2]string{}, strangers: map[string]bool{},
 		nodes: map[string]*nodeState{}, cfg: InitialConfig()}
 	for _, n := range metalNodes {
 		g.nodes[n] = &nodeState{cloud: "metal"}
@@ -280,7 +286,7 @@ func (g *generator) service() (Op, bool) {
 		g.shapes[name] = &s
 		return Op{Kind: SvcRecreate, Name: name, Shape: &s}, true
 	}
-	s := g.edit(*cur)
+	s := g.edit(name, *cur)
 	g.shapes[name] = &s
 	return Op{Kind: SvcApply, Name: name, Shape: &s}, true
 }
@@ -318,11 +324,17 @@ func (g *generator) maybeIPs(s *Shape) {
 // edit changes one thing of the shape: its routing (a move, with or
 // without a drain), its ports, its drain, its requested address, or its
 // type (LoadBalancer to ClusterIP and back).
-func (g *generator) edit(s Shape) Shape {
+func (g *generator) edit(name string, s Shape) Shape {
 	s.Ports = slices.Clone(s.Ports)
 	switch g.rnd.IntN(10) {
 	case 0, 1, 2, 3:
-		s.Backends, s.Class = g.routing()
+		prev, moved := g.prevRouting[name]
+		g.prevRouting[name] = [2]string{s.Backends, s.Class}
+		if moved && g.rnd.IntN(3) == 0 {
+			s.Backends, s.Class = prev[0], prev[1]
+		} else {
+			s.Backends, s.Class = g.routing()
+		}
 		g.maybeIPs(&s)
 	case 4, 5:
 		if len(s.Ports) == 1 {
@@ -346,7 +358,11 @@ func (g *generator) edit(s Shape) Shape {
 
 func (g *generator) stranger() (Op, bool) {
 	if g.cfg.Default != "" {
-		return Op{}, false
+		// Strangers live where no default is set: unset it first.
+		c := g.cfg
+		c.Default = ""
+		g.setConfig(c)
+		return Op{Kind: Reload, Config: &c}, true
 	}
 	i := g.rnd.IntN(len(strangerNames))
 	name := strangerNames[i]
@@ -397,6 +413,11 @@ func (g *generator) node() (Op, bool) {
 // reload changes one thing of the configuration.
 func (g *generator) reload() Op {
 	c := g.cfg
+	if g.prevCfg != nil && g.rnd.IntN(3) == 0 {
+		c = *g.prevCfg
+		g.setConfig(c)
+		return Op{Kind: Reload, Config: &c}
+	}
 	switch g.rnd.IntN(5) {
 	case 0:
 		c.Metal2 = !c.Metal2
@@ -416,8 +437,14 @@ func (g *generator) reload() Op {
 	default:
 		c.Metal2Small = !c.Metal2Small
 	}
-	g.cfg = c
+	g.setConfig(c)
 	return Op{Kind: Reload, Config: &c}
+}
+
+// setConfig makes c the configuration, remembering the one before.
+func (g *generator) setConfig(c Config) {
+	prev := g.cfg
+	g.prevCfg, g.cfg = &prev, c
 }
 
 func pick[T any](r *Rand, xs []T) T { return xs[r.IntN(len(xs))] }
