@@ -21,12 +21,12 @@ export GOFLAGS := -buildvcs=false -trimpath
 GOLANGCI_LINT_VERSION := v2.15.0
 LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 
-# Everything but the end-to-end suites, which need the built binaries and
-# run under make e2e.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
+# Everything but the end-to-end suites and the chaos judge, which need the
+# built binaries and run under make e2e and make chaos-slice.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/test/chaos')
 FUZZTIME ?= 10s
 
-.PHONY: image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet upstream-aws promrules control-plane tools clean openstack-up openstack-down metallb gobgp
+.PHONY: chaos chaos-slice image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet upstream-aws promrules control-plane tools clean openstack-up openstack-down metallb gobgp
 
 all: build
 
@@ -59,7 +59,7 @@ kubelet: control-plane image
 ## upstream-aws last: its cold build (upstream's dependency tree) measured
 ## 7 min wall (8 min CPU) on a loaded 2-core machine with the module cache
 ## warm, 10 min with the modules downloaded.
-test: vet openstack-up unit fuzz e2e upstream-aws promrules
+test: vet openstack-up unit fuzz e2e chaos-slice upstream-aws promrules
 
 vet:
 	$(GO) vet ./...
@@ -110,6 +110,22 @@ openstack-test: openstack-up
 
 e2e: build control-plane helm image kubelet metallb gobgp
 	$(WITH_OS_ENV) $(GO) test -count=1 -timeout 40m ./test/e2e/...
+
+# chaos: the chaos judge (test/chaos, docs/testing.md): seeded random
+# operations on Services, Nodes, live reloads and the clouds, with faults
+# (leader killed, AWS throttling or down), against the built binary (two
+# replicas under leader election); invariants checked after every step and
+# at quiescence; a violation shrunk to the fewest steps that still fail and
+# written as a replay file. SEED (default fresh), STEPS (40), DURATION
+# (fresh seeds for that long; default one sequence), REPLAY (a replay
+# file), SHRINK (the shrinker's budget, 20m), SETTLE (90s).
+chaos: build control-plane
+	SEED=$(SEED) STEPS=$(STEPS) DURATION=$(DURATION) REPLAY=$(REPLAY) SHRINK=$(SHRINK) SETTLE=$(SETTLE) bash hack/chaos.sh
+
+# chaos-slice: the judge's part of make test: two fixed seeds and one
+# fresh one (printed), 25 steps each, about 4 minutes on 2 cores.
+chaos-slice: build control-plane
+	SLICE=1 bash hack/chaos.sh
 
 bench: build control-plane metallb
 	$(WITH_OS_ENV) bash hack/bench.sh

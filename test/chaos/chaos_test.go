@@ -1,0 +1,216 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+// Environment variables hack/chaos.sh passes from make chaos's variables.
+const (
+	envRun    = "CHAOS_RUN"      // set: TestChaos runs (else it skips)
+	envSeed   = "CHAOS_SEED"     // the first seed (default: a fresh one)
+	envSteps  = "CHAOS_STEPS"    // steps per sequence (default 40)
+	envDur    = "CHAOS_DURATION" // keep drawing new seeds this long (default: one sequence)
+	envReplay = "CHAOS_REPLAY"   // a replay file to run instead
+	envShrink = "CHAOS_SHRINK"   // the shrinker's budget (default 20m; 0 shrinks nothing)
+	envOut    = "CHAOS_OUT"      // where runs and replay files go (default _output/chaos)
+	envSettle = "CHAOS_SETTLE"   // bound on convergence at quiescence (default 90s)
+)
+
+// sliceSeeds are the fixed seeds of the slice make test runs (with one
+// fresh seed).
+var sliceSeeds = []uint64{1, 2}
+
+// sliceSteps is each slice sequence's length.
+const sliceSteps = 25
+
+// TestChaos is make chaos: one sequence (SEED, STEPS), a replay file
+// (REPLAY), or fresh sequences for DURATION; a violation is shrunk and
+// printed as a replay command.
+func TestChaos(t *testing.T) {
+	if os.Getenv(envRun) == "" {
+		t.Skipf("make chaos runs this (%s=1)", envRun)
+	}
+	j := newJudge(t)
+	if path := os.Getenv(envReplay); path != "" {
+		r, err := ReadReplay(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("replaying %s: %d steps (seed %d)\n%s", path, len(r.Ops), r.Seed, Describe(r.Ops))
+		j.judge(r.Seed, r.Steps, r.Ops)
+		return
+	}
+	seed := envUint(t, envSeed, freshSeed())
+	steps := int(envUint(t, envSteps, 40))
+	duration := envDuration(t, envDur, 0)
+	start := time.Now()
+	for runs := 0; ; runs++ {
+		j.judge(seed, steps, Generate(seed, steps))
+		if t.Failed() || time.Since(start)+j.lastElapsed > duration {
+			t.Logf("%d sequences of %d steps in %s, last seed %d", runs+1, steps, time.Since(start).Round(time.Second), seed)
+			return
+		}
+		seed++
+	}
+}
+
+// TestChaosSlice is the part of the judge make test runs: the fixed seeds
+// and one fresh seed, printed, each a short sequence; a violation prints
+// the replay command (make chaos shrinks it).
+func TestChaosSlice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the chaos slice runs the built binary")
+	}
+	seeds := append(slices.Clone(sliceSeeds), freshSeed())
+	t.Logf("chaos slice: seeds %v (the last one fresh), %d steps each", seeds, sliceSteps)
+	j := newJudge(t)
+	j.shrink = 0
+	for _, seed := range seeds {
+		j.judge(seed, sliceSteps, Generate(seed, sliceSteps))
+	}
+}
+
+// judge runs sequences for one test and reports what they find.
+type judge struct {
+	t           *testing.T
+	out         string
+	shrink      time.Duration
+	settle      time.Duration
+	lastElapsed time.Duration
+}
+
+func newJudge(t *testing.T) *judge {
+	out := os.Getenv(envOut)
+	if out == "" {
+		root, err := framework.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = filepath.Join(root, "_output", "chaos")
+	}
+	return &judge{t: t, out: out, shrink: envDuration(t, envShrink, 20*time.Minute), settle: envDuration(t, envSettle, 90*time.Second)}
+}
+
+func (j *judge) run(ctx context.Context, name string, ops []Op, keep bool) (*Result, error) {
+	return Run(ctx, ops, RunOptions{Dir: RunDir(j.out, name), Keep: keep, Settle: j.settle, Logf: j.t.Logf})
+}
+
+// judge runs ops (drawn from seed, or replayed), and on a violation
+// shrinks it, writes the replay file and fails the test with the replay
+// commands.
+func (j *judge) judge(seed uint64, steps int, ops []Op) {
+	t := j.t
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute+j.shrink)
+	defer cancel()
+	t.Logf("chaos: seed %d, %d steps (make chaos SEED=%d STEPS=%d)", seed, len(ops), seed, steps)
+	res, err := j.run(ctx, fmt.Sprintf("seed-%d", seed), ops, false)
+	if errors.Is(err, ErrMissingBinaries) {
+		framework.MissingBinaries(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.lastElapsed = res.Elapsed
+	t.Logf("seed %d: %d steps in %s (%s): %s", seed, res.Step, res.Elapsed.Round(time.Second), counts(res.Counts), verdict(res))
+	if !res.Failed() {
+		return
+	}
+	t.Errorf("seed %d broke invariants after %d of %d steps (found in %s); logs kept in %s:\n%s\nreplay: make chaos SEED=%d STEPS=%d",
+		seed, res.Step, len(ops), res.Found.Round(time.Second), res.Dir, describeViolations(res.Violations), seed, steps)
+	if j.shrink <= 0 {
+		return
+	}
+	shrunk, best := j.shrinkOps(ctx, seed, ops[:res.Step], res)
+	if best == nil {
+		best = res
+	}
+	path := filepath.Join(j.out, fmt.Sprintf("replay-seed-%d-%d-steps.json", seed, len(shrunk)))
+	if err := WriteReplay(path, Replay{Seed: seed, Steps: steps, Violations: best.Violations, Ops: shrunk}); err != nil {
+		t.Error(err)
+	}
+	t.Errorf("seed %d shrunk from %d to %d steps, which still break %v (logs in %s):\n%s%s\nreplay: make chaos REPLAY=%s",
+		seed, len(ops), len(shrunk), best.Classes(), best.Dir, Describe(shrunk), describeViolations(best.Violations), path)
+}
+
+// shrinkOps shrinks a failing sequence within the judge's budget; ops
+// already ends with the step that first failed.
+func (j *judge) shrinkOps(ctx context.Context, seed uint64, ops []Op, res *Result) ([]Op, *Result) {
+	s := &Shrinker{
+		Classes: res.Classes(),
+		Budget:  j.shrink,
+		Logf:    j.t.Logf,
+		Try: func(ctx context.Context, cand []Op, trial int) (*Result, error) {
+			return j.run(ctx, fmt.Sprintf("seed-%d-shrink-%d", seed, trial), cand, false)
+		},
+	}
+	ctx, cancel := context.WithTimeout(ctx, j.shrink+5*time.Minute)
+	defer cancel()
+	return s.Shrink(ctx, ops)
+}
+
+func describeViolations(vs []Violation) string {
+	var b strings.Builder
+	for _, v := range vs {
+		fmt.Fprintf(&b, "  - %s\n", v)
+	}
+	return b.String()
+}
+
+func verdict(r *Result) string {
+	if r.Failed() {
+		return fmt.Sprintf("VIOLATED %v", r.Classes())
+	}
+	return "no violation"
+}
+
+func counts(c map[Kind]int) string {
+	var parts []string
+	for k, n := range c {
+		parts = append(parts, fmt.Sprintf("%s %d", k, n))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+func freshSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) % 1_000_000_000
+}
+
+func envUint(t *testing.T, name string, def uint64) uint64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want a whole number", name, v)
+	}
+	return n
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: want a duration such as 10m", name, v)
+	}
+	return d
+}

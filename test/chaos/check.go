@@ -1,0 +1,336 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+// Violation is one broken invariant: its class (what kind of rule) and
+// what was seen.
+type Violation struct {
+	Class string `json:"class"`
+	What  string `json:"what"`
+}
+
+func (v Violation) String() string { return v.Class + ": " + v.What }
+
+// The invariants' classes.
+const (
+	vDouble   = "address-held-twice"
+	vNode     = "node-deleted-with-instance"
+	vStranger = "stranger-touched"
+	vDrain    = "drain-cut-short"
+	vCrash    = "replica-crashed"
+	vLeak     = "load-balancer-nobody-wants"
+	vConverge = "not-converged"
+	vWarning  = "warning-missing"
+	vMetric   = "metric-disagrees"
+	vPanic    = "panic-in-log"
+)
+
+func violation(class, format string, args ...any) Violation {
+	return Violation{Class: class, What: fmt.Sprintf(format, args...)}
+}
+
+// safety checks what must hold at every moment: no address held by two
+// Services, no Node deleted while its instance exists, strangers' status
+// untouched, no drain cut short, no replica crashed.
+func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
+	var out []Violation
+	if err := w.replicasAlive(ctx); err != nil {
+		out = append(out, violation(vCrash, "%v", err))
+	}
+	out = append(out, doubles(s)...)
+	for name, cloud := range m.nodes {
+		if s.nodes[name] == nil && w.instanceExists(cloud, name) {
+			out = append(out, violation(vNode, "Node %s (%s) is gone, its instance still exists", name, cloud))
+			delete(m.nodes, name)
+		}
+	}
+	for name, st := range m.strangers {
+		svc := s.svcs[name]
+		if !st.protected || svc == nil || svc.DeletionTimestamp != nil {
+			continue
+		}
+		if got := ingress(svc); !slices.Equal(got, []string{st.addr}) {
+			out = append(out, violation(vStranger, "%s: another controller's status %s (no defaultBackend, no annotation, no class) became %v", name, st.addr, got))
+			st.protected = false
+		}
+	}
+	m.drains = slices.DeleteFunc(m.drains, func(e drainExpect) bool {
+		svc := s.svcs[e.svc]
+		switch {
+		case svc == nil || svc.UID != e.uid || svc.DeletionTimestamp != nil || !s.at.Before(e.notBefore):
+			return true
+		case !s.holds(m.cfg, e.svc, e.backend):
+			out = append(out, violation(vDrain, "%s: its load balancer in %s is gone %s before the end of the drain the move of step %d began (status %v, annotations %v)",
+				e.svc, e.backend, e.notBefore.Add(drainSlack).Sub(s.at).Round(100_000_000), e.step+1, ingress(svc), routerAnnotations(svc)))
+			return true
+		}
+		return false
+	})
+	return out
+}
+
+// doubles reports addresses shown by two Services.
+func doubles(s *snapshot) []Violation {
+	holders := map[string][]string{}
+	for name, svc := range s.svcs {
+		for _, a := range ips(svc) {
+			holders[a.String()] = append(holders[a.String()], name)
+		}
+	}
+	var out []Violation
+	for a, names := range holders {
+		if len(names) > 1 {
+			sort.Strings(names)
+			out = append(out, violation(vDouble, "%s is in the status of %v", a, names))
+		}
+	}
+	return out
+}
+
+func ingress(svc *corev1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		out = append(out, in.IP+in.Hostname)
+	}
+	return out
+}
+
+// routerAnnotations are the annotations the router writes, for messages.
+func routerAnnotations(svc *corev1.Service) map[string]string {
+	out := map[string]string{}
+	for k, v := range svc.Annotations {
+		if strings.HasPrefix(k, "multicloud-ccm.io/") || strings.HasPrefix(k, "external-dns") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// settled checks what must hold once the judge stopped and every drain
+// ended: every Service as its shape and the configuration say, in every
+// backend it names and nowhere else; strangers untouched; the metric
+// agreeing with the statuses.
+func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation {
+	var out []Violation
+	for name, shape := range m.svcs {
+		if svc := s.svcs[name]; svc != nil {
+			out = append(out, w.serviceSettled(ctx, m.cfg, name, shape, svc, s)...)
+		}
+	}
+	for name, lbs := range s.nlbs {
+		if _, ours := m.svcs[name]; ours {
+			continue
+		}
+		if st := m.strangers[name]; st != nil && !st.protected && s.svcs[name] != nil {
+			continue // adopted by a default since: not judged
+		}
+		out = append(out, violation(vLeak, "%d NLBs tagged for %s, which no live Service wants", len(lbs), name))
+	}
+	for name, st := range m.strangers {
+		if svc := s.svcs[name]; st.protected && svc != nil && svc.Annotations[annRecord] != "" {
+			out = append(out, violation(vStranger, "%s: another controller's Service got our record %q", name, svc.Annotations[annRecord]))
+		}
+	}
+	return append(out, w.metricSettled(ctx, m.cfg, s)...)
+}
+
+// serviceSettled checks one of the judge's Services.
+func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, shape Shape, svc *corev1.Service, s *snapshot) []Violation {
+	record := splitList(svc.Annotations[annRecord])
+	for _, b := range record {
+		if !cfg.configured(b) {
+			return w.unknownBackend(ctx, name, b)
+		}
+	}
+	if svc.DeletionTimestamp != nil {
+		return []Violation{violation(vConverge, "%s is still being deleted (record %v, finalizers %v)", name, record, svc.Finalizers)}
+	}
+	want, known := cfg.wanted(shape)
+	if !known || requestedElsewhere(name, shape, want, s) {
+		return nil
+	}
+	var out []Violation
+	addrs := ingress(svc)
+	used := make([]bool, len(addrs))
+	for _, b := range want {
+		n := 0
+		for i, a := range addrs {
+			if w.gaveIt(cfg, b, a, s.nlbs[name]) {
+				used[i] = true
+				n++
+				if shape.IPs != "" && isMetal(b) && a != shape.IPs {
+					out = append(out, violation(vConverge, "%s: requested %s, holds %s", name, shape.IPs, a))
+				}
+			}
+		}
+		if n != 1 {
+			out = append(out, violation(vConverge, "%s (%s) wants %v: %d addresses from %s in its status %v (record %v)", name, shape, want, n, b, addrs, record))
+		}
+	}
+	for i, a := range addrs {
+		if !used[i] {
+			out = append(out, w.extra(cfg, name, shape, want, a))
+		}
+	}
+	nlbs := len(s.nlbs[name])
+	if wantNLB := slices.Contains(want, "aws"); (nlbs != 1 && wantNLB) || (nlbs != 0 && !wantNLB) {
+		out = append(out, violation(vLeak, "%s (%s) wants %v: %d NLBs", name, shape, want, nlbs))
+	}
+	if !sameSet(record, want) {
+		out = append(out, violation(vConverge, "%s (%s) wants %v: record %v", name, shape, want, record))
+	}
+	if v := svc.Annotations[annDraining] + svc.Annotations[annDNSMark]; v != "" {
+		out = append(out, violation(vConverge, "%s: draining %q, DNS target mark %q after every drain ended", name, svc.Annotations[annDraining], svc.Annotations[annDNSMark]))
+	}
+	if len(want) > 0 && !framework.HasFinalizer(svc, lbFinalizer) {
+		out = append(out, violation(vConverge, "%s wants %v and has no cleanup finalizer", name, want))
+	}
+	return out
+}
+
+// requestedElsewhere: the Service requests an address another Service
+// shows: it cannot have it, and the judge does not judge it.
+func requestedElsewhere(name string, shape Shape, want []string, s *snapshot) bool {
+	if shape.IPs == "" || !slices.Equal(want, []string{"metal"}) {
+		return false
+	}
+	for other, svc := range s.svcs {
+		if other != name && slices.Contains(ingress(svc), shape.IPs) {
+			return true
+		}
+	}
+	return false
+}
+
+// gaveIt reports whether backend b gave the status entry a: an address of
+// its pool, or an NLB's name.
+func (w *World) gaveIt(cfg Config, b, a string, nlbs []awsfake.LoadBalancerView) bool {
+	if b == "aws" {
+		return slices.ContainsFunc(nlbs, func(lb awsfake.LoadBalancerView) bool { return lb.DNSName == a })
+	}
+	ip, err := netip.ParseAddr(a)
+	return err == nil && cfg.metalPool(b).Contains(ip)
+}
+
+// extra classes a status entry no wanted backend gave: an address of a
+// pool (or an NLB) the Service does not want any more is a leak, anything
+// else (an address outside every pool) is not converged.
+func (w *World) extra(cfg Config, name string, shape Shape, want []string, a string) Violation {
+	ip, err := netip.ParseAddr(a)
+	switch {
+	case err != nil:
+		return violation(vLeak, "%s (%s) wants %v, its status still shows %s", name, shape, want, a)
+	case metalBig.Contains(ip) && slices.Contains(want, "metal"), metal2Big.Contains(ip) && slices.Contains(want, "metal2"):
+		return violation(vConverge, "%s (%s) wants %v: %s is outside its backend's pool (%s)", name, shape, want, a, cfg)
+	case metalBig.Contains(ip) || metal2Big.Contains(ip) || reserved.Contains(ip):
+		return violation(vLeak, "%s (%s) wants %v, its status still shows %s", name, shape, want, a)
+	}
+	return violation(vConverge, "%s (%s) wants %v, its status shows %s", name, shape, want, a)
+}
+
+// unknownBackend: the Service's record names a backend the configuration
+// lost; docs/routing.md promises a Warning UnknownLoadBalancerBackend.
+func (w *World) unknownBackend(ctx context.Context, name, b string) []Violation {
+	evs, err := framework.Events(ctx, w.c, "Service", serviceNS, name)
+	if err != nil || framework.FindEvent(evs, corev1.EventTypeWarning, reasonUnknown) == nil {
+		return []Violation{violation(vWarning, "%s's record names %s, no longer configured, and it has no Warning %s (events:\n%s)", name, b, reasonUnknown, framework.DescribeEvents(evs))}
+	}
+	return nil
+}
+
+// metricSettled compares the leader's addresses_in_use with the statuses.
+func (w *World) metricSettled(ctx context.Context, cfg Config, s *snapshot) []Violation {
+	l := w.leader()
+	if l == nil {
+		return []Violation{violation(vConverge, "no replica leads")}
+	}
+	var out []Violation
+	pools := map[string]string{"metal": "public"}
+	if cfg.Metal2 {
+		pools["metal2"] = "edge"
+	}
+	for b, pool := range pools {
+		shown := map[netip.Addr]bool{}
+		for _, svc := range s.svcs {
+			for _, a := range ips(svc) {
+				if cfg.metalPool(b).Contains(a) {
+					shown[a] = true
+				}
+			}
+		}
+		name := fmt.Sprintf(`multicloud_ccm_baremetal_addresses_in_use_total{backend=%q,family="IPv4",pool=%q}`, b, pool)
+		got, err := metric(ctx, l, name)
+		if err != nil {
+			out = append(out, violation(vConverge, "%v", err))
+		} else if got != len(shown) {
+			out = append(out, violation(vMetric, "%s = %d on the leader %s, the statuses show %d", name, got, l.Name(), len(shown)))
+		}
+	}
+	return out
+}
+
+// metric reads one sample (0 when absent) from the CCM's /metrics.
+func metric(ctx context.Context, c *framework.CCM, name string) (int, error) {
+	code, body, err := c.Get(ctx, "/metrics")
+	if err != nil || code != 200 {
+		return 0, fmt.Errorf("%s /metrics: %d %v", c.Name(), code, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return int(f), err
+		}
+	}
+	return 0, nil
+}
+
+// panicLine matches what a Go panic, a recovered one (client-go's
+// HandleCrash) or a fatal runtime error writes.
+var panicLine = regexp.MustCompile(`^panic: |Observed a panic|^fatal error: |^goroutine \d+ \[running\]`)
+
+// panics scans every CCM log for a panic.
+func (w *World) panics() []Violation {
+	var out []Violation
+	for _, path := range w.logs() {
+		data, err := os.ReadFile(path) //nolint:gosec // The run's own logs.
+		if err != nil {
+			continue
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if panicLine.MatchString(line) {
+				out = append(out, violation(vPanic, "%s:%d: %s", path, i+1, line))
+				break
+			}
+		}
+	}
+	return out
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,158 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+)
+
+// TestGenerateIsSeeded: a seed draws the same sequence every time, and
+// another seed another one; the sequence survives a replay file.
+func TestGenerateIsSeeded(t *testing.T) {
+	a, b := Generate(7, 60), Generate(7, 60)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 7 drew two sequences:\n%s\n%s", Describe(a), Describe(b))
+	}
+	if reflect.DeepEqual(a, Generate(8, 60)) {
+		t.Fatal("seeds 7 and 8 drew the same sequence")
+	}
+	data, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []Op
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, back) {
+		t.Fatal("a sequence changed through JSON")
+	}
+}
+
+// TestGenerateCoversEveryKind: a few hundred steps draw every kind of
+// operation, and every routing of a Service the judge knows.
+func TestGenerateCoversEveryKind(t *testing.T) {
+	kinds := map[Kind]bool{}
+	routings := map[string]bool{}
+	for seed := range uint64(5) {
+		for _, op := range Generate(seed, 200) {
+			kinds[op.Kind] = true
+			if op.Shape != nil {
+				routings[op.Shape.Backends+"|"+op.Shape.Class] = true
+			}
+		}
+	}
+	for _, k := range []Kind{SvcApply, SvcDelete, SvcRecreate, StrangerApply, NodeJoin, NodeLeave, NodeExclude, NodeAddress,
+		NodeReady, NodeTerminate, Reload, KillLeader, AWSThrottle, AWSOutage} {
+		if !kinds[k] {
+			t.Errorf("no %s in 1,000 steps", k)
+		}
+	}
+	for _, r := range []string{"metal|", "aws|", "|", "metal,metal2|", "metal,aws|", "|" + classBoth, "|" + classMetal} {
+		if !routings[r] {
+			t.Errorf("no Service routed %q in 1,000 steps", r)
+		}
+	}
+}
+
+// TestWanted: where a shape is served under a configuration.
+func TestWanted(t *testing.T) {
+	noMetal2 := Config{Default: "aws", Drain: "0s"}
+	for _, tc := range []struct {
+		shape Shape
+		cfg   Config
+		want  []string
+		known bool
+	}{
+		{Shape{Type: serviceTypeLB}, InitialConfig(), []string{"metal"}, true},
+		{Shape{Type: serviceTypeLB}, Config{}, nil, true},
+		{Shape{Type: serviceTypeCIP, Backends: "aws"}, InitialConfig(), nil, true},
+		{Shape{Type: serviceTypeLB, Backends: "metal,metal2"}, InitialConfig(), []string{"metal", "metal2"}, true},
+		{Shape{Type: serviceTypeLB, Backends: "metal,metal2"}, noMetal2, []string{"metal", "metal2"}, false},
+		{Shape{Type: serviceTypeLB, Class: classBoth, Backends: "metal2"}, noMetal2, []string{"aws", "metal"}, true},
+	} {
+		got, known := tc.cfg.wanted(tc.shape)
+		if !slices.Equal(got, tc.want) || known != tc.known {
+			t.Errorf("%s under %s: %v %v, want %v %v", tc.shape, tc.cfg, got, known, tc.want, tc.known)
+		}
+	}
+}
+
+// TestShrinkFindsTheFailingPair: a sequence fails when two given steps
+// are both in it; ddmin brings 40 steps down to those two.
+func TestShrinkFindsTheFailingPair(t *testing.T) {
+	ops := Generate(3, 40)
+	x, y := ops[11], ops[29]
+	s := &Shrinker{
+		Classes: []string{vLeak},
+		Budget:  time.Minute,
+		Logf:    t.Logf,
+		Try: func(_ context.Context, cand []Op, _ int) (*Result, error) {
+			r := &Result{}
+			if slices.ContainsFunc(cand, func(o Op) bool { return reflect.DeepEqual(o, x) }) &&
+				slices.ContainsFunc(cand, func(o Op) bool { return reflect.DeepEqual(o, y) }) {
+				r.Violations = []Violation{{Class: vLeak, What: "x and y"}}
+			}
+			return r, nil
+		},
+	}
+	got, best := s.Shrink(context.Background(), ops)
+	if len(got) != 2 || !reflect.DeepEqual(got[0], x) || !reflect.DeepEqual(got[1], y) || best == nil {
+		t.Fatalf("shrunk to %d steps:\n%s", len(got), Describe(got))
+	}
+}
+
+// TestModelDrains: a move off a backend holding the Service's load
+// balancer, with a drain period, is expected to keep it that long; moving
+// back cancels it; a move through ClusterIP (a class change) starts none;
+// a shorter period set before the router acted lowers the expectation.
+func TestModelDrains(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s0", UID: "u1"}}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.3"}}
+	now := time.Now()
+	snap := &snapshot{at: now, svcs: map[string]*corev1.Service{"s0": svc}}
+	onMetal := Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{80}, Drain: "6s"}
+	onAWS := onMetal
+	onAWS.Backends = "aws"
+	m := newModel()
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &onMetal}, snap, 0)
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &onAWS}, snap, 1)
+	if len(m.drains) != 1 || m.drains[0].backend != "metal" || !m.drains[0].notBefore.Equal(now.Add(5*time.Second)) {
+		t.Fatalf("after metal to aws with 6s: %+v", m.drains)
+	}
+	shorter := onAWS
+	shorter.Drain = "0s"
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &shorter}, snap, 2)
+	if len(m.drains) != 1 || m.drains[0].notBefore.After(now) {
+		t.Fatalf("after the drain annotation went to 0s: %+v", m.drains)
+	}
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &onMetal}, snap, 3)
+	if len(m.drains) != 0 {
+		t.Fatalf("after moving back to metal: %+v", m.drains)
+	}
+	classed := onAWS
+	classed.Backends, classed.Class = "", classBoth
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &classed}, snap, 4)
+	if len(m.drains) != 0 {
+		t.Fatalf("after a class change (through ClusterIP): %+v", m.drains)
+	}
+	// The safety check: the address gone before the end is a violation.
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &onMetal}, snap, 5)
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &onAWS}, snap, 6)
+	gone := svc.DeepCopy()
+	gone.Status.LoadBalancer.Ingress = nil
+	w := &World{killed: map[*framework.CCM]bool{}}
+	clear(m.nodes) // the snapshot has no Nodes
+	v := w.safety(context.Background(), m, &snapshot{at: now.Add(time.Second), svcs: map[string]*corev1.Service{"s0": gone}})
+	if len(v) != 1 || v[0].Class != vDrain {
+		t.Fatalf("violations %v, want one %s", v, vDrain)
+	}
+}

@@ -1,0 +1,450 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind is what an operation does.
+type Kind string
+
+// The operations the generator draws.
+const (
+	// SvcApply creates the Service Name with Shape, or changes it to Shape.
+	SvcApply Kind = "svc-apply"
+	// SvcDelete deletes the Service.
+	SvcDelete Kind = "svc-delete"
+	// SvcRecreate removes the cleanup finalizer by hand, deletes the
+	// Service and creates it again at once with Shape.
+	SvcRecreate Kind = "svc-recreate"
+	// StrangerApply creates a classless Service with no annotation whose
+	// status another controller (the judge, as MetalLB would) writes: the
+	// address Addr, inside our bare-metal pool.
+	StrangerApply Kind = "stranger-apply"
+	// NodeJoin registers the Node Name of Cloud (with its providerID when
+	// Flag, else the CCM must find it).
+	NodeJoin Kind = "node-join"
+	// NodeLeave deletes the Node, as a drained and removed node is.
+	NodeLeave Kind = "node-leave"
+	// NodeExclude sets (Flag) or removes the exclusion label.
+	NodeExclude Kind = "node-exclude"
+	// NodeAddress changes the Node's InternalIP to Addr.
+	NodeAddress Kind = "node-address"
+	// NodeReady sets the Node's Ready condition to Flag (a kubelet down is
+	// false: the lifecycle controller then asks whether its instance exists).
+	NodeReady Kind = "node-ready"
+	// NodeTerminate terminates the Node's instance behind its back (the AWS
+	// instance or the vSphere VM) and marks the Node NotReady.
+	NodeTerminate Kind = "node-terminate"
+	// Reload writes Config as the live cloud-config.
+	Reload Kind = "reload"
+	// KillLeader kills the leading replica with SIGKILL and starts a new
+	// replica in its place.
+	KillLeader Kind = "kill-leader"
+	// AWSThrottle makes the next N AWS calls fail with a throttling error.
+	AWSThrottle Kind = "aws-throttle"
+	// AWSOutage makes every AWS call answer 503 (Flag) or ends that.
+	AWSOutage Kind = "aws-outage"
+)
+
+// Routing annotation and label names the judge sets or reads.
+const (
+	annBackend     = "multicloud-ccm.io/load-balancer-backend"
+	annRecord      = "multicloud-ccm.io/load-balancer-backends"
+	annDrain       = "multicloud-ccm.io/load-balancer-drain"
+	annDraining    = "multicloud-ccm.io/load-balancer-draining"
+	annDNSMark     = "multicloud-ccm.io/load-balancer-dns-target"
+	annIPs         = "multicloud-ccm.io/load-balancer-ips"
+	labelExclude   = "node.kubernetes.io/exclude-from-external-load-balancers"
+	lbFinalizer    = "service.kubernetes.io/load-balancer-cleanup"
+	classMetal     = "chaos.multicloud-ccm.io/metal"
+	classBoth      = "chaos.multicloud-ccm.io/aws-metal"
+	reasonUnknown  = "UnknownLoadBalancerBackend"
+	serviceNS      = "chaos"
+	serviceTypeLB  = "LoadBalancer"
+	serviceTypeCIP = "ClusterIP"
+)
+
+// Shape is everything the judge sets on one of its Services.
+type Shape struct {
+	// Type is LoadBalancer or ClusterIP.
+	Type string `json:"type"`
+	// Backends is the load-balancer-backend annotation ("" for none).
+	Backends string `json:"backends,omitempty"`
+	// Class is spec.loadBalancerClass ("" for none).
+	Class string `json:"class,omitempty"`
+	// Ports are the TCP ports.
+	Ports []int32 `json:"ports"`
+	// Drain is the load-balancer-drain annotation ("" for none).
+	Drain string `json:"drain,omitempty"`
+	// IPs is the load-balancer-ips annotation ("" for none).
+	IPs string `json:"ips,omitempty"`
+}
+
+func (s Shape) String() string {
+	parts := []string{s.Type}
+	if s.Class != "" {
+		parts = append(parts, "class="+strings.TrimPrefix(s.Class, "chaos.multicloud-ccm.io/"))
+	}
+	if s.Backends != "" {
+		parts = append(parts, "backend="+s.Backends)
+	}
+	parts = append(parts, fmt.Sprintf("ports=%v", s.Ports))
+	if s.Drain != "" {
+		parts = append(parts, "drain="+s.Drain)
+	}
+	if s.IPs != "" {
+		parts = append(parts, "ips="+s.IPs)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Config is the part of the cloud-config the judge changes.
+type Config struct {
+	// Metal2 configures the second bare-metal backend.
+	Metal2 bool `json:"metal2"`
+	// Default is loadBalancer.defaultBackend ("" for none).
+	Default string `json:"default,omitempty"`
+	// Drain is loadBalancer.drainPeriod.
+	Drain string `json:"drain"`
+	// MetalSmall and Metal2Small shrink each backend's pool to its upper
+	// half.
+	MetalSmall  bool `json:"metalSmall,omitempty"`
+	Metal2Small bool `json:"metal2Small,omitempty"`
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("metal2=%v default=%q drainPeriod=%s metalPool=%s metal2Pool=%s",
+		c.Metal2, c.Default, c.Drain, poolWord(c.MetalSmall), poolWord(c.Metal2Small))
+}
+
+func poolWord(small bool) string {
+	if small {
+		return "small"
+	}
+	return "big"
+}
+
+// Op is one step of a sequence.
+type Op struct {
+	Kind   Kind    `json:"kind"`
+	Name   string  `json:"name,omitempty"`
+	Shape  *Shape  `json:"shape,omitempty"`
+	Config *Config `json:"config,omitempty"`
+	// Cloud is a Node's cloud: metal, aws or vsphere.
+	Cloud string `json:"cloud,omitempty"`
+	Flag  bool   `json:"flag,omitempty"`
+	Addr  string `json:"addr,omitempty"`
+	N     int    `json:"n,omitempty"`
+	// Gap is how long the judge lets the system run after the step.
+	Gap time.Duration `json:"gap"`
+}
+
+func (o Op) String() string {
+	var s string
+	switch o.Kind {
+	case SvcApply, SvcRecreate:
+		s = fmt.Sprintf("%s %s: %s", o.Kind, o.Name, o.Shape)
+	case StrangerApply:
+		s = fmt.Sprintf("%s %s: status %s", o.Kind, o.Name, o.Addr)
+	case NodeJoin:
+		s = fmt.Sprintf("%s %s (%s, providerID %v)", o.Kind, o.Name, o.Cloud, o.Flag)
+	case NodeExclude, NodeReady:
+		s = fmt.Sprintf("%s %s %v", o.Kind, o.Name, o.Flag)
+	case AWSOutage:
+		s = fmt.Sprintf("%s %v", o.Kind, o.Flag)
+	case NodeAddress:
+		s = fmt.Sprintf("%s %s %s", o.Kind, o.Name, o.Addr)
+	case Reload:
+		s = fmt.Sprintf("%s: %s", o.Kind, o.Config)
+	case AWSThrottle:
+		s = fmt.Sprintf("%s %d calls", o.Kind, o.N)
+	default:
+		s = strings.TrimSpace(fmt.Sprintf("%s %s", o.Kind, o.Name))
+	}
+	return s + fmt.Sprintf(" (+%s)", o.Gap)
+}
+
+// The world's fixed parts the generator draws from.
+var (
+	serviceNames  = []string{"s0", "s1", "s2", "s3", "s4", "s5"}
+	strangerNames = []string{"other-0", "other-1"}
+	metalNodes    = []string{"bm-1", "bm-2", "bm-3", "bm-4"}
+	// baseNodes join before the first step and are never touched: every
+	// cloud always has a Node to target.
+	baseNodes    = map[string]string{"bm-1": "metal", "aws-0": "aws", "vs-0": "vsphere"}
+	drains       = []string{"", "0s", "3s", "6s"}
+	configDrains = []string{"0s", "3s", "6s"}
+	// requestedIPs lie in metal's pool, big or small.
+	requestedIPs = []string{"192.0.2.20", "192.0.2.21", "192.0.2.22"}
+	// strangerIPs lie in metal's pool (both sizes), beyond what it hands
+	// out before the requested ones.
+	strangerIPs = []string{"192.0.2.30", "192.0.2.31"}
+)
+
+// InitialConfig is the configuration every run starts with.
+func InitialConfig() Config { return Config{Metal2: true, Default: "metal", Drain: "3s"} }
+
+// nodeState is what the generator knows of one Node.
+type nodeState struct {
+	cloud      string
+	present    bool
+	terminated bool
+	excluded   bool
+	ready      bool
+}
+
+// generator draws a sequence; it tracks what it created so that most
+// steps act on something that exists.
+type generator struct {
+	rnd    *Rand
+	shapes map[string]*Shape
+	// prevRouting is each Service's routing before its last move, and
+	// prevCfg the configuration before the last reload: moving back (a
+	// drain cancelled, a default moved back) is drawn often, for that is
+	// where the features meet.
+	prevRouting map[string][2]string
+	prevCfg     *Config
+	strangers   map[string]bool
+	nodes       map[string]*nodeState
+	cfg         Config
+	outage      int // steps left before the outage ends (0: none)
+}
+
+// Generate draws steps operations from seed.
+func Generate(seed uint64, steps int) []Op {
+	g := &generator{rnd: NewRand(seed), shapes: map[string]*Shape{}, prevRouting: map[string][2]string{}, strangers: map[string]bool{},
+		nodes: map[string]*nodeState{}, cfg: InitialConfig()}
+	for _, n := range metalNodes {
+		g.nodes[n] = &nodeState{cloud: "metal"}
+	}
+	for _, cloud := range []string{"aws", "vsphere"} {
+		for _, n := range cloudNodes[cloud] {
+			g.nodes[n] = &nodeState{cloud: cloud}
+		}
+	}
+	for n := range baseNodes {
+		delete(g.nodes, n)
+	}
+	ops := make([]Op, 0, steps)
+	for len(ops) < steps {
+		op, ok := g.next()
+		if !ok {
+			continue
+		}
+		op.Gap = time.Duration(100+g.rnd.IntN(1400)) * time.Millisecond
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+func (g *generator) next() (Op, bool) {
+	if g.outage > 0 {
+		g.outage--
+		if g.outage == 0 {
+			return Op{Kind: AWSOutage, Flag: false}, true
+		}
+	}
+	switch p := g.rnd.IntN(100); {
+	case p < 58:
+		return g.service()
+	case p < 62:
+		return g.stranger()
+	case p < 78:
+		return g.node()
+	case p < 90:
+		return g.reload(), true
+	case p < 94:
+		return Op{Kind: KillLeader}, true
+	case p < 97:
+		return Op{Kind: AWSThrottle, N: 10 + g.rnd.IntN(30)}, true
+	default:
+		if g.outage > 0 {
+			return Op{}, false
+		}
+		g.outage = 2 + g.rnd.IntN(3)
+		return Op{Kind: AWSOutage, Flag: true}, true
+	}
+}
+
+func (g *generator) service() (Op, bool) {
+	name := pick(g.rnd, serviceNames)
+	cur := g.shapes[name]
+	if cur == nil {
+		s := g.newShape()
+		g.shapes[name] = &s
+		return Op{Kind: SvcApply, Name: name, Shape: &s}, true
+	}
+	switch p := g.rnd.IntN(100); {
+	case p < 12:
+		delete(g.shapes, name)
+		return Op{Kind: SvcDelete, Name: name}, true
+	case p < 20:
+		s := g.newShape()
+		g.shapes[name] = &s
+		return Op{Kind: SvcRecreate, Name: name, Shape: &s}, true
+	}
+	s := g.edit(name, *cur)
+	g.shapes[name] = &s
+	return Op{Kind: SvcApply, Name: name, Shape: &s}, true
+}
+
+// routings are the ways a Service is routed: an annotation, a class or
+// the default ("").
+func (g *generator) routing() (backends, class string) {
+	choices := []string{"metal", "aws", "metal,aws", "", "class:" + classMetal, "class:" + classBoth}
+	if g.cfg.Metal2 {
+		choices = append(choices, "metal2", "metal,metal2", "metal2,aws")
+	}
+	c := pick(g.rnd, choices)
+	if cl, ok := strings.CutPrefix(c, "class:"); ok {
+		return "", cl
+	}
+	return c, ""
+}
+
+func (g *generator) newShape() Shape {
+	s := Shape{Type: serviceTypeLB, Ports: []int32{80}, Drain: pick(g.rnd, drains)}
+	s.Backends, s.Class = g.routing()
+	g.maybeIPs(&s)
+	return s
+}
+
+// maybeIPs requests an address for a Service served by metal alone (the
+// only backend asked that can honour it), sometimes.
+func (g *generator) maybeIPs(s *Shape) {
+	s.IPs = ""
+	if s.Backends == "metal" && s.Class == "" && g.rnd.IntN(3) == 0 {
+		s.IPs = pick(g.rnd, requestedIPs)
+	}
+}
+
+// edit changes one thing of the shape: its routing (a move, with or
+// without a drain), its ports, its drain, its requested address, or its
+// type (LoadBalancer to ClusterIP and back).
+func (g *generator) edit(name string, s Shape) Shape {
+	s.Ports = slices.Clone(s.Ports)
+	switch g.rnd.IntN(10) {
+	case 0, 1, 2, 3:
+		prev, moved := g.prevRouting[name]
+		g.prevRouting[name] = [2]string{s.Backends, s.Class}
+		if moved && g.rnd.IntN(3) == 0 {
+			s.Backends, s.Class = prev[0], prev[1]
+		} else {
+			s.Backends, s.Class = g.routing()
+		}
+		g.maybeIPs(&s)
+	case 4, 5:
+		if len(s.Ports) == 1 {
+			s.Ports = append(s.Ports, 443)
+		} else {
+			s.Ports = s.Ports[:1]
+		}
+	case 6:
+		s.Drain = pick(g.rnd, drains)
+	case 7:
+		g.maybeIPs(&s)
+	default:
+		if s.Type == serviceTypeLB {
+			s.Type = serviceTypeCIP
+		} else {
+			s.Type = serviceTypeLB
+		}
+	}
+	return s
+}
+
+func (g *generator) stranger() (Op, bool) {
+	if g.cfg.Default != "" {
+		// Strangers live where no default is set: unset it first.
+		c := g.cfg
+		c.Default = ""
+		g.setConfig(c)
+		return Op{Kind: Reload, Config: &c}, true
+	}
+	i := g.rnd.IntN(len(strangerNames))
+	name := strangerNames[i]
+	if g.strangers[name] {
+		delete(g.strangers, name)
+		return Op{Kind: SvcDelete, Name: name}, true
+	}
+	g.strangers[name] = true
+	return Op{Kind: StrangerApply, Name: name, Addr: strangerIPs[i]}, true
+}
+
+func (g *generator) node() (Op, bool) {
+	names := make([]string, 0, len(g.nodes))
+	for n := range g.nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	name := pick(g.rnd, names)
+	n := g.nodes[name]
+	switch {
+	case n.terminated:
+		return Op{}, false
+	case !n.present:
+		n.present, n.ready, n.excluded = true, true, false
+		// Bare-metal Nodes may join without a providerID (the CCM finds
+		// them in the inventory); the others carry theirs.
+		withID := n.cloud != "metal" || g.rnd.IntN(2) == 0
+		return Op{Kind: NodeJoin, Name: name, Cloud: n.cloud, Flag: withID}, true
+	}
+	switch p := g.rnd.IntN(100); {
+	case p < 25:
+		n.present = false
+		return Op{Kind: NodeLeave, Name: name, Cloud: n.cloud}, true
+	case p < 45:
+		n.excluded = !n.excluded
+		return Op{Kind: NodeExclude, Name: name, Cloud: n.cloud, Flag: n.excluded}, true
+	case p < 65:
+		return Op{Kind: NodeAddress, Name: name, Cloud: n.cloud, Addr: fmt.Sprintf("10.1.%d.%d", g.rnd.IntN(4), 10+g.rnd.IntN(200))}, true
+	case p < 88 || n.cloud == "metal":
+		n.ready = !n.ready
+		return Op{Kind: NodeReady, Name: name, Cloud: n.cloud, Flag: n.ready}, true
+	default:
+		n.terminated = true
+		return Op{Kind: NodeTerminate, Name: name, Cloud: n.cloud}, true
+	}
+}
+
+// reload changes one thing of the configuration.
+func (g *generator) reload() Op {
+	c := g.cfg
+	if g.prevCfg != nil && g.rnd.IntN(3) == 0 {
+		c = *g.prevCfg
+		g.setConfig(c)
+		return Op{Kind: Reload, Config: &c}
+	}
+	switch g.rnd.IntN(5) {
+	case 0:
+		c.Metal2 = !c.Metal2
+		if !c.Metal2 && c.Default == "metal2" {
+			c.Default = "metal"
+		}
+	case 1:
+		choices := []string{"metal", "aws", ""}
+		if c.Metal2 {
+			choices = append(choices, "metal2")
+		}
+		c.Default = pick(g.rnd, choices)
+	case 2:
+		c.Drain = pick(g.rnd, configDrains)
+	case 3:
+		c.MetalSmall = !c.MetalSmall
+	default:
+		c.Metal2Small = !c.Metal2Small
+	}
+	g.setConfig(c)
+	return Op{Kind: Reload, Config: &c}
+}
+
+// setConfig makes c the configuration, remembering the one before.
+func (g *generator) setConfig(c Config) {
+	prev := g.cfg
+	g.prevCfg, g.cfg = &prev, c
+}
+
+func pick[T any](r *Rand, xs []T) T { return xs[r.IntN(len(xs))] }

@@ -1,0 +1,282 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RunOptions configures one run of a sequence.
+type RunOptions struct {
+	// Dir is the run's folder (logs, certificates, cloud-config); it is
+	// removed after a run with no violation unless Keep.
+	Dir  string
+	Keep bool
+	// Settle bounds the wait for every Service to converge at quiescence.
+	Settle time.Duration
+	// Logf prints progress.
+	Logf func(string, ...any)
+}
+
+// Result is what one run found.
+type Result struct {
+	// Violations are the broken invariants; empty when the run passed.
+	Violations []Violation
+	// Step is the number of steps applied when the first violation was
+	// seen (len of the sequence: at quiescence).
+	Step int
+	// Elapsed is the run's wall time, Found the time from its start to the
+	// first violation.
+	Elapsed, Found time.Duration
+	// Dir holds the logs (kept when Violations is not empty).
+	Dir string
+	// Counts are the operations applied, by kind.
+	Counts map[Kind]int
+}
+
+// Failed reports whether the run broke an invariant.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Classes are the distinct classes of the violations.
+func (r *Result) Classes() []string {
+	var out []string
+	for _, v := range r.Violations {
+		if !slices.Contains(out, v.Class) {
+			out = append(out, v.Class)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ErrMissingBinaries is wrapped by Run's error when the binaries are not
+// built.
+var ErrMissingBinaries = errors.New("binaries missing")
+
+// Run runs ops in a new world and judges it: the safety invariants after
+// every step, everything at quiescence. An error means the judge could not
+// run (the world did not start), not that the CCM is wrong.
+func Run(ctx context.Context, ops []Op, opts RunOptions) (*Result, error) {
+	if opts.Settle == 0 {
+		opts.Settle = 90 * time.Second
+	}
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	w, err := startWorld(ctx, opts.Dir, opts.Logf)
+	var mb *missingBinaries
+	if errors.As(err, &mb) {
+		return nil, fmt.Errorf("%w: %w", ErrMissingBinaries, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start the world: %w", err)
+	}
+	opts.Logf("world up in %s (%s)", time.Since(start).Round(time.Millisecond), opts.Dir)
+	res := &Result{Dir: opts.Dir, Step: len(ops), Counts: map[Kind]int{}}
+	m := newModel()
+	res.Violations, res.Step = w.steps(ctx, m, ops, res.Counts)
+	if len(res.Violations) == 0 {
+		res.Violations = w.quiesce(ctx, m, opts)
+	}
+	res.Found = time.Since(start)
+	res.Violations = append(res.Violations, w.panics()...)
+	w.stop()
+	res.Elapsed = time.Since(start)
+	if !res.Failed() && !opts.Keep {
+		_ = os.RemoveAll(opts.Dir)
+	}
+	return res, nil
+}
+
+// steps applies ops one by one, each followed by its gap and the safety
+// checks; it stops at the first violation.
+func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]int) ([]Violation, int) {
+	for i, op := range ops {
+		before, err := w.snapshot(ctx)
+		if err != nil {
+			return []Violation{violation(vCrash, "the API server: %v", err)}, i
+		}
+		m.record(op, before, i)
+		w.logf("step %d/%d: %s", i+1, len(ops), op)
+		if err := w.apply(ctx, op); err != nil {
+			w.logf("  step %d did not apply: %v", i+1, err)
+		}
+		counts[op.Kind]++
+		select {
+		case <-ctx.Done():
+			return []Violation{violation(vCrash, "the run's deadline passed")}, i
+		case <-time.After(op.Gap):
+		}
+		after, err := w.snapshot(ctx)
+		if err != nil {
+			return []Violation{violation(vCrash, "the API server: %v", err)}, i + 1
+		}
+		if v := w.safety(ctx, m, after); len(v) > 0 {
+			return v, i + 1
+		}
+	}
+	return nil, len(ops)
+}
+
+// quiesce ends every fault, then polls until every Service has converged
+// (the safety checks still running), or opts.Settle passes.
+func (w *World) quiesce(ctx context.Context, m *model, opts RunOptions) []Violation {
+	w.fake.SetOutage(false)
+	w.fake.Throttle(0)
+	start := time.Now()
+	var last []Violation
+	for {
+		s, err := w.snapshot(ctx)
+		if err != nil {
+			return []Violation{violation(vCrash, "the API server: %v", err)}
+		}
+		if v := w.safety(ctx, m, s); len(v) > 0 {
+			return v
+		}
+		last = w.settled(ctx, m, s)
+		if len(last) == 0 {
+			opts.Logf("converged %s after the last step", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if time.Since(start) > opts.Settle {
+			return last
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Replay is a sequence written to a file, to be run again.
+type Replay struct {
+	Seed  uint64 `json:"seed"`
+	Steps int    `json:"steps"`
+	// Violations are what the sequence broke when it was written.
+	Violations []Violation `json:"violations"`
+	Ops        []Op        `json:"ops"`
+}
+
+// WriteReplay writes r to path as JSON.
+func WriteReplay(path string, r Replay) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// ReadReplay reads a file WriteReplay wrote.
+func ReadReplay(path string) (Replay, error) {
+	var r Replay
+	data, err := os.ReadFile(path) //nolint:gosec // The operator names the replay file.
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(data, &r)
+}
+
+// Describe renders ops one per line, numbered.
+func Describe(ops []Op) string {
+	var b strings.Builder
+	for i, op := range ops {
+		fmt.Fprintf(&b, "  %2d. %s\n", i+1, op)
+	}
+	return b.String()
+}
+
+// Shrinker reduces a failing sequence by delta debugging (Zeller's ddmin):
+// it keeps removing chunks of steps while what remains still breaks an
+// invariant of the same class, until no single step can go, or the budget
+// is spent (the smallest failing sequence found so far is kept).
+type Shrinker struct {
+	// Try runs a candidate; it fails when a violation of one of Classes is
+	// found.
+	Try     func(ctx context.Context, ops []Op, trial int) (*Result, error)
+	Classes []string
+	Budget  time.Duration
+	Logf    func(string, ...any)
+}
+
+// Shrink returns the smallest failing sequence found and its result (nil
+// when no candidate failed: ops itself is returned).
+func (s *Shrinker) Shrink(ctx context.Context, ops []Op) ([]Op, *Result) {
+	deadline := time.Now().Add(s.Budget)
+	var best *Result
+	trial := 0
+	fails := func(cand []Op) bool {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		trial++
+		r, err := s.Try(ctx, cand, trial)
+		if err != nil {
+			s.Logf("shrink trial %d (%d steps): %v", trial, len(cand), err)
+			return false
+		}
+		same := slices.ContainsFunc(r.Classes(), func(c string) bool { return slices.Contains(s.Classes, c) })
+		s.Logf("shrink trial %d: %d steps: %v", trial, len(cand), r.Classes())
+		if same {
+			best = r
+		}
+		return same
+	}
+	cur := ops
+	n := 2
+	for len(cur) >= 2 && time.Now().Before(deadline) {
+		chunks := split(cur, n)
+		reduced := false
+		for i := range chunks {
+			if n > 2 && fails(chunks[i]) { // with two chunks, a chunk is the other's complement
+				cur, n, reduced = chunks[i], 2, true
+				break
+			}
+			comp := complement(chunks, i)
+			if fails(comp) {
+				cur, n, reduced = comp, max(n-1, 2), true
+				break
+			}
+		}
+		if !reduced {
+			if n >= len(cur) {
+				break
+			}
+			n = min(2*n, len(cur))
+		}
+	}
+	return cur, best
+}
+
+func split(ops []Op, n int) [][]Op {
+	var out [][]Op
+	for i := range n {
+		lo, hi := i*len(ops)/n, (i+1)*len(ops)/n
+		if hi > lo {
+			out = append(out, ops[lo:hi])
+		}
+	}
+	return out
+}
+
+func complement(chunks [][]Op, skip int) []Op {
+	var out []Op
+	for i, c := range chunks {
+		if i != skip {
+			out = append(out, c...)
+		}
+	}
+	return out
+}
+
+// RunDir is a fresh folder for a run under base.
+func RunDir(base, name string) string {
+	return filepath.Join(base, fmt.Sprintf("%s-%s", name, time.Now().UTC().Format("150405.000")))
+}

@@ -1,0 +1,245 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/sims/vcsim"
+)
+
+// leaseName is the replicas' leader-election lock (kube-system).
+const leaseName = "mccm-chaos"
+
+// leaderElection are the replicas' leader-election flags: a lease short
+// enough for a failover within seconds, a renew deadline loose enough for
+// a loaded 2-core machine.
+var leaderElection = []string{
+	"--leader-elect=true", "--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s",
+	"--leader-elect-retry-period=1s", "--leader-elect-resource-name=" + leaseName,
+}
+
+// World is one run's cluster and clouds: a control plane, the AWS fake,
+// a vCenter simulator, the cloud-config file and two CCM replicas.
+type World struct {
+	Dir string
+	cp  *framework.ControlPlane
+	c   kubernetes.Interface
+
+	fake   *awsfake.Server
+	awsRun *awsfake.Running
+	seeded awsfake.Seeded
+	sim    *vcsim.Simulator
+	vs     vcsim.Backend
+	// awsNodes and vsNodes map the Nodes' names (aws-0, vs-0, ...) to
+	// their instances.
+	awsNodes map[string]awsfake.Instance
+	vsNodes  map[string]vcsim.VM
+
+	cfgPath string
+	opts    framework.CCMOptions
+	// replicas are the CCM processes meant to run; gone are those killed
+	// (kept for their logs).
+	replicas, gone []*framework.CCM
+	killed         map[*framework.CCM]bool
+	seq            int
+	logf           func(string, ...any)
+}
+
+// startWorld starts everything and waits until one replica leads.
+func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *World, err error) {
+	bins, err := framework.FindBinaries()
+	if err == nil {
+		err = bins.Check(bins.All())
+	}
+	if err != nil {
+		return nil, &missingBinaries{err}
+	}
+	w = &World{Dir: dir, logf: logf, killed: map[*framework.CCM]bool{}}
+	defer func() {
+		if err != nil {
+			w.stop()
+		}
+	}()
+	if w.cp, err = framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Binaries: bins, Dir: filepath.Join(dir, "control-plane")}); err != nil {
+		return w, err
+	}
+	w.c = w.cp.Client
+	if _, err = w.c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: serviceNS}}, metav1.CreateOptions{}); err != nil {
+		return w, fmt.Errorf("namespace: %w", err)
+	}
+	w.fake = awsfake.New(region)
+	w.seeded = w.fake.Seed(awsfake.SeedSpec{ClusterID: clusterID, Instances: 2})
+	w.fake.SetAccessKeys(accessKey)
+	if w.awsRun, err = w.fake.Start("127.0.0.1:0"); err != nil {
+		return w, err
+	}
+	if w.sim, err = vcsim.Start(ctx, vcsim.Options{VMs: 2}); err != nil {
+		return w, fmt.Errorf("vcsim: %w", err)
+	}
+	w.vs = vcsim.NewBackend("onprem", w.sim)
+	w.awsNodes, w.vsNodes = map[string]awsfake.Instance{}, map[string]vcsim.VM{}
+	for i, name := range cloudNodes["aws"] {
+		w.awsNodes[name] = w.seeded.Instances[i]
+	}
+	for i, name := range cloudNodes["vsphere"] {
+		w.vsNodes[name] = w.sim.VMs[i]
+	}
+	w.cfgPath = filepath.Join(dir, "cloud-config.yaml")
+	if err = w.writeConfig(InitialConfig()); err != nil {
+		return w, err
+	}
+	w.opts = framework.CCMOptions{
+		Env: append(w.vs.Env(), "CHAOS_AWS_ACCESS_KEY_ID="+accessKey, "CHAOS_AWS_SECRET_ACCESS_KEY=secret"),
+		ExtraArgs: append([]string{"--cloud-config=" + w.cfgPath, "--cloud-config-reload-period=500ms"},
+			leaderElection...),
+		ReadyTimeout: 90 * time.Second,
+	}
+	for name, cloud := range baseNodes {
+		if err = w.join(ctx, Op{Kind: NodeJoin, Name: name, Cloud: cloud, Flag: true}); err != nil {
+			return w, fmt.Errorf("node %s: %w", name, err)
+		}
+	}
+	for range 2 {
+		if err = w.startReplica(ctx); err != nil {
+			return w, err
+		}
+	}
+	return w, framework.WaitFor(ctx, 60*time.Second, "a replica leads", func(context.Context) (bool, string, error) {
+		l := w.leader()
+		return l != nil, "no replica logged that it acquired the lease", nil
+	})
+}
+
+// missingBinaries says the binaries are not built.
+type missingBinaries struct{ err error }
+
+func (e *missingBinaries) Error() string { return framework.MissingBinariesMessage(e.err) }
+
+// cloudNodes are the names of the Nodes of AWS's and vSphere's
+// instances, by cloud: the world starts two of each.
+var cloudNodes = map[string][]string{"aws": {"aws-0", "aws-1"}, "vsphere": {"vs-0", "vs-1"}}
+
+func (w *World) startReplica(ctx context.Context) error {
+	w.seq++
+	opts := w.opts
+	opts.Name = fmt.Sprintf("ccm-%d", w.seq)
+	c, err := w.cp.StartCCM(ctx, opts)
+	if c != nil && c.Process != nil {
+		w.replicas = append(w.replicas, c)
+	}
+	if err != nil {
+		return fmt.Errorf("start %s: %w", opts.Name, err)
+	}
+	return nil
+}
+
+// leader is the live replica that logged acquiring the lease, or nil.
+// A replica that loses the lease exits, so the live one that acquired it
+// leads.
+func (w *World) leader() *framework.CCM {
+	for _, r := range w.replicas {
+		if exited, _ := r.Exited(); exited {
+			continue
+		}
+		if data, err := os.ReadFile(r.LogPath()); err == nil && strings.Contains(string(data), "Successfully acquired lease") {
+			return r
+		}
+	}
+	return nil
+}
+
+// killLeader kills the leader with SIGKILL and starts another replica.
+func (w *World) killLeader(ctx context.Context) error {
+	l := w.leader()
+	if l == nil {
+		return nil
+	}
+	w.logf("killing the leader %s (pid %d)", l.Name(), l.PID())
+	w.killed[l] = true
+	if err := syscall.Kill(l.PID(), syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill %s: %w", l.Name(), err)
+	}
+	<-l.Done()
+	w.retire(l)
+	return w.startReplica(ctx)
+}
+
+func (w *World) retire(r *framework.CCM) {
+	for i, x := range w.replicas {
+		if x == r {
+			w.replicas = append(w.replicas[:i], w.replicas[i+1:]...)
+			break
+		}
+	}
+	w.gone = append(w.gone, r)
+}
+
+// replicasAlive replaces a replica that exited because it lost the lease
+// (the CCM exits then: expected under load) and reports one that exited
+// for any other reason.
+func (w *World) replicasAlive(ctx context.Context) error {
+	for _, r := range append([]*framework.CCM(nil), w.replicas...) {
+		exited, werr := r.Exited()
+		if !exited {
+			continue
+		}
+		w.retire(r)
+		data, _ := os.ReadFile(r.LogPath())
+		if strings.Contains(string(data), "leaderelection lost") {
+			w.logf("%s lost the lease and exited; starting another replica", r.Name())
+			if err := w.startReplica(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		return fmt.Errorf("replica %s exited (%v):\n%s", r.Name(), werr, r.LogTail(40))
+	}
+	return nil
+}
+
+func (w *World) writeConfig(c Config) error {
+	tmp := w.cfgPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(c.render(w.awsRun.URL, w.seeded.VPCID, w.vs)), 0o600); err != nil {
+		return fmt.Errorf("cloud-config: %w", err)
+	}
+	return os.Rename(tmp, w.cfgPath)
+}
+
+// logs are every CCM log path, killed replicas' included.
+func (w *World) logs() []string {
+	var out []string
+	for _, r := range append(append([]*framework.CCM(nil), w.gone...), w.replicas...) {
+		out = append(out, r.LogPath())
+	}
+	return out
+}
+
+// stop ends every process and simulator the world started.
+func (w *World) stop() {
+	for _, r := range w.replicas {
+		_ = r.Stop(10 * time.Second)
+	}
+	if w.sim != nil {
+		w.sim.Close()
+	}
+	if w.awsRun != nil {
+		_ = w.awsRun.Close()
+	}
+	if w.cp != nil {
+		if err := w.cp.Stop(true); err != nil && !errors.Is(err, os.ErrNotExist) {
+			w.logf("stop control plane: %v", err)
+		}
+	}
+}
