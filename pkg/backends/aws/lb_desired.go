@@ -36,6 +36,10 @@ type desiredLB struct {
 	// remembered: the backend remembered the Service's target type when
 	// desired ran (targetTypes).
 	remembered bool
+	// keepIP: the targets are IP targets the node set chose for a node
+	// that is no instance of the VPC (or kept since): kept when the node
+	// set would choose instance targets again.
+	keepIP bool
 	// svc and targetNodes are the Service and the nodes its targets were
 	// chosen from (after target-node-labels), for keepIPTargets.
 	svc         *corev1.Service
@@ -155,8 +159,8 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 	d.svc, d.targetNodes, d.targetChosen = svc, nodes, targetType == "" && d.family != familyIPv6
 	kept, remembered := l.targetTypes.choice(svc)
 	d.remembered = remembered
-	if remembered && d.targetChosen && kept.chosen && kept.targetType == targetIP {
-		targetType = targetIP // IP targets the node set chose are kept (keepIPTargets)
+	if remembered && d.targetChosen && kept.keepIP {
+		targetType, d.keepIP = targetIP, true // IP targets the node set chose are kept (keepIPTargets)
 	}
 	if err := l.chooseTargets(ctx, d, targetType); err != nil {
 		return nil, err
@@ -170,9 +174,11 @@ func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes [
 // named by the type.
 func (l *LoadBalancer) chooseTargets(ctx context.Context, d *desiredLB, tt string) error {
 	var err error
-	if d.targetType, d.targets, err = l.targetsFor(ctx, tt, d.targetNodes, d.family); err != nil {
+	var forced bool
+	if d.targetType, d.targets, forced, err = l.targetsFor(ctx, tt, d.targetNodes, d.family); err != nil {
 		return err
 	}
+	d.keepIP = d.keepIP || (d.targetChosen && forced)
 	d.ports, err = portsOf(d.svc, d.names, d.targetType, d.family, d.tls)
 	return err
 }
@@ -198,6 +204,7 @@ func (l *LoadBalancer) keepIPTargets(ctx context.Context, d *desiredLB, attached
 	}
 	for name, tg := range attached {
 		if strings.HasPrefix(name, d.names.tgPrefix()) && tg.TargetType == elbtypes.TargetTypeEnumIp {
+			d.keepIP = true
 			if err := l.chooseTargets(ctx, d, targetIP); err != nil {
 				return err
 			}
@@ -349,10 +356,14 @@ func portsOf(svc *corev1.Service, n names, targetType, family string, tls *tlsCo
 // once it was initialised. With no node to choose (none has a providerID:
 // a cluster whose nodes are never initialised by a CCM), the targets are
 // IP targets, as before.
-func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev1.Node, family string) (string, []target, error) {
+//
+// forced reports that the node set chose IP targets for a node that is no
+// instance of the VPC (not for want of any node with a providerID): such a
+// choice is kept (keepIPTargets).
+func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev1.Node, family string) (_ string, _ []target, forced bool, _ error) {
 	if family == familyIPv6 {
 		ts, err := l.ipTargets(ctx, nodes, family)
-		return targetIP, ts, err
+		return targetIP, ts, false, err
 	}
 	set := tt != ""
 	var ids []string
@@ -365,7 +376,7 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 		}
 		id, gone, err := l.vpcInstance(ctx, n)
 		if err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
 		voters++
 		if gone {
@@ -378,12 +389,13 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 		if voters > 0 && all {
 			tt = targetInstance
 		}
+		forced = voters > 0 && !all
 	}
 	if tt == targetInstance {
-		return tt, instanceTargets(ids), nil
+		return tt, instanceTargets(ids), false, nil
 	}
 	ts, err := l.ipTargets(ctx, append(live, unknown...), family)
-	return tt, ts, err
+	return tt, ts, forced, err
 }
 
 // withLabels keeps the nodes carrying every label in want (an empty value

@@ -244,7 +244,7 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 	if err != nil {
 		return nil, nil, err
 	}
-	l.targetTypes.remember(svc, d.targetType, d.targetChosen)
+	l.targetTypes.remember(svc, d.targetType, d.keepIP)
 	if err := l.checkGroups(ctx, d); err != nil {
 		return nil, nil, err
 	}

@@ -202,6 +202,20 @@ func TestIPTargetsKeptWhenLastNonEC2NodeLeaves(t *testing.T) {
 	if tgs := e.fake.TargetGroups(); len(tgs) != 1 || tgs[0].TargetType != targetInstance {
 		t.Errorf("with the annotation instance: target groups %+v, want one of instance targets", tgs)
 	}
+
+	// IP targets chosen only because no node had a providerID yet are not
+	// kept: once the nodes are initialised, instance targets.
+	early := newService("early")
+	uninitialised := make([]*corev1.Node, len(ec2))
+	for i, n := range ec2 {
+		uninitialised[i] = n.DeepCopy()
+		uninitialised[i].Spec.ProviderID = ""
+	}
+	e.ensure(t, early, uninitialised)
+	e.ensure(t, early, ec2)
+	if tg, ok := e.targetGroups(t)[namesFor(testCluster, early).targetGroup(80, "TCP", targetInstance)]; !ok || tg.TargetType != targetInstance {
+		t.Errorf("a Service first ensured before its nodes had providerIDs, then with them: no instance target group (%+v)", e.fake.TargetGroups())
+	}
 }
 
 func TestUpdates(t *testing.T) {

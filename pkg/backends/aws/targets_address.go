@@ -52,23 +52,25 @@ func (l *LoadBalancer) TargetsByAddress(svc *corev1.Service, node *corev1.Node) 
 }
 
 // targetTypeMemory holds, per Service (by UID), the target type its
-// targets were last computed with (desired), and whether the node set
-// chose it (no annotation): with no target type annotated, the node set
+// targets were last computed with (desired), and whether they are IP
+// targets to keep: with no target type annotated, the node set
 // chooses it (targetsFor), and TargetsByAddress cannot see the node set;
 // IP targets the node set chose are kept (keepIPTargets). It lives with
 // the backend; a Service's entry goes with its load balancer's delete.
 type targetTypeMemory struct{ m sync.Map }
 
-// targetChoice is one Service's entry.
+// targetChoice is one Service's entry: its target type, and whether they
+// are IP targets the node set chose for a node that is no instance of the
+// VPC, kept until the annotation says otherwise.
 type targetChoice struct {
 	targetType string
-	chosen     bool
+	keepIP     bool
 }
 
-// remember records the target type of svc, and whether the node set chose
-// it.
-func (t *targetTypeMemory) remember(svc *corev1.Service, targetType string, chosen bool) {
-	t.m.Store(svc.UID, targetChoice{targetType: targetType, chosen: chosen})
+// remember records the target type of svc, and whether its IP targets are
+// kept.
+func (t *targetTypeMemory) remember(svc *corev1.Service, targetType string, keepIP bool) {
+	t.m.Store(svc.UID, targetChoice{targetType: targetType, keepIP: keepIP && targetType == targetIP})
 }
 
 // of returns the target type last chosen for svc, if any.
