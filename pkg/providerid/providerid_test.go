@@ -20,6 +20,8 @@ func TestScheme(t *testing.T) {
 		{id: "vsphere://4237e4a8-3c1b-1d4f-9a6e-7b8c9d0e1f2a", want: "vsphere"},
 		{id: "baremetal://bm-1", want: "baremetal"},
 		{id: "kind://docker/kind/kind-worker", want: "kind"},
+		{id: "metal3://metal3/bmh-0/cluster-m3m-abc", want: "metal3"},
+		{id: "metal3://1f2e3d4c-5b6a-4798-8a9b-0c1d2e3f4a5b", want: "metal3"},
 		{id: "my-cloud2://x", want: "my-cloud2"},
 		{id: "", wantErr: "want <scheme>://<id>"},
 		{id: "bm-1", wantErr: "want <scheme>://<id>"},

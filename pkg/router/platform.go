@@ -76,6 +76,31 @@ func (r *Router) ForeignPlatform(node *corev1.Node) (string, bool) {
 	return "", false
 }
 
+// OwnNodes returns nodes without those of other CCMs: KEP-5778's
+// non-goal, a load balancer targets only nodes of its own CCM's clouds.
+// It is what load-balancer calls and the node re-sync should hand a
+// backend's targeting (see docs/routing.md, "Running beside other CCMs").
+// nodes itself is returned, unchanged, when none belongs to another CCM.
+func (r *Router) OwnNodes(nodes []*corev1.Node) []*corev1.Node {
+	for i, n := range nodes {
+		if _, foreign := r.ForeignPlatform(n); foreign {
+			return append(slices.Clip(nodes[:i]), r.ownOf(nodes[i+1:])...)
+		}
+	}
+	return nodes
+}
+
+// ownOf is OwnNodes into a new slice.
+func (r *Router) ownOf(nodes []*corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, 0, len(nodes))
+	for _, n := range nodes {
+		if _, foreign := r.ForeignPlatform(n); !foreign {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // chosenBackend is the backend a node without providerID is given to by
 // its backend label or the first matching nodes.rules entry, or nil.
 func (r *Router) chosenBackend(node *corev1.Node) *backend {

@@ -433,3 +433,26 @@ func TestPlatformLabelThroughNodeController(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnNodes: the nodes a load balancer may be handed leave out other
+// CCMs' nodes, keep the order, and are the caller's own slice, untouched,
+// when none is foreign.
+func TestOwnNodes(t *testing.T) {
+	r := mustRouter(t, testConfig(func(c *config.CloudConfig) { c.Nodes.Platforms = []string{"baremetal"} }),
+		Backend{Name: "metal", Type: "baremetal", Scheme: "baremetal", Cloud: instanceCloud(true, nil)},
+		Backend{Name: "vs", Type: "vsphere", Scheme: "vsphere", Cloud: instanceCloud(true, nil)})
+	bm1, bm2 := newNode("bm-1", withProviderID("baremetal://bm-1")), newNode("bm-2")
+	vm, hc := newNode("vm-1", withProviderID("vsphere://4211")), newNode("hc-1", withPlatformAnnotation("hcloud"))
+	nodes := []*corev1.Node{vm, bm1, hc, bm2}
+	got := r.OwnNodes(nodes)
+	if !slices.Equal(got, []*corev1.Node{bm1, bm2}) {
+		t.Errorf("OwnNodes = %v", nodeNames(got))
+	}
+	if !slices.Equal(nodes, []*corev1.Node{vm, bm1, hc, bm2}) {
+		t.Errorf("OwnNodes changed its argument: %v", nodeNames(nodes))
+	}
+	own := []*corev1.Node{bm1, bm2}
+	if got := r.OwnNodes(own); &got[0] != &own[0] || len(got) != 2 {
+		t.Error("OwnNodes copied a list with no foreign node")
+	}
+}
