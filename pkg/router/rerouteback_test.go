@@ -1,9 +1,12 @@
 package router
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
@@ -38,5 +41,38 @@ func TestReloadDefaultBackDuringDrain(t *testing.T) {
 	})
 	if !a.has(c.service(t, "web")) || !b.has(c.service(t, "web")) {
 		t.Errorf("a holds %v, b holds %v; want both (b draining)", a.has(c.service(t, "web")), b.has(c.service(t, "web")))
+	}
+}
+
+// TestReloadRemovingDrainingBackendWarnsUpstream (issue 40, defect 7)
+// drives upstream's service controller over a Reloadable: a reload moves
+// the default from a to b (a drains for a minute), a second one removes a;
+// web gets a Warning UnknownLoadBalancerBackend at that reload, and keeps
+// its drain pending (a's entry stays). There was no Warning at all: the
+// drain timer, at the drain's end, only logged.
+func TestReloadRemovingDrainingBackendWarnsUpstream(t *testing.T) {
+	ca, cb := t.Name()+"/a", t.Name()+"/b"
+	a, b := heldCloudState(ca, "198.51.100.1"), heldCloudState(cb, "198.51.100.2")
+	a.reset()
+	b.reset()
+	bs := []heldBackend{{"a", ca, "198.51.100.1"}, {"b", cb, "198.51.100.2"}}
+	c := startReloadCluster(t, heldConfig(t, "defaultBackend: a, drainPeriod: 1m", bs...), newService("web"))
+	c.runServiceController(t)
+	eventually(t, "web on a", func() bool { return ingressIPs(c.service(t, "web")) == "198.51.100.1" })
+	c.apply(t, heldConfig(t, "defaultBackend: b, drainPeriod: 1m", bs...))
+	eventually(t, "web on b, a draining", func() bool {
+		return strings.HasPrefix(c.service(t, "web").Annotations[string(annotation.LoadBalancerDraining)], "a=")
+	})
+	c.apply(t, heldConfig(t, "defaultBackend: b, drainPeriod: 1m", bs[1]))
+	// At the reload, not at the drain's end a minute later: polled with a
+	// bound well inside the drain.
+	testutil.Eventually(t, 30*time.Second, "a Warning UnknownLoadBalancerBackend before the drain's end", func() error {
+		if !hasEvent(c.events(t, "web"), reasonUnknownLBBackend) {
+			return fmt.Errorf("events %v", c.events(t, "web"))
+		}
+		return nil
+	})
+	if s := c.service(t, "web"); !strings.HasPrefix(s.Annotations[string(annotation.LoadBalancerDraining)], "a=") {
+		t.Errorf("the drain was dropped: %v", s.Annotations)
 	}
 }
