@@ -77,6 +77,11 @@ type LoadBalancer struct {
 	// deleted; a Service's multicloud-ccm.io/load-balancer-drain annotation
 	// overrides it. Unset or 0: deleted at once.
 	DrainPeriod *metav1.Duration `json:"drainPeriod,omitempty"`
+	// TargetOtherCCMsNodes hands load balancers the nodes of other CCMs
+	// too (KEP-5778: nodes of a platform this CCM does not serve, see
+	// nodes.platforms). Unset or false: a load balancer targets only the
+	// nodes of the platforms served here, as the KEP's non-goals say.
+	TargetOtherCCMsNodes bool `json:"targetOtherCCMsNodes,omitempty"`
 }
 
 // Drain returns loadBalancer.drainPeriod, 0 when unset.

@@ -194,7 +194,7 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 	bs = append(bs, r.drainingBackends(service, bs)...)
 	var errs []error
 	for _, b := range bs {
-		if err := b.updateLoadBalancer(ctx, clusterName, service, b.targetable(service, nodes)); err != nil {
+		if err := b.updateLoadBalancer(ctx, clusterName, service, r.targetable(b, service, nodes)); err != nil {
 			r.recordServiceError(ctx, service, err)
 			errs = append(errs, fmt.Errorf("backend %s: %w", b.Name, err))
 			continue
@@ -222,7 +222,7 @@ func (r *Router) LoadBalancerTargets(service *corev1.Service, nodes []*corev1.No
 		if b.ignoresNodes() {
 			continue
 		}
-		for _, n := range b.targetable(service, nodes) {
+		for _, n := range r.targetable(b, service, nodes) {
 			if !seen[n.Name] {
 				seen[n.Name] = true
 				out = append(out, n)

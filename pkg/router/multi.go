@@ -114,7 +114,7 @@ func (r *Router) ensureAll(ctx context.Context, clusterName string, service *cor
 		handed := r.handedTo(service, b, targets, drain)
 		wg.Go(func() {
 			idCtx, reportedID := backends.WithLoadBalancerIDReport(ctx)
-			status, err := b.ensureLoadBalancer(idCtx, clusterName, handed, b.targetable(handed, nodes))
+			status, err := b.ensureLoadBalancer(idCtx, clusterName, handed, r.targetable(b, handed, nodes))
 			out[i] = ensured{status: status, id: reportedID(), reported: backends.ReportedServiceAnnotations(idCtx), err: err}
 		})
 	}

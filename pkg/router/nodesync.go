@@ -333,7 +333,7 @@ func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
 	var errs []error
 	for _, b := range bs {
 		start := time.Now()
-		err = b.updateLoadBalancer(ctx, clusterName, svc, b.targetable(svc, nodes))
+		err = b.updateLoadBalancer(ctx, clusterName, svc, r.targetable(b, svc, nodes))
 		if err != nil {
 			r.warn(ctx, serviceRef(svc), reasonNodeResyncFailed,
 				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after a node address change: %v", b.Name, err))
@@ -379,7 +379,7 @@ func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target
 		klog.FromContext(ctx).Error(err, "Cannot check the load balancer's nodes are current", "service", klog.KObj(svc))
 		return
 	}
-	if target.sameTargets(svc, handed, current) {
+	if target.sameTargets(svc, r.OwnNodes(handed), r.OwnNodes(current)) {
 		return
 	}
 	klog.FromContext(ctx).V(2).Info("Load balancer was handed a stale node list; re-syncing it with the current nodes",

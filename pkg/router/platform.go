@@ -82,6 +82,9 @@ func (r *Router) ForeignPlatform(node *corev1.Node) (string, bool) {
 // backend's targeting (see docs/routing.md, "Running beside other CCMs").
 // nodes itself is returned, unchanged, when none belongs to another CCM.
 func (r *Router) OwnNodes(nodes []*corev1.Node) []*corev1.Node {
+	if r.cfg.LoadBalancer.TargetOtherCCMsNodes {
+		return nodes
+	}
 	for i, n := range nodes {
 		if _, foreign := r.ForeignPlatform(n); foreign {
 			return append(slices.Clip(nodes[:i]), r.ownOf(nodes[i+1:])...)
@@ -235,4 +238,11 @@ func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backen
 		return
 	}
 	logger.V(2).Info("Labelled the node with its platform", "label", providerid.PlatformLabel)
+}
+
+// targetable returns the nodes backend b's load balancer for the Service
+// can send traffic to: the nodes of this CCM's platforms (OwnNodes) that
+// b can target.
+func (r *Router) targetable(b *backend, service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
+	return b.targetable(service, r.OwnNodes(nodes))
 }

@@ -456,3 +456,49 @@ func TestOwnNodes(t *testing.T) {
 		t.Error("OwnNodes copied a list with no foreign node")
 	}
 }
+
+// TestLoadBalancersSkipOtherCCMsNodes: a load balancer is handed only the
+// nodes of the platforms served here (KEP-5778's non-goal) on create,
+// update and the node re-sync's comparison, and every node again when the
+// operator sets loadBalancer.targetOtherCCMsNodes.
+func TestLoadBalancersSkipOtherCCMsNodes(t *testing.T) {
+	nodes := []*corev1.Node{
+		newNode("bm-1", withProviderID("baremetal://bm-1"), testutil.WithInternalIP("10.0.0.1")),
+		newNode("hc-1", withPlatformAnnotation("hcloud"), testutil.WithInternalIP("10.0.0.2")),
+		newNode("aws-1", withProviderID("aws:///us-east-1a/i-0123"), testutil.WithInternalIP("10.0.0.3")),
+	}
+	for _, tc := range []struct {
+		name string
+		all  bool
+		want []string
+	}{
+		{name: "own nodes only", want: []string{"bm-1"}},
+		{name: "operator asks for every node", all: true, want: []string{"bm-1", "hc-1", "aws-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lb := newLBCloud("lb", "192.0.2.1")
+			lb.DisableInstances, lb.EnableInstancesV2 = false, true // the bare-metal platform is served for its instances
+			r := mustRouter(t, testConfig(func(c *config.CloudConfig) {
+				c.Nodes.Platforms = []string{"baremetal"}
+				c.LoadBalancer.DefaultBackend = "metal"
+				c.LoadBalancer.TargetOtherCCMsNodes = tc.all
+			}), Backend{Name: "metal", Type: "baremetal", Scheme: "baremetal", Cloud: targeter{lb}})
+			svc := newService("s")
+			if _, err := r.EnsureLoadBalancer(context.Background(), cluster, svc, nodes); err != nil {
+				t.Fatal(err)
+			}
+			if got := lb.nodes[svc.UID]; !slices.Equal(got, tc.want) {
+				t.Errorf("EnsureLoadBalancer handed %v, want %v", got, tc.want)
+			}
+			if err := r.UpdateLoadBalancer(context.Background(), cluster, svc, nodes); err != nil {
+				t.Fatal(err)
+			}
+			if got := lb.nodes[svc.UID]; !slices.Equal(got, tc.want) {
+				t.Errorf("UpdateLoadBalancer handed %v, want %v", got, tc.want)
+			}
+			if got := nodeNames(r.LoadBalancerTargets(svc, nodes)); !slices.Equal(got, tc.want) {
+				t.Errorf("LoadBalancerTargets = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
