@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -142,7 +143,7 @@ func (w *World) quiesce(ctx context.Context, m *model, opts RunOptions) []Violat
 		}
 		last = w.settled(ctx, m, s)
 		if len(last) == 0 {
-			opts.Logf("converged %s after the last step", time.Since(start).Round(time.Millisecond))
+			opts.Logf("converged %s after the last step: %s", time.Since(start).Round(time.Millisecond), summary(m, s))
 			return nil
 		}
 		if time.Since(start) > opts.Settle {
@@ -154,6 +155,21 @@ func (w *World) quiesce(ctx context.Context, m *model, opts RunOptions) []Violat
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// summary describes what the world ended with.
+func summary(m *model, s *snapshot) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(s.svcs)) {
+		svc := s.svcs[name]
+		want, _ := m.cfg.wanted(m.svcs[name])
+		parts = append(parts, fmt.Sprintf("%s%v=%v", name, want, ingress(svc)))
+	}
+	nlbs := 0
+	for _, lbs := range s.nlbs {
+		nlbs += len(lbs)
+	}
+	return fmt.Sprintf("%d NLBs, %d Nodes; %s", nlbs, len(s.nodes), strings.Join(parts, " "))
 }
 
 // Replay is a sequence written to a file, to be run again.

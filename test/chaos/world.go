@@ -72,7 +72,7 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 			w.stop()
 		}
 	}()
-	if w.cp, err = framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Binaries: bins, Dir: filepath.Join(dir, "control-plane")}); err != nil {
+	if w.cp, err = framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Binaries: bins, Dir: dir}); err != nil {
 		return w, err
 	}
 	w.c = w.cp.Client
