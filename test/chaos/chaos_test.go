@@ -56,11 +56,18 @@ func TestChaos(t *testing.T) {
 	seed := envUint(t, envSeed, freshSeed())
 	steps := int(envUint(t, envSteps, 40))
 	duration := envDuration(t, envDur, 0)
+	// With DURATION, a failing seed is reported (and shrunk) and the run
+	// goes on with the next one until the time is spent.
 	start := time.Now()
-	for runs := 0; ; runs++ {
+	var failed []uint64
+	for runs := 1; ; runs++ {
+		before := t.Failed()
 		j.judge(seed, steps, Generate(seed, steps))
-		if t.Failed() || time.Since(start)+j.lastElapsed > duration {
-			t.Logf("%d sequences of %d steps in %s, last seed %d", runs+1, steps, time.Since(start).Round(time.Second), seed)
+		if t.Failed() && !before || t.Failed() && len(failed) == 0 {
+			failed = append(failed, seed)
+		}
+		if time.Since(start)+j.lastElapsed > duration {
+			t.Logf("%d sequences of %d steps in %s (seeds %d to %d); failing seeds: %v", runs, steps, time.Since(start).Round(time.Second), seed-uint64(runs)+1, seed, failed)
 			return
 		}
 		seed++

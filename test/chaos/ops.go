@@ -181,7 +181,7 @@ var (
 	requestedIPs = []string{"192.0.2.20", "192.0.2.21", "192.0.2.22"}
 	// strangerIPs lie in metal's pool (both sizes), beyond what it hands
 	// out before the requested ones.
-	strangerIPs = []string{"192.0.2.30", "192.0.2.31"}
+	strangerIPs = []string{"192.0.2.66", "192.0.2.67"}
 )
 
 // InitialConfig is the configuration every run starts with.

@@ -105,6 +105,9 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 			return []Violation{violation(vCrash, "the API server: %v", err)}, i
 		}
 		m.record(op, before, i)
+		if op.Kind == SvcRecreate && w.inFailover() {
+			m.abandoned[op.Name] = true
+		}
 		w.logf("step %d/%d: %s", i+1, len(ops), op)
 		if err := w.apply(ctx, op); err != nil {
 			w.logf("  step %d did not apply: %v", i+1, err)
