@@ -270,7 +270,13 @@ func (g *generator) next() (Op, bool) {
 }
 
 func (g *generator) service() (Op, bool) {
-	name := pick(g.rnd, serviceNames)
+	// Half the steps go to two hot Services, so that one Service sees
+	// moves, drains and their cancellations close together.
+	names := serviceNames
+	if g.rnd.IntN(2) == 0 {
+		names = names[:2]
+	}
+	name := pick(g.rnd, names)
 	cur := g.shapes[name]
 	if cur == nil {
 		s := g.newShape()
