@@ -27,6 +27,7 @@ const (
 	envShrink = "CHAOS_SHRINK"   // the shrinker's budget (default 20m; 0 shrinks nothing)
 	envOut    = "CHAOS_OUT"      // where runs and replay files go (default _output/chaos)
 	envSettle = "CHAOS_SETTLE"   // bound on convergence at quiescence (default 90s)
+	envIgnore = "CHAOS_IGNORE"   // violation classes only logged (comma-separated)
 )
 
 // sliceSeeds are the fixed seeds of the slice make test runs (with one
@@ -112,7 +113,7 @@ func newJudge(t *testing.T) *judge {
 }
 
 func (j *judge) run(ctx context.Context, name string, ops []Op, keep bool) (*Result, error) {
-	return Run(ctx, ops, RunOptions{Dir: RunDir(j.out, name), Keep: keep, Settle: j.settle, Logf: j.t.Logf})
+	return Run(ctx, ops, RunOptions{Dir: RunDir(j.out, name), Keep: keep, Settle: j.settle, Logf: j.t.Logf, Ignore: splitList(os.Getenv(envIgnore))})
 }
 
 // judge runs ops (drawn from seed, or replayed), and on a violation

@@ -23,6 +23,9 @@ type RunOptions struct {
 	Settle time.Duration
 	// Logf prints progress.
 	Logf func(string, ...any)
+	// Ignore are violation classes only logged, not judged (a defect known
+	// and being fixed, while the judge hunts others).
+	Ignore []string
 }
 
 // Result is what one run found.
@@ -82,12 +85,13 @@ func Run(ctx context.Context, ops []Op, opts RunOptions) (*Result, error) {
 	opts.Logf("world up in %s (%s)", time.Since(start).Round(time.Millisecond), opts.Dir)
 	res := &Result{Dir: opts.Dir, Step: len(ops), Counts: map[Kind]int{}}
 	m := newModel()
+	w.ignore = opts.Ignore
 	res.Violations, res.Step = w.steps(ctx, m, ops, res.Counts)
 	if len(res.Violations) == 0 {
 		res.Violations = w.quiesce(ctx, m, opts)
 	}
 	res.Found = time.Since(start)
-	res.Violations = append(res.Violations, w.panics()...)
+	res.Violations = append(res.Violations, w.judged(w.panics())...)
 	w.stop()
 	res.Elapsed = time.Since(start)
 	if !res.Failed() && !opts.Keep {
@@ -122,7 +126,7 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 		if err != nil {
 			return []Violation{violation(vCrash, "the API server: %v", err)}, i + 1
 		}
-		if v := w.safety(ctx, m, after); len(v) > 0 {
+		if v := w.judged(w.safety(ctx, m, after)); len(v) > 0 {
 			return v, i + 1
 		}
 	}
@@ -141,10 +145,10 @@ func (w *World) quiesce(ctx context.Context, m *model, opts RunOptions) []Violat
 		if err != nil {
 			return []Violation{violation(vCrash, "the API server: %v", err)}
 		}
-		if v := w.safety(ctx, m, s); len(v) > 0 {
+		if v := w.judged(w.safety(ctx, m, s)); len(v) > 0 {
 			return v
 		}
-		last = w.settled(ctx, m, s)
+		last = w.judged(w.settled(ctx, m, s))
 		if len(last) == 0 {
 			opts.Logf("converged %s after the last step: %s", time.Since(start).Round(time.Millisecond), summary(m, s))
 			return nil
@@ -173,6 +177,17 @@ func summary(m *model, s *snapshot) string {
 		nlbs += len(lbs)
 	}
 	return fmt.Sprintf("%d NLBs, %d Nodes; %s", nlbs, len(s.nodes), strings.Join(parts, " "))
+}
+
+// judged drops the violations of the ignored classes, logging them.
+func (w *World) judged(vs []Violation) []Violation {
+	return slices.DeleteFunc(vs, func(v Violation) bool {
+		if slices.Contains(w.ignore, v.Class) {
+			w.logf("ignored (%s): %s", strings.Join(w.ignore, ","), v)
+			return true
+		}
+		return false
+	})
 }
 
 // Replay is a sequence written to a file, to be run again.

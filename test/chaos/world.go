@@ -53,6 +53,8 @@ type World struct {
 	// (kept for their logs).
 	replicas, gone []*framework.CCM
 	killed         map[*framework.CCM]bool
+	// ignore are the violation classes only logged (RunOptions.Ignore).
+	ignore []string
 	// lastKill is when the judge last killed a leader.
 	lastKill time.Time
 	seq      int
