@@ -12,7 +12,7 @@
 #   SLICE=1 hack/chaos.sh         the slice make test runs (fixed seeds + one fresh)
 #
 # SHRINK bounds the shrinker (default 20m; 0: none), SETTLE the wait for
-# convergence at quiescence (default 90s), IGNORE lists violation classes
+# convergence at quiescence (default 150s), IGNORE lists violation classes
 # only logged (a known defect, while hunting others). Everything a run needs is under
 # _output/chaos (logs of failing runs kept, replay files); the output is
 # also in _output/chaos/last.log.

@@ -26,7 +26,7 @@ const (
 	envReplay = "CHAOS_REPLAY"   // a replay file to run instead
 	envShrink = "CHAOS_SHRINK"   // the shrinker's budget (default 20m; 0 shrinks nothing)
 	envOut    = "CHAOS_OUT"      // where runs and replay files go (default _output/chaos)
-	envSettle = "CHAOS_SETTLE"   // bound on convergence at quiescence (default 90s)
+	envSettle = "CHAOS_SETTLE"   // bound on convergence at quiescence (default 150s)
 	envIgnore = "CHAOS_IGNORE"   // violation classes only logged (comma-separated)
 )
 
@@ -109,7 +109,7 @@ func newJudge(t *testing.T) *judge {
 		}
 		out = filepath.Join(root, "_output", "chaos")
 	}
-	return &judge{t: t, out: out, shrink: envDuration(t, envShrink, 20*time.Minute), settle: envDuration(t, envSettle, 90*time.Second)}
+	return &judge{t: t, out: out, shrink: envDuration(t, envShrink, 20*time.Minute), settle: envDuration(t, envSettle, settleDefault)}
 }
 
 func (j *judge) run(ctx context.Context, name string, ops []Op, keep bool) (*Result, error) {

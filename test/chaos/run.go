@@ -13,6 +13,12 @@ import (
 	"time"
 )
 
+// settleDefault bounds convergence at quiescence: after a fault, the
+// controllers retry a Service with exponential backoff (5 s doubling per
+// failure, upstream's and our controller's), so a Service that failed
+// five times in a row is next tried 80 s later.
+const settleDefault = 150 * time.Second
+
 // RunOptions configures one run of a sequence.
 type RunOptions struct {
 	// Dir is the run's folder (logs, certificates, cloud-config); it is
@@ -68,7 +74,7 @@ var ErrMissingBinaries = errors.New("binaries missing")
 // run (the world did not start), not that the CCM is wrong.
 func Run(ctx context.Context, ops []Op, opts RunOptions) (*Result, error) {
 	if opts.Settle == 0 {
-		opts.Settle = 90 * time.Second
+		opts.Settle = settleDefault
 	}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, err
