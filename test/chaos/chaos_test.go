@@ -31,8 +31,12 @@ const (
 )
 
 // sliceSeeds are the fixed seeds of the slice make test runs (with one
-// fresh seed).
-var sliceSeeds = []uint64{1, 2}
+// fresh seed): two sequences that pass on 5bdbc0d and between them drive
+// every kind of operation but strangers (leader kills, AWS outages and
+// throttling, reloads, terminated instances, re-creations). Seeds that
+// find issue 40's defects on 5bdbc0d (docs/testing.md) join them once
+// those are fixed.
+var sliceSeeds = []uint64{800, 802}
 
 // sliceSteps is each slice sequence's length.
 const sliceSteps = 25
