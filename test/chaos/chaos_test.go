@@ -31,9 +31,9 @@ const (
 )
 
 // sliceSeeds are the fixed seeds of the slice make test runs (with one
-// fresh seed): two sequences that pass on 5bdbc0d and between them drive
-// every kind of operation but strangers (leader kills, AWS outages and
-// throttling, reloads, terminated instances, re-creations). Seeds that
+// fresh seed): two sequences that pass on 5bdbc0d and between them kill
+// the leader twice, take AWS down, reload nine times, terminate an
+// instance and re-create a Service. Seeds that
 // find issue 40's defects on 5bdbc0d (docs/testing.md) join them once
 // those are fixed.
 var sliceSeeds = []uint64{800, 802}
