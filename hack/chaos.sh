@@ -12,7 +12,8 @@
 #   SLICE=1 hack/chaos.sh         the slice make test runs (fixed seeds + one fresh)
 #
 # SHRINK bounds the shrinker (default 20m; 0: none), SETTLE the wait for
-# convergence at quiescence (default 90s). Everything a run needs is under
+# convergence at quiescence (default 150s), IGNORE lists violation classes
+# only logged (a known defect, while hunting others). Everything a run needs is under
 # _output/chaos (logs of failing runs kept, replay files); the output is
 # also in _output/chaos/last.log.
 set -euo pipefail
@@ -22,7 +23,7 @@ OUT=${CHAOS_OUT:-$ROOT/_output/chaos}
 mkdir -p "$OUT"
 export CHAOS_OUT=$OUT
 export CHAOS_SEED=${SEED:-} CHAOS_STEPS=${STEPS:-} CHAOS_DURATION=${DURATION:-}
-export CHAOS_REPLAY=${REPLAY:-} CHAOS_SHRINK=${SHRINK:-} CHAOS_SETTLE=${SETTLE:-}
+export CHAOS_REPLAY=${REPLAY:-} CHAOS_SHRINK=${SHRINK:-} CHAOS_SETTLE=${SETTLE:-} CHAOS_IGNORE=${IGNORE:-}
 if [ -n "$CHAOS_REPLAY" ]; then
   CHAOS_REPLAY=$(cd "$(dirname "$CHAOS_REPLAY")" && pwd)/$(basename "$CHAOS_REPLAY")
 fi

@@ -131,11 +131,11 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 	var out []Violation
 	for name, shape := range m.svcs {
 		if svc := s.svcs[name]; svc != nil {
-			out = append(out, w.serviceSettled(ctx, m.cfg, name, shape, svc, s)...)
+			out = append(out, w.serviceSettled(ctx, m.cfg, name, shape, svc, s, m.abandoned[name])...)
 		}
 	}
 	for name, lbs := range s.nlbs {
-		if _, ours := m.svcs[name]; ours {
+		if _, ours := m.svcs[name]; ours || m.abandoned[name] {
 			continue
 		}
 		if st := m.strangers[name]; st != nil && !st.protected && s.svcs[name] != nil {
@@ -152,7 +152,7 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 }
 
 // serviceSettled checks one of the judge's Services.
-func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, shape Shape, svc *corev1.Service, s *snapshot) []Violation {
+func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, shape Shape, svc *corev1.Service, s *snapshot, abandoned bool) []Violation {
 	record := splitList(svc.Annotations[annRecord])
 	for _, b := range record {
 		if !cfg.configured(b) {
@@ -190,6 +190,17 @@ func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, sha
 		}
 	}
 	nlbs := len(s.nlbs[name])
+	if abandoned {
+		nlbs = 0
+		for _, lb := range s.nlbs[name] {
+			if slices.Contains(addrs, lb.DNSName) {
+				nlbs++
+			}
+		}
+		if slices.Contains(want, "aws") && nlbs == 0 {
+			nlbs = len(s.nlbs[name]) // one not yet in the status
+		}
+	}
 	if wantNLB := slices.Contains(want, "aws"); (nlbs != 1 && wantNLB) || (nlbs != 0 && !wantNLB) {
 		out = append(out, violation(vLeak, "%s (%s) wants %v: %d NLBs", name, shape, want, nlbs))
 	}

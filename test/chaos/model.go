@@ -34,6 +34,12 @@ type model struct {
 	nodes map[string]string
 	// drains are the drains in progress the judge expects.
 	drains []drainExpect
+	// abandoned are the Services whose finalizer the judge removed by hand
+	// while no replica led (a leader had just been killed): what the
+	// deleted Service held may be left in the clouds, as with any CCM (the
+	// finalizer is what makes a CCM see the deletion), so NLBs tagged with
+	// its name that its status does not show are not judged.
+	abandoned map[string]bool
 }
 
 type strangerModel struct {
@@ -53,7 +59,7 @@ type drainExpect struct {
 }
 
 func newModel() *model {
-	m := &model{cfg: InitialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}}
+	m := &model{cfg: InitialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}, abandoned: map[string]bool{}}
 	maps.Copy(m.nodes, baseNodes)
 	return m
 }

@@ -181,7 +181,7 @@ var (
 	requestedIPs = []string{"192.0.2.20", "192.0.2.21", "192.0.2.22"}
 	// strangerIPs lie in metal's pool (both sizes), beyond what it hands
 	// out before the requested ones.
-	strangerIPs = []string{"192.0.2.30", "192.0.2.31"}
+	strangerIPs = []string{"192.0.2.66", "192.0.2.67"}
 )
 
 // InitialConfig is the configuration every run starts with.
@@ -270,7 +270,13 @@ func (g *generator) next() (Op, bool) {
 }
 
 func (g *generator) service() (Op, bool) {
-	name := pick(g.rnd, serviceNames)
+	// Half the steps go to two hot Services, so that one Service sees
+	// moves, drains and their cancellations close together.
+	names := serviceNames
+	if g.rnd.IntN(2) == 0 {
+		names = names[:2]
+	}
+	name := pick(g.rnd, names)
 	cur := g.shapes[name]
 	if cur == nil {
 		s := g.newShape()

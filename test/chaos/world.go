@@ -53,8 +53,12 @@ type World struct {
 	// (kept for their logs).
 	replicas, gone []*framework.CCM
 	killed         map[*framework.CCM]bool
-	seq            int
-	logf           func(string, ...any)
+	// ignore are the violation classes only logged (RunOptions.Ignore).
+	ignore []string
+	// lastKill is when the judge last killed a leader.
+	lastKill time.Time
+	seq      int
+	logf     func(string, ...any)
 }
 
 // startWorld starts everything and waits until one replica leads.
@@ -72,7 +76,7 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 			w.stop()
 		}
 	}()
-	if w.cp, err = framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Binaries: bins, Dir: filepath.Join(dir, "control-plane")}); err != nil {
+	if w.cp, err = framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Binaries: bins, Dir: dir}); err != nil {
 		return w, err
 	}
 	w.c = w.cp.Client
@@ -122,6 +126,15 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 	})
 }
 
+// failoverWindow is how long after a leader's death the judge counts a
+// Service's deletion as unseen by any replica: the lease (8 s), the new
+// leader's start and its informers' first list.
+const failoverWindow = 30 * time.Second
+
+// inFailover reports whether a leader was killed less than failoverWindow
+// ago.
+func (w *World) inFailover() bool { return time.Since(w.lastKill) < failoverWindow }
+
 // missingBinaries says the binaries are not built.
 type missingBinaries struct{ err error }
 
@@ -168,6 +181,7 @@ func (w *World) killLeader(ctx context.Context) error {
 	}
 	w.logf("killing the leader %s (pid %d)", l.Name(), l.PID())
 	w.killed[l] = true
+	w.lastKill = time.Now()
 	if err := syscall.Kill(l.PID(), syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill %s: %w", l.Name(), err)
 	}
