@@ -477,10 +477,14 @@ func (g gen) port() check {
 }
 
 // httpHealthCheck is annotation.HTTPHealthCheck of the Service.
-func httpHealthCheck() string {
+func httpHealthCheck() string { return httpHealthCheckOf("variables.anns", "object") }
+
+// httpHealthCheckOf is annotation.HTTPHealthCheck of the Service obj with
+// the annotations anns (CEL expressions).
+func httpHealthCheckOf(anns, obj string) string {
 	p := lit(string(annotation.AWSHealthCheckProtocol))
-	folded := "variables.anns[" + p + "].trim().replace('\u017f', 's').replace('\u212a', 'k').lowerAscii()"
-	return fmt.Sprintf("(%s in variables.anns && %s in ['tcp', 'http', 'https'] ? %s != 'tcp' : (has(object.spec.externalTrafficPolicy) && object.spec.externalTrafficPolicy == 'Local'))", p, folded, folded)
+	folded := anns + "[" + p + "].trim().replace('\u017f', 's').replace('\u212a', 'k').lowerAscii()"
+	return fmt.Sprintf("(%s in %s && %s in ['tcp', 'http', 'https'] ? %s != 'tcp' : (has(%s.spec.externalTrafficPolicy) && %s.spec.externalTrafficPolicy == 'Local'))", p, anns, folded, folded, obj, obj)
 }
 
 func (g gen) httpPath() check {
@@ -554,13 +558,16 @@ func (g gen) backends() check {
 // goDuration is time.ParseDuration's syntax.
 const goDuration = `^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
 
-// duration is ParseLoadBalancerDrain. A duration beyond int64
-// nanoseconds (about 292 years), which Go refuses, is an evaluation error
-// of CEL's duration(): refused too, by the policy's failurePolicy Fail,
-// with the API server's message.
+// duration is ParseLoadBalancerDrain (and the router's reading): a
+// negative duration is refused unless it rounds to 0 (time.ParseDuration
+// drops what is below a nanosecond: -0.1ns is 0, a drain of 0). A duration
+// beyond int64 nanoseconds (about 292 years), which Go refuses, is an
+// evaluation error of CEL's duration(): refused too, by the policy's
+// failurePolicy Fail, with the API server's message.
 func (g gen) duration() check {
+	abs := fmt.Sprintf("duration(%s.replace('+', '').replace('-', ''))", g.t())
 	return check{
-		valid:   fmt.Sprintf("%s.matches(%s) && !(%s.startsWith('-') && %s.matches('[1-9]')) && duration(%s.replace('+', '').replace('-', '')) >= duration('0s')", g.t(), lit(goDuration), g.t(), g.t(), g.t()),
+		valid:   fmt.Sprintf("%s.matches(%s) && (!%s.startsWith('-') || %s == duration('0s')) && %s >= duration('0s')", g.t(), lit(goDuration), g.t(), abs, abs),
 		message: fmt.Sprintf("%s + %s + ' is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once'", lit("annotation "+string(g.s.Name)+"="), g.quote(g.v)),
 	}
 }

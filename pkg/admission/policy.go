@@ -14,15 +14,38 @@ import (
 // baseVariables are both policies' first spec.variables: the Service's
 // annotations (new and old, empty when absent), the configured backends
 // with load balancers from the parameter ConfigMap (empty: not known, names
-// not checked), and whether the Service is one multicloud-ccm may serve (no
-// loadBalancerClass, or one of the classes the parameter lists).
+// not checked), whether the Service is one multicloud-ccm may serve (no
+// loadBalancerClass, or one of the classes the parameter lists), and
+// whether the old Service was one too (a LoadBalancer of ours: its values
+// were checked, or would have been).
 func baseVariables() []admissionv1.Variable {
 	return []admissionv1.Variable{
 		{Name: "anns", Expression: "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
 		{Name: "old", Expression: "oldObject != null && has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
 		{Name: "backends", Expression: "params != null && has(params.data) && 'backends' in params.data && params.data.backends.trim() != '' ? params.data.backends.split(',').map(b, b.trim()) : []"},
-		{Name: "ours", Expression: "!has(object.spec.loadBalancerClass) || (params != null && has(params.data) && 'classes' in params.data && object.spec.loadBalancerClass in params.data.classes.split(',').map(c, c.trim()))"},
+		{Name: "ours", Expression: ours("object")},
+		{Name: "oldOurs", Expression: "oldObject != null && has(oldObject.spec.type) && oldObject.spec.type == 'LoadBalancer' && " + ours("oldObject")},
 	}
+}
+
+// ours is true when the Service obj has no loadBalancerClass or one the
+// parameter lists.
+func ours(obj string) string {
+	return fmt.Sprintf("(!has(%s.spec.loadBalancerClass) || (params != null && has(params.data) && 'classes' in params.data && %s.spec.loadBalancerClass in params.data.classes.split(',').map(c, c.trim())))", obj, obj)
+}
+
+// unchanged is true when the annotation k keeps a value that mattered on
+// the old Service: the old Service was a LoadBalancer of ours and, for a
+// value read only with an HTTP health check, had one. A value that starts
+// to matter (the Service turned LoadBalancer, its health check turned
+// HTTP) is checked as a new one.
+func unchanged(s annotation.Spec) string {
+	k := key(s)
+	out := fmt.Sprintf("variables.oldOurs && %s in variables.old && variables.old[%s] == variables.anns[%s]", k, k, k)
+	if s.HTTPHealthCheckOnly {
+		out += " && " + httpHealthCheckOf("variables.old", "oldObject")
+	}
+	return out
 }
 
 // key is the CEL literal of an annotation name.
@@ -34,9 +57,11 @@ func key(s annotation.Spec) string { return lit(string(s.Name)) }
 // unchanged or good), a<index>_msg (its reader's message) and helpers
 // a<index>_...; variable problems lists the messages of the bad ones, in
 // registry order, and the validation refuses the Service with them joined
-// by "; ", as Reader.Err joins them. A value is checked only when it is new
-// or changed, so a Service admitted before (or with the policy off) can
-// still be edited, and its finalizer removed, without fixing it first.
+// by "; ", as Reader.Err joins them. A value is checked only when it is new,
+// changed, or starts to matter (unchanged), so a Service admitted before
+// (or with the policy off) can still be edited, and its finalizer removed,
+// without fixing it first, but a value the policy never checked is not
+// admitted by an update that makes the controller read it.
 func Deny() ([]admissionv1.Variable, []admissionv1.Validation) {
 	vars := baseVariables()
 	var problems []string
@@ -51,7 +76,7 @@ func Deny() ([]admissionv1.Variable, []admissionv1.Validation) {
 			vars = append(vars, admissionv1.Variable{Name: v.name, Expression: v.expr})
 		}
 		vars = append(vars,
-			admissionv1.Variable{Name: id + "_ok", Expression: fmt.Sprintf("!(%s in variables.anns) || (%s in variables.old && variables.old[%s] == variables.anns[%s]) || (%s)", k, k, k, k, c.valid)},
+			admissionv1.Variable{Name: id + "_ok", Expression: fmt.Sprintf("!(%s in variables.anns) || (%s) || (%s)", k, unchanged(s), c.valid)},
 			admissionv1.Variable{Name: id + "_msg", Expression: c.message})
 		problems = append(problems, fmt.Sprintf("variables.%s_ok ? '' : variables.%s_msg", id, id))
 	}

@@ -74,7 +74,7 @@ func TestPlanMoveDeletes(t *testing.T) {
 					}
 				}
 			}
-			if s.Backend != "metal" || deletes != 1 || fmt.Sprint(s.DeletedFrom) != "[aws]" {
+			if s.Backend != "metal" || deletes != 1 || fmt.Sprint(s.DeletedFrom, s.DrainedFrom) != map[string]string{"": "[aws] []", "5m": "[] [aws]"}[drain] {
 				t.Errorf("moving: backend %q, changes %v; want metal and the NLB in aws deleted once", s.Backend, kinds(s.Changes))
 			}
 			if rep.Summary.LBDeleted != 1 || !strings.Contains(rep.Summary.String(), "1 deleted") {

@@ -98,9 +98,10 @@ type ServicePlan struct {
 	Changes     []backends.Intent `json:"changes,omitempty"`
 	Annotations []AnnotationIssue `json:"annotations,omitempty"`
 	// DeletedFrom names the backends whose load balancer for the Service
-	// is deleted (the Service moving out of them), at once or after its
-	// drain period.
+	// is deleted at once (the Service moving out of them); DrainedFrom
+	// those whose load balancer is drained, then deleted.
 	DeletedFrom []string `json:"deletedFrom,omitempty"`
+	DrainedFrom []string `json:"drainedFrom,omitempty"`
 	Error       string   `json:"error,omitempty"`
 }
 
@@ -170,7 +171,7 @@ func summarize(r *Report) Summary {
 			s.LBElsewhere++
 		}
 		s.LBChanges += len(sp.Changes)
-		s.LBDeleted += len(sp.DeletedFrom)
+		s.LBDeleted += len(sp.DeletedFrom) + len(sp.DrainedFrom)
 		s.AnnotationIssues += len(sp.Annotations)
 	}
 	return s

@@ -55,7 +55,7 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes []*cor
 	sp.DeletedFrom = deletedFrom(calls)
 	for _, d := range p.drains(svc, calls, targets, held) {
 		sp.Changes = append(sp.Changes, d.Intent)
-		sp.DeletedFrom = append(sp.DeletedFrom, d.backend)
+		sp.DrainedFrom = append(sp.DrainedFrom, d.backend)
 	}
 	sp.Outcome = outcome(sp, slices.ContainsFunc(targets, func(b string) bool { return held[b] }))
 	return sp

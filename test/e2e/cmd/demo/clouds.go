@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -56,9 +58,32 @@ func (c *clouds) close() error {
 // ec2 is the demo's one EC2 instance.
 func (c *clouds) ec2() awsfake.Instance { return c.seeded.Instances[0] }
 
-// env is the CCM's environment: the credentials the config refers to.
+// env are the credentials the simulated clouds accept, as variables the
+// rendered config refers to.
 func (c *clouds) env() []string {
 	return append(c.vsphere.Env(), "DEMO_AWS_ACCESS_KEY_ID=AKIDDEMOFAKE", "DEMO_AWS_SECRET_ACCESS_KEY=demo-fake-secret")
+}
+
+// secretFiles writes each credential of env to a file of its own in dir
+// and returns config with every {env: NAME} reference turned into {file:
+// <that file>}: anyone can run the CCM or `multicloud-ccm plan` with that
+// config, without the demo's environment.
+func secretFiles(config, dir string, env []string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(value), 0o600); err != nil {
+			return "", err
+		}
+		config = strings.ReplaceAll(config, "{env: "+name+"}", "{file: "+path+"}")
+	}
+	if strings.Contains(config, "{env: ") {
+		return "", fmt.Errorf("the demo's cloud-config refers to a variable it has no value for:\n%s", config)
+	}
+	return config, nil
 }
 
 // cloudConfig renders the demo's cloud-config: the bare-metal backend

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,13 @@ func TestDemoOnce(t *testing.T) {
 		{"IP targets: every node", `(?m)^\S+\s+ip\s+TCP/\d+\s+10\.0\.0\.11:\d+,10\.0\.0\.12:\d+,10\.0\.1\.21:\d+,10\.0\.100\.10:\d+,(10\.20\.0\.\d:\d+@all,){3}10\.20\.0\.\d:\d+@all$`},
 		{"api at its requested address", `(?m)^default/api\s+80/TCP\s+metal \(default\)\s+192\.0\.2\.70$`},
 		{"kubectl hint", `export KUBECONFIG=\S+admin\.kubeconfig`},
+		// The plan command it prints, run without the demo's environment
+		// (its credentials are files): nothing to do.
+		{"plan command", `(?m)^\s+\S+multicloud-ccm plan --cloud-config \S+ --kubeconfig \S+admin\.kubeconfig$`},
+		{"plan: nothing to do", `(?m)^\d+ nodes claimed, 0 would be deleted; \d+ load balancers adopted, 0 created, 0 replaced; 0 changes; \d+ annotations not honoured$`},
+	}
+	if strings.Contains(out.String(), "\nplan: ") {
+		t.Error("the plan command the demo prints failed")
 	}
 	for _, r := range rows {
 		if !regexp.MustCompile(r.re).MatchString(out.String()) {

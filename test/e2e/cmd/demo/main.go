@@ -16,13 +16,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -75,7 +79,11 @@ func run(ctx context.Context, o options) (err error) {
 	defer func() { err = errors.Join(err, c.close()) }()
 
 	fmt.Fprintf(o.out, "Starting multicloud-ccm with backends %s (bare metal), %s (vSphere), %s (AWS) ...\n", metalBackend, vsphereBackend, awsBackend)
-	ccm, err := cp.StartCCM(ctx, framework.CCMOptions{Name: "multicloud-ccm", CloudConfig: c.cloudConfig(), Env: c.env()})
+	cfg, err := secretFiles(c.cloudConfig(), filepath.Join(cp.Dir, "demo-secrets"), c.env())
+	if err != nil {
+		return err
+	}
+	ccm, err := cp.StartCCM(ctx, framework.CCMOptions{Name: "multicloud-ccm", CloudConfig: cfg})
 	if err != nil {
 		return err
 	}
@@ -95,6 +103,7 @@ func run(ctx context.Context, o options) (err error) {
 		fmt.Fprintf(o.out, "\nThe CCM's log: %s\n", ccm.LogPath())
 		return settleErr
 	}
+	showPlan(ctx, o.out, cp, ccm)
 	printUsage(o.out, cp, ccm)
 	if o.once {
 		return nil
@@ -129,6 +138,35 @@ Try it with kubectl:
   %s get services -o wide
   %s get events -A --sort-by=.lastTimestamp
 
+See what multicloud-ccm would do if it started now (here: nothing, 0 changes;
+change a Service's annotations and run it again):
+  %s
+  (docs/plan.md)
+
 multicloud-ccm log: %s
-`, cp.AdminKubeconfig, cp.Binaries.Kubectl, cp.Binaries.Kubectl, cp.Binaries.Kubectl, ccm.LogPath())
+`, cp.AdminKubeconfig, cp.Binaries.Kubectl, cp.Binaries.Kubectl, cp.Binaries.Kubectl, strings.Join(planCommand(cp, ccm), " "), ccm.LogPath())
+}
+
+// showPlan runs the plan command the demo prints, as a user without the
+// demo's environment would (no credentials in variables), and prints its
+// output: with everything handled, it plans nothing (0 changes, exit 0;
+// TestDemoOnce checks it). A plan that fails is printed with its exit
+// status and log, and the demo goes on.
+func showPlan(ctx context.Context, out io.Writer, cp *framework.ControlPlane, ccm *framework.CCM) {
+	args := planCommand(cp, ccm)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the demo's own binary and files.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + cp.Dir}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	fmt.Fprintf(out, "\n$ %s\n%s", strings.Join(args, " "), stdout.String())
+	if err != nil {
+		fmt.Fprintf(out, "plan: %v\n%s", err, stderr.String())
+	}
+}
+
+// planCommand is the `multicloud-ccm plan` command the demo prints: the
+// CCM's own cloud-config (its secrets in files) and the admin kubeconfig.
+func planCommand(cp *framework.ControlPlane, ccm *framework.CCM) []string {
+	return []string{cp.Binaries.CCM, "plan", "--cloud-config", ccm.CloudConfigPath, "--kubeconfig", cp.AdminKubeconfig}
 }
