@@ -107,11 +107,18 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 		return nil, err
 	}
 	answers := r.ensureAll(ctx, clusterName, service, targets, nodes, drain)
+	named := targets
+	if targets, answers = withoutHandedOver(targets, answers); len(targets) == 0 {
+		// Every backend named leaves the Service to another controller
+		// (the aws backend for aws-load-balancer-type: external): not a
+		// failure, no event, and nothing of theirs retired.
+		return nil, cloudprovider.ImplementedElsewhere
+	}
 	if failed := slices.ContainsFunc(answers, func(a ensured) bool { return a.err != nil }); failed {
 		return nil, r.partialFailure(ctx, service, targets, answers)
 	}
 	status := mergeStatus(answers)
-	kept, err := r.retire(ctx, clusterName, service, targets, drain, status.Ingress)
+	kept, err := r.retire(ctx, clusterName, service, named, drain, status.Ingress)
 	if err != nil {
 		return nil, err
 	}
@@ -193,13 +200,21 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 	}
 	bs = append(bs, r.drainingBackends(service, bs)...)
 	var errs []error
+	handedOver := 0
 	for _, b := range bs {
 		if err := b.updateLoadBalancer(ctx, clusterName, service, r.targetable(b, service, nodes)); err != nil {
+			if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
+				handedOver++ // another controller serves it there (withoutHandedOver)
+				continue
+			}
 			r.recordServiceError(ctx, service, err)
 			errs = append(errs, fmt.Errorf("backend %s: %w", b.Name, err))
 			continue
 		}
 		r.requeueIfStale(ctx, service, b, nodes)
+	}
+	if handedOver == len(bs) {
+		return cloudprovider.ImplementedElsewhere
 	}
 	return errors.Join(errs...)
 }

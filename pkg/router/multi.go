@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
@@ -139,6 +140,29 @@ func mergeStatus(answers []ensured) *corev1.LoadBalancerStatus {
 		}
 	}
 	return out
+}
+
+// withoutHandedOver returns the targets, and their answers, that did not
+// answer ImplementedElsewhere: a backend that leaves the Service to
+// another controller (the aws backend for aws-load-balancer-type:
+// external, the AWS Load Balancer Controller's) has not failed, serves no
+// address, and keeps whatever that controller made.
+func withoutHandedOver(targets []*backend, answers []ensured) ([]*backend, []ensured) {
+	if !slices.ContainsFunc(answers, handedOver) {
+		return targets, answers
+	}
+	var ts []*backend
+	var as []ensured
+	for i, a := range answers {
+		if !handedOver(a) {
+			ts, as = append(ts, targets[i]), append(as, a)
+		}
+	}
+	return ts, as
+}
+
+func handedOver(a ensured) bool {
+	return a.err == cloudprovider.ImplementedElsewhere //nolint:errorlint // the sentinel is never wrapped (backend.wrap), as upstream compares it.
 }
 
 // partialFailure handles targets of which some failed: the others'
