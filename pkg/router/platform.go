@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
 )
 
@@ -51,6 +52,37 @@ func FlagPlatforms() []string {
 		return slices.Clone(*p)
 	}
 	return nil
+}
+
+// checkFlagPlatforms refuses a --cloud-provider-platforms value that cfg
+// cannot honour, as config validation refuses the same mistake in
+// nodes.platforms: a platform no configured backend (or nodes.schemes
+// entry) serves, which is a typo or a backend missing from the config, or
+// no platform in common with nodes.platforms. Either would leave nodes of
+// ours (every node, in the second case) quietly another CCM's: never
+// initialised, with no Warning. It runs for the configuration the process
+// starts with and for every reload (a refused reload keeps the old
+// configuration serving).
+func checkFlagPlatforms(cfg *config.CloudConfig) error {
+	flag := FlagPlatforms()
+	if flag == nil {
+		return nil
+	}
+	configured := cfg.ConfiguredPlatforms()
+	var problems []string
+	for _, p := range flag {
+		if !slices.Contains(configured, p) {
+			problems = append(problems, fmt.Sprintf("%q is served by no configured backend or nodes.schemes entry", p))
+		}
+	}
+	if l := cfg.Nodes.Platforms; l != nil && !slices.ContainsFunc(flag, func(p string) bool { return slices.Contains(l, p) }) {
+		problems = append(problems, fmt.Sprintf("it has no platform in common with nodes.platforms [%s], so this CCM would serve no node", strings.Join(l, ", ")))
+	}
+	if problems == nil {
+		return nil
+	}
+	return fmt.Errorf("--%s=%s: %s; list only platforms the config serves (%s), or add the backend to the config",
+		config.PlatformsFlag, strings.Join(flag, ","), strings.Join(problems, "; "), strings.Join(configured, ", "))
 }
 
 // errForeign marks a node that belongs to another CCM.
