@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -243,6 +244,12 @@ func (r *Router) claimants(node *corev1.Node) []*backend {
 // platformLabelTimeout bounds the patch writing the platform label.
 const platformLabelTimeout = 10 * time.Second
 
+// platformLabelPause is how long the router stops writing platform labels
+// after the API server refused one as Forbidden: its identity may not patch
+// nodes, and asking again for every node at every status refresh would only
+// repeat the refusal and its error line.
+const platformLabelPause = time.Hour
+
 // labelPlatform writes the platform label (node.cloudprovider.kubernetes.io/
 // platform=<backend type>) on a node b serves that has none. Upstream's
 // cloud-node controller drops InstanceMetadata.AdditionalLabels under
@@ -250,6 +257,8 @@ const platformLabelTimeout = 10 * time.Second
 // a merge patch of that one label: a value already there (set by the
 // kubelet's --node-labels, or by hand) is kept. A failure is logged and
 // retried at the node's next metadata call; it never holds the node back.
+// A Forbidden refusal (RBAC without patch on nodes) stops every write for
+// platformLabelPause, logged once with the fix.
 func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backend) {
 	if r.client == nil || b.Type == "" {
 		return
@@ -257,11 +266,19 @@ func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backen
 	if _, ok := node.Labels[providerid.PlatformLabel]; ok {
 		return
 	}
+	if time.Now().UnixNano() < r.st.labelRefusedUntil.Load() {
+		return
+	}
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, providerid.PlatformLabel, b.Type)
 	ctx, cancel := context.WithTimeout(ctx, platformLabelTimeout)
 	defer cancel()
 	_, err := r.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "backend", b.Name, "platform", b.Type)
+	if apierrors.IsForbidden(err) {
+		r.st.labelRefusedUntil.Store(time.Now().Add(platformLabelPause).UnixNano())
+		logger.Error(err, "The API server refused writing the node's platform label: grant this CCM's identity patch on nodes (the Helm chart's <release>-router ClusterRole under --use-service-account-credentials); no node gets the label until then, next try in "+platformLabelPause.String(), "label", providerid.PlatformLabel)
+		return
+	}
 	if err != nil {
 		logger.Error(err, "Cannot write the node's platform label; retrying at its next metadata call", "label", providerid.PlatformLabel)
 		return
