@@ -124,6 +124,10 @@ func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolut
 			return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no backend with instances (have: %v); fix the kubelet's --node-labels",
 				node.Name, annotation.NodeBackend, name, names(r.instances))
 		}
+		if p := node.Annotations[providerid.PlatformAnnotation]; p != "" && b.Scheme != p && r.aliasBackend(p) != b {
+			return resolution{}, userErr(reasonUnknownBackend, "node %s: annotation %s=%q says its platform is %s, but label %s=%q names a %s backend; fix the kubelet's --node-labels or the annotation so they agree",
+				node.Name, providerid.PlatformAnnotation, p, p, annotation.NodeBackend, name, b.Scheme)
+		}
 		return resolution{b: b}, nil
 	}
 	for i := range r.cfg.Nodes.Rules {
