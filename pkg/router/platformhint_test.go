@@ -57,3 +57,29 @@ func TestPlatformAnnotationAndLabelDisagree(t *testing.T) {
 		t.Errorf("annotation and label agreeing: InstanceMetadata = %+v, %v", md, err)
 	}
 }
+
+// TestPlatformAnnotationPassesOverOtherPlatformsRules: a nodes.rules entry
+// is a broad default (a name pattern); a node's KEP-5778 platform
+// annotation names its platform exactly. A node annotated baremetal that a
+// rule for the vSphere backend also matches is claimed by the bare-metal
+// backend, and vSphere is never asked, as a node the annotation names
+// vsphere is still given to vSphere by that rule.
+func TestPlatformAnnotationPassesOverOtherPlatformsRules(t *testing.T) {
+	vs := newSpy(true, false, &cloudprovider.InstanceMetadata{ProviderID: "vsphere://4211-aa"})
+	metal := newSpy(true, false, &cloudprovider.InstanceMetadata{ProviderID: "baremetal://r-1"})
+	r := mustRouter(t, testConfig(withRule("vs", "^r-")),
+		Backend{Name: "metal", Type: "baremetal", Scheme: "baremetal", Cloud: metal},
+		Backend{Name: "vs", Type: "vsphere", Scheme: "vsphere", Cloud: vs})
+	ctx := context.Background()
+	md, err := r.InstanceMetadata(ctx, newNode("r-1", withPlatformAnnotation("baremetal"), uninitialized))
+	if err != nil || md.ProviderID != "baremetal://r-1" {
+		t.Errorf("annotated baremetal, matched by vSphere's rule: InstanceMetadata = %+v, %v; want the bare-metal machine", md, err)
+	}
+	if c := vs.calls.Load(); c != 0 {
+		t.Errorf("the vSphere backend was asked %d times about a node annotated baremetal", c)
+	}
+	md, err = r.InstanceMetadata(ctx, newNode("r-2", withPlatformAnnotation("vsphere"), uninitialized))
+	if err != nil || md.ProviderID != "vsphere://4211-aa" {
+		t.Errorf("annotated vsphere, matched by vSphere's rule: InstanceMetadata = %+v, %v", md, err)
+	}
+}
