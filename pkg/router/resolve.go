@@ -130,10 +130,16 @@ func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolut
 		}
 		return resolution{b: b}, nil
 	}
+	platform := node.Annotations[providerid.PlatformAnnotation]
 	for i := range r.cfg.Nodes.Rules {
 		rule := &r.cfg.Nodes.Rules[i]
 		if rule.Matches(node.Name, node.Labels) {
 			if b, ok := r.byName[rule.Backend]; ok && b.instances != nil {
+				if platform != "" && b.Scheme != platform && r.aliasBackend(platform) != b {
+					// The KEP-5778 annotation names the node's platform
+					// exactly; a rule is a broad default.
+					continue
+				}
 				return resolution{b: b}, nil
 			}
 		}
