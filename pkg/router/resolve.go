@@ -109,6 +109,13 @@ func (r *Router) resolveByLabel(node *corev1.Node, scheme, name string) (resolut
 	if b := r.aliasBackend(scheme); b != nil && b.Name == name {
 		return resolution{b: b, byName: true}, nil
 	}
+	if b, ok := r.byName[name]; ok && b.instances != nil && len(r.byScheme[scheme]) == 0 {
+		// The backend is there but serves another scheme: the node was
+		// served through a nodes.schemes entry that is gone.
+		return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names backend %s, which serves %s://, not %s:// (no nodes.schemes entry gives %s to it); "+
+			"if one did, add it back (nodes.schemes: [{scheme: %s, backend: %s}]; the node is kept, never deleted meanwhile), or fix the label if the node moved",
+			node.Name, annotation.NodeBackend, name, name, b.Scheme, scheme, scheme, scheme, name)
+	}
 	return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no configured backend serving %s:// (those are %v); "+
 		"if the backend was removed from the config, add it back (its nodes are kept, never asked of another backend), "+
 		"or fix the label if the node moved",
