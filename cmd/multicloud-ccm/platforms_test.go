@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -33,5 +34,51 @@ func TestPlatformsFlag(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
 		}
+	}
+}
+
+// TestPlatformsFlagCheckedAgainstConfig: a --cloud-provider-platforms
+// value naming a platform no configured backend serves (a typo, or a
+// backend not in --cloud-config), or one that shares no platform with
+// nodes.platforms, would leave every node another CCM's: none initialised,
+// with no Warning and nothing logged at the default verbosity. The command
+// refuses it as it refuses the same mistake in nodes.platforms, naming the
+// flag, the value and the platforms the config serves.
+func TestPlatformsFlagCheckedAgainstConfig(t *testing.T) {
+	t.Cleanup(func() { router.SetPlatforms(nil) })
+	withSchemes := metalOnly[:strings.Index(metalOnly, "backends:")] +
+		"nodes:\n  platforms: [metal3]\n  schemes: [{scheme: metal3, backend: metal}]\n" + metalOnly[strings.Index(metalOnly, "backends:"):]
+	for _, tc := range []struct {
+		name, flag, config string
+		want               []string
+	}{
+		{"typo", "vshpere", metalOnly, []string{"--cloud-provider-platforms", `"vshpere"`, "baremetal"}},
+		{"one of two unknown", "baremetal,aws", metalOnly, []string{"--cloud-provider-platforms", `"aws"`, "baremetal"}},
+		{"nothing in common with nodes.platforms", "baremetal", withSchemes, []string{"--cloud-provider-platforms", "nodes.platforms", "metal3", "no platform"}},
+		{"served", "baremetal", metalOnly, nil},
+		{"served, within nodes.platforms", "metal3", withSchemes, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			addProviderFlags(fs)
+			if err := fs.Parse([]string{"--cloud-provider-platforms=" + tc.flag}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { router.SetPlatforms(nil) })
+			path := filepath.Join(t.TempDir(), "cloud-config.yaml")
+			write(t, path, tc.config)
+			_, err := newReloadingCloud(path, 0)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("newReloadingCloud: %v", err)
+				}
+				return
+			}
+			for _, want := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("error %v does not say %q", err, want)
+				}
+			}
+		})
 	}
 }

@@ -160,9 +160,14 @@ func TestMetal3NodesThroughUpstreamControllers(t *testing.T) {
 			})
 			for name, zone := range map[string]string{"bm-1": "rack-a", "rule-1": "rack-b"} {
 				if served {
-					eventually(t, name+" initialised", func() bool {
+					// The label may come a refresh after the taint goes: the
+					// fake clientset keeps no resourceVersions, so it takes
+					// upstream's initialising Update, made from its cache of
+					// the node before the router's label patch, which drops
+					// the label; a real API server refuses it as stale.
+					eventually(t, name+" initialised with its platform label", func() bool {
 						n, _ := c.node(t, name)
-						return !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider)
+						return !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) && n.Labels[providerid.PlatformLabel] != ""
 					})
 				}
 				n, _ := c.node(t, name)

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
 )
 
@@ -51,6 +53,37 @@ func FlagPlatforms() []string {
 		return slices.Clone(*p)
 	}
 	return nil
+}
+
+// checkFlagPlatforms refuses a --cloud-provider-platforms value that cfg
+// cannot honour, as config validation refuses the same mistake in
+// nodes.platforms: a platform no configured backend (or nodes.schemes
+// entry) serves, which is a typo or a backend missing from the config, or
+// no platform in common with nodes.platforms. Either would leave nodes of
+// ours (every node, in the second case) quietly another CCM's: never
+// initialised, with no Warning. It runs for the configuration the process
+// starts with and for every reload (a refused reload keeps the old
+// configuration serving).
+func checkFlagPlatforms(cfg *config.CloudConfig) error {
+	flag := FlagPlatforms()
+	if flag == nil {
+		return nil
+	}
+	configured := cfg.ConfiguredPlatforms()
+	var problems []string
+	for _, p := range flag {
+		if !slices.Contains(configured, p) {
+			problems = append(problems, fmt.Sprintf("%q is served by no configured backend or nodes.schemes entry", p))
+		}
+	}
+	if l := cfg.Nodes.Platforms; l != nil && !slices.ContainsFunc(flag, func(p string) bool { return slices.Contains(l, p) }) {
+		problems = append(problems, fmt.Sprintf("it has no platform in common with nodes.platforms [%s], so this CCM would serve no node", strings.Join(l, ", ")))
+	}
+	if problems == nil {
+		return nil
+	}
+	return fmt.Errorf("--%s=%s: %s; list only platforms the config serves (%s), or add the backend to the config",
+		config.PlatformsFlag, strings.Join(flag, ","), strings.Join(problems, "; "), strings.Join(configured, ", "))
 }
 
 // errForeign marks a node that belongs to another CCM.
@@ -214,6 +247,12 @@ func (r *Router) claimants(node *corev1.Node) []*backend {
 // platformLabelTimeout bounds the patch writing the platform label.
 const platformLabelTimeout = 10 * time.Second
 
+// platformLabelPause is how long the router stops writing platform labels
+// after the API server refused one as Forbidden: its identity may not patch
+// nodes, and asking again for every node at every status refresh would only
+// repeat the refusal and its error line.
+const platformLabelPause = time.Hour
+
 // labelPlatform writes the platform label (node.cloudprovider.kubernetes.io/
 // platform=<backend type>) on a node b serves that has none. Upstream's
 // cloud-node controller drops InstanceMetadata.AdditionalLabels under
@@ -221,6 +260,8 @@ const platformLabelTimeout = 10 * time.Second
 // a merge patch of that one label: a value already there (set by the
 // kubelet's --node-labels, or by hand) is kept. A failure is logged and
 // retried at the node's next metadata call; it never holds the node back.
+// A Forbidden refusal (RBAC without patch on nodes) stops every write for
+// platformLabelPause, logged once with the fix.
 func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backend) {
 	if r.client == nil || b.Type == "" {
 		return
@@ -228,11 +269,19 @@ func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backen
 	if _, ok := node.Labels[providerid.PlatformLabel]; ok {
 		return
 	}
+	if time.Now().UnixNano() < r.st.labelRefusedUntil.Load() {
+		return
+	}
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, providerid.PlatformLabel, b.Type)
 	ctx, cancel := context.WithTimeout(ctx, platformLabelTimeout)
 	defer cancel()
 	_, err := r.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "backend", b.Name, "platform", b.Type)
+	if apierrors.IsForbidden(err) {
+		r.st.labelRefusedUntil.Store(time.Now().Add(platformLabelPause).UnixNano())
+		logger.Error(err, "The API server refused writing the node's platform label: grant this CCM's identity patch on nodes (the Helm chart's <release>-router ClusterRole under --use-service-account-credentials); no node gets the label until then, next try in "+platformLabelPause.String(), "label", providerid.PlatformLabel)
+		return
+	}
 	if err != nil {
 		logger.Error(err, "Cannot write the node's platform label; retrying at its next metadata call", "label", providerid.PlatformLabel)
 		return

@@ -109,6 +109,13 @@ func (r *Router) resolveByLabel(node *corev1.Node, scheme, name string) (resolut
 	if b := r.aliasBackend(scheme); b != nil && b.Name == name {
 		return resolution{b: b, byName: true}, nil
 	}
+	if b, ok := r.byName[name]; ok && b.instances != nil && len(r.byScheme[scheme]) == 0 {
+		// The backend is there but serves another scheme: the node was
+		// served through a nodes.schemes entry that is gone.
+		return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names backend %s, which serves %s://, not %s:// (no nodes.schemes entry gives %s to it); "+
+			"if one did, add it back (nodes.schemes: [{scheme: %s, backend: %s}]; the node is kept, never deleted meanwhile), or fix the label if the node moved",
+			node.Name, annotation.NodeBackend, name, name, b.Scheme, scheme, scheme, scheme, name)
+	}
 	return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no configured backend serving %s:// (those are %v); "+
 		"if the backend was removed from the config, add it back (its nodes are kept, never asked of another backend), "+
 		"or fix the label if the node moved",
@@ -124,12 +131,22 @@ func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolut
 			return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no backend with instances (have: %v); fix the kubelet's --node-labels",
 				node.Name, annotation.NodeBackend, name, names(r.instances))
 		}
+		if p := node.Annotations[providerid.PlatformAnnotation]; p != "" && b.Scheme != p && r.aliasBackend(p) != b {
+			return resolution{}, userErr(reasonUnknownBackend, "node %s: annotation %s=%q says its platform is %s, but label %s=%q names a %s backend; fix the kubelet's --node-labels or the annotation so they agree",
+				node.Name, providerid.PlatformAnnotation, p, p, annotation.NodeBackend, name, b.Scheme)
+		}
 		return resolution{b: b}, nil
 	}
+	platform := node.Annotations[providerid.PlatformAnnotation]
 	for i := range r.cfg.Nodes.Rules {
 		rule := &r.cfg.Nodes.Rules[i]
 		if rule.Matches(node.Name, node.Labels) {
 			if b, ok := r.byName[rule.Backend]; ok && b.instances != nil {
+				if platform != "" && b.Scheme != platform && r.aliasBackend(platform) != b {
+					// The KEP-5778 annotation names the node's platform
+					// exactly; a rule is a broad default.
+					continue
+				}
 				return resolution{b: b}, nil
 			}
 		}

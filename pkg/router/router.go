@@ -172,6 +172,9 @@ func assemble(cfg *config.CloudConfig, bs []*backend, st *serviceStates) (*Route
 	if err := r.checkLoadBalancerBackends(); err != nil {
 		return nil, err
 	}
+	if err := checkFlagPlatforms(cfg); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -68,6 +68,11 @@ type serviceStates struct {
 	clusterName atomic.Value
 	// problems keeps each object's last reported problem, to log it once.
 	problems problems
+	// labelRefusedUntil is when the router next tries to write a node's
+	// platform label after the API server refused one (Forbidden: its
+	// identity may not patch nodes), in Unix nanoseconds; 0 when none was
+	// refused. See labelPlatform.
+	labelRefusedUntil atomic.Int64
 
 	// current returns the configuration's router in use and a function
 	// ending its use; the node-address re-sync runs on it.
