@@ -204,6 +204,9 @@ type envOptions struct {
 	wrap func(*hookedCloud) Cloud
 	// resync: Options.ResyncPeriod.
 	resync time.Duration
+	// reactors, when set, is called with the fake API server before
+	// anything uses it (PrependReactor is not safe once it is in use).
+	reactors func(*fake.Clientset)
 }
 
 // startEnv runs the controller over a router built from o.doc, on a fake
@@ -231,6 +234,9 @@ func startEnv(t testing.TB, o envOptions, objs ...runtime.Object) *env {
 	client := utilt.NewClientset(objs...)
 	if o.versioned {
 		client = newVersionedClientset(objs...)
+	}
+	if o.reactors != nil {
+		o.reactors(client)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(client, 0)
