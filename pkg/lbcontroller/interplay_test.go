@@ -633,3 +633,51 @@ func TestRestartMidCloudDrain(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAdoptedMidDrain: a classless Service upstream's service controller
+// served, moved with a drain, is adopted by ours (a restart with
+// classless Services ours): ours ends the drain and metal's address is
+// free again.
+func TestAdoptedMidDrain(t *testing.T) {
+	var objs []runtime.Object
+	var ipA string
+	t.Run("upstream", func(t *testing.T) {
+		first := startEnv(t, envOptions{doc: metals(""), classless: false, versioned: true})
+		utilt.RunServiceController(t, first.cloud.routerCloud.(cloudprovider.Interface), first.client, first.factory, cluster, 2)
+		s := service("web", nil)
+		s.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal", string(annotation.LoadBalancerDrain): "3s"}
+		first.create(t, s)
+		eventually(t, "addressed", func() error {
+			if ipA = ingress(first.get(t, "web")); ipA == "" {
+				return fmt.Errorf("none")
+			}
+			return nil
+		})
+		first.moveTo(t, "web", "metal2")
+		eventually(t, "metal draining", func() error {
+			if s := first.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal=") || len(s.Status.LoadBalancer.Ingress) != 2 {
+				return fmt.Errorf("%s", state(s))
+			}
+			return nil
+		})
+		time.Sleep(200 * time.Millisecond) // the syncs in flight settle: no condition to wait for
+		objs = first.objects(t)
+	})
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true}, objs...)
+	waitFor(t, 20*time.Second, "the drain over under ours", func() error {
+		s := e.get(t, "web")
+		if drainingOf(s) != "" || s.Annotations[string(annotation.LoadBalancerBackends)] != "metal2" || len(s.Status.LoadBalancer.Ingress) != 1 {
+			return fmt.Errorf("%s; events %v", state(s), e.events(t, "web"))
+		}
+		return nil
+	})
+	p := service("probe", nil)
+	p.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal", string(annotation.LoadBalancerIPs): ipA}
+	e.create(t, p)
+	eventually(t, "probe gets the drained address", func() error {
+		if got := ingress(e.get(t, "probe")); got != ipA {
+			return fmt.Errorf("probe %q; events %v", got, e.events(t, "probe"))
+		}
+		return nil
+	})
+}
