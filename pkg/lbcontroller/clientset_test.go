@@ -50,6 +50,27 @@ func newVersionedClientset(objs ...runtime.Object) *fake.Clientset {
 		}
 		return false, nil, nil
 	})
+	client.PrependReactor("delete", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		// A delete that only marks the object (it has finalizers) is a
+		// write: the API server stores a new resourceVersion with the
+		// deletion timestamp.
+		d := a.(clienttesting.DeleteAction)
+		obj, err := tracker.Get(d.GetResource(), d.GetNamespace(), d.GetName())
+		if err != nil {
+			return false, nil, nil
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil || len(m.GetFinalizers()) == 0 || m.GetDeletionTimestamp() != nil {
+			return false, nil, nil
+		}
+		now := metav1.Now()
+		m.SetDeletionTimestamp(&now)
+		m.SetResourceVersion(next())
+		if err := tracker.Update(d.GetResource(), obj, d.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	})
 	client.PrependReactor("update", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		m, err := meta.Accessor(a.(clienttesting.UpdateAction).GetObject())
 		if err != nil {

@@ -173,6 +173,8 @@ type env struct {
 	// it started with.
 	rl  *router.Reloadable
 	cfg *config.CloudConfig
+	// factory is the informer factory the controller and the router use.
+	factory informers.SharedInformerFactory
 }
 
 func start(t *testing.T, classless bool, objs ...runtime.Object) *env {
@@ -204,6 +206,11 @@ type envOptions struct {
 	wrap func(*hookedCloud) Cloud
 	// resync: Options.ResyncPeriod.
 	resync time.Duration
+	// reactors, when set, is called with the fake API server before
+	// anything uses it (PrependReactor is not safe once it is in use).
+	reactors func(*fake.Clientset)
+	// build, when set, builds the router from the config instead.
+	build func(*config.CloudConfig) (routerCloud, error)
 }
 
 // startEnv runs the controller over a router built from o.doc, on a fake
@@ -218,10 +225,13 @@ func startEnv(t testing.TB, o envOptions, objs ...runtime.Object) *env {
 		r  routerCloud
 		rl *router.Reloadable
 	)
-	if o.reloadable {
+	switch {
+	case o.build != nil:
+		r, err = o.build(cfg)
+	case o.reloadable:
 		rl, err = router.NewReloadable(context.Background(), cfg)
 		r = rl
-	} else {
+	default:
 		r, err = router.NewFromConfig(context.Background(), cfg)
 	}
 	if err != nil {
@@ -231,6 +241,9 @@ func startEnv(t testing.TB, o envOptions, objs ...runtime.Object) *env {
 	client := utilt.NewClientset(objs...)
 	if o.versioned {
 		client = newVersionedClientset(objs...)
+	}
+	if o.reactors != nil {
+		o.reactors(client)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -258,7 +271,7 @@ func startEnv(t testing.TB, o envOptions, objs ...runtime.Object) *env {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(runCtx, 2) })
 	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
-	return &env{client: client, cloud: h, ctrl: c, ctx: ctx, rl: rl, cfg: cfg}
+	return &env{client: client, cloud: h, ctrl: c, ctx: ctx, rl: rl, cfg: cfg, factory: factory}
 }
 
 func service(name string, class *string) *corev1.Service {

@@ -5,14 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
@@ -191,4 +197,69 @@ func TestEditDuringCreateIsEnsured(t *testing.T) {
 		return nil
 	})
 	eventually(t, "addressed", addressed(e, t, "web"))
+}
+
+// TestReloadSyncRetriedAfterStatusWriteFails: a reload shrinking metal2's
+// pool re-syncs web, whose address is replaced; the status write of that
+// sync fails once (the API server briefly unavailable). The retry still
+// publishes the new address. The reload's full-sync mark was taken by the
+// failed sync and the retry, seeing the Service unchanged, only compared
+// nodes: the status kept an address outside every pool.
+func TestReloadSyncRetriedAfterStatusWriteFails(t *testing.T) {
+	var fail atomic.Bool
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true, reloadable: true,
+		reactors: func(c *fake.Clientset) {
+			c.PrependReactor("patch", "services", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() == "status" && strings.Contains(string(a.(clienttesting.PatchAction).GetPatch()), `"status"`) && fail.CompareAndSwap(true, false) {
+					return true, nil, apierrors.NewServiceUnavailable("the API server is briefly unavailable")
+				}
+				return false, nil, nil
+			})
+		}})
+	s := service("web", nil)
+	s.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal2"}
+	e.create(t, s)
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	time.Sleep(200 * time.Millisecond) // the create's syncs settle: no condition to wait for
+	fail.Store(true)
+	e.reload(t, strings.Replace(metals(""), "198.51.100.0/28", "198.51.100.16/28", 1))
+	eventually(t, "web's address in the shrunk pool", func() error {
+		s := e.get(t, "web")
+		if len(s.Status.LoadBalancer.Ingress) != 1 || !inPrefix(ingress(s), "198.51.100.16/28") {
+			return fmt.Errorf("%s; failed once %v; events %v", state(s), !fail.Load(), e.events(t, "web"))
+		}
+		return nil
+	})
+}
+
+// TestReloadMoveRetriedAfterRecordWriteFails: a reload moving
+// defaultBackend from metal to metal2 re-syncs web; the write of its
+// record and finalizer before the ensure fails once. The retry still moves
+// it. The reload's full-sync mark was taken by the failed sync, and the
+// retry, seeing the Service unchanged, only compared nodes: web stayed on
+// metal.
+func TestReloadMoveRetriedAfterRecordWriteFails(t *testing.T) {
+	var fail atomic.Bool
+	e := startEnv(t, envOptions{doc: metals("  defaultBackend: metal\n"), classless: true, versioned: true, reloadable: true,
+		reactors: func(c *fake.Clientset) {
+			c.PrependReactor("patch", "services", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				p := string(a.(clienttesting.PatchAction).GetPatch())
+				if a.GetSubresource() == "status" && !strings.Contains(p, `"status"`) && strings.Contains(p, "load-balancer-backends") && fail.CompareAndSwap(true, false) {
+					return true, nil, apierrors.NewServiceUnavailable("the API server is briefly unavailable")
+				}
+				return false, nil, nil
+			})
+		}})
+	e.create(t, service("web", nil))
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	time.Sleep(200 * time.Millisecond) // the create's syncs settle: no condition to wait for
+	fail.Store(true)
+	e.reload(t, metals("  defaultBackend: metal2\n"))
+	eventually(t, "web moved to metal2", func() error {
+		s := e.get(t, "web")
+		if !strings.HasPrefix(ingress(s), "198.51.100.") {
+			return fmt.Errorf("%s; failed once %v; events %v", state(s), !fail.Load(), e.events(t, "web"))
+		}
+		return nil
+	})
 }

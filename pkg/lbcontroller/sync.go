@@ -140,6 +140,11 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	seen := sets.New(svc.ResourceVersion)
 	before := svc
 	prepared, err := c.prepare(ctx, svc)
+	if err != nil {
+		// The next sync is a full one: the mark that made this one full
+		// (a reload, a drain's end) was taken.
+		c.failed(key, false, nil, nil)
+	}
 	if err != nil || prepared == nil {
 		return false, err
 	}
@@ -172,6 +177,11 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 			return true, nil
 		}
 		if err != nil {
+			// The load balancer changed but the Service does not say so
+			// yet: the retry ensures and writes again in full (the
+			// Service itself is unchanged, so it would only compare
+			// nodes), as after a failed ensure.
+			c.failed(key, repair && !specChanged, changes(), backends.ChangedBackends(ectx))
 			return true, fmt.Errorf("writing the load-balancer status: %w", err)
 		}
 		if own {
