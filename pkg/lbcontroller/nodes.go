@@ -47,12 +47,11 @@ func (c *Controller) nodeUpdated(old, cur any) {
 // call per Service served with the node before and after (labels change
 // rarely; heartbeats do not touch them).
 func (c *Controller) labelsMoveTargets(old, cur *corev1.Node) bool {
-	t, ok := c.cloud.(Targeter)
-	if !ok || maps.Equal(old.Labels, cur.Labels) || !nodeIncluded(old) || !nodeIncluded(cur) {
+	if _, ok := c.cloud.(Targeter); !ok || maps.Equal(old.Labels, cur.Labels) || !nodeIncluded(old) || !nodeIncluded(cur) {
 		return false
 	}
 	for _, svc := range c.servedServices() {
-		if len(t.LoadBalancerTargets(svc, []*corev1.Node{old})) != len(t.LoadBalancerTargets(svc, []*corev1.Node{cur})) {
+		if !c.targetsOf(svc, []*corev1.Node{old}).equal(c.targetsOf(svc, []*corev1.Node{cur})) {
 			return true
 		}
 	}
@@ -91,9 +90,26 @@ type Targeter interface {
 	LoadBalancerTargets(svc *corev1.Service, nodes []*corev1.Node) []*corev1.Node
 }
 
+// BackendTargeter is a Targeter that says which nodes each backend
+// holding a Service's load balancer targets (the router): nil when it holds
+// none, and every node handed is a target. A node can move into one
+// backend's targets while another backend of the Service already targets
+// it (a node labelled for an NLB's aws-load-balancer-target-node-labels,
+// on a Service Octavia serves too): the union of the targets does not
+// change, and a comparison of the union missed the change.
+type BackendTargeter interface {
+	LoadBalancerTargetsByBackend(svc *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node
+}
+
 // targetsOf is the set of nodes the Service's load balancer targets among
-// nodes.
+// nodes, and, with a BackendTargeter, which backend targets each.
 func (c *Controller) targetsOf(svc *corev1.Service, nodes []*corev1.Node) nodeSet {
+	if t, ok := c.cloud.(BackendTargeter); ok {
+		if by := t.LoadBalancerTargetsByBackend(svc, nodes); by != nil {
+			return setOfByBackend(by)
+		}
+		return setOf(nodes)
+	}
 	if t, ok := c.cloud.(Targeter); ok {
 		return setOf(t.LoadBalancerTargets(svc, nodes))
 	}
@@ -198,6 +214,33 @@ func setOf(nodes []*corev1.Node) nodeSet {
 		s.n++
 		s.a += maphash.String(targetSeeds[0], entry)
 		s.b += maphash.String(targetSeeds[1], entry)
+	}
+	return s
+}
+
+// setOfByBackend is the fingerprint of the targets of several backends:
+// its count is that of the distinct nodes, its sums cover each backend's
+// nodes under the backend's name, so that a node moving into or out of
+// one backend's targets changes it even when another backend targets the
+// node throughout.
+func setOfByBackend(by map[string][]*corev1.Node) nodeSet {
+	var s nodeSet
+	names := map[string]bool{}
+	for b, nodes := range by {
+		seen := make(map[string]bool, len(nodes))
+		for _, n := range nodes {
+			if seen[n.Name] {
+				continue
+			}
+			seen[n.Name] = true
+			if !names[n.Name] {
+				names[n.Name] = true
+				s.n++
+			}
+			entry := b + "\x00" + n.Name + "\x00" + n.Spec.ProviderID
+			s.a += maphash.String(targetSeeds[0], entry)
+			s.b += maphash.String(targetSeeds[1], entry)
+		}
 	}
 	return s
 }

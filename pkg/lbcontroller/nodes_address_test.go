@@ -82,6 +82,10 @@ func (c routerTargets) LoadBalancerTargets(svc *corev1.Service, nodes []*corev1.
 	return c.routerCloud.(Targeter).LoadBalancerTargets(svc, nodes) //nolint:forcetypeassert // the router is a Targeter.
 }
 
+func (c routerTargets) LoadBalancerTargetsByBackend(svc *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
+	return c.routerCloud.(BackendTargeter).LoadBalancerTargetsByBackend(svc, nodes) //nolint:forcetypeassert // the router is a BackendTargeter.
+}
+
 // ipTargets lists the IP addresses registered in every target group,
 // sorted.
 func ipTargets(f *awsfake.Running) []string {

@@ -37,3 +37,23 @@ func TestNodeSetFingerprint(t *testing.T) {
 		t.Error("the empty set's fingerprint is not the zero value")
 	}
 }
+
+// TestNodeSetByBackendFingerprint: the fingerprint of several backends'
+// targets counts each node once, and changes when a node moves into or
+// out of one backend's targets while another backend targets it
+// throughout (the union of the targets the same).
+func TestNodeSetByBackendFingerprint(t *testing.T) {
+	n := func(name string) *corev1.Node { return utilt.NewNode(name, utilt.WithProviderID("baremetal://"+name)) }
+	a, b := n("a"), n("b")
+	before := setOfByBackend(map[string][]*corev1.Node{"aws": {a}, "octavia": {a, b}})
+	after := setOfByBackend(map[string][]*corev1.Node{"aws": {a, b}, "octavia": {b, a}})
+	if before.equal(after) {
+		t.Error("b joining the aws backend's targets left the fingerprint unchanged")
+	}
+	if before.len() != 2 || after.len() != 2 {
+		t.Errorf("len = %d and %d, want 2 (distinct nodes)", before.len(), after.len())
+	}
+	if !setOfByBackend(map[string][]*corev1.Node{"octavia": {b, a, a}, "aws": {a}}).equal(before) {
+		t.Error("another order, or a node listed twice, changed the fingerprint")
+	}
+}

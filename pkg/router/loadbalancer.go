@@ -225,23 +225,44 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 // balancers ignore their nodes (bare metal). pkg/lbcontroller re-syncs a
 // Service after node changes only when these change (its Targeter).
 func (r *Router) LoadBalancerTargets(service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
-	service = r.withClassDefaults(service)
-	bs, _, err := r.updateTargets(service)
-	if err != nil || len(bs) == 0 {
+	by := r.LoadBalancerTargetsByBackend(service, nodes)
+	if by == nil {
 		return nodes
 	}
-	bs = append(bs, r.drainingBackends(service, bs)...)
 	seen := map[string]bool{}
 	var out []*corev1.Node
-	for _, b := range bs {
-		if b.ignoresNodes() {
-			continue
-		}
-		for _, n := range r.targetable(b, service, nodes) {
+	for _, ns := range by {
+		for _, n := range ns {
 			if !seen[n.Name] {
 				seen[n.Name] = true
 				out = append(out, n)
 			}
+		}
+	}
+	return out
+}
+
+// LoadBalancerTargetsByBackend returns, by backend name, the nodes among
+// nodes each backend an update of the Service's load balancer would go to
+// (draining ones included) can target, leaving out backends whose load
+// balancers ignore their nodes; nil when the router holds no load
+// balancer for the Service (every node handed is then its target). A node
+// can move into one backend's targets while another already targets it
+// (a label that aws-load-balancer-target-node-labels names, on a Service
+// also served by Octavia, which takes every node): the union
+// (LoadBalancerTargets) does not change, the targets do, and
+// pkg/lbcontroller compares these (its BackendTargeter).
+func (r *Router) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
+	service = r.withClassDefaults(service)
+	bs, _, err := r.updateTargets(service)
+	if err != nil || len(bs) == 0 {
+		return nil
+	}
+	bs = append(bs, r.drainingBackends(service, bs)...)
+	out := make(map[string][]*corev1.Node, len(bs))
+	for _, b := range bs {
+		if !b.ignoresNodes() {
+			out[b.Name] = r.targetable(b, service, nodes)
 		}
 	}
 	return out

@@ -368,10 +368,14 @@ func (a *addressResync) stableNodes() ([]*corev1.Node, error) {
 // waiting for the Service's lock, and another call may have handed newer
 // ones meanwhile. It is called under that lock, after a successful
 // EnsureLoadBalancer or UpdateLoadBalancer. Without the informers (no
-// re-sync running) it does nothing.
+// re-sync running) it does nothing, nor for a Service with a
+// loadBalancerClass: only pkg/lbcontroller serves our classes, and it
+// queues such a Service again itself when a node changed while its call
+// was in flight; the re-sync made a second update of the same load
+// balancer with the same nodes (TestNodeAddedDuringUpdateUpdatesTheNLBOnce).
 func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend, handed []*corev1.Node) {
 	a := r.st.resync.Load()
-	if a == nil || svc.DeletionTimestamp != nil || target.ignoresNodes() {
+	if a == nil || svc.DeletionTimestamp != nil || target.ignoresNodes() || svc.Spec.LoadBalancerClass != nil {
 		return
 	}
 	current, err := a.stableNodes()

@@ -495,6 +495,13 @@ func (rl *Reloadable) LoadBalancerTargets(service *corev1.Service, nodes []*core
 	return g.r.LoadBalancerTargets(service, nodes)
 }
 
+// LoadBalancerTargetsByBackend answers on the configuration in use.
+func (rl *Reloadable) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.LoadBalancerTargetsByBackend(service, nodes)
+}
+
 // EnsureLoadBalancerDeleted runs on the configuration in use.
 func (rl *Reloadable) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	g := rl.acquire()

@@ -1,0 +1,113 @@
+package lbcontroller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+)
+
+// holdingTargets is the router with its Targeter whose next
+// UpdateLoadBalancer, once armed, is held until release.
+type holdingTargets struct {
+	routerTargets
+	mu      sync.Mutex
+	armed   bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *holdingTargets) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
+	h.mu.Lock()
+	hold := h.armed
+	h.armed = false
+	h.mu.Unlock()
+	if hold {
+		h.entered <- struct{}{}
+		<-h.release
+	}
+	return h.routerTargets.UpdateLoadBalancer(ctx, clusterName, svc, nodes)
+}
+
+// TestNodeAddedDuringUpdateUpdatesTheNLBOnce: a classed IP-target NLB; a
+// node excluded starts an UpdateLoadBalancer, held; meanwhile a node
+// joins. Once the held call returns, the joined node must reach the NLB
+// with one more targets-only update (one DescribeLoadBalancers), not one
+// from the controller's requeue and another from the router's stale-list
+// re-sync.
+func TestNodeAddedDuringUpdateUpdatesTheNLBOnce(t *testing.T) {
+	h := &holdingTargets{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	fake := awsfake.New("eu-west-1")
+	seeded := fake.Seed(awsfake.SeedSpec{ClusterID: "test"})
+	f, err := fake.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
+	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
+	e := startEnv(t, envOptions{doc: fmt.Sprintf(awsConfig, f.URL, seeded.VPCID), nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
+		wrap: func(hc *hookedCloud) Cloud { h.routerTargets = routerTargets{hc}; return h }})
+	nodes := e.client.CoreV1().Nodes()
+	n1 := utilt.NewNode("worker-1", utilt.WithProviderID("baremetal://worker-1"), utilt.WithInternalIP("10.0.0.11"))
+	if _, err := nodes.Create(context.Background(), n1, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.create(t, utilt.NewService("web", utilt.WithClass(awsIPClass)))
+	targets := func(want ...string) func() error {
+		return func() error {
+			if got := ipTargets(f); !slices.Equal(got, want) {
+				return fmt.Errorf("IP targets %v, want %v", got, want)
+			}
+			return nil
+		}
+	}
+	waitFor(t, time.Minute, "both nodes targeted", targets("10.0.0.10", "10.0.0.11"))
+	settle := func() int {
+		last, since := f.Calls("DescribeLoadBalancers"), time.Now()
+		waitFor(t, 30*time.Second, "the calls settled", func() error {
+			if n := f.Calls("DescribeLoadBalancers"); n != last {
+				last, since = n, time.Now()
+			}
+			if time.Since(since) < time.Second {
+				return fmt.Errorf("still moving")
+			}
+			return nil
+		})
+		return last
+	}
+	settle()
+
+	h.mu.Lock()
+	h.armed = true
+	h.mu.Unlock()
+	n1.Labels[corev1.LabelNodeExcludeBalancers] = "true"
+	if _, err := nodes.Update(context.Background(), n1, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, h.entered, "the update excluding worker-1")
+	if _, err := nodes.Create(context.Background(), utilt.NewNode("worker-2", utilt.WithProviderID("baremetal://worker-2"), utilt.WithInternalIP("10.0.0.12")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The joined node is in the lister before the held call returns.
+	waitFor(t, 30*time.Second, "worker-2 listed", func() error {
+		if _, err := e.ctrl.nodes.Get("worker-2"); err != nil {
+			return err
+		}
+		return nil
+	})
+	before := f.Calls("DescribeLoadBalancers")
+	close(h.release)
+	waitFor(t, 30*time.Second, "worker-1 out, worker-2 in", targets("10.0.0.10", "10.0.0.12"))
+	if got := settle() - before; got != 2 {
+		t.Errorf("%d targets-only updates (DescribeLoadBalancers) after the held one was released, want 2: the held one and one for worker-2", got)
+	}
+}
