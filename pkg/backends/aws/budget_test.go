@@ -174,8 +174,11 @@ func TestBackendsOfOneAccountShareTheBudget(t *testing.T) {
 	}
 	first, second := buildCloud(t, e.url, oneToken), buildCloud(t, e.url, oneToken)
 	node := newNode("n", testutil.WithProviderID(providerID(in.Zone, in.ID)))
+	// A generous deadline: the budget refuses at once a wait past it (the
+	// next token comes in 1,000 s), so the second lookup fails without
+	// waiting, and a loaded machine cannot fail the first.
 	lookup := func(c *Cloud) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		inst, _ := c.InstancesV2()
 		_, err := inst.InstanceMetadata(ctx, node)

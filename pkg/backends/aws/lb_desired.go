@@ -212,7 +212,17 @@ func (l *LoadBalancer) keepIPTargets(ctx context.Context, d *desiredLB, attached
 			return nil
 		}
 	}
+	l.targetTypes.remember(d.svc, d.targetType, false)
 	return nil
+}
+
+// undecided reports whether d's target type is the node set's instance
+// targets that keepIPTargets has yet to check against the load balancer's
+// groups (no memory of the Service: a restart): observe then remembers
+// nothing, or a sync failing before that check would leave a memory of
+// instance targets that stops the next one from keeping IP targets.
+func (d *desiredLB) undecided() bool {
+	return d.targetChosen && d.targetType == targetInstance && !d.remembered
 }
 
 // readScheme reads AnnotationScheme, else AnnotationInternal; when both

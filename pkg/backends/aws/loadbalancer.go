@@ -244,7 +244,9 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 	if err != nil {
 		return nil, nil, err
 	}
-	l.targetTypes.remember(svc, d.targetType, d.keepIP)
+	if !d.undecided() {
+		l.targetTypes.remember(svc, d.targetType, d.keepIP)
+	}
 	if err := l.checkGroups(ctx, d); err != nil {
 		return nil, nil, err
 	}

@@ -715,3 +715,35 @@ func TestOtherRegionNodeIsNoLookup(t *testing.T) {
 		t.Errorf("DescribeInstances calls = %d, want 0", n)
 	}
 }
+
+// TestIPTargetsKeptAfterRestartAndFailedSync: after a restart the backend
+// learns from the NLB's groups that its IP targets are kept; a sync that
+// fails after the target type was computed but before the groups were read
+// (an AWS error between the two) must not make the next sync forget them
+// and replace every group with instance targets.
+func TestIPTargetsKeptAfterRestartAndFailedSync(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ec2, other := e.awsNodes(1, 2), otherNodes(1)
+	svc := newService("web")
+	e.ensure(t, svc, append(ec2, other...))
+	e.ensure(t, svc, ec2)
+
+	e.cloud = buildCloud(t, e.url) // a restart: nothing remembered
+	lbi, _ := e.cloud.LoadBalancer()
+	e.fake.FailNext("DescribeLoadBalancers", "AccessDenied")
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, ec2); err == nil {
+		t.Fatal("UpdateLoadBalancer with DescribeLoadBalancers refused: no error")
+	}
+	e.fake.ResetCalls()
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, ec2); err != nil {
+		t.Fatal(err)
+	}
+	e.ensure(t, svc, ec2)
+	if m := strings.Join(e.fake.MutatingCalls(), ","); m != "" {
+		t.Errorf("Update and Ensure after a restart and a failed sync: mutating calls %q, want none", m)
+	}
+	if tgs := e.fake.TargetGroups(); len(tgs) != 1 || tgs[0].TargetType != targetIP {
+		t.Errorf("after a restart and a failed sync: target groups %+v, want one of IP targets", tgs)
+	}
+}

@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 
@@ -12,14 +13,18 @@ import (
 // ClassifyError classes the errors of gophercloud (the backend's
 // Registration.ClassifyError): an unexpected HTTP answer by its status
 // (429 throttled; 401 and 403 auth, Keystone's refusals included; 404
-// not_found; 502, 503 and 504 unavailable; 400 and 413 user), a
+// not_found; 502, 503 and 504 unavailable; 400 and 413 user; a 403
+// whose body says a quota is met, as Octavia's and Nova's do, user), a
 // failed re-authentication as auth, a name no resource has
 // (ErrResourceNotFound) as not_found, a service or endpoint missing from
 // the catalog as unavailable (gophercloud returns those two as pointers,
 // the others as values; a pointer to those is taken too).
 func ClassifyError(err error) backends.ErrorClass {
-	if status, ok := statusOf(err); ok {
-		return classOfStatus(status)
+	if e, ok := responseOf(err); ok {
+		if e.Actual == http.StatusForbidden && quotaMet(e.Body) {
+			return backends.ClassUser
+		}
+		return classOfStatus(e.Actual)
 	}
 	var reauth gophercloud.ErrUnableToReauthenticate
 	var reauthPtr *gophercloud.ErrUnableToReauthenticate
@@ -38,18 +43,25 @@ func ClassifyError(err error) backends.ErrorClass {
 	return backends.ClassOther
 }
 
-// statusOf is the HTTP status of the gophercloud.ErrUnexpectedResponseCode
-// in err's chain (gophercloud returns it by value; a pointer is taken too).
-func statusOf(err error) (int, bool) {
+// responseOf is the gophercloud.ErrUnexpectedResponseCode in err's chain
+// (gophercloud returns it by value; a pointer is taken too).
+func responseOf(err error) (gophercloud.ErrUnexpectedResponseCode, bool) {
 	var e gophercloud.ErrUnexpectedResponseCode
 	if errors.As(err, &e) {
-		return e.Actual, true
+		return e, true
 	}
 	var p *gophercloud.ErrUnexpectedResponseCode
 	if errors.As(err, &p) && p != nil {
-		return p.Actual, true
+		return *p, true
 	}
-	return 0, false
+	return gophercloud.ErrUnexpectedResponseCode{}, false
+}
+
+// quotaMet reports whether a 403's body is a quota refusal, not a
+// permission's: Octavia's QuotaException ("Quota has been met for
+// resources: ...") and Nova's ("Quota exceeded for ...") both answer 403.
+func quotaMet(body []byte) bool {
+	return bytes.Contains(body, []byte("Quota has been met")) || bytes.Contains(body, []byte("Quota exceeded"))
 }
 
 func classOfStatus(status int) backends.ErrorClass {

@@ -44,3 +44,28 @@ func TestClassifyError(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyErrorQuota: Octavia and Nova answer a quota met with 403, the
+// status of a refused permission; the body says quota. The quota is the
+// user's to raise (or their load balancers to delete), not the
+// credentials': user, never auth. A 403 of the policy stays auth. Bodies
+// as Octavia's QuotaException and policy refusal and Nova's quota error
+// send them.
+func TestClassifyErrorQuota(t *testing.T) {
+	forbidden := func(body string) error {
+		return fmt.Errorf("creating load balancer: %w", gophercloud.ErrUnexpectedResponseCode{Actual: http.StatusForbidden, Expected: []int{201},
+			Method: "POST", URL: "http://octavia/v2/lbaas/loadbalancers", Body: []byte(body)})
+	}
+	for _, tc := range []struct {
+		body string
+		want backends.ErrorClass
+	}{
+		{`{"faultcode": "Client", "faultstring": "Quota has been met for resources: Load Balancer", "debuginfo": null}`, backends.ClassUser},
+		{`{"forbidden": {"code": 403, "message": "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances"}}`, backends.ClassUser},
+		{`{"faultcode": "Client", "faultstring": "Policy does not allow this request to be performed.", "debuginfo": null}`, backends.ClassAuth},
+	} {
+		if got := backends.ClassifyError(forbidden(tc.body)); got != tc.want {
+			t.Errorf("403 %s: classed %s, want %s", tc.body, got, tc.want)
+		}
+	}
+}
