@@ -9,7 +9,7 @@
 #   SEED=42 STEPS=60 hack/chaos.sh
 #   DURATION=60m hack/chaos.sh    fresh sequences (seed, seed+1, ...) for an hour
 #   REPLAY=_output/chaos/replay-seed-42-5-steps.json hack/chaos.sh
-#   SLICE=1 hack/chaos.sh         the slice make test runs (fixed seeds + one fresh)
+#   SLICE=1 hack/chaos.sh         the slice make test runs (fixed seeds; CHAOS_FRESH=1 adds a fresh one)
 #
 # SHRINK bounds the shrinker (default 20m; 0: none), SETTLE the wait for
 # convergence at quiescence (default 150s), IGNORE lists violation classes

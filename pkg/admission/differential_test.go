@@ -187,6 +187,7 @@ func TestAdmissionDifferential(t *testing.T) {
 			continue
 		}
 		t.Run(string(s.Name), func(t *testing.T) {
+			t.Parallel() // the compiled programs are only read: both cores evaluate
 			samples := Samples(s)
 			values := append(samples, generated(s, uint64(i), 16)...)
 			for j, v := range values {
