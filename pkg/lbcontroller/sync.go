@@ -304,13 +304,15 @@ func (c *Controller) replaced(ctx context.Context, key string, st *served) error
 }
 
 // deleteLast deletes the load balancer of the last copy of the Service the
-// controller synced, marked as being deleted, and forgets it.
+// controller synced, marked as being deleted, and forgets it. The Service
+// is gone (router.ServiceGone): a backend its record names that a reload
+// removed is warned about, not waited for, as nobody can edit the record.
 func (c *Controller) deleteLast(ctx context.Context, key string, st *served) error {
 	svc := st.svc.DeepCopy()
 	if svc.DeletionTimestamp == nil {
 		svc.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	}
-	if err := c.cloud.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
+	if err := c.cloud.EnsureLoadBalancerDeleted(router.ServiceGone(ctx), c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		return err
 	}
 	c.forget(key)
