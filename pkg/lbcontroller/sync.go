@@ -261,6 +261,12 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 	}
 	if exists {
 		c.event(svc, corev1.EventTypeNormal, reasonDeleting, "Deleting load balancer")
+	}
+	// A Service no longer of type LoadBalancer whose create never
+	// succeeded (a cloud failing) has no load balancer but still the
+	// router's record: the (idempotent) delete drops it, so the record
+	// does not outlive the finalizer.
+	if exists || (svc.DeletionTimestamp == nil && svc.Annotations[string(annotation.LoadBalancerBackends)] != "") {
 		if err := c.cloud.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
 			c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to delete load balancer: "+err.Error())
 			return err
