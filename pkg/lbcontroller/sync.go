@@ -271,6 +271,12 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 	}
 	if exists {
 		c.event(svc, corev1.EventTypeNormal, reasonDeleting, "Deleting load balancer")
+	}
+	// A Service no longer of type LoadBalancer whose create never
+	// succeeded (a cloud failing) has no load balancer but still the
+	// router's record: the (idempotent) delete drops it, so the record
+	// does not outlive the finalizer.
+	if exists || (svc.DeletionTimestamp == nil && svc.Annotations[string(annotation.LoadBalancerBackends)] != "") {
 		if err := c.cloud.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
 			c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to delete load balancer: "+err.Error())
 			return err
@@ -314,13 +320,15 @@ func (c *Controller) replaced(ctx context.Context, key string, st *served) error
 }
 
 // deleteLast deletes the load balancer of the last copy of the Service the
-// controller synced, marked as being deleted, and forgets it.
+// controller synced, marked as being deleted, and forgets it. The Service
+// is gone (router.ServiceGone): a backend its record names that a reload
+// removed is warned about, not waited for, as nobody can edit the record.
 func (c *Controller) deleteLast(ctx context.Context, key string, st *served) error {
 	svc := st.svc.DeepCopy()
 	if svc.DeletionTimestamp == nil {
 		svc.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	}
-	if err := c.cloud.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
+	if err := c.cloud.EnsureLoadBalancerDeleted(router.ServiceGone(ctx), c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		return err
 	}
 	c.forget(key)

@@ -53,6 +53,23 @@ func PreparedFrom(ctx context.Context, before *corev1.Service) context.Context {
 	return context.WithValue(ctx, preparedFromKey{}, before)
 }
 
+type serviceGoneKey struct{}
+
+// ServiceGone returns a context telling EnsureLoadBalancerDeleted that the
+// Service it is handed is gone (deleted without the cleanup finalizer, or
+// re-created under its name): nobody can edit its record any more, so a
+// recorded backend that is no longer configured cannot block the cleanup.
+// The load balancers in the configured backends are deleted, and the
+// unconfigured ones get a Warning UnknownLoadBalancerBackend naming them.
+func ServiceGone(ctx context.Context) context.Context {
+	return context.WithValue(ctx, serviceGoneKey{}, true)
+}
+
+func serviceGone(ctx context.Context) bool {
+	gone, _ := ctx.Value(serviceGoneKey{}).(bool)
+	return gone
+}
+
 // preparedFrom is the Service as it was before the caller wrote
 // PrepareLoadBalancer's annotations (see PreparedFrom), else service.
 func (r *Router) preparedFrom(ctx context.Context, service *corev1.Service) *corev1.Service {

@@ -353,6 +353,25 @@ func (r *Router) mayHold(svc *corev1.Service, targets ...*backend) ([]*backend, 
 	return out, nil
 }
 
+// mayHoldGone is mayHold for a Service that is gone (ServiceGone): the
+// recorded backends that are configured; each one that is not gets a
+// Warning naming it and what to do, as its load balancer is left there.
+func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backend {
+	rec := r.current(svc)
+	out := make([]*backend, 0, len(rec.names))
+	for _, n := range rec.names {
+		if b, ok := r.byName[n]; ok && b.lb != nil {
+			out = append(out, b)
+			continue
+		}
+		r.warn(ctx, serviceRef(svc), reasonUnknownLBBackend, fmt.Sprintf("service %s/%s was deleted without its load balancer's cleanup, and "+
+			"annotation %s recorded a load balancer in backend %q, which is not configured (have: %v): it is deleted from the other backends only; "+
+			"add the backend back while this cleanup still retries to delete its load balancer there, or delete that load balancer by hand",
+			svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, names(r.lbs)))
+	}
+	return out
+}
+
 // clearStatus removes from the Service's status the addresses of load
 // balancers the router is about to release (released), so no Service ever
 // shows an address given back to a pool. The patch goes to the status

@@ -325,6 +325,10 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 	defer r.lockService(service)()
 	targets, _ := r.lbTargets(service)
 	asked, err := r.mayHold(service, targets...)
+	if err != nil && serviceGone(ctx) {
+		// No record left to edit: what can be deleted is.
+		asked, err = r.mayHoldGone(ctx, service), nil
+	}
 	if err != nil {
 		r.recordServiceError(ctx, service, err)
 		return err
