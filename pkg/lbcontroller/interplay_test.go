@@ -114,7 +114,7 @@ func TestDeleteDuringDrainUnderDefaultController(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there %v; events %v", err, e.events(t, "web"))
+		return fmt.Errorf("still there %w; events %v", err, e.events(t, "web"))
 	})
 	for _, p := range []struct{ name, backend, ip string }{{"pa", "metal", ipA}, {"pb", "metal2", ipB}} {
 		s := service(p.name, nil)

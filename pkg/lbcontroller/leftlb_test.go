@@ -22,7 +22,7 @@ type throttledCloud struct {
 	calls atomic.Int32
 }
 
-var errThrottled = errors.New("Throttling: Rate exceeded")
+var errThrottled = errors.New("throttling: Rate exceeded")
 
 func (c *throttledCloud) GetLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	if c.down.Load() {

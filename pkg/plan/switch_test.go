@@ -233,7 +233,7 @@ func sameAddresses(planned, got string, exact bool) bool {
 		return false
 	}
 	for i := range p {
-		if p[i] != g[i] && !(strings.HasPrefix(p[i], "192.0.2.") && strings.HasPrefix(g[i], "192.0.2.")) {
+		if p[i] != g[i] && (!strings.HasPrefix(p[i], "192.0.2.") || !strings.HasPrefix(g[i], "192.0.2.")) {
 			return false
 		}
 	}

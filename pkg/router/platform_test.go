@@ -220,10 +220,7 @@ func TestForeignNodesLeftAloneByNodeController(t *testing.T) {
 				NodeAddresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.1.1"}}})
 			r := metalRouter(t, "error", Backend{Name: "vs", Type: "vsphere", Scheme: "vsphere", Cloud: vs})
 			restrict(t, r, how, "baremetal")
-			var nodes []*corev1.Node
-			for _, n := range foreignNodes(uninitialized) {
-				nodes = append(nodes, n)
-			}
+			nodes := foreignNodes(uninitialized)
 			for _, n := range foreignNodes(withInternalIP("10.7.7.7")) {
 				n.Name += "-up"
 				nodes = append(nodes, n)

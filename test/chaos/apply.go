@@ -198,7 +198,7 @@ func (w *World) retry(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := f()
-		if err == nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) || time.Now().After(deadline) {
+		if err == nil || (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err)) || time.Now().After(deadline) {
 			return err
 		}
 		select {

@@ -301,7 +301,7 @@ func (w *World) metricSettled(ctx context.Context, cfg Config, s *snapshot) []Vi
 func metric(ctx context.Context, c *framework.CCM, name string) (int, error) {
 	code, body, err := c.Get(ctx, "/metrics")
 	if err != nil || code != 200 {
-		return 0, fmt.Errorf("%s /metrics: %d %v", c.Name(), code, err)
+		return 0, fmt.Errorf("%s /metrics: %d %w", c.Name(), code, err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)

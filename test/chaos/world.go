@@ -218,7 +218,7 @@ func (w *World) replicasAlive(ctx context.Context) error {
 			}
 			continue
 		}
-		return fmt.Errorf("replica %s exited (%v):\n%s", r.Name(), werr, r.LogTail(40))
+		return fmt.Errorf("replica %s exited (%w):\n%s", r.Name(), werr, r.LogTail(40))
 	}
 	return nil
 }

@@ -91,14 +91,14 @@ func classOfCode(code string) backends.ErrorClass {
 }
 
 func classOfStatus(status int) backends.ErrorClass {
-	switch {
-	case status == http.StatusTooManyRequests:
+	switch status {
+	case http.StatusTooManyRequests:
 		return backends.ClassThrottled
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case http.StatusUnauthorized, http.StatusForbidden:
 		return backends.ClassAuth
-	case status == http.StatusNotFound:
+	case http.StatusNotFound:
 		return backends.ClassNotFound
-	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return backends.ClassUnavailable
 	}
 	return backends.ClassOther
