@@ -3,6 +3,7 @@ package backends
 import (
 	"errors"
 	"net"
+	"net/http"
 
 	cloudprovider "k8s.io/cloud-provider"
 )
@@ -147,4 +148,23 @@ func ErrorChain(err error, f func(error) bool) bool {
 		}
 	}
 	return false
+}
+
+// ClassOfHTTPStatus is the class of a call a cloud's API answered with an
+// HTTP status: 429 throttled, 401 and 403 auth, 404 not found, 502, 503
+// and 504 unavailable, anything else other. A backend whose cloud means
+// more by a status (a quota's 403, a request refused as malformed) checks
+// that first.
+func ClassOfHTTPStatus(status int) ErrorClass {
+	switch status {
+	case http.StatusTooManyRequests:
+		return ClassThrottled
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return ClassAuth
+	case http.StatusNotFound:
+		return ClassNotFound
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return ClassUnavailable
+	}
+	return ClassOther
 }

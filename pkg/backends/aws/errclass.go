@@ -2,7 +2,6 @@ package aws
 
 import (
 	"errors"
-	"net/http"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -60,7 +59,7 @@ func ClassifyError(err error) backends.ErrorClass {
 	}
 	var re *smithyhttp.ResponseError
 	if errors.As(err, &re) {
-		return classOfStatus(re.HTTPStatusCode())
+		return backends.ClassOfHTTPStatus(re.HTTPStatusCode())
 	}
 	return backends.ClassOther
 }
@@ -86,20 +85,6 @@ func classOfCode(code string) backends.ErrorClass {
 		return backends.ClassUser
 	case notFoundCodes[code] || strings.HasSuffix(code, "NotFound") || strings.HasSuffix(code, "NotFoundException"):
 		return backends.ClassNotFound
-	}
-	return backends.ClassOther
-}
-
-func classOfStatus(status int) backends.ErrorClass {
-	switch status {
-	case http.StatusTooManyRequests:
-		return backends.ClassThrottled
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return backends.ClassAuth
-	case http.StatusNotFound:
-		return backends.ClassNotFound
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return backends.ClassUnavailable
 	}
 	return backends.ClassOther
 }

@@ -66,16 +66,8 @@ func quotaMet(body []byte) bool {
 
 func classOfStatus(status int) backends.ErrorClass {
 	switch status {
-	case http.StatusTooManyRequests:
-		return backends.ClassThrottled
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return backends.ClassAuth
-	case http.StatusNotFound:
-		return backends.ClassNotFound
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return backends.ClassUnavailable
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 		return backends.ClassUser
 	}
-	return backends.ClassOther
+	return backends.ClassOfHTTPStatus(status)
 }

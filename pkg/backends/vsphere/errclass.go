@@ -47,7 +47,7 @@ func ClassifyError(err error) backends.ErrorClass {
 		return backends.ClassUnavailable
 	}
 	if status := httpStatus(err); status != 0 {
-		return classOfStatus(status)
+		return backends.ClassOfHTTPStatus(status)
 	}
 	return backends.ClassOther
 }
@@ -79,20 +79,6 @@ func httpStatus(err error) int {
 		return false
 	})
 	return status
-}
-
-func classOfStatus(status int) backends.ErrorClass {
-	switch status {
-	case http.StatusTooManyRequests:
-		return backends.ClassThrottled
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return backends.ClassAuth
-	case http.StatusNotFound:
-		return backends.ClassNotFound
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return backends.ClassUnavailable
-	}
-	return backends.ClassOther
 }
 
 // httpStatusError is a SOAP call answered with an HTTP status other than
