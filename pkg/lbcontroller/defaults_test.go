@@ -170,10 +170,12 @@ func settled(t *testing.T, cc *countingCloud, quiet time.Duration) {
 // by default) one UpdateLoadBalancer, one UpdatedLoadBalancer event and
 // no log line at the default verbosity.
 func TestNodeChurnCoalesced(t *testing.T) {
-	const services, quiet = 20, 300 * time.Millisecond
+	const services, quiet = 20, 2 * time.Second
 	var cc *countingCloud
 	logs := &syncBuffer{}
-	e := startEnv(t, envOptions{doc: bigClasslessConfig, classless: true, log: logs, nodeQuiet: quiet, nodeMax: 5 * time.Second,
+	// The quiet window is wide, so that a loaded machine (CI under -race)
+	// pausing between two of the churn's writes does not split its batch.
+	e := startEnv(t, envOptions{doc: bigClasslessConfig, classless: true, log: logs, nodeQuiet: quiet, nodeMax: 30 * time.Second,
 		wrap: func(h *hookedCloud) Cloud {
 			cc = &countingCloud{hookedCloud: h, updates: map[string]int{}}
 			return cc

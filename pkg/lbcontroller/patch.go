@@ -92,7 +92,7 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *c
 		if cur, err = c.reread(ctx, cur); err != nil {
 			return nil, false, nil, err
 		}
-		if cur == nil || cur.UID != svc.UID {
+		if cur == nil {
 			return nil, false, nil, apierrors.NewNotFound(corev1.Resource("services"), svc.Name)
 		}
 	}
@@ -165,10 +165,14 @@ func (c *Controller) patch(ctx context.Context, svc *corev1.Service, body map[st
 	return c.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, raw, metav1.PatchOptions{}, "status")
 }
 
-// reread gets the Service from the API server; nil when it is gone.
+// reread gets the Service from the API server; nil when it is gone,
+// including when a Service of another UID now has its name: that one was
+// re-created after the one being synced was deleted, and is not to be
+// written from this sync's decisions (its own event queues its sync, which
+// first deletes the old one's load balancer: replaced).
 func (c *Controller) reread(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
 	cur, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || (err == nil && cur.UID != svc.UID) {
 		return nil, nil
 	}
 	return cur, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -36,14 +37,7 @@ func TestRecreatedPastRemovedBackend(t *testing.T) {
 	doc := metals("")
 	e.reload(t, doc[:strings.Index(doc, "- name: metal2\n")])
 
-	old.Finalizers = nil
-	old, err := e.client.CoreV1().Services("default").Update(context.Background(), old, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.client.CoreV1().Services("default").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.deleteByHand(t, "web")
 	fresh := service("web", nil)
 	fresh.UID = types.UID("uid-web-2")
 	fresh.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal"}
@@ -68,5 +62,33 @@ func TestRecreatedPastRemovedBackend(t *testing.T) {
 			}
 		}
 		return errors.New("no such Warning")
+	})
+}
+
+// deleteByHand deletes the Service with its finalizer removed by hand, as
+// an operator does: the controller may add the finalizer back between the
+// two writes (it serves the Service until it sees the deletion), so the
+// finalizer is removed again until the Service is gone.
+func (e *env) deleteByHand(t *testing.T, name string) {
+	t.Helper()
+	services := e.client.CoreV1().Services("default")
+	eventually(t, name+" deleted with its finalizer removed by hand", func() error {
+		s, err := services.Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(s.Finalizers) > 0 {
+			s.Finalizers = nil
+			if _, err := services.Update(context.Background(), s, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		if err := services.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return errors.New("still there")
 	})
 }
