@@ -27,6 +27,11 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName strin
 	if managedElsewhere(svc) {
 		return cloudprovider.ImplementedElsewhere
 	}
+	unlock, err := l.serviceLocks.Lock(ctx, svc)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	n := namesFor(l.clusterID, svc)
 	// The Service's share of a repair pass serves the fallback too: the
 	// fast path changes nothing before it decides.

@@ -49,6 +49,9 @@ type LoadBalancer struct {
 	// targetTypes holds each Service's target type as last chosen
 	// (TargetsByAddress).
 	targetTypes targetTypeMemory
+	// serviceLocks: one call at a time per Service (ensure, update,
+	// delete).
+	serviceLocks backends.ServiceLocks
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
@@ -130,6 +133,11 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 	if managedElsewhere(svc) {
 		return nil, cloudprovider.ImplementedElsewhere
 	}
+	unlock, err := l.serviceLocks.Lock(ctx, svc)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	ctx = withService(withClusterName(ctx, clusterName), svc, namesFor(l.clusterID, svc))
 	lb, err := l.reconcile(ctx, svc, nodes, true)
 	if ue, kept := backends.AsUserError(err); kept && (ue.Reason == reasonSubnetsKept || ue.Reason == reasonAddressesKept) && !shows(svc, lb) {
@@ -307,6 +315,11 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	if managedElsewhere(svc) {
 		return nil
 	}
+	unlock, err := l.serviceLocks.Lock(ctx, svc)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	l.targetTypes.forget(svc)
 	n := namesFor(l.clusterID, svc)
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
