@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	servicehelper "k8s.io/cloud-provider/service/helpers"
+	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
@@ -71,7 +72,8 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *c
 	cur := svc
 	for attempt := 0; ; attempt++ {
 		ann := w.Changes(cur)
-		if attempt > 0 && len(ann) == 0 && servicehelper.LoadBalancerStatusEqual(&cur.Status.LoadBalancer, status) {
+		conditions, condChanged := servedConditions(cur, ann, status)
+		if attempt > 0 && len(ann) == 0 && !condChanged && servicehelper.LoadBalancerStatusEqual(&cur.Status.LoadBalancer, status) {
 			// The version re-read already says it all (the router wrote
 			// it during the call: a drain's end): nothing to send.
 			return cur, !relevantChange(svc, cur), nil, nil
@@ -80,7 +82,11 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *c
 		if len(ann) > 0 {
 			meta["annotations"] = ann
 		}
-		body := map[string]any{"metadata": meta, "status": map[string]any{"loadBalancer": statusBody(status)}}
+		st := map[string]any{"loadBalancer": statusBody(status)}
+		if condChanged {
+			st["conditions"] = conditionsBody(conditions)
+		}
+		body := map[string]any{"metadata": meta, "status": st}
 		out, err = c.patch(ctx, cur, body)
 		if err == nil {
 			w.Written(ann)
@@ -137,8 +143,17 @@ func (c *Controller) release(ctx context.Context, svc *corev1.Service) error {
 			meta["finalizers"] = nil
 		}
 		body := map[string]any{"metadata": meta}
-		if svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
-			body["status"] = map[string]any{"loadBalancer": statusBody(&corev1.LoadBalancerStatus{})}
+		if svc.DeletionTimestamp == nil {
+			st := map[string]any{}
+			if len(svc.Status.LoadBalancer.Ingress) > 0 {
+				st["loadBalancer"] = statusBody(&corev1.LoadBalancerStatus{})
+			}
+			if conditions, changed := withoutOurs(svc); changed {
+				st["conditions"] = conditionsBody(conditions)
+			}
+			if len(st) > 0 {
+				body["status"] = st
+			}
 		}
 		_, err := c.patch(ctx, svc, body)
 		if apierrors.IsNotFound(err) {
@@ -176,4 +191,20 @@ func (c *Controller) reread(ctx context.Context, svc *corev1.Service) (*corev1.S
 		return nil, nil
 	}
 	return cur, err
+}
+
+// publishFailure writes LoadBalancerReady False with the sync's error,
+// once per failure (failedConditions): guarded by the resourceVersion of
+// the version synced, and not retried on a conflict (the edit that caused
+// it queues another sync). Its own failure is logged, not the sync's.
+func (c *Controller) publishFailure(ctx context.Context, svc *corev1.Service, syncErr error) {
+	conditions, changed := failedConditions(svc, syncErr)
+	if !changed || svc.DeletionTimestamp != nil {
+		return
+	}
+	body := map[string]any{"metadata": map[string]any{"resourceVersion": svc.ResourceVersion},
+		"status": map[string]any{"conditions": conditionsBody(conditions)}}
+	if _, err := c.patch(ctx, svc, body); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		klog.FromContext(ctx).V(2).Info("Could not write the LoadBalancerReady condition", "err", err)
+	}
 }

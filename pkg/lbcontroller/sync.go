@@ -166,12 +166,13 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	if err != nil {
 		c.failed(key, repair && !specChanged, changes(), backends.ChangedBackends(ectx))
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to ensure load balancer: "+err.Error())
+		c.publishFailure(ctx, svc, err)
 		return changed, err
 	}
 	statusChanged := !servicehelper.LoadBalancerStatusEqual(&svc.Status.LoadBalancer, status)
 	write := served()
 	ann := write.Changes(svc)
-	if statusChanged || len(ann) > 0 {
+	if _, condChanged := servedConditions(svc, ann, status); statusChanged || len(ann) > 0 || condChanged {
 		out, own, written, err := c.publish(ctx, svc, status, write)
 		if apierrors.IsNotFound(err) {
 			return true, nil

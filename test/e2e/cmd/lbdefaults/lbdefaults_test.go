@@ -66,7 +66,8 @@ func setup(t *testing.T, ns string, extra ...string) (*framework.ControlPlane, *
 
 // TestClasslessDriftRepairedByDefault: with no --controllers flag,
 // upstream's service controller does not run, our controller serves a
-// classless Service, and an address edited by hand in its status is
+// classless Service (kubectl wait finds its LoadBalancerReady and
+// per-backend conditions), and an address edited by hand in its status is
 // restored within the resync period, with a LoadBalancerDriftRepaired
 // event.
 func TestClasslessDriftRepairedByDefault(t *testing.T) {
@@ -78,6 +79,13 @@ func TestClasslessDriftRepairedByDefault(t *testing.T) {
 	}
 	framework.Eventually(t, time.Minute, "web's address", framework.ServiceMatches(cp.Client, ns, "web", framework.HasIngress))
 	framework.Eventually(t, 30*time.Second, "web's EnsuredLoadBalancer event from our controller", framework.EventWith(cp.Client, "Service", ns, "web", "EnsuredLoadBalancer", `backend "metal"`))
+	// Its conditions (issue 45), as the real API server validates them,
+	// and as an operator waits for them.
+	for _, cond := range []string{"LoadBalancerReady", "backend.multicloud-ccm.io/metal"} {
+		if out, err := cp.Kubectl(ctx, "wait", "-n", ns, "--for=condition="+cond, "--timeout=30s", "service/web"); err != nil {
+			t.Errorf("kubectl wait --for=condition=%s: %v\n%s", cond, err, out)
+		}
+	}
 	if log := readLog(t, ccm, 0); !strings.Contains(log, `"service-lb-controller" is disabled`) {
 		t.Errorf("upstream's service controller was not reported disabled:\n%s", ccm.Logs(framework.LogLines))
 	}
