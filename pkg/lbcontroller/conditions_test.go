@@ -129,3 +129,28 @@ func retryUpdate(e *env, name string, change func(*corev1.Service)) error {
 		}
 	}
 }
+
+// TestServiceConditionsDroppedWhenNobodyServes: a reload that takes away
+// the default backend of a classless Service without annotation leaves it
+// to nobody: the router deletes its load balancer and clears its status,
+// and the controller removes its conditions (another controller's kept).
+func TestServiceConditionsDroppedWhenNobodyServes(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals("  defaultBackend: metal\n"), classless: true, versioned: true, reloadable: true})
+	s := service("web", nil)
+	s.Status.Conditions = []metav1.Condition{foreignCondition}
+	e.create(t, s)
+	eventually(t, "served by the default", func() error {
+		if got := conditionsOf(e.get(t, "web")); got != "LoadBalancerReady=True/Ensured backend.multicloud-ccm.io/metal=True/Serving example.com/Audited=True/Checked" {
+			return fmt.Errorf("conditions %q", got)
+		}
+		return nil
+	})
+	e.reload(t, metals(""))
+	eventually(t, "nobody serves it: no address, only the foreign condition", func() error {
+		s := e.get(t, "web")
+		if got := conditionsOf(s); len(s.Status.LoadBalancer.Ingress) != 0 || got != "example.com/Audited=True/Checked" {
+			return fmt.Errorf("%s; conditions %q", state(s), got)
+		}
+		return nil
+	})
+}

@@ -208,3 +208,31 @@ func (c *Controller) publishFailure(ctx context.Context, svc *corev1.Service, sy
 		klog.FromContext(ctx).V(2).Info("Could not write the LoadBalancerReady condition", "err", err)
 	}
 }
+
+// dropConditions removes the controller's conditions from a Service no
+// backend serves any more (ImplementedElsewhere), guarded by the
+// resourceVersion and re-read on a conflict (the router cleared its status
+// during the call). Nothing is sent when it has none.
+func (c *Controller) dropConditions(ctx context.Context, svc *corev1.Service) error {
+	for attempt := 0; ; attempt++ {
+		conditions, changed := withoutOurs(svc)
+		if !changed {
+			return nil
+		}
+		body := map[string]any{"metadata": map[string]any{"resourceVersion": svc.ResourceVersion},
+			"status": map[string]any{"conditions": conditionsBody(conditions)}}
+		_, err := c.patch(ctx, svc, body)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == conflictRetries {
+			if err != nil {
+				return fmt.Errorf("removing the load-balancer conditions: %w", err)
+			}
+			return nil
+		}
+		if svc, err = c.reread(ctx, svc); svc == nil || err != nil {
+			return err
+		}
+	}
+}

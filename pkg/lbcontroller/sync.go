@@ -157,8 +157,10 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	ectx, changes := backends.WithChangeReport(ectx)
 	status, err := c.cloud.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
 	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
+		// Nobody here serves it (any more): the router removed what we
+		// made; our conditions go too.
 		c.forget(key)
-		return changed, nil
+		return changed, c.dropConditions(ctx, svc)
 	}
 	if err == nil && status == nil {
 		err = errors.New("the cloud returned no load-balancer status")
