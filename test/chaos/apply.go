@@ -49,6 +49,8 @@ func (w *World) apply(ctx context.Context, op Op) error {
 		return w.writeConfig(*op.Config)
 	case KillLeader:
 		return w.killLeader(ctx)
+	case PauseLeader:
+		return w.pauseLeader()
 	case AWSThrottle:
 		w.fake.Throttle(op.N)
 	case AWSOutage:

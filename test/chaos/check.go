@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
@@ -213,7 +214,33 @@ func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, sha
 	if len(want) > 0 && !framework.HasFinalizer(svc, lbFinalizer) {
 		out = append(out, violation(vConverge, "%s wants %v and has no cleanup finalizer", name, want))
 	}
-	return out
+	return append(out, conditionsSettled(name, want, svc)...)
+}
+
+// conditionsSettled: a Service served carries LoadBalancerReady True and
+// one serving condition per backend it wants, nothing else of ours; one
+// nobody serves carries none of ours (docs/routing.md, "Service
+// conditions").
+func conditionsSettled(name string, want []string, svc *corev1.Service) []Violation {
+	var ready string
+	var serving, other []string
+	for _, c := range svc.Status.Conditions {
+		switch {
+		case c.Type == condReady:
+			ready = string(c.Status)
+		case strings.HasPrefix(c.Type, condBackend) && c.Status == metav1.ConditionTrue:
+			serving = append(serving, strings.TrimPrefix(c.Type, condBackend))
+		case strings.HasPrefix(c.Type, condBackend):
+			other = append(other, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+		}
+	}
+	switch {
+	case len(want) == 0 && (ready != "" || len(serving)+len(other) > 0):
+		return []Violation{violation(vConverge, "%s is served by nobody and still has our conditions %s=%s, serving %v, %v", name, condReady, ready, serving, other)}
+	case len(want) > 0 && (ready != string(metav1.ConditionTrue) || !sameSet(serving, want) || len(other) > 0):
+		return []Violation{violation(vConverge, "%s wants %v: conditions %s=%q, serving %v, %v", name, want, condReady, ready, serving, other)}
+	}
+	return nil
 }
 
 // requestedElsewhere: the Service requests an address another Service

@@ -51,7 +51,7 @@ func TestGenerateCoversEveryKind(t *testing.T) {
 		}
 	}
 	for _, k := range []Kind{SvcApply, SvcDelete, SvcRecreate, StrangerApply, NodeJoin, NodeLeave, NodeExclude, NodeAddress,
-		NodeReady, NodeTerminate, Reload, KillLeader, AWSThrottle, AWSOutage} {
+		NodeReady, NodeTerminate, Reload, KillLeader, PauseLeader, AWSThrottle, AWSOutage} {
 		if !kinds[k] {
 			t.Errorf("no %s in 1,000 steps", k)
 		}

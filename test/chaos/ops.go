@@ -43,6 +43,12 @@ const (
 	// KillLeader kills the leading replica with SIGKILL and starts a new
 	// replica in its place.
 	KillLeader Kind = "kill-leader"
+	// PauseLeader stops the leading replica (SIGSTOP) for pauseFor, longer
+	// than its lease: the standby takes over while the paused one still
+	// believes it leads, and once resumed (SIGCONT) it acts on what it saw
+	// before, until it finds its lease lost and exits (a replica is then
+	// started in its place). A garbage-collection pause or a frozen VM.
+	PauseLeader Kind = "pause-leader"
 	// AWSThrottle makes the next N AWS calls fail with a throttling error.
 	AWSThrottle Kind = "aws-throttle"
 	// AWSOutage makes every AWS call answer 503 (Flag) or ends that.
@@ -62,6 +68,8 @@ const (
 	classMetal     = "chaos.multicloud-ccm.io/metal"
 	classBoth      = "chaos.multicloud-ccm.io/aws-metal"
 	reasonUnknown  = "UnknownLoadBalancerBackend"
+	condReady      = "LoadBalancerReady"
+	condBackend    = "backend.multicloud-ccm.io/"
 	serviceNS      = "chaos"
 	serviceTypeLB  = "LoadBalancer"
 	serviceTypeCIP = "ClusterIP"
@@ -256,8 +264,10 @@ func (g *generator) next() (Op, bool) {
 		return g.node()
 	case p < 90:
 		return g.reload(), true
-	case p < 94:
+	case p < 92:
 		return Op{Kind: KillLeader}, true
+	case p < 94:
+		return Op{Kind: PauseLeader}, true
 	case p < 97:
 		return Op{Kind: AWSThrottle, N: 10 + g.rnd.IntN(30)}, true
 	default:

@@ -118,6 +118,7 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 		if op.Kind == SvcRecreate && w.inFailover() {
 			m.abandoned[op.Name] = true
 		}
+		w.resume(false)
 		w.logf("step %d/%d: %s", i+1, len(ops), op)
 		if err := w.apply(ctx, op); err != nil {
 			w.logf("  step %d did not apply: %v", i+1, err)
@@ -144,6 +145,7 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 func (w *World) quiesce(ctx context.Context, m *model, opts RunOptions) []Violation {
 	w.fake.SetOutage(false)
 	w.fake.Throttle(0)
+	w.resume(true)
 	start := time.Now()
 	var last []Violation
 	for {

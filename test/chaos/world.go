@@ -55,8 +55,11 @@ type World struct {
 	killed         map[*framework.CCM]bool
 	// ignore are the violation classes only logged (RunOptions.Ignore).
 	ignore []string
-	// lastKill is when the judge last killed a leader.
+	// lastKill is when the judge last killed or paused a leader.
 	lastKill time.Time
+	// paused is the replica PauseLeader stopped, until resumeAt.
+	paused   *framework.CCM
+	resumeAt time.Time
 	seq      int
 	logf     func(string, ...any)
 }
@@ -160,10 +163,10 @@ func (w *World) startReplica(ctx context.Context) error {
 
 // leader is the live replica that logged acquiring the lease, or nil.
 // A replica that loses the lease exits, so the live one that acquired it
-// leads.
+// leads (a paused one is passed over: its standby leads, or soon will).
 func (w *World) leader() *framework.CCM {
 	for _, r := range w.replicas {
-		if exited, _ := r.Exited(); exited {
+		if exited, _ := r.Exited(); exited || r == w.paused {
 			continue
 		}
 		if data, err := os.ReadFile(r.LogPath()); err == nil && strings.Contains(string(data), "Successfully acquired lease") {
@@ -188,6 +191,42 @@ func (w *World) killLeader(ctx context.Context) error {
 	<-l.Done()
 	w.retire(l)
 	return w.startReplica(ctx)
+}
+
+// pauseFor is how long PauseLeader stops the leader: past its lease (8 s)
+// and the standby's retry, so that the standby leads before it resumes.
+const pauseFor = 12 * time.Second
+
+// pauseLeader stops the leader with SIGSTOP; resume continues it once
+// pauseFor has passed (checked before each step and at quiescence). One
+// replica is paused at a time.
+func (w *World) pauseLeader() error {
+	l := w.leader()
+	if l == nil || w.paused != nil {
+		return nil
+	}
+	w.logf("pausing the leader %s (pid %d) for %s", l.Name(), l.PID(), pauseFor)
+	if err := syscall.Kill(l.PID(), syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pause %s: %w", l.Name(), err)
+	}
+	w.paused, w.resumeAt, w.lastKill = l, time.Now().Add(pauseFor), time.Now()
+	return nil
+}
+
+// resume continues the paused replica when its pause is over, or at once
+// with now; it then finds its lease taken and exits (replicasAlive starts
+// another), or, when the standby could not take the lease meanwhile, leads
+// on.
+func (w *World) resume(now bool) {
+	if w.paused == nil || (!now && time.Now().Before(w.resumeAt)) {
+		return
+	}
+	w.logf("resuming %s after %s", w.paused.Name(), time.Since(w.resumeAt.Add(-pauseFor)).Round(time.Millisecond))
+	if err := syscall.Kill(w.paused.PID(), syscall.SIGCONT); err != nil {
+		w.logf("resume %s: %v", w.paused.Name(), err)
+	}
+	w.paused = nil
+	w.lastKill = time.Now() // it acts on what it saw before its pause
 }
 
 func (w *World) retire(r *framework.CCM) {
@@ -242,6 +281,7 @@ func (w *World) logs() []string {
 
 // stop ends every process and simulator the world started.
 func (w *World) stop() {
+	w.resume(true)
 	for _, r := range w.replicas {
 		_ = r.Stop(10 * time.Second)
 	}
