@@ -162,6 +162,27 @@ func TestRequestsReserved(t *testing.T) {
 	}
 }
 
+// TestRequestNotReservedByClusterIP (chaos seed 529377671): a Service
+// changed to ClusterIP keeping its requested address annotation (as
+// kubectl edit leaves it) no longer holds that address back: auto-assign
+// may give it, and addresses_in_use counts only what the statuses show.
+func TestRequestNotReservedByClusterIP(t *testing.T) {
+	lb := newTestLB(t, lbSection)
+	asked := newService("asked", withIPs("192.0.2.1"))
+	lb.onChange(asked)
+	if used := lb.poolUsage()[0].Used; used != 1 {
+		t.Fatalf("a LoadBalancer Service requesting an address: %d in use, want 1 (reserved)", used)
+	}
+	asked.Spec.Type = corev1.ServiceTypeClusterIP
+	lb.onChange(asked)
+	if used := lb.poolUsage()[0].Used; used != 0 {
+		t.Errorf("the same Service made ClusterIP: %d in use, want 0", used)
+	}
+	if st, err := lb.EnsureLoadBalancer(context.Background(), "c1", newService("auto"), nil); err != nil || ingressIPs(st) != "192.0.2.1" {
+		t.Errorf("EnsureLoadBalancer(auto) = %q, %v; want 192.0.2.1, no LoadBalancer Service requests it", ingressIPs(st), err)
+	}
+}
+
 // TestRequestsReservedLargeRange: the same in a range too large for a
 // bitmap, where allocation probes addresses one by one.
 func TestRequestsReservedLargeRange(t *testing.T) {

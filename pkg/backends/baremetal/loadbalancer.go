@@ -181,10 +181,17 @@ func (lb *LoadBalancer) Seed(services []*corev1.Service) {
 }
 
 // observe records what the Service's status shows and which addresses it
-// requests. lb.mu must be held.
+// requests. Only a Service of type LoadBalancer requests one, as every
+// allocator reads it (MetalLB ignores other types): a ClusterIP Service
+// that kept its annotation after a type change holds nothing back from
+// auto-assignment, nor counts in addresses_in_use. lb.mu must be held.
 func (lb *LoadBalancer) observe(svc *corev1.Service) bool {
 	shown := lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true))
-	requested := lb.alloc.reserve(serviceKey(svc), svc.UID, requestedAnywhere(svc))
+	var want []netip.Addr
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		want = requestedAnywhere(svc)
+	}
+	requested := lb.alloc.reserve(serviceKey(svc), svc.UID, want)
 	return shown || requested
 }
 
