@@ -85,9 +85,10 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(svc) {
 		// Not ours (any more) and nothing to clean up: its load balancer,
-		// if any, is left alone.
+		// if any, is left alone; conditions we wrote while we served it
+		// (before a switch back to upstream's controller) go.
 		c.forget(key)
-		return nil
+		return c.dropConditions(ctx, svc)
 	}
 	if repair {
 		// The pass's context carries the backends' bulk snapshots; it
