@@ -35,11 +35,12 @@ func newStatusCommand() *cobra.Command {
 		Long: `Status shows the routing at a glance, read-only, from the API server the
 kubeconfig names (--kubeconfig, else $KUBECONFIG, else ~/.kube/config): the
 backends with the nodes and load balancers they serve; the nodes by backend
-with their providerID, zone and latest Warning event, and for a node of a
-platform no published backend serves (KEP-5778: its providerID scheme, else
-its cloudprovider.kubernetes.io/platform annotation) the CCM it is left to;
-the LoadBalancer
-Services by backend, how the backend was chosen (class, annotation or the
+with their providerID, zone and latest Warning event, and "left to the CCM
+of platform X" for a node of another CCM (KEP-5778): unlabelled by us, of a
+platform no published backend's type serves, and either annotated
+cloudprovider.kubernetes.io/platform (no providerID) or initialised by
+someone else (plan, which reads the cloud-config, answers from the router
+itself); the LoadBalancer Services by backend, how the backend was chosen (class, annotation or the
 default), their address and the cloud's load-balancer ID; the bare-metal
 address pools' usage. It reads what the CCM writes on the objects: the Node
 label multicloud-ccm.io/backend and the Service annotations
