@@ -32,8 +32,10 @@ func newPlanCommand() *cobra.Command {
 kubeconfig names (--kubeconfig, else $KUBECONFIG, else ~/.kube/config) and
 asks the clouds of the cloud-config, read-only, what multicloud-ccm would do
 if it started now: per Node the backend that would own it and why (label,
-scheme, rule, claim), whether it finds the instance, the Nodes it refuses
-and, loudly, any Node the node-lifecycle controller would delete; per
+scheme, rule, claim), whether it finds the instance, the Nodes it refuses,
+the Nodes of platforms it does not serve (KEP-5778: nodes.platforms,
+--cloud-provider-platforms), left to the CCM of their platform, and, loudly,
+any Node the node-lifecycle controller would delete; per
 LoadBalancer Service the backend and why (class, annotation, default),
 whether its existing load balancer would be adopted in place, created or
 replaced, the cloud calls it would make, and every annotation unknown,
@@ -79,6 +81,7 @@ something would be deleted, replaced or refused; 0 otherwise.`,
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
 	cmd.Flags().StringVar(&clusterName, "cluster-name", plan.ClusterName, "the CCM's --cluster-name")
+	cmd.Flags().Var(platformsFlag{}, config.PlatformsFlag, "the CCM's --"+config.PlatformsFlag+" (KEP-5778): the nodes of every other platform are left to other CCMs")
 	plainHelp(cmd)
 	return cmd
 }
@@ -112,8 +115,11 @@ func printNodePlans(w io.Writer, nodes []plan.NodePlan) {
 	fmt.Fprintln(tw, "NODE\tBACKEND\tCHOSEN BY\tINSTANCE\tOUTCOME\tDETAIL")
 	for _, n := range nodes {
 		found := "not found"
-		if n.InstanceFound {
+		switch {
+		case n.InstanceFound:
 			found = "found"
+		case n.Outcome == plan.NodeOtherCCM:
+			found = "-" // not ours to ask about
 		}
 		detail := n.Error
 		switch {
@@ -123,6 +129,8 @@ func printNodePlans(w io.Writer, nodes []plan.NodePlan) {
 			detail = "the instance is gone: the node-lifecycle controller deletes the Node (" + n.ProviderID + ")"
 		case n.Outcome == plan.NodeGoneReady:
 			detail = "the instance is gone but the Node is Ready: the node-lifecycle controller deletes it the first time it is not Ready (" + n.ProviderID + ")"
+		case n.Outcome == plan.NodeOtherCCM:
+			detail = "left to the CCM of platform " + n.Platform
 		case n.Shutdown:
 			detail = "shut down"
 		}

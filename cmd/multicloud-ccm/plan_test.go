@@ -17,6 +17,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/plan"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
 // planCluster is a cluster leaving MetalLB for a bare-metal backend: one
@@ -142,5 +143,37 @@ func TestPlanCommandClean(t *testing.T) {
 	clean := testutil.NewClientset(testutil.NewNode("bm-1", testutil.WithProviderID("baremetal://bm-1")))
 	if _, err := runPlan(t, clean, "--cloud-config", cfg); err != nil {
 		t.Errorf("plan of a clean cluster: %v, want success", err)
+	}
+}
+
+// TestPlanCommandOtherCCMs (issue 45): with --cloud-provider-platforms
+// naming the platforms the CCM serves, `plan` prints, for each Node of
+// another platform, whose it is ("left to the CCM of platform ...") rather
+// than refusing it (a tainted node another CCM initialises) or calling it
+// unmanaged, counts them in the summary, and succeeds: nothing of ours
+// would be deleted, replaced or refused.
+func TestPlanCommandOtherCCMs(t *testing.T) {
+	t.Cleanup(func() { router.SetPlatforms(nil) })
+	_, _, cfg := planCluster(t)
+	hc := testutil.NewNode("hc-1", testutil.Uninitialized)
+	hc.Annotations = map[string]string{"cloudprovider.kubernetes.io/platform": "hcloud"}
+	client := testutil.NewClientset(
+		testutil.NewNode("bm-1", testutil.WithProviderID("baremetal://bm-1")),
+		testutil.NewNode("ip-10-0-1-5", testutil.WithProviderID("aws:///eu-west-1a/i-0123456789abcdef0")),
+		hc,
+	)
+	out, err := runPlan(t, client, "--cloud-config", cfg, "--cloud-provider-platforms", "baremetal")
+	t.Log("\n" + out)
+	if err != nil {
+		t.Errorf("plan returned %v, want success: other CCMs' nodes are neither deleted nor refused", err)
+	}
+	for _, want := range []string{
+		"ip-10-0-1-5   -         -           -          other CCM's   left to the CCM of platform aws",
+		"hc-1          -         -           -          other CCM's   left to the CCM of platform hcloud",
+		"1 nodes claimed, 0 would be deleted, 2 left to other CCMs;",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q", want)
+		}
 	}
 }

@@ -18,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/statuspublisher"
 )
 
@@ -33,8 +35,12 @@ func newStatusCommand() *cobra.Command {
 		Long: `Status shows the routing at a glance, read-only, from the API server the
 kubeconfig names (--kubeconfig, else $KUBECONFIG, else ~/.kube/config): the
 backends with the nodes and load balancers they serve; the nodes by backend
-with their providerID, zone and latest Warning event; the LoadBalancer
-Services by backend, how the backend was chosen (class, annotation or the
+with their providerID, zone and latest Warning event, and "left to the CCM
+of platform X" for a node of another CCM (KEP-5778): unlabelled by us, of a
+platform no published backend's type serves, and either annotated
+cloudprovider.kubernetes.io/platform (no providerID) or initialised by
+someone else (plan, which reads the cloud-config, answers from the router
+itself); the LoadBalancer Services by backend, how the backend was chosen (class, annotation or the
 default), their address and the cloud's load-balancer ID; the bare-metal
 address pools' usage. It reads what the CCM writes on the objects: the Node
 label multicloud-ccm.io/backend and the Service annotations
@@ -121,6 +127,9 @@ type nodeStatus struct {
 	ProviderID string `json:"providerID"`
 	Zone       string `json:"zone"`
 	Warning    string `json:"warning,omitempty"`
+	// OtherCCM is, for a Node another CCM owns (otherCCM), its platform:
+	// the node is left to that platform's CCM.
+	OtherCCM string `json:"otherCCM,omitempty"`
 }
 
 // serviceStatus is one LoadBalancer Service.
@@ -163,10 +172,11 @@ func readStatus(ctx context.Context, client kubernetes.Interface, namespace stri
 		}
 		return counts[name]
 	}
+	served := servedPlatforms(published)
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		ns := nodeStatus{Backend: n.Labels[string(annotation.NodeBackend)], Name: n.Name, ProviderID: n.Spec.ProviderID,
-			Zone: n.Labels[corev1.LabelTopologyZone], Warning: warnings[n.Name]}
+			Zone: n.Labels[corev1.LabelTopologyZone], Warning: warnings[n.Name], OtherCCM: otherCCM(n, served)}
 		st.Nodes = append(st.Nodes, ns)
 		if ns.Backend != "" {
 			count(ns.Backend).Nodes++
@@ -196,6 +206,53 @@ func readStatus(ctx context.Context, client kubernetes.Interface, namespace stri
 	}
 	sortStatus(st)
 	return st, nil
+}
+
+// servedPlatforms are the platforms (KEP-5778) the published backends'
+// types serve: each type and its providerID scheme; nil when nothing is
+// published (not known).
+func servedPlatforms(published []statuspublisher.NamedBackend) map[string]bool {
+	if published == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, p := range published {
+		out[p.Type] = true
+		if reg, ok := backends.Lookup(p.Type); ok && reg.Scheme != "" {
+			out[reg.Scheme] = true
+		}
+	}
+	return out
+}
+
+// otherCCM returns the platform of a Node another CCM owns, as the API
+// server shows it (KEP-5778, docs/routing.md "Whose a node is"): no
+// multicloud-ccm.io/backend label (we label every node we initialise), a
+// platform that no published backend's type serves, and either no
+// providerID (the platform is its cloudprovider.kubernetes.io/platform
+// annotation) or a providerID while initialised (someone else initialised
+// it: the router never initialises a node of a scheme it does not serve).
+// A tainted node whose providerID scheme no backend serves is decided by
+// the CCM's nodes.unmanaged unless its served platforms are declared, which
+// is not published: "" (its Warning, if any, shows what the CCM said).
+// "" too for our nodes, nodes naming no platform, and when the published
+// status is not there (served nil: not known). `plan`, which reads the
+// cloud-config, answers from the router itself.
+func otherCCM(n *corev1.Node, served map[string]bool) string {
+	if served == nil || n.Labels[string(annotation.NodeBackend)] != "" {
+		return ""
+	}
+	p := providerid.NodePlatform(n)
+	if p == "" || served[p] || (n.Spec.ProviderID != "" && uninitialised(n)) {
+		return ""
+	}
+	return p
+}
+
+// uninitialised reports whether n still carries the external cloud
+// provider's uninitialized taint.
+func uninitialised(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
 }
 
 // readPublished reads the backends' status the CCM publishes. A ConfigMap
@@ -377,9 +434,9 @@ func printStatus(w io.Writer, st *status, output string, now time.Time) error {
 		health, ok, failed := healthColumns(b.Health, now)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", b.Name, dash(b.Type), health, b.Nodes, b.LoadBalancers, ok, failed)
 	}
-	fmt.Fprintln(tw, "\nBACKEND\tNODE\tPROVIDER ID\tZONE\tWARNING")
+	fmt.Fprintln(tw, "\nBACKEND\tNODE\tPROVIDER ID\tZONE\tDETAIL")
 	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(n.Backend), n.Name, dash(n.ProviderID), dash(n.Zone), dash(n.Warning))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(n.Backend), n.Name, dash(n.ProviderID), dash(n.Zone), nodeDetail(n))
 	}
 	printServices(tw, st.Services, now)
 	if len(st.Pools) > 0 {
@@ -389,6 +446,19 @@ func printStatus(w io.Writer, st *status, output string, now time.Time) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// nodeDetail is the nodes table's last column: whose the node is when
+// another CCM owns it, and its latest Warning event.
+func nodeDetail(n nodeStatus) string {
+	var parts []string
+	if n.OtherCCM != "" {
+		parts = append(parts, "left to the CCM of platform "+n.OtherCCM)
+	}
+	if n.Warning != "" {
+		parts = append(parts, n.Warning)
+	}
+	return dash(strings.Join(parts, "; "))
 }
 
 // printServices prints the Services table; with a STATE column when a

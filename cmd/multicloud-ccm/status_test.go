@@ -61,6 +61,18 @@ func publishedStatus(t *testing.T) *corev1.ConfigMap {
 	return cm
 }
 
+// tainted taints n as a kubelet with --cloud-provider=external does.
+func tainted(n *corev1.Node) *corev1.Node {
+	testutil.Uninitialized(n)
+	return n
+}
+
+// withPlatform annotates n with the KEP-5778 platform annotation.
+func withPlatform(n *corev1.Node, platform string) *corev1.Node {
+	n.Annotations = map[string]string{"cloudprovider.kubernetes.io/platform": platform}
+	return n
+}
+
 func statusObjects() []runtime.Object {
 	node := func(name, backend, providerID, zone string) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}, Spec: corev1.NodeSpec{ProviderID: providerID}}
@@ -88,6 +100,10 @@ func statusObjects() []runtime.Object {
 		node("vm-1", "onprem", "vsphere://4207-aa", "zone-a"),
 		node("ip-10-0-1-5", "aws", "aws:///eu-west-1a/i-0abc", "eu-west-1a"),
 		node("stray", "", "", ""),
+		node("ip-10-0-2-7", "", "aws:///eu-west-1b/i-0def", "eu-west-1b"),
+		node("px-1", "", "proxmox://pve/100", ""),
+		tainted(node("kind-1", "", "kind://docker/kind/kind-1", "")),
+		withPlatform(node("hc-1", "", "", ""), "hcloud"),
 		warn("e1", "stray", "UnclaimedNode", "old", t0),
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e0"}, Type: corev1.EventTypeNormal,
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "stray"}, Reason: "Fine", LastTimestamp: metav1.NewTime(t0.Add(time.Hour))},
@@ -104,8 +120,14 @@ func statusObjects() []runtime.Object {
 }
 
 // TestStatusGolden: the tables, JSON and YAML of a cluster with three
-// backends, a node no backend claims (its latest Warning shown), Services
-// routed by default, annotation and class, one pending.
+// backends, a node no backend claims (its latest Warning shown), nodes of
+// other CCMs (issue 45: an initialised proxmox:// node, one annotated with
+// the KEP-5778 platform hcloud: "left to the CCM of platform ..."; a
+// tainted kind:// node is not, for the CCM decides it by nodes.unmanaged
+// unless its platforms are declared, which status cannot see), an AWS node not
+// labelled by us (initialised by upstream's AWS CCM before the switch: a
+// platform we serve, so ours), Services routed by default, annotation and
+// class, one pending.
 func TestStatusGolden(t *testing.T) {
 	client := fake.NewClientset(append(statusObjects(), publishedStatus(t))...)
 	st, err := readStatus(context.Background(), client, "kube-system")
@@ -153,6 +175,11 @@ func TestStatusUnpublished(t *testing.T) {
 			}
 			if len(st.Backends) != 3 || st.Backends[0].Health != nil || st.Backends[0].Nodes != 1 || len(st.Pools) != 0 {
 				t.Errorf("backends %+v, pools %+v; want 3 counted from the objects, health and pools unknown", st.Backends, st.Pools)
+			}
+			for _, n := range st.Nodes {
+				if n.OtherCCM != "" {
+					t.Errorf("node %s left to the CCM of platform %s, though the platforms served are not known", n.Name, n.OtherCCM)
+				}
 			}
 		})
 	}

@@ -142,6 +142,9 @@ func celCheck(s annotation.Spec, id, value string) (check, []variable, bool) {
 	vars := []variable{{id, value}}
 	g := gen{s: s, v: "variables." + id, vid: id, vars: &vars}
 	c := f(g)
+	if s.KubeVIPMark != "" {
+		c = g.kubeVIP(c)
+	}
 	if s.HTTPHealthCheckOnly {
 		c.valid = "!" + httpHealthCheck() + " || (" + c.valid + ")"
 	}
@@ -570,4 +573,53 @@ func (g gen) duration() check {
 		valid:   fmt.Sprintf("%s.matches(%s) && (!%s.startsWith('-') || %s == duration('0s')) && %s >= duration('0s')", g.t(), lit(goDuration), g.t(), abs, abs),
 		message: fmt.Sprintf("%s + %s + ' is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once'", lit("annotation "+string(g.s.Name)+"="), g.quote(g.v)),
 	}
+}
+
+// kubeVIPRequest is annotation.Spec.KubeVIPRequest of the Service with the
+// annotations anns (a CEL map): a bare-metal backend announces through
+// kube-vip (the parameter) and the Service does not carry the mark of a
+// value the backend wrote.
+func kubeVIPRequest(s annotation.Spec, anns string) string {
+	m := lit(string(s.KubeVIPMark))
+	return fmt.Sprintf("(variables.kubeVIP && !(%s in %s && %s[%s] == 'true'))", m, anns, anns, m)
+}
+
+// kubeVIP is annotation.Spec.CheckIn of a Spec.KubeVIPMark annotation:
+// the bare-metal backend's reading of its request (kubeVIPIPs) where the
+// value is one, else the kind's (asKind). It defines the request flag
+// (_req) and the request check's variables (_kv...).
+func (g gen) kubeVIP(asKind check) check {
+	req := g.def("_req", kubeVIPRequest(g.s, "variables.anns"))
+	kv := gen{s: g.s, v: g.v, vid: g.vid + "_kv", vars: g.vars}.kubeVIPIPs()
+	return check{valid: cond(req, kv.valid, asKind.valid), message: cond(req, kv.message, asKind.message)}
+}
+
+// kubeVIPIPs is annotation.ParseKubeVIPIPs: one usable address per IP
+// family, none empty, no name, not unspecified (kube-vip's DHCP).
+func (g gen) kubeVIPIPs() check {
+	l := g.defEntries()
+	idx, at := g.first(l, ipBad("e")+" || "+sameFamilyBefore(l, "e", ipBad))
+	name := string(g.s.Name)
+	head := lit("annotation "+name+"=") + " + " + g.quote(g.v) + " + ': '"
+	fix := lit("; under announce: kube-vip the backend serves it as a request of pool addresses: write one address per IP family of the Service, e.g. 192.0.2.10 or 192.0.2.10,2001:db8::10, or remove the annotation to have one assigned")
+	prev := l + ".filter(f, !" + ipBad("f") + " && ip(f).family() == ip(" + at + ").family())[0]"
+	clash := fmt.Sprintf("string(ip(%s)) + ' and ' + string(ip(%s)) + ' are both ' + %s + '; the backend gives one address per IP family'", prev, at, familyName(at))
+	return check{
+		valid: g.t() + " != '' && " + idx + " < 0",
+		message: head + " + " + cond(g.t()+" == ''", "'the value is empty (kube-vip then announces nothing)'",
+			cond(ipBad(at), "'entry ' + string("+idx+" + 1) + ': ' + "+g.kubeVIPWhy(at), clash)) + " + " + fix,
+	}
+}
+
+// kubeVIPWhy is the message of an entry e of a kube-vip request that
+// ipBad refuses, in parseKubeVIPIP's order.
+func (g gen) kubeVIPWhy(e string) string {
+	before := fmt.Sprintf("%s.substring(0, %s.indexOf('%%'))", e, e)
+	plain := g.def("_plain", cond(zoned(e), before, e))
+	fix := cond(mapped(plain), g.unmapped(plain), "string(ip("+plain+"))")
+	return cond(e+" == ''", "'empty entry; separate addresses with a single comma'",
+		cond("!isIP("+e+") && !"+zoned(e)+" && !"+mapped(e), g.quote(e)+" + ' is not an IP address (kube-vip would resolve it as a hostname)'",
+			cond("isIP("+e+") && ip("+e+").isUnspecified()", "string(ip("+e+")) + ' asks kube-vip for an address by DHCP, which the backend does not serve'",
+				cond("!isIP("+e+")", g.quote(e)+" + ' is not a plain IP address; write ' + "+fix,
+					"string(ip("+e+")) + ' cannot be a load-balancer address (loopback, multicast or link-local)'"))))
 }

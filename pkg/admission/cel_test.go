@@ -162,13 +162,15 @@ func TestPolicyAgreesWithReaders(t *testing.T) {
 			continue
 		}
 		t.Run(string(s.Name), func(t *testing.T) {
-			for _, with := range contexts(s) {
-				for _, v := range Samples(s) {
-					anns := map[string]string{string(s.Name): v}
-					for k, x := range with {
-						anns[k] = x
+			for _, c := range clusters(s, known) {
+				for _, with := range contexts(s) {
+					for _, v := range Samples(s) {
+						anns := map[string]string{string(s.Name): v}
+						for k, x := range with {
+							anns[k] = x
+						}
+						agree(t, p, s, anns, c)
 					}
-					agree(t, p, s, anns, known)
 				}
 			}
 		})
@@ -177,19 +179,22 @@ func TestPolicyAgreesWithReaders(t *testing.T) {
 
 // contexts are the other annotations an annotation is tried beside.
 func contexts(s annotation.Spec) []map[string]string {
-	if s.HTTPHealthCheckOnly {
+	switch {
+	case s.HTTPHealthCheckOnly:
 		return []map[string]string{nil, {string(annotation.AWSHealthCheckProtocol): "HTTP"}}
+	case s.KubeVIPMark != "":
+		return []map[string]string{nil, {string(s.KubeVIPMark): "true"}, {string(s.KubeVIPMark): "false"}}
 	}
 	return []map[string]string{nil}
 }
 
 // agree checks that the policy says of a Service with anns what the
-// reader says of s's value.
-func agree(t *testing.T, p *policy, s annotation.Spec, anns map[string]string, known []string) {
+// reader says of s's value in the cluster c.
+func agree(t *testing.T, p *policy, s annotation.Spec, anns map[string]string, c annotation.Cluster) {
 	t.Helper()
 	v := anns[string(s.Name)]
-	goErr := s.CheckService(anns, false, known)
-	msgs := p.eval(t, service(anns), nil, params(strings.Join(known, ",")))
+	goErr := s.CheckIn(anns, false, c)
+	msgs := p.eval(t, service(anns), nil, paramsOf(c))
 	if len(msgs) == 1 && strings.HasPrefix(msgs[0], evalError) {
 		if goErr == nil || s.Kind != annotation.KindDuration || !overflows[v] {
 			t.Errorf("%q: %s (reader: %v)", v, msgs[0], goErr)

@@ -49,29 +49,33 @@ func (s *svc) ours() bool {
 	return s != nil && s.typ == "" && (s.class == "" || s.class == ourClass)
 }
 
-// read is what the controller's reader says of spec's value on s (nil:
-// accepted, or not read for this Service).
-func read(spec annotation.Spec, s *svc, known []string) error {
-	return spec.CheckService(s.anns, s.local, known)
+// read is what the controller's reader says of spec's value on s in the
+// cluster c (nil: accepted, or not read for this Service).
+func read(spec annotation.Spec, s *svc, c annotation.Cluster) error {
+	return spec.CheckIn(s.anns, s.local, c)
 }
 
 // wantRefused is the policy's contract for spec on an update from old to
 // cur (old nil: a create): refused, with the reader's message, when
 // multicloud-ccm serves cur, the reader refuses the value and the value
 // did not matter on old unchanged (old was no LoadBalancer of ours, the
-// value was set otherwise, or it was not read: no HTTP health check).
-func wantRefused(spec annotation.Spec, old, cur *svc, known []string) error {
+// value was set otherwise, or it was not read: no HTTP health check; or
+// it is read more strictly now: a kube-vip address annotation that was
+// the backend's, marked, and is the user's request now).
+func wantRefused(spec annotation.Spec, old, cur *svc, c annotation.Cluster) error {
 	k := string(spec.Name)
 	v, set := cur.anns[k]
 	if !set || !cur.ours() {
 		return nil
 	}
 	if old.ours() && old.anns[k] == v && hasKey(old.anns, k) {
-		if !spec.HTTPHealthCheckOnly || annotation.HTTPHealthCheck(old.anns, old.local) {
+		httpKept := !spec.HTTPHealthCheckOnly || annotation.HTTPHealthCheck(old.anns, old.local)
+		requestKept := !spec.KubeVIPRequest(cur.anns, c) || spec.KubeVIPRequest(old.anns, c)
+		if httpKept && requestKept {
 			return nil
 		}
 	}
-	return read(spec, cur, known)
+	return read(spec, cur, c)
 }
 
 func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
@@ -110,6 +114,13 @@ func scenarios(spec annotation.Spec, v, other string) map[string][2]*svc {
 		out["kept, turned HTTP by Local"] = [2]*svc{{anns: with(nil, v)}, {anns: with(nil, v), local: true}}
 		out["kept, HTTP by Local"] = [2]*svc{{anns: with(nil, v), local: true}, {anns: with(nil, v), local: true}}
 		out["kept, turned TCP"] = [2]*svc{{anns: with(ctx, v)}, {anns: with(map[string]string{p: "tcp"}, v)}}
+	}
+	if spec.KubeVIPMark != "" {
+		marked := map[string]string{string(spec.KubeVIPMark): "true"}
+		out["marked"] = [2]*svc{nil, {anns: with(marked, v)}}
+		out["kept, mark removed"] = [2]*svc{{anns: with(marked, v)}, {anns: with(nil, v)}}
+		out["kept, marked"] = [2]*svc{{anns: with(marked, v)}, {anns: with(marked, v), local: true}}
+		out["kept, marked by the user"] = [2]*svc{{anns: with(nil, v)}, {anns: with(marked, v)}}
 	}
 	return out
 }
@@ -157,7 +168,7 @@ func generated(spec annotation.Spec, seed uint64, n int) []string {
 // LoadBalancer: the whole policy is evaluated each time, and ~30,000
 // evaluations take a minute on a shared 2-core machine. The create of
 // every sample is TestPolicyAgreesWithReaders'.
-var everyValue = map[string]bool{"kept, turned LB": true, "kept, turned HTTP by annotation": true, "kept, turned HTTP by Local": true}
+var everyValue = map[string]bool{"kept, turned LB": true, "kept, turned HTTP by annotation": true, "kept, turned HTTP by Local": true, "kept, mark removed": true}
 
 const everyNth = 8
 
@@ -177,34 +188,70 @@ func try(scenario string, i, j, samples int) bool {
 // when the reader refuses the value and it is new, changed, or starts to
 // matter with the update (the Service turned LoadBalancer or ours, its
 // health check turned HTTP); admitted when it is unchanged and mattered
-// before (checked then, or written before the policy).
+// before (checked then, or written before the policy). kube-vip's address
+// annotation is tried in a cluster whose bare-metal backend announces
+// through kube-vip too (the parameter's kubeVIP), where a value the user
+// wrote is that backend's request (0.0.0.0, 127.0.0.1, fe80::1, empty,
+// names: refused), on Services with and without the backend's mark.
 func TestAdmissionDifferential(t *testing.T) {
 	p := newPolicy(t, Deny)
 	known := []string{"aws", "metal"}
-	param := params(strings.Join(known, ","))
 	for i, s := range annotation.Registry {
 		if _, _, ok := celCheck(s, "v", "''"); !ok {
 			continue
 		}
-		t.Run(string(s.Name), func(t *testing.T) {
-			t.Parallel() // the compiled programs are only read: both cores evaluate
-			samples := Samples(s)
-			values := append(samples, generated(s, uint64(i), 16)...)
-			for j, v := range values {
-				other := values[(j+1)%len(values)]
-				if other == v {
-					other += "x"
-				}
-				for name, sc := range scenarios(s, v, other) {
-					if !try(name, i, j, len(samples)) {
-						continue
-					}
-					want := wantRefused(s, sc[0], sc[1], known)
-					got := p.eval(t, sc[1].object(), sc[0].object(), param)
-					differs(t, s, name, v, want, got, sc[1].ours())
-				}
+		for _, c := range clusters(s, known) {
+			name := string(s.Name)
+			if c.KubeVIP {
+				name += "/announce=kube-vip"
 			}
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Parallel() // the compiled programs are only read: both cores evaluate
+				differential(t, p, i, s, c)
+			})
+		}
+	}
+}
+
+// clusters are the clusters spec is tried in: one whose backends are
+// known, and for kube-vip's address annotation the same with a bare-metal
+// backend announcing through kube-vip.
+func clusters(spec annotation.Spec, known []string) []annotation.Cluster {
+	out := []annotation.Cluster{{Backends: known}}
+	if spec.KubeVIPMark != "" {
+		out = append(out, annotation.Cluster{Backends: known, KubeVIP: true})
+	}
+	return out
+}
+
+// paramsOf is the parameter ConfigMap of the cluster c.
+func paramsOf(c annotation.Cluster) map[string]any {
+	p := params(strings.Join(c.Backends, ","))
+	if c.KubeVIP {
+		p["data"].(map[string]any)["kubeVIP"] = "true"
+	}
+	return p
+}
+
+// differential tries the i-th annotation of the registry, spec, in the
+// cluster c with its samples and generated values.
+func differential(t *testing.T, p *policy, i int, spec annotation.Spec, c annotation.Cluster) {
+	param := paramsOf(c)
+	samples := Samples(spec)
+	values := append(samples, generated(spec, uint64(i), 16)...)
+	for j, v := range values {
+		other := values[(j+1)%len(values)]
+		if other == v {
+			other += "x"
+		}
+		for name, sc := range scenarios(spec, v, other) {
+			if !try(name, i, j, len(samples)) {
+				continue
+			}
+			want := wantRefused(spec, sc[0], sc[1], c)
+			got := p.eval(t, sc[1].object(), sc[0].object(), param)
+			differs(t, spec, name, v, want, got, sc[1].ours())
+		}
 	}
 }
 
@@ -283,6 +330,45 @@ func TestDrainRoundsToZero(t *testing.T) {
 		got := p.eval(t, service(map[string]string{string(s.Name): v}), nil, params(""))
 		if fmt.Sprint(got) != fmt.Sprint(errs(goErr)) {
 			t.Errorf("%q: policy %q, reader %v", v, got, goErr)
+		}
+	}
+}
+
+// TestKubeVIPRequests (issue 43): where a bare-metal backend announces
+// through kube-vip, a kube-vip.io/loadbalancerIPs value the user wrote is
+// that backend's request, and the policy refuses what the backend refuses
+// (0.0.0.0, 127.0.0.1, fe80::1, empty, a name, two of one family), with
+// the backend's message naming the annotation and the fix. A value the
+// backend wrote (marked) and any value without announce: kube-vip are
+// read as kube-vip reads them: those admitted.
+func TestKubeVIPRequests(t *testing.T) {
+	p := newPolicy(t, Deny)
+	s, _ := annotation.Lookup("kube-vip.io/loadbalancerIPs")
+	const mark = "multicloud-ccm.io/kube-vip-announced"
+	kv := paramsOf(annotation.Cluster{KubeVIP: true})
+	for _, v := range []string{"0.0.0.0", "::", "127.0.0.1", "fe80::1", "", " ", "lb.example.com", "224.0.0.1", "ff02::1", "169.254.1.1", "192.0.2.1,192.0.2.2", "192.0.2.1,", "fe80::1%eth0", "::ffff:192.0.2.1"} {
+		anns := map[string]string{string(s.Name): v}
+		got := p.eval(t, service(anns), nil, kv)
+		_, want := annotation.ParseKubeVIPIPs(s.Name, v)
+		if want == nil || len(got) != 1 || got[0] != want.Error() {
+			t.Errorf("%q under announce: kube-vip: policy %q, backend's reading %v", v, got, want)
+		}
+		if len(got) == 1 && (!strings.HasPrefix(got[0], "annotation kube-vip.io/loadbalancerIPs=") || !strings.Contains(got[0], "write one address per IP family")) {
+			t.Errorf("%q: the message names neither the annotation nor the fix: %s", v, got[0])
+		}
+		anns[mark] = "true"
+		if got := p.eval(t, service(anns), nil, kv); fmt.Sprint(got) != fmt.Sprint(errs(s.Check(v, nil))) {
+			t.Errorf("%q marked as the backend's: policy %q, want kube-vip's reading %v", v, got, s.Check(v, nil))
+		}
+	}
+	for _, v := range []string{"192.0.2.10", " 192.0.2.10 , 2001:db8::10 "} {
+		if got := p.eval(t, service(map[string]string{string(s.Name): v}), nil, kv); len(got) != 0 {
+			t.Errorf("%q under announce: kube-vip refused: %q", v, got)
+		}
+	}
+	for _, v := range []string{"0.0.0.0", "127.0.0.1", "fe80::1", "", "lb.example.com"} {
+		if got := p.eval(t, service(map[string]string{string(s.Name): v}), nil, params("")); len(got) != 0 {
+			t.Errorf("%q without announce: kube-vip (kube-vip's own reading) refused: %q", v, got)
 		}
 	}
 }

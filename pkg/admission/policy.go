@@ -15,9 +15,10 @@ import (
 // annotations (new and old, empty when absent), the configured backends
 // with load balancers from the parameter ConfigMap (empty: not known, names
 // not checked), whether the Service is one multicloud-ccm may serve (no
-// loadBalancerClass, or one of the classes the parameter lists), and
-// whether the old Service was one too (a LoadBalancer of ours: its values
-// were checked, or would have been).
+// loadBalancerClass, or one of the classes the parameter lists), whether
+// the old Service was one too (a LoadBalancer of ours: its values were
+// checked, or would have been), and whether a bare-metal backend announces
+// through kube-vip (the parameter's kubeVIP is "true"; annotation.Cluster).
 func baseVariables() []admissionv1.Variable {
 	return []admissionv1.Variable{
 		{Name: "anns", Expression: "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
@@ -25,6 +26,7 @@ func baseVariables() []admissionv1.Variable {
 		{Name: "backends", Expression: "params != null && has(params.data) && 'backends' in params.data && params.data.backends.trim() != '' ? params.data.backends.split(',').map(b, b.trim()) : []"},
 		{Name: "ours", Expression: ours("object")},
 		{Name: "oldOurs", Expression: "oldObject != null && has(oldObject.spec.type) && oldObject.spec.type == 'LoadBalancer' && " + ours("oldObject")},
+		{Name: "kubeVIP", Expression: "params != null && has(params.data) && 'kubeVIP' in params.data && params.data.kubeVIP == 'true'"},
 	}
 }
 
@@ -38,12 +40,16 @@ func ours(obj string) string {
 // the old Service: the old Service was a LoadBalancer of ours and, for a
 // value read only with an HTTP health check, had one. A value that starts
 // to matter (the Service turned LoadBalancer, its health check turned
-// HTTP) is checked as a new one.
-func unchanged(s annotation.Spec) string {
+// HTTP, a kube-vip address annotation turned a request by the removal of
+// the backend's mark) is checked as a new one. id is the spec's variable.
+func unchanged(s annotation.Spec, id string) string {
 	k := key(s)
 	out := fmt.Sprintf("variables.oldOurs && %s in variables.old && variables.old[%s] == variables.anns[%s]", k, k, k)
 	if s.HTTPHealthCheckOnly {
 		out += " && " + httpHealthCheckOf("variables.old", "oldObject")
+	}
+	if s.KubeVIPMark != "" {
+		out += fmt.Sprintf(" && (!variables.%s_req || %s)", id, kubeVIPRequest(s, "variables.old"))
 	}
 	return out
 }
@@ -76,7 +82,7 @@ func Deny() ([]admissionv1.Variable, []admissionv1.Validation) {
 			vars = append(vars, admissionv1.Variable{Name: v.name, Expression: v.expr})
 		}
 		vars = append(vars,
-			admissionv1.Variable{Name: id + "_ok", Expression: fmt.Sprintf("!(%s in variables.anns) || (%s) || (%s)", k, unchanged(s), c.valid)},
+			admissionv1.Variable{Name: id + "_ok", Expression: fmt.Sprintf("!(%s in variables.anns) || (%s) || (%s)", k, unchanged(s, id), c.valid)},
 			admissionv1.Variable{Name: id + "_msg", Expression: c.message})
 		problems = append(problems, fmt.Sprintf("variables.%s_ok ? '' : variables.%s_msg", id, id))
 	}

@@ -37,10 +37,40 @@ func (s Spec) Check(value string, backends []string) error {
 // nil when the backend does not read the value for that Service
 // (HTTPHealthCheckOnly without an HTTP health check).
 func (s Spec) CheckService(annotations map[string]string, local bool, backends []string) error {
+	return s.CheckIn(annotations, local, Cluster{Backends: backends})
+}
+
+// Cluster is what the readers' verdicts depend on beyond the Service: the
+// configured backends with load balancers (nil: names are not checked) and
+// whether a bare-metal backend announces through kube-vip (its config's
+// announce: kube-vip), under which kube-vip's address annotation is a
+// request of that backend (Spec.KubeVIPMark).
+type Cluster struct {
+	Backends []string
+	KubeVIP  bool
+}
+
+// CheckIn is CheckService in the cluster c: with c.KubeVIP, a
+// Spec.KubeVIPMark annotation the user wrote (the Service does not carry
+// the mark "true") is read as the bare-metal backend reads its request
+// (ParseKubeVIPIPs).
+func (s Spec) CheckIn(annotations map[string]string, local bool, c Cluster) error {
 	if s.HTTPHealthCheckOnly && !HTTPHealthCheck(annotations, local) {
 		return nil
 	}
-	return s.Check(annotations[string(s.Name)], backends)
+	if s.KubeVIPRequest(annotations, c) {
+		_, err := ParseKubeVIPIPs(s.Name, annotations[string(s.Name)])
+		return err
+	}
+	return s.Check(annotations[string(s.Name)], c.Backends)
+}
+
+// KubeVIPRequest reports whether the annotation's value on a Service with
+// these annotations is the bare-metal backend's request of addresses in
+// the cluster c: a Spec.KubeVIPMark annotation, with c.KubeVIP, without the
+// mark "true".
+func (s Spec) KubeVIPRequest(annotations map[string]string, c Cluster) bool {
+	return s.KubeVIPMark != "" && c.KubeVIP && annotations[string(s.KubeVIPMark)] != "true"
 }
 
 // parsers are the kinds read by a Parse function of their own.

@@ -85,3 +85,58 @@ func ParseAllowSharedIP(value string) (string, error) {
 	}
 	return key, nil
 }
+
+// ParseKubeVIPIPs parses a kube-vip.io/loadbalancerIPs value (name) as the
+// bare-metal backend with announce: kube-vip reads one the user wrote: a
+// request of pool addresses, read as kube-vip reads it (entries separated
+// by commas, white space around each ignored). kube-vip reads an entry that
+// is no IP address as a hostname to resolve, and 0.0.0.0 or :: as "get an
+// address by DHCP"; neither is an address of the pools, so both are
+// refused, as are an empty value or entry, a zone, an IPv4-mapped IPv6
+// address, loopback, multicast and link-local addresses, and two addresses
+// of one family. The messages are the backend's (its parseKubeVIPIPs,
+// which pkg/admission/crosscheck holds this to).
+func ParseKubeVIPIPs(name Name, value string) ([]netip.Addr, error) {
+	if strings.TrimSpace(value) == "" {
+		return nil, errKubeVIP(name, value, "the value is empty (kube-vip then announces nothing)")
+	}
+	var out []netip.Addr
+	for i, f := range strings.Split(value, ",") {
+		ip, err := parseKubeVIPIP(strings.TrimSpace(f))
+		if err != nil {
+			return nil, errKubeVIP(name, value, fmt.Sprintf("entry %d: %v", i+1, err))
+		}
+		for _, prev := range out {
+			if prev.Is4() == ip.Is4() {
+				return nil, errKubeVIP(name, value, fmt.Sprintf("%s and %s are both %s; the backend gives one address per IP family", prev, ip, familyName(ip)))
+			}
+		}
+		out = append(out, ip)
+	}
+	return out, nil
+}
+
+// parseKubeVIPIP parses one entry of a kube-vip.io/loadbalancerIPs request.
+func parseKubeVIPIP(s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, fmt.Errorf("empty entry; separate addresses with a single comma")
+	}
+	ip, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address (kube-vip would resolve it as a hostname)", s)
+	case ip.IsUnspecified():
+		return netip.Addr{}, fmt.Errorf("%s asks kube-vip for an address by DHCP, which the backend does not serve", ip)
+	case ip.Zone() != "" || ip.Is4In6():
+		return netip.Addr{}, fmt.Errorf("%q is not a plain IP address; write %s", s, ip.Unmap().WithZone(""))
+	case ip.IsLoopback(), ip.IsMulticast(), ip.IsLinkLocalUnicast(), ip.IsInterfaceLocalMulticast():
+		return netip.Addr{}, fmt.Errorf("%s cannot be a load-balancer address (loopback, multicast or link-local)", ip)
+	}
+	return ip, nil
+}
+
+// errKubeVIP is the error for a kube-vip.io/loadbalancerIPs request the
+// bare-metal backend cannot serve, with the fix.
+func errKubeVIP(name Name, value, why string) error {
+	return fmt.Errorf("annotation %s=%q: %s; under announce: kube-vip the backend serves it as a request of pool addresses: write one address per IP family of the Service, e.g. 192.0.2.10 or 192.0.2.10,2001:db8::10, or remove the annotation to have one assigned", name, value, why)
+}

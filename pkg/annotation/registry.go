@@ -118,6 +118,13 @@ type Spec struct {
 	WrittenBack bool
 	// Hostnames: a KindIPList entry may be a DNS name.
 	Hostnames bool
+	// KubeVIPMark, when set, is the annotation with which the bare-metal
+	// backend marks ("true") a kube-vip.io/loadbalancerIPs value it wrote
+	// itself. Where a bare-metal backend announces through kube-vip
+	// (Cluster.KubeVIP), a value without the mark is the user's request of
+	// addresses, which the backend reads with ParseKubeVIPIPs; otherwise
+	// the value is read as Kind says.
+	KubeVIPMark Name
 	// HTTPHealthCheckOnly: the value is read only when the Service's
 	// health check is HTTP or HTTPS (HTTPHealthCheck); otherwise any value
 	// is ignored, and not checked.
@@ -187,7 +194,7 @@ var Registry = []Spec{
 	// keeps their addresses out of its own allocation.
 	{Name: "metallb.io/loadBalancerIPs", Kind: KindIPList, ReadBy: "baremetal"},
 	{Name: "metallb.universe.tf/loadBalancerIPs", Kind: KindIPList, ReadBy: "baremetal"},
-	{Name: "kube-vip.io/loadbalancerIPs", Kind: KindIPList, ReadBy: "baremetal", Hostnames: true},
+	{Name: "kube-vip.io/loadbalancerIPs", Kind: KindIPList, ReadBy: "baremetal", Hostnames: true, KubeVIPMark: "multicloud-ccm.io/kube-vip-announced"},
 
 	{Name: "service.beta.kubernetes.io/aws-load-balancer-type", Kind: KindEnum, ReadBy: "aws", Values: []string{"nlb", "external", "nlb-ip"}, Exact: true,
 		Want:     "must be nlb (this backend makes Network Load Balancers only), or external or nlb-ip for a load balancer another controller manages",
@@ -321,7 +328,7 @@ func (s Spec) Describe() string {
 		}
 	case KindIPList:
 		if s.Hostnames {
-			return "comma-separated IP addresses (at most one per family) or DNS names, which kube-vip resolves (empty: none). The bare-metal backend with `announce: kube-vip` refuses the names."
+			return "comma-separated IP addresses (at most one per family) or DNS names, which kube-vip resolves (empty: none). Where a bare-metal backend has `announce: kube-vip`, a value the user wrote is that backend's request and is checked as it reads it: one usable address per IP family, no name, not empty, not `0.0.0.0` or `::` (kube-vip's DHCP), not loopback, multicast or link-local."
 		}
 	case KindHTTPPath:
 		return fmt.Sprintf("a path starting with `/`, at most %d characters, without white space; read (and checked) only for HTTP and HTTPS health checks.", s.MaxLen)

@@ -12,8 +12,15 @@ import (
 
 // node plans one Node through the router's own answers, as the
 // node-lifecycle controller (InstanceExists, InstanceShutdown) and the
-// cloud-node controller (InstanceMetadata) would ask them.
+// cloud-node controller (InstanceMetadata) would ask them. A node of a
+// platform the router does not serve (Router.ForeignPlatform, KEP-5778) is
+// another CCM's: the router answers it exists, refuses to initialise it
+// while it is tainted and gives it no backend, so the plan names the
+// platform whose CCM it is left to instead.
 func (p *planner) node(ctx context.Context, n *corev1.Node) NodePlan {
+	if platform, foreign := p.r.ForeignPlatform(n); foreign {
+		return NodePlan{Name: n.Name, ProviderID: n.Spec.ProviderID, Platform: platform, Outcome: NodeOtherCCM}
+	}
 	np := NodePlan{Name: n.Name, ProviderID: n.Spec.ProviderID, ChosenBy: p.chosenBy(n)}
 	exists, err := p.r.InstanceExists(ctx, n)
 	if err != nil {

@@ -232,3 +232,82 @@ func TestPlan(t *testing.T) {
 	}
 	t.Logf("summary: %s; API server: %d reads, 0 writes", rep.Summary, client.reads)
 }
+
+// TestPlanOtherCCMsNodes (issue 45): beside multicloud-ccm serving bare
+// metal only (nodes.platforms: [baremetal]), the plan leaves the nodes of
+// other platforms to their CCMs and says whose each is: an AWS node
+// (providerID aws://, initialised by upstream's AWS CCM), an hcloud node
+// that names its platform with the KEP-5778 annotation and is still
+// tainted (another CCM initialises it), and one of no known platform
+// (proxmox://) while the platforms served are declared. None is claimed,
+// refused, unmanaged or deleted; the summary counts them and the plan does
+// not fail because of them. With --cloud-provider-platforms
+// (router.SetPlatforms) restricting an aws-and-metal config to bare metal,
+// the AWS backend's own nodes are another CCM's too.
+func TestPlanOtherCCMsNodes(t *testing.T) {
+	w := newWorld(t)
+	metalOnly, err := config.Parse([]byte(`apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: plan
+nodes:
+  platforms: [baremetal]
+backends:
+- name: metal
+  type: baremetal
+  baremetal:
+    inventory:
+    - name: bm-1
+      addresses: [{type: InternalIP, address: 10.0.0.11}]
+`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotated := func(n *corev1.Node) {
+		n.Annotations = map[string]string{"cloudprovider.kubernetes.io/platform": "hcloud"}
+	}
+	objs := []runtime.Object{
+		testutil.NewNode("bm-1", testutil.WithProviderID("baremetal://bm-1")),
+		testutil.NewNode("ip-10-0-1-5", testutil.WithProviderID("aws:///eu-west-1a/i-0123456789abcdef0")),
+		testutil.NewNode("hc-1", annotated, testutil.Uninitialized, testutil.NotReady),
+		testutil.NewNode("px-1", testutil.WithProviderID("proxmox://cluster/100")),
+	}
+	rep, err := plan.Run(t.Context(), plan.Options{Config: metalOnly, Client: newReadOnly(objs...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"ip-10-0-1-5": "aws", "hc-1": "hcloud", "px-1": "proxmox"}
+	for _, n := range rep.Nodes {
+		switch p, foreign := want[n.Name]; {
+		case foreign && (n.Outcome != plan.NodeOtherCCM || n.Platform != p || n.Backend != "" || n.Error != ""):
+			t.Errorf("node %s: %+v, want left to the CCM of platform %s", n.Name, n, p)
+		case !foreign && (n.Outcome != plan.NodeClaimed || n.Backend != "metal"):
+			t.Errorf("node %s: %+v, want claimed by metal", n.Name, n)
+		}
+	}
+	if got, want := rep.Summary.String(), "1 nodes claimed, 0 would be deleted, 3 left to other CCMs;"; !strings.HasPrefix(got, want) {
+		t.Errorf("summary %q, want it to start %q", got, want)
+	}
+	if rep.Summary.Failed() || rep.Summary.NodesOtherCCMs != 3 {
+		t.Errorf("summary %+v: other CCMs' nodes make the plan fail or are not counted", rep.Summary)
+	}
+
+	// The flag restricts an aws-and-metal config to bare metal: the AWS
+	// backend's nodes are left to another CCM (upstream's AWS CCM).
+	router.SetPlatforms([]string{"baremetal"})
+	t.Cleanup(func() { router.SetPlatforms(nil) })
+	var nodes []runtime.Object
+	for _, n := range w.nodes {
+		n = n.DeepCopy()
+		delete(n.Labels, "multicloud-ccm.io/backend")
+		nodes = append(nodes, n)
+	}
+	rep, err = plan.Run(t.Context(), plan.Options{Config: w.cfg, Client: newReadOnly(nodes...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range rep.Nodes {
+		if n.Outcome != plan.NodeOtherCCM || n.Platform != "aws" {
+			t.Errorf("node %s with --cloud-provider-platforms=baremetal: %+v, want left to the CCM of platform aws", n.Name, n)
+		}
+	}
+}

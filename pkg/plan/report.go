@@ -30,6 +30,11 @@ const (
 	// NodeUnmanaged: no backend owns its providerID scheme and the config
 	// says to leave such nodes alone (nodes.unmanaged: ignore).
 	NodeUnmanaged = "unmanaged"
+	// NodeOtherCCM: the node's platform (its providerID scheme, or its
+	// cloudprovider.kubernetes.io/platform annotation) is one this CCM
+	// does not serve (KEP-5778; nodes.platforms, --cloud-provider-platforms):
+	// another CCM's node, never initialised, deleted or targeted by us.
+	NodeOtherCCM = "other CCM's"
 	// NodeError: the router refuses the node (unmanaged, ambiguous,
 	// outside every region, a backend that cannot answer): it is never
 	// deleted, and a new node stays tainted.
@@ -48,6 +53,9 @@ type NodePlan struct {
 	ChosenBy string `json:"chosenBy,omitempty"`
 	// InstanceFound: the owner has the node's instance.
 	InstanceFound bool `json:"instanceFound"`
+	// Platform is, for a node another CCM owns (NodeOtherCCM), its
+	// platform: the CCM of that platform is left the node.
+	Platform string `json:"platform,omitempty"`
 	// NewProviderID is the providerID the node would be given (it has
 	// none yet).
 	NewProviderID string `json:"newProviderID,omitempty"`
@@ -128,6 +136,8 @@ type Summary struct {
 	NodesDeleted   int `json:"nodesWouldBeDeleted"`
 	NodesGoneReady int `json:"nodesGoneButReady"`
 	NodesUnmanaged int `json:"nodesUnmanaged"`
+	// NodesOtherCCMs counts the nodes left to other CCMs (NodeOtherCCM).
+	NodesOtherCCMs int `json:"nodesOtherCCMs"`
 	NodeErrors     int `json:"nodeErrors"`
 	LBAdopted      int `json:"loadBalancersAdopted"`
 	LBCreated      int `json:"loadBalancersCreated"`
@@ -153,6 +163,8 @@ func summarize(r *Report) Summary {
 			s.NodesGoneReady++
 		case NodeUnmanaged:
 			s.NodesUnmanaged++
+		case NodeOtherCCM:
+			s.NodesOtherCCMs++
 		default:
 			s.NodeErrors++
 		}
@@ -188,6 +200,9 @@ func (s Summary) String() string {
 	}
 	if s.NodesUnmanaged > 0 {
 		out += fmt.Sprintf(", %d unmanaged", s.NodesUnmanaged)
+	}
+	if s.NodesOtherCCMs > 0 {
+		out += fmt.Sprintf(", %d left to other CCMs", s.NodesOtherCCMs)
 	}
 	out += fmt.Sprintf("; %d load balancers adopted, %d created, %d replaced", s.LBAdopted, s.LBCreated, s.LBReplaced)
 	if s.LBDeleted > 0 {

@@ -183,6 +183,21 @@ existing cloud-config Secret (names not checked then). */}}
 {{- join "," (sortAlpha $names) -}}
 {{- end -}}
 
+{{/* "true" when a bare-metal backend announces through kube-vip: one of
+`config` has announce: kube-vip, or admissionPolicy.kubeVIP is set. */}}
+{{- define "multicloud-ccm.kubeVIP" -}}
+{{- $on := .Values.admissionPolicy.kubeVIP | default false -}}
+{{- if not .Values.existingConfigSecret.name -}}
+{{- range (.Values.config.backends | default list) -}}
+{{- $settings := get . (.type | default "") | default dict -}}
+{{- if and (eq .type "baremetal") (eq ($settings.announce | default "") "kube-vip") -}}
+{{- $on = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- ternary "true" "false" $on -}}
+{{- end -}}
+
 {{/* The load-balancer classes of `config` (loadBalancer.classes[].name), comma-separated. */}}
 {{- define "multicloud-ccm.lbClasses" -}}
 {{- $names := list -}}

@@ -19,6 +19,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/admission"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal" // registers baremetal.
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 
 	_ "github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws"       // registers aws.
@@ -174,6 +175,97 @@ func ensureProblems(t *testing.T, lb cloudprovider.LoadBalancer, anns map[string
 	}
 	_, err := lb.EnsureLoadBalancer(ctx, "kubernetes", svc, nil)
 	if ue, ok := backends.AsUserError(err); ok && ue.Reason == annotation.ReasonInvalid {
+		return err.Error()
+	}
+	return ""
+}
+
+// kubeVIPBackend builds a bare-metal backend announcing through kube-vip,
+// with a dual-stack pool, from the cloud-config as the binary reads it.
+func kubeVIPBackend(t *testing.T) cloudprovider.LoadBalancer {
+	t.Helper()
+	cfg, err := config.Parse([]byte(`apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: admission
+backends:
+- name: metal
+  type: baremetal
+  baremetal:
+    announce: kube-vip
+    addressPools: [{name: p, addresses: [192.0.2.0/24, "2001:db8::/120"]}]
+`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.Backends[0]
+	reg, _ := backends.Lookup(b.Type)
+	c, err := reg.New(context.Background(), backends.Options{Name: b.Name, ClusterID: cfg.ClusterID, Settings: b.Settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, ok := c.LoadBalancer()
+	if !ok {
+		t.Fatal("the bare-metal backend offers no load balancers")
+	}
+	return lb
+}
+
+// TestKubeVIPRequestsAgreeWithBareMetal (issue 43): the registry's reading
+// of kube-vip.io/loadbalancerIPs in a cluster whose bare-metal backend
+// announces through kube-vip (Spec.CheckIn with Cluster.KubeVIP, which the
+// policy's kube-vip check is held to by TestAdmissionDifferential) is the
+// backend's own: for every sample value on a dual-stack Service, the
+// backend's EnsureLoadBalancer refuses it with the registry's message
+// exactly when the registry refuses it, and says nothing of the
+// annotation otherwise. A value carrying the backend's mark is not read by
+// the backend at all.
+func TestKubeVIPRequestsAgreeWithBareMetal(t *testing.T) {
+	lb := kubeVIPBackend(t)
+	s, ok := annotation.Lookup("kube-vip.io/loadbalancerIPs")
+	if !ok || s.KubeVIPMark == "" {
+		t.Fatalf("kube-vip.io/loadbalancerIPs is not in the registry with its mark: %+v", s)
+	}
+	cluster := annotation.Cluster{KubeVIP: true}
+	for _, v := range admission.Samples(s) {
+		anns := map[string]string{string(s.Name): v}
+		want := s.CheckIn(anns, false, cluster)
+		got := kubeVIPProblem(t, lb, anns)
+		switch {
+		case want != nil && !strings.Contains(got, want.Error()):
+			t.Errorf("%q: the registry says %q, the backend %q", v, want, got)
+		case want == nil && got != "":
+			t.Errorf("%q: the registry accepts it, the backend says %q", v, got)
+		}
+		anns[string(s.KubeVIPMark)] = "true"
+		if got := kubeVIPProblem(t, lb, anns); got != "" {
+			t.Errorf("%q marked as the backend's: the backend says %q", v, got)
+		}
+	}
+}
+
+// kubeVIPProblem runs the backend's EnsureLoadBalancer on a dual-stack
+// Service carrying these annotations and returns its message about
+// kube-vip.io/loadbalancerIPs ("": none; the backend, with no informer,
+// then stops before assigning anything).
+func kubeVIPProblem(t *testing.T, lb cloudprovider.LoadBalancer, anns map[string]string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	dual := corev1.IPFamilyPolicyRequireDualStack
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web", Annotations: anns},
+		Spec: corev1.ServiceSpec{
+			Type:           corev1.ServiceTypeLoadBalancer,
+			IPFamilyPolicy: &dual,
+			IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			Ports:          []corev1.ServicePort{{Name: "http", Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	_, err := lb.EnsureLoadBalancer(ctx, "kubernetes", svc, nil)
+	if err != nil && strings.Contains(err.Error(), "annotation kube-vip.io/loadbalancerIPs=") {
+		if ue, ok := backends.AsUserError(err); !ok || ue.Reason != baremetal.ReasonInvalidLoadBalancerIPs {
+			t.Errorf("%v: not a user error %s", err, baremetal.ReasonInvalidLoadBalancerIPs)
+		}
 		return err.Error()
 	}
 	return ""

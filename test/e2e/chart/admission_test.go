@@ -47,7 +47,8 @@ func (w *warnings) take() []string {
 }
 
 // installAdmission applies the chart's admission objects (release "adm",
-// values hybrid: backends dc1 and aws-eu) limited to admissionNS (which
+// values hybrid: backends dc1 and aws-eu; dc1 announcing through kube-vip,
+// admissionPolicy.kubeVIP) limited to admissionNS (which
 // must exist), waits until the policy refuses a bad Service there, and
 // removes them at the end.
 func installAdmission(t *testing.T, cp *framework.ControlPlane) {
@@ -55,6 +56,7 @@ func installAdmission(t *testing.T, cp *framework.ControlPlane) {
 	ctx := ctxFor(t)
 	manifest, err := runHelm(t, "template", "adm", chartDir(t), "--namespace", namespace, "--kube-version", kubeVersion,
 		"-f", valuesFile("hybrid"), "--set", `admissionPolicy.namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=`+admissionNS,
+		"--set", "admissionPolicy.kubeVIP=true",
 		"--show-only", "templates/admissionpolicy.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +180,24 @@ func TestAdmissionPolicy(t *testing.T) {
 		}
 	})
 
+	t.Run("a kube-vip request the bare-metal backend refuses is refused", func(t *testing.T) {
+		const vip = "kube-vip.io/loadbalancerIPs"
+		for _, v := range []string{"0.0.0.0", "127.0.0.1", "fe80::1", "", "lb.example.com"} {
+			_, err := client.CoreV1().Services(admissionNS).Create(ctx, lbService("bad-vip", map[string]string{vip: v}), metav1.CreateOptions{})
+			_, want := annotation.ParseKubeVIPIPs(vip, v)
+			if want == nil || err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want.Error()) {
+				t.Errorf("%s=%q: the API server says %v, want a 422 with\n%v", vip, v, err, want)
+			}
+		}
+		marked := map[string]string{vip: "0.0.0.0", "multicloud-ccm.io/kube-vip-announced": "true"}
+		if _, err := client.CoreV1().Services(admissionNS).Create(ctx, lbService("vip-marked", marked), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("a value marked as the backend's (not its request) refused: %v", err)
+		}
+		if _, err := client.CoreV1().Services(admissionNS).Create(ctx, lbService("vip-good", map[string]string{vip: "203.0.113.5"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("a good request refused: %v", err)
+		}
+	})
+
 	t.Run("a good Service passes; a replacement warns", func(t *testing.T) {
 		good := map[string]string{string(annotation.LoadBalancerBackend): "aws-eu, dc1", string(scheme): "internet-facing", string(interval): "0300", "metallb.io/loadBalancerIPs": ""}
 		if out, err := cp.KubectlWith(ctx, cp.AdminKubeconfig, strings.NewReader(serviceYAML("good", good)), "apply", "-f", "-"); err != nil {
@@ -247,7 +267,9 @@ func warningClient(t *testing.T, cp *framework.ControlPlane) (kubernetes.Interfa
 // TestAdmissionParameters: the policy's parameter ConfigMap lists the
 // backends of config that offer load balancers (aws; openstack unless
 // disabled; baremetal with address pools; never vsphere), or
-// admissionPolicy.backends, none with an existing cloud-config Secret; and
+// admissionPolicy.backends, none with an existing cloud-config Secret;
+// kubeVIP is "true" when a bare-metal backend of config announces through
+// kube-vip or admissionPolicy.kubeVIP says so; and
 // nothing of the policy is rendered when it is off or before Kubernetes
 // 1.32.
 func TestAdmissionParameters(t *testing.T) {
@@ -278,6 +300,29 @@ func TestAdmissionParameters(t *testing.T) {
 				t.Errorf("backends %q (rendered: %v), want %q", got, ok, tt.want)
 			}
 		})
+	}
+	kubeVIPOf := func(t *testing.T, args ...string) string {
+		t.Helper()
+		for _, o := range parse(t, mustRender(t, args...)) {
+			if o.kind() == "ConfigMap" && strings.HasSuffix(o.name(), "-admission") {
+				v, _ := get(o, "data", "kubeVIP").(string)
+				return v
+			}
+		}
+		return "(not rendered)"
+	}
+	for name, c := range map[string]struct {
+		args []string
+		want string
+	}{
+		"hybrid: dc1 does not announce":           {[]string{"-f", valuesFile("hybrid")}, "false"},
+		"hybrid, dc1 announcing through kube-vip": {[]string{"-f", valuesFile("hybrid"), "--set-json", `config.backends[0]={"name":"dc1","type":"baremetal","baremetal":{"announce":"kube-vip","addressPools":[{"name":"public","addresses":["203.0.113.0/28"]}]}}`}, "true"},
+		"existing Secret, set by hand":            {[]string{"-f", valuesFile("existing-secrets"), "--set", "admissionPolicy.kubeVIP=true"}, "true"},
+		"existing Secret":                         {[]string{"-f", valuesFile("existing-secrets")}, "false"},
+	} {
+		if got := kubeVIPOf(t, c.args...); got != c.want {
+			t.Errorf("%s: kubeVIP %q, want %q", name, got, c.want)
+		}
 	}
 	if _, ok := backendsOf(t, "-f", valuesFile("minimal"), "--set", "admissionPolicy.enabled=false"); ok {
 		t.Error("rendered with admissionPolicy.enabled=false")
