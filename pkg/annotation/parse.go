@@ -94,8 +94,8 @@ func ParseAllowSharedIP(value string) (string, error) {
 // address by DHCP"; neither is an address of the pools, so both are
 // refused, as are an empty value or entry, a zone, an IPv4-mapped IPv6
 // address, loopback, multicast and link-local addresses, and two addresses
-// of one family. The messages are the backend's (its parseKubeVIPIPs,
-// which pkg/admission/crosscheck holds this to).
+// of one family. The bare-metal backend reads its requests with it, and
+// pkg/admission/crosscheck holds the policy to the backend's answers.
 func ParseKubeVIPIPs(name Name, value string) ([]netip.Addr, error) {
 	if strings.TrimSpace(value) == "" {
 		return nil, errKubeVIP(name, value, "the value is empty (kube-vip then announces nothing)")

@@ -44,60 +44,8 @@ func kubeVIPRequest(svc *corev1.Service, kubeVIP bool) (ips []netip.Addr, has bo
 	if !kubeVIP || !ok || svc.Annotations[KubeVIPAnnouncedAnnotation] == "true" {
 		return nil, false, nil
 	}
-	ips, err = parseKubeVIPIPs(v)
+	ips, err = annotation.ParseKubeVIPIPs(kubeVIPLoadBalancerIPs, v)
 	return ips, true, err
-}
-
-// parseKubeVIPIPs parses a kube-vip.io/loadbalancerIPs value as kube-vip
-// reads it (pkg/instance FetchServiceAddresses): entries separated by
-// commas, white space around each ignored. kube-vip reads an entry that is
-// no IP address as a hostname to resolve, and 0.0.0.0 or :: as "get an
-// address by DHCP"; neither is an address of the pools, so both are refused
-// here, as are an empty value or entry and two addresses of one family
-// (the backend gives one per family).
-func parseKubeVIPIPs(value string) ([]netip.Addr, error) {
-	if strings.TrimSpace(value) == "" {
-		return nil, errKubeVIP(value, "the value is empty (kube-vip then announces nothing)")
-	}
-	var out []netip.Addr
-	for i, f := range strings.Split(value, ",") {
-		ip, err := parseKubeVIPIP(strings.TrimSpace(f))
-		if err != nil {
-			return nil, errKubeVIP(value, fmt.Sprintf("entry %d: %v", i+1, err))
-		}
-		for _, prev := range out {
-			if prev.Is4() == ip.Is4() {
-				return nil, errKubeVIP(value, fmt.Sprintf("%s and %s are both %s; the backend gives one address per IP family", prev, ip, familyOf(ip)))
-			}
-		}
-		out = append(out, ip)
-	}
-	return out, nil
-}
-
-// parseKubeVIPIP parses one entry of kube-vip.io/loadbalancerIPs.
-func parseKubeVIPIP(s string) (netip.Addr, error) {
-	if s == "" {
-		return netip.Addr{}, fmt.Errorf("empty entry; separate addresses with a single comma")
-	}
-	ip, err := netip.ParseAddr(s)
-	switch {
-	case err != nil:
-		return netip.Addr{}, fmt.Errorf("%q is not an IP address (kube-vip would resolve it as a hostname)", s)
-	case ip.IsUnspecified():
-		return netip.Addr{}, fmt.Errorf("%s asks kube-vip for an address by DHCP, which the backend does not serve", ip)
-	case ip.Zone() != "" || ip.Is4In6():
-		return netip.Addr{}, fmt.Errorf("%q is not a plain IP address; write %s", s, ip.Unmap().WithZone(""))
-	case ip.IsLoopback(), ip.IsMulticast(), ip.IsLinkLocalUnicast(), ip.IsInterfaceLocalMulticast():
-		return netip.Addr{}, fmt.Errorf("%s cannot be a load-balancer address (loopback, multicast or link-local)", ip)
-	}
-	return ip, nil
-}
-
-// errKubeVIP is the error for a kube-vip.io/loadbalancerIPs value the
-// backend cannot serve, with the fix.
-func errKubeVIP(value, why string) error {
-	return fmt.Errorf("annotation %s=%q: %s; under announce: kube-vip the backend serves it as a request of pool addresses: write one address per IP family of the Service, e.g. 192.0.2.10 or 192.0.2.10,2001:db8::10, or remove the annotation to have one assigned", kubeVIPLoadBalancerIPs, value, why)
 }
 
 // errKubeVIPContradicts is the error for a Service whose two requests
