@@ -271,7 +271,10 @@ func (l *LoadBalancer) attachedTo(ctx context.Context, lb *elbtypes.LoadBalancer
 // ensureForwarding makes the target groups, their targets and the
 // listeners of the NLB lb, then deletes the groups no longer used. An
 // adopted NLB keeps the upstream provider's groups that fit; a listener
-// about to move to another group is announced first.
+// about to move to another group is announced first. Only the Service's
+// listeners (listenerOwners) are changed or deleted; a port of the
+// Service held by a stranger not as the port asks is a user error once
+// everything else is done.
 func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, attached map[string]elbtypes.TargetGroup) error {
 	lbARN := awssdk.ToString(lb.LoadBalancerArn)
 	have, err := l.listeners(ctx, lbARN)
@@ -285,18 +288,30 @@ func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *e
 			return err
 		}
 	}
-	l.announceRegrouping(ctx, d, have, attached)
+	owners := l.listenerOwners(d.names)
+	if err := owners.learn(ctx, changing(d, have, attached)); err != nil {
+		return err
+	}
+	l.announceRegrouping(ctx, d, owners.withoutStrangers(have), attached)
 	tgARNs, err := l.ensureTargetGroups(ctx, d, attached)
 	if err != nil {
 		return err
 	}
-	if err := l.ensureListeners(ctx, d, lbARN, tgARNs, have, attached); err != nil {
+	inUse := owners.strangersUse(have)
+	taken, err := l.ensureListeners(ctx, d, lbARN, tgARNs, have, owners)
+	if err != nil {
 		return err
 	}
-	if err := l.deleteUnused(ctx, d, attached); err != nil {
+	if err := l.deleteUnused(ctx, d, attached, inUse); err != nil {
 		return err
 	}
-	return l.deleteDetached(ctx, d, lb, attached, detached)
+	if err := l.deleteDetached(ctx, d, lb, attached, detached); err != nil {
+		return err
+	}
+	if len(taken) > 0 {
+		return portsTakenError(d, l.clusterID, taken)
+	}
+	return nil
 }
 
 // EnsureLoadBalancerDeleted (a no-op for a load balancer managed
