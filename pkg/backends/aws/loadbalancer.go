@@ -49,6 +49,8 @@ type LoadBalancer struct {
 	// targetTypes holds each Service's target type as last chosen
 	// (TargetsByAddress).
 	targetTypes targetTypeMemory
+	// verified are the Services' verified views (lb_verified.go).
+	verified verifiedViews
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
@@ -155,13 +157,28 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 // Without create (UpdateLoadBalancer's fallback) a Service with no NLB is left alone:
 // upstream's node sync calls Update for Services whose delete may have just
 // finished, and an NLB made then would be left behind.
+//
+// The Service's verified view is dropped first, and recorded again when
+// the reconcile succeeds.
 func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node, create bool) (*elbtypes.LoadBalancer, error) {
-	ctx = l.withView(ctx, namesFor(l.clusterID, svc))
+	n := namesFor(l.clusterID, svc)
+	ctx = l.withView(ctx, n)
+	gen := l.verified.drop(n)
 	d, existing, err := l.observe(ctx, svc, nodes)
 	if err != nil || (existing == nil && !create) {
 		return nil, err
 	}
-	return l.reconcileObserved(ctx, d, existing)
+	return l.reconcileVerified(ctx, d, existing, gen)
+}
+
+// reconcileVerified is reconcileObserved recording, when it succeeds, the
+// Service's verified view (gen: from the drop before observe).
+func (l *LoadBalancer) reconcileVerified(ctx context.Context, d *desiredLB, existing *elbtypes.LoadBalancer, gen uint64) (*elbtypes.LoadBalancer, error) {
+	lb, err := l.reconcileObserved(ctx, d, existing)
+	if err == nil {
+		l.recordVerified(ctx, d.names, gen, reconciled(d, lb, d.groupARNs))
+	}
+	return lb, err
 }
 
 // reconcileObserved is reconcile after observe: d is what the Service asks
@@ -297,6 +314,7 @@ func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *e
 	if err != nil {
 		return err
 	}
+	d.groupARNs = tgARNs
 	inUse := owners.strangersUse(have)
 	taken, err := l.ensureListeners(ctx, d, lbARN, tgARNs, have, owners)
 	if err != nil {
@@ -324,6 +342,7 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	}
 	l.targetTypes.forget(svc)
 	n := namesFor(l.clusterID, svc)
+	l.verified.drop(n)
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
 	if err != nil {
