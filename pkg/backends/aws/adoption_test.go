@@ -56,8 +56,10 @@ func upstreamNLBWithGroups(t *testing.T, e *env, svc *corev1.Service, sgs []stri
 	if _, err := e.cloud.lb.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: tgARN, Targets: ts}); err != nil {
 		t.Fatal(err)
 	}
+	// cloud-provider-aws (since v1.23, createListenerV2) tags its
+	// listeners as its NLB.
 	if _, err := e.cloud.lb.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: lbARN, Port: awssdk.Int32(80), Protocol: elbtypes.ProtocolEnumTcp,
-		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tgARN}}}); err != nil {
+		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tgARN}}, Tags: tags}); err != nil {
 		t.Fatal(err)
 	}
 	return awssdk.ToString(lb.LoadBalancers[0].DNSName)

@@ -227,17 +227,17 @@ func (c *conformance) parts(_ *testing.T, svc *corev1.Service) (loadBalancers, p
 }
 
 // strangers makes, beside the Service's NLB, what an operator or another
-// tool would: a hand-made listener on our NLB (port 9999) forwarding to a
-// hand-made, untagged target group; the cluster's node security group as
+// tool would: hand-made (untagged) listeners on our NLB, one (port 9999)
+// forwarding to a hand-made, untagged target group, one (port 9998) to
+// the Service's own target group; the cluster's node security group as
 // eksctl or kops make it (tagged kubernetes.io/cluster/<id>=owned, a
 // node-to-node rule) and a control-plane group allowing the nodes in;
 // another cluster's NLB with the name the upstream provider would give
 // this Service and the Service's tag, with a listener and target group of
-// its own. The fingerprint covers the hand-made target groups (settings,
-// attributes, targets, tags), both groups with
-// their rules, and the other cluster's NLB with its listeners and
-// attributes; not the hand-made listener, which docs/aws.md says drift
-// repair removes from an NLB the backend owns.
+// its own. The fingerprint covers the hand-made listeners (until the
+// delete takes them with the NLB), the hand-made target groups (settings,
+// attributes, targets, tags), both groups with their rules, and the other
+// cluster's NLB with its listeners and attributes.
 func (c *conformance) strangers(t *testing.T, svc *corev1.Service) func(t *testing.T) string {
 	e, ctx := c.e, context.Background()
 	var ours string
@@ -250,6 +250,12 @@ func (c *conformance) strangers(t *testing.T, svc *corev1.Service) func(t *testi
 		t.Fatalf("no NLB of %s", svc.Name)
 	}
 	tg := handMadeTG(t, e, ours, 9999)
+	for _, g := range e.fake.TargetGroups() {
+		if strings.HasPrefix(g.Name, namesFor(testCluster, svc).tgPrefix()) {
+			handMadeListener(t, e, ours, 9998, g.ARN)
+			break
+		}
+	}
 	if _, err := e.cloud.lb.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: awssdk.String(tg),
 		Targets: []elbtypes.TargetDescription{{Id: awssdk.String("10.0.10.200"), Port: awssdk.Int32(9000)}}}); err != nil {
 		t.Fatal(err)
@@ -283,7 +289,7 @@ func (c *conformance) strangers(t *testing.T, svc *corev1.Service) func(t *testi
 				fmt.Fprintf(&b, "other cluster's NLB %+v\n", lb)
 			}
 			for _, ls := range lb.Listeners {
-				if lb.ARN == ours && strings.HasPrefix(ls, "TCP:9999->") {
+				if lb.ARN == ours && (strings.HasPrefix(ls, "TCP:9999->") || strings.Contains(ls, ":9998->")) {
 					fmt.Fprintf(&b, "%shand-made listener %s\n", backendtest.InsideLoadBalancer, ls)
 				}
 			}

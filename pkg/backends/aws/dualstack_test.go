@@ -105,8 +105,8 @@ func letsIn(want ...string) func(*env) error {
 // creates svc, then the nodes, and waits for check.
 //
 // The nodes come one at a time once the Service's first sync is done, each
-// after the node sync of the one before has reached the backend (its
-// DescribeTargetHealth): upstream's node and service workers never run
+// after the node sync of the one before has reached the backend (an
+// UpdateLoadBalancer with it done): upstream's node and service workers never run
 // together then. They share state without a lock (serviceCache.allServices
 // against cachedService.state), which -race reports, and would reconcile
 // the Service at once with different nodes.
@@ -116,14 +116,14 @@ func startDualStack(t *testing.T, e *env, svc *corev1.Service, check func(*env) 
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	e.cloud.Initialize(testutil.NewClientBuilder(client), stop)
-	runServiceController(t, e.cloud, client)
+	cloud := &handingCloud{Cloud: e.cloud}
+	testutil.StartServiceController(t, cloud, client, testCluster, 2)
 	a := startAnnotatedOn(t, e, client, svc)
-	for _, n := range nodes {
-		read := e.fake.Calls("DescribeTargetHealth")
+	for i, n := range nodes {
 		createNodes(t, client, n)
-		eventually(t, "the node sync of "+n.Name+" at the targets", func() error {
-			if e.fake.Calls("DescribeTargetHealth") == read {
-				return fmt.Errorf("not yet")
+		eventually(t, "the node sync of "+n.Name+" at the backend", func() error {
+			if got := cloud.handed.Load(); got != int32(i+1) {
+				return fmt.Errorf("the last node sync handed %d nodes", got)
 			}
 			return nil
 		})

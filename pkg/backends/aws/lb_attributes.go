@@ -371,8 +371,8 @@ func (l *LoadBalancer) syncTags(ctx context.Context, d *desiredLB, lb *elbtypes.
 const maxTagARNs = 20
 
 // tagParts puts tags on what the backend made for the Service besides
-// the NLB: the listeners of the Service's ports and their target groups
-// (AddTags, 20 at a time)
+// the NLB: the Service's listeners (listenerOwners) on its ports and
+// their target groups (AddTags, 20 at a time)
 // and the backend's own security group (CreateTags); never on the
 // Service's own groups.
 func (l *LoadBalancer) tagParts(ctx context.Context, d *desiredLB, lbARN string, add map[string]string) error {
@@ -380,10 +380,19 @@ func (l *LoadBalancer) tagParts(ctx context.Context, d *desiredLB, lbARN string,
 	if err != nil {
 		return err
 	}
+	var onPorts []*elbtypes.Listener
+	for _, p := range d.ports {
+		if ls := listeners[p.port]; ls != nil {
+			onPorts = append(onPorts, ls)
+		}
+	}
+	owners := l.listenerOwners(d.names)
+	if err := owners.learn(ctx, onPorts); err != nil {
+		return err
+	}
 	var arns []string
-	for _, p := range d.ports { // the Service's listeners: a hand-made one on another port is a stranger's
-		ls := listeners[p.port]
-		if ls == nil {
+	for _, ls := range onPorts { // the Service's listeners: a hand-made one is a stranger's, and so is its group
+		if owners.stranger(ls) {
 			continue
 		}
 		arns = append(arns, awssdk.ToString(ls.ListenerArn))

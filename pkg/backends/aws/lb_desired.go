@@ -77,6 +77,9 @@ type desiredLB struct {
 	// "all" for IPv4 addresses outside the VPC.
 	targets []target
 	tags    map[string]string
+	// groupARNs are each port's target group by port, once
+	// ensureForwarding made them (for the verified view).
+	groupARNs map[int32]string
 }
 
 // desiredPort is one listener and its target group.

@@ -3,6 +3,8 @@ package aws
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -271,44 +273,57 @@ func (l *LoadBalancer) changeTargets(ctx context.Context, name, arn string, add,
 }
 
 // ensureListeners makes one listener per port forwarding to its target
-// group, and deletes the Service's listeners on ports it no longer has; a
-// listener added by hand on another port is left alone
-// (forwardsToService). have are the NLB's listeners by port
-// (l.listeners), attached its target groups by name.
-func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN string, tgARNs map[int32]string, have map[int32]*elbtypes.Listener, attached map[string]elbtypes.TargetGroup) error {
+// group, and deletes the Service's listeners on ports it no longer has.
+// Only the Service's listeners are changed or deleted (owners): a
+// stranger on another port is left alone, whatever it forwards to (the
+// Service's own target groups included), and one on a port of the
+// Service that is not as the port asks is returned in taken ("port N
+// (…)"). have are the NLB's listeners by port (l.listeners).
+func (l *LoadBalancer) ensureListeners(ctx context.Context, d *desiredLB, lbARN string, tgARNs map[int32]string, have map[int32]*elbtypes.Listener, owners *listenerOwners) (taken []string, err error) {
 	for _, p := range d.ports {
-		if err := l.ensureListener(ctx, d, lbARN, p, tgARNs[p.port], have[p.port]); err != nil {
-			return err
+		ls := have[p.port]
+		if ls != nil && !listenerIs(ls, p, tgARNs[p.port]) {
+			ours, err := owners.owned(ctx, ls)
+			if err != nil {
+				return nil, err
+			}
+			if !ours {
+				logStranger(ctx, p.port, ls)
+				taken = append(taken, fmt.Sprintf("port %d (%s)", p.port, listenerDiff(ls, p, tgARNs[p.port])))
+				continue
+			}
 		}
-		delete(have, p.port)
+		if err := l.ensureListener(ctx, d, lbARN, p, tgARNs[p.port], ls); err != nil {
+			return nil, err
+		}
 	}
-	for port, ls := range have {
-		if !forwardsToService(d, ls, attached) {
-			continue // a stranger: a listener someone added by hand
+	for _, port := range slices.Sorted(maps.Keys(have)) {
+		if slices.ContainsFunc(d.ports, func(p desiredPort) bool { return p.port == port }) {
+			continue
 		}
-		if _, err := l.elb.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: ls.ListenerArn}); err != nil && !isNotFound(err) {
-			return fmt.Errorf("DeleteListener port %d: %w", port, err)
+		if err := l.deleteListener(ctx, port, have[port], owners); err != nil {
+			return nil, err
 		}
-		klog.FromContext(ctx).V(2).Info("Deleted listener", "port", port)
-		reportChange(ctx, "listener %s:%d deleted", ls.Protocol, port)
 	}
-	return nil
+	return taken, nil
 }
 
-// forwardsToService reports whether the listener ls, on a port the Service
-// does not have, is the Service's: it forwards to one of the Service's
-// target groups (the backend's, or upstream's of an adopted NLB; attached
-// holds the NLB's groups by name). A listener someone added by hand
-// forwards to a group of theirs: it is a stranger, never changed or
-// deleted (DESIGN.md §3.13), like the group.
-func forwardsToService(d *desiredLB, ls *elbtypes.Listener, attached map[string]elbtypes.TargetGroup) bool {
-	arn := forwardsTo(ls)
-	for name, tg := range attached {
-		if awssdk.ToString(tg.TargetGroupArn) == arn {
-			return serviceGroup(d.names, name)
+// deleteListener deletes the listener ls on a port the Service no longer
+// has, if it is the Service's.
+func (l *LoadBalancer) deleteListener(ctx context.Context, port int32, ls *elbtypes.Listener, owners *listenerOwners) error {
+	ours, err := owners.owned(ctx, ls)
+	if err != nil || !ours {
+		if err == nil {
+			logStranger(ctx, port, ls)
 		}
+		return err
 	}
-	return false
+	if _, err := l.elb.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: ls.ListenerArn}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("DeleteListener port %d: %w", port, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted listener", "port", port)
+	reportChange(ctx, "listener %s:%d deleted", ls.Protocol, port)
+	return nil
 }
 
 // serviceGroup reports whether a target group attached to the Service's
@@ -423,15 +438,16 @@ func forwardsTo(ls *elbtypes.Listener) string {
 // reconcile and no longer use, if they are the Service's: tagged as this
 // cluster's and this Service's (the backend's own, and the upstream
 // provider's of an adopted NLB). A group someone attached to the NLB
-// through a listener of their own is never deleted.
-func (l *LoadBalancer) deleteUnused(ctx context.Context, d *desiredLB, attached map[string]elbtypes.TargetGroup) error {
+// through a listener of their own is never deleted, nor one of the
+// Service's that a stranger's listener still forwards to (inUse, by ARN).
+func (l *LoadBalancer) deleteUnused(ctx context.Context, d *desiredLB, attached map[string]elbtypes.TargetGroup, inUse map[string]bool) error {
 	want := map[string]bool{}
 	var unused []elbtypes.TargetGroup
 	for _, p := range d.ports {
 		want[p.tgName] = true
 	}
 	for _, name := range sorted(mapKeys(attached)) {
-		if !want[name] {
+		if !want[name] && !inUse[awssdk.ToString(attached[name].TargetGroupArn)] {
 			unused = append(unused, attached[name])
 		}
 	}

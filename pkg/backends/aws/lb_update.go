@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // UpdateLoadBalancer (ImplementedElsewhere for a load balancer managed
@@ -36,17 +38,43 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName strin
 	// The Service's share of a repair pass serves the fallback too: the
 	// fast path changes nothing before it decides.
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
+	if done, err := l.updateVerified(ctx, svc, nodes); done {
+		return err
+	}
+	gen := l.verified.drop(n)
 	d, lb, err := l.observe(ctx, svc, nodes)
 	if err != nil || lb == nil {
 		return err
 	}
-	why, err := l.retarget(ctx, d, lb)
+	why, err := l.retarget(ctx, d, lb, gen)
 	if err != nil || why == "" {
 		return err
 	}
 	klog.FromContext(ctx).V(4).Info("Reconciling the whole load balancer to update its targets", "why", why)
-	_, err = l.reconcileObserved(ctx, d, lb)
+	_, err = l.reconcileVerified(ctx, d, lb, gen)
 	return err
+}
+
+// updateVerified is UpdateLoadBalancer from the Service's verified view
+// (retargetVerified): what the Service asks for, then only the target
+// writes. done is false when the view cannot serve (none, not fitting, a
+// group gone, or the Service's annotations unreadable: the whole path
+// reports that). The read-only mode (a plan) reads AWS as before: it
+// shows what a node sync without a view would do; so does an Update under
+// a repair pass, whose point is to read what is there.
+func (l *LoadBalancer) updateVerified(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (done bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	if backends.DryRun(ctx) || ctx.Value(passKey{l}) != nil {
+		return false, nil // a plan, or a repair pass: read what is there
+	}
+	d, err := l.desired(ctx, svc, nodes)
+	if err != nil || d.undecided() {
+		return false, nil
+	}
+	l.targetTypes.remember(svc, d.targetType, d.keepIP)
+	return l.retargetVerified(ctx, d)
 }
 
 // groupTargets are one port's target group and the targets registered in
@@ -61,7 +89,11 @@ type groupTargets struct {
 // nothing and says why the whole reconcile is needed. Every read comes
 // before the first change, so a fallback starts from what observe read:
 // d, what the Service asks for, and lb, its NLB.
-func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) (string, error) {
+//
+// When it changes the targets, it records the Service's verified view
+// (gen: from the drop before observe): it read the NLB, its groups and
+// their targets, and made them what d asks.
+func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, gen uint64) (string, error) {
 	ctx = withExisting(ctx, lb)
 	groups, why, err := l.targetGroupsOf(ctx, d, lb)
 	if err != nil || why != "" {
@@ -75,12 +107,15 @@ func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.
 	if why := l.rulesMove(ctx, d, lb, groups); why != "" {
 		return why, nil
 	}
+	arns := map[int32]string{}
 	for _, g := range groups {
 		add, remove := targetChanges(d, g.port, g.have)
 		if err := l.changeTargets(ctx, g.port.tgName, g.arn, add, remove); err != nil {
 			return "", err
 		}
+		arns[g.port.port] = g.arn
 	}
+	l.recordVerified(ctx, d.names, gen, reconciled(d, lb, arns))
 	return "", nil
 }
 

@@ -52,6 +52,8 @@ type LoadBalancer struct {
 	// serviceLocks: one call at a time per Service (ensure, update,
 	// delete).
 	serviceLocks backends.ServiceLocks
+	// verified are the Services' verified views (lb_verified.go).
+	verified verifiedViews
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
@@ -163,13 +165,28 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 // Without create (UpdateLoadBalancer's fallback) a Service with no NLB is left alone:
 // upstream's node sync calls Update for Services whose delete may have just
 // finished, and an NLB made then would be left behind.
+//
+// The Service's verified view is dropped first, and recorded again when
+// the reconcile succeeds.
 func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node, create bool) (*elbtypes.LoadBalancer, error) {
-	ctx = l.withView(ctx, namesFor(l.clusterID, svc))
+	n := namesFor(l.clusterID, svc)
+	ctx = l.withView(ctx, n)
+	gen := l.verified.drop(n)
 	d, existing, err := l.observe(ctx, svc, nodes)
 	if err != nil || (existing == nil && !create) {
 		return nil, err
 	}
-	return l.reconcileObserved(ctx, d, existing)
+	return l.reconcileVerified(ctx, d, existing, gen)
+}
+
+// reconcileVerified is reconcileObserved recording, when it succeeds, the
+// Service's verified view (gen: from the drop before observe).
+func (l *LoadBalancer) reconcileVerified(ctx context.Context, d *desiredLB, existing *elbtypes.LoadBalancer, gen uint64) (*elbtypes.LoadBalancer, error) {
+	lb, err := l.reconcileObserved(ctx, d, existing)
+	if err == nil {
+		l.recordVerified(ctx, d.names, gen, reconciled(d, lb, d.groupARNs))
+	}
+	return lb, err
 }
 
 // reconcileObserved is reconcile after observe: d is what the Service asks
@@ -279,7 +296,10 @@ func (l *LoadBalancer) attachedTo(ctx context.Context, lb *elbtypes.LoadBalancer
 // ensureForwarding makes the target groups, their targets and the
 // listeners of the NLB lb, then deletes the groups no longer used. An
 // adopted NLB keeps the upstream provider's groups that fit; a listener
-// about to move to another group is announced first.
+// about to move to another group is announced first. Only the Service's
+// listeners (listenerOwners) are changed or deleted; a port of the
+// Service held by a stranger not as the port asks is a user error once
+// everything else is done.
 func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, attached map[string]elbtypes.TargetGroup) error {
 	lbARN := awssdk.ToString(lb.LoadBalancerArn)
 	have, err := l.listeners(ctx, lbARN)
@@ -293,18 +313,31 @@ func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *e
 			return err
 		}
 	}
-	l.announceRegrouping(ctx, d, have, attached)
+	owners := l.listenerOwners(d.names)
+	if err := owners.learn(ctx, changing(d, have, attached)); err != nil {
+		return err
+	}
+	l.announceRegrouping(ctx, d, owners.withoutStrangers(have), attached)
 	tgARNs, err := l.ensureTargetGroups(ctx, d, attached)
 	if err != nil {
 		return err
 	}
-	if err := l.ensureListeners(ctx, d, lbARN, tgARNs, have, attached); err != nil {
+	d.groupARNs = tgARNs
+	inUse := owners.strangersUse(have)
+	taken, err := l.ensureListeners(ctx, d, lbARN, tgARNs, have, owners)
+	if err != nil {
 		return err
 	}
-	if err := l.deleteUnused(ctx, d, attached); err != nil {
+	if err := l.deleteUnused(ctx, d, attached, inUse); err != nil {
 		return err
 	}
-	return l.deleteDetached(ctx, d, lb, attached, detached)
+	if err := l.deleteDetached(ctx, d, lb, attached, detached); err != nil {
+		return err
+	}
+	if len(taken) > 0 {
+		return portsTakenError(d, l.clusterID, taken)
+	}
+	return nil
 }
 
 // EnsureLoadBalancerDeleted (a no-op for a load balancer managed
@@ -322,6 +355,7 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	defer unlock()
 	l.targetTypes.forget(svc)
 	n := namesFor(l.clusterID, svc)
+	l.verified.drop(n)
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
 	if err != nil {

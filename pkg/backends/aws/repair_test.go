@@ -158,10 +158,15 @@ var drifts = []drift{
 	}, func(d *driftEnv) string {
 		return "health check of target group " + d.webTG() + " set to TCP:traffic-port every 30s"
 	}, "ModifyTargetGroup"},
-	{"listener added", func(t *testing.T, d *driftEnv) {
+	// A listener of the Service's (tagged as the backend tags its own) on
+	// a port it does not have; an untagged one is a stranger, never
+	// touched (TestHandMadeListenerToServiceGroupIsKept).
+	{"listener of the Service's added", func(t *testing.T, d *driftEnv) {
 		if _, err := d.cloud.lb.elb.CreateListener(context.Background(), &elbv2.CreateListenerInput{LoadBalancerArn: awssdk.String(d.lbOf(t, d.svcs[0]).ARN),
 			Port: awssdk.Int32(8080), Protocol: elbtypes.ProtocolEnumTcp,
-			DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: awssdk.String(d.tgOf(t, d.svcs[0]).ARN)}}}); err != nil {
+			DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: awssdk.String(d.tgOf(t, d.svcs[0]).ARN)}},
+			Tags: []elbtypes.Tag{{Key: awssdk.String(tagClusterPrefix + testCluster), Value: awssdk.String("owned")},
+				{Key: awssdk.String(tagService), Value: awssdk.String(d.svcs[0].Namespace + "/" + d.svcs[0].Name)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}, func(*driftEnv) string { return "listener TCP:8080 deleted" }, "DeleteListener"},
