@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
@@ -40,9 +41,11 @@ func (h *holdingTargets) UpdateLoadBalancer(ctx context.Context, clusterName str
 // TestNodeAddedDuringUpdateUpdatesTheNLBOnce: a classed IP-target NLB; a
 // node excluded starts an UpdateLoadBalancer, held; meanwhile a node
 // joins. Once the held call returns, the joined node must reach the NLB
-// with one more targets-only update (one DescribeLoadBalancers), not one
-// from the controller's requeue and another from the router's stale-list
-// re-sync.
+// with one more targets-only update, not one from the controller's requeue
+// and another from the router's stale-list re-sync: from the backend's
+// verified view the two changes cost exactly two cloud calls (the held
+// one's DeregisterTargets, worker-2's RegisterTargets); an update made
+// twice, or one that read the NLB again, costs more.
 func TestNodeAddedDuringUpdateUpdatesTheNLBOnce(t *testing.T) {
 	h := &holdingTargets{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	fake := awsfake.New("eu-west-1")
@@ -72,9 +75,9 @@ func TestNodeAddedDuringUpdateUpdatesTheNLBOnce(t *testing.T) {
 	}
 	waitFor(t, time.Minute, "both nodes targeted", targets("10.0.0.10", "10.0.0.11"))
 	settle := func() int {
-		last, since := f.Calls("DescribeLoadBalancers"), time.Now()
+		last, since := f.TotalCalls(), time.Now()
 		waitFor(t, 30*time.Second, "the calls settled", func() error {
-			if n := f.Calls("DescribeLoadBalancers"); n != last {
+			if n := f.TotalCalls(); n != last {
 				last, since = n, time.Now()
 			}
 			if time.Since(since) < time.Second {
@@ -104,10 +107,42 @@ func TestNodeAddedDuringUpdateUpdatesTheNLBOnce(t *testing.T) {
 		}
 		return nil
 	})
-	before := f.Calls("DescribeLoadBalancers")
+	before, writes, updates := f.TotalCalls(), f.Calls("RegisterTargets")+f.Calls("DeregisterTargets"), backendUpdates(t)
 	close(h.release)
 	waitFor(t, 30*time.Second, "worker-1 out, worker-2 in", targets("10.0.0.10", "10.0.0.12"))
 	if got := settle() - before; got != 2 {
-		t.Errorf("%d targets-only updates (DescribeLoadBalancers) after the held one was released, want 2: the held one and one for worker-2", got)
+		t.Errorf("%d cloud calls after the held update was released, want 2: its DeregisterTargets and worker-2's RegisterTargets", got)
 	}
+	if got := f.Calls("RegisterTargets") + f.Calls("DeregisterTargets") - writes; got != 2 {
+		t.Errorf("%d target writes, want 2", got)
+	}
+	// A second update with nothing left to change costs no cloud call from
+	// the verified view: the router's own count shows it.
+	if got := backendUpdates(t) - updates; got != 2 {
+		t.Errorf("the router called UpdateLoadBalancer %v times after the held one was released, want 2: the held one and one for worker-2", got)
+	}
+}
+
+// backendUpdates is the router's count of its UpdateLoadBalancer calls to
+// backends (multicloud_ccm_backend_requests_total), whatever their result.
+func backendUpdates(t *testing.T) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "multicloud_ccm_backend_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" && l.GetValue() == "UpdateLoadBalancer" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
