@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"k8s.io/cloud-provider/api"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/controller-manager/pkg/healthz"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -125,26 +122,40 @@ func (h *health) problem() string {
 	return fmt.Sprintf("%d calls in a row failed since %s, the last: %v", h.failures, h.since.UTC().Format(time.RFC3339), h.lastErr)
 }
 
-// BackendHealthChecker is the router's health check for the controller
-// manager's /healthz: it fails, naming each, while any backend's cloud
-// cannot be reached (its last calls in a row all failed), and passes again
-// at its first answer. It is meant for readiness, not liveness: restarting
-// the CCM does not bring a cloud back.
-func (r *Router) BackendHealthChecker() healthz.UnnamedHealthChecker { return backendHealth{r: r} }
+// maxErrorMessage bounds the message of a CallError: the status is for
+// reading at a glance, the log has the rest.
+const maxErrorMessage = 1000
 
-// backendHealth checks that every backend's cloud answers.
-type backendHealth struct{ r *Router }
+// CallError is a failed backend call.
+type CallError struct {
+	// Operation is the call (InstanceExists, EnsureLoadBalancer, ...).
+	Operation string
+	// Class is the error's class, as the errors metric counts it:
+	// throttled, auth, not_found or other.
+	Class string
+	// Message is the error, shortened to maxErrorMessage bytes.
+	Message string
+	// Time is when the call ended.
+	Time time.Time
+}
 
-// Check fails while any backend is unreachable.
-func (h backendHealth) Check(*http.Request) error {
-	var down []string
-	for _, b := range h.r.backends {
-		if p := b.health.problem(); p != "" {
-			down = append(down, fmt.Sprintf("backend %s: %s", b.Name, p))
-		}
+func newCallError(op operation, err error, at time.Time) *CallError {
+	msg := err.Error()
+	if len(msg) > maxErrorMessage {
+		msg = msg[:maxErrorMessage] + "…"
 	}
-	if len(down) == 0 {
-		return nil
+	return &CallError{Operation: op.String(), Class: classify(err).String(), Message: msg, Time: at}
+}
+
+// state returns whether the backend is up, its last answer's time and its
+// last failure.
+func (h *health) state() (up bool, lastOK time.Time, lastFailure *CallError) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var failure *CallError
+	if h.lastFailure != nil {
+		c := *h.lastFailure
+		failure = &c
 	}
-	return errors.New(strings.Join(down, "; "))
+	return h.failures < unreachableAfter, h.lastOK, failure
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
 )
 
 // InstanceExists reports whether the node's instance exists in its backend.
@@ -100,20 +98,6 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 	return out, nil
 }
 
-// checkProviderID makes sure the providerID a backend reports for a node
-// will route back to it: a node that had none must get one, with the
-// backend's scheme.
-func (b *backend) checkProviderID(node *corev1.Node, got string) error {
-	if node.Spec.ProviderID != "" || b.Scheme == "" {
-		return nil
-	}
-	scheme, err := providerid.Scheme(got)
-	if err != nil || scheme != b.Scheme {
-		return fmt.Errorf("backend %s: InstanceMetadata for node %s returned providerID %q, want one with scheme %s://", b.Name, node.Name, got, b.Scheme)
-	}
-	return nil
-}
-
 // owner resolves node to the one backend that owns it, asking the
 // candidates when several backends share its scheme.
 func (r *Router) owner(ctx context.Context, node *corev1.Node) (*backend, error) {
@@ -159,7 +143,7 @@ func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, e
 func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend) (bool, error) {
 	found, served := false, false
 	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (answer, error) {
-		return b.answer(ctx, node)
+		return answerFrom(ctx, b, node)
 	}, func(_ *backend, a answer) {
 		found = found || a.exists
 		served = served || !a.outside
@@ -187,36 +171,4 @@ func unmanagedMetadata(node *corev1.Node, err error) (*cloudprovider.InstanceMet
 		}
 	}
 	return &cloudprovider.InstanceMetadata{ProviderID: node.Spec.ProviderID}, nil
-}
-
-// withBackendLabel returns a copy of md with the backend label added; the
-// backend's label map is never changed.
-func (b *backend) withBackendLabel(md *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
-	out := *md
-	out.AdditionalLabels = make(map[string]string, len(md.AdditionalLabels)+1)
-	maps.Copy(out.AdditionalLabels, md.AdditionalLabels)
-	out.AdditionalLabels[string(annotation.NodeBackend)] = b.Name
-	return &out
-}
-
-func (b *backend) instanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	return call(ctx, b, opInstanceExists, instanceCallTimeout, func(ctx context.Context) (bool, error) {
-		return b.instances.InstanceExists(ctx, node)
-	})
-}
-
-func (b *backend) instanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	return call(ctx, b, opInstanceShutdown, instanceCallTimeout, func(ctx context.Context) (bool, error) {
-		return b.instances.InstanceShutdown(ctx, node)
-	})
-}
-
-func (b *backend) instanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	return call(ctx, b, opInstanceMetadata, instanceCallTimeout, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-		md, err := b.instances.InstanceMetadata(ctx, node)
-		if err == nil && md == nil {
-			err = errors.New("returned no metadata and no error")
-		}
-		return md, err
-	})
 }

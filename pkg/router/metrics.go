@@ -72,7 +72,6 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(backendRequests, backendDuration, backendErrors)
-		legacyregistry.CustomMustRegister(served)
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -390,29 +389,6 @@ func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target
 		"service", klog.KObj(svc), "backend", target.Name, "handed", len(handed), "current", len(current))
 	a.staleQueued.Add(1)
 	a.add(svc)
-}
-
-// sameTargets reports whether the backend's load balancer for svc would
-// be the same made from nodes a as from nodes other: the same nodes it can
-// target, by name, and of each the same targetKey (its addresses when
-// reached by address, else its providerID). Two versions of a node around
-// its initialisation (labels, taints, a providerID the backend does not
-// use) are the same; a node added, removed or excluded, or an address
-// changed that the backend targets, is not.
-func (b *backend) sameTargets(svc *corev1.Service, a, other []*corev1.Node) bool {
-	return maps.Equal(b.targetKeys(svc, a), b.targetKeys(svc, other))
-}
-
-// targetKeys maps the name of each node of nodes the backend can target
-// for svc to its targetKey.
-func (b *backend) targetKeys(svc *corev1.Service, nodes []*corev1.Node) map[string]string {
-	out := make(map[string]string, len(nodes))
-	for _, n := range nodes {
-		if b.canTarget(svc, n) {
-			out[n.Name] = b.targetKey(svc, n)
-		}
-	}
-	return out
 }
 
 // ignoreNotFound turns a lister's not-found into nil: the Service is gone,

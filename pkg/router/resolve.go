@@ -167,7 +167,7 @@ func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolut
 func (r *Router) claim(ctx context.Context, node *corev1.Node, candidates []*backend) (*backend, error) {
 	var claimers []*backend
 	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (answer, error) {
-		return b.answer(ctx, node)
+		return answerFrom(ctx, b, node)
 	}, func(b *backend, a answer) {
 		if a.exists {
 			claimers = append(claimers, b)
@@ -187,10 +187,10 @@ type answer struct {
 	exists, outside bool
 }
 
-// answer asks b whether node's instance exists. A NodeOutsideRegion error is
+// answerFrom asks b whether node's instance exists. A NodeOutsideRegion error is
 // an answer (not b's node), so one region's backend cannot stop another's
 // from claiming or positively reporting a node of its own region.
-func (b *backend) answer(ctx context.Context, node *corev1.Node) (answer, error) {
+func answerFrom(ctx context.Context, b *backend, node *corev1.Node) (answer, error) {
 	exists, err := b.instanceExists(ctx, node)
 	if ue, ok := backends.AsUserError(err); ok && ue.Reason == reasonOutsideRegion {
 		return answer{outside: true}, nil

@@ -179,23 +179,3 @@ func (r *Router) routeBackend(ctx context.Context, nodeName types.NodeName) (*ba
 func routeKey(rt *cloudprovider.Route) string {
 	return string(rt.TargetNode) + "|" + rt.DestinationCIDR
 }
-
-func (b *backend) listRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
-	return call(ctx, b, opListRoutes, routeCallTimeout, func(ctx context.Context) ([]*cloudprovider.Route, error) {
-		return b.routes.ListRoutes(ctx, clusterName)
-	})
-}
-
-func (b *backend) createRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
-	_, err := call(ctx, b, opCreateRoute, routeCallTimeout, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, b.routes.CreateRoute(ctx, clusterName, nameHint, route)
-	})
-	return err
-}
-
-func (b *backend) deleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
-	_, err := call(ctx, b, opDeleteRoute, routeCallTimeout, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, b.routes.DeleteRoute(ctx, clusterName, route)
-	})
-	return err
-}

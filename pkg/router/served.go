@@ -1,11 +1,13 @@
 package router
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
@@ -21,6 +23,8 @@ var (
 	// served counts, at each scrape, from the informers' caches of the
 	// router in use (the latest to get its informers).
 	served = &servedCollector{}
+	// servedOnce registers served, at the first countServed.
+	servedOnce sync.Once
 )
 
 // servedSource is what servedCollector counts from.
@@ -87,6 +91,7 @@ func (src *servedSource) count() (nodes, lbs map[string]int) {
 // listers (services nil: no load balancers).
 func (r *Router) countServed(nodes corelisters.NodeLister, services corelisters.ServiceLister) {
 	registerMetrics()
+	servedOnce.Do(func() { legacyregistry.CustomMustRegister(served) })
 	src := &servedSource{nodes: nodes, services: services, withNodes: names(r.instances), withLBs: names(r.lbs)}
 	served.src.Store(src)
 	r.served.Store(src)
