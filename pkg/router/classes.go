@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +33,7 @@ func (r *Router) HasClasses() bool { return len(r.cfg.LoadBalancer.Classes) > 0 
 // classes goes to its backends, in order (an annotation naming others is a
 // conflict, refused), any other class to nobody. handled is false for a
 // Service without a class, which the annotation and default route.
-func (r *Router) classTargets(service *corev1.Service) (bs []*backend, handled bool, err error) {
+func (r *Router) classTargets(service *corev1.Service) (bs []*backend.Member, handled bool, err error) {
 	if service.Spec.LoadBalancerClass == nil {
 		return nil, false, nil
 	}
@@ -47,7 +49,7 @@ func (r *Router) classTargets(service *corev1.Service) (bs []*backend, handled b
 	}
 	for _, n := range want {
 		b, ok := r.byName[n]
-		if !ok || b.lb == nil {
+		if !ok || b.LB == nil {
 			// New refuses such a config; kept for a router built otherwise.
 			return nil, true, fmt.Errorf("service %s/%s: class %q: backend %q has no load balancers", service.Namespace, service.Name, class, n)
 		}
@@ -63,7 +65,7 @@ func (r *Router) classTargets(service *corev1.Service) (bs []*backend, handled b
 func (r *Router) checkLoadBalancerBackends() error {
 	errs := r.cfg.ValidateLoadBalancerBackends(names(r.backends), func(name string) bool {
 		b, ok := r.byName[name]
-		return !ok || b.lb != nil
+		return !ok || b.LB != nil
 	})
 	for i, c := range r.cfg.LoadBalancer.Classes {
 		for _, n := range c.Targets() {

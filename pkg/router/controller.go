@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -99,7 +101,7 @@ type servedDeferral struct {
 type ServedWrite struct {
 	r       *Router
 	seen    *corev1.Service
-	targets []*backend
+	targets []*backend.Member
 	answers []ensured
 }
 

@@ -358,7 +358,7 @@ func TestServiceControllerMovesAndCleansUp(t *testing.T) {
 	if len(s.Finalizers) == 0 {
 		t.Error("no load-balancer cleanup finalizer")
 	}
-	metal := r.byName["metal"].lb
+	metal := r.byName["metal"].LB
 
 	s.Annotations[string(annotation.LoadBalancerBackend)] = "other"
 	if _, err := c.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {

@@ -98,7 +98,7 @@ func (r *Router) dnsChanges(changes map[annotation.Name]*string, cur *corev1.Ser
 // from the status draining.
 func (r *Router) announcedDrains(d drainRecord) bool {
 	for n := range d {
-		if b, ok := r.byName[n]; ok && b.lb != nil && b.announcedFromStatus() {
+		if b, ok := r.byName[n]; ok && b.LB != nil && b.AnnouncedFromStatus() {
 			return true
 		}
 	}

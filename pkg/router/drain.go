@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
@@ -66,7 +68,7 @@ func parseDrainingValue(v string) drainRecord {
 	return out
 }
 
-func (d drainRecord) hasAny(bs []*backend) bool {
+func (d drainRecord) hasAny(bs []*backend.Member) bool {
 	for _, b := range bs {
 		if _, ok := d[b.Name]; ok {
 			return true
@@ -147,11 +149,11 @@ func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 // balancers announced from the status, which stay in the status the
 // caller returns (after the serving ones); the others' are already out of
 // it.
-func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, error) {
+func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, error) {
 	asked, err := r.mayHold(svc)
 	var kept []holder
 	if err == nil {
-		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend) bool { return slices.Contains(keep, b) })
+		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return slices.Contains(keep, b) })
 		kept, err = r.retireFrom(ctx, clusterName, svc, asked, drain, serving)
 	}
 	if err != nil {
@@ -163,13 +165,13 @@ func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Ser
 	return ingressOf(orderHolders(r.lbs, kept)), nil
 }
 
-func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1.Service, asked []*backend, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]holder, error) {
+func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1.Service, asked []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]holder, error) {
 	if len(asked) == 0 {
 		return nil, nil
 	}
 	draining := r.drainingOf(svc)
 	now := time.Now()
-	var due, fresh, still []*backend
+	var due, fresh, still []*backend.Member
 	for _, b := range asked {
 		end, ok := draining[b.Name]
 		switch {
@@ -177,7 +179,7 @@ func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1
 			due = append(due, b)
 		case ok:
 			r.st.queueDrain(svc, end)
-			if b.announcedFromStatus() {
+			if b.AnnouncedFromStatus() {
 				still = append(still, b)
 			}
 		case drain <= 0:
@@ -223,7 +225,7 @@ func (r *Router) drainingOf(svc *corev1.Service) drainRecord {
 // the record. Those announced from the status keep their addresses in it
 // (it returns them): external-dns's target annotation is set to the
 // serving addresses in the same write (see steerDNS).
-func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend, end time.Time, serving []corev1.LoadBalancerIngress) ([]holder, error) {
+func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, end time.Time, serving []corev1.LoadBalancerIngress) ([]holder, error) {
 	end = end.UTC().Truncate(time.Second).Add(time.Second) // as written: never before the period
 	found, err := r.holders(ctx, clusterName, svc, bs)
 	if err != nil {
@@ -236,7 +238,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 		switch {
 		case i < 0:
 			empty = append(empty, b.Name)
-		case b.announcedFromStatus():
+		case b.AnnouncedFromStatus():
 			announced = append(announced, found[i])
 			fallthrough
 		default:
@@ -281,7 +283,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 // for each that was draining (whether it still held something or not).
 // A draining load balancer announced from the status has its addresses
 // taken out of the status first, so none is released while shown.
-func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend, draining drainRecord) error {
+func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, draining drainRecord) error {
 	if len(bs) == 0 {
 		return nil
 	}
@@ -291,7 +293,7 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 	}
 	var shown []holder
 	for _, h := range found {
-		if _, ok := draining[h.b.Name]; ok && h.b.announcedFromStatus() {
+		if _, ok := draining[h.b.Name]; ok && h.b.AnnouncedFromStatus() {
 			shown = append(shown, h)
 		}
 	}
@@ -355,7 +357,7 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 	}
 	targets, _ := r.lbTargets(svc)
 	now := time.Now()
-	var due []*backend
+	var due []*backend.Member
 	var errs []error
 	rest := drainRecord{}
 	for n, end := range draining {
@@ -363,7 +365,7 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 		switch {
 		case slices.Contains(targets, b):
 			continue // serving again; its next sync drops the entry
-		case !ok || b.lb == nil:
+		case !ok || b.LB == nil:
 			_, err := r.mayHold(svc)
 			if err == nil {
 				err = fmt.Errorf("service %s/%s: draining backend %s is not configured", svc.Namespace, svc.Name, n)

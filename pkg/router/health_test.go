@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -27,7 +29,7 @@ func TestBackendHealth(t *testing.T) {
 		_, _ = r.InstanceExists(ctx, node)
 	}
 	up := func() float64 {
-		v, err := testutil.GetGaugeMetricValue(backendUp.WithLabelValues(name))
+		v, err := testutil.GetGaugeMetricValue(backend.BackendUp.WithLabelValues(name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -28,7 +30,7 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 	if res.claimed {
 		return true, nil
 	}
-	exists, err := res.b.instanceExists(ctx, res.asked(node))
+	exists, err := res.b.InstanceExists(ctx, res.asked(node))
 	if err != nil {
 		r.recordNodeError(ctx, node, err)
 		return false, err
@@ -61,7 +63,7 @@ func (r *Router) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool,
 	if err != nil {
 		return r.unresolved(ctx, node, err, false)
 	}
-	shutdown, err := res.b.instanceShutdown(ctx, res.asked(node))
+	shutdown, err := res.b.InstanceShutdown(ctx, res.asked(node))
 	if err != nil {
 		r.recordNodeError(ctx, node, err)
 	}
@@ -81,16 +83,16 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 		return nil, err
 	}
 	b := res.b
-	md, err := b.instanceMetadata(ctx, res.asked(node))
+	md, err := b.InstanceMetadata(ctx, res.asked(node))
 	if err == nil {
-		err = b.checkProviderID(node, md.ProviderID)
+		err = b.CheckProviderID(node, md.ProviderID)
 	}
 	if err != nil {
 		r.recordNodeError(ctx, node, err)
 		return nil, err
 	}
 	r.st.problems.nodeResolved(node)
-	out := b.withBackendLabel(md)
+	out := b.WithBackendLabel(md)
 	if res.byName {
 		out.ProviderID = node.Spec.ProviderID
 	}
@@ -100,7 +102,7 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 
 // owner resolves node to the one backend that owns it, asking the
 // candidates when several backends share its scheme.
-func (r *Router) owner(ctx context.Context, node *corev1.Node) (*backend, error) {
+func (r *Router) owner(ctx context.Context, node *corev1.Node) (*backend.Member, error) {
 	res, err := r.ownership(ctx, node)
 	return res.b, err
 }
@@ -140,11 +142,11 @@ func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, e
 // node is gone only when a backend serving its region reports it so, and a
 // node outside every candidate's region is an error (its backend may have
 // been removed from the config), never gone.
-func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend) (bool, error) {
+func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend.Member) (bool, error) {
 	found, served := false, false
-	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (answer, error) {
+	err := backend.Ask(ctx, candidates, func(ctx context.Context, b *backend.Member) (answer, error) {
 		return answerFrom(ctx, b, node)
-	}, func(_ *backend, a answer) {
+	}, func(_ *backend.Member, a answer) {
 		found = found || a.exists
 		served = served || !a.outside
 	})

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,7 +144,7 @@ func (r *Router) forget(uid types.UID) {
 // backend of bs whose load balancer drains serves again: its drain entry
 // goes in the same write. It fails, so that nothing is created, if the
 // record cannot be written.
-func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*backend) error {
+func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*backend.Member) error {
 	rec := r.written(svc)
 	draining := r.drainingOf(svc)
 	var add, back []string
@@ -222,7 +224,7 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 // the Service already says so, so the annotation change re-runs the
 // service controller's sync once at most: that sync finds the same values
 // and writes nothing.
-func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []*backend, answers []ensured) error {
+func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []*backend.Member, answers []ensured) error {
 	if r.client == nil {
 		return nil
 	}
@@ -257,7 +259,7 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []
 // as the edit made it; writing back what the backends answered to the old
 // value would undo the edit, and the sync the edit queued answers the new
 // one.
-func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *corev1.Service, bs []*backend, answers []ensured) {
+func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *corev1.Service, bs []*backend.Member, answers []ensured) {
 	types := map[string]bool{}
 	for i, b := range bs {
 		types[b.Type] = true
@@ -335,15 +337,15 @@ func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, gone
 // address, see baseline); without a record, its targets. A recorded
 // backend that is no longer configured is an error: its load balancer
 // cannot be reached, and forgetting it would leak it.
-func (r *Router) mayHold(svc *corev1.Service, targets ...*backend) ([]*backend, error) {
+func (r *Router) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*backend.Member, error) {
 	rec := r.current(svc)
 	if !rec.known {
-		return slices.DeleteFunc(slices.Clone(targets), func(b *backend) bool { return b == nil }), nil
+		return slices.DeleteFunc(slices.Clone(targets), func(b *backend.Member) bool { return b == nil }), nil
 	}
-	out := make([]*backend, 0, len(rec.names))
+	out := make([]*backend.Member, 0, len(rec.names))
 	for _, n := range rec.names {
 		b, ok := r.byName[n]
-		if !ok || b.lb == nil {
+		if !ok || b.LB == nil {
 			return nil, userErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
 				"(have: %v); add the backend back so its load balancer can be removed, or, once you removed it by hand, remove %q from the annotation",
 				svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, names(r.lbs), n)
@@ -356,11 +358,11 @@ func (r *Router) mayHold(svc *corev1.Service, targets ...*backend) ([]*backend, 
 // mayHoldGone is mayHold for a Service that is gone (ServiceGone): the
 // recorded backends that are configured; each one that is not gets a
 // Warning naming it and what to do, as its load balancer is left there.
-func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backend {
+func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backend.Member {
 	rec := r.current(svc)
-	out := make([]*backend, 0, len(rec.names))
+	out := make([]*backend.Member, 0, len(rec.names))
 	for _, n := range rec.names {
-		if b, ok := r.byName[n]; ok && b.lb != nil {
+		if b, ok := r.byName[n]; ok && b.LB != nil {
 			out = append(out, b)
 			continue
 		}

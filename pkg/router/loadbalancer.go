@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
@@ -61,7 +63,7 @@ func (r *Router) GetLoadBalancer(ctx context.Context, clusterName string, servic
 func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, service *corev1.Service) string {
 	service = r.withClassDefaults(service)
 	if b, err := r.lbTarget(service); err == nil && b != nil {
-		return b.lb.GetLoadBalancerName(ctx, clusterName, service)
+		return b.LB.GetLoadBalancerName(ctx, clusterName, service)
 	}
 	return cloudprovider.DefaultLoadBalancerName(service)
 }
@@ -146,9 +148,9 @@ func (r *Router) warnUser(ctx context.Context, service *corev1.Service, reason s
 }
 
 // unrecorded returns the targets the Service's record does not name yet.
-func (r *Router) unrecorded(service *corev1.Service, targets []*backend) []*backend {
+func (r *Router) unrecorded(service *corev1.Service, targets []*backend.Member) []*backend.Member {
 	rec := r.written(service)
-	var out []*backend
+	var out []*backend.Member
 	for _, b := range targets {
 		if !rec.has(b.Name) {
 			out = append(out, b)
@@ -164,7 +166,7 @@ func (r *Router) unrecorded(service *corev1.Service, targets []*backend) []*back
 // Service's annotations makes the service controller sync it and move it
 // back; without it the Service stayed where it was, and the drain entry
 // of its target was skipped for ever.
-func (r *Router) notRecorded(service *corev1.Service, targets []*backend) []*backend {
+func (r *Router) notRecorded(service *corev1.Service, targets []*backend.Member) []*backend.Member {
 	draining := r.drainingOf(service)
 	out := r.unrecorded(service, targets)
 	for _, b := range targets {
@@ -202,7 +204,7 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 	var errs []error
 	handedOver := 0
 	for _, b := range bs {
-		if err := b.updateLoadBalancer(ctx, clusterName, service, r.targetable(b, service, nodes)); err != nil {
+		if err := b.UpdateLoadBalancer(ctx, clusterName, service, r.targetable(b, service, nodes)); err != nil {
 			if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
 				handedOver++ // another controller serves it there (withoutHandedOver)
 				continue
@@ -261,7 +263,7 @@ func (r *Router) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*
 	bs = append(bs, r.drainingBackends(service, bs)...)
 	out := make(map[string][]*corev1.Node, len(bs))
 	for _, b := range bs {
-		if !b.ignoresNodes() {
+		if !b.IgnoresNodes() {
 			out[b.Name] = r.targetable(b, service, nodes)
 		}
 	}
@@ -271,13 +273,13 @@ func (r *Router) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*
 // updateTargets returns the backends an update of the Service's load
 // balancer goes to: those serving it (multicloud-ccm.io/load-balancer-served-by,
 // recorded) when they are not its targets (moving), else its targets.
-func (r *Router) updateTargets(service *corev1.Service) (bs []*backend, moving bool, err error) {
+func (r *Router) updateTargets(service *corev1.Service) (bs []*backend.Member, moving bool, err error) {
 	targets, err := r.lbTargets(service)
 	if err != nil || len(targets) == 0 {
 		return targets, false, err
 	}
 	rec := r.recordOf(service)
-	var served []*backend
+	var served []*backend.Member
 	for _, b := range r.servingOf(service) {
 		if rec.has(b.Name) {
 			served = append(served, b)
@@ -291,11 +293,11 @@ func (r *Router) updateTargets(service *corev1.Service) (bs []*backend, moving b
 
 // drainingBackends returns the recorded backends whose load balancer is
 // draining, other than those in bs.
-func (r *Router) drainingBackends(service *corev1.Service, bs []*backend) []*backend {
+func (r *Router) drainingBackends(service *corev1.Service, bs []*backend.Member) []*backend.Member {
 	rec := r.recordOf(service)
-	var out []*backend
+	var out []*backend.Member
 	for n := range r.drainingOf(service) {
-		if b, ok := r.byName[n]; ok && b.lb != nil && rec.has(n) && !slices.Contains(bs, b) {
+		if b, ok := r.byName[n]; ok && b.LB != nil && rec.has(n) && !slices.Contains(bs, b) {
 			out = append(out, b)
 		}
 	}
@@ -304,7 +306,7 @@ func (r *Router) drainingBackends(service *corev1.Service, bs []*backend) []*bac
 
 // sameBackends reports whether a and b hold the same backends, in any
 // order.
-func sameBackends(a, b []*backend) bool {
+func sameBackends(a, b []*backend.Member) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -337,9 +339,9 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 		mu   sync.Mutex
 		done []string
 	)
-	err = ask(ctx, asked, func(ctx context.Context, b *backend) (struct{}, error) {
-		return struct{}{}, b.ensureLoadBalancerDeleted(ctx, clusterName, service)
-	}, func(b *backend, _ struct{}) {
+	err = backend.Ask(ctx, asked, func(ctx context.Context, b *backend.Member) (struct{}, error) {
+		return struct{}{}, b.EnsureLoadBalancerDeleted(ctx, clusterName, service)
+	}, func(b *backend.Member, _ struct{}) {
 		mu.Lock()
 		defer mu.Unlock()
 		done = append(done, b.Name)
@@ -368,13 +370,13 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 // given a load balancer by the router: its address is someone else's (a
 // controller serving classless Services, such as MetalLB, whose address
 // may well lie in one of our pools), and nothing is asked or released.
-func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend) error {
+func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend.Member) error {
 	if !r.recordOf(service).known && len(r.servingOf(service)) == 0 {
 		return nil
 	}
 	asked, err := r.mayHold(service, keep)
 	if err == nil {
-		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend) bool { return b == keep })
+		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return b == keep })
 		err = r.release(ctx, clusterName, service, asked, keep == nil)
 	}
 	if err != nil {
@@ -389,7 +391,7 @@ func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.
 // release deletes the Service's load balancer from the holders among asked
 // (clearing their addresses from its status first when clear is set), then
 // drops every asked backend from the record.
-func (r *Router) release(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend, clear bool) error {
+func (r *Router) release(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend.Member, clear bool) error {
 	if len(asked) == 0 {
 		return nil
 	}
@@ -411,29 +413,29 @@ func (r *Router) release(ctx context.Context, clusterName string, service *corev
 func (r *Router) deleteFrom(ctx context.Context, clusterName string, service *corev1.Service, found []holder) error {
 	var errs []error
 	for _, h := range found {
-		errs = append(errs, h.b.ensureLoadBalancerDeleted(ctx, clusterName, service))
+		errs = append(errs, h.b.EnsureLoadBalancerDeleted(ctx, clusterName, service))
 	}
 	return errors.Join(errs...)
 }
 
 // holder is a backend that reported a load balancer for a Service.
 type holder struct {
-	b      *backend
+	b      *backend.Member
 	status *corev1.LoadBalancerStatus
 }
 
 // holders asks the backends in asked, concurrently, whether they hold a
 // load balancer for service. Any of them failing to answer is an error,
 // returned with the holders among those that answered.
-func (r *Router) holders(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend) ([]holder, error) {
+func (r *Router) holders(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend.Member) ([]holder, error) {
 	var found []holder
-	err := ask(ctx, asked, func(ctx context.Context, b *backend) (holder, error) {
-		status, exists, err := b.getLoadBalancer(ctx, clusterName, service)
+	err := backend.Ask(ctx, asked, func(ctx context.Context, b *backend.Member) (holder, error) {
+		status, exists, err := b.GetLoadBalancer(ctx, clusterName, service)
 		if !exists {
 			return holder{}, err
 		}
 		return holder{b: b, status: status}, err
-	}, func(_ *backend, h holder) {
+	}, func(_ *backend.Member, h holder) {
 		if h.b != nil {
 			found = append(found, h)
 		}
@@ -442,7 +444,7 @@ func (r *Router) holders(ctx context.Context, clusterName string, service *corev
 }
 
 // orderHolders sorts found into config order, so answers are stable.
-func orderHolders(order []*backend, found []holder) []holder {
+func orderHolders(order []*backend.Member, found []holder) []holder {
 	out := make([]holder, 0, len(found))
 	for _, b := range order {
 		for _, h := range found {

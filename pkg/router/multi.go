@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
@@ -49,7 +51,7 @@ func splitNames(v string) []string {
 // in the order the Service's class or annotation lists them (a class's
 // backends, else the annotation's, else the default); nil when none
 // (implemented elsewhere).
-func (r *Router) lbTargets(service *corev1.Service) ([]*backend, error) {
+func (r *Router) lbTargets(service *corev1.Service) ([]*backend.Member, error) {
 	if bs, handled, err := r.classTargets(service); handled {
 		return bs, err
 	}
@@ -64,10 +66,10 @@ func (r *Router) lbTargets(service *corev1.Service) ([]*backend, error) {
 	if len(list) == 0 {
 		list = []string{value}
 	}
-	out := make([]*backend, 0, len(list))
+	out := make([]*backend.Member, 0, len(list))
 	for i, name := range list {
 		b, ok := r.byName[name]
-		if !ok || b.lb == nil {
+		if !ok || b.LB == nil {
 			which := ""
 			if len(list) > 1 {
 				which = fmt.Sprintf(" (%q)", name)
@@ -86,7 +88,7 @@ func (r *Router) lbTargets(service *corev1.Service) ([]*backend, error) {
 
 // lbTarget returns the first of the Service's target backends (nil:
 // implemented elsewhere).
-func (r *Router) lbTarget(service *corev1.Service) (*backend, error) {
+func (r *Router) lbTarget(service *corev1.Service) (*backend.Member, error) {
 	bs, err := r.lbTargets(service)
 	if err != nil || len(bs) == 0 {
 		return nil, err
@@ -108,14 +110,14 @@ type ensured struct {
 //
 // Each is handed the Service with the other serving backends' addresses
 // out of its status (see handedTo), and what each answered is remembered.
-func (r *Router) ensureAll(ctx context.Context, clusterName string, service *corev1.Service, targets []*backend, nodes []*corev1.Node, drain time.Duration) []ensured {
+func (r *Router) ensureAll(ctx context.Context, clusterName string, service *corev1.Service, targets []*backend.Member, nodes []*corev1.Node, drain time.Duration) []ensured {
 	out := make([]ensured, len(targets))
 	var wg sync.WaitGroup
 	for i, b := range targets {
 		handed := r.handedTo(service, b, targets, drain)
 		wg.Go(func() {
 			idCtx, reportedID := backends.WithLoadBalancerIDReport(ctx)
-			status, err := b.ensureLoadBalancer(idCtx, clusterName, handed, r.targetable(b, handed, nodes))
+			status, err := b.EnsureLoadBalancer(idCtx, clusterName, handed, r.targetable(b, handed, nodes))
 			out[i] = ensured{status: status, id: reportedID(), reported: backends.ReportedServiceAnnotations(idCtx), err: err}
 		})
 	}
@@ -147,11 +149,11 @@ func mergeStatus(answers []ensured) *corev1.LoadBalancerStatus {
 // another controller (the aws backend for aws-load-balancer-type:
 // external, the AWS Load Balancer Controller's) has not failed, serves no
 // address, and keeps whatever that controller made.
-func withoutHandedOver(targets []*backend, answers []ensured) ([]*backend, []ensured) {
+func withoutHandedOver(targets []*backend.Member, answers []ensured) ([]*backend.Member, []ensured) {
 	if !slices.ContainsFunc(answers, handedOver) {
 		return targets, answers
 	}
-	var ts []*backend
+	var ts []*backend.Member
 	var as []ensured
 	for i, a := range answers {
 		if !handedOver(a) {
@@ -170,7 +172,7 @@ func handedOver(a ensured) bool {
 // the failed backends' included: their load balancers may well still
 // serve), each failure is a Warning event naming its backend, and the
 // failures are returned, so the controller retries.
-func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, targets []*backend, answers []ensured) error {
+func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, targets []*backend.Member, answers []ensured) error {
 	var errs []error
 	for i, a := range answers {
 		if a.err == nil {
@@ -210,7 +212,7 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 // router's goes once none does (see dnsChanges).
 //
 // seen is the Service the backends were handed (see writtenBack).
-func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend, answers []ensured) map[annotation.Name]*string {
+func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend.Member, answers []ensured) map[annotation.Name]*string {
 	changes := map[annotation.Name]*string{}
 	setAnnotation(changes, cur, annotation.LoadBalancerServedBy, strings.Join(namesInOrder(targets), ","))
 	id := ""
@@ -237,7 +239,7 @@ func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend, an
 }
 
 // namesInOrder returns the backends' names in their order.
-func namesInOrder(bs []*backend) []string {
+func namesInOrder(bs []*backend.Member) []string {
 	out := make([]string, 0, len(bs))
 	for _, b := range bs {
 		out = append(out, b.Name)
@@ -247,10 +249,10 @@ func namesInOrder(bs []*backend) []string {
 
 // servingOf returns the backends multicloud-ccm.io/load-balancer-served-by
 // names that are configured with load balancers.
-func (r *Router) servingOf(svc *corev1.Service) []*backend {
-	var out []*backend
+func (r *Router) servingOf(svc *corev1.Service) []*backend.Member {
+	var out []*backend.Member
 	for _, n := range splitNames(svc.Annotations[string(annotation.LoadBalancerServedBy)]) {
-		if b, ok := r.byName[n]; ok && b.lb != nil {
+		if b, ok := r.byName[n]; ok && b.LB != nil {
 			out = append(out, b)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -172,7 +174,7 @@ func targetAddressesChanged(oldNode, node *corev1.Node) bool {
 	if slices.Equal(oldNode.Status.Addresses, node.Status.Addresses) {
 		return false // the common case (a heartbeat): no allocation.
 	}
-	return !slices.Equal(targetAddresses(oldNode), targetAddresses(node))
+	return !slices.Equal(backend.TargetAddresses(oldNode), backend.TargetAddresses(node))
 }
 
 // enqueueFor queues every Service the router has ensured whose backend
@@ -191,7 +193,7 @@ func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
 	for _, svc := range svcs {
 		svc = r.withClassDefaults(svc)
 		for _, b := range r.ensuredIn(svc) {
-			if b.retargetsOn(svc, oldNode, node) {
+			if b.RetargetsOn(svc, oldNode, node) {
 				a.addressQueued.Add(1)
 				a.pending[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = struct{}{}
 				break
@@ -332,7 +334,7 @@ func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
 	var errs []error
 	for _, b := range bs {
 		start := time.Now()
-		err = b.updateLoadBalancer(ctx, clusterName, svc, r.targetable(b, svc, nodes))
+		err = b.UpdateLoadBalancer(ctx, clusterName, svc, r.targetable(b, svc, nodes))
 		if err != nil {
 			r.warn(ctx, serviceRef(svc), reasonNodeResyncFailed,
 				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after a node address change: %v", b.Name, err))
@@ -372,9 +374,9 @@ func (a *addressResync) stableNodes() ([]*corev1.Node, error) {
 // queues such a Service again itself when a node changed while its call
 // was in flight; the re-sync made a second update of the same load
 // balancer with the same nodes (TestNodeAddedDuringUpdateUpdatesTheNLBOnce).
-func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend, handed []*corev1.Node) {
+func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend.Member, handed []*corev1.Node) {
 	a := r.st.resync.Load()
-	if a == nil || svc.DeletionTimestamp != nil || target.ignoresNodes() || svc.Spec.LoadBalancerClass != nil {
+	if a == nil || svc.DeletionTimestamp != nil || target.IgnoresNodes() || svc.Spec.LoadBalancerClass != nil {
 		return
 	}
 	current, err := a.stableNodes()
@@ -382,7 +384,7 @@ func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target
 		klog.FromContext(ctx).Error(err, "Cannot check the load balancer's nodes are current", "service", klog.KObj(svc))
 		return
 	}
-	if target.sameTargets(svc, r.OwnNodes(handed), r.OwnNodes(current)) {
+	if target.SameTargets(svc, r.OwnNodes(handed), r.OwnNodes(current)) {
 		return
 	}
 	klog.FromContext(ctx).V(2).Info("Load balancer was handed a stale node list; re-syncing it with the current nodes",
@@ -408,7 +410,7 @@ func ignoreNotFound(err error) error {
 // controller, re-targets it only when its set of nodes changes): before,
 // every classed Service was left out, and a node whose address arrived
 // after its providerID never reached a classed IP-target load balancer.
-func (r *Router) ensuredIn(svc *corev1.Service) []*backend {
+func (r *Router) ensuredIn(svc *corev1.Service) []*backend.Member {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) ||
 		svc.DeletionTimestamp != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return nil
@@ -418,7 +420,7 @@ func (r *Router) ensuredIn(svc *corev1.Service) []*backend {
 		return nil
 	}
 	rec := r.recordOf(svc)
-	var out []*backend
+	var out []*backend.Member
 	for _, b := range targets {
 		if rec.has(b.Name) {
 			out = append(out, b)

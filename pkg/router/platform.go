@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,7 +141,7 @@ func (r *Router) ownOf(nodes []*corev1.Node) []*corev1.Node {
 
 // chosenBackend is the backend a node without providerID is given to by
 // its backend label or the first matching nodes.rules entry, or nil.
-func (r *Router) chosenBackend(node *corev1.Node) *backend {
+func (r *Router) chosenBackend(node *corev1.Node) *backend.Member {
 	if name, ok := node.Labels[string(annotation.NodeBackend)]; ok {
 		return r.byName[name]
 	}
@@ -207,10 +209,10 @@ func (r *Router) ServedPlatforms() []string {
 
 // aliasBackend returns the backend a nodes.schemes entry gives scheme to,
 // when it is configured and has instances.
-func (r *Router) aliasBackend(scheme string) *backend {
+func (r *Router) aliasBackend(scheme string) *backend.Member {
 	for _, a := range r.cfg.Nodes.Schemes {
 		if a.Scheme == scheme {
-			if b := r.byName[a.Backend]; b != nil && b.instances != nil {
+			if b := r.byName[a.Backend]; b != nil && b.Instances != nil {
 				return b
 			}
 		}
@@ -220,16 +222,16 @@ func (r *Router) aliasBackend(scheme string) *backend {
 
 // servesBackend reports whether nodes may be given to b: it has no
 // platform, or its platform is served.
-func (r *Router) servesBackend(b *backend) bool {
+func (r *Router) servesBackend(b *backend.Member) bool {
 	return b.Scheme == "" || r.serves(b.Scheme)
 }
 
 // claimants are the backends asked to claim a node with no providerID:
 // those of the platform its annotation names, else every backend whose
 // platform is served.
-func (r *Router) claimants(node *corev1.Node) []*backend {
+func (r *Router) claimants(node *corev1.Node) []*backend.Member {
 	p := node.Annotations[providerid.PlatformAnnotation]
-	out := make([]*backend, 0, len(r.instances))
+	out := make([]*backend.Member, 0, len(r.instances))
 	for _, b := range r.instances {
 		if p != "" {
 			if b.Scheme == p || r.aliasBackend(p) == b {
@@ -262,7 +264,7 @@ const platformLabelPause = time.Hour
 // retried at the node's next metadata call; it never holds the node back.
 // A Forbidden refusal (RBAC without patch on nodes) stops every write for
 // platformLabelPause, logged once with the fix.
-func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backend) {
+func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backend.Member) {
 	if r.client == nil || b.Type == "" {
 		return
 	}
@@ -292,6 +294,6 @@ func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backen
 // targetable returns the nodes backend b's load balancer for the Service
 // can send traffic to: the nodes of this CCM's platforms (OwnNodes) that
 // b can target.
-func (r *Router) targetable(b *backend, service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
-	return b.targetable(service, r.OwnNodes(nodes))
+func (r *Router) targetable(b *backend.Member, service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
+	return b.Targetable(service, r.OwnNodes(nodes))
 }

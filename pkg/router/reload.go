@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -177,7 +179,7 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 	rl.fingerprints = ch.fingerprints
 	rl.cur.Store(g)
 	old.retire()
-	forgetHealth(ch.Removed)
+	backend.ForgetHealth(ch.Removed)
 	ch.Rerouted = rl.st.rerouted(old.r, g.r)
 	return ch, nil
 }
@@ -186,7 +188,7 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 // fingerprint is unchanged. It starts and changes nothing.
 func (rl *Reloadable) build(ctx context.Context, cfg *config.CloudConfig, old *generation) (*generation, Changes, error) {
 	ch := Changes{fingerprints: map[string]string{}}
-	bs := make([]*backend, 0, len(cfg.Backends))
+	bs := make([]*backend.Member, 0, len(cfg.Backends))
 	for _, bc := range cfg.Backends {
 		b, err := rl.backendFor(ctx, cfg, bc, old, &ch)
 		if err != nil {
@@ -214,7 +216,7 @@ func (rl *Reloadable) build(ctx context.Context, cfg *config.CloudConfig, old *g
 
 // backendFor returns the backend bc describes: old's when unchanged, old's
 // reconfigured when it can be, else a new one.
-func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, bc config.Backend, old *generation, ch *Changes) (*backend, error) {
+func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, bc config.Backend, old *generation, ch *Changes) (*backend.Member, error) {
 	fp := fingerprint(cfg.ClusterID, bc)
 	ch.fingerprints[bc.Name] = fp
 	reg, ok := backends.Lookup(bc.Type)
@@ -222,7 +224,7 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 		return nil, fmt.Errorf("type %q is not compiled into this binary (known: %v)", bc.Type, backends.Types())
 	}
 	opts := backends.Options{Name: bc.Name, ClusterID: cfg.ClusterID, Settings: bc.Settings}
-	var prev *backend
+	var prev *backend.Member
 	if old != nil {
 		prev = old.r.byName[bc.Name]
 	}
@@ -239,7 +241,7 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 		}
 		ch.applies = append(ch.applies, apply)
 		ch.Reconfigured = append(ch.Reconfigured, bc.Name)
-		return newBackendWith(Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: next}, prev.health), nil
+		return backend.NewWith(backend.Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: next}, prev.Health), nil
 	}
 	cloud, err := reg.New(ctx, opts)
 	if err != nil {
@@ -251,10 +253,10 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 	case old != nil:
 		ch.Added = append(ch.Added, bc.Name)
 	}
-	return newBackend(Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud}), nil
+	return backend.New(backend.Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud}), nil
 }
 
-func cloudOf(b *backend) cloudprovider.Interface {
+func cloudOf(b *backend.Member) cloudprovider.Interface {
 	if b == nil {
 		return nil
 	}
@@ -584,7 +586,7 @@ func (r *Router) warnUnreachable(svc *corev1.Service, old *Router) {
 		if _, was := old.byName[n]; !was {
 			continue
 		}
-		if b, ok := r.byName[n]; !ok || b.lb == nil {
+		if b, ok := r.byName[n]; !ok || b.LB == nil {
 			_, err := r.mayHold(svc)
 			r.recordServiceError(context.Background(), svc, err)
 			return

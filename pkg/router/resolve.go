@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
@@ -30,10 +32,10 @@ var errUnmanaged = errors.New("no backend owns this providerID scheme")
 // resolution is the outcome of finding a node's backend.
 type resolution struct {
 	// b is the backend owning the node, when one was found.
-	b *backend
+	b *backend.Member
 	// candidates are the backends sharing the node's scheme when more than
 	// one does and neither label nor claim settled it.
-	candidates []*backend
+	candidates []*backend.Member
 	// claimed is true when b was found by asking the backends, so b already
 	// answered that the instance exists.
 	claimed bool
@@ -103,13 +105,13 @@ func (r *Router) resolveByProviderID(_ context.Context, node *corev1.Node) (reso
 // resolveByLabel routes a node with a providerID to the backend its label
 // names, which must be configured, have instances and serve the scheme.
 func (r *Router) resolveByLabel(node *corev1.Node, scheme, name string) (resolution, error) {
-	if b, ok := r.byName[name]; ok && b.instances != nil && b.Scheme == scheme {
+	if b, ok := r.byName[name]; ok && b.Instances != nil && b.Scheme == scheme {
 		return resolution{b: b}, nil
 	}
 	if b := r.aliasBackend(scheme); b != nil && b.Name == name {
 		return resolution{b: b, byName: true}, nil
 	}
-	if b, ok := r.byName[name]; ok && b.instances != nil && len(r.byScheme[scheme]) == 0 {
+	if b, ok := r.byName[name]; ok && b.Instances != nil && len(r.byScheme[scheme]) == 0 {
 		// The backend is there but serves another scheme: the node was
 		// served through a nodes.schemes entry that is gone.
 		return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names backend %s, which serves %s://, not %s:// (no nodes.schemes entry gives %s to it); "+
@@ -127,7 +129,7 @@ func (r *Router) resolveByLabel(node *corev1.Node, scheme, name string) (resolut
 func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolution, error) {
 	if name, ok := node.Labels[string(annotation.NodeBackend)]; ok {
 		b, found := r.byName[name]
-		if !found || b.instances == nil {
+		if !found || b.Instances == nil {
 			return resolution{}, userErr(reasonUnknownBackend, "node %s: label %s=%q names no backend with instances (have: %v); fix the kubelet's --node-labels",
 				node.Name, annotation.NodeBackend, name, names(r.instances))
 		}
@@ -141,7 +143,7 @@ func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolut
 	for i := range r.cfg.Nodes.Rules {
 		rule := &r.cfg.Nodes.Rules[i]
 		if rule.Matches(node.Name, node.Labels) {
-			if b, ok := r.byName[rule.Backend]; ok && b.instances != nil {
+			if b, ok := r.byName[rule.Backend]; ok && b.Instances != nil {
 				if platform != "" && b.Scheme != platform && r.aliasBackend(platform) != b {
 					// The KEP-5778 annotation names the node's platform
 					// exactly; a rule is a broad default.
@@ -157,18 +159,18 @@ func (r *Router) resolveUnowned(ctx context.Context, node *corev1.Node) (resolut
 	if err != nil {
 		return resolution{}, err
 	}
-	return resolution{b: v.(*backend), claimed: true}, nil
+	return resolution{b: v.(*backend.Member), claimed: true}, nil
 }
 
 // claim asks every candidate, concurrently, whether node is one of its
 // instances. Exactly one must say yes. A backend that fails to answer makes
 // the claim fail: another backend's yes cannot be trusted while one that
 // might also say yes is silent.
-func (r *Router) claim(ctx context.Context, node *corev1.Node, candidates []*backend) (*backend, error) {
-	var claimers []*backend
-	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (answer, error) {
+func (r *Router) claim(ctx context.Context, node *corev1.Node, candidates []*backend.Member) (*backend.Member, error) {
+	var claimers []*backend.Member
+	err := backend.Ask(ctx, candidates, func(ctx context.Context, b *backend.Member) (answer, error) {
 		return answerFrom(ctx, b, node)
-	}, func(b *backend, a answer) {
+	}, func(b *backend.Member, a answer) {
 		if a.exists {
 			claimers = append(claimers, b)
 		}
@@ -190,15 +192,15 @@ type answer struct {
 // answerFrom asks b whether node's instance exists. A NodeOutsideRegion error is
 // an answer (not b's node), so one region's backend cannot stop another's
 // from claiming or positively reporting a node of its own region.
-func answerFrom(ctx context.Context, b *backend, node *corev1.Node) (answer, error) {
-	exists, err := b.instanceExists(ctx, node)
+func answerFrom(ctx context.Context, b *backend.Member, node *corev1.Node) (answer, error) {
+	exists, err := b.InstanceExists(ctx, node)
 	if ue, ok := backends.AsUserError(err); ok && ue.Reason == reasonOutsideRegion {
 		return answer{outside: true}, nil
 	}
 	return answer{exists: exists}, err
 }
 
-func pickClaimer(node *corev1.Node, claimers []*backend, failed error) (*backend, error) {
+func pickClaimer(node *corev1.Node, claimers []*backend.Member, failed error) (*backend.Member, error) {
 	hint := fmt.Sprintf("label the node %s=<backend> (kubelet --node-labels) or add a nodes.rules entry", annotation.NodeBackend)
 	switch {
 	case len(claimers) > 1:

@@ -29,6 +29,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
@@ -49,17 +51,23 @@ func init() {
 	cloudprovider.RegisterCloudProvider(ProviderName, newFromReader)
 }
 
+// Backend is one cloud behind the router, as New receives it.
+type Backend = backend.Backend
+
+// CallError is a failed backend call, as BackendStatus reports it.
+type CallError = backend.CallError
+
 // Router is the multicloud cloudprovider.Interface.
 type Router struct {
 	clusterID string
 	cfg       *config.CloudConfig
 
-	backends  []*backend
-	byName    map[string]*backend
-	byScheme  map[string][]*backend
-	instances []*backend
-	lbs       []*backend
-	routes    []*backend
+	backends  []*backend.Member
+	byName    map[string]*backend.Member
+	byScheme  map[string][]*backend.Member
+	instances []*backend.Member
+	lbs       []*backend.Member
+	routes    []*backend.Member
 
 	recorder   record.EventRecorder
 	nodeLister corelisters.NodeLister
@@ -79,7 +87,7 @@ type Router struct {
 	routeMu sync.Mutex
 	// routeOwner remembers which backend listed a route, for DeleteRoute of
 	// routes whose node is gone.
-	routeOwner map[string]*backend
+	routeOwner map[string]*backend.Member
 
 	// served counts what each backend serves, once the informers are set
 	// (see served.go and status.go).
@@ -120,7 +128,7 @@ func newFromReader(r io.Reader) (cloudprovider.Interface, error) {
 // NewFromConfig builds every backend the config lists, through the types
 // registered with package backends, and returns the router over them.
 func NewFromConfig(ctx context.Context, cfg *config.CloudConfig) (*Router, error) {
-	bs := make([]Backend, 0, len(cfg.Backends))
+	bs := make([]backend.Backend, 0, len(cfg.Backends))
 	for _, bc := range cfg.Backends {
 		reg, ok := backends.Lookup(bc.Type)
 		if !ok {
@@ -130,7 +138,7 @@ func NewFromConfig(ctx context.Context, cfg *config.CloudConfig) (*Router, error
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", bc.Name, err)
 		}
-		bs = append(bs, Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud})
+		bs = append(bs, backend.Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud})
 	}
 	return New(cfg, bs)
 }
@@ -138,23 +146,23 @@ func NewFromConfig(ctx context.Context, cfg *config.CloudConfig) (*Router, error
 // New returns a router over already-built backends, in config order. cfg
 // supplies the cluster ID and the routing settings; backend names must be
 // unique.
-func New(cfg *config.CloudConfig, bs []Backend) (*Router, error) {
-	nbs := make([]*backend, 0, len(bs))
+func New(cfg *config.CloudConfig, bs []backend.Backend) (*Router, error) {
+	nbs := make([]*backend.Member, 0, len(bs))
 	for _, b := range bs {
-		nbs = append(nbs, newBackend(b))
+		nbs = append(nbs, backend.New(b))
 	}
 	return assemble(cfg, nbs, nil)
 }
 
 // assemble returns a router over backends already wrapped by newBackend,
 // sharing st (nil: a state of its own, for a router used alone).
-func assemble(cfg *config.CloudConfig, bs []*backend, st *serviceStates) (*Router, error) {
+func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *serviceStates) (*Router, error) {
 	r := &Router{
 		clusterID:  cfg.ClusterID,
 		cfg:        cfg,
-		byName:     map[string]*backend{},
-		byScheme:   map[string][]*backend{},
-		routeOwner: map[string]*backend{},
+		byName:     map[string]*backend.Member{},
+		byScheme:   map[string][]*backend.Member{},
+		routeOwner: map[string]*backend.Member{},
 		st:         st,
 	}
 	if st == nil {
@@ -178,17 +186,17 @@ func assemble(cfg *config.CloudConfig, bs []*backend, st *serviceStates) (*Route
 	return r, nil
 }
 
-func (r *Router) addCapabilities(b *backend) {
-	if b.instances != nil {
+func (r *Router) addCapabilities(b *backend.Member) {
+	if b.Instances != nil {
 		r.instances = append(r.instances, b)
 		if b.Scheme != "" {
 			r.byScheme[b.Scheme] = append(r.byScheme[b.Scheme], b)
 		}
 	}
-	if b.lb != nil {
+	if b.LB != nil {
 		r.lbs = append(r.lbs, b)
 	}
-	if b.routes != nil {
+	if b.Routes != nil {
 		r.routes = append(r.routes, b)
 	}
 }
@@ -273,7 +281,7 @@ func (r *Router) HasClusterID() bool { return r.clusterID != "" }
 // ClusterID returns the configured cluster ID.
 func (r *Router) ClusterID() string { return r.clusterID }
 
-func names(bs []*backend) []string {
+func names(bs []*backend.Member) []string {
 	out := make([]string, 0, len(bs))
 	for _, b := range bs {
 		out = append(out, b.Name)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,17 +28,17 @@ import (
 func (r *Router) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
 	var (
 		all    []*cloudprovider.Route
-		owners = map[string]*backend{}
-		failed = map[*backend]error{}
+		owners = map[string]*backend.Member{}
+		failed = map[*backend.Member]error{}
 	)
 	type listed struct {
 		routes []*cloudprovider.Route
 		err    error
 	}
-	_ = ask(ctx, r.routes, func(ctx context.Context, b *backend) (listed, error) {
-		routes, err := b.listRoutes(ctx, clusterName)
+	_ = backend.Ask(ctx, r.routes, func(ctx context.Context, b *backend.Member) (listed, error) {
+		routes, err := b.ListRoutes(ctx, clusterName)
 		return listed{routes, err}, nil
-	}, func(b *backend, l listed) {
+	}, func(b *backend.Member, l listed) {
 		if l.err != nil {
 			failed[b] = l.err
 			return
@@ -64,7 +66,7 @@ func (r *Router) ListRoutes(ctx context.Context, clusterName string) ([]*cloudpr
 
 // keepFailedRoutes returns the routes as they were of the backends that
 // could not list, or the error when none could, or without a node lister.
-func (r *Router) keepFailedRoutes(ctx context.Context, failed map[*backend]error) ([]keptRoute, error) {
+func (r *Router) keepFailedRoutes(ctx context.Context, failed map[*backend.Member]error) ([]keptRoute, error) {
 	errs := make([]error, 0, len(failed))
 	for _, err := range failed {
 		errs = append(errs, err)
@@ -83,14 +85,14 @@ func (r *Router) keepFailedRoutes(ctx context.Context, failed map[*backend]error
 
 // keptRoute is a route reported for a backend that cannot list.
 type keptRoute struct {
-	b     *backend
+	b     *backend.Member
 	route *cloudprovider.Route
 }
 
 // routesAsTheyWere reports, for each backend in failed, a route per pod
 // CIDR of each of its nodes whose routes the route controller last found
 // created (NetworkUnavailable False with reason RouteCreated).
-func (r *Router) routesAsTheyWere(failed map[*backend]error) ([]keptRoute, error) {
+func (r *Router) routesAsTheyWere(failed map[*backend.Member]error) ([]keptRoute, error) {
 	nodes, err := r.nodeLister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("routes: listing nodes: %w", err)
@@ -98,7 +100,7 @@ func (r *Router) routesAsTheyWere(failed map[*backend]error) ([]keptRoute, error
 	var out []keptRoute
 	for b := range failed {
 		for _, n := range nodes {
-			if _, foreign := r.ForeignPlatform(n); foreign || !b.owns(n) || !routesCreated(n) {
+			if _, foreign := r.ForeignPlatform(n); foreign || !b.Owns(n) || !routesCreated(n) {
 				continue
 			}
 			for _, cidr := range n.Spec.PodCIDRs {
@@ -130,7 +132,7 @@ func (r *Router) CreateRoute(ctx context.Context, clusterName string, nameHint s
 	if err != nil || b == nil {
 		return err
 	}
-	return b.createRoute(ctx, clusterName, nameHint, route)
+	return b.CreateRoute(ctx, clusterName, nameHint, route)
 }
 
 // DeleteRoute deletes the route from the backend that listed it, or else
@@ -145,12 +147,12 @@ func (r *Router) DeleteRoute(ctx context.Context, clusterName string, route *clo
 			return err
 		}
 	}
-	return b.deleteRoute(ctx, clusterName, route)
+	return b.DeleteRoute(ctx, clusterName, route)
 }
 
 // routeBackend finds the routes backend of a node; nil, nil when the node's
 // backend has no routes, or the node belongs to another CCM (KEP-5778).
-func (r *Router) routeBackend(ctx context.Context, nodeName types.NodeName) (*backend, error) {
+func (r *Router) routeBackend(ctx context.Context, nodeName types.NodeName) (*backend.Member, error) {
 	if r.nodeLister == nil {
 		return nil, errors.New("routes: no node informer yet")
 	}
@@ -169,7 +171,7 @@ func (r *Router) routeBackend(ctx context.Context, nodeName types.NodeName) (*ba
 	if err != nil {
 		return nil, fmt.Errorf("routes: node %s: %w", nodeName, err)
 	}
-	if b.routes == nil {
+	if b.Routes == nil {
 		klog.FromContext(ctx).V(4).Info("Node's backend has no routes; leaving its pod network to the CNI", "node", nodeName, "backend", b.Name)
 		return nil, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/component-base/metrics"
@@ -90,7 +92,7 @@ func (src *servedSource) count() (nodes, lbs map[string]int) {
 // countServed makes the served metrics count r's backends from these
 // listers (services nil: no load balancers).
 func (r *Router) countServed(nodes corelisters.NodeLister, services corelisters.ServiceLister) {
-	registerMetrics()
+	backend.RegisterMetrics()
 	servedOnce.Do(func() { legacyregistry.CustomMustRegister(served) })
 	src := &servedSource{nodes: nodes, services: services, withNodes: names(r.instances), withLBs: names(r.lbs)}
 	served.src.Store(src)

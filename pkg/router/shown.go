@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -26,7 +28,7 @@ func ingressKey(in corev1.LoadBalancerIngress) string { return in.IP + "|" + in.
 // addresses remembered for the other backends that keep serving it (the
 // other targets, those draining, and, with a drain period, the recorded
 // ones that will drain) out of its status.
-func (r *Router) handedTo(svc *corev1.Service, b *backend, targets []*backend, drain time.Duration) *corev1.Service {
+func (r *Router) handedTo(svc *corev1.Service, b *backend.Member, targets []*backend.Member, drain time.Duration) *corev1.Service {
 	mem, ok := r.st.shownOf(svc.UID)
 	if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return svc
@@ -36,7 +38,7 @@ func (r *Router) handedTo(svc *corev1.Service, b *backend, targets []*backend, d
 	others := map[string]bool{}
 	for name, addrs := range mem {
 		_, drains := draining[name]
-		keeps := slices.ContainsFunc(targets, func(t *backend) bool { return t.Name == name }) || drains || (drain > 0 && rec.has(name))
+		keeps := slices.ContainsFunc(targets, func(t *backend.Member) bool { return t.Name == name }) || drains || (drain > 0 && rec.has(name))
 		if name == b.Name || !keeps {
 			continue
 		}
@@ -58,7 +60,7 @@ func (r *Router) handedTo(svc *corev1.Service, b *backend, targets []*backend, d
 }
 
 // rememberShown keeps, per target, the addresses its answer gave.
-func (r *Router) rememberShown(uid types.UID, targets []*backend, answers []ensured) {
+func (r *Router) rememberShown(uid types.UID, targets []*backend.Member, answers []ensured) {
 	for i, a := range answers {
 		if a.err != nil || a.status == nil {
 			continue

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"k8s.io/controller-manager/pkg/healthz"
 )
@@ -18,14 +20,14 @@ type BackendStatus struct {
 	// Name and Type are the backend's, from the config.
 	Name, Type string
 	// Up is false once the backend's last calls in a row all failed to get
-	// an answer from its cloud (see health.go); the backend_up gauge.
+	// an answer from its cloud (see backend/health.go); the backend_up gauge.
 	Up bool
 	// LastSuccess is when a call last got an answer; zero before any.
 	LastSuccess time.Time
 	// LastError is the last call that got no answer (an outage, a timeout,
 	// refused credentials), kept after the backend answers again; nil if
 	// none failed.
-	LastError *CallError
+	LastError *backend.CallError
 	// Nodes and LoadBalancers count the Nodes and LoadBalancer Services the
 	// backend serves (the label and annotation the router writes, read from
 	// the informers' caches); nil when the backend has no instances, no
@@ -47,11 +49,11 @@ func (r *Router) BackendStatus() []BackendStatus {
 	out := make([]BackendStatus, 0, len(r.backends))
 	for _, b := range r.backends {
 		st := BackendStatus{Name: b.Name, Type: b.Type}
-		st.Up, st.LastSuccess, st.LastError = b.health.state()
-		if src != nil && b.instances != nil {
+		st.Up, st.LastSuccess, st.LastError = b.Health.State()
+		if src != nil && b.Instances != nil {
 			st.Nodes = ptrTo(nodes[b.Name])
 		}
-		if src != nil && b.lb != nil {
+		if src != nil && b.LB != nil {
 			st.LoadBalancers = ptrTo(lbs[b.Name])
 		}
 		if p, ok := b.Cloud.(backends.PoolReporter); ok {
@@ -86,7 +88,7 @@ type backendHealth struct{ r *Router }
 func (h backendHealth) Check(*http.Request) error {
 	var down []string
 	for _, b := range h.r.backends {
-		if p := b.health.problem(); p != "" {
+		if p := b.Health.Problem(); p != "" {
 			down = append(down, fmt.Sprintf("backend %s: %s", b.Name, p))
 		}
 	}

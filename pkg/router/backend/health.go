@@ -1,4 +1,4 @@
-package router
+package backend
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 // unreachableAfter is how many calls in a row must fail to reach a
 // backend's cloud before the backend counts as unreachable: one failed call
 // is noise, three are an outage or wrong credentials.
-const unreachableAfter = 3
+const UnreachableAfter = 3
 
 var (
-	backendUp = metrics.NewGaugeVec(&metrics.GaugeOpts{
+	BackendUp = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "multicloud_ccm",
 		Subsystem:      "backend",
 		Name:           "up",
@@ -49,9 +49,9 @@ type health struct {
 	lastFailure *CallError
 }
 
-func newHealth(backend string) *health {
-	registerHealthOnce.Do(func() { legacyregistry.MustRegister(backendUp) })
-	h := &health{up: backendUp.WithLabelValues(backend)}
+func NewHealth(backend string) *health {
+	registerHealthOnce.Do(func() { legacyregistry.MustRegister(BackendUp) })
+	h := &health{up: BackendUp.WithLabelValues(backend)}
 	h.up.Set(1)
 	return h
 }
@@ -59,21 +59,21 @@ func newHealth(backend string) *health {
 // forgetHealth deletes the backend_up series of backends a reload removed,
 // so an alert on one clears. A call still in flight on a removed backend
 // sets its detached gauge, which is no longer exported.
-func forgetHealth(removed []string) {
+func ForgetHealth(removed []string) {
 	for _, name := range removed {
-		backendUp.DeleteLabelValues(name)
+		BackendUp.DeleteLabelValues(name)
 	}
 }
 
 // observe records the outcome of one call of operation op.
-func (h *health) observe(ctx context.Context, op operation, err error) {
+func (h *health) Observe(ctx context.Context, op operation, err error) {
 	if ctx.Err() != nil {
 		return // the caller gave up: that says nothing about the cloud
 	}
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if answered(err) {
+	if Answered(err) {
 		h.failures, h.lastErr, h.lastOK = 0, nil, now
 		h.up.Set(1)
 		return
@@ -83,15 +83,15 @@ func (h *health) observe(ctx context.Context, op operation, err error) {
 	}
 	h.failures++
 	h.lastErr = err
-	h.lastFailure = newCallError(op, err, now)
-	if h.failures >= unreachableAfter {
+	h.lastFailure = NewCallError(op, err, now)
+	if h.failures >= UnreachableAfter {
 		h.up.Set(0)
 	}
 }
 
 // answered reports whether a call ending with err reached the cloud and
 // got an answer.
-func answered(err error) bool {
+func Answered(err error) bool {
 	if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream sentinel, never wrapped.
 		return true
 	}
@@ -105,7 +105,7 @@ func answeredWithError(err error) bool {
 	if errors.Is(err, cloudprovider.InstanceNotFound) || errors.As(err, &retry) {
 		return true
 	}
-	if classify(err) == classAuth {
+	if Classify(err) == ClassAuth {
 		return false // refused credentials, even reported as the user's to fix
 	}
 	_, user := backends.AsUserError(err)
@@ -113,10 +113,10 @@ func answeredWithError(err error) bool {
 }
 
 // problem describes the backend as unreachable, or returns "".
-func (h *health) problem() string {
+func (h *health) Problem() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.failures < unreachableAfter {
+	if h.failures < UnreachableAfter {
 		return ""
 	}
 	return fmt.Sprintf("%d calls in a row failed since %s, the last: %v", h.failures, h.since.UTC().Format(time.RFC3339), h.lastErr)
@@ -124,7 +124,7 @@ func (h *health) problem() string {
 
 // maxErrorMessage bounds the message of a CallError: the status is for
 // reading at a glance, the log has the rest.
-const maxErrorMessage = 1000
+const MaxErrorMessage = 1000
 
 // CallError is a failed backend call.
 type CallError struct {
@@ -139,17 +139,17 @@ type CallError struct {
 	Time time.Time
 }
 
-func newCallError(op operation, err error, at time.Time) *CallError {
+func NewCallError(op operation, err error, at time.Time) *CallError {
 	msg := err.Error()
-	if len(msg) > maxErrorMessage {
-		msg = msg[:maxErrorMessage] + "…"
+	if len(msg) > MaxErrorMessage {
+		msg = msg[:MaxErrorMessage] + "…"
 	}
-	return &CallError{Operation: op.String(), Class: classify(err).String(), Message: msg, Time: at}
+	return &CallError{Operation: op.String(), Class: Classify(err).String(), Message: msg, Time: at}
 }
 
 // state returns whether the backend is up, its last answer's time and its
 // last failure.
-func (h *health) state() (up bool, lastOK time.Time, lastFailure *CallError) {
+func (h *health) State() (up bool, lastOK time.Time, lastFailure *CallError) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var failure *CallError
@@ -157,5 +157,5 @@ func (h *health) state() (up bool, lastOK time.Time, lastFailure *CallError) {
 		c := *h.lastFailure
 		failure = &c
 	}
-	return h.failures < unreachableAfter, h.lastOK, failure
+	return h.failures < UnreachableAfter, h.lastOK, failure
 }
