@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -43,7 +45,7 @@ func (r *Router) classTargets(service *corev1.Service) (bs []*backend.Member, ha
 		return nil, true, nil
 	}
 	want := c.Targets()
-	if name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]; annotated && !slices.Equal(splitNames(name), want) {
+	if name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]; annotated && !slices.Equal(svcstate.SplitNames(name), want) {
 		return nil, true, userErr(reasonClassConflict, "service %s/%s: spec.loadBalancerClass %q is served by backend %q but annotation %s=%q names another; remove the annotation (the class chooses the backend)",
 			service.Namespace, service.Name, class, strings.Join(want, ","), annotation.LoadBalancerBackend, name)
 	}

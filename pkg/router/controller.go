@@ -3,7 +3,8 @@ package router
 import (
 	"context"
 	"sync"
-	"time"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
@@ -36,7 +37,7 @@ func (r *Router) PrepareLoadBalancer(service *corev1.Service) map[string]*string
 		return nil
 	}
 	return map[string]*string{
-		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).with(names(add)...).value()),
+		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).With(names(add)...).Value()),
 	}
 }
 
@@ -128,7 +129,7 @@ func (w *ServedWrite) Written(changes map[string]*string) {
 		return
 	}
 	if v, ok := changes[string(annotation.LoadBalancerDraining)]; ok {
-		w.r.st.setDrains(w.seen.UID, parseDrainingValue(ptr.Deref(v, "")))
+		w.r.st.SetDrains(w.seen.UID, svcstate.ParseDrainingValue(ptr.Deref(v, "")))
 	}
 }
 
@@ -161,23 +162,18 @@ func deferServed(ctx context.Context, w *ServedWrite) bool {
 	return true
 }
 
-// deletedFor is how long the router refuses to ensure a load balancer for
-// a Service whose deletion it completed: longer than any queued call can
-// wait for the Service's lock.
-const deletedFor = 10 * time.Minute
-
 // markDeleted remembers that the load balancer of a Service being deleted
 // is gone, so a call queued behind the delete with an older copy of the
 // Service (a node sync, a drift repair), on this configuration or a later
 // one, cannot create it again.
 func (r *Router) markDeleted(service *corev1.Service) {
 	if service.DeletionTimestamp != nil {
-		r.st.markDeleted(service.UID)
+		r.st.MarkDeleted(service.UID)
 	}
 }
 
 // wasDeleted reports whether markDeleted saw the Service's UID recently.
-func (r *Router) wasDeleted(uid types.UID) bool { return r.st.wasDeleted(uid) }
+func (r *Router) wasDeleted(uid types.UID) bool { return r.st.WasDeleted(uid) }
 
 // BeginRepairPass starts a drift-repair pass: each backend that can read
 // its load balancers in bulk (backends.RepairPasser) does so once, and the

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -507,7 +509,7 @@ func TestEnsuredIn(t *testing.T) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
 	}
 	ensured := newService("ensured", withLBBackend("other"), withIngress)
-	r.remember(ensured.UID, lbRecord{known: true, names: []string{"other"}})
+	r.remember(ensured.UID, svcstate.Record{Known: true, Names: []string{"other"}})
 	now := metav1.Now()
 	class := "example.com/lb"
 	cases := []struct {
@@ -519,7 +521,7 @@ func TestEnsuredIn(t *testing.T) {
 		{"never ensured by this router", newService("new", withLBBackend("other"), withIngress), ""},
 		{"no address yet", func() *corev1.Service {
 			s := newService("noaddr", withLBBackend("other"))
-			r.remember(s.UID, lbRecord{known: true, names: []string{"other"}})
+			r.remember(s.UID, svcstate.Record{Known: true, Names: []string{"other"}})
 			return s
 		}(), ""},
 		{"being deleted", func() *corev1.Service {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,86 +44,6 @@ const (
 	reasonDraining     = "LoadBalancerDraining"
 	reasonDrained      = "LoadBalancerDrained"
 )
-
-// drainRecord is the Service's multicloud-ccm.io/load-balancer-draining:
-// per backend, when its drain ends.
-type drainRecord map[string]time.Time
-
-// parseDraining reads the Service's draining record; entries that cannot
-// be read are left out (their backend is then retired as without a drain).
-func parseDraining(svc *corev1.Service) drainRecord {
-	return parseDrainingValue(svc.Annotations[string(annotation.LoadBalancerDraining)])
-}
-
-// parseDrainingValue reads a draining record's annotation value.
-func parseDrainingValue(v string) drainRecord {
-	out := drainRecord{}
-	for _, e := range splitNames(v) {
-		name, at, ok := strings.Cut(e, "=")
-		if !ok {
-			continue
-		}
-		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(at)); err == nil {
-			out[strings.TrimSpace(name)] = t
-		}
-	}
-	return out
-}
-
-func (d drainRecord) hasAny(bs []*backend.Member) bool {
-	for _, b := range bs {
-		if _, ok := d[b.Name]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-func (d drainRecord) without(names ...string) drainRecord {
-	out := drainRecord{}
-	for n, t := range d {
-		if !slices.Contains(names, n) {
-			out[n] = t
-		}
-	}
-	return out
-}
-
-// keepOnly returns the entries of the backends named.
-func (d drainRecord) keepOnly(names []string) drainRecord {
-	out := drainRecord{}
-	for n, t := range d {
-		if slices.Contains(names, n) {
-			out[n] = t
-		}
-	}
-	return out
-}
-
-// value is the annotation's value, by backend name ("": no drain).
-func (d drainRecord) value() string {
-	keys := make([]string, 0, len(d))
-	for n := range d {
-		keys = append(keys, n)
-	}
-	slices.Sort(keys)
-	parts := make([]string, 0, len(keys))
-	for _, n := range keys {
-		parts = append(parts, n+"="+d[n].UTC().Format(time.RFC3339))
-	}
-	return strings.Join(parts, ",")
-}
-
-// next returns the earliest end, and false for an empty record.
-func (d drainRecord) next() (time.Time, bool) {
-	var first time.Time
-	for _, t := range d {
-		if first.IsZero() || t.Before(first) {
-			first = t
-		}
-	}
-	return first, !first.IsZero()
-}
 
 // drainPeriod is the Service's drain period: its annotation (a class
 // default counts), else loadBalancer.drainPeriod.
@@ -159,7 +81,7 @@ func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Ser
 	if err != nil {
 		r.recordServiceError(ctx, svc, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
-		r.warn(ctx, serviceRef(svc), reasonCleanupPending, msg)
+		r.warn(ctx, svcstate.ServiceRef(svc), reasonCleanupPending, msg)
 		return nil, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return ingressOf(orderHolders(r.lbs, kept)), nil
@@ -213,11 +135,11 @@ func ingressOf(hs []holder) []corev1.LoadBalancerIngress {
 
 // drainingOf is the Service's draining record: the one this process last
 // wrote (the copy given may be older), else the copy's.
-func (r *Router) drainingOf(svc *corev1.Service) drainRecord {
-	if d, ok := r.st.drainsOf(svc.UID); ok {
-		return d.without()
+func (r *Router) drainingOf(svc *corev1.Service) svcstate.Draining {
+	if d, ok := r.st.DrainsOf(svc.UID); ok {
+		return d.Without()
 	}
-	return parseDraining(svc)
+	return svcstate.ParseDraining(svc)
 }
 
 // startDrain marks the backends' load balancers draining until end, on the
@@ -251,7 +173,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 	if len(holding) == 0 {
 		return nil, nil
 	}
-	dns, err := r.writeDraining(ctx, svc, dnsTarget(serving), func(d drainRecord) drainRecord {
+	dns, err := r.writeDraining(ctx, svc, svcstate.DNSTarget(serving), func(d svcstate.Draining) svcstate.Draining {
 		for _, n := range holding {
 			d[n] = end
 		}
@@ -283,7 +205,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 // for each that was draining (whether it still held something or not).
 // A draining load balancer announced from the status has its addresses
 // taken out of the status first, so none is released while shown.
-func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, draining drainRecord) error {
+func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, draining svcstate.Draining) error {
 	if len(bs) == 0 {
 		return nil
 	}
@@ -318,7 +240,7 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg string) {
 	klog.FromContext(ctx).V(2).Info(msg, "reason", reason, "service", klog.KObj(svc))
 	if r.recorder != nil {
-		r.recorder.Event(serviceRef(svc), corev1.EventTypeNormal, reason, msg)
+		r.recorder.Event(svcstate.ServiceRef(svc), corev1.EventTypeNormal, reason, msg)
 	}
 }
 
@@ -327,18 +249,18 @@ func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg st
 // target annotation is steered to serving (the serving addresses) while a
 // load balancer announced from the status drains (see dnsChanges). It
 // returns how DNS was steered, for the event.
-func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving string, change func(drainRecord) drainRecord) (string, error) {
+func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving string, change func(svcstate.Draining) svcstate.Draining) (string, error) {
 	if r.client == nil {
-		r.st.setDrains(svc.UID, change(r.drainingOf(svc)))
+		r.st.SetDrains(svc.UID, change(r.drainingOf(svc)))
 		return "", nil
 	}
 	var how string
 	err := r.patchAnnotations(ctx, svc, false, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
-		next := change(parseDraining(cur))
+		next := change(svcstate.ParseDraining(cur))
 		changes := map[annotation.Name]*string{}
-		setAnnotation(changes, cur, annotation.LoadBalancerDraining, next.value())
+		svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerDraining, next.Value())
 		how = r.dnsChanges(changes, cur, next, serving)
-		return changes, func() { r.st.setDrains(svc.UID, next) }
+		return changes, func() { r.st.SetDrains(svc.UID, next) }
 	})
 	return how, err
 }
@@ -347,7 +269,7 @@ func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving
 // under its lock; it returns when the next one ends (zero: none left).
 // The drain timer calls it.
 func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error) {
-	clusterName, _ := r.st.clusterName.Load().(string)
+	clusterName, _ := r.st.ClusterName.Load().(string)
 	draining := r.drainingOf(svc)
 	if len(draining) == 0 {
 		return time.Time{}, nil
@@ -359,7 +281,7 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 	now := time.Now()
 	var due []*backend.Member
 	var errs []error
-	rest := drainRecord{}
+	rest := svcstate.Draining{}
 	for n, end := range draining {
 		b, ok := r.byName[n]
 		switch {
@@ -379,9 +301,9 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 		}
 	}
 	if len(due) > 0 {
-		klog.FromContext(ctx).V(2).Info("Drain ended; deleting the old load balancer", "service", klog.KObj(svc), "backends", namesInOrder(due))
+		klog.FromContext(ctx).V(2).Info("Drain ended; deleting the old load balancer", "service", klog.KObj(svc), "backends", svcstate.NamesInOrder(due))
 		errs = append(errs, r.finishDrain(ctx, clusterName, svc, due, draining))
 	}
-	next, _ := rest.next()
+	next, _ := rest.Next()
 	return next, errors.Join(errs...)
 }

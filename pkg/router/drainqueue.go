@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -23,7 +25,7 @@ import (
 // leader (the informers are set only once it leads), picks up every drain
 // in progress and ends it on time.
 type drainTimer struct {
-	st       *serviceStates
+	st       *process
 	services corelisters.ServiceLister
 	synced   cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
@@ -34,7 +36,7 @@ const drainWorkers = 2
 
 // startDrainTimer registers the Service handler and starts the workers;
 // they stop with stop.
-func (st *serviceStates) startDrainTimer(factory informers.SharedInformerFactory, stop <-chan struct{}) {
+func (st *process) startDrainTimer(factory informers.SharedInformerFactory, stop <-chan struct{}) {
 	inf := factory.Core().V1().Services()
 	t := &drainTimer{
 		st:       st,
@@ -62,7 +64,7 @@ func (t *drainTimer) arm(obj any) {
 	if !ok || svc.Annotations[string(annotation.LoadBalancerDraining)] == "" {
 		return
 	}
-	if end, ok := parseDraining(svc).next(); ok {
+	if end, ok := svcstate.ParseDraining(svc).Next(); ok {
 		t.at(svc, end)
 	}
 }
@@ -72,7 +74,7 @@ func (t *drainTimer) at(svc *corev1.Service, end time.Time) {
 }
 
 // queueDrain arms the drain timer for the Service's drain ending at end.
-func (st *serviceStates) queueDrain(svc *corev1.Service, end time.Time) {
+func (st *process) queueDrain(svc *corev1.Service, end time.Time) {
 	if t := st.drainTimer.Load(); t != nil {
 		t.at(svc, end)
 	}
@@ -117,7 +119,7 @@ func (t *drainTimer) sync(ctx context.Context, key types.NamespacedName) (time.T
 	if f := t.st.serviceSync.Load(); f != nil && (*f)(svc) {
 		return time.Time{}, nil
 	}
-	defer t.st.lock(svc.UID)()
+	defer t.st.Lock(svc.UID)()
 	if svc, err = t.services.Services(key.Namespace).Get(key.Name); err != nil {
 		return time.Time{}, ignoreNotFound(err)
 	}

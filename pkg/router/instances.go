@@ -40,7 +40,7 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 		r.recordNodeError(ctx, node, err)
 		return false, err
 	}
-	r.st.problems.nodeResolved(node)
+	r.st.Problems.NodeResolved(node)
 	return exists, nil
 }
 
@@ -91,7 +91,7 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 		r.recordNodeError(ctx, node, err)
 		return nil, err
 	}
-	r.st.problems.nodeResolved(node)
+	r.st.Problems.NodeResolved(node)
 	out := b.WithBackendLabel(md)
 	if res.byName {
 		out.ProviderID = node.Spec.ProviderID

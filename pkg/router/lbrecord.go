@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
@@ -34,70 +35,23 @@ import (
 // which is asked) or was given one by an older version: if it shows an
 // address, every backend is asked, as before.
 
-// lbRecord is the set of backends that may hold a Service's load balancer.
-type lbRecord struct {
-	// known is false when the Service carries no record at all.
-	known bool
-	names []string
-}
-
-func parseRecord(svc *corev1.Service) lbRecord {
-	v, ok := svc.Annotations[string(annotation.LoadBalancerBackends)]
-	if !ok {
-		return lbRecord{}
-	}
-	rec := lbRecord{known: true}
-	for n := range strings.SplitSeq(v, ",") {
-		if n = strings.TrimSpace(n); n != "" && !slices.Contains(rec.names, n) {
-			rec.names = append(rec.names, n)
-		}
-	}
-	slices.Sort(rec.names)
-	return rec
-}
-
 // baseline is the Service's record as written on it; a Service made by an
 // older version, with no record but an address, may have a load balancer
 // in any backend, so its record starts with all of them.
-func (r *Router) baseline(svc *corev1.Service) lbRecord {
-	rec := parseRecord(svc)
-	if !rec.known && len(svc.Status.LoadBalancer.Ingress) > 0 {
-		return rec.with(names(r.lbs)...)
+func (r *Router) baseline(svc *corev1.Service) svcstate.Record {
+	rec := svcstate.ParseRecord(svc)
+	if !rec.Known && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return rec.With(names(r.lbs)...)
 	}
 	return rec
 }
 
-func (rec lbRecord) has(name string) bool { return slices.Contains(rec.names, name) }
-
-func (rec lbRecord) with(names ...string) lbRecord {
-	out := lbRecord{known: true, names: slices.Clone(rec.names)}
-	for _, n := range names {
-		if !out.has(n) {
-			out.names = append(out.names, n)
-		}
-	}
-	slices.Sort(out.names)
-	return out
-}
-
-func (rec lbRecord) without(names ...string) lbRecord {
-	out := lbRecord{known: true}
-	for _, n := range rec.names {
-		if !slices.Contains(names, n) {
-			out.names = append(out.names, n)
-		}
-	}
-	return out
-}
-
-func (rec lbRecord) value() string { return strings.Join(rec.names, ",") }
-
 // recordOf returns the Service's record: its annotation, plus what this
 // process wrote that the (possibly stale) copy upstream passed may not show.
-func (r *Router) recordOf(svc *corev1.Service) lbRecord {
-	rec := parseRecord(svc)
-	if mem, ok := r.st.recordedOf(svc.UID); ok {
-		rec = rec.with(mem...)
+func (r *Router) recordOf(svc *corev1.Service) svcstate.Record {
+	rec := svcstate.ParseRecord(svc)
+	if mem, ok := r.st.RecordedOf(svc.UID); ok {
+		rec = rec.With(mem...)
 	}
 	return rec
 }
@@ -111,19 +65,19 @@ func (r *Router) recordOf(svc *corev1.Service) lbRecord {
 // its delete there; trusting it would create there unrecorded, and the
 // Service's delete would not look there (issue: a load balancer leaked in
 // TestReloadRaceInvariants).
-func (r *Router) written(svc *corev1.Service) lbRecord {
-	if mem, ok := r.st.recordedOf(svc.UID); ok {
-		return lbRecord{known: true, names: mem}
+func (r *Router) written(svc *corev1.Service) svcstate.Record {
+	if mem, ok := r.st.RecordedOf(svc.UID); ok {
+		return svcstate.Record{Known: true, Names: mem}
 	}
-	return parseRecord(svc)
+	return svcstate.ParseRecord(svc)
 }
 
 // current is the Service's record with, for a Service an older version
 // gave an address, every backend (see baseline).
-func (r *Router) current(svc *corev1.Service) lbRecord {
+func (r *Router) current(svc *corev1.Service) svcstate.Record {
 	rec := r.recordOf(svc)
-	if !rec.known && len(svc.Status.LoadBalancer.Ingress) > 0 {
-		return rec.with(names(r.lbs)...)
+	if !rec.Known && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return rec.With(names(r.lbs)...)
 	}
 	return rec
 }
@@ -131,13 +85,13 @@ func (r *Router) current(svc *corev1.Service) lbRecord {
 // remember keeps what was written for the Service until the Service is
 // deleted. The router writes nothing, so keeps nothing, for Services it
 // never gave a load balancer.
-func (r *Router) remember(uid types.UID, rec lbRecord) {
-	r.st.remember(uid, slices.Clip(rec.names))
+func (r *Router) remember(uid types.UID, rec svcstate.Record) {
+	r.st.Remember(uid, slices.Clip(rec.Names))
 }
 
 // forget drops every per-Service state of a Service that is gone.
 func (r *Router) forget(uid types.UID) {
-	r.st.forget(uid)
+	r.st.Forget(uid)
 }
 
 // addToRecord records bs on the Service before a mutating call there; a
@@ -149,7 +103,7 @@ func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*ba
 	draining := r.drainingOf(svc)
 	var add, back []string
 	for _, b := range bs {
-		if !rec.has(b.Name) {
+		if !rec.Has(b.Name) {
 			add = append(add, b.Name)
 		}
 		if _, ok := draining[b.Name]; ok {
@@ -159,7 +113,7 @@ func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*ba
 	if len(add) == 0 && len(back) == 0 {
 		return nil
 	}
-	err := r.writeRecord(ctx, svc, false, func(rec lbRecord) lbRecord { return rec.with(add...) }, back...)
+	err := r.writeRecord(ctx, svc, false, func(rec svcstate.Record) svcstate.Record { return rec.With(add...) }, back...)
 	if err != nil {
 		return fmt.Errorf("service %s/%s: cannot record backends %v in annotation %s before creating their load balancers: %w",
 			svc.Namespace, svc.Name, add, annotation.LoadBalancerBackends, err)
@@ -174,10 +128,10 @@ func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names 
 		return nil
 	}
 	rec := r.current(svc)
-	if rec.known && len(rec.without(names...).names) == len(rec.names) {
+	if rec.Known && len(rec.Without(names...).Names) == len(rec.Names) {
 		return nil
 	}
-	return r.writeRecord(ctx, svc, true, func(rec lbRecord) lbRecord { return rec.without(names...) })
+	return r.writeRecord(ctx, svc, true, func(rec svcstate.Record) svcstate.Record { return rec.Without(names...) })
 }
 
 // writeRecord applies change to the Service's record as the API server
@@ -188,32 +142,32 @@ func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names 
 //
 // The drain entries of the backends named in serving go in the same write:
 // they serve the Service again.
-func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(lbRecord) lbRecord, serving ...string) error {
+func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(svcstate.Record) svcstate.Record, serving ...string) error {
 	if r.client == nil {
 		next := change(r.current(svc))
 		r.remember(svc.UID, next)
-		r.st.setDrains(svc.UID, r.drainingOf(svc).keepOnly(next.names).without(serving...))
+		r.st.SetDrains(svc.UID, r.drainingOf(svc).KeepOnly(next.Names).Without(serving...))
 		return nil
 	}
 	return r.patchAnnotations(ctx, svc, goneOK, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
 		old := r.baseline(cur)
 		next := change(old)
 		changes := map[annotation.Name]*string{}
-		if !old.known || old.value() != next.value() {
-			changes[annotation.LoadBalancerBackends] = ptr.To(next.value())
+		if !old.Known || old.Value() != next.Value() {
+			changes[annotation.LoadBalancerBackends] = ptr.To(next.Value())
 		}
-		if len(next.names) == 0 {
-			setAnnotation(changes, cur, annotation.LoadBalancerServedBy, "")
-			setAnnotation(changes, cur, annotation.LoadBalancerID, "")
+		if len(next.Names) == 0 {
+			svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerServedBy, "")
+			svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerID, "")
 			r.writtenBack(changes, nil, cur, nil, nil)
 		}
-		drains := parseDraining(cur).keepOnly(next.names).without(serving...)
-		setAnnotation(changes, cur, annotation.LoadBalancerDraining, drains.value())
+		drains := svcstate.ParseDraining(cur).KeepOnly(next.Names).Without(serving...)
+		svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerDraining, drains.Value())
 		r.dnsChanges(changes, cur, drains, "")
 		return changes, func() {
 			r.remember(svc.UID, next)
-			if mem, ok := r.st.drainsOf(svc.UID); ok {
-				r.st.setDrains(svc.UID, mem.keepOnly(next.names).without(serving...))
+			if mem, ok := r.st.DrainsOf(svc.UID); ok {
+				r.st.SetDrains(svc.UID, mem.KeepOnly(next.Names).Without(serving...))
 			}
 		}
 	})
@@ -236,7 +190,7 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []
 		changes := r.servedChanges(svc, cur, targets, answers)
 		return changes, func() {
 			if v, ok := changes[annotation.LoadBalancerDraining]; ok {
-				r.st.setDrains(svc.UID, parseDrainingValue(ptr.Deref(v, "")))
+				r.st.SetDrains(svc.UID, svcstate.ParseDrainingValue(ptr.Deref(v, "")))
 			}
 		}
 	})
@@ -267,7 +221,7 @@ func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *cor
 			if seen != nil && seen.Annotations[key] != cur.Annotations[key] {
 				continue
 			}
-			setAnnotation(changes, cur, annotation.Name(key), answers[i].reported[key])
+			svcstate.SetAnnotation(changes, cur, annotation.Name(key), answers[i].reported[key])
 		}
 	}
 	for _, prev := range r.servingOf(cur) {
@@ -275,20 +229,8 @@ func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *cor
 			continue
 		}
 		for _, key := range backends.ServiceAnnotationsOf(prev.Type) {
-			setAnnotation(changes, cur, annotation.Name(key), "")
+			svcstate.SetAnnotation(changes, cur, annotation.Name(key), "")
 		}
-	}
-}
-
-// setAnnotation adds to changes what makes cur's annotation name say value
-// ("": absent), if it does not already.
-func setAnnotation(changes map[annotation.Name]*string, cur *corev1.Service, name annotation.Name, value string) {
-	got, ok := cur.Annotations[string(name)]
-	switch {
-	case value == "" && ok:
-		changes[name] = nil
-	case value != "" && got != value:
-		changes[name] = ptr.To(value)
 	}
 }
 
@@ -339,11 +281,11 @@ func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, gone
 // cannot be reached, and forgetting it would leak it.
 func (r *Router) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*backend.Member, error) {
 	rec := r.current(svc)
-	if !rec.known {
+	if !rec.Known {
 		return slices.DeleteFunc(slices.Clone(targets), func(b *backend.Member) bool { return b == nil }), nil
 	}
-	out := make([]*backend.Member, 0, len(rec.names))
-	for _, n := range rec.names {
+	out := make([]*backend.Member, 0, len(rec.Names))
+	for _, n := range rec.Names {
 		b, ok := r.byName[n]
 		if !ok || b.LB == nil {
 			return nil, userErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
@@ -360,13 +302,13 @@ func (r *Router) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*ba
 // Warning naming it and what to do, as its load balancer is left there.
 func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backend.Member {
 	rec := r.current(svc)
-	out := make([]*backend.Member, 0, len(rec.names))
-	for _, n := range rec.names {
+	out := make([]*backend.Member, 0, len(rec.Names))
+	for _, n := range rec.Names {
 		if b, ok := r.byName[n]; ok && b.LB != nil {
 			out = append(out, b)
 			continue
 		}
-		r.warn(ctx, serviceRef(svc), reasonUnknownLBBackend, fmt.Sprintf("service %s/%s was deleted without its load balancer's cleanup, and "+
+		r.warn(ctx, svcstate.ServiceRef(svc), reasonUnknownLBBackend, fmt.Sprintf("service %s/%s was deleted without its load balancer's cleanup, and "+
 			"annotation %s recorded a load balancer in backend %q, which is not configured (have: %v): it is deleted from the other backends only; "+
 			"add the backend back while this cleanup still retries to delete its load balancer there, or delete that load balancer by hand",
 			svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, names(r.lbs)))

@@ -274,7 +274,7 @@ func deleteService(t *testing.T, r *Router, c *fakeCluster, name string) {
 
 // serviceState counts the router's per-Service entries.
 func serviceState(r *Router) int {
-	return r.st.size()
+	return r.st.Size()
 }
 
 // TestBrokenBackendDoesNotBlockOtherServicesDeletion drives the upstream

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,7 +85,7 @@ func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, se
 func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
-	r.st.clusterName.Store(clusterName)
+	r.st.ClusterName.Store(clusterName)
 	targets, err := r.lbTargets(service)
 	if err != nil {
 		r.warnUser(ctx, service, reasonUnknownLBBackend, err)
@@ -104,7 +106,7 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 		return nil, fmt.Errorf("service %s/%s: its load balancer was deleted with the Service; not creating it again", service.Namespace, service.Name)
 	}
 	before := r.preparedFrom(ctx, service)
-	added, had := r.unrecorded(before, targets), len(r.current(before).names) > 0
+	added, had := r.unrecorded(before, targets), len(r.current(before).Names) > 0
 	if err := r.addToRecord(ctx, service, targets...); err != nil {
 		return nil, err
 	}
@@ -144,7 +146,7 @@ func (r *Router) warnUser(ctx context.Context, service *corev1.Service, reason s
 	if ue, ok := backends.AsUserError(err); ok {
 		reason = ue.Reason
 	}
-	r.warn(ctx, serviceRef(service), reason, err.Error())
+	r.warn(ctx, svcstate.ServiceRef(service), reason, err.Error())
 }
 
 // unrecorded returns the targets the Service's record does not name yet.
@@ -152,7 +154,7 @@ func (r *Router) unrecorded(service *corev1.Service, targets []*backend.Member) 
 	rec := r.written(service)
 	var out []*backend.Member
 	for _, b := range targets {
-		if !rec.has(b.Name) {
+		if !rec.Has(b.Name) {
 			out = append(out, b)
 		}
 	}
@@ -187,7 +189,7 @@ func (r *Router) notRecorded(service *corev1.Service, targets []*backend.Member)
 func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
-	r.st.clusterName.Store(clusterName)
+	r.st.ClusterName.Store(clusterName)
 	bs, moving, err := r.updateTargets(service)
 	if err != nil {
 		return err
@@ -281,7 +283,7 @@ func (r *Router) updateTargets(service *corev1.Service) (bs []*backend.Member, m
 	rec := r.recordOf(service)
 	var served []*backend.Member
 	for _, b := range r.servingOf(service) {
-		if rec.has(b.Name) {
+		if rec.Has(b.Name) {
 			served = append(served, b)
 		}
 	}
@@ -297,7 +299,7 @@ func (r *Router) drainingBackends(service *corev1.Service, bs []*backend.Member)
 	rec := r.recordOf(service)
 	var out []*backend.Member
 	for n := range r.drainingOf(service) {
-		if b, ok := r.byName[n]; ok && b.LB != nil && rec.has(n) && !slices.Contains(bs, b) {
+		if b, ok := r.byName[n]; ok && b.LB != nil && rec.Has(n) && !slices.Contains(bs, b) {
 			out = append(out, b)
 		}
 	}
@@ -371,7 +373,7 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 // controller serving classless Services, such as MetalLB, whose address
 // may well lie in one of our pools), and nothing is asked or released.
 func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend.Member) error {
-	if !r.recordOf(service).known && len(r.servingOf(service)) == 0 {
+	if !r.recordOf(service).Known && len(r.servingOf(service)) == 0 {
 		return nil
 	}
 	asked, err := r.mayHold(service, keep)
@@ -382,7 +384,7 @@ func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.
 	if err != nil {
 		r.recordServiceError(ctx, service, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
-		r.warn(ctx, serviceRef(service), reasonCleanupPending, msg)
+		r.warn(ctx, svcstate.ServiceRef(service), reasonCleanupPending, msg)
 		return fmt.Errorf("service %s/%s: %w", service.Namespace, service.Name, err)
 	}
 	return nil
@@ -460,6 +462,6 @@ func orderHolders(order []*backend.Member, found []holder) []holder {
 // Service for every error a user can fix.
 func (r *Router) recordServiceError(ctx context.Context, service *corev1.Service, err error) {
 	if ue, ok := backends.AsUserError(err); ok {
-		r.warn(ctx, serviceRef(service), ue.Reason, err.Error())
+		r.warn(ctx, svcstate.ServiceRef(service), ue.Reason, err.Error())
 	}
 }

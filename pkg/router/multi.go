@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,18 +37,6 @@ const (
 	reasonAdded         = "LoadBalancerAdded"
 )
 
-// splitNames reads a comma-separated backend list: names trimmed, empty
-// ones dropped, in order.
-func splitNames(v string) []string {
-	var out []string
-	for n := range strings.SplitSeq(v, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // lbTargets returns the backends that should hold service's load balancer,
 // in the order the Service's class or annotation lists them (a class's
 // backends, else the annotation's, else the default); nil when none
@@ -62,7 +52,7 @@ func (r *Router) lbTargets(service *corev1.Service) ([]*backend.Member, error) {
 	if value == "" && !annotated {
 		return nil, nil
 	}
-	list := splitNames(value)
+	list := svcstate.SplitNames(value)
 	if len(list) == 0 {
 		list = []string{value}
 	}
@@ -190,7 +180,7 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 			// such as a bad annotation's.
 			klog.FromContext(ctx).V(2).Info(msg, "service", klog.KObj(service))
 		} else {
-			r.warn(ctx, serviceRef(service), reasonBackendFailed, msg)
+			r.warn(ctx, svcstate.ServiceRef(service), reasonBackendFailed, msg)
 		}
 		errs = append(errs, fmt.Errorf("backend %s: %w", targets[i].Name, a.err))
 	}
@@ -214,7 +204,7 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 // seen is the Service the backends were handed (see writtenBack).
 func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend.Member, answers []ensured) map[annotation.Name]*string {
 	changes := map[annotation.Name]*string{}
-	setAnnotation(changes, cur, annotation.LoadBalancerServedBy, strings.Join(namesInOrder(targets), ","))
+	svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerServedBy, strings.Join(svcstate.NamesInOrder(targets), ","))
 	id := ""
 	if len(targets) == 1 {
 		id = answers[0].id
@@ -227,31 +217,22 @@ func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend.Mem
 		}
 		id = strings.Join(pairs, ",")
 	}
-	setAnnotation(changes, cur, annotation.LoadBalancerID, id)
+	svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerID, id)
 	r.writtenBack(changes, seen, cur, targets, answers)
-	d := parseDraining(cur)
-	if d.hasAny(targets) {
-		d = d.without(namesInOrder(targets)...)
-		setAnnotation(changes, cur, annotation.LoadBalancerDraining, d.value())
+	d := svcstate.ParseDraining(cur)
+	if d.HasAny(targets) {
+		d = d.Without(svcstate.NamesInOrder(targets)...)
+		svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerDraining, d.Value())
 	}
-	r.dnsChanges(changes, cur, d, dnsTarget(mergeStatus(answers).Ingress))
+	r.dnsChanges(changes, cur, d, svcstate.DNSTarget(mergeStatus(answers).Ingress))
 	return changes
-}
-
-// namesInOrder returns the backends' names in their order.
-func namesInOrder(bs []*backend.Member) []string {
-	out := make([]string, 0, len(bs))
-	for _, b := range bs {
-		out = append(out, b.Name)
-	}
-	return out
 }
 
 // servingOf returns the backends multicloud-ccm.io/load-balancer-served-by
 // names that are configured with load balancers.
 func (r *Router) servingOf(svc *corev1.Service) []*backend.Member {
 	var out []*backend.Member
-	for _, n := range splitNames(svc.Annotations[string(annotation.LoadBalancerServedBy)]) {
+	for _, n := range svcstate.SplitNames(svc.Annotations[string(annotation.LoadBalancerServedBy)]) {
 		if b, ok := r.byName[n]; ok && b.LB != nil {
 			out = append(out, b)
 		}

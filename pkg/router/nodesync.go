@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,7 +99,7 @@ var (
 // retry, survive a reload; each re-sync runs on the configuration in use
 // when a worker picks it up.
 type addressResync struct {
-	st       *serviceStates
+	st       *process
 	nodes    corelisters.NodeLister
 	services corelisters.ServiceLister
 	synced   []cache.InformerSynced
@@ -120,7 +122,7 @@ type addressResync struct {
 // startWatches starts, once for the process, the node-address re-sync and
 // the forgetting of deleted Services' state. Before Initialize gave a stop
 // channel, nothing is started (a later SetInformers will).
-func (st *serviceStates) startWatches(factory informers.SharedInformerFactory) {
+func (st *process) startWatches(factory informers.SharedInformerFactory) {
 	st.forgetOnce.Do(func() { st.forgetDeletedServices(factory) })
 	stop := st.stopCh()
 	if stop == nil {
@@ -137,7 +139,7 @@ func (st *serviceStates) startWatches(factory informers.SharedInformerFactory) {
 
 // startAddressResync registers the node and Service handlers and starts
 // the workers; they stop with stop.
-func (st *serviceStates) startAddressResync(factory informers.SharedInformerFactory, stop <-chan struct{}) error {
+func (st *process) startAddressResync(factory informers.SharedInformerFactory, stop <-chan struct{}) error {
 	nodeInformer := factory.Core().V1().Nodes()
 	svcInformer := factory.Core().V1().Services()
 	a := &addressResync{
@@ -303,7 +305,7 @@ func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
 	if err != nil {
 		return ignoreNotFound(err)
 	}
-	defer a.st.lock(svc.UID)()
+	defer a.st.Lock(svc.UID)()
 	// Look again under the lock: the service controller may have deleted
 	// or moved the load balancer while this waited. The configuration in
 	// use is taken under the lock too, so a reload applied meanwhile is the
@@ -313,7 +315,7 @@ func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
 	}
 	r, done := a.st.current()
 	defer done()
-	clusterName, _ := a.st.clusterName.Load().(string)
+	clusterName, _ := a.st.ClusterName.Load().(string)
 	if err := r.reroute(ctx, svc); err != nil || key.rerouteOnly {
 		return err
 	}
@@ -336,7 +338,7 @@ func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
 		start := time.Now()
 		err = b.UpdateLoadBalancer(ctx, clusterName, svc, r.targetable(b, svc, nodes))
 		if err != nil {
-			r.warn(ctx, serviceRef(svc), reasonNodeResyncFailed,
+			r.warn(ctx, svcstate.ServiceRef(svc), reasonNodeResyncFailed,
 				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after a node address change: %v", b.Name, err))
 			errs = append(errs, err)
 			continue
@@ -422,7 +424,7 @@ func (r *Router) ensuredIn(svc *corev1.Service) []*backend.Member {
 	rec := r.recordOf(svc)
 	var out []*backend.Member
 	for _, b := range targets {
-		if rec.has(b.Name) {
+		if rec.Has(b.Name) {
 			out = append(out, b)
 		}
 	}
@@ -470,11 +472,11 @@ func StableNode(n *corev1.Node) bool {
 // lockService serialises the router's load-balancer calls for one Service:
 // the service controller's, the load-balancer controller's and the address
 // re-sync's, on whichever configuration. It returns the unlock function.
-func (r *Router) lockService(svc *corev1.Service) func() { return r.st.lock(svc.UID) }
+func (r *Router) lockService(svc *corev1.Service) func() { return r.st.Lock(svc.UID) }
 
 // forgetDeletedServices drops the router's per-Service state when a
 // Service is deleted, so Service churn does not grow the router's memory.
-func (st *serviceStates) forgetDeletedServices(factory informers.SharedInformerFactory) {
+func (st *process) forgetDeletedServices(factory informers.SharedInformerFactory) {
 	inf := factory.Core().V1().Services().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
@@ -482,7 +484,7 @@ func (st *serviceStates) forgetDeletedServices(factory informers.SharedInformerF
 				obj = tomb.Obj
 			}
 			if svc, ok := obj.(*corev1.Service); ok {
-				st.forget(svc.UID)
+				st.Forget(svc.UID)
 			}
 		},
 	})
@@ -493,7 +495,7 @@ func (st *serviceStates) forgetDeletedServices(factory informers.SharedInformerF
 
 // queueReroute queues the Service for a reroute by the re-sync, once it
 // runs.
-func (st *serviceStates) queueReroute(svc *corev1.Service) {
+func (st *process) queueReroute(svc *corev1.Service) {
 	if a := st.resync.Load(); a != nil {
 		a.addReroute(svc)
 	}

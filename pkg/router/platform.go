@@ -271,7 +271,7 @@ func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backen
 	if _, ok := node.Labels[providerid.PlatformLabel]; ok {
 		return
 	}
-	if time.Now().UnixNano() < r.st.labelRefusedUntil.Load() {
+	if time.Now().UnixNano() < r.st.LabelRefusedUntil.Load() {
 		return
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, providerid.PlatformLabel, b.Type)
@@ -280,7 +280,7 @@ func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backen
 	_, err := r.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "backend", b.Name, "platform", b.Type)
 	if apierrors.IsForbidden(err) {
-		r.st.labelRefusedUntil.Store(time.Now().Add(platformLabelPause).UnixNano())
+		r.st.LabelRefusedUntil.Store(time.Now().Add(platformLabelPause).UnixNano())
 		logger.Error(err, "The API server refused writing the node's platform label: grant this CCM's identity patch on nodes (the Helm chart's <release>-router ClusterRole under --use-service-account-credentials); no node gets the label until then, next try in "+platformLabelPause.String(), "label", providerid.PlatformLabel)
 		return
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +33,7 @@ import (
 // served by exactly one generation from start to end: a call in flight
 // when a new configuration is applied finishes on the one it started on.
 // Every generation shares the Reloadable's per-Service and per-Node state
-// (serviceStates, states.go), so a call in flight on a retired generation
+// (process.go, and svcstate.States), so a call in flight on a retired generation
 // and one on the new generation take the same per-Service lock.
 //
 // Backends whose settings and referenced files are unchanged are carried
@@ -63,7 +65,7 @@ type Reloadable struct {
 
 	// st is the per-Service and per-Node state, shared by every
 	// generation and never rebuilt (see states.go).
-	st *serviceStates
+	st *process
 }
 
 // Reconfigurer is a backend that can take new settings of its own type in
@@ -117,7 +119,7 @@ var (
 // NewReloadable builds every backend cfg lists and returns the provider
 // over them, ready for Apply.
 func NewReloadable(ctx context.Context, cfg *config.CloudConfig) (*Reloadable, error) {
-	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}, st: newServiceStates()}
+	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}, st: newProcess()}
 	rl.st.current = func() (*Router, func()) {
 		g := rl.acquire()
 		return g.r, g.release
@@ -541,7 +543,7 @@ func (rl *Reloadable) HasClasses() bool { return rl.Current().HasClasses() }
 // rerouted returns the LoadBalancer Services whose target differs between
 // the old and the new configuration, and queues the classless ones for the
 // re-sync (see reroute).
-func (st *serviceStates) rerouted(old, cur *Router) []types.NamespacedName {
+func (st *process) rerouted(old, cur *Router) []types.NamespacedName {
 	a := st.resync.Load()
 	if a == nil {
 		return nil
@@ -572,7 +574,7 @@ func targetName(r *Router, svc *corev1.Service) string {
 	if err != nil {
 		return "!"
 	}
-	return strings.Join(namesInOrder(bs), ",")
+	return strings.Join(svcstate.NamesInOrder(bs), ",")
 }
 
 // warnUnreachable puts a Warning UnknownLoadBalancerBackend on a Service
@@ -582,7 +584,7 @@ func targetName(r *Router, svc *corev1.Service) string {
 // drain there stays pending until the backend is added back (or the
 // record edited), which only the Service's events tell.
 func (r *Router) warnUnreachable(svc *corev1.Service, old *Router) {
-	for _, n := range parseRecord(svc).names {
+	for _, n := range svcstate.ParseRecord(svc).Names {
 		if _, was := old.byName[n]; !was {
 			continue
 		}

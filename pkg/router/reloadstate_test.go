@@ -63,7 +63,7 @@ func TestReloadLockOutlivesGeneration(t *testing.T) {
 	reload("defaultBackend: a", true)
 	c.markDeleted(t, "web")
 	eventually(t, "the delete waiting for the in-flight create, or done", func() bool {
-		return c.rl.st.waiters(stale.UID) >= 2 || c.serviceGone(t, "web")
+		return c.rl.st.Waiters(stale.UID) >= 2 || c.serviceGone(t, "web")
 	})
 	a.releaseOne()
 	if err := <-done; err != nil {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
 	corev1 "k8s.io/api/core/v1"
@@ -224,11 +226,11 @@ func (r *Router) schemes() []string {
 // recordNodeError puts a Warning event on node for errors a user can fix.
 func (r *Router) recordNodeError(ctx context.Context, node *corev1.Node, err error) {
 	if ue, ok := backends.AsUserError(err); ok {
-		r.warn(ctx, nodeRef(node), ue.Reason, err.Error())
+		r.warn(ctx, svcstate.NodeRef(node), ue.Reason, err.Error())
 		return
 	}
 	if errors.Is(err, errUnmanaged) {
-		r.warn(ctx, nodeRef(node), reasonUnmanagedNode, err.Error())
+		r.warn(ctx, svcstate.NodeRef(node), reasonUnmanagedNode, err.Error())
 	}
 }
 

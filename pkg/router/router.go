@@ -82,7 +82,7 @@ type Router struct {
 	// st is the per-Service and per-Node state, which outlives this
 	// configuration (see states.go): shared by every generation of a
 	// Reloadable.
-	st *serviceStates
+	st *process
 
 	routeMu sync.Mutex
 	// routeOwner remembers which backend listed a route, for DeleteRoute of
@@ -156,7 +156,7 @@ func New(cfg *config.CloudConfig, bs []backend.Backend) (*Router, error) {
 
 // assemble returns a router over backends already wrapped by newBackend,
 // sharing st (nil: a state of its own, for a router used alone).
-func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *serviceStates) (*Router, error) {
+func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *process) (*Router, error) {
 	r := &Router{
 		clusterID:  cfg.ClusterID,
 		cfg:        cfg,
@@ -166,7 +166,7 @@ func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *serviceStates) 
 		st:         st,
 	}
 	if st == nil {
-		r.st = newServiceStates()
+		r.st = newProcess()
 		r.st.current = func() (*Router, func()) { return r, func() {} }
 	}
 	for _, nb := range bs {
@@ -294,7 +294,7 @@ func names(bs []*backend.Member) []string {
 // object's problem stays the same, then only at V(4).
 func (r *Router) warn(ctx context.Context, obj *corev1.ObjectReference, reason, msg string) {
 	logger := klog.FromContext(ctx)
-	if !r.st.problems.changed(obj, reason, msg) {
+	if !r.st.Problems.Changed(obj, reason, msg) {
 		logger = logger.V(4)
 	}
 	logger.Info("Warning: "+msg, "reason", reason, "kind", obj.Kind, "name", obj.Name)

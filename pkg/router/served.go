@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -80,7 +82,7 @@ func (src *servedSource) count() (nodes, lbs map[string]int) {
 	if src.services != nil {
 		if all, err := src.services.List(labels.Everything()); err == nil {
 			for _, s := range all {
-				for _, b := range splitNames(s.Annotations[string(annotation.LoadBalancerServedBy)]) {
+				for _, b := range svcstate.SplitNames(s.Annotations[string(annotation.LoadBalancerServedBy)]) {
 					lbs[b]++
 				}
 			}

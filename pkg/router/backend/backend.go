@@ -22,15 +22,15 @@ import (
 // pass contexts without deadlines; a cloud that hangs must not hold a
 // controller worker for ever.
 const (
-	// instanceCallTimeout bounds InstanceExists, InstanceShutdown and
+	// InstanceCallTimeout bounds InstanceExists, InstanceShutdown and
 	// InstanceMetadata, and each backend's answer while claiming a node.
 	InstanceCallTimeout = 30 * time.Second
-	// loadBalancerCallTimeout bounds load-balancer calls, which may create
+	// LoadBalancerCallTimeout bounds load-balancer calls, which may create
 	// several cloud resources in one call.
 	LoadBalancerCallTimeout = 5 * time.Minute
 	// routeCallTimeout bounds route calls.
 	routeCallTimeout = time.Minute
-	// maxFanOut bounds how many backends are asked at once.
+	// MaxFanOut bounds how many backends are asked at once.
 	MaxFanOut = 8
 )
 
@@ -46,7 +46,8 @@ type Backend struct {
 	Cloud cloudprovider.Interface
 }
 
-// backend is a Backend with its capabilities resolved once.
+// Member is a Backend with its capabilities resolved once, as one
+// configuration holds it.
 type Member struct {
 	Backend
 	Instances cloudprovider.InstancesV2
@@ -55,14 +56,15 @@ type Member struct {
 	metrics   *backendMetrics
 	Health    *health
 	loggers   [numOperations]klog.Logger
-	// scopes holds, per operation, the scope serving its calls (see
+	// Scopes holds, per operation, the scope serving its calls (see
 	// scope.go).
 	Scopes [numOperations]atomic.Pointer[scope]
 }
 
+// New resolves b's capabilities, with a new Health (up).
 func New(b Backend) *Member { return NewWith(b, nil) }
 
-// newBackendWith is newBackend keeping h, the health of the backend it
+// NewWith is New keeping h, the health of the backend it
 // replaces in place (nil: a new one, up).
 func NewWith(b Backend, h *health) *Member {
 	if h == nil {
@@ -84,7 +86,7 @@ func NewWith(b Backend, h *health) *Member {
 	return nb
 }
 
-// call runs one call to the backend with the router's deadline for that
+// Call runs one call to the backend with the router's deadline for that
 // kind of call (see the constants above) and a logger carrying the backend
 // and operation in its context, records it in the backend's metrics, and
 // wraps its error with the backend and operation: backends name neither in
@@ -130,7 +132,7 @@ func (b *Member) wrap(op operation, err error) error {
 	return fmt.Errorf("backend %s: %s: %w", b.Name, op, err)
 }
 
-// owns reports whether node is one of this backend's own nodes: its
+// Owns reports whether node is one of this backend's own nodes: its
 // backend label names this backend, or it has no such label and its
 // providerID carries the backend's scheme.
 func (b *Member) Owns(node *corev1.Node) bool {
@@ -144,14 +146,14 @@ func (b *Member) Owns(node *corev1.Node) bool {
 	return err == nil && scheme == b.Scheme
 }
 
-// ignoresNodes reports whether the backend's load balancer never sends
+// IgnoresNodes reports whether the backend's load balancer never sends
 // traffic to the nodes it is handed (backends.NodeIndependent).
 func (b *Member) IgnoresNodes() bool {
 	ni, ok := b.LB.(backends.NodeIndependent)
 	return ok && ni.IgnoresNodes()
 }
 
-// announcedFromStatus reports whether the backend's load balancer is
+// AnnouncedFromStatus reports whether the backend's load balancer is
 // announced from the Service's status (backends.StatusAnnounced): a drain
 // keeps its addresses in the status.
 func (b *Member) AnnouncedFromStatus() bool {
@@ -181,7 +183,7 @@ func (b *Member) targetsByAddress(service *corev1.Service, node *corev1.Node) bo
 	return true
 }
 
-// retargetsOn reports whether an address change of a node, from old to
+// RetargetsOn reports whether an address change of a node, from old to
 // node, changes service's load balancer in this backend: it can target
 // the node before or after the change (a node that lost its address must
 // leave) and reaches it by address then.
@@ -201,7 +203,7 @@ func (b *Member) targetKey(service *corev1.Service, node *corev1.Node) string {
 	return "providerID:" + node.Spec.ProviderID
 }
 
-// targetAddresses returns the node's InternalIP and ExternalIP addresses,
+// TargetAddresses returns the node's InternalIP and ExternalIP addresses,
 // each with its type, sorted and without duplicates: the addresses a load
 // balancer may target. A Hostname or DNS entry, or another order, is not
 // a change.

@@ -15,7 +15,7 @@ import (
 // The calls the router makes to one backend, each through call (its
 // deadline, logger, metrics and health), and what a backend can target.
 
-// checkProviderID makes sure the providerID a backend reports for a node
+// CheckProviderID makes sure the providerID a backend reports for a node
 // will route back to it: a node that had none must get one, with the
 // backend's scheme.
 func (b *Member) CheckProviderID(node *corev1.Node, got string) error {
@@ -29,7 +29,7 @@ func (b *Member) CheckProviderID(node *corev1.Node, got string) error {
 	return nil
 }
 
-// withBackendLabel returns a copy of md with the backend label added; the
+// WithBackendLabel returns a copy of md with the backend label added; the
 // backend's label map is never changed.
 func (b *Member) WithBackendLabel(md *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
 	out := *md
@@ -61,7 +61,7 @@ func (b *Member) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 	})
 }
 
-// targetable returns the nodes the backend's load balancer can send the
+// Targetable returns the nodes the backend's load balancer can send the
 // Service's traffic to.
 func (b *Member) Targetable(service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
 	out := make([]*corev1.Node, 0, len(nodes))
@@ -111,7 +111,7 @@ func (b *Member) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 	return err
 }
 
-// sameTargets reports whether the backend's load balancer for svc would
+// SameTargets reports whether the backend's load balancer for svc would
 // be the same made from nodes a as from nodes other: the same nodes it can
 // target, by name, and of each the same targetKey (its addresses when
 // reached by address, else its providerID). Two versions of a node around

@@ -4,7 +4,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
-// errorClass is the kind of a failed backend call, as the errors metric
+// ErrorClass is the kind of a failed backend call, as the errors metric
 // shows it.
 type ErrorClass int
 
@@ -20,7 +20,7 @@ var errorClassNames = [numErrorClasses]string{"throttled", "auth", "not_found", 
 
 func (c ErrorClass) String() string { return errorClassNames[c] }
 
-// classify tells what kind of failure err is: the cloud throttled the call,
+// Classify tells what kind of failure err is: the cloud throttled the call,
 // refused the credentials, or did not find the thing asked for; anything
 // else (an outage, a timeout, a user error, a wait) is other. The router
 // imports no cloud SDK: the backend types class their SDKs' errors

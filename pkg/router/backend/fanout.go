@@ -8,10 +8,10 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// ask calls fn on every backend in bs concurrently, at most maxFanOut at a
+// Ask calls fn on every backend in bs concurrently, at most maxFanOut at a
 // time, and hands each answer given without error to collect, one at a
 // time and in no particular order. It returns the failed backends' errors
-// joined, or nil. Each fn call carries its own deadline (see call), so one
+// joined, or nil. Each fn call carries its own deadline (see Call), so one
 // slow cloud never holds the others' answers.
 func Ask[T any](ctx context.Context, bs []*Member, fn func(context.Context, *Member) (T, error), collect func(*Member, T)) error {
 	var (

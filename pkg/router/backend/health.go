@@ -56,7 +56,7 @@ func NewHealth(backend string) *health {
 	return h
 }
 
-// forgetHealth deletes the backend_up series of backends a reload removed,
+// ForgetHealth deletes the backend_up series of backends a reload removed,
 // so an alert on one clears. A call still in flight on a removed backend
 // sets its detached gauge, which is no longer exported.
 func ForgetHealth(removed []string) {
@@ -65,7 +65,7 @@ func ForgetHealth(removed []string) {
 	}
 }
 
-// observe records the outcome of one call of operation op.
+// Observe records the outcome of one call of operation op.
 func (h *health) Observe(ctx context.Context, op operation, err error) {
 	if ctx.Err() != nil {
 		return // the caller gave up: that says nothing about the cloud
@@ -89,7 +89,7 @@ func (h *health) Observe(ctx context.Context, op operation, err error) {
 	}
 }
 
-// answered reports whether a call ending with err reached the cloud and
+// Answered reports whether a call ending with err reached the cloud and
 // got an answer.
 func Answered(err error) bool {
 	if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream sentinel, never wrapped.
@@ -112,7 +112,7 @@ func answeredWithError(err error) bool {
 	return user
 }
 
-// problem describes the backend as unreachable, or returns "".
+// Problem describes the backend as unreachable, or returns "".
 func (h *health) Problem() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -147,7 +147,7 @@ func NewCallError(op operation, err error, at time.Time) *CallError {
 	return &CallError{Operation: op.String(), Class: Classify(err).String(), Message: msg, Time: at}
 }
 
-// state returns whether the backend is up, its last answer's time and its
+// State returns whether the backend is up, its last answer's time and its
 // last failure.
 func (h *health) State() (up bool, lastOK time.Time, lastFailure *CallError) {
 	h.mu.Lock()

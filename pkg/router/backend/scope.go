@@ -86,7 +86,7 @@ func sameContext(a, b context.Context) (same bool) {
 	return a == b
 }
 
-// release ends one call's hold on s.
+// Release ends one call's hold on s.
 func (s *scope) Release() {
 	if s.refs.Add(-1) == scopeRetired {
 		s.cancel()
@@ -101,7 +101,7 @@ func (s *scope) retire() {
 	}
 }
 
-// scope returns a held scope for a call of op with parent ctx starting at
+// Scope returns a held scope for a call of op with parent ctx starting at
 // now: the backend's current scope for op when it serves the call, else a
 // new one, which becomes the current scope when ctx can be compared.
 func (b *Member) Scope(ctx context.Context, op operation, timeout time.Duration, now time.Time) *scope {
