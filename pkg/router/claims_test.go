@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
@@ -49,8 +51,8 @@ func TestGuestIPAndInventoryEntryClaimingOneNode(t *testing.T) {
 
 	_, err := r.InstanceMetadata(context.Background(), node)
 	checkErr(t, err, "backends [metal vs] all claim it")
-	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonAmbiguousNode {
-		t.Errorf("error %v has no reason %s", err, reasonAmbiguousNode)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != dispatch.ReasonAmbiguousNode {
+		t.Errorf("error %v has no reason %s", err, dispatch.ReasonAmbiguousNode)
 	}
 	if ok, err := r.InstanceExists(context.Background(), node); err == nil || ok {
 		t.Errorf("InstanceExists = %v, %v; want an error", ok, err)

@@ -37,7 +37,7 @@ func (r *Router) PrepareLoadBalancer(service *corev1.Service) map[string]*string
 		return nil
 	}
 	return map[string]*string{
-		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).With(names(add)...).Value()),
+		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).With(backend.Names(add)...).Value()),
 	}
 }
 

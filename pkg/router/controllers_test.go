@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 
 	corev1 "k8s.io/api/core/v1"
@@ -286,7 +290,7 @@ func TestNodeControllerInitialisesThroughEveryPath(t *testing.T) {
 			t.Errorf("%s backend label = %q", name, n.Labels[string(annotation.NodeBackend)])
 		}
 	}
-	for name, reason := range map[string]string{"both-1": reasonAmbiguousNode, "nobody": reasonNodeNotClaimed} {
+	for name, reason := range map[string]string{"both-1": dispatch.ReasonAmbiguousNode, "nobody": dispatch.ReasonNodeNotClaimed} {
 		eventually(t, name+" Warning event "+reason, func() bool {
 			return strings.Contains(strings.Join(c.events(t, name), ","), "Warning/"+reason)
 		})
@@ -360,7 +364,7 @@ func TestServiceControllerMovesAndCleansUp(t *testing.T) {
 	if len(s.Finalizers) == 0 {
 		t.Error("no load-balancer cleanup finalizer")
 	}
-	metal := r.byName["metal"].LB
+	metal := r.ByName["metal"].LB
 
 	s.Annotations[string(annotation.LoadBalancerBackend)] = "other"
 	if _, err := c.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
@@ -553,7 +557,7 @@ func TestEnsuredIn(t *testing.T) {
 	for _, tc := range cases {
 		got := ""
 		if bs := r.ensuredIn(tc.svc); len(bs) > 0 {
-			got = strings.Join(names(bs), ",")
+			got = strings.Join(backend.Names(bs), ",")
 		}
 		if got != tc.want {
 			t.Errorf("%s: ensuredIn = %q, want %q", tc.name, got, tc.want)

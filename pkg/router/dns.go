@@ -41,7 +41,7 @@ func (r *Router) dnsChanges(changes map[annotation.Name]*string, cur *corev1.Ser
 // from the status draining.
 func (r *Router) announcedDrains(d svcstate.Draining) bool {
 	for n := range d {
-		if b, ok := r.byName[n]; ok && b.LB != nil && b.AnnouncedFromStatus() {
+		if b, ok := r.ByName[n]; ok && b.LB != nil && b.AnnouncedFromStatus() {
 			return true
 		}
 	}

@@ -50,14 +50,14 @@ const (
 func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 	v, ok := svc.Annotations[string(annotation.LoadBalancerDrain)]
 	if !ok {
-		return r.cfg.LoadBalancer.Drain(), nil
+		return r.Cfg.LoadBalancer.Drain(), nil
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if v == "0" {
 		d, err = 0, nil
 	}
 	if err != nil || d < 0 {
-		return 0, userErr(reasonInvalidDrain, "service %s/%s: annotation %s=%q is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once",
+		return 0, backend.UserErr(reasonInvalidDrain, "service %s/%s: annotation %s=%q is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once",
 			svc.Namespace, svc.Name, annotation.LoadBalancerDrain, v)
 	}
 	return d, nil
@@ -81,7 +81,7 @@ func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Ser
 	if err != nil {
 		r.recordServiceError(ctx, svc, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
-		r.warn(ctx, svcstate.ServiceRef(svc), reasonCleanupPending, msg)
+		r.Warn(ctx, svcstate.ServiceRef(svc), reasonCleanupPending, msg)
 		return nil, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return ingressOf(orderHolders(r.lbs, kept)), nil
@@ -225,7 +225,7 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 	if err := r.deleteFrom(ctx, clusterName, svc, found); err != nil {
 		return err
 	}
-	if err := r.dropFromRecord(ctx, svc, names(bs)); err != nil {
+	if err := r.dropFromRecord(ctx, svc, backend.Names(bs)); err != nil {
 		return err
 	}
 	for _, b := range bs {
@@ -239,8 +239,8 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 // normal records a Normal event on the Service and logs it at V(2).
 func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg string) {
 	klog.FromContext(ctx).V(2).Info(msg, "reason", reason, "service", klog.KObj(svc))
-	if r.recorder != nil {
-		r.recorder.Event(svcstate.ServiceRef(svc), corev1.EventTypeNormal, reason, msg)
+	if r.Recorder != nil {
+		r.Recorder.Event(svcstate.ServiceRef(svc), corev1.EventTypeNormal, reason, msg)
 	}
 }
 
@@ -250,7 +250,7 @@ func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg st
 // load balancer announced from the status drains (see dnsChanges). It
 // returns how DNS was steered, for the event.
 func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving string, change func(svcstate.Draining) svcstate.Draining) (string, error) {
-	if r.client == nil {
+	if r.Client == nil {
 		r.st.SetDrains(svc.UID, change(r.drainingOf(svc)))
 		return "", nil
 	}
@@ -283,7 +283,7 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 	var errs []error
 	rest := svcstate.Draining{}
 	for n, end := range draining {
-		b, ok := r.byName[n]
+		b, ok := r.ByName[n]
 		switch {
 		case slices.Contains(targets, b):
 			continue // serving again; its next sync drops the entry

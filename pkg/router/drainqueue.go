@@ -19,7 +19,7 @@ import (
 
 // drainTimer deletes a drained load balancer when its drain ends, even if
 // nothing else syncs the Service then. It lives for the process (see
-// states.go), so a reload neither loses nor repeats a drain. It is armed
+// process.go), so a reload neither loses nor repeats a drain. It is armed
 // from the Services' multicloud-ccm.io/load-balancer-draining annotation as
 // the informer lists and updates them: a restarted process, or a new
 // leader (the informers are set only once it leads), picks up every drain

@@ -60,7 +60,7 @@ func TestBackendUpAfterReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metal := rl.Current().byName["up-metal"]
+	metal := rl.Current().ByName["up-metal"]
 	for range backend.UnreachableAfter {
 		metal.Health.Observe(ctx, backend.OpGetLoadBalancer, errCloudDown)
 	}
@@ -89,7 +89,7 @@ func TestBackendUpAfterReload(t *testing.T) {
 		t.Errorf("status %+v: want up-metal down", st)
 	}
 
-	rl.Current().byName["up-metal"].Health.Observe(ctx, backend.OpGetLoadBalancer, nil)
+	rl.Current().ByName["up-metal"].Health.Observe(ctx, backend.OpGetLoadBalancer, nil)
 	if got := backendUpSeries(t); got["up-metal"] != 1 {
 		t.Errorf("seen up: backend_up = %v, want 1", got["up-metal"])
 	}

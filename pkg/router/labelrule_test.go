@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
@@ -74,7 +76,7 @@ func TestLabelNamingARemovedBackendKeepsTheNode(t *testing.T) {
 					t.Fatalf("node %s, labelled with a backend that is not configured, was deleted", name)
 				}
 				eventually(t, name+" UnknownBackend event", func() bool {
-					return strings.Contains(strings.Join(c.events(t, name), ","), "Warning/"+reasonUnknownBackend)
+					return strings.Contains(strings.Join(c.events(t, name), ","), "Warning/"+dispatch.ReasonUnknownBackend)
 				})
 				if n := remaining.count(name); n != 0 {
 					t.Errorf("node %s was asked of backend os-b %d times", name, n)

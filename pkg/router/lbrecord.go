@@ -41,7 +41,7 @@ import (
 func (r *Router) baseline(svc *corev1.Service) svcstate.Record {
 	rec := svcstate.ParseRecord(svc)
 	if !rec.Known && len(svc.Status.LoadBalancer.Ingress) > 0 {
-		return rec.With(names(r.lbs)...)
+		return rec.With(backend.Names(r.lbs)...)
 	}
 	return rec
 }
@@ -77,7 +77,7 @@ func (r *Router) written(svc *corev1.Service) svcstate.Record {
 func (r *Router) current(svc *corev1.Service) svcstate.Record {
 	rec := r.recordOf(svc)
 	if !rec.Known && len(svc.Status.LoadBalancer.Ingress) > 0 {
-		return rec.With(names(r.lbs)...)
+		return rec.With(backend.Names(r.lbs)...)
 	}
 	return rec
 }
@@ -143,7 +143,7 @@ func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names 
 // The drain entries of the backends named in serving go in the same write:
 // they serve the Service again.
 func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(svcstate.Record) svcstate.Record, serving ...string) error {
-	if r.client == nil {
+	if r.Client == nil {
 		next := change(r.current(svc))
 		r.remember(svc.UID, next)
 		r.st.SetDrains(svc.UID, r.drainingOf(svc).KeepOnly(next.Names).Without(serving...))
@@ -179,7 +179,7 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 // service controller's sync once at most: that sync finds the same values
 // and writes nothing.
 func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []*backend.Member, answers []ensured) error {
-	if r.client == nil {
+	if r.Client == nil {
 		return nil
 	}
 	w := &ServedWrite{r: r, seen: svc, targets: targets, answers: answers}
@@ -241,7 +241,7 @@ func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *cor
 // conflict; nothing is sent when there is nothing to change. With goneOK, a
 // Service that is gone is forgotten instead of an error.
 func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, goneOK bool, desired func(*corev1.Service) (map[annotation.Name]*string, func())) error {
-	services := r.client.CoreV1().Services(svc.Namespace)
+	services := r.Client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
 		if err == nil && cur.UID != svc.UID {
@@ -286,11 +286,11 @@ func (r *Router) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*ba
 	}
 	out := make([]*backend.Member, 0, len(rec.Names))
 	for _, n := range rec.Names {
-		b, ok := r.byName[n]
+		b, ok := r.ByName[n]
 		if !ok || b.LB == nil {
-			return nil, userErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
+			return nil, backend.UserErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
 				"(have: %v); add the backend back so its load balancer can be removed, or, once you removed it by hand, remove %q from the annotation",
-				svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, names(r.lbs), n)
+				svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, backend.Names(r.lbs), n)
 		}
 		out = append(out, b)
 	}
@@ -304,14 +304,14 @@ func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backen
 	rec := r.current(svc)
 	out := make([]*backend.Member, 0, len(rec.Names))
 	for _, n := range rec.Names {
-		if b, ok := r.byName[n]; ok && b.LB != nil {
+		if b, ok := r.ByName[n]; ok && b.LB != nil {
 			out = append(out, b)
 			continue
 		}
-		r.warn(ctx, svcstate.ServiceRef(svc), reasonUnknownLBBackend, fmt.Sprintf("service %s/%s was deleted without its load balancer's cleanup, and "+
+		r.Warn(ctx, svcstate.ServiceRef(svc), reasonUnknownLBBackend, fmt.Sprintf("service %s/%s was deleted without its load balancer's cleanup, and "+
 			"annotation %s recorded a load balancer in backend %q, which is not configured (have: %v): it is deleted from the other backends only; "+
 			"add the backend back while this cleanup still retries to delete its load balancer there, or delete that load balancer by hand",
-			svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, names(r.lbs)))
+			svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, backend.Names(r.lbs)))
 	}
 	return out
 }
@@ -323,7 +323,7 @@ func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backen
 // controller serving classless Services, such as MetalLB) are kept. When no
 // released load balancer reported an address, every address is ours.
 func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released []holder) error {
-	if r.client == nil || svc.Spec.LoadBalancerClass != nil {
+	if r.Client == nil || svc.Spec.LoadBalancerClass != nil {
 		return nil
 	}
 	ours := map[string]bool{}
@@ -350,7 +350,7 @@ func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released 
 // subresource, guarded by the resourceVersion. Used when some of a
 // Service's backends failed: the status shows the others' addresses.
 func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []corev1.LoadBalancerIngress) error {
-	if r.client == nil {
+	if r.Client == nil {
 		return nil
 	}
 	return r.patchIngress(ctx, svc, func(cur []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
@@ -374,7 +374,7 @@ func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []cor
 // before it is deleted. It never empties the status: the addresses are
 // then left to the Service's next sync, which writes the serving ones.
 func (r *Router) withdrawFromStatus(ctx context.Context, svc *corev1.Service, drop []corev1.LoadBalancerIngress) error {
-	if r.client == nil || len(drop) == 0 {
+	if r.Client == nil || len(drop) == 0 {
 		return nil
 	}
 	gone := map[string]bool{}
@@ -396,7 +396,7 @@ func (r *Router) withdrawFromStatus(ctx context.Context, svc *corev1.Service, dr
 // written when change keeps the number of addresses (it only removes or
 // only adds), or when the Service is gone or was re-created.
 func (r *Router) patchIngress(ctx context.Context, svc *corev1.Service, change func([]corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress) error {
-	services := r.client.CoreV1().Services(svc.Namespace)
+	services := r.Client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && cur.UID != svc.UID) {

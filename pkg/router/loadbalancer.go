@@ -146,7 +146,7 @@ func (r *Router) warnUser(ctx context.Context, service *corev1.Service, reason s
 	if ue, ok := backends.AsUserError(err); ok {
 		reason = ue.Reason
 	}
-	r.warn(ctx, svcstate.ServiceRef(service), reason, err.Error())
+	r.Warn(ctx, svcstate.ServiceRef(service), reason, err.Error())
 }
 
 // unrecorded returns the targets the Service's record does not name yet.
@@ -206,7 +206,7 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 	var errs []error
 	handedOver := 0
 	for _, b := range bs {
-		if err := b.UpdateLoadBalancer(ctx, clusterName, service, r.targetable(b, service, nodes)); err != nil {
+		if err := b.UpdateLoadBalancer(ctx, clusterName, service, r.Targetable(b, service, nodes)); err != nil {
 			if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
 				handedOver++ // another controller serves it there (withoutHandedOver)
 				continue
@@ -266,7 +266,7 @@ func (r *Router) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*
 	out := make(map[string][]*corev1.Node, len(bs))
 	for _, b := range bs {
 		if !b.IgnoresNodes() {
-			out[b.Name] = r.targetable(b, service, nodes)
+			out[b.Name] = r.Targetable(b, service, nodes)
 		}
 	}
 	return out
@@ -299,7 +299,7 @@ func (r *Router) drainingBackends(service *corev1.Service, bs []*backend.Member)
 	rec := r.recordOf(service)
 	var out []*backend.Member
 	for n := range r.drainingOf(service) {
-		if b, ok := r.byName[n]; ok && b.LB != nil && rec.Has(n) && !slices.Contains(bs, b) {
+		if b, ok := r.ByName[n]; ok && b.LB != nil && rec.Has(n) && !slices.Contains(bs, b) {
 			out = append(out, b)
 		}
 	}
@@ -384,7 +384,7 @@ func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.
 	if err != nil {
 		r.recordServiceError(ctx, service, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
-		r.warn(ctx, svcstate.ServiceRef(service), reasonCleanupPending, msg)
+		r.Warn(ctx, svcstate.ServiceRef(service), reasonCleanupPending, msg)
 		return fmt.Errorf("service %s/%s: %w", service.Namespace, service.Name, err)
 	}
 	return nil
@@ -409,7 +409,7 @@ func (r *Router) release(ctx context.Context, clusterName string, service *corev
 	if err := r.deleteFrom(ctx, clusterName, service, found); err != nil {
 		return err
 	}
-	return r.dropFromRecord(ctx, service, names(asked))
+	return r.dropFromRecord(ctx, service, backend.Names(asked))
 }
 
 func (r *Router) deleteFrom(ctx context.Context, clusterName string, service *corev1.Service, found []holder) error {
@@ -462,6 +462,6 @@ func orderHolders(order []*backend.Member, found []holder) []holder {
 // Service for every error a user can fix.
 func (r *Router) recordServiceError(ctx context.Context, service *corev1.Service, err error) {
 	if ue, ok := backends.AsUserError(err); ok {
-		r.warn(ctx, svcstate.ServiceRef(service), ue.Reason, err.Error())
+		r.Warn(ctx, svcstate.ServiceRef(service), ue.Reason, err.Error())
 	}
 }

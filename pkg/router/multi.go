@@ -47,7 +47,7 @@ func (r *Router) lbTargets(service *corev1.Service) ([]*backend.Member, error) {
 	}
 	value, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]
 	if !annotated {
-		value = r.cfg.LoadBalancer.DefaultBackend
+		value = r.Cfg.LoadBalancer.DefaultBackend
 	}
 	if value == "" && !annotated {
 		return nil, nil
@@ -58,17 +58,17 @@ func (r *Router) lbTargets(service *corev1.Service) ([]*backend.Member, error) {
 	}
 	out := make([]*backend.Member, 0, len(list))
 	for i, name := range list {
-		b, ok := r.byName[name]
+		b, ok := r.ByName[name]
 		if !ok || b.LB == nil {
 			which := ""
 			if len(list) > 1 {
 				which = fmt.Sprintf(" (%q)", name)
 			}
 			return nil, fmt.Errorf("service %s/%s: annotation %s=%q names no backend with load balancers%s; use one of %v (or several, comma-separated), or remove the annotation to use the default",
-				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, which, names(r.lbs))
+				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, which, backend.Names(r.lbs))
 		}
 		if slices.Index(list, name) != i {
-			return nil, userErr(reasonUnknownLBBackend, "service %s/%s: annotation %s=%q names backend %q twice; name each backend once",
+			return nil, backend.UserErr(reasonUnknownLBBackend, "service %s/%s: annotation %s=%q names backend %q twice; name each backend once",
 				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, name)
 		}
 		out = append(out, b)
@@ -107,7 +107,7 @@ func (r *Router) ensureAll(ctx context.Context, clusterName string, service *cor
 		handed := r.handedTo(service, b, targets, drain)
 		wg.Go(func() {
 			idCtx, reportedID := backends.WithLoadBalancerIDReport(ctx)
-			status, err := b.EnsureLoadBalancer(idCtx, clusterName, handed, r.targetable(b, handed, nodes))
+			status, err := b.EnsureLoadBalancer(idCtx, clusterName, handed, r.Targetable(b, handed, nodes))
 			out[i] = ensured{status: status, id: reportedID(), reported: backends.ReportedServiceAnnotations(idCtx), err: err}
 		})
 	}
@@ -180,7 +180,7 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 			// such as a bad annotation's.
 			klog.FromContext(ctx).V(2).Info(msg, "service", klog.KObj(service))
 		} else {
-			r.warn(ctx, svcstate.ServiceRef(service), reasonBackendFailed, msg)
+			r.Warn(ctx, svcstate.ServiceRef(service), reasonBackendFailed, msg)
 		}
 		errs = append(errs, fmt.Errorf("backend %s: %w", targets[i].Name, a.err))
 	}
@@ -233,7 +233,7 @@ func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend.Mem
 func (r *Router) servingOf(svc *corev1.Service) []*backend.Member {
 	var out []*backend.Member
 	for _, n := range svcstate.SplitNames(svc.Annotations[string(annotation.LoadBalancerServedBy)]) {
-		if b, ok := r.byName[n]; ok && b.LB != nil {
+		if b, ok := r.ByName[n]; ok && b.LB != nil {
 			out = append(out, b)
 		}
 	}

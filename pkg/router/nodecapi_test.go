@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -75,7 +77,7 @@ func (c *recorder) askedAbout() []string {
 	return append([]string(nil), c.asked...)
 }
 
-func withSchemes(r *Router, aliases ...config.SchemeAlias) { r.cfg.Nodes.Schemes = aliases }
+func withSchemes(r *Router, aliases ...config.SchemeAlias) { r.Cfg.Nodes.Schemes = aliases }
 
 // TestClusterAPIProviderIDs routes the Nodes Cluster API's providers make,
 // with their providerIDs as those providers write them, each to its
@@ -188,7 +190,7 @@ func TestMetal3NodesThroughUpstreamControllers(t *testing.T) {
 			}
 			if served {
 				eventually(t, "m3-unknown's Warning", func() bool {
-					return strings.Contains(strings.Join(c.events(t, "m3-unknown"), ","), "Warning/"+reasonNodeNotClaimed)
+					return strings.Contains(strings.Join(c.events(t, "m3-unknown"), ","), "Warning/"+dispatch.ReasonNodeNotClaimed)
 				})
 			}
 		})

@@ -95,7 +95,7 @@ var (
 )
 
 // addressResync is the node-address watcher. It lives for the process
-// (see states.go): Services queued, and failed re-syncs waiting for their
+// (see process.go): Services queued, and failed re-syncs waiting for their
 // retry, survive a reload; each re-sync runs on the configuration in use
 // when a worker picks it up.
 type addressResync struct {
@@ -336,9 +336,9 @@ func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
 	var errs []error
 	for _, b := range bs {
 		start := time.Now()
-		err = b.UpdateLoadBalancer(ctx, clusterName, svc, r.targetable(b, svc, nodes))
+		err = b.UpdateLoadBalancer(ctx, clusterName, svc, r.Targetable(b, svc, nodes))
 		if err != nil {
-			r.warn(ctx, svcstate.ServiceRef(svc), reasonNodeResyncFailed,
+			r.Warn(ctx, svcstate.ServiceRef(svc), reasonNodeResyncFailed,
 				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after a node address change: %v", b.Name, err))
 			errs = append(errs, err)
 			continue

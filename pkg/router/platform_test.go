@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	cloudprovider "k8s.io/cloud-provider"
@@ -130,10 +132,10 @@ func restrict(t *testing.T, r *Router, how string, platforms ...string) {
 	t.Helper()
 	switch how {
 	case "config":
-		r.cfg.Nodes.Platforms = platforms
+		r.Cfg.Nodes.Platforms = platforms
 	case "flag":
-		SetPlatforms(platforms)
-		t.Cleanup(func() { SetPlatforms(nil) })
+		dispatch.SetPlatforms(platforms)
+		t.Cleanup(func() { dispatch.SetPlatforms(nil) })
 	default:
 		t.Fatalf("restrict %q", how)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
@@ -36,7 +38,7 @@ func (c *regionCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c
 func (c *regionCloud) InstanceExists(_ context.Context, n *corev1.Node) (bool, error) {
 	region, id, _ := strings.Cut(strings.TrimPrefix(n.Spec.ProviderID, "openstack://"), "/")
 	if region != c.region {
-		return false, backends.NewUserError(reasonOutsideRegion, errors.New("region "+region+" is not served here"))
+		return false, backends.NewUserError(dispatch.ReasonOutsideRegion, errors.New("region "+region+" is not served here"))
 	}
 	return c.have[id], nil
 }
@@ -66,7 +68,7 @@ func TestOtherRegionsBackendHasNoSay(t *testing.T) {
 	c.runNodeLifecycle(t, r)
 	eventually(t, "two-gone deleted", func() bool { _, ok := c.node(t, "two-gone"); return !ok })
 	eventually(t, "three NodeOutsideRegion event", func() bool {
-		return strings.Contains(strings.Join(c.events(t, "three"), ","), "Warning/"+reasonOutsideRegion)
+		return strings.Contains(strings.Join(c.events(t, "three"), ","), "Warning/"+dispatch.ReasonOutsideRegion)
 	})
 	for _, name := range []string{"one-running", "two-running", "three"} {
 		if _, ok := c.node(t, name); !ok {

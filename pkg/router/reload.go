@@ -64,7 +64,7 @@ type Reloadable struct {
 	instances, lbs, routes bool
 
 	// st is the per-Service and per-Node state, shared by every
-	// generation and never rebuilt (see states.go).
+	// generation and never rebuilt (see process.go).
 	st *process
 }
 
@@ -128,7 +128,7 @@ func NewReloadable(ctx context.Context, cfg *config.CloudConfig) (*Reloadable, e
 	if err != nil {
 		return nil, err
 	}
-	rl.instances, rl.lbs, rl.routes = len(g.r.instances) > 0, len(g.r.lbs) > 0, len(g.r.routes) > 0
+	rl.instances, rl.lbs, rl.routes = len(g.r.InstanceBackends) > 0, len(g.r.lbs) > 0, len(g.r.RouteBackends) > 0
 	rl.fingerprints = ch.fingerprints
 	rl.adopt(g)
 	rl.cur.Store(g)
@@ -228,7 +228,7 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 	opts := backends.Options{Name: bc.Name, ClusterID: cfg.ClusterID, Settings: bc.Settings}
 	var prev *backend.Member
 	if old != nil {
-		prev = old.r.byName[bc.Name]
+		prev = old.r.ByName[bc.Name]
 	}
 	if prev != nil && prev.Type != bc.Type {
 		prev = nil
@@ -585,10 +585,10 @@ func targetName(r *Router, svc *corev1.Service) string {
 // record edited), which only the Service's events tell.
 func (r *Router) warnUnreachable(svc *corev1.Service, old *Router) {
 	for _, n := range svcstate.ParseRecord(svc).Names {
-		if _, was := old.byName[n]; !was {
+		if _, was := old.ByName[n]; !was {
 			continue
 		}
-		if b, ok := r.byName[n]; !ok || b.LB == nil {
+		if b, ok := r.ByName[n]; !ok || b.LB == nil {
 			_, err := r.mayHold(svc)
 			r.recordServiceError(context.Background(), svc, err)
 			return

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	routecontroller "k8s.io/cloud-provider/controllers/route"
@@ -85,7 +87,7 @@ func TestBrokenRouteBackendKeepsOthersRoutes(t *testing.T) {
 	})
 	eventually(t, "os-2 reported NetworkUnavailable", func() bool { n, _ := c.node(t, "os-2"); return networkUnavailable(n) })
 	eventually(t, "several reconciles", func() bool { return broken.creates.Load() >= 3 })
-	if n, _ := c.node(t, "os-1"); networkUnavailable(n) || !routesCreated(n) {
+	if n, _ := c.node(t, "os-1"); networkUnavailable(n) || !dispatch.RoutesCreated(n) {
 		t.Errorf("os-1, routed before the outage, now has conditions %v", n.Status.Conditions)
 	}
 	if d := broken.deletes.Load(); d != 0 {

@@ -96,7 +96,7 @@ func (src *servedSource) count() (nodes, lbs map[string]int) {
 func (r *Router) countServed(nodes corelisters.NodeLister, services corelisters.ServiceLister) {
 	backend.RegisterMetrics()
 	servedOnce.Do(func() { legacyregistry.CustomMustRegister(served) })
-	src := &servedSource{nodes: nodes, services: services, withNodes: names(r.instances), withLBs: names(r.lbs)}
+	src := &servedSource{nodes: nodes, services: services, withNodes: backend.Names(r.InstanceBackends), withLBs: backend.Names(r.lbs)}
 	served.src.Store(src)
 	r.served.Store(src)
 }

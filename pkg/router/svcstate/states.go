@@ -16,10 +16,10 @@ import (
 //	+---------------------------------------------+     +------------------------------------------+
 //	| per Service, by UID:                        |     | backends (clients, caches, health)       |
 //	|   lock          serialises every LB call    |<----| node rules, classes, defaultBackend      |
-//	|   deletion mark  no re-create after delete  |     | served counts (served.go)                |
+//	|   deletion mark  no re-create after delete  |     | served counts (the router's served.go)   |
 //	|   record         what this process wrote    |     |                                          |
-//	| node-address re-sync queue + pending retries|     +------------------------------------------+
-//	| drain timer, draining records written       |
+//	| draining records written                    |     +------------------------------------------+
+//	| (drain timer, node re-sync: process.go)     |
 //	| problems logged once, cluster name          |        ^ Apply swaps this box only; a call in
 //	+---------------------------------------------+        | flight finishes on the one it began on,
 //	      ^ shared by every generation's Router            | under the same per-Service lock.
@@ -36,7 +36,7 @@ import (
 type States struct {
 	mu sync.Mutex
 	// recorded holds, per Service UID, the load-balancer record this
-	// process last wrote (see lbrecord.go); Services with an empty record
+	// process last wrote (see the router's lbrecord.go); Services with an empty record
 	// have no entry, and entries go when their Service does.
 	recorded map[types.UID][]string
 	// deleted holds, per Service UID, when the router finished deleting the
@@ -50,11 +50,11 @@ type States struct {
 	// delete still to come with an older copy of the Service.
 	goneAt map[types.UID]time.Time
 	// drains holds, per Service UID, the draining record this process
-	// last wrote (see drain.go); the Service's annotation is the truth
+	// last wrote (see the router's drain.go); the Service's annotation is the truth
 	// across restarts.
 	drains map[types.UID]Draining
 	// shown holds, per Service UID and backend, the addresses that
-	// backend's last answer gave the Service (see shown.go).
+	// backend's last answer gave the Service (see the router's shown.go).
 	shown map[types.UID]map[string][]string
 
 	// ClusterName is the last cluster name the service controller passed.

@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // InstanceExists reports whether the node's instance exists in its backend.
 // It answers (false, nil) only when the owning backend positively reports the
 // instance gone; every doubt is an error, which upstream only logs.
-func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+func (r *Nodes) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
 	res, err := r.resolve(ctx, node)
 	if err != nil {
 		return r.unresolved(ctx, node, err, true)
@@ -40,7 +40,7 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 		r.recordNodeError(ctx, node, err)
 		return false, err
 	}
-	r.st.Problems.NodeResolved(node)
+	r.States.Problems.NodeResolved(node)
 	return exists, nil
 }
 
@@ -49,16 +49,16 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 // the backend serves through nodes.schemes, matched by name.
 func notClaimed(node *corev1.Node, res resolution) error {
 	if res.byName {
-		return userErr(reasonNodeNotClaimed, "node %s: backend %s serves providerID %q through nodes.schemes but has no machine named %s; add it to the backend, or remove the scheme from nodes.schemes",
+		return backend.UserErr(ReasonNodeNotClaimed, "node %s: backend %s serves providerID %q through nodes.schemes but has no machine named %s; add it to the backend, or remove the scheme from nodes.schemes",
 			node.Name, res.b.Name, node.Spec.ProviderID, node.Name)
 	}
-	return userErr(reasonNodeNotClaimed, "node %s has no providerID and backend %s, chosen by its %s label or a nodes.rules entry, has no instance matching it; fix the label or rule",
+	return backend.UserErr(ReasonNodeNotClaimed, "node %s has no providerID and backend %s, chosen by its %s label or a nodes.rules entry, has no instance matching it; fix the label or rule",
 		node.Name, res.b.Name, annotation.NodeBackend)
 }
 
 // InstanceShutdown reports whether the node's instance is shut down.
 // Unmanaged nodes and other CCMs' nodes are never reported shut down.
-func (r *Router) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+func (r *Nodes) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
 	res, err := r.ownership(ctx, node)
 	if err != nil {
 		return r.unresolved(ctx, node, err, false)
@@ -73,9 +73,9 @@ func (r *Router) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool,
 // InstanceMetadata returns the node's metadata from its backend, labelled
 // with the backend's name, and writes the node's platform label (see
 // labelPlatform). It never returns (nil, nil).
-func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+func (r *Nodes) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	res, err := r.ownership(ctx, node)
-	if errors.Is(err, errForeign) || (errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore) {
+	if errors.Is(err, errForeign) || (errors.Is(err, errUnmanaged) && r.Cfg.Nodes.Unmanaged == config.UnmanagedIgnore) {
 		return unmanagedMetadata(node, err)
 	}
 	if err != nil {
@@ -91,7 +91,7 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 		r.recordNodeError(ctx, node, err)
 		return nil, err
 	}
-	r.st.Problems.NodeResolved(node)
+	r.States.Problems.NodeResolved(node)
 	out := b.WithBackendLabel(md)
 	if res.byName {
 		out.ProviderID = node.Spec.ProviderID
@@ -102,14 +102,14 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 
 // owner resolves node to the one backend that owns it, asking the
 // candidates when several backends share its scheme.
-func (r *Router) owner(ctx context.Context, node *corev1.Node) (*backend.Member, error) {
+func (r *Nodes) owner(ctx context.Context, node *corev1.Node) (*backend.Member, error) {
 	res, err := r.ownership(ctx, node)
 	return res.b, err
 }
 
 // ownership is owner with the whole resolution: how the backend is to be
 // asked about the node.
-func (r *Router) ownership(ctx context.Context, node *corev1.Node) (resolution, error) {
+func (r *Nodes) ownership(ctx context.Context, node *corev1.Node) (resolution, error) {
 	res, err := r.resolve(ctx, node)
 	if err != nil || res.candidates == nil {
 		return res, err
@@ -123,12 +123,12 @@ func (r *Router) ownership(ctx context.Context, node *corev1.Node) (resolution, 
 // nodes under "unmanaged: ignore", exist and are running, so the
 // node-lifecycle controller neither deletes nor taints them; anything else
 // is an error, never a false that would delete the node.
-func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, exists bool) (bool, error) {
+func (r *Nodes) unresolved(ctx context.Context, node *corev1.Node, err error, exists bool) (bool, error) {
 	if errors.Is(err, errForeign) {
 		klog.FromContext(ctx).V(5).Info("Leaving another CCM's node alone", "node", klog.KObj(node), "err", err.Error())
 		return exists, nil
 	}
-	if errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore {
+	if errors.Is(err, errUnmanaged) && r.Cfg.Nodes.Unmanaged == config.UnmanagedIgnore {
 		return exists, nil
 	}
 	r.recordNodeError(ctx, node, err)
@@ -142,7 +142,7 @@ func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, e
 // node is gone only when a backend serving its region reports it so, and a
 // node outside every candidate's region is an error (its backend may have
 // been removed from the config), never gone.
-func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend.Member) (bool, error) {
+func (r *Nodes) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend.Member) (bool, error) {
 	found, served := false, false
 	err := backend.Ask(ctx, candidates, func(ctx context.Context, b *backend.Member) (answer, error) {
 		return answerFrom(ctx, b, node)
@@ -154,8 +154,8 @@ func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates 
 		return true, nil
 	}
 	if err == nil && !served {
-		err = userErr(reasonOutsideRegion, "node %s: providerID %q is outside the regions of every backend serving its scheme (%v); if its cloud was removed from the config, add it back or label the node %s=<backend>",
-			node.Name, node.Spec.ProviderID, names(candidates), annotation.NodeBackend)
+		err = backend.UserErr(ReasonOutsideRegion, "node %s: providerID %q is outside the regions of every backend serving its scheme (%v); if its cloud was removed from the config, add it back or label the node %s=<backend>",
+			node.Name, node.Spec.ProviderID, backend.Names(candidates), annotation.NodeBackend)
 		r.recordNodeError(ctx, node, err)
 	}
 	return false, err
