@@ -206,3 +206,15 @@ func (r *Router) BeginRepairPass(ctx context.Context, clusterName string) (conte
 func (rl *Reloadable) BeginRepairPass(ctx context.Context, clusterName string) (context.Context, func()) {
 	return rl.Current().BeginRepairPass(ctx, clusterName)
 }
+
+// SetServiceSync is for a controller that syncs Services itself
+// (pkg/lbcontroller): when a drain ends, the drain timer calls sync with
+// the Service, and, if it returns true (the controller serves the Service
+// and queued it for a full sync), leaves the drain's end to that sync
+// instead of deleting and writing itself. It lives for the process.
+func (r *Router) SetServiceSync(sync func(*corev1.Service) bool) { r.st.ServiceSync.Store(&sync) }
+
+// SetServiceSync is the process's (see Router.SetServiceSync).
+func (rl *Reloadable) SetServiceSync(sync func(*corev1.Service) bool) {
+	rl.st.ServiceSync.Store(&sync)
+}

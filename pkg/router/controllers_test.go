@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
@@ -579,11 +581,11 @@ func TestStableNode(t *testing.T) {
 		{"exclude label unparsable", newNode("d", withLabel(corev1.LabelNodeExcludeBalancers, "yes please")), false},
 		{"being deleted", newNode("e", func(n *corev1.Node) { n.DeletionTimestamp = &now }), false},
 		{"autoscaler deleting it", newNode("f", func(n *corev1.Node) {
-			n.Spec.Taints = []corev1.Taint{{Key: toBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+			n.Spec.Taints = []corev1.Taint{{Key: process.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
 		}), false},
 	}
 	for _, tc := range cases {
-		if got := StableNode(tc.node); got != tc.want {
+		if got := process.StableNode(tc.node); got != tc.want {
 			t.Errorf("%s: stableNode = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -100,7 +100,7 @@ func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1
 		case ok && !now.Before(end):
 			due = append(due, b)
 		case ok:
-			r.st.queueDrain(svc, end)
+			r.st.QueueDrain(svc, end)
 			if b.AnnouncedFromStatus() {
 				still = append(still, b)
 			}
@@ -194,7 +194,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 		r.normal(ctx, svc, reasonDraining, fmt.Sprintf("Load balancer in backend %s is draining: %s; it keeps serving for %s more and is deleted at %s",
 			n, how, left, end.Format(time.RFC3339)))
 	}
-	r.st.queueDrain(svc, end)
+	r.st.QueueDrain(svc, end)
 	return announced, nil
 }
 

@@ -198,7 +198,7 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 		return cloudprovider.ImplementedElsewhere
 	}
 	if moving {
-		r.st.queueReroute(service)
+		r.st.QueueReroute(service)
 	} else if err := r.addToRecord(ctx, service, bs...); err != nil {
 		return err
 	}

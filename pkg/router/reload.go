@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
@@ -65,7 +67,7 @@ type Reloadable struct {
 
 	// st is the per-Service and per-Node state, shared by every
 	// generation and never rebuilt (see process.go).
-	st *process
+	st *process.Shared
 }
 
 // Reconfigurer is a backend that can take new settings of its own type in
@@ -119,10 +121,10 @@ var (
 // NewReloadable builds every backend cfg lists and returns the provider
 // over them, ready for Apply.
 func NewReloadable(ctx context.Context, cfg *config.CloudConfig) (*Reloadable, error) {
-	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}, st: newProcess()}
-	rl.st.current = func() (*Router, func()) {
+	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}, st: process.New()}
+	rl.st.Current = func() (process.Configuration, func()) {
 		g := rl.acquire()
-		return g.r, g.release
+		return workerView{g.r}, g.release
 	}
 	g, ch, err := rl.build(ctx, cfg, nil)
 	if err != nil {
@@ -182,7 +184,7 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 	rl.cur.Store(g)
 	old.retire()
 	backend.ForgetHealth(ch.Removed)
-	ch.Rerouted = rl.st.rerouted(old.r, g.r)
+	ch.Rerouted = rerouted(rl.st, old.r, g.r)
 	return ch, nil
 }
 
@@ -369,7 +371,7 @@ func (rl *Reloadable) Initialize(clientBuilder cloudprovider.ControllerClientBui
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	rl.clientBuilder, rl.stop = clientBuilder, stop
-	rl.st.setStop(stop)
+	rl.st.SetStop(stop)
 	g := rl.cur.Load()
 	g.r.initialize(clientBuilder, g.stop.ch)
 	for _, c := range g.clouds {
@@ -543,12 +545,12 @@ func (rl *Reloadable) HasClasses() bool { return rl.Current().HasClasses() }
 // rerouted returns the LoadBalancer Services whose target differs between
 // the old and the new configuration, and queues the classless ones for the
 // re-sync (see reroute).
-func (st *process) rerouted(old, cur *Router) []types.NamespacedName {
-	a := st.resync.Load()
+func rerouted(st *process.Shared, old, cur *Router) []types.NamespacedName {
+	a := st.Resync.Load()
 	if a == nil {
 		return nil
 	}
-	svcs, err := a.services.List(labels.Everything())
+	svcs, err := a.Services.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Cannot list Services to re-sync those a reload re-routed")
 		return nil
@@ -561,7 +563,7 @@ func (st *process) rerouted(old, cur *Router) []types.NamespacedName {
 		}
 		out = append(out, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 		if svc.Spec.LoadBalancerClass == nil {
-			a.addReroute(svc)
+			a.AddReroute(svc)
 		}
 	}
 	return out

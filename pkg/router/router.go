@@ -20,13 +20,15 @@
 // Lifetime, file by file: a Router (router.go, and the Service lifecycle
 // it runs: loadbalancer.go, multi.go, drain.go, lbrecord.go, dns.go,
 // shown.go, controller.go, classes.go, upstreamview.go, served.go,
-// status.go) lives for one configuration; reload.go's Reloadable and
-// process.go's process (with its workers, drainqueue.go and nodesync.go)
-// live for the process; what a Service carries in the API server is read
-// and written here but its values are svcstate's. Below this package,
-// importing nothing of it: dispatch (node calls of one configuration),
-// svcstate (what outlives a configuration) and backend (one cloud's
-// calls).
+// status.go, resync.go, workerview.go) lives for one configuration;
+// reload.go's Reloadable lives for the process, as does what package
+// process keeps and runs (per-Service state, the drain timer, the
+// node-address re-sync). What a Service carries in the API server is read
+// and written here, its values defined in package svcstate. Below this
+// package, importing nothing of it: process (the process's workers, which
+// see the configuration in use through process.Configuration), dispatch
+// (node calls of one configuration), svcstate (what outlives a
+// configuration) and backend (one cloud's calls).
 package router
 
 import (
@@ -38,10 +40,13 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -78,7 +83,7 @@ type Router struct {
 	// st is the per-Service and per-Node state, which outlives this
 	// configuration (see process.go): shared by every generation of a
 	// Reloadable.
-	st *process
+	st *process.Shared
 
 	// served counts what each backend serves, once the informers are set
 	// (see served.go and status.go).
@@ -147,7 +152,7 @@ func New(cfg *config.CloudConfig, bs []backend.Backend) (*Router, error) {
 
 // assemble returns a router over backends already wrapped by newBackend,
 // sharing st (nil: a state of its own, for a router used alone).
-func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *process) (*Router, error) {
+func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *process.Shared) (*Router, error) {
 	r := &Router{
 		Nodes: dispatch.Nodes{
 			Cfg:        cfg,
@@ -159,8 +164,8 @@ func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *process) (*Rout
 		st:        st,
 	}
 	if st == nil {
-		r.st = newProcess()
-		r.st.current = func() (*Router, func()) { return r, func() {} }
+		r.st = process.New()
+		r.st.Current = func() (process.Configuration, func()) { return workerView{r}, func() {} }
 	}
 	r.States = r.st.States
 	for _, nb := range bs {
@@ -206,7 +211,7 @@ func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder,
 
 // initialize is Initialize for the router itself, without its backends.
 func (r *Router) initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	r.st.setStop(stop)
+	r.st.SetStop(stop)
 	client, err := clientBuilder.Client(backends.EventComponent)
 	if err != nil {
 		klog.ErrorS(err, "Cannot create a client: Warning events will only be logged, and where load balancers live will be recorded in memory only")
@@ -238,7 +243,7 @@ func (r *Router) setInformers(factory informers.SharedInformerFactory) {
 	}
 	r.countServed(r.NodeLister, services)
 	if len(r.lbs) > 0 {
-		r.st.startWatches(factory)
+		r.st.StartWatches(factory)
 	}
 }
 
@@ -284,3 +289,9 @@ func SetPlatforms(platforms []string) { dispatch.SetPlatforms(platforms) }
 
 // FlagPlatforms returns what SetPlatforms set, nil when nothing.
 func FlagPlatforms() []string { return dispatch.FlagPlatforms() }
+
+// StableNode mirrors the upstream service controller's choice of nodes for
+// a load balancer: not being deleted, not excluded by the
+// node.kubernetes.io/exclude-from-external-load-balancers label, and not
+// tainted for deletion by the cluster autoscaler (see process.StableNode).
+func StableNode(n *corev1.Node) bool { return process.StableNode(n) }
