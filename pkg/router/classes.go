@@ -5,15 +5,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // reasonClassConflict is the Warning reason for a Service whose

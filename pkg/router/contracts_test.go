@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
 	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // probe is an instance backend that records whether each call carried a

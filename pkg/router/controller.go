@@ -4,10 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -15,6 +11,8 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // What a load-balancer controller that writes its own Service patches (see

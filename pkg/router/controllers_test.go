@@ -9,14 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +26,10 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // metalConfig is a cloud-config with a real bare-metal backend.

@@ -1,10 +1,10 @@
 package router
 
 import (
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // A load balancer announced from the Service's status (bare metal: MetalLB's

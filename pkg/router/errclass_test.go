@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/gophercloud/gophercloud/v2"
@@ -17,6 +15,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // TestClassify uses the SDKs' own error types (the router recognises them

@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
@@ -31,6 +29,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // TestClassifyVSphere classifies the errors govmomi returns from vcsim:

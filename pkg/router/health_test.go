@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // TestBackendHealth: a backend whose calls fail to reach its cloud three

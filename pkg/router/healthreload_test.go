@@ -5,11 +5,10 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // backendUpSeries returns multicloud_ccm_backend_up by backend.

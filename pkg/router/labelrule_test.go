@@ -6,13 +6,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
-
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // notMine is an instance backend that answers "gone" for every node and

@@ -9,10 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
@@ -20,6 +16,8 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // A Service may be served by several backends at once: the annotation

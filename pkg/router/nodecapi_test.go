@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
-
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -17,6 +15,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/openstack"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // The providerIDs Cluster API's infrastructure providers write on the

@@ -5,12 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/batch"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
 // TestNodeChangesSkipNodeIndependent: bare metal's load balancers ignore

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	cloudprovider "k8s.io/cloud-provider"
@@ -25,6 +23,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // spyCloud is a backend with instances and routes that answers every

@@ -6,13 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
-
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // regionCloud is an instance backend serving one region of providerIDs

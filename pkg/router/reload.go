@@ -11,12 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +21,9 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // Reloadable is the multicloud provider over a configuration that changes
@@ -35,7 +32,7 @@ import (
 // served by exactly one generation from start to end: a call in flight
 // when a new configuration is applied finishes on the one it started on.
 // Every generation shares the Reloadable's per-Service and per-Node state
-// (process.go, and svcstate.States), so a call in flight on a retired generation
+// (process.Shared, with its svcstate.States), so a call in flight on a retired generation
 // and one on the new generation take the same per-Service lock.
 //
 // Backends whose settings and referenced files are unchanged are carried
@@ -66,7 +63,7 @@ type Reloadable struct {
 	instances, lbs, routes bool
 
 	// st is the per-Service and per-Node state, shared by every
-	// generation and never rebuilt (see process.go).
+	// generation and never rebuilt (see package process).
 	st *process.Shared
 }
 

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
 // These tests drive upstream's service controller over a Reloadable while

@@ -3,9 +3,10 @@ package router
 import (
 	"context"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // requeueIfStale queues the Service for a re-sync when target was handed

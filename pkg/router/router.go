@@ -40,12 +40,6 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
-
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -54,6 +48,9 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
 // ProviderName is the name the provider registers under (--cloud-provider).
@@ -81,7 +78,7 @@ type Router struct {
 	lbs      []*backend.Member
 
 	// st is the per-Service and per-Node state, which outlives this
-	// configuration (see process.go): shared by every generation of a
+	// configuration (see package process): shared by every generation of a
 	// Reloadable.
 	st *process.Shared
 

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
-
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	routecontroller "k8s.io/cloud-provider/controllers/route"
 	upstreamfake "k8s.io/cloud-provider/fake"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	_ "k8s.io/controller-manager/pkg/features/register" // the route controller reads its feature gates.
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // brokenRoutes is a backend with instances and routes whose every route

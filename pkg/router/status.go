@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"k8s.io/controller-manager/pkg/healthz"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-	"k8s.io/controller-manager/pkg/healthz"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // BackendStatus is one backend as the router sees it: its health and what

@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	corev1 "k8s.io/api/core/v1"
 
 	mcctestutil "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // TestBackendStatus: per backend, in config order, its type, health (the

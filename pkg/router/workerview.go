@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // workerView is a Router as the process's workers see it (configuration).

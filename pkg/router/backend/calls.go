@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
 )
 
 // The calls the router makes to one backend, each through call (its

@@ -4,15 +4,16 @@ import (
 	"context"
 	"sync"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // Nodes sends each node call of one configuration to the backend

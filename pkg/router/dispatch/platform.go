@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +18,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // KEP-5778 ("explicit node ownership", kubernetes/enhancements#5779): a

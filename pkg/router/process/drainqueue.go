@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // drainTimer deletes a drained load balancer when its drain ends, even if

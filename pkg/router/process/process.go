@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
 // Shared is what the router keeps and runs for the process: the

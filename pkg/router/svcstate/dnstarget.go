@@ -5,8 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
 // externalDNSTargets are external-dns's target annotation under its two

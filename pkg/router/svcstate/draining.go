@@ -5,9 +5,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // Draining is the Service's multicloud-ccm.io/load-balancer-draining:

@@ -4,10 +4,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // Record is the set of backends that may hold a Service's load balancer.
