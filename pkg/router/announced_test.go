@@ -39,7 +39,7 @@ func withRequestedIP(ip string) func(*corev1.Service) {
 // the Service.
 func metalHolds(t *testing.T, r *Router, s *corev1.Service) bool {
 	t.Helper()
-	_, ok, err := r.byName["metal"].lb.GetLoadBalancer(context.Background(), cluster, s)
+	_, ok, err := r.ByName["metal"].LB.GetLoadBalancer(context.Background(), cluster, s)
 	if err != nil {
 		t.Fatal(err)
 	}

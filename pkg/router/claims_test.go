@@ -9,6 +9,7 @@ import (
 	upstreamfake "k8s.io/cloud-provider/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // byAddress is a vSphere-like backend that claims any node with a given
@@ -49,8 +50,8 @@ func TestGuestIPAndInventoryEntryClaimingOneNode(t *testing.T) {
 
 	_, err := r.InstanceMetadata(context.Background(), node)
 	checkErr(t, err, "backends [metal vs] all claim it")
-	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonAmbiguousNode {
-		t.Errorf("error %v has no reason %s", err, reasonAmbiguousNode)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != dispatch.ReasonAmbiguousNode {
+		t.Errorf("error %v has no reason %s", err, dispatch.ReasonAmbiguousNode)
 	}
 	if ok, err := r.InstanceExists(context.Background(), node); err == nil || ok {
 		t.Errorf("InstanceExists = %v, %v; want an error", ok, err)

@@ -5,11 +5,12 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // reasonClassConflict is the Warning reason for a Service whose
@@ -20,34 +21,34 @@ const reasonClassConflict = "LoadBalancerClassConflict"
 // ServesClass reports whether class is one of loadBalancer.classes: the
 // Services the load-balancer-class controller serves.
 func (r *Router) ServesClass(class string) bool {
-	_, ok := r.cfg.LoadBalancer.Class(class)
+	_, ok := r.Cfg.LoadBalancer.Class(class)
 	return ok
 }
 
 // HasClasses reports whether the config lists any load-balancer class.
-func (r *Router) HasClasses() bool { return len(r.cfg.LoadBalancer.Classes) > 0 }
+func (r *Router) HasClasses() bool { return len(r.Cfg.LoadBalancer.Classes) > 0 }
 
 // classTargets routes a Service with spec.loadBalancerClass: one of our
 // classes goes to its backends, in order (an annotation naming others is a
 // conflict, refused), any other class to nobody. handled is false for a
 // Service without a class, which the annotation and default route.
-func (r *Router) classTargets(service *corev1.Service) (bs []*backend, handled bool, err error) {
+func (r *Router) classTargets(service *corev1.Service) (bs []*backend.Member, handled bool, err error) {
 	if service.Spec.LoadBalancerClass == nil {
 		return nil, false, nil
 	}
 	class := *service.Spec.LoadBalancerClass
-	c, ours := r.cfg.LoadBalancer.Class(class)
+	c, ours := r.Cfg.LoadBalancer.Class(class)
 	if !ours {
 		return nil, true, nil
 	}
 	want := c.Targets()
-	if name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]; annotated && !slices.Equal(splitNames(name), want) {
-		return nil, true, userErr(reasonClassConflict, "service %s/%s: spec.loadBalancerClass %q is served by backend %q but annotation %s=%q names another; remove the annotation (the class chooses the backend)",
+	if name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]; annotated && !slices.Equal(svcstate.SplitNames(name), want) {
+		return nil, true, backend.UserErr(reasonClassConflict, "service %s/%s: spec.loadBalancerClass %q is served by backend %q but annotation %s=%q names another; remove the annotation (the class chooses the backend)",
 			service.Namespace, service.Name, class, strings.Join(want, ","), annotation.LoadBalancerBackend, name)
 	}
 	for _, n := range want {
-		b, ok := r.byName[n]
-		if !ok || b.lb == nil {
+		b, ok := r.ByName[n]
+		if !ok || b.LB == nil {
 			// New refuses such a config; kept for a router built otherwise.
 			return nil, true, fmt.Errorf("service %s/%s: class %q: backend %q has no load balancers", service.Namespace, service.Name, class, n)
 		}
@@ -61,20 +62,20 @@ func (r *Router) classTargets(service *corev1.Service) (bs []*backend, handled b
 // runs (config.ValidateLoadBalancerBackends), asked about the backends as
 // built.
 func (r *Router) checkLoadBalancerBackends() error {
-	errs := r.cfg.ValidateLoadBalancerBackends(names(r.backends), func(name string) bool {
-		b, ok := r.byName[name]
-		return !ok || b.lb != nil
+	errs := r.Cfg.ValidateLoadBalancerBackends(backend.Names(r.backends), func(name string) bool {
+		b, ok := r.ByName[name]
+		return !ok || b.LB != nil
 	})
-	for i, c := range r.cfg.LoadBalancer.Classes {
+	for i, c := range r.Cfg.LoadBalancer.Classes {
 		for _, n := range c.Targets() {
-			if _, ok := r.byName[n]; !ok {
-				errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "classes").Index(i).Child("backend"), n, names(r.backends)))
+			if _, ok := r.ByName[n]; !ok {
+				errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "classes").Index(i).Child("backend"), n, backend.Names(r.backends)))
 			}
 		}
 	}
-	if d := r.cfg.LoadBalancer.DefaultBackend; d != "" {
-		if _, ok := r.byName[d]; !ok {
-			errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "defaultBackend"), d, names(r.backends)))
+	if d := r.Cfg.LoadBalancer.DefaultBackend; d != "" {
+		if _, ok := r.ByName[d]; !ok {
+			errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "defaultBackend"), d, backend.Names(r.backends)))
 		}
 	}
 	return errs.ToAggregate()
@@ -87,7 +88,7 @@ func (r *Router) withClassDefaults(service *corev1.Service) *corev1.Service {
 	if service.Spec.LoadBalancerClass == nil {
 		return service
 	}
-	c, ok := r.cfg.LoadBalancer.Class(*service.Spec.LoadBalancerClass)
+	c, ok := r.Cfg.LoadBalancer.Class(*service.Spec.LoadBalancerClass)
 	if !ok || len(c.Annotations) == 0 {
 		return service
 	}

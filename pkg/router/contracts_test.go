@@ -14,6 +14,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
 	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // probe is an instance backend that records whether each call carried a
@@ -82,8 +84,8 @@ func TestFanOutIsBoundedAndEveryCallHasADeadline(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("InstanceExists = %v, %v; want the claim of b13", ok, err)
 	}
-	if m := maxParallel.Load(); m > maxFanOut || m < 2 {
-		t.Errorf("%d backends asked at once, want 2..%d", m, maxFanOut)
+	if m := maxParallel.Load(); m > backend.MaxFanOut || m < 2 {
+		t.Errorf("%d backends asked at once, want 2..%d", m, backend.MaxFanOut)
 	}
 	// Direct calls through the owning backend carry a deadline too.
 	node := newNode("y", withProviderID("p3://y"))
@@ -137,20 +139,20 @@ func TestMetricsPerBackend(t *testing.T) {
 	}
 	_, _ = r.InstanceExists(ctx, newNode("b", withProviderID("mbad://b")))
 
-	check := func(backend, op, result string, want float64) {
+	check := func(name, op, result string, want float64) {
 		t.Helper()
-		got, err := testutil.GetCounterMetricValue(backendRequests.WithLabelValues(backend, op, result))
+		got, err := testutil.GetCounterMetricValue(backend.BackendRequests.WithLabelValues(name, op, result))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got != want {
-			t.Errorf("multicloud_ccm_backend_requests_total{backend=%s,operation=%s,result=%s} = %v, want %v", backend, op, result, got, want)
+			t.Errorf("multicloud_ccm_backend_requests_total{backend=%s,operation=%s,result=%s} = %v, want %v", name, op, result, got, want)
 		}
 	}
 	check(okName, "InstanceExists", "success", 3)
 	check(okName, "InstanceExists", "error", 0)
 	check(badName, "InstanceExists", "error", 1)
-	n, err := testutil.GetHistogramMetricCount(backendDuration.WithLabelValues(okName, "InstanceExists"))
+	n, err := testutil.GetHistogramMetricCount(backend.BackendDuration.WithLabelValues(okName, "InstanceExists"))
 	if err != nil || n != 3 {
 		t.Errorf("request_duration_seconds count = %v, %v; want 3", n, err)
 	}

@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // What a load-balancer controller that writes its own Service patches (see
@@ -34,7 +35,7 @@ func (r *Router) PrepareLoadBalancer(service *corev1.Service) map[string]*string
 		return nil
 	}
 	return map[string]*string{
-		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).with(names(add)...).value()),
+		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).With(backend.Names(add)...).Value()),
 	}
 }
 
@@ -99,7 +100,7 @@ type servedDeferral struct {
 type ServedWrite struct {
 	r       *Router
 	seen    *corev1.Service
-	targets []*backend
+	targets []*backend.Member
 	answers []ensured
 }
 
@@ -126,7 +127,7 @@ func (w *ServedWrite) Written(changes map[string]*string) {
 		return
 	}
 	if v, ok := changes[string(annotation.LoadBalancerDraining)]; ok {
-		w.r.st.setDrains(w.seen.UID, parseDrainingValue(ptr.Deref(v, "")))
+		w.r.st.SetDrains(w.seen.UID, svcstate.ParseDrainingValue(ptr.Deref(v, "")))
 	}
 }
 
@@ -159,23 +160,18 @@ func deferServed(ctx context.Context, w *ServedWrite) bool {
 	return true
 }
 
-// deletedFor is how long the router refuses to ensure a load balancer for
-// a Service whose deletion it completed: longer than any queued call can
-// wait for the Service's lock.
-const deletedFor = 10 * time.Minute
-
 // markDeleted remembers that the load balancer of a Service being deleted
 // is gone, so a call queued behind the delete with an older copy of the
 // Service (a node sync, a drift repair), on this configuration or a later
 // one, cannot create it again.
 func (r *Router) markDeleted(service *corev1.Service) {
 	if service.DeletionTimestamp != nil {
-		r.st.markDeleted(service.UID)
+		r.st.MarkDeleted(service.UID)
 	}
 }
 
 // wasDeleted reports whether markDeleted saw the Service's UID recently.
-func (r *Router) wasDeleted(uid types.UID) bool { return r.st.wasDeleted(uid) }
+func (r *Router) wasDeleted(uid types.UID) bool { return r.st.WasDeleted(uid) }
 
 // BeginRepairPass starts a drift-repair pass: each backend that can read
 // its load balancers in bulk (backends.RepairPasser) does so once, and the
@@ -207,4 +203,16 @@ func (r *Router) BeginRepairPass(ctx context.Context, clusterName string) (conte
 // BeginRepairPass is the current configuration's.
 func (rl *Reloadable) BeginRepairPass(ctx context.Context, clusterName string) (context.Context, func()) {
 	return rl.Current().BeginRepairPass(ctx, clusterName)
+}
+
+// SetServiceSync is for a controller that syncs Services itself
+// (pkg/lbcontroller): when a drain ends, the drain timer calls sync with
+// the Service, and, if it returns true (the controller serves the Service
+// and queued it for a full sync), leaves the drain's end to that sync
+// instead of deleting and writing itself. It lives for the process.
+func (r *Router) SetServiceSync(sync func(*corev1.Service) bool) { r.st.ServiceSync.Store(&sync) }
+
+// SetServiceSync is the process's (see Router.SetServiceSync).
+func (rl *Reloadable) SetServiceSync(sync func(*corev1.Service) bool) {
+	rl.st.ServiceSync.Store(&sync)
 }

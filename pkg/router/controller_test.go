@@ -122,14 +122,14 @@ func TestNoRecreateAfterUpstreamDelete(t *testing.T) {
 	// seen the deletion (it never hands out an address a Service may still
 	// show); wait for that, so what follows tests the refusal alone.
 	eventually(t, "bare metal to release the deleted Service's address", func() bool {
-		_, exists, err := r.byName["metal"].lb.GetLoadBalancer(context.Background(), cluster, stale)
+		_, exists, err := r.ByName["metal"].LB.GetLoadBalancer(context.Background(), cluster, stale)
 		return err == nil && !exists
 	})
 
 	if _, err := r.EnsureLoadBalancer(context.Background(), cluster, stale, nil); err == nil || !strings.Contains(err.Error(), "deleted with the Service") {
 		t.Errorf("EnsureLoadBalancer with the stale copy: err = %v, want a refusal", err)
 	}
-	if _, exists, err := r.byName["metal"].lb.GetLoadBalancer(context.Background(), cluster, stale); err != nil || exists {
+	if _, exists, err := r.ByName["metal"].LB.GetLoadBalancer(context.Background(), cluster, stale); err != nil || exists {
 		t.Errorf("bare metal holds the deleted Service's address again (exists=%v, err=%v)", exists, err)
 	}
 }

@@ -26,6 +26,10 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // metalConfig is a cloud-config with a real bare-metal backend.
@@ -284,7 +288,7 @@ func TestNodeControllerInitialisesThroughEveryPath(t *testing.T) {
 			t.Errorf("%s backend label = %q", name, n.Labels[string(annotation.NodeBackend)])
 		}
 	}
-	for name, reason := range map[string]string{"both-1": reasonAmbiguousNode, "nobody": reasonNodeNotClaimed} {
+	for name, reason := range map[string]string{"both-1": dispatch.ReasonAmbiguousNode, "nobody": dispatch.ReasonNodeNotClaimed} {
 		eventually(t, name+" Warning event "+reason, func() bool {
 			return strings.Contains(strings.Join(c.events(t, name), ","), "Warning/"+reason)
 		})
@@ -358,7 +362,7 @@ func TestServiceControllerMovesAndCleansUp(t *testing.T) {
 	if len(s.Finalizers) == 0 {
 		t.Error("no load-balancer cleanup finalizer")
 	}
-	metal := r.byName["metal"].lb
+	metal := r.ByName["metal"].LB
 
 	s.Annotations[string(annotation.LoadBalancerBackend)] = "other"
 	if _, err := c.client.CoreV1().Services("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
@@ -507,7 +511,7 @@ func TestEnsuredIn(t *testing.T) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
 	}
 	ensured := newService("ensured", withLBBackend("other"), withIngress)
-	r.remember(ensured.UID, lbRecord{known: true, names: []string{"other"}})
+	r.remember(ensured.UID, svcstate.Record{Known: true, Names: []string{"other"}})
 	now := metav1.Now()
 	class := "example.com/lb"
 	cases := []struct {
@@ -519,7 +523,7 @@ func TestEnsuredIn(t *testing.T) {
 		{"never ensured by this router", newService("new", withLBBackend("other"), withIngress), ""},
 		{"no address yet", func() *corev1.Service {
 			s := newService("noaddr", withLBBackend("other"))
-			r.remember(s.UID, lbRecord{known: true, names: []string{"other"}})
+			r.remember(s.UID, svcstate.Record{Known: true, Names: []string{"other"}})
 			return s
 		}(), ""},
 		{"being deleted", func() *corev1.Service {
@@ -551,7 +555,7 @@ func TestEnsuredIn(t *testing.T) {
 	for _, tc := range cases {
 		got := ""
 		if bs := r.ensuredIn(tc.svc); len(bs) > 0 {
-			got = strings.Join(names(bs), ",")
+			got = strings.Join(backend.Names(bs), ",")
 		}
 		if got != tc.want {
 			t.Errorf("%s: ensuredIn = %q, want %q", tc.name, got, tc.want)
@@ -573,11 +577,11 @@ func TestStableNode(t *testing.T) {
 		{"exclude label unparsable", newNode("d", withLabel(corev1.LabelNodeExcludeBalancers, "yes please")), false},
 		{"being deleted", newNode("e", func(n *corev1.Node) { n.DeletionTimestamp = &now }), false},
 		{"autoscaler deleting it", newNode("f", func(n *corev1.Node) {
-			n.Spec.Taints = []corev1.Taint{{Key: toBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+			n.Spec.Taints = []corev1.Taint{{Key: process.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
 		}), false},
 	}
 	for _, tc := range cases {
-		if got := StableNode(tc.node); got != tc.want {
+		if got := process.StableNode(tc.node); got != tc.want {
 			t.Errorf("%s: stableNode = %v, want %v", tc.name, got, tc.want)
 		}
 	}

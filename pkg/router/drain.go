@@ -12,6 +12,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // Make-before-break: a backend leaving a Service's list (or the single
@@ -41,99 +43,19 @@ const (
 	reasonDrained      = "LoadBalancerDrained"
 )
 
-// drainRecord is the Service's multicloud-ccm.io/load-balancer-draining:
-// per backend, when its drain ends.
-type drainRecord map[string]time.Time
-
-// parseDraining reads the Service's draining record; entries that cannot
-// be read are left out (their backend is then retired as without a drain).
-func parseDraining(svc *corev1.Service) drainRecord {
-	return parseDrainingValue(svc.Annotations[string(annotation.LoadBalancerDraining)])
-}
-
-// parseDrainingValue reads a draining record's annotation value.
-func parseDrainingValue(v string) drainRecord {
-	out := drainRecord{}
-	for _, e := range splitNames(v) {
-		name, at, ok := strings.Cut(e, "=")
-		if !ok {
-			continue
-		}
-		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(at)); err == nil {
-			out[strings.TrimSpace(name)] = t
-		}
-	}
-	return out
-}
-
-func (d drainRecord) hasAny(bs []*backend) bool {
-	for _, b := range bs {
-		if _, ok := d[b.Name]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-func (d drainRecord) without(names ...string) drainRecord {
-	out := drainRecord{}
-	for n, t := range d {
-		if !slices.Contains(names, n) {
-			out[n] = t
-		}
-	}
-	return out
-}
-
-// keepOnly returns the entries of the backends named.
-func (d drainRecord) keepOnly(names []string) drainRecord {
-	out := drainRecord{}
-	for n, t := range d {
-		if slices.Contains(names, n) {
-			out[n] = t
-		}
-	}
-	return out
-}
-
-// value is the annotation's value, by backend name ("": no drain).
-func (d drainRecord) value() string {
-	keys := make([]string, 0, len(d))
-	for n := range d {
-		keys = append(keys, n)
-	}
-	slices.Sort(keys)
-	parts := make([]string, 0, len(keys))
-	for _, n := range keys {
-		parts = append(parts, n+"="+d[n].UTC().Format(time.RFC3339))
-	}
-	return strings.Join(parts, ",")
-}
-
-// next returns the earliest end, and false for an empty record.
-func (d drainRecord) next() (time.Time, bool) {
-	var first time.Time
-	for _, t := range d {
-		if first.IsZero() || t.Before(first) {
-			first = t
-		}
-	}
-	return first, !first.IsZero()
-}
-
 // drainPeriod is the Service's drain period: its annotation (a class
 // default counts), else loadBalancer.drainPeriod.
 func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 	v, ok := svc.Annotations[string(annotation.LoadBalancerDrain)]
 	if !ok {
-		return r.cfg.LoadBalancer.Drain(), nil
+		return r.Cfg.LoadBalancer.Drain(), nil
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if v == "0" {
 		d, err = 0, nil
 	}
 	if err != nil || d < 0 {
-		return 0, userErr(reasonInvalidDrain, "service %s/%s: annotation %s=%q is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once",
+		return 0, backend.UserErr(reasonInvalidDrain, "service %s/%s: annotation %s=%q is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once",
 			svc.Namespace, svc.Name, annotation.LoadBalancerDrain, v)
 	}
 	return d, nil
@@ -147,37 +69,37 @@ func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 // balancers announced from the status, which stay in the status the
 // caller returns (after the serving ones); the others' are already out of
 // it.
-func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, error) {
+func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, error) {
 	asked, err := r.mayHold(svc)
 	var kept []holder
 	if err == nil {
-		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend) bool { return slices.Contains(keep, b) })
+		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return slices.Contains(keep, b) })
 		kept, err = r.retireFrom(ctx, clusterName, svc, asked, drain, serving)
 	}
 	if err != nil {
 		r.recordServiceError(ctx, svc, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
-		r.warn(ctx, serviceRef(svc), reasonCleanupPending, msg)
+		r.Warn(ctx, svcstate.ServiceRef(svc), reasonCleanupPending, msg)
 		return nil, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return ingressOf(orderHolders(r.lbs, kept)), nil
 }
 
-func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1.Service, asked []*backend, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]holder, error) {
+func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1.Service, asked []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]holder, error) {
 	if len(asked) == 0 {
 		return nil, nil
 	}
 	draining := r.drainingOf(svc)
 	now := time.Now()
-	var due, fresh, still []*backend
+	var due, fresh, still []*backend.Member
 	for _, b := range asked {
 		end, ok := draining[b.Name]
 		switch {
 		case ok && !now.Before(end):
 			due = append(due, b)
 		case ok:
-			r.st.queueDrain(svc, end)
-			if b.announcedFromStatus() {
+			r.st.QueueDrain(svc, end)
+			if b.AnnouncedFromStatus() {
 				still = append(still, b)
 			}
 		case drain <= 0:
@@ -211,11 +133,11 @@ func ingressOf(hs []holder) []corev1.LoadBalancerIngress {
 
 // drainingOf is the Service's draining record: the one this process last
 // wrote (the copy given may be older), else the copy's.
-func (r *Router) drainingOf(svc *corev1.Service) drainRecord {
-	if d, ok := r.st.drainsOf(svc.UID); ok {
-		return d.without()
+func (r *Router) drainingOf(svc *corev1.Service) svcstate.Draining {
+	if d, ok := r.st.DrainsOf(svc.UID); ok {
+		return d.Without()
 	}
-	return parseDraining(svc)
+	return svcstate.ParseDraining(svc)
 }
 
 // startDrain marks the backends' load balancers draining until end, on the
@@ -223,7 +145,7 @@ func (r *Router) drainingOf(svc *corev1.Service) drainRecord {
 // the record. Those announced from the status keep their addresses in it
 // (it returns them): external-dns's target annotation is set to the
 // serving addresses in the same write (see steerDNS).
-func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend, end time.Time, serving []corev1.LoadBalancerIngress) ([]holder, error) {
+func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, end time.Time, serving []corev1.LoadBalancerIngress) ([]holder, error) {
 	end = end.UTC().Truncate(time.Second).Add(time.Second) // as written: never before the period
 	found, err := r.holders(ctx, clusterName, svc, bs)
 	if err != nil {
@@ -236,7 +158,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 		switch {
 		case i < 0:
 			empty = append(empty, b.Name)
-		case b.announcedFromStatus():
+		case b.AnnouncedFromStatus():
 			announced = append(announced, found[i])
 			fallthrough
 		default:
@@ -249,7 +171,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 	if len(holding) == 0 {
 		return nil, nil
 	}
-	dns, err := r.writeDraining(ctx, svc, dnsTarget(serving), func(d drainRecord) drainRecord {
+	dns, err := r.writeDraining(ctx, svc, svcstate.DNSTarget(serving), func(d svcstate.Draining) svcstate.Draining {
 		for _, n := range holding {
 			d[n] = end
 		}
@@ -270,7 +192,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 		r.normal(ctx, svc, reasonDraining, fmt.Sprintf("Load balancer in backend %s is draining: %s; it keeps serving for %s more and is deleted at %s",
 			n, how, left, end.Format(time.RFC3339)))
 	}
-	r.st.queueDrain(svc, end)
+	r.st.QueueDrain(svc, end)
 	return announced, nil
 }
 
@@ -281,7 +203,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 // for each that was draining (whether it still held something or not).
 // A draining load balancer announced from the status has its addresses
 // taken out of the status first, so none is released while shown.
-func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend, draining drainRecord) error {
+func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, draining svcstate.Draining) error {
 	if len(bs) == 0 {
 		return nil
 	}
@@ -291,7 +213,7 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 	}
 	var shown []holder
 	for _, h := range found {
-		if _, ok := draining[h.b.Name]; ok && h.b.announcedFromStatus() {
+		if _, ok := draining[h.b.Name]; ok && h.b.AnnouncedFromStatus() {
 			shown = append(shown, h)
 		}
 	}
@@ -301,7 +223,7 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 	if err := r.deleteFrom(ctx, clusterName, svc, found); err != nil {
 		return err
 	}
-	if err := r.dropFromRecord(ctx, svc, names(bs)); err != nil {
+	if err := r.dropFromRecord(ctx, svc, backend.Names(bs)); err != nil {
 		return err
 	}
 	for _, b := range bs {
@@ -315,8 +237,8 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 // normal records a Normal event on the Service and logs it at V(2).
 func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg string) {
 	klog.FromContext(ctx).V(2).Info(msg, "reason", reason, "service", klog.KObj(svc))
-	if r.recorder != nil {
-		r.recorder.Event(serviceRef(svc), corev1.EventTypeNormal, reason, msg)
+	if r.Recorder != nil {
+		r.Recorder.Event(svcstate.ServiceRef(svc), corev1.EventTypeNormal, reason, msg)
 	}
 }
 
@@ -325,18 +247,18 @@ func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg st
 // target annotation is steered to serving (the serving addresses) while a
 // load balancer announced from the status drains (see dnsChanges). It
 // returns how DNS was steered, for the event.
-func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving string, change func(drainRecord) drainRecord) (string, error) {
-	if r.client == nil {
-		r.st.setDrains(svc.UID, change(r.drainingOf(svc)))
+func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving string, change func(svcstate.Draining) svcstate.Draining) (string, error) {
+	if r.Client == nil {
+		r.st.SetDrains(svc.UID, change(r.drainingOf(svc)))
 		return "", nil
 	}
 	var how string
 	err := r.patchAnnotations(ctx, svc, false, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
-		next := change(parseDraining(cur))
+		next := change(svcstate.ParseDraining(cur))
 		changes := map[annotation.Name]*string{}
-		setAnnotation(changes, cur, annotation.LoadBalancerDraining, next.value())
+		svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerDraining, next.Value())
 		how = r.dnsChanges(changes, cur, next, serving)
-		return changes, func() { r.st.setDrains(svc.UID, next) }
+		return changes, func() { r.st.SetDrains(svc.UID, next) }
 	})
 	return how, err
 }
@@ -345,7 +267,7 @@ func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving
 // under its lock; it returns when the next one ends (zero: none left).
 // The drain timer calls it.
 func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error) {
-	clusterName, _ := r.st.clusterName.Load().(string)
+	clusterName, _ := r.st.ClusterName.Load().(string)
 	draining := r.drainingOf(svc)
 	if len(draining) == 0 {
 		return time.Time{}, nil
@@ -355,15 +277,15 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 	}
 	targets, _ := r.lbTargets(svc)
 	now := time.Now()
-	var due []*backend
+	var due []*backend.Member
 	var errs []error
-	rest := drainRecord{}
+	rest := svcstate.Draining{}
 	for n, end := range draining {
-		b, ok := r.byName[n]
+		b, ok := r.ByName[n]
 		switch {
 		case slices.Contains(targets, b):
 			continue // serving again; its next sync drops the entry
-		case !ok || b.lb == nil:
+		case !ok || b.LB == nil:
 			_, err := r.mayHold(svc)
 			if err == nil {
 				err = fmt.Errorf("service %s/%s: draining backend %s is not configured", svc.Namespace, svc.Name, n)
@@ -377,9 +299,9 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 		}
 	}
 	if len(due) > 0 {
-		klog.FromContext(ctx).V(2).Info("Drain ended; deleting the old load balancer", "service", klog.KObj(svc), "backends", namesInOrder(due))
+		klog.FromContext(ctx).V(2).Info("Drain ended; deleting the old load balancer", "service", klog.KObj(svc), "backends", svcstate.NamesInOrder(due))
 		errs = append(errs, r.finishDrain(ctx, clusterName, svc, due, draining))
 	}
-	next, _ := rest.next()
+	next, _ := rest.Next()
 	return next, errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // TestClassify uses the SDKs' own error types (the router recognises them
@@ -32,30 +33,30 @@ func TestClassify(t *testing.T) {
 	}
 	cases := []struct {
 		err  error
-		want errorClass
+		want backend.ErrorClass
 	}{
-		{awsErr("Throttling"), classThrottled},
-		{awsErr("RequestLimitExceeded"), classThrottled},
-		{awsErr("AuthFailure"), classAuth},
-		{awsErr("InvalidClientTokenId"), classAuth},
-		{awsErr("UnauthorizedOperation"), classAuth},
-		{awsErr("InvalidInstanceID.NotFound"), classNotFound},
-		{awsErr("LoadBalancerNotFound"), classNotFound},
-		{awsErr("InvalidParameterValue"), classOther},
-		{awsHTTP(http.StatusTooManyRequests), classThrottled},
-		{awsHTTP(http.StatusForbidden), classAuth},
-		{awsHTTP(http.StatusInternalServerError), classOther},
-		{gopher(http.StatusUnauthorized), classAuth},
-		{gopher(http.StatusTooManyRequests), classThrottled},
-		{gopher(http.StatusNotFound), classNotFound},
-		{gopher(http.StatusConflict), classOther},
-		{fmt.Errorf("x: %w", cloudprovider.InstanceNotFound), classNotFound},
-		{context.DeadlineExceeded, classOther},
-		{backends.NewUserError("BadThing", errors.New("fix it")), classOther},
-		{api.NewRetryError("provisioning", 0), classOther},
+		{awsErr("Throttling"), backend.ClassThrottled},
+		{awsErr("RequestLimitExceeded"), backend.ClassThrottled},
+		{awsErr("AuthFailure"), backend.ClassAuth},
+		{awsErr("InvalidClientTokenId"), backend.ClassAuth},
+		{awsErr("UnauthorizedOperation"), backend.ClassAuth},
+		{awsErr("InvalidInstanceID.NotFound"), backend.ClassNotFound},
+		{awsErr("LoadBalancerNotFound"), backend.ClassNotFound},
+		{awsErr("InvalidParameterValue"), backend.ClassOther},
+		{awsHTTP(http.StatusTooManyRequests), backend.ClassThrottled},
+		{awsHTTP(http.StatusForbidden), backend.ClassAuth},
+		{awsHTTP(http.StatusInternalServerError), backend.ClassOther},
+		{gopher(http.StatusUnauthorized), backend.ClassAuth},
+		{gopher(http.StatusTooManyRequests), backend.ClassThrottled},
+		{gopher(http.StatusNotFound), backend.ClassNotFound},
+		{gopher(http.StatusConflict), backend.ClassOther},
+		{fmt.Errorf("x: %w", cloudprovider.InstanceNotFound), backend.ClassNotFound},
+		{context.DeadlineExceeded, backend.ClassOther},
+		{backends.NewUserError("BadThing", errors.New("fix it")), backend.ClassOther},
+		{api.NewRetryError("provisioning", 0), backend.ClassOther},
 	}
 	for _, tc := range cases {
-		if got := classify(tc.err); got != tc.want {
+		if got := backend.Classify(tc.err); got != tc.want {
 			t.Errorf("classify(%v) = %s, want %s", tc.err, got, tc.want)
 		}
 	}
@@ -69,14 +70,14 @@ func TestErrorsByClassMetric(t *testing.T) {
 	r := mustRouter(t, testConfig(), awsB(name, cloud))
 	node := newNode("n", withProviderID("aws:///us-east-1a/i-1"))
 	count := func(class string) float64 {
-		v, err := testutil.GetCounterMetricValue(backendErrors.WithLabelValues(name, "InstanceExists", class))
+		v, err := testutil.GetCounterMetricValue(backend.BackendErrors.WithLabelValues(name, "InstanceExists", class))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
 	errCount := func() float64 {
-		v, _ := testutil.GetCounterMetricValue(backendRequests.WithLabelValues(name, "InstanceExists", "error"))
+		v, _ := testutil.GetCounterMetricValue(backend.BackendRequests.WithLabelValues(name, "InstanceExists", "error"))
 		return v
 	}
 	// The metrics are process-wide: -count=N runs this test N times.

@@ -29,6 +29,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // TestClassifyVSphere classifies the errors govmomi returns from vcsim:
@@ -54,19 +55,19 @@ func TestClassifyVSphere(t *testing.T) {
 
 	cases := map[string]struct {
 		err  error
-		want errorClass
+		want backend.ErrorClass
 	}{
 		"InvalidLogin": {
 			err:  backends.NewUserError("VSphereLoginFailed", fmt.Errorf("refused: %w", login(ctx, t, server.URL, "nobody", ""))),
-			want: classAuth,
+			want: backend.ClassAuth,
 		},
-		"NotAuthenticated": {err: powerOn(ctx, t, simClient(ctx, t, server.URL, withoutLogin), vm.Reference()), want: classAuth},
-		"NoPermission":     {err: powerOff(ctx, vim, vm.Reference()), want: classAuth},
+		"NotAuthenticated": {err: powerOn(ctx, t, simClient(ctx, t, server.URL, withoutLogin), vm.Reference()), want: backend.ClassAuth},
+		"NoPermission":     {err: powerOff(ctx, vim, vm.Reference()), want: backend.ClassAuth},
 		"ManagedObjectNotFound": {
 			err:  property.DefaultCollector(vim).RetrieveOne(ctx, types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-gone"}, []string{"name"}, &mo.VirtualMachine{}),
-			want: classNotFound,
+			want: backend.ClassNotFound,
 		},
-		"InvalidPowerState task fault": {err: powerOn(ctx, t, vim, vm.Reference()), want: classOther},
+		"InvalidPowerState task fault": {err: powerOn(ctx, t, vim, vm.Reference()), want: backend.ClassOther},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -74,7 +75,7 @@ func TestClassifyVSphere(t *testing.T) {
 				t.Fatal("vcsim returned no error")
 			}
 			err := fmt.Errorf("vCenter vc1: %w", tc.err)
-			if got := classify(err); got != tc.want {
+			if got := backend.Classify(err); got != tc.want {
 				t.Errorf("classify(%v) = %s, want %s", err, got, tc.want)
 			}
 		})
@@ -86,10 +87,10 @@ func TestClassifyVSphere(t *testing.T) {
 // backend down.
 func TestAuthFaultMarksDown(t *testing.T) {
 	refused := backends.NewUserError("VSphereLoginFailed", fmt.Errorf("logging in: %w", soap.WrapVimFault(&types.InvalidLogin{})))
-	if answered(refused) {
+	if backend.Answered(refused) {
 		t.Errorf("answered(%v) = true, want false", refused)
 	}
-	if other := backends.NewUserError("BadThing", errors.New("fix it")); !answered(other) {
+	if other := backends.NewUserError("BadThing", errors.New("fix it")); !backend.Answered(other) {
 		t.Errorf("answered(%v) = false, want true", other)
 	}
 }
@@ -200,7 +201,7 @@ func TestVSphereThrottlingCounted(t *testing.T) {
 	vm := model.Map().Any("VirtualMachine").(*simulator.VirtualMachine)
 	node := newNode("n", withProviderID("vsphere://"+vm.Config.Uuid))
 	count := func(op, class string) float64 {
-		v, err := testutil.GetCounterMetricValue(backendErrors.WithLabelValues(name, op, class))
+		v, err := testutil.GetCounterMetricValue(backend.BackendErrors.WithLabelValues(name, op, class))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // TestBackendHealth: a backend whose calls fail to reach its cloud three
@@ -27,7 +28,7 @@ func TestBackendHealth(t *testing.T) {
 		_, _ = r.InstanceExists(ctx, node)
 	}
 	up := func() float64 {
-		v, err := testutil.GetGaugeMetricValue(backendUp.WithLabelValues(name))
+		v, err := testutil.GetGaugeMetricValue(backend.BackendUp.WithLabelValues(name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // backendUpSeries returns multicloud_ccm_backend_up by backend.
@@ -58,9 +59,9 @@ func TestBackendUpAfterReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metal := rl.Current().byName["up-metal"]
-	for range unreachableAfter {
-		metal.health.observe(ctx, opGetLoadBalancer, errCloudDown)
+	metal := rl.Current().ByName["up-metal"]
+	for range backend.UnreachableAfter {
+		metal.Health.Observe(ctx, backend.OpGetLoadBalancer, errCloudDown)
 	}
 	if got := backendUpSeries(t); got["up-metal"] != 0 || got["up-gone"] != 1 {
 		t.Fatalf("before the reload: backend_up = %v", got)
@@ -87,7 +88,7 @@ func TestBackendUpAfterReload(t *testing.T) {
 		t.Errorf("status %+v: want up-metal down", st)
 	}
 
-	rl.Current().byName["up-metal"].health.observe(ctx, opGetLoadBalancer, nil)
+	rl.Current().ByName["up-metal"].Health.Observe(ctx, backend.OpGetLoadBalancer, nil)
 	if got := backendUpSeries(t); got["up-metal"] != 1 {
 		t.Errorf("seen up: backend_up = %v, want 1", got["up-metal"])
 	}

@@ -329,16 +329,6 @@ func (c *reloadCluster) apply(t *testing.T, cfg *config.CloudConfig) Changes {
 	return ch
 }
 
-// waiters counts the calls holding or waiting for the Service's lock.
-func (st *serviceStates) waiters(uid types.UID) int {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if l, ok := st.locks[uid]; ok {
-		return l.refs
-	}
-	return 0
-}
-
 var errHeldDown = errors.New("connection refused")
 
 // stepDeletes makes the next n deletes answer a RetryError, one step each.

@@ -11,6 +11,7 @@ import (
 	upstreamfake "k8s.io/cloud-provider/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // notMine is an instance backend that answers "gone" for every node and
@@ -74,7 +75,7 @@ func TestLabelNamingARemovedBackendKeepsTheNode(t *testing.T) {
 					t.Fatalf("node %s, labelled with a backend that is not configured, was deleted", name)
 				}
 				eventually(t, name+" UnknownBackend event", func() bool {
-					return strings.Contains(strings.Join(c.events(t, name), ","), "Warning/"+reasonUnknownBackend)
+					return strings.Contains(strings.Join(c.events(t, name), ","), "Warning/"+dispatch.ReasonUnknownBackend)
 				})
 				if n := remaining.count(name); n != 0 {
 					t.Errorf("node %s was asked of backend os-b %d times", name, n)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // Where a Service's load balancer may live is written on the Service
@@ -32,70 +33,23 @@ import (
 // which is asked) or was given one by an older version: if it shows an
 // address, every backend is asked, as before.
 
-// lbRecord is the set of backends that may hold a Service's load balancer.
-type lbRecord struct {
-	// known is false when the Service carries no record at all.
-	known bool
-	names []string
-}
-
-func parseRecord(svc *corev1.Service) lbRecord {
-	v, ok := svc.Annotations[string(annotation.LoadBalancerBackends)]
-	if !ok {
-		return lbRecord{}
-	}
-	rec := lbRecord{known: true}
-	for n := range strings.SplitSeq(v, ",") {
-		if n = strings.TrimSpace(n); n != "" && !slices.Contains(rec.names, n) {
-			rec.names = append(rec.names, n)
-		}
-	}
-	slices.Sort(rec.names)
-	return rec
-}
-
 // baseline is the Service's record as written on it; a Service made by an
 // older version, with no record but an address, may have a load balancer
 // in any backend, so its record starts with all of them.
-func (r *Router) baseline(svc *corev1.Service) lbRecord {
-	rec := parseRecord(svc)
-	if !rec.known && len(svc.Status.LoadBalancer.Ingress) > 0 {
-		return rec.with(names(r.lbs)...)
+func (r *Router) baseline(svc *corev1.Service) svcstate.Record {
+	rec := svcstate.ParseRecord(svc)
+	if !rec.Known && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return rec.With(backend.Names(r.lbs)...)
 	}
 	return rec
 }
 
-func (rec lbRecord) has(name string) bool { return slices.Contains(rec.names, name) }
-
-func (rec lbRecord) with(names ...string) lbRecord {
-	out := lbRecord{known: true, names: slices.Clone(rec.names)}
-	for _, n := range names {
-		if !out.has(n) {
-			out.names = append(out.names, n)
-		}
-	}
-	slices.Sort(out.names)
-	return out
-}
-
-func (rec lbRecord) without(names ...string) lbRecord {
-	out := lbRecord{known: true}
-	for _, n := range rec.names {
-		if !slices.Contains(names, n) {
-			out.names = append(out.names, n)
-		}
-	}
-	return out
-}
-
-func (rec lbRecord) value() string { return strings.Join(rec.names, ",") }
-
 // recordOf returns the Service's record: its annotation, plus what this
 // process wrote that the (possibly stale) copy upstream passed may not show.
-func (r *Router) recordOf(svc *corev1.Service) lbRecord {
-	rec := parseRecord(svc)
-	if mem, ok := r.st.recordedOf(svc.UID); ok {
-		rec = rec.with(mem...)
+func (r *Router) recordOf(svc *corev1.Service) svcstate.Record {
+	rec := svcstate.ParseRecord(svc)
+	if mem, ok := r.st.RecordedOf(svc.UID); ok {
+		rec = rec.With(mem...)
 	}
 	return rec
 }
@@ -109,19 +63,19 @@ func (r *Router) recordOf(svc *corev1.Service) lbRecord {
 // its delete there; trusting it would create there unrecorded, and the
 // Service's delete would not look there (issue: a load balancer leaked in
 // TestReloadRaceInvariants).
-func (r *Router) written(svc *corev1.Service) lbRecord {
-	if mem, ok := r.st.recordedOf(svc.UID); ok {
-		return lbRecord{known: true, names: mem}
+func (r *Router) written(svc *corev1.Service) svcstate.Record {
+	if mem, ok := r.st.RecordedOf(svc.UID); ok {
+		return svcstate.Record{Known: true, Names: mem}
 	}
-	return parseRecord(svc)
+	return svcstate.ParseRecord(svc)
 }
 
 // current is the Service's record with, for a Service an older version
 // gave an address, every backend (see baseline).
-func (r *Router) current(svc *corev1.Service) lbRecord {
+func (r *Router) current(svc *corev1.Service) svcstate.Record {
 	rec := r.recordOf(svc)
-	if !rec.known && len(svc.Status.LoadBalancer.Ingress) > 0 {
-		return rec.with(names(r.lbs)...)
+	if !rec.Known && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return rec.With(backend.Names(r.lbs)...)
 	}
 	return rec
 }
@@ -129,25 +83,25 @@ func (r *Router) current(svc *corev1.Service) lbRecord {
 // remember keeps what was written for the Service until the Service is
 // deleted. The router writes nothing, so keeps nothing, for Services it
 // never gave a load balancer.
-func (r *Router) remember(uid types.UID, rec lbRecord) {
-	r.st.remember(uid, slices.Clip(rec.names))
+func (r *Router) remember(uid types.UID, rec svcstate.Record) {
+	r.st.Remember(uid, slices.Clip(rec.Names))
 }
 
 // forget drops every per-Service state of a Service that is gone.
 func (r *Router) forget(uid types.UID) {
-	r.st.forget(uid)
+	r.st.Forget(uid)
 }
 
 // addToRecord records bs on the Service before a mutating call there; a
 // backend of bs whose load balancer drains serves again: its drain entry
 // goes in the same write. It fails, so that nothing is created, if the
 // record cannot be written.
-func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*backend) error {
+func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*backend.Member) error {
 	rec := r.written(svc)
 	draining := r.drainingOf(svc)
 	var add, back []string
 	for _, b := range bs {
-		if !rec.has(b.Name) {
+		if !rec.Has(b.Name) {
 			add = append(add, b.Name)
 		}
 		if _, ok := draining[b.Name]; ok {
@@ -157,7 +111,7 @@ func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*ba
 	if len(add) == 0 && len(back) == 0 {
 		return nil
 	}
-	err := r.writeRecord(ctx, svc, false, func(rec lbRecord) lbRecord { return rec.with(add...) }, back...)
+	err := r.writeRecord(ctx, svc, false, func(rec svcstate.Record) svcstate.Record { return rec.With(add...) }, back...)
 	if err != nil {
 		return fmt.Errorf("service %s/%s: cannot record backends %v in annotation %s before creating their load balancers: %w",
 			svc.Namespace, svc.Name, add, annotation.LoadBalancerBackends, err)
@@ -172,10 +126,10 @@ func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names 
 		return nil
 	}
 	rec := r.current(svc)
-	if rec.known && len(rec.without(names...).names) == len(rec.names) {
+	if rec.Known && len(rec.Without(names...).Names) == len(rec.Names) {
 		return nil
 	}
-	return r.writeRecord(ctx, svc, true, func(rec lbRecord) lbRecord { return rec.without(names...) })
+	return r.writeRecord(ctx, svc, true, func(rec svcstate.Record) svcstate.Record { return rec.Without(names...) })
 }
 
 // writeRecord applies change to the Service's record as the API server
@@ -186,32 +140,32 @@ func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names 
 //
 // The drain entries of the backends named in serving go in the same write:
 // they serve the Service again.
-func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(lbRecord) lbRecord, serving ...string) error {
-	if r.client == nil {
+func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(svcstate.Record) svcstate.Record, serving ...string) error {
+	if r.Client == nil {
 		next := change(r.current(svc))
 		r.remember(svc.UID, next)
-		r.st.setDrains(svc.UID, r.drainingOf(svc).keepOnly(next.names).without(serving...))
+		r.st.SetDrains(svc.UID, r.drainingOf(svc).KeepOnly(next.Names).Without(serving...))
 		return nil
 	}
 	return r.patchAnnotations(ctx, svc, goneOK, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
 		old := r.baseline(cur)
 		next := change(old)
 		changes := map[annotation.Name]*string{}
-		if !old.known || old.value() != next.value() {
-			changes[annotation.LoadBalancerBackends] = ptr.To(next.value())
+		if !old.Known || old.Value() != next.Value() {
+			changes[annotation.LoadBalancerBackends] = ptr.To(next.Value())
 		}
-		if len(next.names) == 0 {
-			setAnnotation(changes, cur, annotation.LoadBalancerServedBy, "")
-			setAnnotation(changes, cur, annotation.LoadBalancerID, "")
+		if len(next.Names) == 0 {
+			svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerServedBy, "")
+			svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerID, "")
 			r.writtenBack(changes, nil, cur, nil, nil)
 		}
-		drains := parseDraining(cur).keepOnly(next.names).without(serving...)
-		setAnnotation(changes, cur, annotation.LoadBalancerDraining, drains.value())
+		drains := svcstate.ParseDraining(cur).KeepOnly(next.Names).Without(serving...)
+		svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerDraining, drains.Value())
 		r.dnsChanges(changes, cur, drains, "")
 		return changes, func() {
 			r.remember(svc.UID, next)
-			if mem, ok := r.st.drainsOf(svc.UID); ok {
-				r.st.setDrains(svc.UID, mem.keepOnly(next.names).without(serving...))
+			if mem, ok := r.st.DrainsOf(svc.UID); ok {
+				r.st.SetDrains(svc.UID, mem.KeepOnly(next.Names).Without(serving...))
 			}
 		}
 	})
@@ -222,8 +176,8 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 // the Service already says so, so the annotation change re-runs the
 // service controller's sync once at most: that sync finds the same values
 // and writes nothing.
-func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []*backend, answers []ensured) error {
-	if r.client == nil {
+func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []*backend.Member, answers []ensured) error {
+	if r.Client == nil {
 		return nil
 	}
 	w := &ServedWrite{r: r, seen: svc, targets: targets, answers: answers}
@@ -234,7 +188,7 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []
 		changes := r.servedChanges(svc, cur, targets, answers)
 		return changes, func() {
 			if v, ok := changes[annotation.LoadBalancerDraining]; ok {
-				r.st.setDrains(svc.UID, parseDrainingValue(ptr.Deref(v, "")))
+				r.st.SetDrains(svc.UID, svcstate.ParseDrainingValue(ptr.Deref(v, "")))
 			}
 		}
 	})
@@ -257,7 +211,7 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []
 // as the edit made it; writing back what the backends answered to the old
 // value would undo the edit, and the sync the edit queued answers the new
 // one.
-func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *corev1.Service, bs []*backend, answers []ensured) {
+func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *corev1.Service, bs []*backend.Member, answers []ensured) {
 	types := map[string]bool{}
 	for i, b := range bs {
 		types[b.Type] = true
@@ -265,7 +219,7 @@ func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *cor
 			if seen != nil && seen.Annotations[key] != cur.Annotations[key] {
 				continue
 			}
-			setAnnotation(changes, cur, annotation.Name(key), answers[i].reported[key])
+			svcstate.SetAnnotation(changes, cur, annotation.Name(key), answers[i].reported[key])
 		}
 	}
 	for _, prev := range r.servingOf(cur) {
@@ -273,20 +227,8 @@ func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *cor
 			continue
 		}
 		for _, key := range backends.ServiceAnnotationsOf(prev.Type) {
-			setAnnotation(changes, cur, annotation.Name(key), "")
+			svcstate.SetAnnotation(changes, cur, annotation.Name(key), "")
 		}
-	}
-}
-
-// setAnnotation adds to changes what makes cur's annotation name say value
-// ("": absent), if it does not already.
-func setAnnotation(changes map[annotation.Name]*string, cur *corev1.Service, name annotation.Name, value string) {
-	got, ok := cur.Annotations[string(name)]
-	switch {
-	case value == "" && ok:
-		changes[name] = nil
-	case value != "" && got != value:
-		changes[name] = ptr.To(value)
 	}
 }
 
@@ -297,7 +239,7 @@ func setAnnotation(changes map[annotation.Name]*string, cur *corev1.Service, nam
 // conflict; nothing is sent when there is nothing to change. With goneOK, a
 // Service that is gone is forgotten instead of an error.
 func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, goneOK bool, desired func(*corev1.Service) (map[annotation.Name]*string, func())) error {
-	services := r.client.CoreV1().Services(svc.Namespace)
+	services := r.Client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
 		if err == nil && cur.UID != svc.UID {
@@ -335,18 +277,18 @@ func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, gone
 // address, see baseline); without a record, its targets. A recorded
 // backend that is no longer configured is an error: its load balancer
 // cannot be reached, and forgetting it would leak it.
-func (r *Router) mayHold(svc *corev1.Service, targets ...*backend) ([]*backend, error) {
+func (r *Router) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*backend.Member, error) {
 	rec := r.current(svc)
-	if !rec.known {
-		return slices.DeleteFunc(slices.Clone(targets), func(b *backend) bool { return b == nil }), nil
+	if !rec.Known {
+		return slices.DeleteFunc(slices.Clone(targets), func(b *backend.Member) bool { return b == nil }), nil
 	}
-	out := make([]*backend, 0, len(rec.names))
-	for _, n := range rec.names {
-		b, ok := r.byName[n]
-		if !ok || b.lb == nil {
-			return nil, userErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
+	out := make([]*backend.Member, 0, len(rec.Names))
+	for _, n := range rec.Names {
+		b, ok := r.ByName[n]
+		if !ok || b.LB == nil {
+			return nil, backend.UserErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
 				"(have: %v); add the backend back so its load balancer can be removed, or, once you removed it by hand, remove %q from the annotation",
-				svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, names(r.lbs), n)
+				svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, backend.Names(r.lbs), n)
 		}
 		out = append(out, b)
 	}
@@ -356,18 +298,18 @@ func (r *Router) mayHold(svc *corev1.Service, targets ...*backend) ([]*backend, 
 // mayHoldGone is mayHold for a Service that is gone (ServiceGone): the
 // recorded backends that are configured; each one that is not gets a
 // Warning naming it and what to do, as its load balancer is left there.
-func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backend {
+func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backend.Member {
 	rec := r.current(svc)
-	out := make([]*backend, 0, len(rec.names))
-	for _, n := range rec.names {
-		if b, ok := r.byName[n]; ok && b.lb != nil {
+	out := make([]*backend.Member, 0, len(rec.Names))
+	for _, n := range rec.Names {
+		if b, ok := r.ByName[n]; ok && b.LB != nil {
 			out = append(out, b)
 			continue
 		}
-		r.warn(ctx, serviceRef(svc), reasonUnknownLBBackend, fmt.Sprintf("service %s/%s was deleted without its load balancer's cleanup, and "+
+		r.Warn(ctx, svcstate.ServiceRef(svc), reasonUnknownLBBackend, fmt.Sprintf("service %s/%s was deleted without its load balancer's cleanup, and "+
 			"annotation %s recorded a load balancer in backend %q, which is not configured (have: %v): it is deleted from the other backends only; "+
 			"add the backend back while this cleanup still retries to delete its load balancer there, or delete that load balancer by hand",
-			svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, names(r.lbs)))
+			svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, backend.Names(r.lbs)))
 	}
 	return out
 }
@@ -379,7 +321,7 @@ func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backen
 // controller serving classless Services, such as MetalLB) are kept. When no
 // released load balancer reported an address, every address is ours.
 func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released []holder) error {
-	if r.client == nil || svc.Spec.LoadBalancerClass != nil {
+	if r.Client == nil || svc.Spec.LoadBalancerClass != nil {
 		return nil
 	}
 	ours := map[string]bool{}
@@ -406,7 +348,7 @@ func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released 
 // subresource, guarded by the resourceVersion. Used when some of a
 // Service's backends failed: the status shows the others' addresses.
 func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []corev1.LoadBalancerIngress) error {
-	if r.client == nil {
+	if r.Client == nil {
 		return nil
 	}
 	return r.patchIngress(ctx, svc, func(cur []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
@@ -430,7 +372,7 @@ func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []cor
 // before it is deleted. It never empties the status: the addresses are
 // then left to the Service's next sync, which writes the serving ones.
 func (r *Router) withdrawFromStatus(ctx context.Context, svc *corev1.Service, drop []corev1.LoadBalancerIngress) error {
-	if r.client == nil || len(drop) == 0 {
+	if r.Client == nil || len(drop) == 0 {
 		return nil
 	}
 	gone := map[string]bool{}
@@ -452,7 +394,7 @@ func (r *Router) withdrawFromStatus(ctx context.Context, svc *corev1.Service, dr
 // written when change keeps the number of addresses (it only removes or
 // only adds), or when the Service is gone or was re-created.
 func (r *Router) patchIngress(ctx context.Context, svc *corev1.Service, change func([]corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress) error {
-	services := r.client.CoreV1().Services(svc.Namespace)
+	services := r.Client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && cur.UID != svc.UID) {

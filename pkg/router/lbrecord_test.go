@@ -118,7 +118,7 @@ func TestRemovingTheAnnotationClearsTheReleasedAddress(t *testing.T) {
 	eventually(t, "the released address cleared from the Service's status", func() bool { return ingressIP(c.service(t, "web")) == "" })
 	// The status is cleared first, then the address released.
 	eventually(t, "bare metal released the Service's address", func() bool {
-		_, exists, err := r.byName["metal"].lb.GetLoadBalancer(context.Background(), cluster, c.service(t, "web"))
+		_, exists, err := r.ByName["metal"].LB.GetLoadBalancer(context.Background(), cluster, c.service(t, "web"))
 		return err == nil && !exists
 	})
 	eventually(t, "the record emptied", func() bool { return c.record(t, "web") == "" })
@@ -274,7 +274,7 @@ func deleteService(t *testing.T, r *Router, c *fakeCluster, name string) {
 
 // serviceState counts the router's per-Service entries.
 func serviceState(r *Router) int {
-	return r.st.size()
+	return r.st.Size()
 }
 
 // TestBrokenBackendDoesNotBlockOtherServicesDeletion drives the upstream

@@ -11,6 +11,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // Event reasons for Service problems. They are stable.
@@ -61,7 +63,7 @@ func (r *Router) GetLoadBalancer(ctx context.Context, clusterName string, servic
 func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, service *corev1.Service) string {
 	service = r.withClassDefaults(service)
 	if b, err := r.lbTarget(service); err == nil && b != nil {
-		return b.lb.GetLoadBalancerName(ctx, clusterName, service)
+		return b.LB.GetLoadBalancerName(ctx, clusterName, service)
 	}
 	return cloudprovider.DefaultLoadBalancerName(service)
 }
@@ -81,7 +83,7 @@ func (r *Router) GetLoadBalancerName(ctx context.Context, clusterName string, se
 func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
-	r.st.clusterName.Store(clusterName)
+	r.st.ClusterName.Store(clusterName)
 	targets, err := r.lbTargets(service)
 	if err != nil {
 		r.warnUser(ctx, service, reasonUnknownLBBackend, err)
@@ -102,7 +104,7 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 		return nil, fmt.Errorf("service %s/%s: its load balancer was deleted with the Service; not creating it again", service.Namespace, service.Name)
 	}
 	before := r.preparedFrom(ctx, service)
-	added, had := r.unrecorded(before, targets), len(r.current(before).names) > 0
+	added, had := r.unrecorded(before, targets), len(r.current(before).Names) > 0
 	if err := r.addToRecord(ctx, service, targets...); err != nil {
 		return nil, err
 	}
@@ -142,15 +144,15 @@ func (r *Router) warnUser(ctx context.Context, service *corev1.Service, reason s
 	if ue, ok := backends.AsUserError(err); ok {
 		reason = ue.Reason
 	}
-	r.warn(ctx, serviceRef(service), reason, err.Error())
+	r.Warn(ctx, svcstate.ServiceRef(service), reason, err.Error())
 }
 
 // unrecorded returns the targets the Service's record does not name yet.
-func (r *Router) unrecorded(service *corev1.Service, targets []*backend) []*backend {
+func (r *Router) unrecorded(service *corev1.Service, targets []*backend.Member) []*backend.Member {
 	rec := r.written(service)
-	var out []*backend
+	var out []*backend.Member
 	for _, b := range targets {
-		if !rec.has(b.Name) {
+		if !rec.Has(b.Name) {
 			out = append(out, b)
 		}
 	}
@@ -164,7 +166,7 @@ func (r *Router) unrecorded(service *corev1.Service, targets []*backend) []*back
 // Service's annotations makes the service controller sync it and move it
 // back; without it the Service stayed where it was, and the drain entry
 // of its target was skipped for ever.
-func (r *Router) notRecorded(service *corev1.Service, targets []*backend) []*backend {
+func (r *Router) notRecorded(service *corev1.Service, targets []*backend.Member) []*backend.Member {
 	draining := r.drainingOf(service)
 	out := r.unrecorded(service, targets)
 	for _, b := range targets {
@@ -185,7 +187,7 @@ func (r *Router) notRecorded(service *corev1.Service, targets []*backend) []*bac
 func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
-	r.st.clusterName.Store(clusterName)
+	r.st.ClusterName.Store(clusterName)
 	bs, moving, err := r.updateTargets(service)
 	if err != nil {
 		return err
@@ -194,7 +196,7 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 		return cloudprovider.ImplementedElsewhere
 	}
 	if moving {
-		r.st.queueReroute(service)
+		r.st.QueueReroute(service)
 	} else if err := r.addToRecord(ctx, service, bs...); err != nil {
 		return err
 	}
@@ -202,7 +204,7 @@ func (r *Router) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 	var errs []error
 	handedOver := 0
 	for _, b := range bs {
-		if err := b.updateLoadBalancer(ctx, clusterName, service, r.targetable(b, service, nodes)); err != nil {
+		if err := b.UpdateLoadBalancer(ctx, clusterName, service, r.Targetable(b, service, nodes)); err != nil {
 			if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
 				handedOver++ // another controller serves it there (withoutHandedOver)
 				continue
@@ -261,8 +263,8 @@ func (r *Router) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*
 	bs = append(bs, r.drainingBackends(service, bs)...)
 	out := make(map[string][]*corev1.Node, len(bs))
 	for _, b := range bs {
-		if !b.ignoresNodes() {
-			out[b.Name] = r.targetable(b, service, nodes)
+		if !b.IgnoresNodes() {
+			out[b.Name] = r.Targetable(b, service, nodes)
 		}
 	}
 	return out
@@ -271,15 +273,15 @@ func (r *Router) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*
 // updateTargets returns the backends an update of the Service's load
 // balancer goes to: those serving it (multicloud-ccm.io/load-balancer-served-by,
 // recorded) when they are not its targets (moving), else its targets.
-func (r *Router) updateTargets(service *corev1.Service) (bs []*backend, moving bool, err error) {
+func (r *Router) updateTargets(service *corev1.Service) (bs []*backend.Member, moving bool, err error) {
 	targets, err := r.lbTargets(service)
 	if err != nil || len(targets) == 0 {
 		return targets, false, err
 	}
 	rec := r.recordOf(service)
-	var served []*backend
+	var served []*backend.Member
 	for _, b := range r.servingOf(service) {
-		if rec.has(b.Name) {
+		if rec.Has(b.Name) {
 			served = append(served, b)
 		}
 	}
@@ -291,11 +293,11 @@ func (r *Router) updateTargets(service *corev1.Service) (bs []*backend, moving b
 
 // drainingBackends returns the recorded backends whose load balancer is
 // draining, other than those in bs.
-func (r *Router) drainingBackends(service *corev1.Service, bs []*backend) []*backend {
+func (r *Router) drainingBackends(service *corev1.Service, bs []*backend.Member) []*backend.Member {
 	rec := r.recordOf(service)
-	var out []*backend
+	var out []*backend.Member
 	for n := range r.drainingOf(service) {
-		if b, ok := r.byName[n]; ok && b.lb != nil && rec.has(n) && !slices.Contains(bs, b) {
+		if b, ok := r.ByName[n]; ok && b.LB != nil && rec.Has(n) && !slices.Contains(bs, b) {
 			out = append(out, b)
 		}
 	}
@@ -304,7 +306,7 @@ func (r *Router) drainingBackends(service *corev1.Service, bs []*backend) []*bac
 
 // sameBackends reports whether a and b hold the same backends, in any
 // order.
-func sameBackends(a, b []*backend) bool {
+func sameBackends(a, b []*backend.Member) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -337,9 +339,9 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 		mu   sync.Mutex
 		done []string
 	)
-	err = ask(ctx, asked, func(ctx context.Context, b *backend) (struct{}, error) {
-		return struct{}{}, b.ensureLoadBalancerDeleted(ctx, clusterName, service)
-	}, func(b *backend, _ struct{}) {
+	err = backend.Ask(ctx, asked, func(ctx context.Context, b *backend.Member) (struct{}, error) {
+		return struct{}{}, b.EnsureLoadBalancerDeleted(ctx, clusterName, service)
+	}, func(b *backend.Member, _ struct{}) {
 		mu.Lock()
 		defer mu.Unlock()
 		done = append(done, b.Name)
@@ -368,19 +370,19 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 // given a load balancer by the router: its address is someone else's (a
 // controller serving classless Services, such as MetalLB, whose address
 // may well lie in one of our pools), and nothing is asked or released.
-func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend) error {
-	if !r.recordOf(service).known && len(r.servingOf(service)) == 0 {
+func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend.Member) error {
+	if !r.recordOf(service).Known && len(r.servingOf(service)) == 0 {
 		return nil
 	}
 	asked, err := r.mayHold(service, keep)
 	if err == nil {
-		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend) bool { return b == keep })
+		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return b == keep })
 		err = r.release(ctx, clusterName, service, asked, keep == nil)
 	}
 	if err != nil {
 		r.recordServiceError(ctx, service, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
-		r.warn(ctx, serviceRef(service), reasonCleanupPending, msg)
+		r.Warn(ctx, svcstate.ServiceRef(service), reasonCleanupPending, msg)
 		return fmt.Errorf("service %s/%s: %w", service.Namespace, service.Name, err)
 	}
 	return nil
@@ -389,7 +391,7 @@ func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.
 // release deletes the Service's load balancer from the holders among asked
 // (clearing their addresses from its status first when clear is set), then
 // drops every asked backend from the record.
-func (r *Router) release(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend, clear bool) error {
+func (r *Router) release(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend.Member, clear bool) error {
 	if len(asked) == 0 {
 		return nil
 	}
@@ -405,35 +407,35 @@ func (r *Router) release(ctx context.Context, clusterName string, service *corev
 	if err := r.deleteFrom(ctx, clusterName, service, found); err != nil {
 		return err
 	}
-	return r.dropFromRecord(ctx, service, names(asked))
+	return r.dropFromRecord(ctx, service, backend.Names(asked))
 }
 
 func (r *Router) deleteFrom(ctx context.Context, clusterName string, service *corev1.Service, found []holder) error {
 	var errs []error
 	for _, h := range found {
-		errs = append(errs, h.b.ensureLoadBalancerDeleted(ctx, clusterName, service))
+		errs = append(errs, h.b.EnsureLoadBalancerDeleted(ctx, clusterName, service))
 	}
 	return errors.Join(errs...)
 }
 
 // holder is a backend that reported a load balancer for a Service.
 type holder struct {
-	b      *backend
+	b      *backend.Member
 	status *corev1.LoadBalancerStatus
 }
 
 // holders asks the backends in asked, concurrently, whether they hold a
 // load balancer for service. Any of them failing to answer is an error,
 // returned with the holders among those that answered.
-func (r *Router) holders(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend) ([]holder, error) {
+func (r *Router) holders(ctx context.Context, clusterName string, service *corev1.Service, asked []*backend.Member) ([]holder, error) {
 	var found []holder
-	err := ask(ctx, asked, func(ctx context.Context, b *backend) (holder, error) {
-		status, exists, err := b.getLoadBalancer(ctx, clusterName, service)
+	err := backend.Ask(ctx, asked, func(ctx context.Context, b *backend.Member) (holder, error) {
+		status, exists, err := b.GetLoadBalancer(ctx, clusterName, service)
 		if !exists {
 			return holder{}, err
 		}
 		return holder{b: b, status: status}, err
-	}, func(_ *backend, h holder) {
+	}, func(_ *backend.Member, h holder) {
 		if h.b != nil {
 			found = append(found, h)
 		}
@@ -442,7 +444,7 @@ func (r *Router) holders(ctx context.Context, clusterName string, service *corev
 }
 
 // orderHolders sorts found into config order, so answers are stable.
-func orderHolders(order []*backend, found []holder) []holder {
+func orderHolders(order []*backend.Member, found []holder) []holder {
 	out := make([]holder, 0, len(found))
 	for _, b := range order {
 		for _, h := range found {
@@ -458,56 +460,6 @@ func orderHolders(order []*backend, found []holder) []holder {
 // Service for every error a user can fix.
 func (r *Router) recordServiceError(ctx context.Context, service *corev1.Service, err error) {
 	if ue, ok := backends.AsUserError(err); ok {
-		r.warn(ctx, serviceRef(service), ue.Reason, err.Error())
+		r.Warn(ctx, svcstate.ServiceRef(service), ue.Reason, err.Error())
 	}
-}
-
-// targetable returns the nodes the backend's load balancer can send the
-// Service's traffic to.
-func (b *backend) targetable(service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
-	out := make([]*corev1.Node, 0, len(nodes))
-	for _, n := range nodes {
-		if b.canTarget(service, n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func (b *backend) getLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
-	var exists bool
-	status, err := call(ctx, b, opGetLoadBalancer, loadBalancerCallTimeout, func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
-		status, ok, err := b.lb.GetLoadBalancer(ctx, clusterName, service)
-		exists = ok
-		return status, err
-	})
-	return status, exists, err
-}
-
-func (b *backend) ensureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	return call(ctx, b, opEnsureLoadBalancer, loadBalancerCallTimeout, func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
-		status, err := b.lb.EnsureLoadBalancer(ctx, clusterName, service, nodes)
-		if err == nil && status == nil {
-			err = errors.New("returned no status and no error")
-		}
-		return status, err
-	})
-}
-
-func (b *backend) updateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
-	_, err := call(ctx, b, opUpdateLoadBalancer, loadBalancerCallTimeout, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, b.lb.UpdateLoadBalancer(ctx, clusterName, service, nodes)
-	})
-	return err
-}
-
-func (b *backend) ensureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
-	_, err := call(ctx, b, opEnsureLoadBalancerDeleted, loadBalancerCallTimeout, func(ctx context.Context) (struct{}, error) {
-		err := b.lb.EnsureLoadBalancerDeleted(ctx, clusterName, service)
-		if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream sentinel, never wrapped.
-			err = nil
-		}
-		return struct{}{}, err
-	})
-	return err
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // A Service may be served by several backends at once: the annotation
@@ -33,50 +35,38 @@ const (
 	reasonAdded         = "LoadBalancerAdded"
 )
 
-// splitNames reads a comma-separated backend list: names trimmed, empty
-// ones dropped, in order.
-func splitNames(v string) []string {
-	var out []string
-	for n := range strings.SplitSeq(v, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // lbTargets returns the backends that should hold service's load balancer,
 // in the order the Service's class or annotation lists them (a class's
 // backends, else the annotation's, else the default); nil when none
 // (implemented elsewhere).
-func (r *Router) lbTargets(service *corev1.Service) ([]*backend, error) {
+func (r *Router) lbTargets(service *corev1.Service) ([]*backend.Member, error) {
 	if bs, handled, err := r.classTargets(service); handled {
 		return bs, err
 	}
 	value, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]
 	if !annotated {
-		value = r.cfg.LoadBalancer.DefaultBackend
+		value = r.Cfg.LoadBalancer.DefaultBackend
 	}
 	if value == "" && !annotated {
 		return nil, nil
 	}
-	list := splitNames(value)
+	list := svcstate.SplitNames(value)
 	if len(list) == 0 {
 		list = []string{value}
 	}
-	out := make([]*backend, 0, len(list))
+	out := make([]*backend.Member, 0, len(list))
 	for i, name := range list {
-		b, ok := r.byName[name]
-		if !ok || b.lb == nil {
+		b, ok := r.ByName[name]
+		if !ok || b.LB == nil {
 			which := ""
 			if len(list) > 1 {
 				which = fmt.Sprintf(" (%q)", name)
 			}
 			return nil, fmt.Errorf("service %s/%s: annotation %s=%q names no backend with load balancers%s; use one of %v (or several, comma-separated), or remove the annotation to use the default",
-				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, which, names(r.lbs))
+				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, which, backend.Names(r.lbs))
 		}
 		if slices.Index(list, name) != i {
-			return nil, userErr(reasonUnknownLBBackend, "service %s/%s: annotation %s=%q names backend %q twice; name each backend once",
+			return nil, backend.UserErr(reasonUnknownLBBackend, "service %s/%s: annotation %s=%q names backend %q twice; name each backend once",
 				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, name)
 		}
 		out = append(out, b)
@@ -86,7 +76,7 @@ func (r *Router) lbTargets(service *corev1.Service) ([]*backend, error) {
 
 // lbTarget returns the first of the Service's target backends (nil:
 // implemented elsewhere).
-func (r *Router) lbTarget(service *corev1.Service) (*backend, error) {
+func (r *Router) lbTarget(service *corev1.Service) (*backend.Member, error) {
 	bs, err := r.lbTargets(service)
 	if err != nil || len(bs) == 0 {
 		return nil, err
@@ -108,14 +98,14 @@ type ensured struct {
 //
 // Each is handed the Service with the other serving backends' addresses
 // out of its status (see handedTo), and what each answered is remembered.
-func (r *Router) ensureAll(ctx context.Context, clusterName string, service *corev1.Service, targets []*backend, nodes []*corev1.Node, drain time.Duration) []ensured {
+func (r *Router) ensureAll(ctx context.Context, clusterName string, service *corev1.Service, targets []*backend.Member, nodes []*corev1.Node, drain time.Duration) []ensured {
 	out := make([]ensured, len(targets))
 	var wg sync.WaitGroup
 	for i, b := range targets {
 		handed := r.handedTo(service, b, targets, drain)
 		wg.Go(func() {
 			idCtx, reportedID := backends.WithLoadBalancerIDReport(ctx)
-			status, err := b.ensureLoadBalancer(idCtx, clusterName, handed, r.targetable(b, handed, nodes))
+			status, err := b.EnsureLoadBalancer(idCtx, clusterName, handed, r.Targetable(b, handed, nodes))
 			out[i] = ensured{status: status, id: reportedID(), reported: backends.ReportedServiceAnnotations(idCtx), err: err}
 		})
 	}
@@ -147,11 +137,11 @@ func mergeStatus(answers []ensured) *corev1.LoadBalancerStatus {
 // another controller (the aws backend for aws-load-balancer-type:
 // external, the AWS Load Balancer Controller's) has not failed, serves no
 // address, and keeps whatever that controller made.
-func withoutHandedOver(targets []*backend, answers []ensured) ([]*backend, []ensured) {
+func withoutHandedOver(targets []*backend.Member, answers []ensured) ([]*backend.Member, []ensured) {
 	if !slices.ContainsFunc(answers, handedOver) {
 		return targets, answers
 	}
-	var ts []*backend
+	var ts []*backend.Member
 	var as []ensured
 	for i, a := range answers {
 		if !handedOver(a) {
@@ -170,7 +160,7 @@ func handedOver(a ensured) bool {
 // the failed backends' included: their load balancers may well still
 // serve), each failure is a Warning event naming its backend, and the
 // failures are returned, so the controller retries.
-func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, targets []*backend, answers []ensured) error {
+func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, targets []*backend.Member, answers []ensured) error {
 	var errs []error
 	for i, a := range answers {
 		if a.err == nil {
@@ -188,7 +178,7 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 			// such as a bad annotation's.
 			klog.FromContext(ctx).V(2).Info(msg, "service", klog.KObj(service))
 		} else {
-			r.warn(ctx, serviceRef(service), reasonBackendFailed, msg)
+			r.Warn(ctx, svcstate.ServiceRef(service), reasonBackendFailed, msg)
 		}
 		errs = append(errs, fmt.Errorf("backend %s: %w", targets[i].Name, a.err))
 	}
@@ -210,9 +200,9 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 // router's goes once none does (see dnsChanges).
 //
 // seen is the Service the backends were handed (see writtenBack).
-func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend, answers []ensured) map[annotation.Name]*string {
+func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend.Member, answers []ensured) map[annotation.Name]*string {
 	changes := map[annotation.Name]*string{}
-	setAnnotation(changes, cur, annotation.LoadBalancerServedBy, strings.Join(namesInOrder(targets), ","))
+	svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerServedBy, strings.Join(svcstate.NamesInOrder(targets), ","))
 	id := ""
 	if len(targets) == 1 {
 		id = answers[0].id
@@ -225,32 +215,23 @@ func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend, an
 		}
 		id = strings.Join(pairs, ",")
 	}
-	setAnnotation(changes, cur, annotation.LoadBalancerID, id)
+	svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerID, id)
 	r.writtenBack(changes, seen, cur, targets, answers)
-	d := parseDraining(cur)
-	if d.hasAny(targets) {
-		d = d.without(namesInOrder(targets)...)
-		setAnnotation(changes, cur, annotation.LoadBalancerDraining, d.value())
+	d := svcstate.ParseDraining(cur)
+	if d.HasAny(targets) {
+		d = d.Without(svcstate.NamesInOrder(targets)...)
+		svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerDraining, d.Value())
 	}
-	r.dnsChanges(changes, cur, d, dnsTarget(mergeStatus(answers).Ingress))
+	r.dnsChanges(changes, cur, d, svcstate.DNSTarget(mergeStatus(answers).Ingress))
 	return changes
-}
-
-// namesInOrder returns the backends' names in their order.
-func namesInOrder(bs []*backend) []string {
-	out := make([]string, 0, len(bs))
-	for _, b := range bs {
-		out = append(out, b.Name)
-	}
-	return out
 }
 
 // servingOf returns the backends multicloud-ccm.io/load-balancer-served-by
 // names that are configured with load balancers.
-func (r *Router) servingOf(svc *corev1.Service) []*backend {
-	var out []*backend
-	for _, n := range splitNames(svc.Annotations[string(annotation.LoadBalancerServedBy)]) {
-		if b, ok := r.byName[n]; ok && b.lb != nil {
+func (r *Router) servingOf(svc *corev1.Service) []*backend.Member {
+	var out []*backend.Member
+	for _, n := range svcstate.SplitNames(svc.Annotations[string(annotation.LoadBalancerServedBy)]) {
+		if b, ok := r.ByName[n]; ok && b.LB != nil {
 			out = append(out, b)
 		}
 	}

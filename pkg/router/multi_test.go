@@ -243,7 +243,7 @@ func TestDrainTimerEndsDrainWithoutSync(t *testing.T) {
 	if _, err := b.EnsureLoadBalancer(context.Background(), cluster, svc, nil); err != nil {
 		t.Fatal(err)
 	}
-	r.st.clusterName.Store(cluster)
+	r.st.ClusterName.Store(cluster)
 	c := startCluster(t, r, svc)
 	c.run(t, func(context.Context) {})
 	for time.Now().Before(end) {

@@ -15,6 +15,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/openstack"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // The providerIDs Cluster API's infrastructure providers write on the
@@ -75,7 +76,7 @@ func (c *recorder) askedAbout() []string {
 	return append([]string(nil), c.asked...)
 }
 
-func withSchemes(r *Router, aliases ...config.SchemeAlias) { r.cfg.Nodes.Schemes = aliases }
+func withSchemes(r *Router, aliases ...config.SchemeAlias) { r.Cfg.Nodes.Schemes = aliases }
 
 // TestClusterAPIProviderIDs routes the Nodes Cluster API's providers make,
 // with their providerIDs as those providers write them, each to its
@@ -188,7 +189,7 @@ func TestMetal3NodesThroughUpstreamControllers(t *testing.T) {
 			}
 			if served {
 				eventually(t, "m3-unknown's Warning", func() bool {
-					return strings.Contains(strings.Join(c.events(t, "m3-unknown"), ","), "Warning/"+reasonNodeNotClaimed)
+					return strings.Contains(strings.Join(c.events(t, "m3-unknown"), ","), "Warning/"+dispatch.ReasonNodeNotClaimed)
 				})
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/batch"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
 // TestNodeChangesSkipNodeIndependent: bare metal's load balancers ignore
@@ -41,8 +42,8 @@ func TestNodeChangesSkipNodeIndependent(t *testing.T) {
 	}
 
 	// A bare-metal node's addresses written, as at its initialisation.
-	a := r.st.resync.Load()
-	lister := a.services.Services(vip.Namespace)
+	a := r.st.Resync.Load()
+	lister := a.Services.Services(vip.Namespace)
 	eventually(t, "the bare-metal Service's record in the lister", func() bool {
 		s, err := lister.Get(vip.Name)
 		return err == nil && len(r.ensuredIn(s)) == 1
@@ -50,10 +51,10 @@ func TestNodeChangesSkipNodeIndependent(t *testing.T) {
 	changed := nodes[0].DeepCopy()
 	changed.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.9.0.1"}}
 	// The watcher's decision, on a queue no worker takes from.
-	probe := &addressResync{st: a.st, services: a.services, pending: map[types.NamespacedName]struct{}{},
-		batch: &batch.Timer{Quiet: time.Hour, Max: time.Hour, Flush: func() {}}}
-	probe.enqueueFor(nodes[0], changed)
-	if n := len(probe.pending); n != 0 {
+	probe := &process.AddressResync{St: a.St, Services: a.Services, Pending: map[types.NamespacedName]struct{}{},
+		Batch: &batch.Timer{Quiet: time.Hour, Max: time.Hour, Flush: func() {}}}
+	probe.EnqueueFor(nodes[0], changed)
+	if n := len(probe.Pending); n != 0 {
 		t.Errorf("a bare-metal node's address change queued %d bare-metal Services, want 0", n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
 // nlbTargetType is the AWS backend's target-type annotation, which the
@@ -93,7 +94,7 @@ func ensuredServices(t *testing.T, r *Router, nodes []*corev1.Node, svcs ...*cor
 	}
 	var current []*corev1.Node // as upstream selects them
 	for _, n := range all {
-		if StableNode(n) {
+		if process.StableNode(n) {
 			current = append(current, n)
 		}
 	}
@@ -138,7 +139,7 @@ func hostname(h string) corev1.NodeAddress {
 	return corev1.NodeAddress{Type: corev1.NodeHostName, Address: h}
 }
 
-func (r *Router) addressQueued() int64 { return r.st.resync.Load().addressQueued.Load() }
+func (r *Router) addressQueued() int64 { return r.st.Resync.Load().AddressQueued.Load() }
 
 // TestNodeAddressesRetargetOnlyByAddress is the churn loop at unit size
 // for backends that target nodes (docs/scale.md, "The churn loop"): every
@@ -320,9 +321,9 @@ func TestStaleAddressIsRetargeted(t *testing.T) {
 func TestAddressChurnIsOneRetargetPerBatch(t *testing.T) {
 	// A quiet period long enough that a loaded machine delivering the
 	// burst's node events slowly still sees one burst.
-	quiet, maxWait := addressBatchQuiet, addressBatchMax
-	addressBatchQuiet, addressBatchMax = 3*time.Second, time.Minute
-	t.Cleanup(func() { addressBatchQuiet, addressBatchMax = quiet, maxWait })
+	quiet, maxWait := process.AddressBatchQuiet, process.AddressBatchMax
+	process.AddressBatchQuiet, process.AddressBatchMax = 3*time.Second, time.Minute
+	t.Cleanup(func() { process.AddressBatchQuiet, process.AddressBatchMax = quiet, maxWait })
 	r, _, oct := nlbAndOctavia(t)
 	var nodes []*corev1.Node
 	for i := range 10 {

@@ -29,7 +29,7 @@ func withIngress(s *corev1.Service) {
 	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
 }
 
-func (r *Router) staleQueued() int64 { return r.st.resync.Load().staleQueued.Load() }
+func (r *Router) staleQueued() int64 { return r.st.Resync.Load().StaleQueued.Load() }
 
 // TestStaleEnsureIsRetargeted: an EnsureLoadBalancer handed a node list
 // older than the lister's (upstream's service worker listed the nodes
@@ -140,7 +140,7 @@ func TestStaleCheckWithoutInformers(t *testing.T) {
 	if _, err := r.EnsureLoadBalancer(context.Background(), cluster, svc, []*corev1.Node{node}); err != nil {
 		t.Fatal(err)
 	}
-	if r.st.resync.Load() != nil || other.targetsOf(svc) != "ec2-1=" {
-		t.Errorf("without informers: re-sync %v, targets %q", r.st.resync.Load() != nil, other.targetsOf(svc))
+	if r.st.Resync.Load() != nil || other.targetsOf(svc) != "ec2-1=" {
+		t.Errorf("without informers: re-sync %v, targets %q", r.st.Resync.Load() != nil, other.targetsOf(svc))
 	}
 }

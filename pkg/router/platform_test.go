@@ -23,6 +23,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // spyCloud is a backend with instances and routes that answers every
@@ -130,10 +131,10 @@ func restrict(t *testing.T, r *Router, how string, platforms ...string) {
 	t.Helper()
 	switch how {
 	case "config":
-		r.cfg.Nodes.Platforms = platforms
+		r.Cfg.Nodes.Platforms = platforms
 	case "flag":
-		SetPlatforms(platforms)
-		t.Cleanup(func() { SetPlatforms(nil) })
+		dispatch.SetPlatforms(platforms)
+		t.Cleanup(func() { dispatch.SetPlatforms(nil) })
 	default:
 		t.Fatalf("restrict %q", how)
 	}

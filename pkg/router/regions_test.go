@@ -11,6 +11,7 @@ import (
 	upstreamfake "k8s.io/cloud-provider/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // regionCloud is an instance backend serving one region of providerIDs
@@ -36,7 +37,7 @@ func (c *regionCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c
 func (c *regionCloud) InstanceExists(_ context.Context, n *corev1.Node) (bool, error) {
 	region, id, _ := strings.Cut(strings.TrimPrefix(n.Spec.ProviderID, "openstack://"), "/")
 	if region != c.region {
-		return false, backends.NewUserError(reasonOutsideRegion, errors.New("region "+region+" is not served here"))
+		return false, backends.NewUserError(dispatch.ReasonOutsideRegion, errors.New("region "+region+" is not served here"))
 	}
 	return c.have[id], nil
 }
@@ -66,7 +67,7 @@ func TestOtherRegionsBackendHasNoSay(t *testing.T) {
 	c.runNodeLifecycle(t, r)
 	eventually(t, "two-gone deleted", func() bool { _, ok := c.node(t, "two-gone"); return !ok })
 	eventually(t, "three NodeOutsideRegion event", func() bool {
-		return strings.Contains(strings.Join(c.events(t, "three"), ","), "Warning/"+reasonOutsideRegion)
+		return strings.Contains(strings.Join(c.events(t, "three"), ","), "Warning/"+dispatch.ReasonOutsideRegion)
 	})
 	for _, name := range []string{"one-running", "two-running", "three"} {
 		if _, ok := c.node(t, name); !ok {

@@ -21,6 +21,9 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // Reloadable is the multicloud provider over a configuration that changes
@@ -29,7 +32,7 @@ import (
 // served by exactly one generation from start to end: a call in flight
 // when a new configuration is applied finishes on the one it started on.
 // Every generation shares the Reloadable's per-Service and per-Node state
-// (serviceStates, states.go), so a call in flight on a retired generation
+// (process.Shared, with its svcstate.States), so a call in flight on a retired generation
 // and one on the new generation take the same per-Service lock.
 //
 // Backends whose settings and referenced files are unchanged are carried
@@ -60,8 +63,8 @@ type Reloadable struct {
 	instances, lbs, routes bool
 
 	// st is the per-Service and per-Node state, shared by every
-	// generation and never rebuilt (see states.go).
-	st *serviceStates
+	// generation and never rebuilt (see package process).
+	st *process.Shared
 }
 
 // Reconfigurer is a backend that can take new settings of its own type in
@@ -115,16 +118,16 @@ var (
 // NewReloadable builds every backend cfg lists and returns the provider
 // over them, ready for Apply.
 func NewReloadable(ctx context.Context, cfg *config.CloudConfig) (*Reloadable, error) {
-	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}, st: newServiceStates()}
-	rl.st.current = func() (*Router, func()) {
+	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}, st: process.New()}
+	rl.st.Current = func() (process.Configuration, func()) {
 		g := rl.acquire()
-		return g.r, g.release
+		return workerView{g.r}, g.release
 	}
 	g, ch, err := rl.build(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
-	rl.instances, rl.lbs, rl.routes = len(g.r.instances) > 0, len(g.r.lbs) > 0, len(g.r.routes) > 0
+	rl.instances, rl.lbs, rl.routes = len(g.r.InstanceBackends) > 0, len(g.r.lbs) > 0, len(g.r.RouteBackends) > 0
 	rl.fingerprints = ch.fingerprints
 	rl.adopt(g)
 	rl.cur.Store(g)
@@ -177,8 +180,8 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 	rl.fingerprints = ch.fingerprints
 	rl.cur.Store(g)
 	old.retire()
-	forgetHealth(ch.Removed)
-	ch.Rerouted = rl.st.rerouted(old.r, g.r)
+	backend.ForgetHealth(ch.Removed)
+	ch.Rerouted = rerouted(rl.st, old.r, g.r)
 	return ch, nil
 }
 
@@ -186,7 +189,7 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 // fingerprint is unchanged. It starts and changes nothing.
 func (rl *Reloadable) build(ctx context.Context, cfg *config.CloudConfig, old *generation) (*generation, Changes, error) {
 	ch := Changes{fingerprints: map[string]string{}}
-	bs := make([]*backend, 0, len(cfg.Backends))
+	bs := make([]*backend.Member, 0, len(cfg.Backends))
 	for _, bc := range cfg.Backends {
 		b, err := rl.backendFor(ctx, cfg, bc, old, &ch)
 		if err != nil {
@@ -214,7 +217,7 @@ func (rl *Reloadable) build(ctx context.Context, cfg *config.CloudConfig, old *g
 
 // backendFor returns the backend bc describes: old's when unchanged, old's
 // reconfigured when it can be, else a new one.
-func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, bc config.Backend, old *generation, ch *Changes) (*backend, error) {
+func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, bc config.Backend, old *generation, ch *Changes) (*backend.Member, error) {
 	fp := fingerprint(cfg.ClusterID, bc)
 	ch.fingerprints[bc.Name] = fp
 	reg, ok := backends.Lookup(bc.Type)
@@ -222,9 +225,9 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 		return nil, fmt.Errorf("type %q is not compiled into this binary (known: %v)", bc.Type, backends.Types())
 	}
 	opts := backends.Options{Name: bc.Name, ClusterID: cfg.ClusterID, Settings: bc.Settings}
-	var prev *backend
+	var prev *backend.Member
 	if old != nil {
-		prev = old.r.byName[bc.Name]
+		prev = old.r.ByName[bc.Name]
 	}
 	if prev != nil && prev.Type != bc.Type {
 		prev = nil
@@ -239,7 +242,7 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 		}
 		ch.applies = append(ch.applies, apply)
 		ch.Reconfigured = append(ch.Reconfigured, bc.Name)
-		return newBackendWith(Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: next}, prev.health), nil
+		return backend.NewWith(backend.Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: next}, prev.Health), nil
 	}
 	cloud, err := reg.New(ctx, opts)
 	if err != nil {
@@ -251,10 +254,10 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 	case old != nil:
 		ch.Added = append(ch.Added, bc.Name)
 	}
-	return newBackend(Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud}), nil
+	return backend.New(backend.Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud}), nil
 }
 
-func cloudOf(b *backend) cloudprovider.Interface {
+func cloudOf(b *backend.Member) cloudprovider.Interface {
 	if b == nil {
 		return nil
 	}
@@ -365,7 +368,7 @@ func (rl *Reloadable) Initialize(clientBuilder cloudprovider.ControllerClientBui
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	rl.clientBuilder, rl.stop = clientBuilder, stop
-	rl.st.setStop(stop)
+	rl.st.SetStop(stop)
 	g := rl.cur.Load()
 	g.r.initialize(clientBuilder, g.stop.ch)
 	for _, c := range g.clouds {
@@ -539,12 +542,12 @@ func (rl *Reloadable) HasClasses() bool { return rl.Current().HasClasses() }
 // rerouted returns the LoadBalancer Services whose target differs between
 // the old and the new configuration, and queues the classless ones for the
 // re-sync (see reroute).
-func (st *serviceStates) rerouted(old, cur *Router) []types.NamespacedName {
-	a := st.resync.Load()
+func rerouted(st *process.Shared, old, cur *Router) []types.NamespacedName {
+	a := st.Resync.Load()
 	if a == nil {
 		return nil
 	}
-	svcs, err := a.services.List(labels.Everything())
+	svcs, err := a.Services.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Cannot list Services to re-sync those a reload re-routed")
 		return nil
@@ -557,7 +560,7 @@ func (st *serviceStates) rerouted(old, cur *Router) []types.NamespacedName {
 		}
 		out = append(out, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 		if svc.Spec.LoadBalancerClass == nil {
-			a.addReroute(svc)
+			a.AddReroute(svc)
 		}
 	}
 	return out
@@ -570,7 +573,7 @@ func targetName(r *Router, svc *corev1.Service) string {
 	if err != nil {
 		return "!"
 	}
-	return strings.Join(namesInOrder(bs), ",")
+	return strings.Join(svcstate.NamesInOrder(bs), ",")
 }
 
 // warnUnreachable puts a Warning UnknownLoadBalancerBackend on a Service
@@ -580,11 +583,11 @@ func targetName(r *Router, svc *corev1.Service) string {
 // drain there stays pending until the backend is added back (or the
 // record edited), which only the Service's events tell.
 func (r *Router) warnUnreachable(svc *corev1.Service, old *Router) {
-	for _, n := range parseRecord(svc).names {
-		if _, was := old.byName[n]; !was {
+	for _, n := range svcstate.ParseRecord(svc).Names {
+		if _, was := old.ByName[n]; !was {
 			continue
 		}
-		if b, ok := r.byName[n]; !ok || b.lb == nil {
+		if b, ok := r.ByName[n]; !ok || b.LB == nil {
 			_, err := r.mayHold(svc)
 			r.recordServiceError(context.Background(), svc, err)
 			return

@@ -231,7 +231,7 @@ func TestReloadRemovedPool(t *testing.T) {
 
 func metalLB(t *testing.T, rl *Reloadable) *baremetal.LoadBalancer {
 	t.Helper()
-	lb, ok := rl.Current().byName["metal"].lb.(*baremetal.LoadBalancer)
+	lb, ok := rl.Current().ByName["metal"].LB.(*baremetal.LoadBalancer)
 	if !ok {
 		t.Fatal("metal has no bare-metal load balancer")
 	}

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
 // These tests drive upstream's service controller over a Reloadable while
@@ -63,7 +65,7 @@ func TestReloadLockOutlivesGeneration(t *testing.T) {
 	reload("defaultBackend: a", true)
 	c.markDeleted(t, "web")
 	eventually(t, "the delete waiting for the in-flight create, or done", func() bool {
-		return c.rl.st.waiters(stale.UID) >= 2 || c.serviceGone(t, "web")
+		return c.rl.st.Waiters(stale.UID) >= 2 || c.serviceGone(t, "web")
 	})
 	a.releaseOne()
 	if err := <-done; err != nil {
@@ -192,9 +194,9 @@ func TestReloadReroutedListsClassedServices(t *testing.T) {
 // reload's own reroute updates nothing, and nothing is created in b. Once b answers, the move carries the new address
 // there.
 func TestReloadWithAddressBatchPending(t *testing.T) {
-	quiet, maxWait := addressBatchQuiet, addressBatchMax
-	addressBatchQuiet, addressBatchMax = 2*time.Second, time.Minute
-	t.Cleanup(func() { addressBatchQuiet, addressBatchMax = quiet, maxWait })
+	quiet, maxWait := process.AddressBatchQuiet, process.AddressBatchMax
+	process.AddressBatchQuiet, process.AddressBatchMax = 2*time.Second, time.Minute
+	t.Cleanup(func() { process.AddressBatchQuiet, process.AddressBatchMax = quiet, maxWait })
 	c, a, b, reload := reloadFixture(t)
 	web := c.service(t, "web")
 	reload("defaultBackend: a", true)
@@ -207,16 +209,16 @@ func TestReloadWithAddressBatchPending(t *testing.T) {
 	c.setAddresses(t, n1, internalIP("10.0.0.2"))
 	start := time.Now()
 	reload("defaultBackend: b", true)
-	if waited := time.Since(start); waited >= addressBatchQuiet {
+	if waited := time.Since(start); waited >= process.AddressBatchQuiet {
 		t.Skipf("the reload took %v, longer than the batch's quiet period: the batch may have been flushed before it", waited)
 	}
 	eventually(t, "n1's new address in a", func() bool { return a.targetsOf(web) == "n1=10.0.0.2" })
 	eventually(t, "b recorded ahead of the move", func() bool { return c.record(t, "web") == "a,b" })
 	// Past the batch's quiet period, and its queue drained: every update
 	// the address change and the reload make has been made.
-	time.Sleep(time.Until(start.Add(addressBatchQuiet + time.Second)))
-	resync := c.rl.Current().st.resync.Load()
-	eventually(t, "the re-sync queue drained", func() bool { return resync.queue.Len() == 0 })
+	time.Sleep(time.Until(start.Add(process.AddressBatchQuiet + time.Second)))
+	resync := c.rl.Current().st.Resync.Load()
+	eventually(t, "the re-sync queue drained", func() bool { return resync.Queue.Len() == 0 })
 	time.Sleep(200 * time.Millisecond)
 	// The reload's reroute records b and updates nothing: the nodes did not
 	// change (before, it updated a with them, as a second update).

@@ -14,8 +14,21 @@
 // configuration is a Router, swapped atomically, while the state of the
 // cluster's Services and Nodes (per-Service locks, deletion marks,
 // records, the node re-sync queue, problems logged once) lives for the
-// process and is shared by every Router: see states.go for the drawing and
-// docs/routing.md ("Across reloads").
+// process and is shared by every Router: see svcstate/states.go for the
+// drawing and docs/routing.md ("Across reloads").
+//
+// Lifetime, file by file: a Router (router.go, and the Service lifecycle
+// it runs: loadbalancer.go, multi.go, drain.go, lbrecord.go, dns.go,
+// shown.go, controller.go, classes.go, upstreamview.go, served.go,
+// status.go, resync.go, workerview.go) lives for one configuration;
+// reload.go's Reloadable lives for the process, as does what package
+// process keeps and runs (per-Service state, the drain timer, the
+// node-address re-sync). What a Service carries in the API server is read
+// and written here, its values defined in package svcstate. Below this
+// package, importing nothing of it: process (the process's workers, which
+// see the configuration in use through process.Configuration), dispatch
+// (node calls of one configuration), svcstate (what outlives a
+// configuration) and backend (one cloud's calls).
 package router
 
 import (
@@ -25,21 +38,19 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
-	clientset "k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
 // ProviderName is the name the provider registers under (--cloud-provider).
@@ -49,37 +60,27 @@ func init() {
 	cloudprovider.RegisterCloudProvider(ProviderName, newFromReader)
 }
 
-// Router is the multicloud cloudprovider.Interface.
+// Backend is one cloud behind the router, as New receives it.
+type Backend = backend.Backend
+
+// CallError is a failed backend call, as BackendStatus reports it.
+type CallError = backend.CallError
+
+// Router is the multicloud cloudprovider.Interface: one configuration.
+// Node calls (InstancesV2, Routes) are its nodeDispatch's; load-balancer
+// calls are its own.
 type Router struct {
+	dispatch.Nodes
+
 	clusterID string
-	cfg       *config.CloudConfig
 
-	backends  []*backend
-	byName    map[string]*backend
-	byScheme  map[string][]*backend
-	instances []*backend
-	lbs       []*backend
-	routes    []*backend
-
-	recorder   record.EventRecorder
-	nodeLister corelisters.NodeLister
-
-	// claims merges concurrent resolutions of the same providerID-less node.
-	claims singleflight.Group
-
-	// client is the router's own Kubernetes client, from Initialize: events,
-	// the load-balancer record and status clearing.
-	client clientset.Interface
+	backends []*backend.Member
+	lbs      []*backend.Member
 
 	// st is the per-Service and per-Node state, which outlives this
-	// configuration (see states.go): shared by every generation of a
+	// configuration (see package process): shared by every generation of a
 	// Reloadable.
-	st *serviceStates
-
-	routeMu sync.Mutex
-	// routeOwner remembers which backend listed a route, for DeleteRoute of
-	// routes whose node is gone.
-	routeOwner map[string]*backend
+	st *process.Shared
 
 	// served counts what each backend serves, once the informers are set
 	// (see served.go and status.go).
@@ -120,7 +121,7 @@ func newFromReader(r io.Reader) (cloudprovider.Interface, error) {
 // NewFromConfig builds every backend the config lists, through the types
 // registered with package backends, and returns the router over them.
 func NewFromConfig(ctx context.Context, cfg *config.CloudConfig) (*Router, error) {
-	bs := make([]Backend, 0, len(cfg.Backends))
+	bs := make([]backend.Backend, 0, len(cfg.Backends))
 	for _, bc := range cfg.Backends {
 		reg, ok := backends.Lookup(bc.Type)
 		if !ok {
@@ -130,7 +131,7 @@ func NewFromConfig(ctx context.Context, cfg *config.CloudConfig) (*Router, error
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", bc.Name, err)
 		}
-		bs = append(bs, Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud})
+		bs = append(bs, backend.Backend{Name: bc.Name, Type: bc.Type, Scheme: reg.Scheme, Cloud: cloud})
 	}
 	return New(cfg, bs)
 }
@@ -138,58 +139,61 @@ func NewFromConfig(ctx context.Context, cfg *config.CloudConfig) (*Router, error
 // New returns a router over already-built backends, in config order. cfg
 // supplies the cluster ID and the routing settings; backend names must be
 // unique.
-func New(cfg *config.CloudConfig, bs []Backend) (*Router, error) {
-	nbs := make([]*backend, 0, len(bs))
+func New(cfg *config.CloudConfig, bs []backend.Backend) (*Router, error) {
+	nbs := make([]*backend.Member, 0, len(bs))
 	for _, b := range bs {
-		nbs = append(nbs, newBackend(b))
+		nbs = append(nbs, backend.New(b))
 	}
 	return assemble(cfg, nbs, nil)
 }
 
 // assemble returns a router over backends already wrapped by newBackend,
 // sharing st (nil: a state of its own, for a router used alone).
-func assemble(cfg *config.CloudConfig, bs []*backend, st *serviceStates) (*Router, error) {
+func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *process.Shared) (*Router, error) {
 	r := &Router{
-		clusterID:  cfg.ClusterID,
-		cfg:        cfg,
-		byName:     map[string]*backend{},
-		byScheme:   map[string][]*backend{},
-		routeOwner: map[string]*backend{},
-		st:         st,
+		Nodes: dispatch.Nodes{
+			Cfg:        cfg,
+			ByName:     map[string]*backend.Member{},
+			ByScheme:   map[string][]*backend.Member{},
+			RouteOwner: map[string]*backend.Member{},
+		},
+		clusterID: cfg.ClusterID,
+		st:        st,
 	}
 	if st == nil {
-		r.st = newServiceStates()
-		r.st.current = func() (*Router, func()) { return r, func() {} }
+		r.st = process.New()
+		r.st.Current = func() (process.Configuration, func()) { return workerView{r}, func() {} }
 	}
+	r.States = r.st.States
 	for _, nb := range bs {
-		if _, dup := r.byName[nb.Name]; dup {
+		if _, dup := r.ByName[nb.Name]; dup {
 			return nil, fmt.Errorf("backend name %q is used twice", nb.Name)
 		}
 		r.backends = append(r.backends, nb)
-		r.byName[nb.Name] = nb
+		r.ByName[nb.Name] = nb
 		r.addCapabilities(nb)
 	}
 	if err := r.checkLoadBalancerBackends(); err != nil {
 		return nil, err
 	}
-	if err := checkFlagPlatforms(cfg); err != nil {
+	if err := dispatch.CheckFlagPlatforms(cfg); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *Router) addCapabilities(b *backend) {
-	if b.instances != nil {
-		r.instances = append(r.instances, b)
+func (r *Router) addCapabilities(b *backend.Member) {
+	if b.Instances != nil {
+		r.InstanceBackends = append(r.InstanceBackends, b)
 		if b.Scheme != "" {
-			r.byScheme[b.Scheme] = append(r.byScheme[b.Scheme], b)
+			r.ByScheme[b.Scheme] = append(r.ByScheme[b.Scheme], b)
 		}
 	}
-	if b.lb != nil {
+	if b.LB != nil {
 		r.lbs = append(r.lbs, b)
 	}
-	if b.routes != nil {
-		r.routes = append(r.routes, b)
+	if b.Routes != nil {
+		r.RouteBackends = append(r.RouteBackends, b)
 	}
 }
 
@@ -204,13 +208,13 @@ func (r *Router) Initialize(clientBuilder cloudprovider.ControllerClientBuilder,
 
 // initialize is Initialize for the router itself, without its backends.
 func (r *Router) initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	r.st.setStop(stop)
+	r.st.SetStop(stop)
 	client, err := clientBuilder.Client(backends.EventComponent)
 	if err != nil {
 		klog.ErrorS(err, "Cannot create a client: Warning events will only be logged, and where load balancers live will be recorded in memory only")
 	} else {
-		r.client = client
-		r.recorder = backends.NewEventRecorder(client, stop)
+		r.Client = client
+		r.Recorder = backends.NewEventRecorder(client, stop)
 	}
 }
 
@@ -229,14 +233,14 @@ func (r *Router) SetInformers(factory informers.SharedInformerFactory) {
 // setInformers is SetInformers for the router itself, without its
 // backends.
 func (r *Router) setInformers(factory informers.SharedInformerFactory) {
-	r.nodeLister = factory.Core().V1().Nodes().Lister()
+	r.NodeLister = factory.Core().V1().Nodes().Lister()
 	var services corelisters.ServiceLister
 	if len(r.lbs) > 0 {
 		services = factory.Core().V1().Services().Lister()
 	}
-	r.countServed(r.nodeLister, services)
+	r.countServed(r.NodeLister, services)
 	if len(r.lbs) > 0 {
-		r.st.startWatches(factory)
+		r.st.StartWatches(factory)
 	}
 }
 
@@ -245,7 +249,9 @@ func (r *Router) setInformers(factory informers.SharedInformerFactory) {
 func (r *Router) Instances() (cloudprovider.Instances, bool) { return nil, false }
 
 // InstancesV2 is offered when any backend has instances.
-func (r *Router) InstancesV2() (cloudprovider.InstancesV2, bool) { return r, len(r.instances) > 0 }
+func (r *Router) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	return r, len(r.InstanceBackends) > 0
+}
 
 // LoadBalancer is offered when any backend has load balancers. It is the
 // router as upstream's service controller must see it, which leaves
@@ -256,7 +262,7 @@ func (r *Router) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 }
 
 // Routes is offered only when some backend really handles routes.
-func (r *Router) Routes() (cloudprovider.Routes, bool) { return r, len(r.routes) > 0 }
+func (r *Router) Routes() (cloudprovider.Routes, bool) { return r, len(r.RouteBackends) > 0 }
 
 // Zones is not offered; InstancesV2 carries zones.
 func (r *Router) Zones() (cloudprovider.Zones, bool) { return nil, false }
@@ -273,24 +279,16 @@ func (r *Router) HasClusterID() bool { return r.clusterID != "" }
 // ClusterID returns the configured cluster ID.
 func (r *Router) ClusterID() string { return r.clusterID }
 
-func names(bs []*backend) []string {
-	out := make([]string, 0, len(bs))
-	for _, b := range bs {
-		out = append(out, b.Name)
-	}
-	sort.Strings(out)
-	return out
-}
+// SetPlatforms restricts the platforms every router serves, as
+// --cloud-provider-platforms does; nil lifts the restriction. It applies
+// to routers built before and after the call (see dispatch.SetPlatforms).
+func SetPlatforms(platforms []string) { dispatch.SetPlatforms(platforms) }
 
-// warn records a Warning event on obj and logs it: once while the
-// object's problem stays the same, then only at V(4).
-func (r *Router) warn(ctx context.Context, obj *corev1.ObjectReference, reason, msg string) {
-	logger := klog.FromContext(ctx)
-	if !r.st.problems.changed(obj, reason, msg) {
-		logger = logger.V(4)
-	}
-	logger.Info("Warning: "+msg, "reason", reason, "kind", obj.Kind, "name", obj.Name)
-	if r.recorder != nil {
-		r.recorder.Event(obj, corev1.EventTypeWarning, reason, msg)
-	}
-}
+// FlagPlatforms returns what SetPlatforms set, nil when nothing.
+func FlagPlatforms() []string { return dispatch.FlagPlatforms() }
+
+// StableNode mirrors the upstream service controller's choice of nodes for
+// a load balancer: not being deleted, not excluded by the
+// node.kubernetes.io/exclude-from-external-load-balancers label, and not
+// tainted for deletion by the cluster autoscaler (see process.StableNode).
+func StableNode(n *corev1.Node) bool { return process.StableNode(n) }

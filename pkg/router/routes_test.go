@@ -13,6 +13,8 @@ import (
 	upstreamfake "k8s.io/cloud-provider/fake"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	_ "k8s.io/controller-manager/pkg/features/register" // the route controller reads its feature gates.
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 )
 
 // brokenRoutes is a backend with instances and routes whose every route
@@ -85,7 +87,7 @@ func TestBrokenRouteBackendKeepsOthersRoutes(t *testing.T) {
 	})
 	eventually(t, "os-2 reported NetworkUnavailable", func() bool { n, _ := c.node(t, "os-2"); return networkUnavailable(n) })
 	eventually(t, "several reconciles", func() bool { return broken.creates.Load() >= 3 })
-	if n, _ := c.node(t, "os-1"); networkUnavailable(n) || !routesCreated(n) {
+	if n, _ := c.node(t, "os-1"); networkUnavailable(n) || !dispatch.RoutesCreated(n) {
 		t.Errorf("os-1, routed before the outage, now has conditions %v", n.Status.Conditions)
 	}
 	if d := broken.deletes.Load(); d != 0 {

@@ -14,6 +14,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamfake "k8s.io/cloud-provider/fake"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // listCtx is a context.Context whose dynamic type cannot be compared.
@@ -22,8 +24,8 @@ type listCtx struct {
 	tags []string
 }
 
-func scopeBackend() *backend {
-	return newBackend(Backend{Name: "scoped", Scheme: "scoped", Cloud: instanceCloud(true, nil)})
+func scopeBackend() *backend.Member {
+	return backend.New(Backend{Name: "scoped", Scheme: "scoped", Cloud: instanceCloud(true, nil)})
 }
 
 // TestScopeServesOneParentWithinReuse: calls with the same parent starting
@@ -41,30 +43,30 @@ func TestScopeServesOneParentWithinReuse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := scopeBackend()
 			start := time.Now()
-			first := b.scope(parent, opInstanceExists, instanceCallTimeout, start)
-			later := start.Add(scopeReuse / 2)
-			second := b.scope(parent, opInstanceExists, instanceCallTimeout, later)
+			first := b.Scope(parent, backend.OpInstanceExists, backend.InstanceCallTimeout, start)
+			later := start.Add(backend.ScopeReuse / 2)
+			second := b.Scope(parent, backend.OpInstanceExists, backend.InstanceCallTimeout, later)
 			if first != second {
 				t.Fatal("two calls with one parent within scopeReuse got two scopes")
 			}
-			d, ok := second.ctx.Deadline()
-			if !ok || d.Before(later.Add(instanceCallTimeout)) || d.After(start.Add(instanceCallTimeout+scopeReuse)) {
-				t.Errorf("deadline %v after the first call's start, want %v..%v", d.Sub(start), scopeReuse/2+instanceCallTimeout, instanceCallTimeout+scopeReuse)
+			d, ok := second.Ctx.Deadline()
+			if !ok || d.Before(later.Add(backend.InstanceCallTimeout)) || d.After(start.Add(backend.InstanceCallTimeout+backend.ScopeReuse)) {
+				t.Errorf("deadline %v after the first call's start, want %v..%v", d.Sub(start), backend.ScopeReuse/2+backend.InstanceCallTimeout, backend.InstanceCallTimeout+backend.ScopeReuse)
 			}
-			third := b.scope(parent, opInstanceExists, instanceCallTimeout, start.Add(scopeReuse))
+			third := b.Scope(parent, backend.OpInstanceExists, backend.InstanceCallTimeout, start.Add(backend.ScopeReuse))
 			if third == first {
 				t.Fatal("a call scopeReuse after the first reused its scope")
 			}
-			first.release()
-			if err := first.ctx.Err(); err != nil {
+			first.Release()
+			if err := first.Ctx.Err(); err != nil {
 				t.Fatalf("replaced scope ended with a call still holding it: %v", err)
 			}
-			second.release()
-			if err := first.ctx.Err(); !errors.Is(err, context.Canceled) {
+			second.Release()
+			if err := first.Ctx.Err(); !errors.Is(err, context.Canceled) {
 				t.Errorf("replaced scope after its last call: Err = %v, want context.Canceled", err)
 			}
-			third.release()
-			if err := third.ctx.Err(); err != nil {
+			third.Release()
+			if err := third.Ctx.Err(); err != nil {
 				t.Errorf("current scope ended when its only call returned: %v", err)
 			}
 		})
@@ -86,20 +88,20 @@ func TestScopeDeadlines(t *testing.T) {
 		min, max time.Time
 		shared   bool // a call 10*scopeReuse later shares the scope
 	}{
-		{"none", context.Background(), start.Add(loadBalancerCallTimeout), start.Add(loadBalancerCallTimeout + scopeReuse), false},
+		{"none", context.Background(), start.Add(backend.LoadBalancerCallTimeout), start.Add(backend.LoadBalancerCallTimeout + backend.ScopeReuse), false},
 		{"parent's sooner", soon, start.Add(time.Second), start.Add(time.Second), true},
-		{"parent's later", late, start.Add(loadBalancerCallTimeout), start.Add(loadBalancerCallTimeout + scopeReuse), false},
+		{"parent's later", late, start.Add(backend.LoadBalancerCallTimeout), start.Add(backend.LoadBalancerCallTimeout + backend.ScopeReuse), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := scopeBackend()
-			s := b.scope(tc.parent, opEnsureLoadBalancer, loadBalancerCallTimeout, start)
-			defer s.release()
-			d, ok := s.ctx.Deadline()
+			s := b.Scope(tc.parent, backend.OpEnsureLoadBalancer, backend.LoadBalancerCallTimeout, start)
+			defer s.Release()
+			d, ok := s.Ctx.Deadline()
 			if !ok || d.Before(tc.min) || d.After(tc.max) {
 				t.Errorf("deadline in %v, want %v..%v", d.Sub(start), tc.min.Sub(start), tc.max.Sub(start))
 			}
-			again := b.scope(tc.parent, opEnsureLoadBalancer, loadBalancerCallTimeout, start.Add(10*scopeReuse))
-			defer again.release()
+			again := b.Scope(tc.parent, backend.OpEnsureLoadBalancer, backend.LoadBalancerCallTimeout, start.Add(10*backend.ScopeReuse))
+			defer again.Release()
 			if (again == s) != tc.shared {
 				t.Errorf("a call 10*scopeReuse later shares the scope: %v, want %v", again == s, tc.shared)
 			}
@@ -111,11 +113,11 @@ func TestScopeDeadlines(t *testing.T) {
 // backend call's context at once.
 func TestScopeEndsWithItsParent(t *testing.T) {
 	parent, cancel := context.WithCancel(context.Background())
-	s := scopeBackend().scope(parent, opInstanceExists, instanceCallTimeout, time.Now())
-	defer s.release()
+	s := scopeBackend().Scope(parent, backend.OpInstanceExists, backend.InstanceCallTimeout, time.Now())
+	defer s.Release()
 	cancel()
 	select {
-	case <-s.ctx.Done():
+	case <-s.Ctx.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call's context outlived its parent's cancellation")
 	}
@@ -127,16 +129,16 @@ func TestScopeEndsWithItsParent(t *testing.T) {
 func TestScopeOfAnUncomparableParent(t *testing.T) {
 	b := scopeBackend()
 	parent := listCtx{Context: context.Background(), tags: []string{"a"}}
-	s := b.scope(parent, opInstanceShutdown, instanceCallTimeout, time.Now())
-	if b.scopes[opInstanceShutdown].Load() != nil {
+	s := b.Scope(parent, backend.OpInstanceShutdown, backend.InstanceCallTimeout, time.Now())
+	if b.Scopes[backend.OpInstanceShutdown].Load() != nil {
 		t.Error("a scope over an uncomparable parent became the backend's current scope")
 	}
-	if s.ctx.Err() != nil {
-		t.Fatalf("the call's context ended before the call returned: %v", s.ctx.Err())
+	if s.Ctx.Err() != nil {
+		t.Fatalf("the call's context ended before the call returned: %v", s.Ctx.Err())
 	}
-	s.release()
-	if !errors.Is(s.ctx.Err(), context.Canceled) {
-		t.Errorf("after the call: Err = %v, want context.Canceled", s.ctx.Err())
+	s.Release()
+	if !errors.Is(s.Ctx.Err(), context.Canceled) {
+		t.Errorf("after the call: Err = %v, want context.Canceled", s.Ctx.Err())
 	}
 }
 
@@ -150,10 +152,10 @@ func TestScopeOfAWrappedUncomparableParent(t *testing.T) {
 	b := scopeBackend()
 	parent := func() context.Context { return wrapCtx{listCtx{Context: context.Background(), tags: []string{"a"}}} }
 	now := time.Now()
-	first := b.scope(parent(), opInstanceExists, instanceCallTimeout, now)
-	defer first.release()
-	second := b.scope(parent(), opInstanceExists, instanceCallTimeout, now)
-	defer second.release()
+	first := b.Scope(parent(), backend.OpInstanceExists, backend.InstanceCallTimeout, now)
+	defer first.Release()
+	second := b.Scope(parent(), backend.OpInstanceExists, backend.InstanceCallTimeout, now)
+	defer second.Release()
 	if first == second {
 		t.Error("calls with uncomparable parents shared a scope")
 	}
@@ -171,10 +173,10 @@ func TestScopeHandsOutOnlyLiveContexts(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 2000 {
-				now := start.Add(time.Duration(i) * scopeReuse / 100)
-				s := b.scope(parents[(g+i)%2], opInstanceExists, instanceCallTimeout, now)
-				err := s.ctx.Err()
-				s.release()
+				now := start.Add(time.Duration(i) * backend.ScopeReuse / 100)
+				s := b.Scope(parents[(g+i)%2], backend.OpInstanceExists, backend.InstanceCallTimeout, now)
+				err := s.Ctx.Err()
+				s.Release()
 				if err != nil {
 					errs <- err
 					return

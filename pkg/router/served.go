@@ -1,13 +1,17 @@
 package router
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 var (
@@ -21,6 +25,8 @@ var (
 	// served counts, at each scrape, from the informers' caches of the
 	// router in use (the latest to get its informers).
 	served = &servedCollector{}
+	// servedOnce registers served, at the first countServed.
+	servedOnce sync.Once
 )
 
 // servedSource is what servedCollector counts from.
@@ -74,7 +80,7 @@ func (src *servedSource) count() (nodes, lbs map[string]int) {
 	if src.services != nil {
 		if all, err := src.services.List(labels.Everything()); err == nil {
 			for _, s := range all {
-				for _, b := range splitNames(s.Annotations[string(annotation.LoadBalancerServedBy)]) {
+				for _, b := range svcstate.SplitNames(s.Annotations[string(annotation.LoadBalancerServedBy)]) {
 					lbs[b]++
 				}
 			}
@@ -86,8 +92,9 @@ func (src *servedSource) count() (nodes, lbs map[string]int) {
 // countServed makes the served metrics count r's backends from these
 // listers (services nil: no load balancers).
 func (r *Router) countServed(nodes corelisters.NodeLister, services corelisters.ServiceLister) {
-	registerMetrics()
-	src := &servedSource{nodes: nodes, services: services, withNodes: names(r.instances), withLBs: names(r.lbs)}
+	backend.RegisterMetrics()
+	servedOnce.Do(func() { legacyregistry.CustomMustRegister(served) })
+	src := &servedSource{nodes: nodes, services: services, withNodes: backend.Names(r.InstanceBackends), withLBs: backend.Names(r.lbs)}
 	served.src.Store(src)
 	r.served.Store(src)
 }

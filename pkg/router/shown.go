@@ -6,6 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // One Service, several load balancers, one status: the status lists the
@@ -16,18 +19,15 @@ import (
 // pools), so each backend is handed the Service with the addresses of the
 // other backends that keep serving it (targets, draining ones, and those
 // about to drain) taken out of its status. Which addresses are whose, the
-// router remembers from the backends' answers (serviceStates.shown); a new
+// router remembers from the backends' answers (svcstate.States, shown); a new
 // process knows it from each Service's first sync on.
-
-// ingressKey identifies an address of a status.
-func ingressKey(in corev1.LoadBalancerIngress) string { return in.IP + "|" + in.Hostname }
 
 // handedTo returns the Service as backend b is handed it: with the
 // addresses remembered for the other backends that keep serving it (the
 // other targets, those draining, and, with a drain period, the recorded
 // ones that will drain) out of its status.
-func (r *Router) handedTo(svc *corev1.Service, b *backend, targets []*backend, drain time.Duration) *corev1.Service {
-	mem, ok := r.st.shownOf(svc.UID)
+func (r *Router) handedTo(svc *corev1.Service, b *backend.Member, targets []*backend.Member, drain time.Duration) *corev1.Service {
+	mem, ok := r.st.ShownOf(svc.UID)
 	if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return svc
 	}
@@ -36,7 +36,7 @@ func (r *Router) handedTo(svc *corev1.Service, b *backend, targets []*backend, d
 	others := map[string]bool{}
 	for name, addrs := range mem {
 		_, drains := draining[name]
-		keeps := slices.ContainsFunc(targets, func(t *backend) bool { return t.Name == name }) || drains || (drain > 0 && rec.has(name))
+		keeps := slices.ContainsFunc(targets, func(t *backend.Member) bool { return t.Name == name }) || drains || (drain > 0 && rec.Has(name))
 		if name == b.Name || !keeps {
 			continue
 		}
@@ -52,21 +52,21 @@ func (r *Router) handedTo(svc *corev1.Service, b *backend, targets []*backend, d
 	}
 	out := svc.DeepCopy()
 	out.Status.LoadBalancer.Ingress = slices.DeleteFunc(out.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool {
-		return others[ingressKey(in)]
+		return others[svcstate.IngressKey(in)]
 	})
 	return out
 }
 
 // rememberShown keeps, per target, the addresses its answer gave.
-func (r *Router) rememberShown(uid types.UID, targets []*backend, answers []ensured) {
+func (r *Router) rememberShown(uid types.UID, targets []*backend.Member, answers []ensured) {
 	for i, a := range answers {
 		if a.err != nil || a.status == nil {
 			continue
 		}
 		keys := make([]string, 0, len(a.status.Ingress))
 		for _, in := range a.status.Ingress {
-			keys = append(keys, ingressKey(in))
+			keys = append(keys, svcstate.IngressKey(in))
 		}
-		r.st.setShown(uid, targets[i].Name, keys)
+		r.st.SetShown(uid, targets[i].Name, keys)
 	}
 }

@@ -1,14 +1,17 @@
 package router
 
 import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-)
+	"k8s.io/controller-manager/pkg/healthz"
 
-// maxErrorMessage bounds the message of a CallError: the status is for
-// reading at a glance, the log has the rest.
-const maxErrorMessage = 1000
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+)
 
 // BackendStatus is one backend as the router sees it: its health and what
 // it serves. The CCM publishes it for `multicloud-ccm status` (see package
@@ -17,14 +20,14 @@ type BackendStatus struct {
 	// Name and Type are the backend's, from the config.
 	Name, Type string
 	// Up is false once the backend's last calls in a row all failed to get
-	// an answer from its cloud (see health.go); the backend_up gauge.
+	// an answer from its cloud (see backend/health.go); the backend_up gauge.
 	Up bool
 	// LastSuccess is when a call last got an answer; zero before any.
 	LastSuccess time.Time
 	// LastError is the last call that got no answer (an outage, a timeout,
 	// refused credentials), kept after the backend answers again; nil if
 	// none failed.
-	LastError *CallError
+	LastError *backend.CallError
 	// Nodes and LoadBalancers count the Nodes and LoadBalancer Services the
 	// backend serves (the label and annotation the router writes, read from
 	// the informers' caches); nil when the backend has no instances, no
@@ -33,27 +36,6 @@ type BackendStatus struct {
 	// Pools is the usage of the backend's address pools, for a backend that
 	// has them (backends.PoolReporter).
 	Pools []backends.PoolUsage
-}
-
-// CallError is a failed backend call.
-type CallError struct {
-	// Operation is the call (InstanceExists, EnsureLoadBalancer, ...).
-	Operation string
-	// Class is the error's class, as the errors metric counts it:
-	// throttled, auth, not_found or other.
-	Class string
-	// Message is the error, shortened to maxErrorMessage bytes.
-	Message string
-	// Time is when the call ended.
-	Time time.Time
-}
-
-func newCallError(op operation, err error, at time.Time) *CallError {
-	msg := err.Error()
-	if len(msg) > maxErrorMessage {
-		msg = msg[:maxErrorMessage] + "…"
-	}
-	return &CallError{Operation: op.String(), Class: classify(err).String(), Message: msg, Time: at}
 }
 
 // BackendStatus returns every backend's status, in config order. It makes
@@ -67,11 +49,11 @@ func (r *Router) BackendStatus() []BackendStatus {
 	out := make([]BackendStatus, 0, len(r.backends))
 	for _, b := range r.backends {
 		st := BackendStatus{Name: b.Name, Type: b.Type}
-		st.Up, st.LastSuccess, st.LastError = b.health.state()
-		if src != nil && b.instances != nil {
+		st.Up, st.LastSuccess, st.LastError = b.Health.State()
+		if src != nil && b.Instances != nil {
 			st.Nodes = ptrTo(nodes[b.Name])
 		}
-		if src != nil && b.lb != nil {
+		if src != nil && b.LB != nil {
 			st.LoadBalancers = ptrTo(lbs[b.Name])
 		}
 		if p, ok := b.Cloud.(backends.PoolReporter); ok {
@@ -90,17 +72,28 @@ func (rl *Reloadable) BackendStatus() []BackendStatus {
 	return g.r.BackendStatus()
 }
 
-// state returns whether the backend is up, its last answer's time and its
-// last failure.
-func (h *health) state() (up bool, lastOK time.Time, lastFailure *CallError) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var failure *CallError
-	if h.lastFailure != nil {
-		c := *h.lastFailure
-		failure = &c
-	}
-	return h.failures < unreachableAfter, h.lastOK, failure
-}
-
 func ptrTo(n int) *int { return &n }
+
+// BackendHealthChecker is the router's health check for the controller
+// manager's /healthz: it fails, naming each, while any backend's cloud
+// cannot be reached (its last calls in a row all failed), and passes again
+// at its first answer. It is meant for readiness, not liveness: restarting
+// the CCM does not bring a cloud back.
+func (r *Router) BackendHealthChecker() healthz.UnnamedHealthChecker { return backendHealth{r: r} }
+
+// backendHealth checks that every backend's cloud answers.
+type backendHealth struct{ r *Router }
+
+// Check fails while any backend is unreachable.
+func (h backendHealth) Check(*http.Request) error {
+	var down []string
+	for _, b := range h.r.backends {
+		if p := b.Health.Problem(); p != "" {
+			down = append(down, fmt.Sprintf("backend %s: %s", b.Name, p))
+		}
+	}
+	if len(down) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(down, "; "))
+}

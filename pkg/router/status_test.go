@@ -12,6 +12,7 @@ import (
 
 	mcctestutil "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // TestBackendStatus: per backend, in config order, its type, health (the
@@ -44,7 +45,7 @@ func TestBackendStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	other.setFail(errors.New("dial tcp 192.0.2.9:443: connection refused"))
-	for range unreachableAfter {
+	for range backend.UnreachableAfter {
 		_, _, _ = r.GetLoadBalancer(ctx, "c", newService("s1", withLBBackend("other")))
 	}
 
@@ -78,8 +79,8 @@ func TestBackendStatus(t *testing.T) {
 
 // TestCallErrorShortened: a long message is cut, marked so.
 func TestCallErrorShortened(t *testing.T) {
-	e := newCallError(opListRoutes, errors.New(strings.Repeat("x", 5000)), time.Now())
-	if len(e.Message) > maxErrorMessage+len("…") || !strings.HasSuffix(e.Message, "…") {
-		t.Errorf("message of %d bytes, want at most %d ending in …", len(e.Message), maxErrorMessage)
+	e := backend.NewCallError(backend.OpListRoutes, errors.New(strings.Repeat("x", 5000)), time.Now())
+	if len(e.Message) > backend.MaxErrorMessage+len("…") || !strings.HasSuffix(e.Message, "…") {
+		t.Errorf("message of %d bytes, want at most %d ending in …", len(e.Message), backend.MaxErrorMessage)
 	}
 }

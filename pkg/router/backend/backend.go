@@ -1,4 +1,4 @@
-package router
+package backend
 
 import (
 	"context"
@@ -22,16 +22,16 @@ import (
 // pass contexts without deadlines; a cloud that hangs must not hold a
 // controller worker for ever.
 const (
-	// instanceCallTimeout bounds InstanceExists, InstanceShutdown and
+	// InstanceCallTimeout bounds InstanceExists, InstanceShutdown and
 	// InstanceMetadata, and each backend's answer while claiming a node.
-	instanceCallTimeout = 30 * time.Second
-	// loadBalancerCallTimeout bounds load-balancer calls, which may create
+	InstanceCallTimeout = 30 * time.Second
+	// LoadBalancerCallTimeout bounds load-balancer calls, which may create
 	// several cloud resources in one call.
-	loadBalancerCallTimeout = 5 * time.Minute
+	LoadBalancerCallTimeout = 5 * time.Minute
 	// routeCallTimeout bounds route calls.
 	routeCallTimeout = time.Minute
-	// maxFanOut bounds how many backends are asked at once.
-	maxFanOut = 8
+	// MaxFanOut bounds how many backends are asked at once.
+	MaxFanOut = 8
 )
 
 // Backend is one cloud behind the router, as New receives it.
@@ -46,64 +46,66 @@ type Backend struct {
 	Cloud cloudprovider.Interface
 }
 
-// backend is a Backend with its capabilities resolved once.
-type backend struct {
+// Member is a Backend with its capabilities resolved once, as one
+// configuration holds it.
+type Member struct {
 	Backend
-	instances cloudprovider.InstancesV2
-	lb        cloudprovider.LoadBalancer
-	routes    cloudprovider.Routes
+	Instances cloudprovider.InstancesV2
+	LB        cloudprovider.LoadBalancer
+	Routes    cloudprovider.Routes
 	metrics   *backendMetrics
-	health    *health
+	Health    *health
 	loggers   [numOperations]klog.Logger
-	// scopes holds, per operation, the scope serving its calls (see
+	// Scopes holds, per operation, the scope serving its calls (see
 	// scope.go).
-	scopes [numOperations]atomic.Pointer[scope]
+	Scopes [numOperations]atomic.Pointer[scope]
 }
 
-func newBackend(b Backend) *backend { return newBackendWith(b, nil) }
+// New resolves b's capabilities, with a new Health (up).
+func New(b Backend) *Member { return NewWith(b, nil) }
 
-// newBackendWith is newBackend keeping h, the health of the backend it
+// NewWith is New keeping h, the health of the backend it
 // replaces in place (nil: a new one, up).
-func newBackendWith(b Backend, h *health) *backend {
+func NewWith(b Backend, h *health) *Member {
 	if h == nil {
-		h = newHealth(b.Name)
+		h = NewHealth(b.Name)
 	}
-	nb := &backend{Backend: b, metrics: newBackendMetrics(b.Name), health: h}
+	nb := &Member{Backend: b, metrics: newBackendMetrics(b.Name), Health: h}
 	for op := operation(0); op < numOperations; op++ {
 		nb.loggers[op] = klog.Background().WithValues("backend", b.Name, "operation", op.String())
 	}
 	if i, ok := b.Cloud.InstancesV2(); ok && i != nil {
-		nb.instances = i
+		nb.Instances = i
 	}
 	if lb, ok := b.Cloud.LoadBalancer(); ok && lb != nil {
-		nb.lb = lb
+		nb.LB = lb
 	}
 	if r, ok := b.Cloud.Routes(); ok && r != nil {
-		nb.routes = r
+		nb.Routes = r
 	}
 	return nb
 }
 
-// call runs one call to the backend with the router's deadline for that
+// Call runs one call to the backend with the router's deadline for that
 // kind of call (see the constants above) and a logger carrying the backend
 // and operation in its context, records it in the backend's metrics, and
 // wraps its error with the backend and operation: backends name neither in
 // their logs or errors. The context comes from the backend's scope for the
 // operation (see scope.go), so a call answered from memory allocates
 // nothing for it.
-func call[T any](ctx context.Context, b *backend, op operation, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+func call[T any](ctx context.Context, b *Member, op operation, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
-	s := b.scope(ctx, op, timeout, start)
-	defer s.release()
-	v, err := fn(s.ctx)
+	s := b.Scope(ctx, op, timeout, start)
+	defer s.Release()
+	v, err := fn(s.Ctx)
 	b.done(op, start, err)
-	b.health.observe(ctx, op, err)
+	b.Health.Observe(ctx, op, err)
 	return v, b.wrap(op, err)
 }
 
 // logger returns the caller's logger with the backend and operation added;
 // when the caller's context carries none, one built once per operation.
-func (b *backend) logger(ctx context.Context, op operation) klog.Logger {
+func (b *Member) logger(ctx context.Context, op operation) klog.Logger {
 	if l, err := logr.FromContext(ctx); err == nil {
 		return l.WithValues("backend", b.Name, "operation", op.String())
 	}
@@ -111,11 +113,11 @@ func (b *backend) logger(ctx context.Context, op operation) klog.Logger {
 }
 
 // done records a finished call in the backend's metrics.
-func (b *backend) done(op operation, start time.Time, err error) {
+func (b *Member) done(op operation, start time.Time, err error) {
 	res := resultSuccess
 	if err != nil {
 		res = resultError
-		b.metrics.errors[op][classify(err)].Inc()
+		b.metrics.errors[op][Classify(err)].Inc()
 	}
 	b.metrics.requests[op][res].Inc()
 	b.metrics.duration[op].Observe(time.Since(start).Seconds())
@@ -123,17 +125,17 @@ func (b *backend) done(op operation, start time.Time, err error) {
 
 // wrap prefixes a backend's error with the backend and operation, leaving
 // cloudprovider.ImplementedElsewhere unwrapped as upstream compares it with ==.
-func (b *backend) wrap(op operation, err error) error {
+func (b *Member) wrap(op operation, err error) error {
 	if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream compares with ==.
 		return err
 	}
 	return fmt.Errorf("backend %s: %s: %w", b.Name, op, err)
 }
 
-// owns reports whether node is one of this backend's own nodes: its
+// Owns reports whether node is one of this backend's own nodes: its
 // backend label names this backend, or it has no such label and its
 // providerID carries the backend's scheme.
-func (b *backend) owns(node *corev1.Node) bool {
+func (b *Member) Owns(node *corev1.Node) bool {
 	if name, ok := node.Labels[string(annotation.NodeBackend)]; ok {
 		return name == b.Name
 	}
@@ -144,48 +146,48 @@ func (b *backend) owns(node *corev1.Node) bool {
 	return err == nil && scheme == b.Scheme
 }
 
-// ignoresNodes reports whether the backend's load balancer never sends
+// IgnoresNodes reports whether the backend's load balancer never sends
 // traffic to the nodes it is handed (backends.NodeIndependent).
-func (b *backend) ignoresNodes() bool {
-	ni, ok := b.lb.(backends.NodeIndependent)
+func (b *Member) IgnoresNodes() bool {
+	ni, ok := b.LB.(backends.NodeIndependent)
 	return ok && ni.IgnoresNodes()
 }
 
-// announcedFromStatus reports whether the backend's load balancer is
+// AnnouncedFromStatus reports whether the backend's load balancer is
 // announced from the Service's status (backends.StatusAnnounced): a drain
 // keeps its addresses in the status.
-func (b *backend) announcedFromStatus() bool {
-	sa, ok := b.lb.(backends.StatusAnnounced)
+func (b *Member) AnnouncedFromStatus() bool {
+	sa, ok := b.LB.(backends.StatusAnnounced)
 	return ok && sa.AnnouncedFromStatus()
 }
 
 // canTarget reports whether the backend's load balancer can send service's
 // traffic to node.
-func (b *backend) canTarget(service *corev1.Service, node *corev1.Node) bool {
-	if t, ok := b.lb.(backends.NodeTargeter); ok {
+func (b *Member) canTarget(service *corev1.Service, node *corev1.Node) bool {
+	if t, ok := b.LB.(backends.NodeTargeter); ok {
 		return t.CanTarget(service, node)
 	}
-	return b.owns(node)
+	return b.Owns(node)
 }
 
 // targetsByAddress reports whether the backend's load balancer reaches
 // node by its addresses for service (backends.AddressTargeter): never for
 // one that ignores its nodes, always for one that does not say.
-func (b *backend) targetsByAddress(service *corev1.Service, node *corev1.Node) bool {
-	if b.ignoresNodes() {
+func (b *Member) targetsByAddress(service *corev1.Service, node *corev1.Node) bool {
+	if b.IgnoresNodes() {
 		return false
 	}
-	if t, ok := b.lb.(backends.AddressTargeter); ok {
+	if t, ok := b.LB.(backends.AddressTargeter); ok {
 		return t.TargetsByAddress(service, node)
 	}
 	return true
 }
 
-// retargetsOn reports whether an address change of a node, from old to
+// RetargetsOn reports whether an address change of a node, from old to
 // node, changes service's load balancer in this backend: it can target
 // the node before or after the change (a node that lost its address must
 // leave) and reaches it by address then.
-func (b *backend) retargetsOn(service *corev1.Service, old, node *corev1.Node) bool {
+func (b *Member) RetargetsOn(service *corev1.Service, old, node *corev1.Node) bool {
 	reached := func(n *corev1.Node) bool { return b.canTarget(service, n) && b.targetsByAddress(service, n) }
 	return reached(node) || reached(old)
 }
@@ -194,18 +196,18 @@ func (b *backend) retargetsOn(service *corev1.Service, old, node *corev1.Node) b
 // for service: its InternalIP and ExternalIP addresses when it reaches the
 // node by address, else its providerID. Two versions of a node with the
 // same key make the same load balancer.
-func (b *backend) targetKey(service *corev1.Service, node *corev1.Node) string {
+func (b *Member) targetKey(service *corev1.Service, node *corev1.Node) string {
 	if b.targetsByAddress(service, node) {
-		return "addresses:" + strings.Join(targetAddresses(node), ",")
+		return "addresses:" + strings.Join(TargetAddresses(node), ",")
 	}
 	return "providerID:" + node.Spec.ProviderID
 }
 
-// targetAddresses returns the node's InternalIP and ExternalIP addresses,
+// TargetAddresses returns the node's InternalIP and ExternalIP addresses,
 // each with its type, sorted and without duplicates: the addresses a load
 // balancer may target. A Hostname or DNS entry, or another order, is not
 // a change.
-func targetAddresses(node *corev1.Node) []string {
+func TargetAddresses(node *corev1.Node) []string {
 	var out []string
 	for _, a := range node.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {

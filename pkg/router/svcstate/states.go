@@ -1,4 +1,4 @@
-package router
+package svcstate
 
 import (
 	"sync"
@@ -12,14 +12,14 @@ import (
 // What lives for the process and what for a configuration
 // (docs/routing.md, DESIGN.md contract 12):
 //
-//	 process (serviceStates, one for the Reloadable)      configuration (Router, one per generation)
+//	 process (States, one for the Reloadable)             configuration (Router, one per generation)
 //	+---------------------------------------------+     +------------------------------------------+
 //	| per Service, by UID:                        |     | backends (clients, caches, health)       |
 //	|   lock          serialises every LB call    |<----| node rules, classes, defaultBackend      |
-//	|   deletion mark  no re-create after delete  |     | served counts (served.go)                |
+//	|   deletion mark  no re-create after delete  |     | served counts (the router's served.go)   |
 //	|   record         what this process wrote    |     |                                          |
-//	| node-address re-sync queue + pending retries|     +------------------------------------------+
-//	| drain timer, draining records written       |
+//	| draining records written                    |     +------------------------------------------+
+//	| (drain timer, node re-sync: process.go)     |
 //	| problems logged once, cluster name          |        ^ Apply swaps this box only; a call in
 //	+---------------------------------------------+        | flight finishes on the one it began on,
 //	      ^ shared by every generation's Router            | under the same per-Service lock.
@@ -29,14 +29,14 @@ import (
 // queued under one is carried out under the next: the queue's workers run
 // on the configuration in use when they pick the Service up.
 
-// serviceStates is the router's per-Service and per-Node state. It is
+// States is the router's per-Service and per-Node state. It is
 // created once for the process (NewReloadable, or New for a router used
 // alone) and handed to every configuration's Router; a reload never
 // rebuilds it.
-type serviceStates struct {
+type States struct {
 	mu sync.Mutex
 	// recorded holds, per Service UID, the load-balancer record this
-	// process last wrote (see lbrecord.go); Services with an empty record
+	// process last wrote (see the router's lbrecord.go); Services with an empty record
 	// have no entry, and entries go when their Service does.
 	recorded map[types.UID][]string
 	// deleted holds, per Service UID, when the router finished deleting the
@@ -50,71 +50,38 @@ type serviceStates struct {
 	// delete still to come with an older copy of the Service.
 	goneAt map[types.UID]time.Time
 	// drains holds, per Service UID, the draining record this process
-	// last wrote (see drain.go); the Service's annotation is the truth
+	// last wrote (see the router's drain.go); the Service's annotation is the truth
 	// across restarts.
-	drains map[types.UID]drainRecord
+	drains map[types.UID]Draining
 	// shown holds, per Service UID and backend, the addresses that
-	// backend's last answer gave the Service (see shown.go).
+	// backend's last answer gave the Service (see the router's shown.go).
 	shown map[types.UID]map[string][]string
-	// drainTimer deletes drained load balancers when their drain ends,
-	// once the informers are set (see drainqueue.go); nil without them.
-	drainTimer atomic.Pointer[drainTimer]
-	// serviceSync, when set, queues a Service for a full sync by the
-	// controller serving it (see SetServiceSync).
-	serviceSync atomic.Pointer[func(*corev1.Service) bool]
-	drainOnce   sync.Once
 
-	// clusterName is the last cluster name the service controller passed.
-	clusterName atomic.Value
-	// problems keeps each object's last reported problem, to log it once.
-	problems problems
-	// labelRefusedUntil is when the router next tries to write a node's
+	// ClusterName is the last cluster name the service controller passed.
+	ClusterName atomic.Value
+	// Problems keeps each object's last reported problem, to log it once.
+	Problems problems
+	// LabelRefusedUntil is when the router next tries to write a node's
 	// platform label after the API server refused one (Forbidden: its
 	// identity may not patch nodes), in Unix nanoseconds; 0 when none was
 	// refused. See labelPlatform.
-	labelRefusedUntil atomic.Int64
-
-	// current returns the configuration's router in use and a function
-	// ending its use; the node-address re-sync runs on it.
-	current func() (*Router, func())
-	// stop ends the process's workers (the node-address re-sync).
-	stop <-chan struct{}
-	// resync is the node-address re-sync, once the informers are set (see
-	// nodesync.go); nil without them.
-	resync     atomic.Pointer[addressResync]
-	resyncOnce sync.Once
-	forgetOnce sync.Once
+	LabelRefusedUntil atomic.Int64
 }
 
-func newServiceStates() *serviceStates {
-	return &serviceStates{
+func New() *States {
+	return &States{
 		recorded: map[types.UID][]string{},
 		deleted:  map[types.UID]time.Time{},
 		locks:    map[types.UID]*svcLock{},
 		goneAt:   map[types.UID]time.Time{},
-		drains:   map[types.UID]drainRecord{},
+		drains:   map[types.UID]Draining{},
 		shown:    map[types.UID]map[string][]string{},
 	}
 }
 
-// setStop keeps the first stop channel the process was given.
-func (st *serviceStates) setStop(stop <-chan struct{}) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.stop == nil {
-		st.stop = stop
-	}
-}
-
-func (st *serviceStates) stopCh() <-chan struct{} {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.stop
-}
-
-// lock serialises the load-balancer calls for one Service, whatever
+// Lock serialises the load-balancer calls for one Service, whatever
 // configuration serves them. It returns the unlock function.
-func (st *serviceStates) lock(uid types.UID) func() {
+func (st *States) Lock(uid types.UID) func() {
 	st.mu.Lock()
 	l, ok := st.locks[uid]
 	if !ok {
@@ -140,9 +107,9 @@ type svcLock struct {
 	refs int
 }
 
-// markDeleted remembers that the load balancer of the Service with uid is
+// MarkDeleted remembers that the load balancer of the Service with uid is
 // gone with the Service, dropping marks older than deletedFor.
-func (st *serviceStates) markDeleted(uid types.UID) {
+func (st *States) MarkDeleted(uid types.UID) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := time.Now()
@@ -154,23 +121,23 @@ func (st *serviceStates) markDeleted(uid types.UID) {
 	st.deleted[uid] = now
 }
 
-// wasDeleted reports whether markDeleted saw the Service's UID recently.
-func (st *serviceStates) wasDeleted(uid types.UID) bool {
+// WasDeleted reports whether markDeleted saw the Service's UID recently.
+func (st *States) WasDeleted(uid types.UID) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	at, ok := st.deleted[uid]
 	return ok && time.Since(at) <= deletedFor
 }
 
-// recordedOf returns what this process last wrote as the Service's record.
-func (st *serviceStates) recordedOf(uid types.UID) ([]string, bool) {
+// RecordedOf returns what this process last wrote as the Service's record.
+func (st *States) RecordedOf(uid types.UID) ([]string, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	mem, ok := st.recorded[uid]
 	return mem, ok
 }
 
-func (st *serviceStates) remember(uid types.UID, names []string) {
+func (st *States) Remember(uid types.UID, names []string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if _, gone := st.goneAt[uid]; gone && len(names) == 0 {
@@ -181,12 +148,12 @@ func (st *serviceStates) remember(uid types.UID, names []string) {
 	st.recorded[uid] = names
 }
 
-// forget drops the record of a Service that is gone. A record still naming
+// Forget drops the record of a Service that is gone. A record still naming
 // a backend is kept deletedFor longer: the Service went without the
 // router's delete (its finalizer removed by hand, or no finalizer), and a
 // delete with a copy of the Service older than the record may still come;
 // it must reach every backend this process recorded.
-func (st *serviceStates) forget(uid types.UID) {
+func (st *States) Forget(uid types.UID) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := time.Now()
@@ -208,18 +175,18 @@ func (st *serviceStates) forget(uid types.UID) {
 	}
 }
 
-// drainsOf returns the draining record this process last wrote for the
+// DrainsOf returns the draining record this process last wrote for the
 // Service, if any.
-func (st *serviceStates) drainsOf(uid types.UID) (drainRecord, bool) {
+func (st *States) DrainsOf(uid types.UID) (Draining, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	d, ok := st.drains[uid]
 	return d, ok
 }
 
-// setDrains remembers the draining record written for the Service; an
+// SetDrains remembers the draining record written for the Service; an
 // empty one is forgotten.
-func (st *serviceStates) setDrains(uid types.UID, d drainRecord) {
+func (st *States) SetDrains(uid types.UID, d Draining) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if len(d) == 0 {
@@ -229,16 +196,16 @@ func (st *serviceStates) setDrains(uid types.UID, d drainRecord) {
 	st.drains[uid] = d
 }
 
-// size counts the entries kept, for tests of their bound.
-func (st *serviceStates) size() int {
+// Size counts the entries kept, for tests of their bound.
+func (st *States) Size() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return len(st.recorded) + len(st.locks) + len(st.drains) + len(st.shown)
 }
 
-// shownOf returns, per backend, the addresses its last answer gave the
+// ShownOf returns, per backend, the addresses its last answer gave the
 // Service.
-func (st *serviceStates) shownOf(uid types.UID) (map[string][]string, bool) {
+func (st *States) ShownOf(uid types.UID) (map[string][]string, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	m, ok := st.shown[uid]
@@ -252,8 +219,8 @@ func (st *serviceStates) shownOf(uid types.UID) (map[string][]string, bool) {
 	return out, true
 }
 
-// setShown remembers the addresses backend's answer gave the Service.
-func (st *serviceStates) setShown(uid types.UID, backend string, keys []string) {
+// SetShown remembers the addresses backend's answer gave the Service.
+func (st *States) SetShown(uid types.UID, backend string, keys []string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	m, ok := st.shown[uid]
@@ -262,4 +229,23 @@ func (st *serviceStates) setShown(uid types.UID, backend string, keys []string) 
 		st.shown[uid] = m
 	}
 	m[backend] = keys
+}
+
+// deletedFor is how long the router refuses to ensure a load balancer for
+// a Service whose deletion it completed: longer than any queued call can
+// wait for the Service's lock.
+const deletedFor = 10 * time.Minute
+
+// IngressKey identifies an address of a status.
+func IngressKey(in corev1.LoadBalancerIngress) string { return in.IP + "|" + in.Hostname }
+
+// Waiters counts the calls holding or waiting for the Service's lock, for
+// tests of the lock's hand-over.
+func (st *States) Waiters(uid types.UID) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if l, ok := st.locks[uid]; ok {
+		return l.refs
+	}
+	return 0
 }

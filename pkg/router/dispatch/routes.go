@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // ListRoutes merges the routes of every backend that has routes. A backend
@@ -23,20 +25,20 @@ import (
 // still gets a CreateRoute, which fails until the backend is back. Only
 // when no backend could list, or without a node lister, does the call
 // fail as a whole.
-func (r *Router) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
+func (r *Nodes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
 	var (
 		all    []*cloudprovider.Route
-		owners = map[string]*backend{}
-		failed = map[*backend]error{}
+		owners = map[string]*backend.Member{}
+		failed = map[*backend.Member]error{}
 	)
 	type listed struct {
 		routes []*cloudprovider.Route
 		err    error
 	}
-	_ = ask(ctx, r.routes, func(ctx context.Context, b *backend) (listed, error) {
-		routes, err := b.listRoutes(ctx, clusterName)
+	_ = backend.Ask(ctx, r.RouteBackends, func(ctx context.Context, b *backend.Member) (listed, error) {
+		routes, err := b.ListRoutes(ctx, clusterName)
 		return listed{routes, err}, nil
-	}, func(b *backend, l listed) {
+	}, func(b *backend.Member, l listed) {
 		if l.err != nil {
 			failed[b] = l.err
 			return
@@ -57,20 +59,20 @@ func (r *Router) ListRoutes(ctx context.Context, clusterName string) ([]*cloudpr
 		}
 	}
 	r.routeMu.Lock()
-	r.routeOwner = owners
+	r.RouteOwner = owners
 	r.routeMu.Unlock()
 	return all, nil
 }
 
 // keepFailedRoutes returns the routes as they were of the backends that
 // could not list, or the error when none could, or without a node lister.
-func (r *Router) keepFailedRoutes(ctx context.Context, failed map[*backend]error) ([]keptRoute, error) {
+func (r *Nodes) keepFailedRoutes(ctx context.Context, failed map[*backend.Member]error) ([]keptRoute, error) {
 	errs := make([]error, 0, len(failed))
 	for _, err := range failed {
 		errs = append(errs, err)
 	}
 	err := errors.Join(errs...)
-	if len(failed) == len(r.routes) || r.nodeLister == nil {
+	if len(failed) == len(r.RouteBackends) || r.NodeLister == nil {
 		return nil, err
 	}
 	kept, kerr := r.routesAsTheyWere(failed)
@@ -83,22 +85,22 @@ func (r *Router) keepFailedRoutes(ctx context.Context, failed map[*backend]error
 
 // keptRoute is a route reported for a backend that cannot list.
 type keptRoute struct {
-	b     *backend
+	b     *backend.Member
 	route *cloudprovider.Route
 }
 
 // routesAsTheyWere reports, for each backend in failed, a route per pod
 // CIDR of each of its nodes whose routes the route controller last found
 // created (NetworkUnavailable False with reason RouteCreated).
-func (r *Router) routesAsTheyWere(failed map[*backend]error) ([]keptRoute, error) {
-	nodes, err := r.nodeLister.List(labels.Everything())
+func (r *Nodes) routesAsTheyWere(failed map[*backend.Member]error) ([]keptRoute, error) {
+	nodes, err := r.NodeLister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("routes: listing nodes: %w", err)
 	}
 	var out []keptRoute
 	for b := range failed {
 		for _, n := range nodes {
-			if _, foreign := r.ForeignPlatform(n); foreign || !b.owns(n) || !routesCreated(n) {
+			if _, foreign := r.ForeignPlatform(n); foreign || !b.Owns(n) || !RoutesCreated(n) {
 				continue
 			}
 			for _, cidr := range n.Spec.PodCIDRs {
@@ -111,9 +113,9 @@ func (r *Router) routesAsTheyWere(failed map[*backend]error) ([]keptRoute, error
 	return out, nil
 }
 
-// routesCreated reports whether the route controller last found the node's
+// RoutesCreated reports whether the route controller last found the node's
 // routes created.
-func routesCreated(n *corev1.Node) bool {
+func RoutesCreated(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeNetworkUnavailable {
 			return c.Status == corev1.ConditionFalse && c.Reason == "RouteCreated"
@@ -125,19 +127,19 @@ func routesCreated(n *corev1.Node) bool {
 // CreateRoute creates the route in the backend of its target node. Nodes of
 // backends without routes are skipped with success: their pod network is
 // their CNI's business, and an error would mark them NetworkUnavailable.
-func (r *Router) CreateRoute(ctx context.Context, clusterName string, nameHint string, route *cloudprovider.Route) error {
+func (r *Nodes) CreateRoute(ctx context.Context, clusterName string, nameHint string, route *cloudprovider.Route) error {
 	b, err := r.routeBackend(ctx, route.TargetNode)
 	if err != nil || b == nil {
 		return err
 	}
-	return b.createRoute(ctx, clusterName, nameHint, route)
+	return b.CreateRoute(ctx, clusterName, nameHint, route)
 }
 
 // DeleteRoute deletes the route from the backend that listed it, or else
 // from the backend of its target node.
-func (r *Router) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
+func (r *Nodes) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
 	r.routeMu.Lock()
-	b := r.routeOwner[routeKey(route)]
+	b := r.RouteOwner[routeKey(route)]
 	r.routeMu.Unlock()
 	if b == nil {
 		var err error
@@ -145,16 +147,16 @@ func (r *Router) DeleteRoute(ctx context.Context, clusterName string, route *clo
 			return err
 		}
 	}
-	return b.deleteRoute(ctx, clusterName, route)
+	return b.DeleteRoute(ctx, clusterName, route)
 }
 
 // routeBackend finds the routes backend of a node; nil, nil when the node's
 // backend has no routes, or the node belongs to another CCM (KEP-5778).
-func (r *Router) routeBackend(ctx context.Context, nodeName types.NodeName) (*backend, error) {
-	if r.nodeLister == nil {
+func (r *Nodes) routeBackend(ctx context.Context, nodeName types.NodeName) (*backend.Member, error) {
+	if r.NodeLister == nil {
 		return nil, errors.New("routes: no node informer yet")
 	}
-	node, err := r.nodeLister.Get(string(nodeName))
+	node, err := r.NodeLister.Get(string(nodeName))
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("routes: node %s not found", nodeName)
 	}
@@ -169,7 +171,7 @@ func (r *Router) routeBackend(ctx context.Context, nodeName types.NodeName) (*ba
 	if err != nil {
 		return nil, fmt.Errorf("routes: node %s: %w", nodeName, err)
 	}
-	if b.routes == nil {
+	if b.Routes == nil {
 		klog.FromContext(ctx).V(4).Info("Node's backend has no routes; leaving its pod network to the CNI", "node", nodeName, "backend", b.Name)
 		return nil, nil
 	}
@@ -178,24 +180,4 @@ func (r *Router) routeBackend(ctx context.Context, nodeName types.NodeName) (*ba
 
 func routeKey(rt *cloudprovider.Route) string {
 	return string(rt.TargetNode) + "|" + rt.DestinationCIDR
-}
-
-func (b *backend) listRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
-	return call(ctx, b, opListRoutes, routeCallTimeout, func(ctx context.Context) ([]*cloudprovider.Route, error) {
-		return b.routes.ListRoutes(ctx, clusterName)
-	})
-}
-
-func (b *backend) createRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
-	_, err := call(ctx, b, opCreateRoute, routeCallTimeout, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, b.routes.CreateRoute(ctx, clusterName, nameHint, route)
-	})
-	return err
-}
-
-func (b *backend) deleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
-	_, err := call(ctx, b, opDeleteRoute, routeCallTimeout, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, b.routes.DeleteRoute(ctx, clusterName, route)
-	})
-	return err
 }

@@ -1,40 +1,40 @@
-package router
+package backend
 
 import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
-// errorClass is the kind of a failed backend call, as the errors metric
+// ErrorClass is the kind of a failed backend call, as the errors metric
 // shows it.
-type errorClass int
+type ErrorClass int
 
 const (
-	classThrottled errorClass = iota
-	classAuth
-	classNotFound
-	classOther
+	ClassThrottled ErrorClass = iota
+	ClassAuth
+	ClassNotFound
+	ClassOther
 	numErrorClasses
 )
 
 var errorClassNames = [numErrorClasses]string{"throttled", "auth", "not_found", "other"}
 
-func (c errorClass) String() string { return errorClassNames[c] }
+func (c ErrorClass) String() string { return errorClassNames[c] }
 
-// classify tells what kind of failure err is: the cloud throttled the call,
+// Classify tells what kind of failure err is: the cloud throttled the call,
 // refused the credentials, or did not find the thing asked for; anything
 // else (an outage, a timeout, a user error, a wait) is other. The router
 // imports no cloud SDK: the backend types class their SDKs' errors
 // (backends.ClassifyError asks each type's Registration.ClassifyError);
 // the metric keeps its four classes, unavailable and user counting as
 // other.
-func classify(err error) errorClass {
+func Classify(err error) ErrorClass {
 	switch backends.ClassifyError(err) {
 	case backends.ClassThrottled:
-		return classThrottled
+		return ClassThrottled
 	case backends.ClassAuth:
-		return classAuth
+		return ClassAuth
 	case backends.ClassNotFound:
-		return classNotFound
+		return ClassNotFound
 	}
-	return classOther
+	return ClassOther
 }

@@ -1,4 +1,4 @@
-package router
+package backend
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // scopeReuse is how long one call scope serves new calls. Every call gets
 // at least its operation's timeout, and at most scopeReuse more.
-const scopeReuse = time.Second
+const ScopeReuse = time.Second
 
 // scopeRetired marks, in scope.refs, a scope that serves no new calls: the
 // last call holding it cancels its context.
@@ -30,7 +30,7 @@ const scopeRetired = int64(1) << 62
 // own per call.
 type scope struct {
 	parent context.Context
-	ctx    context.Context
+	Ctx    context.Context
 	cancel context.CancelFunc
 	// until is when the scope stops serving new calls; zero when the
 	// parent's own deadline bounds every call and the scope serves that
@@ -49,11 +49,11 @@ func newScope(parent context.Context, backend string, logger klog.Logger, timeou
 	s.refs.Store(1)
 	ctx := klog.NewContext(backends.WithChangeBackend(parent, backend), logger)
 	if d, ok := parent.Deadline(); ok && d.Before(now.Add(timeout)) {
-		s.ctx, s.cancel = ctx, func() {}
+		s.Ctx, s.cancel = ctx, func() {}
 		return s
 	}
-	s.until = now.Add(scopeReuse)
-	s.ctx, s.cancel = context.WithDeadline(ctx, now.Add(timeout+scopeReuse))
+	s.until = now.Add(ScopeReuse)
+	s.Ctx, s.cancel = context.WithDeadline(ctx, now.Add(timeout+ScopeReuse))
 	return s
 }
 
@@ -86,8 +86,8 @@ func sameContext(a, b context.Context) (same bool) {
 	return a == b
 }
 
-// release ends one call's hold on s.
-func (s *scope) release() {
+// Release ends one call's hold on s.
+func (s *scope) Release() {
 	if s.refs.Add(-1) == scopeRetired {
 		s.cancel()
 	}
@@ -101,11 +101,11 @@ func (s *scope) retire() {
 	}
 }
 
-// scope returns a held scope for a call of op with parent ctx starting at
+// Scope returns a held scope for a call of op with parent ctx starting at
 // now: the backend's current scope for op when it serves the call, else a
 // new one, which becomes the current scope when ctx can be compared.
-func (b *backend) scope(ctx context.Context, op operation, timeout time.Duration, now time.Time) *scope {
-	slot := &b.scopes[op]
+func (b *Member) Scope(ctx context.Context, op operation, timeout time.Duration, now time.Time) *scope {
+	slot := &b.Scopes[op]
 	cur := slot.Load()
 	if cur.acquire(ctx, now) {
 		return cur

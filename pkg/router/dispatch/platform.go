@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // KEP-5778 ("explicit node ownership", kubernetes/enhancements#5779): a
@@ -55,7 +56,7 @@ func FlagPlatforms() []string {
 	return nil
 }
 
-// checkFlagPlatforms refuses a --cloud-provider-platforms value that cfg
+// CheckFlagPlatforms refuses a --cloud-provider-platforms value that cfg
 // cannot honour, as config validation refuses the same mistake in
 // nodes.platforms: a platform no configured backend (or nodes.schemes
 // entry) serves, which is a typo or a backend missing from the config, or
@@ -64,7 +65,7 @@ func FlagPlatforms() []string {
 // initialised, with no Warning. It runs for the configuration the process
 // starts with and for every reload (a refused reload keeps the old
 // configuration serving).
-func checkFlagPlatforms(cfg *config.CloudConfig) error {
+func CheckFlagPlatforms(cfg *config.CloudConfig) error {
 	flag := FlagPlatforms()
 	if flag == nil {
 		return nil
@@ -92,7 +93,7 @@ var errForeign = errors.New("it belongs to another cloud-controller-manager (KEP
 // ForeignPlatform returns the platform of node and true when node belongs
 // to another CCM: Services' load balancers and routes must not target it
 // unless the operator asks.
-func (r *Router) ForeignPlatform(node *corev1.Node) (string, bool) {
+func (r *Nodes) ForeignPlatform(node *corev1.Node) (string, bool) {
 	if id := node.Spec.ProviderID; id != "" {
 		scheme, err := providerid.Scheme(id)
 		if err != nil || r.serves(scheme) {
@@ -114,8 +115,8 @@ func (r *Router) ForeignPlatform(node *corev1.Node) (string, bool) {
 // It is what load-balancer calls and the node re-sync should hand a
 // backend's targeting (see docs/routing.md, "Running beside other CCMs").
 // nodes itself is returned, unchanged, when none belongs to another CCM.
-func (r *Router) OwnNodes(nodes []*corev1.Node) []*corev1.Node {
-	if r.cfg.LoadBalancer.TargetOtherCCMsNodes {
+func (r *Nodes) OwnNodes(nodes []*corev1.Node) []*corev1.Node {
+	if r.Cfg.LoadBalancer.TargetOtherCCMsNodes {
 		return nodes
 	}
 	for i, n := range nodes {
@@ -127,7 +128,7 @@ func (r *Router) OwnNodes(nodes []*corev1.Node) []*corev1.Node {
 }
 
 // ownOf is OwnNodes into a new slice.
-func (r *Router) ownOf(nodes []*corev1.Node) []*corev1.Node {
+func (r *Nodes) ownOf(nodes []*corev1.Node) []*corev1.Node {
 	out := make([]*corev1.Node, 0, len(nodes))
 	for _, n := range nodes {
 		if _, foreign := r.ForeignPlatform(n); !foreign {
@@ -139,13 +140,13 @@ func (r *Router) ownOf(nodes []*corev1.Node) []*corev1.Node {
 
 // chosenBackend is the backend a node without providerID is given to by
 // its backend label or the first matching nodes.rules entry, or nil.
-func (r *Router) chosenBackend(node *corev1.Node) *backend {
+func (r *Nodes) chosenBackend(node *corev1.Node) *backend.Member {
 	if name, ok := node.Labels[string(annotation.NodeBackend)]; ok {
-		return r.byName[name]
+		return r.ByName[name]
 	}
-	for i := range r.cfg.Nodes.Rules {
-		if rule := &r.cfg.Nodes.Rules[i]; rule.Matches(node.Name, node.Labels) {
-			return r.byName[rule.Backend]
+	for i := range r.Cfg.Nodes.Rules {
+		if rule := &r.Cfg.Nodes.Rules[i]; rule.Matches(node.Name, node.Labels) {
+			return r.ByName[rule.Backend]
 		}
 	}
 	return nil
@@ -153,7 +154,7 @@ func (r *Router) chosenBackend(node *corev1.Node) *backend {
 
 // foreign returns the error resolve answers for a node of another CCM, or
 // nil.
-func (r *Router) foreign(node *corev1.Node) error {
+func (r *Nodes) foreign(node *corev1.Node) error {
 	p, ok := r.ForeignPlatform(node)
 	if !ok {
 		return nil
@@ -164,11 +165,11 @@ func (r *Router) foreign(node *corev1.Node) error {
 // serves reports whether the router serves platform p: a backend with
 // instances (or a nodes.schemes entry) serves it, and neither
 // nodes.platforms nor --cloud-provider-platforms leaves it out.
-func (r *Router) serves(p string) bool {
+func (r *Nodes) serves(p string) bool {
 	if !r.hasPlatform(p) {
 		return false
 	}
-	if l := r.cfg.Nodes.Platforms; l != nil && !slices.Contains(l, p) {
+	if l := r.Cfg.Nodes.Platforms; l != nil && !slices.Contains(l, p) {
 		return false
 	}
 	f := flagPlatforms.Load()
@@ -177,26 +178,26 @@ func (r *Router) serves(p string) bool {
 
 // hasPlatform reports whether a backend with instances serves platform p,
 // whether or not it is turned off.
-func (r *Router) hasPlatform(p string) bool {
-	return len(r.byScheme[p]) > 0 || r.aliasBackend(p) != nil
+func (r *Nodes) hasPlatform(p string) bool {
+	return len(r.ByScheme[p]) > 0 || r.aliasBackend(p) != nil
 }
 
 // platformsDeclared reports whether the operator listed the platforms
 // served: then every other platform is another CCM's, whatever
 // nodes.unmanaged says.
-func (r *Router) platformsDeclared() bool {
-	return r.cfg.Nodes.Platforms != nil || flagPlatforms.Load() != nil
+func (r *Nodes) platformsDeclared() bool {
+	return r.Cfg.Nodes.Platforms != nil || flagPlatforms.Load() != nil
 }
 
 // ServedPlatforms lists, sorted, the platforms the router serves.
-func (r *Router) ServedPlatforms() []string {
+func (r *Nodes) ServedPlatforms() []string {
 	var out []string
-	for s := range r.byScheme {
+	for s := range r.ByScheme {
 		if r.serves(s) {
 			out = append(out, s)
 		}
 	}
-	for _, a := range r.cfg.Nodes.Schemes {
+	for _, a := range r.Cfg.Nodes.Schemes {
 		if r.serves(a.Scheme) {
 			out = append(out, a.Scheme)
 		}
@@ -207,10 +208,10 @@ func (r *Router) ServedPlatforms() []string {
 
 // aliasBackend returns the backend a nodes.schemes entry gives scheme to,
 // when it is configured and has instances.
-func (r *Router) aliasBackend(scheme string) *backend {
-	for _, a := range r.cfg.Nodes.Schemes {
+func (r *Nodes) aliasBackend(scheme string) *backend.Member {
+	for _, a := range r.Cfg.Nodes.Schemes {
 		if a.Scheme == scheme {
-			if b := r.byName[a.Backend]; b != nil && b.instances != nil {
+			if b := r.ByName[a.Backend]; b != nil && b.Instances != nil {
 				return b
 			}
 		}
@@ -220,17 +221,17 @@ func (r *Router) aliasBackend(scheme string) *backend {
 
 // servesBackend reports whether nodes may be given to b: it has no
 // platform, or its platform is served.
-func (r *Router) servesBackend(b *backend) bool {
+func (r *Nodes) servesBackend(b *backend.Member) bool {
 	return b.Scheme == "" || r.serves(b.Scheme)
 }
 
 // claimants are the backends asked to claim a node with no providerID:
 // those of the platform its annotation names, else every backend whose
 // platform is served.
-func (r *Router) claimants(node *corev1.Node) []*backend {
+func (r *Nodes) claimants(node *corev1.Node) []*backend.Member {
 	p := node.Annotations[providerid.PlatformAnnotation]
-	out := make([]*backend, 0, len(r.instances))
-	for _, b := range r.instances {
+	out := make([]*backend.Member, 0, len(r.InstanceBackends))
+	for _, b := range r.InstanceBackends {
 		if p != "" {
 			if b.Scheme == p || r.aliasBackend(p) == b {
 				out = append(out, b)
@@ -262,23 +263,23 @@ const platformLabelPause = time.Hour
 // retried at the node's next metadata call; it never holds the node back.
 // A Forbidden refusal (RBAC without patch on nodes) stops every write for
 // platformLabelPause, logged once with the fix.
-func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backend) {
-	if r.client == nil || b.Type == "" {
+func (r *Nodes) labelPlatform(ctx context.Context, node *corev1.Node, b *backend.Member) {
+	if r.Client == nil || b.Type == "" {
 		return
 	}
 	if _, ok := node.Labels[providerid.PlatformLabel]; ok {
 		return
 	}
-	if time.Now().UnixNano() < r.st.labelRefusedUntil.Load() {
+	if time.Now().UnixNano() < r.States.LabelRefusedUntil.Load() {
 		return
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, providerid.PlatformLabel, b.Type)
 	ctx, cancel := context.WithTimeout(ctx, platformLabelTimeout)
 	defer cancel()
-	_, err := r.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := r.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node), "backend", b.Name, "platform", b.Type)
 	if apierrors.IsForbidden(err) {
-		r.st.labelRefusedUntil.Store(time.Now().Add(platformLabelPause).UnixNano())
+		r.States.LabelRefusedUntil.Store(time.Now().Add(platformLabelPause).UnixNano())
 		logger.Error(err, "The API server refused writing the node's platform label: grant this CCM's identity patch on nodes (the Helm chart's <release>-router ClusterRole under --use-service-account-credentials); no node gets the label until then, next try in "+platformLabelPause.String(), "label", providerid.PlatformLabel)
 		return
 	}
@@ -289,9 +290,9 @@ func (r *Router) labelPlatform(ctx context.Context, node *corev1.Node, b *backen
 	logger.V(2).Info("Labelled the node with its platform", "label", providerid.PlatformLabel)
 }
 
-// targetable returns the nodes backend b's load balancer for the Service
+// Targetable returns the nodes backend b's load balancer for the Service
 // can send traffic to: the nodes of this CCM's platforms (OwnNodes) that
 // b can target.
-func (r *Router) targetable(b *backend, service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
-	return b.targetable(service, r.OwnNodes(nodes))
+func (r *Nodes) Targetable(b *backend.Member, service *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
+	return b.Targetable(service, r.OwnNodes(nodes))
 }

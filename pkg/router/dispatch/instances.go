@@ -1,10 +1,9 @@
-package router
+package dispatch
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -13,13 +12,13 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 )
 
 // InstanceExists reports whether the node's instance exists in its backend.
 // It answers (false, nil) only when the owning backend positively reports the
 // instance gone; every doubt is an error, which upstream only logs.
-func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+func (r *Nodes) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
 	res, err := r.resolve(ctx, node)
 	if err != nil {
 		return r.unresolved(ctx, node, err, true)
@@ -30,7 +29,7 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 	if res.claimed {
 		return true, nil
 	}
-	exists, err := res.b.instanceExists(ctx, res.asked(node))
+	exists, err := res.b.InstanceExists(ctx, res.asked(node))
 	if err != nil {
 		r.recordNodeError(ctx, node, err)
 		return false, err
@@ -40,7 +39,7 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 		r.recordNodeError(ctx, node, err)
 		return false, err
 	}
-	r.st.problems.nodeResolved(node)
+	r.States.Problems.NodeResolved(node)
 	return exists, nil
 }
 
@@ -49,21 +48,21 @@ func (r *Router) InstanceExists(ctx context.Context, node *corev1.Node) (bool, e
 // the backend serves through nodes.schemes, matched by name.
 func notClaimed(node *corev1.Node, res resolution) error {
 	if res.byName {
-		return userErr(reasonNodeNotClaimed, "node %s: backend %s serves providerID %q through nodes.schemes but has no machine named %s; add it to the backend, or remove the scheme from nodes.schemes",
+		return backend.UserErr(ReasonNodeNotClaimed, "node %s: backend %s serves providerID %q through nodes.schemes but has no machine named %s; add it to the backend, or remove the scheme from nodes.schemes",
 			node.Name, res.b.Name, node.Spec.ProviderID, node.Name)
 	}
-	return userErr(reasonNodeNotClaimed, "node %s has no providerID and backend %s, chosen by its %s label or a nodes.rules entry, has no instance matching it; fix the label or rule",
+	return backend.UserErr(ReasonNodeNotClaimed, "node %s has no providerID and backend %s, chosen by its %s label or a nodes.rules entry, has no instance matching it; fix the label or rule",
 		node.Name, res.b.Name, annotation.NodeBackend)
 }
 
 // InstanceShutdown reports whether the node's instance is shut down.
 // Unmanaged nodes and other CCMs' nodes are never reported shut down.
-func (r *Router) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+func (r *Nodes) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
 	res, err := r.ownership(ctx, node)
 	if err != nil {
 		return r.unresolved(ctx, node, err, false)
 	}
-	shutdown, err := res.b.instanceShutdown(ctx, res.asked(node))
+	shutdown, err := res.b.InstanceShutdown(ctx, res.asked(node))
 	if err != nil {
 		r.recordNodeError(ctx, node, err)
 	}
@@ -73,9 +72,9 @@ func (r *Router) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool,
 // InstanceMetadata returns the node's metadata from its backend, labelled
 // with the backend's name, and writes the node's platform label (see
 // labelPlatform). It never returns (nil, nil).
-func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+func (r *Nodes) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	res, err := r.ownership(ctx, node)
-	if errors.Is(err, errForeign) || (errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore) {
+	if errors.Is(err, errForeign) || (errors.Is(err, errUnmanaged) && r.Cfg.Nodes.Unmanaged == config.UnmanagedIgnore) {
 		return unmanagedMetadata(node, err)
 	}
 	if err != nil {
@@ -83,16 +82,16 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 		return nil, err
 	}
 	b := res.b
-	md, err := b.instanceMetadata(ctx, res.asked(node))
+	md, err := b.InstanceMetadata(ctx, res.asked(node))
 	if err == nil {
-		err = b.checkProviderID(node, md.ProviderID)
+		err = b.CheckProviderID(node, md.ProviderID)
 	}
 	if err != nil {
 		r.recordNodeError(ctx, node, err)
 		return nil, err
 	}
-	r.st.problems.nodeResolved(node)
-	out := b.withBackendLabel(md)
+	r.States.Problems.NodeResolved(node)
+	out := b.WithBackendLabel(md)
 	if res.byName {
 		out.ProviderID = node.Spec.ProviderID
 	}
@@ -100,30 +99,16 @@ func (r *Router) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 	return out, nil
 }
 
-// checkProviderID makes sure the providerID a backend reports for a node
-// will route back to it: a node that had none must get one, with the
-// backend's scheme.
-func (b *backend) checkProviderID(node *corev1.Node, got string) error {
-	if node.Spec.ProviderID != "" || b.Scheme == "" {
-		return nil
-	}
-	scheme, err := providerid.Scheme(got)
-	if err != nil || scheme != b.Scheme {
-		return fmt.Errorf("backend %s: InstanceMetadata for node %s returned providerID %q, want one with scheme %s://", b.Name, node.Name, got, b.Scheme)
-	}
-	return nil
-}
-
 // owner resolves node to the one backend that owns it, asking the
 // candidates when several backends share its scheme.
-func (r *Router) owner(ctx context.Context, node *corev1.Node) (*backend, error) {
+func (r *Nodes) owner(ctx context.Context, node *corev1.Node) (*backend.Member, error) {
 	res, err := r.ownership(ctx, node)
 	return res.b, err
 }
 
 // ownership is owner with the whole resolution: how the backend is to be
 // asked about the node.
-func (r *Router) ownership(ctx context.Context, node *corev1.Node) (resolution, error) {
+func (r *Nodes) ownership(ctx context.Context, node *corev1.Node) (resolution, error) {
 	res, err := r.resolve(ctx, node)
 	if err != nil || res.candidates == nil {
 		return res, err
@@ -137,12 +122,12 @@ func (r *Router) ownership(ctx context.Context, node *corev1.Node) (resolution, 
 // nodes under "unmanaged: ignore", exist and are running, so the
 // node-lifecycle controller neither deletes nor taints them; anything else
 // is an error, never a false that would delete the node.
-func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, exists bool) (bool, error) {
+func (r *Nodes) unresolved(ctx context.Context, node *corev1.Node, err error, exists bool) (bool, error) {
 	if errors.Is(err, errForeign) {
 		klog.FromContext(ctx).V(5).Info("Leaving another CCM's node alone", "node", klog.KObj(node), "err", err.Error())
 		return exists, nil
 	}
-	if errors.Is(err, errUnmanaged) && r.cfg.Nodes.Unmanaged == config.UnmanagedIgnore {
+	if errors.Is(err, errUnmanaged) && r.Cfg.Nodes.Unmanaged == config.UnmanagedIgnore {
 		return exists, nil
 	}
 	r.recordNodeError(ctx, node, err)
@@ -156,11 +141,11 @@ func (r *Router) unresolved(ctx context.Context, node *corev1.Node, err error, e
 // node is gone only when a backend serving its region reports it so, and a
 // node outside every candidate's region is an error (its backend may have
 // been removed from the config), never gone.
-func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend) (bool, error) {
+func (r *Nodes) existsAmong(ctx context.Context, node *corev1.Node, candidates []*backend.Member) (bool, error) {
 	found, served := false, false
-	err := ask(ctx, candidates, func(ctx context.Context, b *backend) (answer, error) {
-		return b.answer(ctx, node)
-	}, func(_ *backend, a answer) {
+	err := backend.Ask(ctx, candidates, func(ctx context.Context, b *backend.Member) (answer, error) {
+		return answerFrom(ctx, b, node)
+	}, func(_ *backend.Member, a answer) {
 		found = found || a.exists
 		served = served || !a.outside
 	})
@@ -168,8 +153,8 @@ func (r *Router) existsAmong(ctx context.Context, node *corev1.Node, candidates 
 		return true, nil
 	}
 	if err == nil && !served {
-		err = userErr(reasonOutsideRegion, "node %s: providerID %q is outside the regions of every backend serving its scheme (%v); if its cloud was removed from the config, add it back or label the node %s=<backend>",
-			node.Name, node.Spec.ProviderID, names(candidates), annotation.NodeBackend)
+		err = backend.UserErr(ReasonOutsideRegion, "node %s: providerID %q is outside the regions of every backend serving its scheme (%v); if its cloud was removed from the config, add it back or label the node %s=<backend>",
+			node.Name, node.Spec.ProviderID, backend.Names(candidates), annotation.NodeBackend)
 		r.recordNodeError(ctx, node, err)
 	}
 	return false, err
@@ -187,36 +172,4 @@ func unmanagedMetadata(node *corev1.Node, err error) (*cloudprovider.InstanceMet
 		}
 	}
 	return &cloudprovider.InstanceMetadata{ProviderID: node.Spec.ProviderID}, nil
-}
-
-// withBackendLabel returns a copy of md with the backend label added; the
-// backend's label map is never changed.
-func (b *backend) withBackendLabel(md *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
-	out := *md
-	out.AdditionalLabels = make(map[string]string, len(md.AdditionalLabels)+1)
-	maps.Copy(out.AdditionalLabels, md.AdditionalLabels)
-	out.AdditionalLabels[string(annotation.NodeBackend)] = b.Name
-	return &out
-}
-
-func (b *backend) instanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	return call(ctx, b, opInstanceExists, instanceCallTimeout, func(ctx context.Context) (bool, error) {
-		return b.instances.InstanceExists(ctx, node)
-	})
-}
-
-func (b *backend) instanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	return call(ctx, b, opInstanceShutdown, instanceCallTimeout, func(ctx context.Context) (bool, error) {
-		return b.instances.InstanceShutdown(ctx, node)
-	})
-}
-
-func (b *backend) instanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	return call(ctx, b, opInstanceMetadata, instanceCallTimeout, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-		md, err := b.instances.InstanceMetadata(ctx, node)
-		if err == nil && md == nil {
-			err = errors.New("returned no metadata and no error")
-		}
-		return md, err
-	})
 }

@@ -1,11 +1,9 @@
-package router
+package backend
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"k8s.io/cloud-provider/api"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/controller-manager/pkg/healthz"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -21,10 +18,10 @@ import (
 // unreachableAfter is how many calls in a row must fail to reach a
 // backend's cloud before the backend counts as unreachable: one failed call
 // is noise, three are an outage or wrong credentials.
-const unreachableAfter = 3
+const UnreachableAfter = 3
 
 var (
-	backendUp = metrics.NewGaugeVec(&metrics.GaugeOpts{
+	BackendUp = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "multicloud_ccm",
 		Subsystem:      "backend",
 		Name:           "up",
@@ -52,31 +49,31 @@ type health struct {
 	lastFailure *CallError
 }
 
-func newHealth(backend string) *health {
-	registerHealthOnce.Do(func() { legacyregistry.MustRegister(backendUp) })
-	h := &health{up: backendUp.WithLabelValues(backend)}
+func NewHealth(backend string) *health {
+	registerHealthOnce.Do(func() { legacyregistry.MustRegister(BackendUp) })
+	h := &health{up: BackendUp.WithLabelValues(backend)}
 	h.up.Set(1)
 	return h
 }
 
-// forgetHealth deletes the backend_up series of backends a reload removed,
+// ForgetHealth deletes the backend_up series of backends a reload removed,
 // so an alert on one clears. A call still in flight on a removed backend
 // sets its detached gauge, which is no longer exported.
-func forgetHealth(removed []string) {
+func ForgetHealth(removed []string) {
 	for _, name := range removed {
-		backendUp.DeleteLabelValues(name)
+		BackendUp.DeleteLabelValues(name)
 	}
 }
 
-// observe records the outcome of one call of operation op.
-func (h *health) observe(ctx context.Context, op operation, err error) {
+// Observe records the outcome of one call of operation op.
+func (h *health) Observe(ctx context.Context, op operation, err error) {
 	if ctx.Err() != nil {
 		return // the caller gave up: that says nothing about the cloud
 	}
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if answered(err) {
+	if Answered(err) {
 		h.failures, h.lastErr, h.lastOK = 0, nil, now
 		h.up.Set(1)
 		return
@@ -86,15 +83,15 @@ func (h *health) observe(ctx context.Context, op operation, err error) {
 	}
 	h.failures++
 	h.lastErr = err
-	h.lastFailure = newCallError(op, err, now)
-	if h.failures >= unreachableAfter {
+	h.lastFailure = NewCallError(op, err, now)
+	if h.failures >= UnreachableAfter {
 		h.up.Set(0)
 	}
 }
 
-// answered reports whether a call ending with err reached the cloud and
+// Answered reports whether a call ending with err reached the cloud and
 // got an answer.
-func answered(err error) bool {
+func Answered(err error) bool {
 	if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream sentinel, never wrapped.
 		return true
 	}
@@ -108,43 +105,57 @@ func answeredWithError(err error) bool {
 	if errors.Is(err, cloudprovider.InstanceNotFound) || errors.As(err, &retry) {
 		return true
 	}
-	if classify(err) == classAuth {
+	if Classify(err) == ClassAuth {
 		return false // refused credentials, even reported as the user's to fix
 	}
 	_, user := backends.AsUserError(err)
 	return user
 }
 
-// problem describes the backend as unreachable, or returns "".
-func (h *health) problem() string {
+// Problem describes the backend as unreachable, or returns "".
+func (h *health) Problem() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.failures < unreachableAfter {
+	if h.failures < UnreachableAfter {
 		return ""
 	}
 	return fmt.Sprintf("%d calls in a row failed since %s, the last: %v", h.failures, h.since.UTC().Format(time.RFC3339), h.lastErr)
 }
 
-// BackendHealthChecker is the router's health check for the controller
-// manager's /healthz: it fails, naming each, while any backend's cloud
-// cannot be reached (its last calls in a row all failed), and passes again
-// at its first answer. It is meant for readiness, not liveness: restarting
-// the CCM does not bring a cloud back.
-func (r *Router) BackendHealthChecker() healthz.UnnamedHealthChecker { return backendHealth{r: r} }
+// maxErrorMessage bounds the message of a CallError: the status is for
+// reading at a glance, the log has the rest.
+const MaxErrorMessage = 1000
 
-// backendHealth checks that every backend's cloud answers.
-type backendHealth struct{ r *Router }
+// CallError is a failed backend call.
+type CallError struct {
+	// Operation is the call (InstanceExists, EnsureLoadBalancer, ...).
+	Operation string
+	// Class is the error's class, as the errors metric counts it:
+	// throttled, auth, not_found or other.
+	Class string
+	// Message is the error, shortened to maxErrorMessage bytes.
+	Message string
+	// Time is when the call ended.
+	Time time.Time
+}
 
-// Check fails while any backend is unreachable.
-func (h backendHealth) Check(*http.Request) error {
-	var down []string
-	for _, b := range h.r.backends {
-		if p := b.health.problem(); p != "" {
-			down = append(down, fmt.Sprintf("backend %s: %s", b.Name, p))
-		}
+func NewCallError(op operation, err error, at time.Time) *CallError {
+	msg := err.Error()
+	if len(msg) > MaxErrorMessage {
+		msg = msg[:MaxErrorMessage] + "…"
 	}
-	if len(down) == 0 {
-		return nil
+	return &CallError{Operation: op.String(), Class: Classify(err).String(), Message: msg, Time: at}
+}
+
+// State returns whether the backend is up, its last answer's time and its
+// last failure.
+func (h *health) State() (up bool, lastOK time.Time, lastFailure *CallError) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var failure *CallError
+	if h.lastFailure != nil {
+		c := *h.lastFailure
+		failure = &c
 	}
-	return errors.New(strings.Join(down, "; "))
+	return h.failures < UnreachableAfter, h.lastOK, failure
 }

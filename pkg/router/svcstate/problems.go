@@ -1,4 +1,4 @@
-package router
+package svcstate
 
 import (
 	"sync"
@@ -28,9 +28,9 @@ func keyOf(obj *corev1.ObjectReference) problemKey {
 	return problemKey{kind: obj.Kind, namespace: obj.Namespace, name: obj.Name}
 }
 
-// changed records the object's problem and reports whether it differs
+// Changed records the object's problem and reports whether it differs
 // from the last one recorded.
-func (p *problems) changed(obj *corev1.ObjectReference, reason, msg string) bool {
+func (p *problems) Changed(obj *corev1.ObjectReference, reason, msg string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := keyOf(obj)
@@ -44,9 +44,9 @@ func (p *problems) changed(obj *corev1.ObjectReference, reason, msg string) bool
 	return true
 }
 
-// nodeResolved forgets the node's problem: if it comes back, it is
+// NodeResolved forgets the node's problem: if it comes back, it is
 // logged. It allocates nothing, as it runs on every successful node call.
-func (p *problems) nodeResolved(node *corev1.Node) {
+func (p *problems) NodeResolved(node *corev1.Node) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.last) > 0 {

@@ -1,13 +1,13 @@
-package router
+package svcstate
 
 import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-func nodeRef(node *corev1.Node) *corev1.ObjectReference {
+func NodeRef(node *corev1.Node) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
 }
 
-func serviceRef(svc *corev1.Service) *corev1.ObjectReference {
+func ServiceRef(svc *corev1.Service) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
 }

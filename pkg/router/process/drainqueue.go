@@ -1,4 +1,4 @@
-package router
+package process
 
 import (
 	"context"
@@ -13,17 +13,18 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // drainTimer deletes a drained load balancer when its drain ends, even if
 // nothing else syncs the Service then. It lives for the process (see
-// states.go), so a reload neither loses nor repeats a drain. It is armed
+// process.go), so a reload neither loses nor repeats a drain. It is armed
 // from the Services' multicloud-ccm.io/load-balancer-draining annotation as
 // the informer lists and updates them: a restarted process, or a new
 // leader (the informers are set only once it leads), picks up every drain
 // in progress and ends it on time.
 type drainTimer struct {
-	st       *serviceStates
+	st       *Shared
 	services corelisters.ServiceLister
 	synced   cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
@@ -34,7 +35,7 @@ const drainWorkers = 2
 
 // startDrainTimer registers the Service handler and starts the workers;
 // they stop with stop.
-func (st *serviceStates) startDrainTimer(factory informers.SharedInformerFactory, stop <-chan struct{}) {
+func (st *Shared) startDrainTimer(factory informers.SharedInformerFactory, stop <-chan struct{}) {
 	inf := factory.Core().V1().Services()
 	t := &drainTimer{
 		st:       st,
@@ -62,7 +63,7 @@ func (t *drainTimer) arm(obj any) {
 	if !ok || svc.Annotations[string(annotation.LoadBalancerDraining)] == "" {
 		return
 	}
-	if end, ok := parseDraining(svc).next(); ok {
+	if end, ok := svcstate.ParseDraining(svc).Next(); ok {
 		t.at(svc, end)
 	}
 }
@@ -71,8 +72,8 @@ func (t *drainTimer) at(svc *corev1.Service, end time.Time) {
 	t.queue.AddAfter(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, time.Until(end))
 }
 
-// queueDrain arms the drain timer for the Service's drain ending at end.
-func (st *serviceStates) queueDrain(svc *corev1.Service, end time.Time) {
+// QueueDrain arms the drain timer for the Service's drain ending at end.
+func (st *Shared) QueueDrain(svc *corev1.Service, end time.Time) {
 	if t := st.drainTimer.Load(); t != nil {
 		t.at(svc, end)
 	}
@@ -114,26 +115,14 @@ func (t *drainTimer) sync(ctx context.Context, key types.NamespacedName) (time.T
 	if err != nil {
 		return time.Time{}, ignoreNotFound(err)
 	}
-	if f := t.st.serviceSync.Load(); f != nil && (*f)(svc) {
+	if f := t.st.ServiceSync.Load(); f != nil && (*f)(svc) {
 		return time.Time{}, nil
 	}
-	defer t.st.lock(svc.UID)()
+	defer t.st.Lock(svc.UID)()
 	if svc, err = t.services.Services(key.Namespace).Get(key.Name); err != nil {
 		return time.Time{}, ignoreNotFound(err)
 	}
-	r, done := t.st.current()
+	r, done := t.st.Current()
 	defer done()
-	return r.finishDrains(ctx, r.withClassDefaults(svc))
-}
-
-// SetServiceSync is for a controller that syncs Services itself
-// (pkg/lbcontroller): when a drain ends, the drain timer calls sync with
-// the Service, and, if it returns true (the controller serves the Service
-// and queued it for a full sync), leaves the drain's end to that sync
-// instead of deleting and writing itself. It lives for the process.
-func (r *Router) SetServiceSync(sync func(*corev1.Service) bool) { r.st.serviceSync.Store(&sync) }
-
-// SetServiceSync is the process's (see Router.SetServiceSync).
-func (rl *Reloadable) SetServiceSync(sync func(*corev1.Service) bool) {
-	rl.st.serviceSync.Store(&sync)
+	return r.FinishDrains(ctx, r.WithClassDefaults(svc))
 }

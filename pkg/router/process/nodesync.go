@@ -1,10 +1,9 @@
-package router
+package process
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -22,6 +21,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/batch"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // The upstream service controller re-targets load balancers only when the
@@ -78,48 +79,48 @@ const reasonNodeResyncFailed = "LoadBalancerNodeResyncFailed"
 const (
 	// addressResyncWorkers bounds how many Services are re-synced at once.
 	addressResyncWorkers = 2
-	// toBeDeletedTaint is the cluster autoscaler's taint; upstream leaves
+	// ToBeDeletedTaint is the cluster autoscaler's taint; upstream leaves
 	// such nodes out of load balancers.
-	toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+	ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 )
 
 // addressBatchQuiet and addressBatchMax bound a batch of node address
 // changes, as pkg/lbcontroller's node batch: 1 s after the last change, 5 s
 // after the first at most. Variables for tests only.
 var (
-	addressBatchQuiet = time.Second
-	addressBatchMax   = 5 * time.Second
+	AddressBatchQuiet = time.Second
+	AddressBatchMax   = 5 * time.Second
 )
 
-// addressResync is the node-address watcher. It lives for the process
-// (see states.go): Services queued, and failed re-syncs waiting for their
+// AddressResync is the node-address watcher. It lives for the process
+// (see process.go): Services queued, and failed re-syncs waiting for their
 // retry, survive a reload; each re-sync runs on the configuration in use
 // when a worker picks it up.
-type addressResync struct {
-	st       *serviceStates
+type AddressResync struct {
+	St       *Shared
 	nodes    corelisters.NodeLister
-	services corelisters.ServiceLister
+	Services corelisters.ServiceLister
 	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[resyncKey]
+	Queue    workqueue.TypedRateLimitingInterface[resyncKey]
 	// Address changes are batched as pkg/lbcontroller batches node
 	// changes: the Services they concern wait in pending until the batch
 	// is flushed, so a churn re-targets each Service once per batch, not
 	// once per node.
-	batch     *batch.Timer
+	Batch     *batch.Timer
 	pendingMu sync.Mutex
-	pending   map[types.NamespacedName]struct{}
-	// staleQueued counts the Services queued because their load balancer
+	Pending   map[types.NamespacedName]struct{}
+	// StaleQueued counts the Services queued because their load balancer
 	// was ensured or updated with a stale node list.
-	staleQueued atomic.Int64
-	// addressQueued counts the Services queued after a node's address
+	StaleQueued atomic.Int64
+	// AddressQueued counts the Services queued after a node's address
 	// change.
-	addressQueued atomic.Int64
+	AddressQueued atomic.Int64
 }
 
-// startWatches starts, once for the process, the node-address re-sync and
+// StartWatches starts, once for the process, the node-address re-sync and
 // the forgetting of deleted Services' state. Before Initialize gave a stop
 // channel, nothing is started (a later SetInformers will).
-func (st *serviceStates) startWatches(factory informers.SharedInformerFactory) {
+func (st *Shared) StartWatches(factory informers.SharedInformerFactory) {
 	st.forgetOnce.Do(func() { st.forgetDeletedServices(factory) })
 	stop := st.stopCh()
 	if stop == nil {
@@ -136,25 +137,25 @@ func (st *serviceStates) startWatches(factory informers.SharedInformerFactory) {
 
 // startAddressResync registers the node and Service handlers and starts
 // the workers; they stop with stop.
-func (st *serviceStates) startAddressResync(factory informers.SharedInformerFactory, stop <-chan struct{}) error {
+func (st *Shared) startAddressResync(factory informers.SharedInformerFactory, stop <-chan struct{}) error {
 	nodeInformer := factory.Core().V1().Nodes()
 	svcInformer := factory.Core().V1().Services()
-	a := &addressResync{
-		st:       st,
+	a := &AddressResync{
+		St:       st,
 		nodes:    nodeInformer.Lister(),
-		services: svcInformer.Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		Services: svcInformer.Lister(),
+		Queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[resyncKey](),
 			workqueue.TypedRateLimitingQueueConfig[resyncKey]{Name: "multicloud_node_address_resync"}),
-		pending: map[types.NamespacedName]struct{}{},
+		Pending: map[types.NamespacedName]struct{}{},
 	}
-	a.batch = &batch.Timer{Quiet: addressBatchQuiet, Max: addressBatchMax, Flush: a.flush}
+	a.Batch = &batch.Timer{Quiet: AddressBatchQuiet, Max: AddressBatchMax, Flush: a.flush}
 	reg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			oldNode, ok1 := oldObj.(*corev1.Node)
 			newNode, ok2 := newObj.(*corev1.Node)
 			if ok1 && ok2 && targetAddressesChanged(oldNode, newNode) && StableNode(newNode) {
-				a.enqueueFor(oldNode, newNode)
+				a.EnqueueFor(oldNode, newNode)
 			}
 		},
 	})
@@ -162,7 +163,7 @@ func (st *serviceStates) startAddressResync(factory informers.SharedInformerFact
 		return fmt.Errorf("watching node addresses: %w", err)
 	}
 	a.synced = []cache.InformerSynced{reg.HasSynced, svcInformer.Informer().HasSynced}
-	st.resync.Store(a)
+	st.Resync.Store(a)
 	go a.run(stop)
 	return nil
 }
@@ -173,46 +174,46 @@ func targetAddressesChanged(oldNode, node *corev1.Node) bool {
 	if slices.Equal(oldNode.Status.Addresses, node.Status.Addresses) {
 		return false // the common case (a heartbeat): no allocation.
 	}
-	return !slices.Equal(targetAddresses(oldNode), targetAddresses(node))
+	return !slices.Equal(backend.TargetAddresses(oldNode), backend.TargetAddresses(node))
 }
 
-// enqueueFor queues every Service the router has ensured whose backend
+// EnqueueFor queues every Service the router has ensured whose backend
 // reaches the node by address before or after its address change (a node
 // that lost its address must leave the targets too).
-func (a *addressResync) enqueueFor(oldNode, node *corev1.Node) {
-	svcs, err := a.services.List(labels.Everything())
+func (a *AddressResync) EnqueueFor(oldNode, node *corev1.Node) {
+	svcs, err := a.Services.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Cannot list Services to re-target after a node address change", "node", node.Name)
 		return
 	}
-	r, done := a.st.current()
+	r, done := a.St.Current()
 	defer done()
 	a.pendingMu.Lock()
 	defer a.pendingMu.Unlock()
 	for _, svc := range svcs {
-		svc = r.withClassDefaults(svc)
-		for _, b := range r.ensuredIn(svc) {
-			if b.retargetsOn(svc, oldNode, node) {
-				a.addressQueued.Add(1)
-				a.pending[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = struct{}{}
+		svc = r.WithClassDefaults(svc)
+		for _, b := range r.EnsuredIn(svc) {
+			if b.RetargetsOn(svc, oldNode, node) {
+				a.AddressQueued.Add(1)
+				a.Pending[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = struct{}{}
 				break
 			}
 		}
 	}
-	if len(a.pending) > 0 {
-		a.batch.Changed()
+	if len(a.Pending) > 0 {
+		a.Batch.Changed()
 	}
 }
 
 // flush queues the Services the batch's address changes concern, each
 // once.
-func (a *addressResync) flush() {
+func (a *AddressResync) flush() {
 	a.pendingMu.Lock()
-	keys := a.pending
-	a.pending = map[types.NamespacedName]struct{}{}
+	keys := a.Pending
+	a.Pending = map[types.NamespacedName]struct{}{}
 	a.pendingMu.Unlock()
 	for key := range keys {
-		a.queue.Add(resyncKey{NamespacedName: key})
+		a.Queue.Add(resyncKey{NamespacedName: key})
 	}
 }
 
@@ -227,18 +228,18 @@ type resyncKey struct {
 	rerouteOnly bool
 }
 
-// add queues the Service for a re-sync with the current nodes.
-func (a *addressResync) add(svc *corev1.Service) {
-	a.queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}})
+// Add queues the Service for a re-sync with the current nodes.
+func (a *AddressResync) Add(svc *corev1.Service) {
+	a.Queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}})
 }
 
-// addReroute queues the Service for a reroute alone.
-func (a *addressResync) addReroute(svc *corev1.Service) {
-	a.queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, rerouteOnly: true})
+// AddReroute queues the Service for a reroute alone.
+func (a *AddressResync) AddReroute(svc *corev1.Service) {
+	a.Queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, rerouteOnly: true})
 }
 
-func (a *addressResync) run(stop <-chan struct{}) {
-	runQueue(stop, a.synced, a.queue.ShutDown, addressResyncWorkers, a.next)
+func (a *AddressResync) run(stop <-chan struct{}) {
+	runQueue(stop, a.synced, a.Queue.ShutDown, addressResyncWorkers, a.next)
 }
 
 // runQueue runs a process-level queue's workers: once the informers
@@ -264,24 +265,24 @@ func runQueue(stop <-chan struct{}, synced []cache.InformerSynced, shutdown func
 	wg.Wait()
 }
 
-func (a *addressResync) next(ctx context.Context) bool {
-	key, quit := a.queue.Get()
+func (a *AddressResync) next(ctx context.Context) bool {
+	key, quit := a.Queue.Get()
 	if quit {
 		return false
 	}
-	defer a.queue.Done(key)
+	defer a.Queue.Done(key)
 	err := a.sync(ctx, key)
 	switch {
-	case errors.Is(err, errNotPublished) && a.queue.NumRequeues(key) < maxUnpublishedRetries:
-		a.queue.AddRateLimited(key) // quietly: the status is on its way
+	case errors.Is(err, errNotPublished) && a.Queue.NumRequeues(key) < maxUnpublishedRetries:
+		a.Queue.AddRateLimited(key) // quietly: the status is on its way
 		return true
 	case errors.Is(err, errNotPublished):
 	case err != nil:
 		klog.ErrorS(err, "Re-targeting a load balancer after a node address change failed; will retry", "service", key.NamespacedName)
-		a.queue.AddRateLimited(key)
+		a.Queue.AddRateLimited(key)
 		return true
 	}
-	a.queue.Forget(key)
+	a.Queue.Forget(key)
 	return true
 }
 
@@ -297,45 +298,45 @@ const maxUnpublishedRetries = 10
 
 // sync updates the Service's load balancer with the current nodes, if the
 // router still holds it where the Service wants it.
-func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
-	svc, err := a.services.Services(key.Namespace).Get(key.Name)
+func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
+	svc, err := a.Services.Services(key.Namespace).Get(key.Name)
 	if err != nil {
 		return ignoreNotFound(err)
 	}
-	defer a.st.lock(svc.UID)()
+	defer a.St.Lock(svc.UID)()
 	// Look again under the lock: the service controller may have deleted
 	// or moved the load balancer while this waited. The configuration in
 	// use is taken under the lock too, so a reload applied meanwhile is the
 	// one this re-sync follows.
-	if svc, err = a.services.Services(key.Namespace).Get(key.Name); err != nil {
+	if svc, err = a.Services.Services(key.Namespace).Get(key.Name); err != nil {
 		return ignoreNotFound(err)
 	}
-	r, done := a.st.current()
+	r, done := a.St.Current()
 	defer done()
-	clusterName, _ := a.st.clusterName.Load().(string)
-	if err := r.reroute(ctx, svc); err != nil || key.rerouteOnly {
+	clusterName, _ := a.St.ClusterName.Load().(string)
+	if err := r.Reroute(ctx, svc); err != nil || key.rerouteOnly {
 		return err
 	}
 	// The backend sees a classed Service as UpdateLoadBalancer hands it:
 	// with its class's default annotations (the target type, say).
-	svc = r.withClassDefaults(svc)
-	bs := r.ensuredIn(svc)
-	if len(bs) == 0 && r.ensuredUnpublished(svc) {
+	svc = r.WithClassDefaults(svc)
+	bs := r.EnsuredIn(svc)
+	if len(bs) == 0 && r.EnsuredUnpublished(svc) {
 		return errNotPublished
 	}
 	if len(bs) == 0 || clusterName == "" {
 		return nil
 	}
-	nodes, err := a.stableNodes()
+	nodes, err := a.StableNodes()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, b := range bs {
 		start := time.Now()
-		err = b.updateLoadBalancer(ctx, clusterName, svc, r.targetable(b, svc, nodes))
+		err = b.UpdateLoadBalancer(ctx, clusterName, svc, r.Targetable(b, svc, nodes))
 		if err != nil {
-			r.warn(ctx, serviceRef(svc), reasonNodeResyncFailed,
+			r.Warn(ctx, svcstate.ServiceRef(svc), reasonNodeResyncFailed,
 				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after a node address change: %v", b.Name, err))
 			errs = append(errs, err)
 			continue
@@ -346,9 +347,9 @@ func (a *addressResync) sync(ctx context.Context, key resyncKey) error {
 	return errors.Join(errs...)
 }
 
-// stableNodes returns the lister's nodes upstream would put in a load
+// StableNodes returns the lister's nodes upstream would put in a load
 // balancer (see StableNode).
-func (a *addressResync) stableNodes() ([]*corev1.Node, error) {
+func (a *AddressResync) StableNodes() ([]*corev1.Node, error) {
 	all, err := a.nodes.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -362,59 +363,6 @@ func (a *addressResync) stableNodes() ([]*corev1.Node, error) {
 	return nodes, nil
 }
 
-// requeueIfStale queues the Service for a re-sync when target was handed
-// other nodes than it would be handed now, as far as its load balancer
-// uses them (sameTargets): the service controller listed them before
-// waiting for the Service's lock, and another call may have handed newer
-// ones meanwhile. It is called under that lock, after a successful
-// EnsureLoadBalancer or UpdateLoadBalancer. Without the informers (no
-// re-sync running) it does nothing, nor for a Service with a
-// loadBalancerClass: only pkg/lbcontroller serves our classes, and it
-// queues such a Service again itself when a node changed while its call
-// was in flight; the re-sync made a second update of the same load
-// balancer with the same nodes (TestNodeAddedDuringUpdateUpdatesTheNLBOnce).
-func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend, handed []*corev1.Node) {
-	a := r.st.resync.Load()
-	if a == nil || svc.DeletionTimestamp != nil || target.ignoresNodes() || svc.Spec.LoadBalancerClass != nil {
-		return
-	}
-	current, err := a.stableNodes()
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot check the load balancer's nodes are current", "service", klog.KObj(svc))
-		return
-	}
-	if target.sameTargets(svc, r.OwnNodes(handed), r.OwnNodes(current)) {
-		return
-	}
-	klog.FromContext(ctx).V(2).Info("Load balancer was handed a stale node list; re-syncing it with the current nodes",
-		"service", klog.KObj(svc), "backend", target.Name, "handed", len(handed), "current", len(current))
-	a.staleQueued.Add(1)
-	a.add(svc)
-}
-
-// sameTargets reports whether the backend's load balancer for svc would
-// be the same made from nodes a as from nodes other: the same nodes it can
-// target, by name, and of each the same targetKey (its addresses when
-// reached by address, else its providerID). Two versions of a node around
-// its initialisation (labels, taints, a providerID the backend does not
-// use) are the same; a node added, removed or excluded, or an address
-// changed that the backend targets, is not.
-func (b *backend) sameTargets(svc *corev1.Service, a, other []*corev1.Node) bool {
-	return maps.Equal(b.targetKeys(svc, a), b.targetKeys(svc, other))
-}
-
-// targetKeys maps the name of each node of nodes the backend can target
-// for svc to its targetKey.
-func (b *backend) targetKeys(svc *corev1.Service, nodes []*corev1.Node) map[string]string {
-	out := make(map[string]string, len(nodes))
-	for _, n := range nodes {
-		if b.canTarget(svc, n) {
-			out[n.Name] = b.targetKey(svc, n)
-		}
-	}
-	return out
-}
-
 // ignoreNotFound turns a lister's not-found into nil: the Service is gone,
 // nothing to do.
 func ignoreNotFound(err error) error {
@@ -422,50 +370,6 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-// ensuredIn returns the backends holding the Service's load balancer when
-// the router has recorded them there, the Service still wants them there
-// (or they are draining: they still serve), and the Service is neither
-// being deleted nor handed to another controller. A Service of one of our
-// classes is ours (pkg/lbcontroller serves it and, as upstream's
-// controller, re-targets it only when its set of nodes changes): before,
-// every classed Service was left out, and a node whose address arrived
-// after its providerID never reached a classed IP-target load balancer.
-func (r *Router) ensuredIn(svc *corev1.Service) []*backend {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) ||
-		svc.DeletionTimestamp != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
-		return nil
-	}
-	targets, _, err := r.updateTargets(svc)
-	if err != nil || len(targets) == 0 {
-		return nil
-	}
-	rec := r.recordOf(svc)
-	var out []*backend
-	for _, b := range targets {
-		if rec.has(b.Name) {
-			out = append(out, b)
-		}
-	}
-	return append(out, r.drainingBackends(svc, out)...)
-}
-
-// ensuredUnpublished reports whether the Service would be re-synced
-// (ensuredIn) but for its status, not written yet.
-func (r *Router) ensuredUnpublished(svc *corev1.Service) bool {
-	if len(svc.Status.LoadBalancer.Ingress) > 0 || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) || svc.DeletionTimestamp != nil {
-		return false
-	}
-	targets, err := r.lbTargets(svc)
-	return err == nil && len(targets) > 0 && len(r.notRecorded(svc, targets)) == 0
-}
-
-// ownClass reports whether the Service has no loadBalancerClass or one of
-// ours (loadBalancer.classes): a class we do not list is another
-// controller's, never touched.
-func (r *Router) ownClass(svc *corev1.Service) bool {
-	return svc.Spec.LoadBalancerClass == nil || r.ServesClass(*svc.Spec.LoadBalancerClass)
 }
 
 // StableNode mirrors the upstream service controller's choice of nodes for
@@ -482,21 +386,16 @@ func StableNode(n *corev1.Node) bool {
 		}
 	}
 	for _, t := range n.Spec.Taints {
-		if t.Key == toBeDeletedTaint {
+		if t.Key == ToBeDeletedTaint {
 			return false
 		}
 	}
 	return true
 }
 
-// lockService serialises the router's load-balancer calls for one Service:
-// the service controller's, the load-balancer controller's and the address
-// re-sync's, on whichever configuration. It returns the unlock function.
-func (r *Router) lockService(svc *corev1.Service) func() { return r.st.lock(svc.UID) }
-
 // forgetDeletedServices drops the router's per-Service state when a
 // Service is deleted, so Service churn does not grow the router's memory.
-func (st *serviceStates) forgetDeletedServices(factory informers.SharedInformerFactory) {
+func (st *Shared) forgetDeletedServices(factory informers.SharedInformerFactory) {
 	inf := factory.Core().V1().Services().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
@@ -504,7 +403,7 @@ func (st *serviceStates) forgetDeletedServices(factory informers.SharedInformerF
 				obj = tomb.Obj
 			}
 			if svc, ok := obj.(*corev1.Service); ok {
-				st.forget(svc.UID)
+				st.Forget(svc.UID)
 			}
 		},
 	})
@@ -513,31 +412,10 @@ func (st *serviceStates) forgetDeletedServices(factory informers.SharedInformerF
 	}
 }
 
-// queueReroute queues the Service for a reroute by the re-sync, once it
+// QueueReroute queues the Service for a reroute by the re-sync, once it
 // runs.
-func (st *serviceStates) queueReroute(svc *corev1.Service) {
-	if a := st.resync.Load(); a != nil {
-		a.addReroute(svc)
+func (st *Shared) QueueReroute(svc *corev1.Service) {
+	if a := st.Resync.Load(); a != nil {
+		a.AddReroute(svc)
 	}
-}
-
-// reroute carries out, for a classless Service, a change of its target
-// that no change of the Service caused (a reload changed the default
-// backend, or added or removed the backend its annotation names): a new
-// target not yet in its record is recorded, and that change of the
-// Service's annotations makes the service controller sync it, which
-// creates or moves its load balancer (EnsureLoadBalancer). A Service left
-// with no target (the default removed) is not touched: as for a class
-// removed, nothing is deleted by a configuration change; its next sync
-// hands it elsewhere. Called under the Service's lock.
-func (r *Router) reroute(ctx context.Context, svc *corev1.Service) error {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
-		svc.DeletionTimestamp != nil || r.wasDeleted(svc.UID) || len(r.lbs) == 0 {
-		return nil
-	}
-	targets, err := r.lbTargets(svc)
-	if err != nil || len(r.notRecorded(svc, targets)) == 0 {
-		return nil
-	}
-	return r.addToRecord(ctx, svc, targets...)
 }

@@ -1,4 +1,4 @@
-package router
+package backend
 
 import (
 	"sync"
@@ -11,14 +11,14 @@ import (
 type operation int
 
 const (
-	opInstanceExists operation = iota
-	opInstanceShutdown
+	OpInstanceExists operation = iota
+	OpInstanceShutdown
 	opInstanceMetadata
-	opGetLoadBalancer
-	opEnsureLoadBalancer
+	OpGetLoadBalancer
+	OpEnsureLoadBalancer
 	opUpdateLoadBalancer
 	opEnsureLoadBalancerDeleted
-	opListRoutes
+	OpListRoutes
 	opCreateRoute
 	opDeleteRoute
 	numOperations
@@ -41,7 +41,7 @@ const (
 var resultNames = [numResults]string{"success", "error"}
 
 var (
-	backendRequests = metrics.NewCounterVec(&metrics.CounterOpts{
+	BackendRequests = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "multicloud_ccm",
 		Subsystem:      "backend",
 		Name:           "requests_total",
@@ -49,7 +49,7 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"backend", "operation", "result"})
 
-	backendDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+	BackendDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Namespace:      "multicloud_ccm",
 		Subsystem:      "backend",
 		Name:           "request_duration_seconds",
@@ -58,7 +58,7 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"backend", "operation"})
 
-	backendErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+	BackendErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "multicloud_ccm",
 		Subsystem:      "backend",
 		Name:           "errors_total",
@@ -69,10 +69,9 @@ var (
 	registerOnce sync.Once
 )
 
-func registerMetrics() {
+func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(backendRequests, backendDuration, backendErrors)
-		legacyregistry.CustomMustRegister(served)
+		legacyregistry.MustRegister(BackendRequests, BackendDuration, BackendErrors)
 	})
 }
 
@@ -85,15 +84,15 @@ type backendMetrics struct {
 }
 
 func newBackendMetrics(backend string) *backendMetrics {
-	registerMetrics()
+	RegisterMetrics()
 	m := &backendMetrics{}
 	for op := operation(0); op < numOperations; op++ {
 		for res := 0; res < numResults; res++ {
-			m.requests[op][res] = backendRequests.WithLabelValues(backend, op.String(), resultNames[res])
+			m.requests[op][res] = BackendRequests.WithLabelValues(backend, op.String(), resultNames[res])
 		}
-		m.duration[op] = backendDuration.WithLabelValues(backend, op.String())
-		for c := errorClass(0); c < numErrorClasses; c++ {
-			m.errors[op][c] = backendErrors.WithLabelValues(backend, op.String(), c.String())
+		m.duration[op] = BackendDuration.WithLabelValues(backend, op.String())
+		for c := ErrorClass(0); c < numErrorClasses; c++ {
+			m.errors[op][c] = BackendErrors.WithLabelValues(backend, op.String(), c.String())
 		}
 	}
 	return m

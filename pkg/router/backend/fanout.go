@@ -1,4 +1,4 @@
-package router
+package backend
 
 import (
 	"context"
@@ -8,18 +8,18 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// ask calls fn on every backend in bs concurrently, at most maxFanOut at a
+// Ask calls fn on every backend in bs concurrently, at most maxFanOut at a
 // time, and hands each answer given without error to collect, one at a
 // time and in no particular order. It returns the failed backends' errors
-// joined, or nil. Each fn call carries its own deadline (see call), so one
+// joined, or nil. Each fn call carries its own deadline (see Call), so one
 // slow cloud never holds the others' answers.
-func ask[T any](ctx context.Context, bs []*backend, fn func(context.Context, *backend) (T, error), collect func(*backend, T)) error {
+func Ask[T any](ctx context.Context, bs []*Member, fn func(context.Context, *Member) (T, error), collect func(*Member, T)) error {
 	var (
 		mu       sync.Mutex
 		failures []error
 	)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxFanOut)
+	g.SetLimit(MaxFanOut)
 	for _, b := range bs {
 		g.Go(func() error {
 			v, err := fn(gctx, b)

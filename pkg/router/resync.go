@@ -1,0 +1,110 @@
+package router
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+)
+
+// requeueIfStale queues the Service for a re-sync when target was handed
+// other nodes than it would be handed now, as far as its load balancer
+// uses them (sameTargets): the service controller listed them before
+// waiting for the Service's lock, and another call may have handed newer
+// ones meanwhile. It is called under that lock, after a successful
+// EnsureLoadBalancer or UpdateLoadBalancer. Without the informers (no
+// re-sync running) it does nothing, nor for a Service with a
+// loadBalancerClass: only pkg/lbcontroller serves our classes, and it
+// queues such a Service again itself when a node changed while its call
+// was in flight; the re-sync made a second update of the same load
+// balancer with the same nodes (TestNodeAddedDuringUpdateUpdatesTheNLBOnce).
+func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend.Member, handed []*corev1.Node) {
+	a := r.st.Resync.Load()
+	if a == nil || svc.DeletionTimestamp != nil || target.IgnoresNodes() || svc.Spec.LoadBalancerClass != nil {
+		return
+	}
+	current, err := a.StableNodes()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot check the load balancer's nodes are current", "service", klog.KObj(svc))
+		return
+	}
+	if target.SameTargets(svc, r.OwnNodes(handed), r.OwnNodes(current)) {
+		return
+	}
+	klog.FromContext(ctx).V(2).Info("Load balancer was handed a stale node list; re-syncing it with the current nodes",
+		"service", klog.KObj(svc), "backend", target.Name, "handed", len(handed), "current", len(current))
+	a.StaleQueued.Add(1)
+	a.Add(svc)
+}
+
+// ensuredIn returns the backends holding the Service's load balancer when
+// the router has recorded them there, the Service still wants them there
+// (or they are draining: they still serve), and the Service is neither
+// being deleted nor handed to another controller. A Service of one of our
+// classes is ours (pkg/lbcontroller serves it and, as upstream's
+// controller, re-targets it only when its set of nodes changes): before,
+// every classed Service was left out, and a node whose address arrived
+// after its providerID never reached a classed IP-target load balancer.
+func (r *Router) ensuredIn(svc *corev1.Service) []*backend.Member {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) ||
+		svc.DeletionTimestamp != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return nil
+	}
+	targets, _, err := r.updateTargets(svc)
+	if err != nil || len(targets) == 0 {
+		return nil
+	}
+	rec := r.recordOf(svc)
+	var out []*backend.Member
+	for _, b := range targets {
+		if rec.Has(b.Name) {
+			out = append(out, b)
+		}
+	}
+	return append(out, r.drainingBackends(svc, out)...)
+}
+
+// ensuredUnpublished reports whether the Service would be re-synced
+// (ensuredIn) but for its status, not written yet.
+func (r *Router) ensuredUnpublished(svc *corev1.Service) bool {
+	if len(svc.Status.LoadBalancer.Ingress) > 0 || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) || svc.DeletionTimestamp != nil {
+		return false
+	}
+	targets, err := r.lbTargets(svc)
+	return err == nil && len(targets) > 0 && len(r.notRecorded(svc, targets)) == 0
+}
+
+// ownClass reports whether the Service has no loadBalancerClass or one of
+// ours (loadBalancer.classes): a class we do not list is another
+// controller's, never touched.
+func (r *Router) ownClass(svc *corev1.Service) bool {
+	return svc.Spec.LoadBalancerClass == nil || r.ServesClass(*svc.Spec.LoadBalancerClass)
+}
+
+// lockService serialises the router's load-balancer calls for one Service:
+// the service controller's, the load-balancer controller's and the address
+// re-sync's, on whichever configuration. It returns the unlock function.
+func (r *Router) lockService(svc *corev1.Service) func() { return r.st.Lock(svc.UID) }
+
+// reroute carries out, for a classless Service, a change of its target
+// that no change of the Service caused (a reload changed the default
+// backend, or added or removed the backend its annotation names): a new
+// target not yet in its record is recorded, and that change of the
+// Service's annotations makes the service controller sync it, which
+// creates or moves its load balancer (EnsureLoadBalancer). A Service left
+// with no target (the default removed) is not touched: as for a class
+// removed, nothing is deleted by a configuration change; its next sync
+// hands it elsewhere. Called under the Service's lock.
+func (r *Router) reroute(ctx context.Context, svc *corev1.Service) error {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
+		svc.DeletionTimestamp != nil || r.wasDeleted(svc.UID) || len(r.lbs) == 0 {
+		return nil
+	}
+	targets, err := r.lbTargets(svc)
+	if err != nil || len(r.notRecorded(svc, targets)) == 0 {
+		return nil
+	}
+	return r.addToRecord(ctx, svc, targets...)
+}
