@@ -92,9 +92,12 @@ func realOctavia(t testing.TB) *Settings {
 
 // newRealCloud builds a backend against the real stack, as the router
 // would, with a fresh cluster ID so tests never see each other's objects.
+// Its backend name is its own too ("os-" and the cluster ID): the API call
+// counters (apiCalls) are per backend name, and tests running in parallel
+// must not count each other's calls.
 func newRealCloud(t testing.TB, s *Settings, clusterID string) *Cloud {
 	t.Helper()
-	c, err := New(context.Background(), backends.Options{Name: "os", ClusterID: clusterID, Settings: s})
+	c, err := New(context.Background(), backends.Options{Name: "os-" + clusterID, ClusterID: clusterID, Settings: s})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +130,26 @@ func ensureConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service, nodes 
 			t.Fatalf("EnsureLoadBalancer still asks to retry after %d calls: %v", calls, err)
 		}
 		time.Sleep(lb.retryDelay)
+	}
+}
+
+// eventuallyOn polls cond every half second until it returns nil, failing
+// the test with what and cond's last error once timeout has passed: a wait
+// on what the real stack does. Octavia applies a change in a second or
+// more; testutil.Eventually's 50 ms polls, from every test running in
+// parallel, kept its two API workers so busy that requests timed out.
+func eventuallyOn(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
