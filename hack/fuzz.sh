@@ -55,9 +55,9 @@ fuzz() {
   done
 }
 
-# The targets, as "package-dir target" lines, in file order.
+# The targets, as "package-dir target" lines, sorted.
 targets=$(git ls-files '*_test.go' | xargs grep -H -o -E '^func Fuzz[A-Za-z0-9_]+' |
-  sed -E 's|^(.*)/[^/]*:func |./\1 |' | sort)
+  while IFS=: read -r file fn; do echo "./$(dirname "$file") ${fn#func }"; done | sort)
 [ -n "$targets" ]
 
 # Each package's wall time is printed: most of a cold run is building the
