@@ -117,7 +117,7 @@ func isRetry(err error) bool {
 // calls it took.
 func ensureConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, int) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(180 * time.Second)
 	for calls := 1; ; calls++ {
 		st, err := lb.EnsureLoadBalancer(context.Background(), "kubernetes", svc, nodes)
 		if err == nil {
@@ -156,7 +156,7 @@ func eventuallyOn(t testing.TB, timeout time.Duration, what string, cond func() 
 // deleteConverged calls EnsureLoadBalancerDeleted until it returns nil.
 func deleteConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(180 * time.Second)
 	for {
 		err := lb.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", svc)
 		if err == nil {
