@@ -64,7 +64,7 @@ start_octavia_neutron() {
   stop_service octavia-api-neutron
   (umask 077 && octavia_neutron_conf >"$dir/octavia-neutron.conf")
   log "starting the Octavia API with the Neutron network driver on 127.0.0.1:9877"
-  uwsgi --plugin python3 --http11-socket 127.0.0.1:9877 --wsgi-file /usr/bin/octavia-wsgi \
+  uwsgi --plugin python3,http --http-keepalive --http-auto-chunked --http 127.0.0.1:9877 --wsgi-file /usr/bin/octavia-wsgi \
     --pyargv "--config-file $dir/octavia-neutron.conf" \
     --master --processes 2 --threads 1 --die-on-term --need-app \
     --pidfile "$pidf" --daemonize "$dir/log/octavia-api-neutron-uwsgi.log"

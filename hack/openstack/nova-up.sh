@@ -174,10 +174,10 @@ start() {
 }
 
 start_services() {
-  alive placement placement-api || start placement uwsgi --plugin python3 --http11-socket 127.0.0.1:8778 --wsgi-file /usr/bin/placement-api \
+  alive placement placement-api || start placement uwsgi --plugin python3,http --http-keepalive --http-auto-chunked --http 127.0.0.1:8778 --wsgi-file /usr/bin/placement-api \
     --master --processes 1 --threads 1 --die-on-term --need-app --env "OS_PLACEMENT_CONFIG_DIR=$dir/placement"
   alive glance-api glance-api || start glance-api glance-api --config-file "$dir/glance-api.conf"
-  alive nova-api nova-api-wsgi || start nova-api uwsgi --plugin python3 --http11-socket 127.0.0.1:8774 \
+  alive nova-api nova-api-wsgi || start nova-api uwsgi --plugin python3,http --http-keepalive --http-auto-chunked --http 127.0.0.1:8774 \
     --wsgi-file /usr/bin/nova-api-wsgi --master --processes 2 --threads 1 --die-on-term --need-app \
     --env "OS_NOVA_CONFIG_DIR=$dir" --env "OS_NOVA_CONFIG_FILES=nova-api-paste.ini;nova.conf"
   alive nova-conductor nova-conductor || start nova-conductor nova-conductor --config-file "$dir/nova.conf"

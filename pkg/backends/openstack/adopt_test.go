@@ -15,8 +15,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/pools"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // createLikeOCCM builds a Service's load balancer the way
@@ -69,7 +67,7 @@ func createLikeOCCM(t *testing.T, c *gophercloud.ServiceClient, svc *corev1.Serv
 		}
 		// Octavia may answer 409 (pool immutable) while the member update
 		// settles, though the load balancer reads ACTIVE: OCCM waits too.
-		testutil.Eventually(t, 60*time.Second, "creating the OCCM monitor", func() error {
+		eventuallyOn(t, 60*time.Second, "creating the OCCM monitor", func() error {
 			_, err := monitors.Create(ctx, c, monitors.CreateOpts{
 				Name: fmt.Sprintf("monitor_%d_%s", i, name), PoolID: pool.ID, Type: typ, Delay: 5, Timeout: 3, MaxRetries: 1, MaxRetriesDown: 3,
 			}).Extract()
@@ -89,7 +87,7 @@ func createLikeOCCM(t *testing.T, c *gophercloud.ServiceClient, svc *corev1.Serv
 
 func waitActive(t *testing.T, c *gophercloud.ServiceClient, id string) {
 	t.Helper()
-	testutil.Eventually(t, 60*time.Second, "load balancer "+id+" ACTIVE", func() error {
+	eventuallyOn(t, 60*time.Second, "load balancer "+id+" ACTIVE", func() error {
 		lb, err := loadbalancers.Get(context.Background(), c, id).Extract()
 		if err != nil {
 			return err
@@ -109,6 +107,7 @@ func waitActive(t *testing.T, c *gophercloud.ServiceClient, id string) {
 // carrying that VIP, and from then on the load balancer is ours (tagged)
 // and converged.
 func TestAdoptOCCMLoadBalancers(t *testing.T) {
+	t.Parallel()
 	nodes := []*corev1.Node{readyNode("n1", "10.22.0.1", nil), readyNode("n2", "10.22.0.2", nil)}
 	e := newSvcEnv(t, nil, nodes...)
 	ctx := context.Background()
@@ -159,6 +158,7 @@ func TestAdoptOCCMLoadBalancers(t *testing.T) {
 // floating IP, which the status carries. Deleting the Service then
 // releases OCCM's floating IP with the load balancer: nothing leaks.
 func TestAdoptOCCMFloatingIP(t *testing.T) {
+	t.Parallel()
 	f := NewFakeOpenStack(t)
 	f.AnyToken = true
 	nodes := []*corev1.Node{readyNode("n1", "10.26.0.1", nil)}
@@ -208,7 +208,7 @@ func TestAdoptOCCMFloatingIP(t *testing.T) {
 	if _, err := e.client.CoreV1().Services(svc.Namespace).Update(ctx, deleting, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 120*time.Second, "the adopted load balancer and OCCM's floating IP released", func() error {
+	eventuallyOn(t, 120*time.Second, "the adopted load balancer and OCCM's floating IP released", func() error {
 		found, err := e.cloud.lb.find(ctx, sc, svc)
 		if err != nil {
 			return err

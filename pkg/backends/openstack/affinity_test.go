@@ -11,6 +11,7 @@ import (
 // ClientIP gives the pools SOURCE_IP session persistence (as
 // cloud-provider-openstack does), and None removes it, in place.
 func TestSessionAffinityPersistence(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.28.0.1"))}

@@ -179,6 +179,7 @@ func TestClassConfig(t *testing.T) {
 // refuses gives a Warning event and changes nothing; removing the
 // annotations keeps the floating IP (they are read when it is allocated).
 func TestServiceControllerClassAndFloatingSubnets(t *testing.T) {
+	t.Parallel()
 	f := NewFakeOpenStack(t)
 	f.AnyToken = true
 	for _, s := range []FakeSubnet{
@@ -225,7 +226,7 @@ func TestServiceControllerClassAndFloatingSubnets(t *testing.T) {
 	octaviaBefore, neutronBefore := len(e.octavia.Writes()), f.Mutates.Load()
 	bad := newService("by-class", withAnnotation(AnnotationClass, "nope"))
 	e.apply(t, bad)
-	testutil.Eventually(t, 30*time.Second, "a Warning event naming the class", func() error {
+	eventuallyOn(t, 30*time.Second, "a Warning event naming the class", func() error {
 		for _, w := range e.warnings(t, "by-class") {
 			if strings.HasPrefix(w, annotation.ReasonInvalid+": ") && strings.Contains(w, string(AnnotationClass)+`="nope"`) && strings.Contains(w, "known classes: internet") {
 				return nil
@@ -252,7 +253,7 @@ func TestServiceControllerClassAndFloatingSubnets(t *testing.T) {
 	refused := newService("refused", withAnnotation(AnnotationFloatingSubnetID, subnetPubA))
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, refused) })
 	e.apply(t, refused)
-	testutil.Eventually(t, 120*time.Second, "a Warning event for the subnet Neutron refuses", func() error {
+	eventuallyOn(t, 120*time.Second, "a Warning event for the subnet Neutron refuses", func() error {
 		for _, w := range e.warnings(t, "refused") {
 			if strings.HasPrefix(w, reasonFloatingSubnet+": ") && strings.Contains(w, subnetPubA) && strings.Contains(w, string(AnnotationFloatingSubnetID)) {
 				return nil

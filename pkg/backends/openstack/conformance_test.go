@@ -25,6 +25,7 @@ import (
 // load balancers on the real Octavia (with floating IPs on the Neutron
 // fake) when its environment is present.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	backendtest.Run(t, newConformanceFixture)
 }
 
@@ -154,6 +155,12 @@ func newConformance(t *testing.T, loadBalancers bool) *conformance {
 }
 
 func newConformanceFixture(t *testing.T) *backendtest.Fixture {
+	// Each clause (a subtest of backendtest.Run, which calls this first)
+	// has a fixture of its own: its fake, a backend with its own cluster ID
+	// and fault transport, Services of its own. The clauses run side by
+	// side: the load-balancer ones mostly wait on Octavia (the ownership
+	// clause alone takes two minutes).
+	t.Parallel()
 	// The instance clauses log in to the fake Keystone (a real login costs
 	// seconds per clause); the load-balancer clauses need the real stack.
 	lbClause := strings.Contains(t.Name(), "/loadbalancers/")

@@ -261,6 +261,7 @@ func (e *env) start() {
 // deleted, the other stays, and the unnamed node is initialised by its
 // exact server name.
 func TestNodeControllersThroughOutage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t,
 		node("vm-a", "openstack:///"+serverA, false, false),
 		node("gone", "openstack:///"+serverGone, false, false),
@@ -313,6 +314,12 @@ func TestNodeControllersThroughOutage(t *testing.T) {
 // is back it gets its VIP. Deleted while Octavia is down, the Service keeps
 // its finalizer and its load balancer until Octavia answers again; then
 // both are gone.
+//
+// Not parallel: upstream's service controller backs off exponentially on
+// every failed sync (5 s doubling), and the outage lasts until the
+// bare-metal Service is served; beside the parallel tests that takes longer,
+// the backoff outgrows the wait for the VIP (seen twice: no VIP within 90
+// s). Run alone, before them, it takes about 30 s.
 func TestServiceControllerThroughOctaviaOutage(t *testing.T) {
 	bm := node("bm-1", "baremetal://bm-1", true, false)
 	bm.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.41"}}
@@ -376,6 +383,7 @@ func TestServiceControllerThroughOctaviaOutage(t *testing.T) {
 // (NodeOutsideRegion, InvalidProviderID); the Node of a server this
 // region's Nova answers 404 for is deleted.
 func TestNodeLifecycleOtherRegionThroughRouter(t *testing.T) {
+	t.Parallel()
 	f := openstack.NewFakeOpenStack(t)
 	pw := t.TempDir() + "/password"
 	if err := os.WriteFile(pw, []byte("s3cret"), 0o600); err != nil {

@@ -20,6 +20,7 @@ import (
 // exactly its parts (no second listener, floating IP, ...), and the delete
 // with nothing.
 func TestCrashAtEveryStep(t *testing.T) {
+	t.Parallel()
 	if !haveRealOctavia() {
 		realOctavia(t) // skips, or fails under CI
 	}
@@ -29,6 +30,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 			name = "response lost"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // Each has its own backend, fault transport and Service.
 			c := newConformance(t, true)
 			svc := newService("crash-" + randomID(t))
 			nodes := []*corev1.Node{newNode("vm-a", withInternalIP("10.0.0.11")), newNode("bm-1", withInternalIP("192.168.7.21"))}

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/plan"
@@ -28,6 +27,7 @@ import (
 // the router) does exactly that: it tags the load balancer and creates or
 // deletes nothing.
 func TestDryRunAdoptsOCCMFloatingIP(t *testing.T) {
+	t.Parallel()
 	f := NewFakeOpenStack(t)
 	f.AnyToken = true
 	nodes := []*corev1.Node{readyNode("n1", "10.27.0.1", nil)}
@@ -139,6 +139,7 @@ func TestDryRunGuard(t *testing.T) {
 // its listener removed, the load balancer left and one of its own created.
 // No plan writes to Octavia, and the shared load balancer is as before.
 func TestDryRunSharing(t *testing.T) {
+	t.Parallel()
 	nodes := []*corev1.Node{readyNode("n1", "10.27.3.1", nil)}
 	e := newSvcEnv(t, nil, nodes...)
 	owner := portService("owner", 80, 30080)
@@ -159,7 +160,7 @@ func TestDryRunSharing(t *testing.T) {
 		t.Helper()
 		// The load balancer is ACTIVE again once Octavia applied the
 		// service controller's last change.
-		testutil.Eventually(t, 120*time.Second, "a plan for "+svc.Name+" without an error", func() error {
+		eventuallyOn(t, 120*time.Second, "a plan for "+svc.Name+" without an error", func() error {
 			_, err := tryPlan(svc)
 			return err
 		})
@@ -189,13 +190,13 @@ func TestDryRunSharing(t *testing.T) {
 		": listener TCP:8080 created")
 
 	e.apply(t, sharer)
-	testutil.Eventually(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {
+	eventuallyOn(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {
 		if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/80,TCP/8080" {
 			return fmt.Errorf("listeners %s (%w), want TCP/80,TCP/8080; warnings %q", got, err, e.warnings(t, "sharer"))
 		}
 		return nil
 	})
-	testutil.Eventually(t, 120*time.Second, "the sharer converged", func() error {
+	eventuallyOn(t, 120*time.Second, "the sharer converged", func() error {
 		// Until the service controller's last change settles, the plan
 		// finds the load balancer PENDING_UPDATE (an error to retry).
 		if got, err := tryPlan(e.service(t, "sharer")); err != nil || len(got) != 0 {

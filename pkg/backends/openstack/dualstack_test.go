@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
@@ -162,6 +161,7 @@ func (e *svcEnv) setFamilies(t *testing.T, name string, fams ...corev1.IPFamily)
 // Service sharing a dual-stack load balancer gets both its addresses;
 // deleted, nothing is left.
 func TestServiceControllerDualStack(t *testing.T) {
+	t.Parallel()
 	_, f := realNeutron(t)
 	name := "mccm-test-dual-" + randomID(t)
 	dualNet, v4OnlyNet := f.network(name, false), f.network(name+"-v4only", false)
@@ -249,7 +249,7 @@ func TestServiceControllerDualStack(t *testing.T) {
 	sharer := portService("sharer", 8080, 30081, withFamilies(v4v6...), withAnnotation(AnnotationLoadBalancerID, lbs["dual6"].ID))
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, sharer) })
 	e.apply(t, sharer)
-	testutil.Eventually(t, 120*time.Second, "the sharer on dual6's load balancer", func() error {
+	eventuallyOn(t, 120*time.Second, "the sharer on dual6's load balancer", func() error {
 		if got, err := listenersOn(t, e.cloud, lbs["dual6"].ID); err != nil || got != "TCP/80,TCP/8080" {
 			return fmt.Errorf("listeners %s (%w); warnings %q", got, err, e.warnings(t, "sharer"))
 		}
@@ -265,7 +265,7 @@ func TestServiceControllerDualStack(t *testing.T) {
 	for name := range svcs {
 		e.markDeleted(t, name)
 	}
-	testutil.Eventually(t, 120*time.Second, "every load balancer deleted", func() error {
+	eventuallyOn(t, 120*time.Second, "every load balancer deleted", func() error {
 		for _, name := range slices.Sorted(maps.Keys(svcs)) {
 			if s := e.service(t, name); len(s.Finalizers) != 0 {
 				return fmt.Errorf("%s still has its finalizer", name)
@@ -298,6 +298,7 @@ func apiCallsTo(t testing.TB, c *Cloud, service string) (reads, writes float64) 
 // Neutron configured: 4 Octavia reads (TestConvergedEnsureReads), 2
 // Neutron reads (the floating-IP checks), no write.
 func TestDualStackReads(t *testing.T) {
+	t.Parallel()
 	s, f := realNeutron(t)
 	name := "mccm-test-dualreads-" + randomID(t)
 	network := f.network(name, false)
@@ -351,6 +352,7 @@ func TestDualStackReads(t *testing.T) {
 // the status holds the floating IP alone (TestServiceAddresses has the
 // floating IP beside an IPv6 VIP).
 func TestServiceControllerDualStackFloatingIP(t *testing.T) {
+	t.Parallel()
 	f := NewFakeOpenStack(t)
 	f.AnyToken = true
 	const (

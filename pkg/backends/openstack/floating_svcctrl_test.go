@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
@@ -20,6 +19,7 @@ import (
 // keep-floatingip the Service's delete leaves the floating IP allocated and
 // disassociated.
 func TestServiceControllerInternalAndKeepFloatingIP(t *testing.T) {
+	t.Parallel()
 	f := NewFakeOpenStack(t)
 	f.AnyToken = true
 	e := newSvcEnv(t, func(s *Settings) { s.Endpoints.Network = f.NetworkURL() }, readyNode("n1", "10.30.0.1", nil))
@@ -68,7 +68,7 @@ func TestServiceControllerInternalAndKeepFloatingIP(t *testing.T) {
 	}
 	addr := e.service(t, "fip").Status.LoadBalancer.Ingress[0].IP
 	e.markDeleted(t, "fip")
-	testutil.Eventually(t, 120*time.Second, "the load balancer deleted, the floating IP kept", func() error {
+	eventuallyOn(t, 120*time.Second, "the load balancer deleted, the floating IP kept", func() error {
 		if len(e.service(t, "fip").Finalizers) != 0 {
 			return fmt.Errorf("finalizer still there")
 		}

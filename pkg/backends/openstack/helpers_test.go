@@ -92,9 +92,12 @@ func realOctavia(t testing.TB) *Settings {
 
 // newRealCloud builds a backend against the real stack, as the router
 // would, with a fresh cluster ID so tests never see each other's objects.
+// Its backend name is its own too ("os-" and the cluster ID): the API call
+// counters (apiCalls) are per backend name, and tests running in parallel
+// must not count each other's calls.
 func newRealCloud(t testing.TB, s *Settings, clusterID string) *Cloud {
 	t.Helper()
-	c, err := New(context.Background(), backends.Options{Name: "os", ClusterID: clusterID, Settings: s})
+	c, err := New(context.Background(), backends.Options{Name: "os-" + clusterID, ClusterID: clusterID, Settings: s})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +117,7 @@ func isRetry(err error) bool {
 // calls it took.
 func ensureConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, int) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(180 * time.Second)
 	for calls := 1; ; calls++ {
 		st, err := lb.EnsureLoadBalancer(context.Background(), "kubernetes", svc, nodes)
 		if err == nil {
@@ -130,10 +133,30 @@ func ensureConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service, nodes 
 	}
 }
 
+// eventuallyOn polls cond every half second until it returns nil, failing
+// the test with what and cond's last error once timeout has passed: a wait
+// on what the real stack does. Octavia applies a change in a second or
+// more; testutil.Eventually's 50 ms polls, from every test running in
+// parallel, kept its two API workers so busy that requests timed out.
+func eventuallyOn(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // deleteConverged calls EnsureLoadBalancerDeleted until it returns nil.
 func deleteConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(180 * time.Second)
 	for {
 		err := lb.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", svc)
 		if err == nil {

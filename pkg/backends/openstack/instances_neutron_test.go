@@ -169,6 +169,7 @@ func (f *novaFixture) delete(id string) {
 // deleted one and an unknown name no longer exist, two servers with the
 // node's name are an error.
 func TestInstancesRealNova(t *testing.T) {
+	t.Parallel()
 	s, nova, nf := realNova(t)
 	tp := nf.topology("nova")
 	name := "mccm-" + randomID(t)

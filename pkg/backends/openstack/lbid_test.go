@@ -17,6 +17,7 @@ import (
 // router writes to multicloud-ccm.io/load-balancer-id, and OCCM's
 // loadbalancer.openstack.org/load-balancer-id and -address.
 func TestOctaviaReportsTheLoadBalancerID(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	svc := newService("web")

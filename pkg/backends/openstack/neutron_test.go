@@ -41,6 +41,7 @@ func TestRoutesNeedRouter(t *testing.T) {
 // each; only routes via a server's address are reported; a next hop Neutron
 // cannot reach through the router is Neutron's refusal, returned.
 func TestRoutes(t *testing.T) {
+	t.Parallel()
 	s, nf := realNeutron(t)
 	tp := nf.topology("routes")
 	f := NewFakeOpenStack(t)
@@ -121,6 +122,7 @@ func sorted(s []string) []string {
 // annotation, a requested pre-allocated address is only associated and
 // disassociated. The VIP ports are real Neutron ports (see onRealPort).
 func TestFloatingIPs(t *testing.T) {
+	t.Parallel()
 	s, nf := realNeutron(t)
 	tp := nf.topology("fip")
 	s.LoadBalancer.FloatingNetworkID = tp.External
@@ -186,6 +188,7 @@ func TestFloatingIPs(t *testing.T) {
 // TestFloatingIPFromSubnet: the floating-subnet-id annotation makes Neutron
 // allocate from that subnet of the floating network.
 func TestFloatingIPFromSubnet(t *testing.T) {
+	t.Parallel()
 	s, nf := realNeutron(t)
 	tp := nf.topology("fipsubnet")
 	s.LoadBalancer.FloatingNetworkID = tp.External
@@ -204,6 +207,7 @@ func TestFloatingIPFromSubnet(t *testing.T) {
 // user error naming it; the other port keeps it, also once the Service is
 // deleted.
 func TestFloatingIPInUse(t *testing.T) {
+	t.Parallel()
 	s, nf := realNeutron(t)
 	tp := nf.topology("fipinuse")
 	s.LoadBalancer.FloatingNetworkID = tp.External

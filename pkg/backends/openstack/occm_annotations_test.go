@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -42,6 +41,7 @@ func statusHostname(h string) func(corev1.LoadBalancerStatus) error {
 // each changed, then all removed; each time Octavia converges in place
 // (the load balancer is never replaced) and the status follows.
 func TestServiceControllerOCCMAnnotations(t *testing.T) {
+	t.Parallel()
 	e := newSvcEnv(t, nil,
 		readyNode("n1", "10.20.0.1", map[string]string{"env": "prod", "gpu": "a100"}),
 		readyNode("n2", "10.20.0.2", map[string]string{"env": "dev"}))
@@ -115,6 +115,7 @@ func TestServiceControllerOCCMAnnotations(t *testing.T) {
 // one Warning event naming every bad annotation, and nothing changes in
 // Octavia.
 func TestServiceControllerBadOCCMAnnotation(t *testing.T) {
+	t.Parallel()
 	e := newSvcEnv(t, nil, readyNode("n1", "10.21.0.1", nil))
 	svc := newService("bad")
 	e.apply(t, svc)
@@ -130,7 +131,7 @@ func TestServiceControllerBadOCCMAnnotation(t *testing.T) {
 	}
 	svc.Annotations = annotations(bad)
 	e.apply(t, svc)
-	testutil.Eventually(t, 30*time.Second, "a Warning event naming every bad annotation", func() error {
+	eventuallyOn(t, 30*time.Second, "a Warning event naming every bad annotation", func() error {
 		for _, w := range e.warnings(t, "bad") {
 			if !strings.HasPrefix(w, annotation.ReasonInvalid+": ") {
 				continue

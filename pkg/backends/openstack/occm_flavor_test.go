@@ -11,8 +11,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/flavorprofiles"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/flavors"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // makeFlavor creates an Octavia flavor (and its profile) for the amphora
@@ -72,6 +70,7 @@ func makeZone(t *testing.T, c *gophercloud.ServiceClient) string {
 // same load balancer); a flavor Octavia does not know is a Warning event
 // naming the annotation, and no load balancer is made.
 func TestServiceControllerFlavorAndZone(t *testing.T) {
+	t.Parallel()
 	e := newSvcEnv(t, nil, readyNode("n1", "10.23.0.1", nil))
 	ctx := context.Background()
 	sc, err := e.cloud.lb.clients(ctx)
@@ -97,7 +96,7 @@ func TestServiceControllerFlavorAndZone(t *testing.T) {
 
 	unknown := newService("unknown-flavor", withAnnotation(AnnotationFlavorID, "4ef2a1d3-8a4c-4a8b-9a0f-1b2c3d4e5f60"))
 	e.apply(t, unknown)
-	testutil.Eventually(t, 30*time.Second, "a Warning event for the unknown flavor", func() error {
+	eventuallyOn(t, 30*time.Second, "a Warning event for the unknown flavor", func() error {
 		for _, w := range e.warnings(t, unknown.Name) {
 			if strings.HasPrefix(w, reasonOctaviaRefused+": ") && strings.Contains(w, string(AnnotationFlavorID)) {
 				return nil

@@ -77,6 +77,7 @@ func assertView(t *testing.T, got octaviaView, listeners []string, members map[s
 // Octavia: create, steady state, node changes, a new port, traffic policy
 // and source ranges, a port removed, delete.
 func TestOctaviaLifecycle(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	a, b, bm := newNode("vm-a", withInternalIP("10.0.0.11")), newNode("vm-b", withInternalIP("10.0.0.12")), newNode("bm-1", withInternalIP("192.168.7.21"))
@@ -167,6 +168,7 @@ func assertNoMutation(t *testing.T, c *Cloud, svc *corev1.Service, nodes []*core
 // Octavia is still creating the load balancer finds it by tag and never
 // creates a second one.
 func TestOctaviaRestartDuringProvisioning(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	cluster := "t" + randomID(t)
 	first := newRealCloud(t, s, cluster)
@@ -186,6 +188,7 @@ func TestOctaviaRestartDuringProvisioning(t *testing.T) {
 // TestOctaviaBackendSwitch: the router moves a Service away (delete here)
 // and back (ensure again); each time exactly one load balancer or none.
 func TestOctaviaBackendSwitch(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	svc := newService("switch")
@@ -205,6 +208,7 @@ func TestOctaviaBackendSwitch(t *testing.T) {
 // TestOctaviaBadAnnotationChangesNothing: a bad annotation is a user error
 // naming it, and no call reaches OpenStack.
 func TestOctaviaBadAnnotationChangesNothing(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	svc := newService("bad", withAnnotation(AnnotationHealthMonitorMaxRetries, "eleven"))
@@ -226,6 +230,7 @@ func TestOctaviaBadAnnotationChangesNothing(t *testing.T) {
 // deleted and created again; exactly one is left. ERROR is set in
 // Octavia's own database, as a failed amphora would leave it.
 func TestOctaviaErrorIsReplaced(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	svc := newService("broken")
@@ -254,6 +259,7 @@ func setError(t *testing.T, table, id string) {
 // TestOctaviaPoolErrorIsReplaced: a pool a failed change left in ERROR
 // (its members lost) is deleted and created again with its members.
 func TestOctaviaPoolErrorIsReplaced(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	svc := newService("pool-broken")
@@ -291,6 +297,7 @@ func TestOctaviaPoolErrorIsReplaced(t *testing.T) {
 // TestOctaviaBadAnnotationDoesNotBlockDelete: a Service whose annotation
 // went bad after creation is still deleted completely.
 func TestOctaviaBadAnnotationDoesNotBlockDelete(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.8.0.1"))}

@@ -35,6 +35,7 @@ func octaviaWithNeutron(t *testing.T) string {
 // deleting the Service deletes the load balancer and leaves the port, which
 // is the user's.
 func TestServiceControllerPortID(t *testing.T) {
+	t.Parallel()
 	_, f := realNeutron(t)
 	endpoint := octaviaWithNeutron(t)
 	name := "mccm-test-portid-" + randomID(t)
@@ -61,7 +62,7 @@ func TestServiceControllerPortID(t *testing.T) {
 	}
 
 	e.markDeleted(t, "vip-port")
-	testutil.Eventually(t, 120*time.Second, "the load balancer deleted, the port kept", func() error {
+	eventuallyOn(t, 120*time.Second, "the load balancer deleted, the port kept", func() error {
 		if len(e.service(t, "vip-port").Finalizers) != 0 {
 			return fmt.Errorf("finalizer still there")
 		}
@@ -85,6 +86,7 @@ func TestServiceControllerPortID(t *testing.T) {
 // an address of each family, and both addresses, allocated by Neutron, in
 // its status (the noop driver reports none for an additional VIP).
 func TestServiceControllerDualStackNeutronVIPs(t *testing.T) {
+	t.Parallel()
 	_, f := realNeutron(t)
 	endpoint := octaviaWithNeutron(t)
 	name := "mccm-test-dualvips-" + randomID(t)

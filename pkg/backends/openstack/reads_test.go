@@ -15,6 +15,7 @@ import (
 // While a load balancer has no listener its pools are not listed, and a
 // pool without members has no member listing.
 func TestConvergedEnsureReads(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.25.0.1")), newNode("n2", withInternalIP("10.25.0.2"))}

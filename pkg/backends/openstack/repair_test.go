@@ -128,6 +128,7 @@ func onlyPool(t *testing.T, st *lbState) *poolState {
 // not touched. With nothing changed a whole pass makes no mutating call,
 // its bulk lists are the only reads, and EnsureLoadBalancer reads nothing.
 func TestRepairPassOctavia(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	c := newRealCloud(t, s, "t"+randomID(t))
 	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.9.1.1")), newNode("n2", withInternalIP("10.9.1.2"))}
@@ -226,6 +227,7 @@ func memberAt(t *testing.T, p *poolState, addr string) pools.Member {
 // TestRepairPassKeyedByBackend: a pass ctx carries the snapshot of the
 // backend that began it, never another backend's.
 func TestRepairPassKeyedByBackend(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	a := newRealCloud(t, s, "t"+randomID(t))
 	b := newRealCloud(t, s, "t"+randomID(t))
@@ -247,6 +249,7 @@ func TestRepairPassKeyedByBackend(t *testing.T) {
 // floating IP disassociated behind the backend's back is associated again
 // under a pass: the same address, no second one allocated.
 func TestRepairPassFloatingIP(t *testing.T) {
+	t.Parallel()
 	s := realOctavia(t)
 	f := NewFakeOpenStack(t)
 	f.AnyToken = true

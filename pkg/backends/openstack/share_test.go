@@ -13,8 +13,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
 // portService is a Service with one TCP port.
@@ -66,6 +64,7 @@ func (e *svcEnv) markDeleted(t *testing.T, name string) {
 // the last Service deleted removes the load balancer and releases the
 // floating IP.
 func TestServiceControllerSharedLoadBalancer(t *testing.T) {
+	t.Parallel()
 	f := NewFakeOpenStack(t)
 	f.AnyToken = true
 	e := newSvcEnv(t, func(s *Settings) {
@@ -86,7 +85,7 @@ func TestServiceControllerSharedLoadBalancer(t *testing.T) {
 	sharer := portService("sharer", 8080, 30081, withAnnotation(AnnotationLoadBalancerID, lb.ID))
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, sharer) })
 	e.apply(t, sharer)
-	testutil.Eventually(t, 120*time.Second, "the sharer's listener on the owner's load balancer, its status the floating IP", func() error {
+	eventuallyOn(t, 120*time.Second, "the sharer's listener on the owner's load balancer, its status the floating IP", func() error {
 		got, err := listenersOn(t, e.cloud, lb.ID)
 		if err != nil || got != "TCP/80,TCP/8080" {
 			return fmt.Errorf("listeners %s (%w), want TCP/80,TCP/8080; warnings %q", got, err, e.warnings(t, "sharer"))
@@ -120,7 +119,7 @@ func TestServiceControllerSharedLoadBalancer(t *testing.T) {
 	for _, name := range []string{"third", "internal"} {
 		e.markDeleted(t, name)
 	}
-	testutil.Eventually(t, 60*time.Second, "the refused Services deleted", func() error {
+	eventuallyOn(t, 60*time.Second, "the refused Services deleted", func() error {
 		for _, name := range []string{"third", "internal"} {
 			if f := e.service(t, name).Finalizers; len(f) != 0 {
 				return fmt.Errorf("%s still has finalizers %q", name, f)
@@ -133,7 +132,7 @@ func TestServiceControllerSharedLoadBalancer(t *testing.T) {
 	}
 
 	e.markDeleted(t, "owner")
-	testutil.Eventually(t, 120*time.Second, "the owner's listener gone, the load balancer and floating IP kept", func() error {
+	eventuallyOn(t, 120*time.Second, "the owner's listener gone, the load balancer and floating IP kept", func() error {
 		got, err := listenersOn(t, e.cloud, lb.ID)
 		if err != nil || got != "TCP/8080" {
 			return fmt.Errorf("listeners %s (%w), want TCP/8080", got, err)
@@ -151,7 +150,7 @@ func TestServiceControllerSharedLoadBalancer(t *testing.T) {
 	}
 
 	e.markDeleted(t, "sharer")
-	testutil.Eventually(t, 120*time.Second, "the load balancer deleted and its floating IP released with the last Service", func() error {
+	eventuallyOn(t, 120*time.Second, "the load balancer deleted and its floating IP released with the last Service", func() error {
 		got, err := loadbalancers.Get(context.Background(), e.sc(t).loadBalancer, lb.ID).Extract()
 		if !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 			if err == nil {
@@ -186,6 +185,7 @@ func (e *svcEnv) sc(t *testing.T) *serviceClients {
 // owner no longer counts towards maxSharedLB (2): a third Service may then
 // share (it was refused as a third Service).
 func TestServiceControllerSharedOwnerKeepsFloatingIP(t *testing.T) {
+	t.Parallel()
 	f := NewFakeOpenStack(t)
 	f.AnyToken = true
 	e := newSvcEnv(t, func(s *Settings) {
@@ -205,7 +205,7 @@ func TestServiceControllerSharedOwnerKeepsFloatingIP(t *testing.T) {
 	sharer := portService("sharer", 8080, 30081, withAnnotation(AnnotationLoadBalancerID, lb.ID))
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, sharer) })
 	e.apply(t, sharer)
-	testutil.Eventually(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {
+	eventuallyOn(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {
 		if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/80,TCP/8080" {
 			return fmt.Errorf("listeners %s (%w), want TCP/80,TCP/8080; warnings %q", got, err, e.warnings(t, "sharer"))
 		}
@@ -220,7 +220,7 @@ func TestServiceControllerSharedOwnerKeepsFloatingIP(t *testing.T) {
 		return nil
 	}
 	e.markDeleted(t, "owner")
-	testutil.Eventually(t, 180*time.Second, "the owner gone, its floating IP kept and disassociated", func() error {
+	eventuallyOn(t, 180*time.Second, "the owner gone, its floating IP kept and disassociated", func() error {
 		if len(e.service(t, "owner").Finalizers) != 0 {
 			return fmt.Errorf("owner still has its finalizer")
 		}
@@ -232,7 +232,7 @@ func TestServiceControllerSharedOwnerKeepsFloatingIP(t *testing.T) {
 	third := portService("third", 9090, 30082, withAnnotation(AnnotationLoadBalancerID, lb.ID))
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, third) })
 	e.apply(t, third)
-	testutil.Eventually(t, 120*time.Second, "a third Service sharing once the owner left", func() error {
+	eventuallyOn(t, 120*time.Second, "a third Service sharing once the owner left", func() error {
 		if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/8080,TCP/9090" {
 			return fmt.Errorf("listeners %s (%w), want TCP/8080,TCP/9090; warnings %q", got, err, e.warnings(t, "third"))
 		}
@@ -240,7 +240,7 @@ func TestServiceControllerSharedOwnerKeepsFloatingIP(t *testing.T) {
 	})
 	e.markDeleted(t, "third")
 	e.markDeleted(t, "sharer")
-	testutil.Eventually(t, 180*time.Second, "the load balancer deleted with the last Service, the floating IP still kept", func() error {
+	eventuallyOn(t, 180*time.Second, "the load balancer deleted with the last Service, the floating IP still kept", func() error {
 		if _, err := loadbalancers.Get(context.Background(), e.sc(t).loadBalancer, lb.ID).Extract(); !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 			return fmt.Errorf("load balancer %s: %w, want it gone", lb.ID, err)
 		}
@@ -255,6 +255,7 @@ func TestServiceControllerSharedOwnerKeepsFloatingIP(t *testing.T) {
 // deleted then deletes the shared load balancer, which its departed sharer's
 // tag kept forever before (a leak).
 func TestServiceControllerShareLeftByAnnotation(t *testing.T) {
+	t.Parallel()
 	e := newSvcEnv(t, nil, readyNode("n1", "10.27.2.1", nil))
 	owner := portService("owner", 80, 30080)
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, owner) })
@@ -263,7 +264,7 @@ func TestServiceControllerShareLeftByAnnotation(t *testing.T) {
 	sharer := portService("sharer", 8080, 30081, withAnnotation(AnnotationLoadBalancerID, lb.ID))
 	t.Cleanup(func() { deleteConverged(t, e.cloud.lb, portService("sharer", 8080, 30081)) })
 	e.apply(t, sharer)
-	testutil.Eventually(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {
+	eventuallyOn(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {
 		if got, err := listenersOn(t, e.cloud, lb.ID); err != nil || got != "TCP/80,TCP/8080" {
 			return fmt.Errorf("listeners %s (%w), want TCP/80,TCP/8080; warnings %q", got, err, e.warnings(t, "sharer"))
 		}
@@ -286,7 +287,7 @@ func TestServiceControllerShareLeftByAnnotation(t *testing.T) {
 	})
 
 	e.markDeleted(t, "owner")
-	testutil.Eventually(t, 180*time.Second, "the owner's load balancer deleted with it", func() error {
+	eventuallyOn(t, 180*time.Second, "the owner's load balancer deleted with it", func() error {
 		got, err := loadbalancers.Get(context.Background(), e.sc(t).loadBalancer, lb.ID).Extract()
 		if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 			return nil

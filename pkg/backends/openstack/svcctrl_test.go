@@ -216,7 +216,7 @@ func detail(c *Cloud, svc *corev1.Service) (string, *loadbalancers.LoadBalancer,
 func (e *svcEnv) waitDetail(t *testing.T, svc *corev1.Service, want string, check func(corev1.LoadBalancerStatus) error) *loadbalancers.LoadBalancer {
 	t.Helper()
 	var lb *loadbalancers.LoadBalancer
-	testutil.Eventually(t, 120*time.Second, "Octavia converged for "+svc.Name, func() error {
+	eventuallyOn(t, 240*time.Second, "Octavia converged for "+svc.Name, func() error {
 		got, found, err := detail(e.cloud, svc)
 		if err != nil {
 			return err

@@ -11,7 +11,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/listeners"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
@@ -114,6 +113,7 @@ func fakeBarbican(t *testing.T) (*httptest.Server, *int) {
 // certificate) — an OctaviaRefusedAnnotation event naming the annotation;
 // removing the annotation converges the same load balancer to TCP.
 func TestServiceControllerTLS(t *testing.T) {
+	t.Parallel()
 	barbican, reads := fakeBarbican(t)
 	e := newSvcEnv(t, func(s *Settings) { s.Endpoints.KeyManager = barbican.URL + "/" }, readyNode("n1", "10.24.0.1", nil))
 	svc := newService("tls")
@@ -150,7 +150,7 @@ func TestServiceControllerTLS(t *testing.T) {
 // containing every one of wants.
 func waitWarning(t *testing.T, e *svcEnv, name, reason string, wants ...string) {
 	t.Helper()
-	testutil.Eventually(t, 120*time.Second, "a "+reason+" event", func() error {
+	eventuallyOn(t, 120*time.Second, "a "+reason+" event", func() error {
 	events:
 		for _, w := range e.warnings(t, name) {
 			if !strings.HasPrefix(w, reason+": ") {

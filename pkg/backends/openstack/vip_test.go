@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
@@ -55,6 +54,7 @@ func memberSubnets(t *testing.T, c *Cloud, lbID string) (string, error) {
 // member-subnet-id is created, changed and removed on a live
 // Service, the members following in place.
 func TestServiceControllerVIPAndMemberSubnets(t *testing.T) {
+	t.Parallel()
 	e := newSvcEnv(t, nil, readyNode("n1", "10.29.0.1", nil))
 	byVIP := map[string]struct {
 		annos map[annotation.Name]string
@@ -99,7 +99,7 @@ func TestServiceControllerVIPAndMemberSubnets(t *testing.T) {
 			svc.Annotations = annotations(step.annos)
 			e.apply(t, svc)
 		}
-		testutil.Eventually(t, 120*time.Second, "member subnet "+step.name, func() error {
+		eventuallyOn(t, 120*time.Second, "member subnet "+step.name, func() error {
 			got, err := memberSubnets(t, e.cloud, lb.ID)
 			if err != nil || got != step.want {
 				return fmt.Errorf("member subnets %s (%w), want %s", got, err, step.want)
