@@ -30,14 +30,7 @@ func upstreamCloud(t testing.TB, url, vpc, subnet string) *awsv1.Cloud {
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDUPSTREAM")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "[Global]\nRegion = %s\nVPC = %s\nSubnetID = %s\nKubernetesClusterID = %s\n", region, vpc, subnet, clusterID)
-	// Service is the SDK's service ID, as upstream's resolvers compare it.
-	for i, svc := range [][2]string{{"EC2", "ec2"}, {"Elastic Load Balancing", "elasticloadbalancing"},
-		{"Elastic Load Balancing v2", "elasticloadbalancing"}, {"KMS", "kms"}} {
-		fmt.Fprintf(&cfg, "[ServiceOverride %q]\nService = %s\nRegion = %s\nURL = %s\nSigningRegion = %s\nSigningName = %s\n", fmt.Sprint(i), svc[0], region, url, region, svc[1])
-	}
-	cloud, err := cloudprovider.GetCloudProvider(awsv1.ProviderName, strings.NewReader(cfg.String()))
+	cloud, err := cloudprovider.GetCloudProvider(awsv1.ProviderName, strings.NewReader(upstreamCloudConfig(url, vpc, subnet)))
 	if err != nil {
 		t.Fatalf("upstream provider: %v", err)
 	}
