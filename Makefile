@@ -91,7 +91,7 @@ fuzz:
 # Upstream's AWS provider (k8s.io/cloud-provider-aws) unmodified against
 # internal/awsfake: its own Go module (test/upstream-aws), for upstream's
 # heavy dependency tree stays out of ours. Part of make test.
-upstream-aws:
+upstream-aws: build control-plane
 	cd test/upstream-aws && $(GO) vet ./... && $(GO) test -count=1 -timeout 30m ./...
 
 # The chart's alert expressions and dashboard queries through Prometheus's
