@@ -24,6 +24,12 @@ import (
 // with what and cond's last error once timeout has passed.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
+	EventuallyEvery(t, timeout, 50*time.Millisecond, what, cond)
+}
+
+// EventuallyEvery is Eventually polling every interval.
+func EventuallyEvery(t testing.TB, timeout, interval time.Duration, what string, cond func() error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
@@ -33,7 +39,7 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %v", what, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 

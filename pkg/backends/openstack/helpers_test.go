@@ -140,17 +140,7 @@ func ensureConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service, nodes 
 // parallel, kept its two API workers so busy that requests timed out.
 func eventuallyOn(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	testutil.EventuallyEvery(t, timeout, 500*time.Millisecond, what, cond)
 }
 
 // deleteConverged calls EnsureLoadBalancerDeleted until it returns nil.
