@@ -450,3 +450,254 @@ func TestProbeViewIPv6AddressChange(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestProbeViewDeregisterOfTargetGoneBehindOurBack: a target deregistered
+// by hand, then its node leaves: the node sync from the view deregisters a
+// target AWS no longer has. It must not fail (a Warning and a retry for
+// nothing) and must leave the group right.
+func TestProbeViewDeregisterOfTargetGoneBehindOurBack(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 3)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	tg := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
+	arn := e.targetGroups(t)[tg].ARN
+	if _, err := e.cloud.lb.elb.DeregisterTargets(ctx, &elbv2.DeregisterTargetsInput{TargetGroupArn: awssdk.String(arn),
+		Targets: []elbtypes.TargetDescription{{Id: awssdk.String(instanceID(3)), Port: awssdk.Int32(30080)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:2]); err != nil {
+		t.Errorf("node sync removing a node whose target was deregistered by hand: %v", err)
+	}
+	if err := groupsHave(e, 2, tg)(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProbeViewStrangeTargetRemovedByRepairPass: a target registered by
+// hand in the Service's group survives node syncs from the view (they
+// write only differences against the view) but not the repair pass, and
+// not an Update run under a repair pass.
+func TestProbeViewStrangeTargetRemovedByRepairPass(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 3)
+	extra := e.addInstance(9)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	tg := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
+	arn := e.targetGroups(t)[tg].ARN
+	if _, err := e.cloud.lb.elb.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: awssdk.String(arn),
+		Targets: []elbtypes.TargetDescription{{Id: awssdk.String(extra.ID), Port: awssdk.Int32(30080)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:2]); err != nil {
+		t.Fatal(err)
+	}
+	pctx, end, err := e.cloud.lb.BeginRepairPass(ctx, testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lbi.UpdateLoadBalancer(pctx, testCluster, svc, nodes[:2]); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	if got := e.targetGroups(t)[tg].Targets; len(got) != 2 || strings.Contains(strings.Join(got, ","), extra.ID) {
+		t.Errorf("after an Update under a repair pass, targets %v, want instances 1 and 2 only", got)
+	}
+}
+
+// TestProbeViewNLBDeletedBehindOurBack: the NLB deleted by hand (its
+// groups left): node syncs from the view write to the groups; the repair
+// pass makes the NLB again with its listener and the targets.
+func TestProbeViewNLBDeletedBehindOurBack(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 3)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	tg := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
+	if _, err := e.cloud.lb.elb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: awssdk.String(e.onlyLB(t).ARN)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:2]); err != nil {
+		t.Logf("node sync with the NLB gone: %v", err)
+	}
+	pctx, end, err := e.cloud.lb.BeginRepairPass(ctx, testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lbi.EnsureLoadBalancer(pctx, testCluster, svc, nodes[:2]); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	if got := listenerTo(t, e, "80"); got != tg {
+		t.Errorf("after the repair pass the listener on 80 forwards to %q, want %s", got, tg)
+	}
+	if err := groupsHave(e, 2, tg)(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestProbeViewConcurrentEnsureAndNodeSync: Ensures moving the port and
+// node syncs of the same Service, concurrently (ServiceLocks serialise
+// them; -race watches the view), then one last node sync with the final
+// Service: the NLB ends as the final Service and nodes ask.
+func TestProbeViewConcurrentEnsureAndNodeSync(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 3)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	done := make(chan error, 16)
+	for i := range 8 {
+		s := svc.DeepCopy()
+		s.Spec.Ports[0].Port = int32(8000 + i%2)
+		go func() {
+			_, err := lbi.EnsureLoadBalancer(ctx, testCluster, s, nodes[:2+i%2])
+			done <- err
+		}()
+		go func() { done <- lbi.UpdateLoadBalancer(ctx, testCluster, s, nodes[:1+i%3]) }()
+	}
+	for range 16 {
+		if err := <-done; err != nil {
+			t.Logf("concurrent call: %v", err)
+		}
+	}
+	final := svc.DeepCopy()
+	final.Spec.Ports[0].Port = 8001
+	e.ensure(t, final, nodes)
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, final, nodes[:2]); err != nil {
+		t.Fatal(err)
+	}
+	tg := namesFor(testCluster, svc).targetGroup(8001, "TCP", targetInstance)
+	if got, want := strings.Join(e.onlyLB(t).Listeners, ","), "TCP:8001->"+tg; got != want {
+		t.Errorf("listeners %s, want %s", got, want)
+	}
+	if err := groupsHave(e, 2, tg)(); err != nil {
+		t.Error(err)
+	}
+	if n := len(e.fake.TargetGroups()); n != 1 {
+		t.Errorf("%d target groups, want 1", n)
+	}
+}
+
+// TestProbeViewAdoptedPortChange: an adopted upstream NLB (its tagged
+// listener, its group kept); a node sync from the view; then the port
+// changes (the upstream listener is the Service's and moves); the node
+// sync after changes the group the new listener forwards to.
+func TestProbeViewAdoptedPortChange(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 3)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	upstreamNLB(t, e, svc, instanceID(1))
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:2]); err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Ports[0].Port = 8080
+	e.ensure(t, svc, nodes[:2])
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	lb := e.onlyLB(t)
+	if len(lb.Listeners) != 1 {
+		t.Fatalf("listeners %v, want one on 8080", lb.Listeners)
+	}
+	used := listenerTo(t, e, "8080")
+	if used == "" {
+		t.Fatalf("listeners %v, want one on 8080", lb.Listeners)
+	}
+	if err := groupsHave(e, 1, used)(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestProbeViewStrangerAsThePortAsks: our listener on 80 replaced by hand
+// with an untagged one forwarding to the same group (a stranger already as
+// the port asks: it "simply serves it"). The Ensure succeeds and leaves it;
+// node syncs keep the group's targets right.
+func TestProbeViewStrangerAsThePortAsks(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 3)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	tg := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
+	arn := e.targetGroups(t)[tg].ARN
+	out, err := e.cloud.lb.elb.DescribeListeners(ctx, &elbv2.DescribeListenersInput{LoadBalancerArn: awssdk.String(e.onlyLB(t).ARN)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cloud.lb.elb.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: out.Listeners[0].ListenerArn}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cloud.lb.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: awssdk.String(e.onlyLB(t).ARN), Port: awssdk.Int32(80),
+		Protocol: elbtypes.ProtocolEnumTcp, DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: awssdk.String(arn)}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ensure(t, svc, nodes)
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := groupsHave(e, 2, tg)(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if err := groupsHave(e, 3, tg)(); err != nil {
+		t.Fatal(err)
+	}
+	if got := listenerTo(t, e, "80"); got != tg {
+		t.Errorf("listener on 80 forwards to %q, want %s", got, tg)
+	}
+}
+
+// cancelAfterDeregister is the backend's ELBv2 client cancelling the
+// node sync's context once its first DeregisterTargets has been made, as
+// a shutdown or a deadline would mid-write.
+type cancelAfterDeregister struct {
+	ELBAPI
+	cancel context.CancelFunc
+}
+
+func (c cancelAfterDeregister) DeregisterTargets(ctx context.Context, in *elbv2.DeregisterTargetsInput, opts ...func(*elbv2.Options)) (*elbv2.DeregisterTargetsOutput, error) {
+	out, err := c.ELBAPI.DeregisterTargets(ctx, in, opts...)
+	c.cancel()
+	return out, err
+}
+
+// TestProbeViewDropsOnCancelMidWrite: a two-port node sync from the view
+// whose context ends after the first group's write: the second group is
+// not changed, and the next node sync with the same nodes (a fresh
+// context) changes it: no view claiming it was changed survives.
+func TestProbeViewDropsOnCancelMidWrite(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 3)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance), withPort("tls", corev1.ProtocolTCP, 443, 30443))
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	n := namesFor(testCluster, svc)
+	groups := []string{n.targetGroup(80, "TCP", targetInstance), n.targetGroup(443, "TCP", targetInstance)}
+	orig := e.cloud.lb.elb
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cloud.lb.elb = cancelAfterDeregister{ELBAPI: orig, cancel: cancel}
+	err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:2])
+	e.cloud.lb.elb = orig
+	t.Logf("node sync cancelled mid-write: %v", err)
+	if err := lbi.UpdateLoadBalancer(context.Background(), testCluster, svc, nodes[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := groupsHave(e, 2, groups...)(); err != nil {
+		t.Errorf("after the next node sync: %v", err)
+	}
+}
