@@ -701,3 +701,45 @@ func TestProbeViewDropsOnCancelMidWrite(t *testing.T) {
 		t.Errorf("after the next node sync: %v", err)
 	}
 }
+
+// TestProbeViewTargetTypeChosenByNodes: no target type annotated: EC2
+// nodes only give instance targets; a node of another cloud joining makes
+// every target an IP target (a node sync: the view no longer fits, the
+// groups are replaced); the node leaving keeps the IP targets, and a node
+// sync from the view then deregisters its address.
+func TestProbeViewTargetTypeChosenByNodes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 2)
+	vm := otherNodes(1)
+	svc := newService("web")
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	n := namesFor(testCluster, svc)
+	if err := groupsHave(e, 2, n.targetGroup(80, "TCP", targetInstance))(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, append(append([]*corev1.Node{}, nodes...), vm...)); err != nil {
+		t.Fatal(err)
+	}
+	tgIP := n.targetGroup(80, "TCP", targetIP)
+	if got := listenerTo(t, e, "80"); got != tgIP {
+		t.Fatalf("with a vSphere node the listener forwards to %q, want %s", got, tgIP)
+	}
+	if err := groupsHave(e, 3, tgIP)(); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.ResetCalls()
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if got := listenerTo(t, e, "80"); got != tgIP {
+		t.Fatalf("after the vSphere node left the listener forwards to %q, want %s (IP targets kept)", got, tgIP)
+	}
+	if err := groupsHave(e, 2, tgIP)(); err != nil {
+		t.Error(err)
+	}
+	if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "DeregisterTargets" {
+		t.Logf("mutating calls %v", m)
+	}
+}
