@@ -40,18 +40,21 @@ func (b *Member) WithBackendLabel(md *cloudprovider.InstanceMetadata) *cloudprov
 	return &out
 }
 
+// InstanceExists asks the backend's cloud whether the node's instance exists, counted and timed as a backend call.
 func (b *Member) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
 	return call(ctx, b, OpInstanceExists, InstanceCallTimeout, func(ctx context.Context) (bool, error) {
 		return b.Instances.InstanceExists(ctx, node)
 	})
 }
 
+// InstanceShutdown asks the backend's cloud whether the node's instance is shut down.
 func (b *Member) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
 	return call(ctx, b, OpInstanceShutdown, InstanceCallTimeout, func(ctx context.Context) (bool, error) {
 		return b.Instances.InstanceShutdown(ctx, node)
 	})
 }
 
+// InstanceMetadata asks the backend's cloud for the node's instance metadata.
 func (b *Member) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	return call(ctx, b, opInstanceMetadata, InstanceCallTimeout, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
 		md, err := b.Instances.InstanceMetadata(ctx, node)
@@ -74,6 +77,7 @@ func (b *Member) Targetable(service *corev1.Service, nodes []*corev1.Node) []*co
 	return out
 }
 
+// GetLoadBalancer asks the backend whether it holds the Service's load balancer.
 func (b *Member) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	var exists bool
 	status, err := call(ctx, b, OpGetLoadBalancer, LoadBalancerCallTimeout, func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
@@ -84,6 +88,7 @@ func (b *Member) GetLoadBalancer(ctx context.Context, clusterName string, servic
 	return status, exists, err
 }
 
+// EnsureLoadBalancer creates or updates the Service's load balancer in the backend.
 func (b *Member) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	return call(ctx, b, OpEnsureLoadBalancer, LoadBalancerCallTimeout, func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
 		status, err := b.LB.EnsureLoadBalancer(ctx, clusterName, service, nodes)
@@ -94,6 +99,7 @@ func (b *Member) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	})
 }
 
+// UpdateLoadBalancer updates the targets of the Service's load balancer in the backend.
 func (b *Member) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
 	_, err := call(ctx, b, opUpdateLoadBalancer, LoadBalancerCallTimeout, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.LB.UpdateLoadBalancer(ctx, clusterName, service, nodes)
@@ -101,6 +107,7 @@ func (b *Member) UpdateLoadBalancer(ctx context.Context, clusterName string, ser
 	return err
 }
 
+// EnsureLoadBalancerDeleted deletes the Service's load balancer in the backend.
 func (b *Member) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	_, err := call(ctx, b, opEnsureLoadBalancerDeleted, LoadBalancerCallTimeout, func(ctx context.Context) (struct{}, error) {
 		err := b.LB.EnsureLoadBalancerDeleted(ctx, clusterName, service)
@@ -135,12 +142,14 @@ func (b *Member) targetKeys(svc *corev1.Service, nodes []*corev1.Node) map[strin
 	return out
 }
 
+// ListRoutes lists the backend's routes.
 func (b *Member) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
 	return call(ctx, b, OpListRoutes, routeCallTimeout, func(ctx context.Context) ([]*cloudprovider.Route, error) {
 		return b.Routes.ListRoutes(ctx, clusterName)
 	})
 }
 
+// CreateRoute creates a route in the backend.
 func (b *Member) CreateRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
 	_, err := call(ctx, b, opCreateRoute, routeCallTimeout, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.Routes.CreateRoute(ctx, clusterName, nameHint, route)
@@ -148,6 +157,7 @@ func (b *Member) CreateRoute(ctx context.Context, clusterName, nameHint string, 
 	return err
 }
 
+// DeleteRoute deletes a route in the backend.
 func (b *Member) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
 	_, err := call(ctx, b, opDeleteRoute, routeCallTimeout, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.Routes.DeleteRoute(ctx, clusterName, route)

@@ -8,6 +8,7 @@ import (
 // shows it.
 type ErrorClass int
 
+// The error classes, as the errors metric's class label names them.
 const (
 	ClassThrottled ErrorClass = iota
 	ClassAuth

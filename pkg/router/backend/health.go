@@ -15,11 +15,12 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
-// unreachableAfter is how many calls in a row must fail to reach a
+// UnreachableAfter is how many calls in a row must fail to reach a
 // backend's cloud before the backend counts as unreachable: one failed call
 // is noise, three are an outage or wrong credentials.
 const UnreachableAfter = 3
 
+// BackendUp and the other health series, registered by RegisterMetrics.
 var (
 	BackendUp = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "multicloud_ccm",
@@ -49,6 +50,7 @@ type health struct {
 	lastFailure *CallError
 }
 
+// NewHealth returns the health of the named backend, reachable until calls fail.
 func NewHealth(backend string) *health {
 	registerHealthOnce.Do(func() { legacyregistry.MustRegister(BackendUp) })
 	h := &health{up: BackendUp.WithLabelValues(backend)}
@@ -122,7 +124,7 @@ func (h *health) Problem() string {
 	return fmt.Sprintf("%d calls in a row failed since %s, the last: %v", h.failures, h.since.UTC().Format(time.RFC3339), h.lastErr)
 }
 
-// maxErrorMessage bounds the message of a CallError: the status is for
+// MaxErrorMessage bounds the message of a CallError: the status is for
 // reading at a glance, the log has the rest.
 const MaxErrorMessage = 1000
 
@@ -139,6 +141,7 @@ type CallError struct {
 	Time time.Time
 }
 
+// NewCallError describes a call of op that failed with err at a time: its class and its message, cut at MaxErrorMessage.
 func NewCallError(op operation, err error, at time.Time) *CallError {
 	msg := err.Error()
 	if len(msg) > MaxErrorMessage {

@@ -10,6 +10,7 @@ import (
 // operation names one kind of backend call, as it appears in metrics.
 type operation int
 
+// The operations a backend call is counted under.
 const (
 	OpInstanceExists operation = iota
 	OpInstanceShutdown
@@ -40,6 +41,7 @@ const (
 
 var resultNames = [numResults]string{"success", "error"}
 
+// BackendRequests and the other call series, registered by RegisterMetrics.
 var (
 	BackendRequests = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "multicloud_ccm",
@@ -69,6 +71,7 @@ var (
 	registerOnce sync.Once
 )
 
+// RegisterMetrics registers the backend call and health series, once.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(BackendRequests, BackendDuration, BackendErrors)

@@ -11,7 +11,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
-// scopeReuse is how long one call scope serves new calls. Every call gets
+// ScopeReuse is how long one call scope serves new calls. Every call gets
 // at least its operation's timeout, and at most scopeReuse more.
 const ScopeReuse = time.Second
 

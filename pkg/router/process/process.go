@@ -69,6 +69,7 @@ type Configuration interface {
 	FinishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error)
 }
 
+// New returns the process's shared state, with no Service known yet.
 func New() *Shared { return &Shared{States: svcstate.New()} }
 
 // SetStop keeps the first stop channel the process was given.

@@ -36,6 +36,7 @@ func ParseDrainingValue(v string) Draining {
 	return out
 }
 
+// HasAny reports whether any of bs is draining.
 func (d Draining) HasAny(bs []*backend.Member) bool {
 	for _, b := range bs {
 		if _, ok := d[b.Name]; ok {
@@ -45,6 +46,7 @@ func (d Draining) HasAny(bs []*backend.Member) bool {
 	return false
 }
 
+// Without returns the record without the named backends.
 func (d Draining) Without(names ...string) Draining {
 	out := Draining{}
 	for n, t := range d {

@@ -18,6 +18,7 @@ type Record struct {
 	Names []string
 }
 
+// ParseRecord reads the Service's multicloud-ccm.io/load-balancer-backends.
 func ParseRecord(svc *corev1.Service) Record {
 	v, ok := svc.Annotations[string(annotation.LoadBalancerBackends)]
 	if !ok {
@@ -33,8 +34,10 @@ func ParseRecord(svc *corev1.Service) Record {
 	return rec
 }
 
+// Has reports whether the record names the backend.
 func (rec Record) Has(name string) bool { return slices.Contains(rec.Names, name) }
 
+// With returns the record with the named backends added (each once).
 func (rec Record) With(names ...string) Record {
 	out := Record{Known: true, Names: slices.Clone(rec.Names)}
 	for _, n := range names {
@@ -46,6 +49,7 @@ func (rec Record) With(names ...string) Record {
 	return out
 }
 
+// Without returns the record without the named backends.
 func (rec Record) Without(names ...string) Record {
 	out := Record{Known: true}
 	for _, n := range rec.Names {
@@ -56,6 +60,7 @@ func (rec Record) Without(names ...string) Record {
 	return out
 }
 
+// Value is the record as the annotation's value.
 func (rec Record) Value() string { return strings.Join(rec.Names, ",") }
 
 // SetAnnotation adds to changes what makes cur's annotation name say value

@@ -68,6 +68,7 @@ type States struct {
 	LabelRefusedUntil atomic.Int64
 }
 
+// New returns empty per-Service state.
 func New() *States {
 	return &States{
 		recorded: map[types.UID][]string{},
@@ -137,6 +138,7 @@ func (st *States) RecordedOf(uid types.UID) ([]string, bool) {
 	return mem, ok
 }
 
+// Remember records what this process last wrote as the Service's record.
 func (st *States) Remember(uid types.UID, names []string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
