@@ -33,14 +33,21 @@ const (
 
 	reasonReady       = "Ensured"
 	reasonNotReady    = "SyncLoadBalancerFailed"
+	reasonPending     = "Pending"
 	reasonServing     = "Serving"
 	reasonDrainingLB  = "Draining"
 	conditionsMessage = "Load balancer ready"
 )
 
-// ours reports whether a condition type is one the controller writes.
-func ours(typ string) bool {
-	return typ == ConditionReady || strings.HasPrefix(typ, ConditionBackendPrefix)
+// ours reports whether a condition is one the controller wrote: a
+// backend condition, or LoadBalancerReady with one of our reasons (a
+// controller of another class may use that type too; its condition is
+// never removed).
+func ours(c metav1.Condition) bool {
+	if strings.HasPrefix(c.Type, ConditionBackendPrefix) {
+		return true
+	}
+	return c.Type == ConditionReady && (c.Reason == reasonReady || c.Reason == reasonNotReady || c.Reason == reasonPending)
 }
 
 // servedConditions returns the Service's conditions once its load
@@ -90,7 +97,7 @@ func servedConditions(cur *corev1.Service, ann map[string]*string, status *corev
 	if len(status.Ingress) == 0 {
 		// Ensured, but no address yet (a cloud still provisioning it):
 		// not ready for clients.
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "Pending", "The load balancer was ensured but has no address yet"
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, reasonPending, "The load balancer was ensured but has no address yet"
 	}
 	want[ready.Type] = ready
 	return setConditions(cur, want)
@@ -121,7 +128,7 @@ func failedConditions(cur *corev1.Service, err error) (out []metav1.Condition, c
 func setConditions(cur *corev1.Service, want map[string]metav1.Condition) ([]metav1.Condition, bool) {
 	out := slices.DeleteFunc(slices.Clone(cur.Status.Conditions), func(c metav1.Condition) bool {
 		_, keep := want[c.Type]
-		return ours(c.Type) && !keep
+		return ours(c) && !keep
 	})
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	for _, typ := range slices.Sorted(maps.Keys(want)) {

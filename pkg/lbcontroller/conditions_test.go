@@ -154,3 +154,30 @@ func TestServiceConditionsDroppedWhenNobodyServes(t *testing.T) {
 		return nil
 	})
 }
+
+// TestOthersLoadBalancerReadyKept: a condition of the same type another
+// controller wrote (its own reason) is not ours: a Service we do not serve
+// keeps it, and the controller writes nothing to it.
+func TestOthersLoadBalancerReadyKept(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals("  defaultBackend: metal\n"), classless: true, versioned: true})
+	s := service("db", nil)
+	s.Spec.Type = corev1.ServiceTypeClusterIP
+	s.Spec.Ports[0].NodePort = 0
+	theirs := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Provisioned", Message: "another controller's",
+		LastTransitionTime: metav1.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	s.Status.Conditions = []metav1.Condition{theirs}
+	actions := len(e.client.Actions())
+	e.create(t, s)
+	// A Service the controller serves, created after it, shows the queue
+	// went past the first.
+	e.create(t, service("web", nil))
+	eventually(t, "web served", addressed(e, t, "web"))
+	if got := conditionsOf(e.get(t, "db")); got != "LoadBalancerReady=True/Provisioned" {
+		t.Errorf("db's conditions %q, want another controller's LoadBalancerReady kept", got)
+	}
+	for _, a := range e.client.Actions()[actions:] {
+		if p, ok := a.(interface{ GetName() string }); ok && a.GetVerb() == "patch" && a.GetResource().Resource == "services" && p.GetName() == "db" {
+			t.Errorf("the controller patched db: %v", a)
+		}
+	}
+}
