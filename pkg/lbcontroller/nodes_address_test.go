@@ -22,19 +22,9 @@ const awsIPClass = "multicloud-ccm.io/aws-ip"
 
 // awsConfig serves awsIPClass from the AWS backend, at the fake's url in
 // the fake's vpc, without client-side budgets (the test counts no calls).
-const awsConfig = `apiVersion: multicloud-ccm.io/v1alpha1
-kind: CloudConfig
-clusterID: test
-loadBalancer:
-  classes:
-  - {name: ` + awsIPClass + `, backend: aws, annotations: {service.beta.kubernetes.io/aws-load-balancer-nlb-target-type: ip}}
-backends:
-- name: metal
-  type: baremetal
-  baremetal:
-    inventory: [{name: worker-0, addresses: [{type: InternalIP, address: 10.0.0.10}]}]
-    addressPools: [{name: lan, addresses: ["192.0.2.0/28"]}]
-- name: aws
+// awsSection is the AWS backend of the tests' configs, on the fake whose
+// URL and VPC are the format's first and second arguments, with no budget.
+const awsSection = `- name: aws
   type: aws
   aws:
     region: eu-west-1
@@ -48,6 +38,20 @@ backends:
       ec2: {qps: -1, qpsWrite: -1}
       elbv2: {qps: -1, qpsWrite: -1}
 `
+
+const awsConfig = `apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: test
+loadBalancer:
+  classes:
+  - {name: ` + awsIPClass + `, backend: aws, annotations: {service.beta.kubernetes.io/aws-load-balancer-nlb-target-type: ip}}
+backends:
+- name: metal
+  type: baremetal
+  baremetal:
+    inventory: [{name: worker-0, addresses: [{type: InternalIP, address: 10.0.0.10}]}]
+    addressPools: [{name: lan, addresses: ["192.0.2.0/28"]}]
+` + awsSection
 
 // startAWS runs the controller over a router with the AWS backend served
 // by a fake ELBv2 and EC2 (internal/awsfake), on a fake API server holding

@@ -115,20 +115,7 @@ backends:
 - name: members
   type: ` + memberType + `
   ` + memberType + `: {ip: %[3]s}
-- name: aws
-  type: aws
-  aws:
-    region: eu-west-1
-    vpc: %[2]s
-    endpoints: {ec2: %[1]q, elbv2: %[1]q, sts: %[1]q}
-    credentials:
-      accessKeyID: {env: LBCONTROLLER_TEST_AWS_KEY}
-      secretAccessKey: {env: LBCONTROLLER_TEST_AWS_SECRET}
-    retry: {maxAttempts: 2, maxBackoff: 100ms}
-    rateLimits:
-      ec2: {qps: -1, qpsWrite: -1}
-      elbv2: {qps: -1, qpsWrite: -1}
-`
+` + awsSection
 
 // TestTargetNodeLabelChangeReachesEachBackend: a classless Service served
 // by two backends, the AWS backend (IP targets, only the nodes labelled
