@@ -38,6 +38,8 @@ func TestPlanMatchesSwitchAcrossClouds(t *testing.T) {
 		{name: "vs-off", cloud: "vsphere", index: 3, initialised: true, notReady: true, instance: "off", want: plan.NodeClaimed},
 		{name: "bm-1", cloud: "metal", initialised: true, want: plan.NodeClaimed},
 		{name: "bm-2", cloud: "metal", want: plan.NodeClaimed},
+		// Its machine left the inventory (a config change).
+		{name: "gone-1", cloud: "metal", initialised: true, notReady: true, want: plan.NodeDeleted},
 		{name: "hc-1", cloud: "hcloud", want: plan.NodeOtherCCM},
 	}
 	w.svcs = []svcCase{
@@ -127,6 +129,7 @@ func randomNodes(r *rand.Rand) []nodeCase {
 	}
 	out = append(out, nodeCase{name: "bm-1", cloud: "metal", initialised: r.IntN(2) == 0})
 	if r.IntN(2) == 0 {
+		// Its machine leaves the inventory (a config change).
 		out = append(out, nodeCase{name: "gone-1", cloud: "metal", initialised: true, notReady: r.IntN(2) == 0})
 	}
 	if r.IntN(2) == 0 {

@@ -62,7 +62,7 @@ func (w *world) switchAndCompare(rep *plan.Report, code int) {
 	w.t.Helper()
 	before := w.snapshot()
 	start := time.Now()
-	w.startCCM("switch", "metal")
+	w.startCCM("switch", false)
 	w.t.Logf("switch started in %v", time.Since(start))
 	var v verdict
 	for _, n := range rep.Nodes {
@@ -519,7 +519,7 @@ func (w *world) nodeTargets(rep *plan.Report) (deleted, joined map[string]string
 }
 
 // metalIPs are the bare-metal inventory's addresses.
-var metalIPs = map[string]string{"bm-1": "10.0.0.11", "bm-2": "10.0.0.12", "bm-3": "10.0.0.13"}
+var metalIPs = map[string]string{"bm-1": "10.0.0.11", "bm-2": "10.0.0.12", "bm-3": "10.0.0.13", "gone-1": "10.0.0.14"}
 
 // targetIDs are what an NLB's target for the node's instance is named:
 // its instance ID and private address (aws), its guest address (vsphere),

@@ -160,10 +160,15 @@ func newWorld(t *testing.T, awsInstances, vms int) *world {
 	return w
 }
 
-// config is the world's cloud-config with defaultBackend def: bare metal
-// (machines bm-1..bm-3, the pool), aws on the fake, vsphere on the
-// simulator.
-func (w *world) config(def string) string {
+// config is the world's cloud-config: bare metal (machines bm-1..bm-3,
+// the pool), aws on the fake, vsphere on the simulator. The CCM before the
+// plan has default backend aws and a machine gone-1 that then leaves the
+// inventory; the plan and the switch default metal.
+func (w *world) config(before bool) string {
+	def, gone := "metal", ""
+	if before {
+		def, gone = "aws", "\n    - {name: gone-1, addresses: [{type: InternalIP, address: "+metalIPs["gone-1"]+"}]}"
+	}
 	return fmt.Sprintf(`apiVersion: multicloud-ccm.io/v1alpha1
 kind: CloudConfig
 clusterID: %[1]s
@@ -176,7 +181,7 @@ backends:
     inventory:
     - {name: bm-1, addresses: [{type: InternalIP, address: 10.0.0.11}]}
     - {name: bm-2, addresses: [{type: InternalIP, address: 10.0.0.12}]}
-    - {name: bm-3, addresses: [{type: InternalIP, address: 10.0.0.13}]}
+    - {name: bm-3, addresses: [{type: InternalIP, address: 10.0.0.13}]}%[7]s
     addressPools: [{name: public, addresses: [%[3]q]}]
 - name: aws
   type: aws
@@ -190,7 +195,7 @@ backends:
     instanceCacheTTL: 1s
     retry: {maxAttempts: 2, maxBackoff: 100ms}
     rateLimits: {ec2: {qps: -1, qpsWrite: -1}, elbv2: {qps: -1, qpsWrite: -1}}
-`, clusterID, def, w.pool, region, w.seeded.VPCID, w.awsURL) + w.vs.YAML()
+`, clusterID, def, w.pool, region, w.seeded.VPCID, w.awsURL, gone) + w.vs.YAML()
 }
 
 // build makes the cluster of the world's cases, as described at the top.
@@ -382,7 +387,7 @@ func (w *world) edit(s svcCase) {
 // served every Service with a history, then stops it.
 func (w *world) serveBefore(history []svcCase) {
 	w.t.Helper()
-	ccm := w.startCCM("before", "aws")
+	ccm := w.startCCM("before", true)
 	for _, s := range history {
 		want := s.served
 		if want == servedDefault {
@@ -401,11 +406,11 @@ func (w *world) serveBefore(history []svcCase) {
 	}
 }
 
-// startCCM starts the binary as the CCM with the world's config and
-// default backend def, stopped when the test ends.
-func (w *world) startCCM(name, def string) *framework.CCM {
+// startCCM starts the binary as the CCM with the world's config (the one
+// before the plan, or the switch's), stopped when the test ends.
+func (w *world) startCCM(name string, before bool) *framework.CCM {
 	w.t.Helper()
-	ccm := w.cp.StartCCMT(w.t, framework.CCMOptions{Name: name, CloudConfig: w.config(def), Env: w.env})
+	ccm := w.cp.StartCCMT(w.t, framework.CCMOptions{Name: name, CloudConfig: w.config(before), Env: w.env})
 	w.t.Cleanup(func() {
 		if w.t.Failed() {
 			w.t.Logf("AWS calls: %v", w.fake.CallCounts())
@@ -479,11 +484,11 @@ func (w *world) nlbsOf(name string) []string {
 }
 
 // planWorld runs the built binary's plan on the world with the switch's
-// config (default metal) and checks it made no mutating AWS call.
+// config and checks it made no mutating AWS call.
 func (w *world) planWorld() (*plan.Report, int) {
 	w.t.Helper()
 	cfg := filepath.Join(w.t.TempDir(), "cloud-config.yaml")
-	if err := os.WriteFile(cfg, []byte(w.config("metal")), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(w.config(false)), 0o600); err != nil {
 		w.t.Fatal(err)
 	}
 	w.fake.ResetCalls()
