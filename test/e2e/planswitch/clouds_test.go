@@ -66,6 +66,9 @@ func TestPlanMatchesSwitchAcrossClouds(t *testing.T) {
 		{name: "partial", ann: map[string]string{backendAnn: "aws,metal", string(annotation.LoadBalancerIPs): "0.0.0.0"}, want: plan.LBRefused},
 		// Left to the AWS Load Balancer Controller, and to MetalLB's class.
 		{name: "external", ann: map[string]string{backendAnn: "aws", awsType: "external"}, want: plan.LBElsewhere},
+		// Two backends, aws leaving it to another controller: bare metal
+		// serves it.
+		{name: "half-external", ann: map[string]string{backendAnn: "metal,aws", awsType: "external"}, want: plan.LBCreated},
 		{name: "classed", class: "metallb.io/metallb", status: "192.0.2.26", want: plan.LBElsewhere},
 	}
 	w.build()

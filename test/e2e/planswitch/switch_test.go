@@ -121,7 +121,9 @@ var (
 	// external) is planned served by all of them ("metal,aws"); the switch
 	// marks it served by the others ("metal"). With the shared address
 	// above, its bare-metal address is then planned for the next Service
-	// too.
+	// too. A Service served by aws,metal before is then planned "adopted"
+	// with no change and no delete while its NLB's name leaves its status
+	// (the NLB kept in AWS, for the other controller).
 	knownElsewhereServes = true
 )
 
@@ -210,7 +212,13 @@ func (w *world) waitService(s plan.ServicePlan, before snapshot, v *verdict) {
 		got := w.waitAddresses(s, before, v)
 		// Addresses of the backends the Service leaves go (a drained
 		// bare-metal one after the drain).
-		old := w.without(ingresses(before.svcs[s.Name].Status.LoadBalancer), slices.Concat(s.DeletedFrom, s.DrainedFrom))
+		leaving := slices.Concat(s.DeletedFrom, s.DrainedFrom)
+		if knownElsewhereServes && elsewhereInSeveral(s, before) {
+			// Its NLB's name leaves the status, kept in AWS: see
+			// knownElsewhereServes.
+			leaving = append(leaving, "aws")
+		}
+		old := w.without(ingresses(before.svcs[s.Name].Status.LoadBalancer), leaving)
 		kept := keeps(old, got)
 		switch {
 		case s.Outcome == plan.LBAdopted && !kept:
@@ -281,7 +289,7 @@ func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, v *verdict) [
 	draining = difference(old, draining)
 	planned := difference(split(s.NewAddress), draining)
 	backend := s.Backend
-	if knownElsewhereServes && before.svcs[s.Name].Annotations[awsType] == "external" && strings.Contains(backend, ",") {
+	if knownElsewhereServes && elsewhereInSeveral(s, before) {
 		backend = strings.Join(slices.DeleteFunc(strings.Split(backend, ","), func(b string) bool { return b == "aws" }), ",")
 		w.t.Logf("set aside (known disagreement: the plan names as serving a backend that leaves the Service to another controller): %s planned served by %q, expected served by %q", s.Name, s.Backend, backend)
 	}
@@ -301,6 +309,12 @@ func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, v *verdict) [
 		}
 	}
 	return got
+}
+
+// elsewhereInSeveral reports whether the Service is planned with several
+// backends, aws among them leaving it to another controller.
+func elsewhereInSeveral(s plan.ServicePlan, before snapshot) bool {
+	return before.svcs[s.Name].Annotations[awsType] == "external" && strings.Contains(s.Backend, ",") && strings.Contains(s.Backend, "aws")
 }
 
 // without drops from addrs those of the backends bs: NLB names for aws,
