@@ -86,7 +86,7 @@ func (w *world) switchAndCompare(rep *plan.Report, code int) {
 		if err := framework.SetNodeReady(w.ctx, w.cp.Client, name, corev1.ConditionFalse); err != nil {
 			w.t.Fatal(err)
 		}
-		framework.Eventually(w.t, settle, "node "+name+" (gone, Ready) deleted once NotReady", framework.NodeGone(w.cp.Client, name))
+		w.eventually("node "+name+" (gone, Ready) deleted once NotReady", framework.NodeGone(w.cp.Client, name))
 		v.disruptive = append(v.disruptive, "node "+name+" deleted once NotReady")
 	}
 	w.t.Logf("gone nodes done at %v", time.Since(start))
@@ -146,6 +146,15 @@ func (w *world) compareAutoAddresses(rep *plan.Report, planned, got []string) {
 	w.t.Errorf("automatically assigned bare-metal addresses: planned %v, the switch gave %v", planned, got)
 }
 
+// eventually waits until cond holds, or fails the test and goes on: one
+// disagreement does not hide the others.
+func (w *world) eventually(what string, cond framework.Condition) {
+	w.t.Helper()
+	if err := framework.WaitFor(w.ctx, settle, what, cond); err != nil {
+		w.t.Error(err)
+	}
+}
+
 // waitNode waits until the switch did to the node what the plan said, for
 // the outcomes that make it act.
 func (w *world) waitNode(n plan.NodePlan, v *verdict) {
@@ -158,7 +167,7 @@ func (w *world) waitNode(n plan.NodePlan, v *verdict) {
 			providerID = n.NewProviderID
 		}
 		tainted := w.tainted[n.Name]
-		framework.Eventually(w.t, settle, "node "+n.Name+" served by "+n.Backend, framework.NodeMatches(c, n.Name, func(node *corev1.Node) (bool, string) {
+		w.eventually("node "+n.Name+" served by "+n.Backend, framework.NodeMatches(c, n.Name, func(node *corev1.Node) (bool, string) {
 			label := node.Labels[string(annotation.NodeBackend)]
 			ok := node.Spec.ProviderID == providerID && !framework.HasTaint(node, framework.UninitializedTaint) &&
 				(label == n.Backend || (!tainted && label == "")) &&
@@ -166,7 +175,7 @@ func (w *world) waitNode(n plan.NodePlan, v *verdict) {
 			return ok, fmt.Sprintf("providerID %q (planned %q), labels %v, taints %v (shutdown planned %v)", node.Spec.ProviderID, providerID, node.Labels, node.Spec.Taints, n.Shutdown)
 		}))
 	case plan.NodeDeleted:
-		framework.Eventually(w.t, settle, "node "+n.Name+" deleted", framework.NodeGone(c, n.Name))
+		w.eventually("node "+n.Name+" deleted", framework.NodeGone(c, n.Name))
 		v.disruptive = append(v.disruptive, "node "+n.Name+" deleted")
 	case plan.NodeGoneReady:
 		v.goneWhenReady = append(v.goneWhenReady, n.Name)
@@ -233,18 +242,18 @@ func (w *world) waitService(s plan.ServicePlan, before snapshot, v *verdict) {
 		if partial {
 			w.t.Logf("set aside (known disagreement: a Service of several backends one of which refuses it): %s is planned REFUSED with no change; the switch serves it in the others", name)
 		}
-		framework.Eventually(w.t, settle, name+" refused with the plan's error", w.refusedWith(s, before, !partial))
+		w.eventually(name+" refused with the plan's error", w.refusedWith(s, before, !partial))
 		v.disruptive = append(v.disruptive, name+" refused")
 	case plan.LBElsewhere:
 	default:
 		w.t.Errorf("%s: outcome %q not expected in this world (%s)", name, s.Outcome, s.Error)
 	}
 	for _, b := range s.DeletedFrom {
-		framework.Eventually(w.t, settle, name+" deleted from "+b, w.heldIn(s.Name, b, false))
+		w.eventually(name+" deleted from "+b, w.heldIn(s.Name, b, false))
 		v.disruptive = append(v.disruptive, name+" deleted from "+b)
 	}
 	for _, b := range s.DrainedFrom {
-		framework.Eventually(w.t, settle, name+" draining in "+b, framework.ServiceMatches(w.cp.Client, ns, s.Name, func(svc *corev1.Service) (bool, string) {
+		w.eventually(name+" draining in "+b, framework.ServiceMatches(w.cp.Client, ns, s.Name, func(svc *corev1.Service) (bool, string) {
 			d := svc.Annotations[string(annotation.LoadBalancerDraining)]
 			return strings.Contains(d, b), fmt.Sprintf("draining %q", d)
 		}))
@@ -294,7 +303,7 @@ func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, v *verdict) [
 		w.t.Logf("set aside (known disagreement: the plan names as serving a backend that leaves the Service to another controller): %s planned served by %q, expected served by %q", s.Name, s.Backend, backend)
 	}
 	var got []string
-	framework.Eventually(w.t, settle, s.Namespace+"/"+s.Name+" served as planned ("+s.Outcome+" by "+s.Backend+", "+s.NewAddress+")", framework.ServiceMatches(w.cp.Client, ns, s.Name, func(svc *corev1.Service) (bool, string) {
+	w.eventually(s.Namespace+"/"+s.Name+" served as planned ("+s.Outcome+" by "+s.Backend+", "+s.NewAddress+")", framework.ServiceMatches(w.cp.Client, ns, s.Name, func(svc *corev1.Service) (bool, string) {
 		got = difference(ingresses(svc.Status.LoadBalancer), draining)
 		served := svc.Annotations[string(annotation.LoadBalancerServedBy)]
 		ok := served == backend && len(got) == len(planned)

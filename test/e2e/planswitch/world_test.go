@@ -133,7 +133,7 @@ type world struct {
 // instances and vms VMs.
 func newWorld(t *testing.T, awsInstances, vms int) *world {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
 	w := &world{t: t, ctx: ctx, cp: framework.StartControlPlaneT(t), pool: worldPool, tainted: map[string]bool{}}
 	if err := w.cp.Binaries.Check([]string{w.cp.Binaries.CCM}); err != nil {
