@@ -146,11 +146,17 @@ func (w *world) compareAutoAddresses(rep *plan.Report, planned, got []string) {
 	w.t.Errorf("automatically assigned bare-metal addresses: planned %v, the switch gave %v", planned, got)
 }
 
+// waitBound bounds each wait for the switch: it does each thing in about
+// 2 s here; a disagreement's wait should not outlast the aws backend's
+// 2-minute grace for new nodes (after it a node the plan rightly refused
+// is deleted, and the checks that follow would see that).
+const waitBound = 30 * time.Second
+
 // eventually waits until cond holds, or fails the test and goes on: one
 // disagreement does not hide the others.
 func (w *world) eventually(what string, cond framework.Condition) {
 	w.t.Helper()
-	if err := framework.WaitFor(w.ctx, settle, what, cond); err != nil {
+	if err := framework.WaitFor(w.ctx, waitBound, what, cond); err != nil {
 		w.t.Error(err)
 	}
 }
@@ -598,7 +604,7 @@ func (w *world) quietCalls() []awsCall {
 	w.t.Helper()
 	n, since := -1, time.Now()
 	var calls []awsCall
-	err := framework.WaitFor(w.ctx, settle, "no new mutating AWS call for "+quietFor.String(), func(context.Context) (bool, string, error) {
+	err := framework.WaitFor(w.ctx, waitBound, "no new mutating AWS call for "+quietFor.String(), func(context.Context) (bool, string, error) {
 		calls = w.rec.Calls()
 		if len(calls) != n {
 			n, since = len(calls), time.Now()
