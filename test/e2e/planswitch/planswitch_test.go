@@ -7,6 +7,11 @@
 // Claimed nodes: one initialised before (by the CCM being replaced) keeps
 // its providerID; one still tainted is initialised with the planned
 // providerID and its backend's label.
+//
+// The same differential over the AWS wire fake, vcsim and bare metal
+// (clouds_test.go: a table of migration paths and a world drawn from a
+// seed) runs each world on a control plane of its own; world_test.go
+// builds a world, switch_test.go checks the switch against the plan.
 package planswitch
 
 import (
@@ -117,11 +122,13 @@ func cluster(ctx context.Context, t *testing.T, c kubernetes.Interface) {
 	}
 }
 
-// runPlan runs the built binary's plan on the cluster and returns its
-// report and exit status.
-func runPlan(t *testing.T, cp *framework.ControlPlane, cfg string) (*plan.Report, int) {
+// runPlan runs the built binary's plan on the cluster, with env added to
+// its environment (the clouds' credentials), and returns its report and
+// exit status.
+func runPlan(t *testing.T, cp *framework.ControlPlane, cfg string, env ...string) (*plan.Report, int) {
 	t.Helper()
 	cmd := exec.Command(cp.Binaries.CCM, "plan", "--cloud-config", cfg, "--kubeconfig", cp.AdminKubeconfig, "--cluster-name", "e2e", "-o", "json") //nolint:gosec // the binary under test.
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	code := 0
