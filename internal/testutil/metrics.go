@@ -28,3 +28,25 @@ func CounterSum(t testing.TB, name string, match map[string]string) float64 {
 	}
 	return sum
 }
+
+// GaugeValue reads a gauge on the legacy registry, summed over the series
+// whose labels include match (one series when match names them all).
+func GaugeValue(t testing.TB, name string, match map[string]string) float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if metricstestutil.LabelsMatch(m, match) {
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}

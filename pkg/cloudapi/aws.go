@@ -72,7 +72,8 @@ func AWSAPIOptions(b *Budget, isThrottle func(error) bool) func(*middleware.Stac
 		mw := middleware.FinalizeMiddlewareFunc("multicloud-ccm/APIBudget", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 			api := AWSAPIName(awsmiddleware.GetServiceID(ctx))
 			action := awsmiddleware.GetOperationName(ctx)
-			if err := b.Wait(ctx, api, AWSMutating(action)); err != nil {
+			write := AWSMutating(action)
+			if err := b.Wait(ctx, api, write); err != nil {
 				return middleware.FinalizeOutput{}, middleware.Metadata{}, err
 			}
 			start := time.Now()
@@ -84,7 +85,7 @@ func AWSAPIOptions(b *Budget, isThrottle func(error) bool) func(*middleware.Stac
 			case err != nil:
 				outcome = OutcomeError
 			}
-			Observe(b.Backend(), api, action, outcome, time.Since(start))
+			b.Observe(api, action, write, outcome, time.Since(start))
 			return out, md, err
 		})
 		// After the retryer: each attempt takes its own token.

@@ -33,7 +33,6 @@ import (
 	"time"
 	"weak"
 
-	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -54,6 +53,10 @@ type RateLimit struct {
 	QPSWrite float64 `json:"qpsWrite,omitempty"`
 	// BucketWrite is the burst of mutating requests.
 	BucketWrite int `json:"bucketWrite,omitempty"`
+	// Mode is adaptive (ModeAdaptive, the default: the rates are
+	// ceilings, and each bucket slows down when the cloud throttles
+	// anyway and climbs back when it stops) or fixed (ModeFixed).
+	Mode string `json:"mode,omitempty"`
 }
 
 // WithDefaults returns l with each zero field taken from def.
@@ -69,6 +72,12 @@ func (l RateLimit) WithDefaults(def RateLimit) RateLimit {
 	}
 	if l.BucketWrite == 0 {
 		l.BucketWrite = def.BucketWrite
+	}
+	if l.Mode == "" {
+		l.Mode = def.Mode
+	}
+	if l.Mode == "" {
+		l.Mode = ModeAdaptive
 	}
 	return l
 }
@@ -93,6 +102,9 @@ func (l RateLimit) Validate(path *field.Path) field.ErrorList {
 		if b.v < 0 {
 			errs = append(errs, field.Invalid(path.Child(b.name), b.v, "must be a positive number of requests, or 0 for the default"))
 		}
+	}
+	if l.Mode != "" && l.Mode != ModeAdaptive && l.Mode != ModeFixed {
+		errs = append(errs, field.NotSupported(path.Child("mode"), l.Mode, []string{ModeAdaptive, ModeFixed}))
 	}
 	return errs
 }
@@ -136,7 +148,22 @@ type buckets struct {
 }
 
 type apiBudget struct {
-	read, write *rate.Limiter
+	read, write *bucket
+}
+
+// bucket is api's read or write bucket, nil for none.
+func (b *Budget) bucket(api string, write bool) *bucket {
+	if b == nil || b.buckets == nil {
+		return nil
+	}
+	a := b.apis[api]
+	if a == nil {
+		return nil
+	}
+	if write {
+		return a.write
+	}
+	return a.read
 }
 
 // NewBudget returns the buckets of backend: for each API of defaults, the
@@ -149,7 +176,7 @@ func newBuckets(limits, defaults map[string]RateLimit) *buckets {
 	b := &buckets{apis: map[string]*apiBudget{}}
 	for api, def := range defaults {
 		l := limits[api].WithDefaults(def)
-		b.apis[api] = &apiBudget{read: limiter(l.QPS, l.Bucket), write: limiter(l.QPSWrite, l.BucketWrite)}
+		b.apis[api] = &apiBudget{read: newBucket(l.QPS, l.Bucket, l.Mode), write: newBucket(l.QPSWrite, l.BucketWrite, l.Mode)}
 	}
 	return b
 }
@@ -185,20 +212,26 @@ func NewSharedBudget(backend, key string, limits, defaults map[string]RateLimit)
 	return &Budget{backend: backend, buckets: b}
 }
 
-// limiter returns a token bucket, or nil (no limit) for a negative rate
-// (Off).
-func limiter(qps float64, bucket int) *rate.Limiter {
-	if qps < 0 {
-		return nil
-	}
-	if bucket < 1 {
-		bucket = max(1, int(math.Ceil(2*qps)))
-	}
-	return rate.NewLimiter(rate.Limit(qps), bucket)
-}
-
 // Backend is the name the budget counts under.
 func (b *Budget) Backend() string { return b.backend }
+
+// Observe records one request to api (a mutation or not) and its
+// outcome, and adapts the bucket it took its token from to the answer
+// (ModeAdaptive): a throttled outcome slows it down, any other speeds it
+// back up towards its ceiling.
+func (b *Budget) Observe(api, action string, write bool, outcome string, took time.Duration) {
+	if b == nil {
+		return
+	}
+	Observe(b.backend, api, action, outcome, took)
+	if bk := b.bucket(api, write); bk.answered(outcome == OutcomeThrottled) {
+		kind := "read"
+		if write {
+			kind = "write"
+		}
+		budgetRate.WithLabelValues(b.backend, api, kind).Set(bk.rate())
+	}
+}
 
 // Wait takes one token of api's read or write bucket, waiting for it as
 // long as ctx allows. An API the budget does not know is not limited. The
@@ -208,20 +241,11 @@ func (b *Budget) Backend() string { return b.backend }
 // then returns at once) wraps ErrPastDeadline: the caller's own end,
 // never the cloud's answer.
 func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
-	if b == nil || b.buckets == nil {
+	bk := b.bucket(api, write)
+	if bk == nil {
 		return nil
 	}
-	a := b.apis[api]
-	if a == nil {
-		return nil
-	}
-	l := a.read
-	if write {
-		l = a.write
-	}
-	if l == nil {
-		return nil
-	}
+	l := bk.lim
 	if l.Allow() {
 		return nil
 	}

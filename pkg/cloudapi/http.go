@@ -115,7 +115,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
 		took := time.Since(start)
 		if err != nil {
-			Observe(t.Budget.Backend(), api, action, OutcomeError, took)
+			t.Budget.Observe(api, action, write, OutcomeError, took)
 			return nil, err
 		}
 		wait, throttledAnswer := throttleWait(resp, attempt, maxBackoff)
@@ -124,10 +124,10 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 			if resp.StatusCode >= 400 {
 				outcome = OutcomeError
 			}
-			Observe(t.Budget.Backend(), api, action, outcome, took)
+			t.Budget.Observe(api, action, write, outcome, took)
 			return resp, nil
 		}
-		Observe(t.Budget.Backend(), api, action, OutcomeThrottled, took)
+		t.Budget.Observe(api, action, write, OutcomeThrottled, took)
 		if attempt >= retries || (r.Body != nil && r.Body != http.NoBody && r.GetBody == nil) {
 			return resp, nil
 		}

@@ -28,6 +28,9 @@ var (
 	waitSeconds = metric.CounterVec("cloud_api", "budget_wait_seconds_total",
 		"Time a backend's requests waited for a token of its client-side API budget, by backend and api.",
 		"backend", "api")
+	budgetRate = metric.GaugeVec("cloud_api", "budget_rate",
+		"The current rate (requests a second) of an adaptive client-side API budget bucket that the cloud's throttling slowed down, by backend, api and kind (read, write); set when it changes, back at the configured ceiling once the throttling stops.",
+		"backend", "api", "kind")
 )
 
 // Observe records one request: its outcome and how long it took.

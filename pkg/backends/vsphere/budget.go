@@ -82,7 +82,7 @@ func (t *soapBudget) attempt(ctx context.Context, action string, write bool, att
 	case err != nil:
 		outcome = cloudapi.OutcomeError
 	}
-	cloudapi.Observe(t.Budget.Backend(), cloudapi.APIVCenter, action, outcome, time.Since(start))
+	t.Budget.Observe(cloudapi.APIVCenter, action, write, outcome, time.Since(start))
 	retry := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable && !write
 	if !retry || attempt >= cloudapi.DefaultHTTPRetries {
 		return -1, err

@@ -1,0 +1,122 @@
+package cloudapi
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Modes of a bucket (RateLimit.Mode).
+const (
+	// ModeAdaptive: the configured rate is a ceiling. The bucket starts
+	// there, halves its rate when the cloud throttles a request anyway
+	// (the account's bucket is spent by someone else too), and climbs
+	// back by a tenth of the ceiling for each second without throttling.
+	// The default.
+	ModeAdaptive = "adaptive"
+	// ModeFixed: the configured rate, whatever the cloud answers; a
+	// throttled request is only retried.
+	ModeFixed = "fixed"
+)
+
+// The adaptive mode's control law, additive increase and multiplicative
+// decrease as TCP's congestion control (and the AWS SDK's adaptive retry
+// mode, which backs off by 0.7 and climbs back on a cubic curve):
+//   - a throttling answer multiplies the rate by adaptCut, at most once
+//     per adaptWindow (the requests sent before the cut are answered
+//     throttled together: one cut for them all);
+//   - the rate never goes under ceiling/adaptFloor, nor under
+//     adaptMinRate (the SDK's minimum) unless the ceiling is lower;
+//   - once adaptWindow has passed since the last cut, each success raises
+//     the rate by ceiling/adaptSteps, at most once per adaptWindow: from
+//     the floor back to the ceiling in about adaptSteps seconds of
+//     successes.
+const (
+	adaptCut     = 0.5
+	adaptFloor   = 16
+	adaptMinRate = 0.5
+	adaptSteps   = 10
+	adaptWindow  = time.Second
+)
+
+// bucket is one token bucket of a budget (an API's reads, or its
+// mutations), fixed or adaptive.
+type bucket struct {
+	lim      *rate.Limiter
+	adaptive bool
+	ceiling  float64
+	burst    int
+	now      func() time.Time
+
+	mu                 sync.Mutex
+	cur                float64
+	lastCut, lastRaise time.Time
+}
+
+// newBucket returns a bucket of qps and burst, adaptive or not; nil (no
+// limit) for a negative rate (Off), which has no ceiling to adapt under.
+func newBucket(qps float64, burst int, mode string) *bucket {
+	if qps < 0 {
+		return nil
+	}
+	if burst < 1 {
+		burst = max(1, int(math.Ceil(2*qps)))
+	}
+	return &bucket{
+		lim:      rate.NewLimiter(rate.Limit(qps), burst),
+		adaptive: mode != ModeFixed,
+		ceiling:  qps,
+		burst:    burst,
+		cur:      qps,
+		now:      time.Now,
+	}
+}
+
+// rate is the bucket's current rate, requests a second.
+func (b *bucket) rate() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cur
+}
+
+// answered adapts the bucket to one answer of the cloud: throttled, or
+// not (any other answer, an error included, says the bucket had tokens).
+// It reports whether the rate changed.
+func (b *bucket) answered(throttled bool) bool {
+	if b == nil || !b.adaptive || b.ceiling == 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	switch {
+	case throttled:
+		if now.Sub(b.lastCut) < adaptWindow {
+			return false
+		}
+		b.lastCut = now
+		floor := min(b.ceiling, max(b.ceiling/adaptFloor, adaptMinRate))
+		next := max(floor, b.cur*adaptCut)
+		if next == b.cur {
+			return false
+		}
+		b.set(next, now)
+	case b.cur < b.ceiling && now.Sub(b.lastCut) >= adaptWindow && now.Sub(b.lastRaise) >= adaptWindow:
+		b.lastRaise = now
+		b.set(min(b.ceiling, b.cur+b.ceiling/adaptSteps), now)
+	default:
+		return false
+	}
+	return true
+}
+
+// set changes the rate, and the burst in proportion (a bucket slowed to
+// a tenth of its rate must not send its whole burst at once after an
+// idle while). The caller holds b.mu.
+func (b *bucket) set(r float64, now time.Time) {
+	b.cur = r
+	b.lim.SetLimitAt(now, rate.Limit(r))
+	b.lim.SetBurstAt(now, max(1, int(math.Ceil(float64(b.burst)*r/b.ceiling))))
+}
