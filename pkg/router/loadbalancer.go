@@ -369,17 +369,17 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 // written as serving (no record, no load-balancer-served-by) was never
 // given a load balancer by the router: its address is someone else's (a
 // controller serving classless Services, such as MetalLB, whose address
-// may well lie in one of our pools), and nothing is asked or released.
+// may well lie in one of our pools), and nothing is asked or released. A
+// recorded backend that is not configured is left in the record, with a
+// Warning once per episode (see retire): it blocks nothing.
 func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend.Member) error {
 	if !r.recordOf(service).Known && len(r.servingOf(service)) == 0 {
 		return nil
 	}
-	asked, err := r.mayHold(service, keep)
-	if err == nil {
-		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return b == keep })
-		err = r.release(ctx, clusterName, service, asked, keep == nil)
-	}
-	if err != nil {
+	asked, gone := r.reachable(service, keep)
+	r.warnUnreachableOnce(ctx, service, gone)
+	asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return b == keep })
+	if err := r.release(ctx, clusterName, service, asked, keep == nil); err != nil {
 		r.recordServiceError(ctx, service, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
 		r.Warn(ctx, svcstate.ServiceRef(service), reasonCleanupPending, msg)
