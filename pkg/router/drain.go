@@ -77,6 +77,7 @@ func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, error) {
 	asked, gone := r.reachable(svc)
 	r.warnUnreachableOnce(ctx, svc, gone)
+	decideUnreachable(ctx, gone)
 	asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return slices.Contains(keep, b) })
 	kept, err := r.retireFrom(ctx, clusterName, svc, asked, drain, serving)
 	if err != nil {
@@ -101,6 +102,7 @@ func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1
 		case ok && !now.Before(end):
 			due = append(due, b)
 		case ok:
+			decisionOf(ctx).step(Step{Backend: b.Name, Kind: StepDrain, Until: end})
 			r.st.QueueDrain(svc, end)
 			if b.AnnouncedFromStatus() {
 				still = append(still, b)
@@ -171,6 +173,14 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 	if err := r.dropFromRecord(ctx, svc, empty); err != nil {
 		return nil, err
 	}
+	dec := decisionOf(ctx)
+	for _, b := range bs {
+		if slices.Contains(empty, b.Name) {
+			dec.step(Step{Backend: b.Name, Kind: StepForget})
+		} else {
+			dec.step(Step{Backend: b.Name, Kind: StepDrain, Until: end})
+		}
+	}
 	if len(holding) == 0 {
 		return nil, nil
 	}
@@ -226,6 +236,7 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 	if err := r.deleteFrom(ctx, clusterName, svc, found); err != nil {
 		return err
 	}
+	decideRemoval(ctx, bs, found, draining)
 	if err := r.dropFromRecord(ctx, svc, backend.Names(bs)); err != nil {
 		return err
 	}
@@ -306,4 +317,12 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 	}
 	next, _ := rest.Next()
 	return next, errors.Join(errs...)
+}
+
+// decideUnreachable records in ctx's decision the recorded backends that
+// are not configured (gone): their load balancers are left.
+func decideUnreachable(ctx context.Context, gone []string) {
+	for _, n := range gone {
+		decisionOf(ctx).step(Step{Backend: n, Kind: StepUnreachable})
+	}
 }

@@ -177,6 +177,9 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 // service controller's sync once at most: that sync finds the same values
 // and writes nothing.
 func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []*backend.Member, answers []ensured) error {
+	if dec := decisionOf(ctx); dec != nil {
+		dec.annotate(r.servedChanges(svc, svc, targets, answers))
+	}
 	if r.Client == nil {
 		return nil
 	}
