@@ -2,22 +2,24 @@ package plan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
 // service plans one LoadBalancer Service: the router's GetLoadBalancer
-// (which backends hold one) and EnsureLoadBalancer, as the service
-// controller calls them, under a dry run.
+// (which backends hold one) and its decision for a sync (router.Decide:
+// EnsureLoadBalancer, as the controllers call it, under a dry run). Where
+// the Service goes, what is deleted, drained or handed to another
+// controller is the router's decision, as the switch makes it; what each
+// backend would change is what it recorded (its intents, in the call log).
 func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) ServicePlan {
 	sp := ServicePlan{Namespace: svc.Namespace, Name: svc.Name, Address: addresses(&svc.Status.LoadBalancer), ChosenBy: p.lbChosenBy(svc)}
 	ctx, log := withCallLog(ctx)
@@ -28,81 +30,37 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes []*cor
 	for _, c := range log.all() {
 		held[c.backend] = held[c.backend] || c.exists
 	}
-	st, err := p.r.EnsureLoadBalancer(ctx, p.cluster, svc, nodes)
+	d := p.r.Decide(ctx, p.cluster, svc, nodes)
 	calls := log.all()
-	if elsewhere(err, calls) {
+	if d.Elsewhere {
 		// The router removes what it made for the Service before: those
 		// deletes are the plan's too.
-		sp.Outcome, sp.ChosenBy = LBElsewhere, p.elsewhereWhy(svc, sp.ChosenBy, calls)
+		sp.Outcome, sp.ChosenBy = LBElsewhere, p.elsewhereWhy(svc, sp.ChosenBy, d.HandedOver)
 		_, sp.Changes = splitIntents(deletesOnly(calls), nil)
-		sp.DeletedFrom = deletedFrom(calls)
+		sp.DeletedFrom = d.Backends(router.StepDelete)
 		return sp
 	}
-	targets := ensuredBy(svc, calls)
+	targets := d.Targets
 	sp.Backend = strings.Join(targets, ",")
 	sp.Annotations = p.annotationIssues(svc, targets)
-	if err != nil {
-		sp.Outcome, sp.Error = LBRefused, errText(err)
+	if d.Err != nil {
+		sp.Outcome, sp.Error = LBRefused, errText(d.Err)
 		return sp
 	}
 	if getErr != nil {
 		sp.Error = "GetLoadBalancer: " + errText(getErr)
 	}
-	if st != nil {
-		sp.NewAddress = addresses(st)
+	if d.Status != nil {
+		sp.NewAddress = addresses(d.Status)
 	}
 	sp.Adoption, sp.Changes = splitIntents(calls, targets)
-	sp.DeletedFrom = deletedFrom(calls)
-	for _, d := range p.drains(svc, calls, targets, held) {
-		sp.Changes = append(sp.Changes, d.Intent)
-		sp.DrainedFrom = append(sp.DrainedFrom, d.backend)
+	sp.DeletedFrom = d.Backends(router.StepDelete)
+	for _, b := range d.Backends(router.StepDrain) {
+		sp.Changes = append(sp.Changes, p.drainIntent(svc, b))
+		sp.DrainedFrom = append(sp.DrainedFrom, b)
 	}
 	sp.Outcome = outcome(sp, slices.ContainsFunc(targets, func(b string) bool { return held[b] }))
 	return sp
-}
-
-// elsewhere reports whether no backend of ours serves the Service: the
-// router answered ImplementedElsewhere, or every backend it asked did (a
-// router that counts that answer as a backend failing still wraps it).
-func elsewhere(err error, calls []lbCall) bool {
-	if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // upstream compares it with ==.
-		return true
-	}
-	if !errors.Is(err, cloudprovider.ImplementedElsewhere) {
-		return false
-	}
-	ensures := 0
-	for _, c := range calls {
-		if c.op != "ensure" {
-			continue
-		}
-		ensures++
-		if c.err != cloudprovider.ImplementedElsewhere { //nolint:errorlint // as the router's.
-			return false
-		}
-	}
-	return ensures > 0
-}
-
-// ensuredBy are the backends the router sent EnsureLoadBalancer to, in
-// the order the Service's backend annotation names them (the router's
-// order), any other after them in the order called.
-func ensuredBy(svc *corev1.Service, calls []lbCall) []string {
-	var out []string
-	for _, c := range calls {
-		if c.op == "ensure" && !slices.Contains(out, c.backend) {
-			out = append(out, c.backend)
-		}
-	}
-	named, _ := annotation.ParseLoadBalancerBackends(svc.Annotations[string(annotation.LoadBalancerBackend)], nil)
-	rank := func(b string) int {
-		if i := slices.Index(named, b); i >= 0 {
-			return i
-		}
-		return len(named)
-	}
-	slices.SortStableFunc(out, func(a, b string) int { return rank(a) - rank(b) })
-	return out
 }
 
 // splitIntents separates the adoption from the changes: the targets'
@@ -138,43 +96,11 @@ func deletesOnly(calls []lbCall) []lbCall {
 	return slices.DeleteFunc(slices.Clone(calls), func(c lbCall) bool { return c.op != "delete" })
 }
 
-// deletedFrom names the backends whose load balancer for the Service the
-// router deletes now (EnsureLoadBalancerDeleted with something to delete).
-func deletedFrom(calls []lbCall) []string {
-	var out []string
-	for _, c := range deletesOnly(calls) {
-		if slices.ContainsFunc(c.intents, func(in backends.Intent) bool { return in.Kind == backends.IntentDelete }) && !slices.Contains(out, c.backend) {
-			out = append(out, c.backend)
-		}
-	}
-	return out
-}
-
-// drain is a delete the router puts off by a drain period.
-type drain struct {
-	backends.Intent
-	backend string
-}
-
-// drains are the deletes the router puts off by a drain period: a backend
-// that holds a load balancer for the Service, is no target and was not
-// asked to delete it now is drained, then its load balancer deleted.
-func (p *planner) drains(svc *corev1.Service, calls []lbCall, targets []string, held map[string]bool) []drain {
-	deleted := map[string]bool{}
-	for _, c := range calls {
-		if c.op == "delete" {
-			deleted[c.backend] = true
-		}
-	}
-	var out []drain
-	for _, b := range p.backends {
-		if !held[b.Name] || deleted[b.Name] || slices.Contains(targets, b.Name) {
-			continue
-		}
-		out = append(out, drain{backends.Intent{Kind: backends.IntentDelete, Call: "drain, then EnsureLoadBalancerDeleted",
-			What: fmt.Sprintf("in backend %s: load balancer drained for %s (annotation %s or loadBalancer.drainPeriod), then deleted", b.Name, p.drainOf(svc), annotation.LoadBalancerDrain)}, b.Name})
-	}
-	return out
+// drainIntent is the delete the router puts off by the Service's drain
+// period in backend b: drained, then deleted.
+func (p *planner) drainIntent(svc *corev1.Service, b string) backends.Intent {
+	return backends.Intent{Kind: backends.IntentDelete, Call: "drain, then EnsureLoadBalancerDeleted",
+		What: fmt.Sprintf("in backend %s: load balancer drained for %s (annotation %s or loadBalancer.drainPeriod), then deleted", b, p.drainOf(svc), annotation.LoadBalancerDrain)}
 }
 
 // drainOf is the Service's drain period as written (annotation, else the
@@ -244,16 +170,9 @@ func (p *planner) lbChosenBy(svc *corev1.Service) string {
 var handOver = map[string]annotation.Name{"aws": "service.beta.kubernetes.io/aws-load-balancer-type"}
 
 // elsewhereWhy says why no backend of ours serves the Service: the
-// backends chosen answered that another controller serves it, or nothing
-// routes it to us.
-func (p *planner) elsewhereWhy(svc *corev1.Service, chosen string, calls []lbCall) string {
-	var left []string
-	for _, c := range calls {
-		if c.op != "ensure" || slices.Contains(left, c.backend) {
-			continue
-		}
-		left = append(left, c.backend)
-	}
+// backends chosen (left) answered that another controller serves it, or
+// nothing routes it to us.
+func (p *planner) elsewhereWhy(svc *corev1.Service, chosen string, left []string) string {
 	if len(left) > 0 {
 		why := fmt.Sprintf("%s: backend %s leaves it to another controller", chosen, strings.Join(left, ","))
 		for _, b := range left {

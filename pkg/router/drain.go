@@ -65,17 +65,21 @@ func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 // (keep), serving being the targets' addresses: without a drain, as
 // before, its load balancer is deleted now; with one, it is marked
 // draining and deleted once the drain ended. A backend holding nothing
-// just leaves the record. It returns the addresses of the draining load
+// just leaves the record. A recorded backend that is not configured (a
+// reload removed it) cannot be reached: it stays in the record (and its
+// drain entry, if any, pending), with a Warning UnknownLoadBalancerBackend
+// once per episode, and blocks nothing: the targets' addresses are
+// published (chaos seed 529377690: every sync failed on it, and the new
+// address was never shown). It returns the addresses of the draining load
 // balancers announced from the status, which stay in the status the
 // caller returns (after the serving ones); the others' are already out of
 // it.
 func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, error) {
-	asked, err := r.mayHold(svc)
-	var kept []holder
-	if err == nil {
-		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return slices.Contains(keep, b) })
-		kept, err = r.retireFrom(ctx, clusterName, svc, asked, drain, serving)
-	}
+	asked, gone := r.reachable(svc)
+	r.warnUnreachableOnce(ctx, svc, gone)
+	decideUnreachable(ctx, gone)
+	asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return slices.Contains(keep, b) })
+	kept, err := r.retireFrom(ctx, clusterName, svc, asked, drain, serving)
 	if err != nil {
 		r.recordServiceError(ctx, svc, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
@@ -98,6 +102,7 @@ func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1
 		case ok && !now.Before(end):
 			due = append(due, b)
 		case ok:
+			decisionOf(ctx).step(Step{Backend: b.Name, Kind: StepDrain, Until: end})
 			r.st.QueueDrain(svc, end)
 			if b.AnnouncedFromStatus() {
 				still = append(still, b)
@@ -168,6 +173,14 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 	if err := r.dropFromRecord(ctx, svc, empty); err != nil {
 		return nil, err
 	}
+	dec := decisionOf(ctx)
+	for _, b := range bs {
+		if slices.Contains(empty, b.Name) {
+			dec.step(Step{Backend: b.Name, Kind: StepForget})
+		} else {
+			dec.step(Step{Backend: b.Name, Kind: StepDrain, Until: end})
+		}
+	}
 	if len(holding) == 0 {
 		return nil, nil
 	}
@@ -223,6 +236,7 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 	if err := r.deleteFrom(ctx, clusterName, svc, found); err != nil {
 		return err
 	}
+	decideRemoval(ctx, bs, found, draining)
 	if err := r.dropFromRecord(ctx, svc, backend.Names(bs)); err != nil {
 		return err
 	}
@@ -286,12 +300,11 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 		case slices.Contains(targets, b):
 			continue // serving again; its next sync drops the entry
 		case !ok || b.LB == nil:
-			_, err := r.mayHold(svc)
-			if err == nil {
-				err = fmt.Errorf("service %s/%s: draining backend %s is not configured", svc.Namespace, svc.Name, n)
-			}
-			r.recordServiceError(ctx, svc, err)
-			errs = append(errs, err)
+			// Pending until the backend is added back (the timer
+			// retries); warned once per episode.
+			_, gone := r.reachable(svc)
+			r.warnUnreachableOnce(ctx, svc, gone)
+			errs = append(errs, fmt.Errorf("service %s/%s: draining backend %s is not configured", svc.Namespace, svc.Name, n))
 		case now.Before(end):
 			rest[n] = end
 		default:
@@ -304,4 +317,12 @@ func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Ti
 	}
 	next, _ := rest.Next()
 	return next, errors.Join(errs...)
+}
+
+// decideUnreachable records in ctx's decision the recorded backends that
+// are not configured (gone): their load balancers are left.
+func decideUnreachable(ctx context.Context, gone []string) {
+	for _, n := range gone {
+		decisionOf(ctx).step(Step{Backend: n, Kind: StepUnreachable})
+	}
 }

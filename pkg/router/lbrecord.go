@@ -177,6 +177,9 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 // service controller's sync once at most: that sync finds the same values
 // and writes nothing.
 func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []*backend.Member, answers []ensured) error {
+	if dec := decisionOf(ctx); dec != nil {
+		dec.annotate(r.servedChanges(svc, svc, targets, answers))
+	}
 	if r.Client == nil {
 		return nil
 	}
@@ -278,21 +281,51 @@ func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, gone
 // backend that is no longer configured is an error: its load balancer
 // cannot be reached, and forgetting it would leak it.
 func (r *Router) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*backend.Member, error) {
+	out, gone := r.reachable(svc, targets...)
+	if len(gone) > 0 {
+		return nil, r.unreachableErr(svc, gone[0])
+	}
+	return out, nil
+}
+
+// reachable is mayHold without the error: the backends that may hold the
+// Service's load balancer and are configured, and the names of the
+// recorded ones that are not (a reload removed them while they held, or
+// drained, its load balancer), which stay in the record.
+func (r *Router) reachable(svc *corev1.Service, targets ...*backend.Member) (out []*backend.Member, gone []string) {
 	rec := r.current(svc)
 	if !rec.Known {
 		return slices.DeleteFunc(slices.Clone(targets), func(b *backend.Member) bool { return b == nil }), nil
 	}
-	out := make([]*backend.Member, 0, len(rec.Names))
+	out = make([]*backend.Member, 0, len(rec.Names))
 	for _, n := range rec.Names {
-		b, ok := r.ByName[n]
-		if !ok || b.LB == nil {
-			return nil, backend.UserErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
-				"(have: %v); add the backend back so its load balancer can be removed, or, once you removed it by hand, remove %q from the annotation",
-				svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, backend.Names(r.lbs), n)
+		if b, ok := r.ByName[n]; ok && b.LB != nil {
+			out = append(out, b)
+		} else {
+			gone = append(gone, n)
 		}
-		out = append(out, b)
 	}
-	return out, nil
+	return out, gone
+}
+
+// unreachableErr is the user error of a record naming backend n, which is
+// not configured.
+func (r *Router) unreachableErr(svc *corev1.Service, n string) error {
+	return backend.UserErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
+		"(have: %v); add the backend back so its load balancer can be removed, or, once you removed it by hand, remove %q from the annotation",
+		svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, backend.Names(r.lbs), n)
+}
+
+// warnUnreachableOnce puts a Warning UnknownLoadBalancerBackend on the
+// Service for each backend of gone (recorded, not configured) it was not
+// warned about yet in this episode (see svcstate.States.NewlyUnreachable):
+// its load balancer there stays, and stays in the record, until the
+// backend is added back or the operator edits the record. The Service is
+// served meanwhile by the backends that are configured.
+func (r *Router) warnUnreachableOnce(ctx context.Context, svc *corev1.Service, gone []string) {
+	for _, n := range r.st.NewlyUnreachable(svc.UID, gone) {
+		r.recordServiceError(ctx, svc, r.unreachableErr(svc, n))
+	}
 }
 
 // mayHoldGone is mayHold for a Service that is gone (ServiceGone): the

@@ -89,10 +89,12 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 		r.warnUser(ctx, service, reasonUnknownLBBackend, err)
 		return nil, err
 	}
+	dec := decisionOf(ctx)
 	if len(targets) == 0 {
 		if err := r.evict(ctx, clusterName, service, nil); err != nil {
 			return nil, err
 		}
+		dec.elsewhere()
 		return nil, cloudprovider.ImplementedElsewhere
 	}
 	drain, err := r.drainPeriod(service)
@@ -108,12 +110,17 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	if err := r.addToRecord(ctx, service, targets...); err != nil {
 		return nil, err
 	}
+	dec.setTargets(backend.Names(targets))
 	answers := r.ensureAll(ctx, clusterName, service, targets, nodes, drain)
 	named := targets
-	if targets, answers = withoutHandedOver(targets, answers); len(targets) == 0 {
+	if targets, answers = withoutHandedOver(targets, answers); len(targets) < len(named) {
+		dec.handOver(slices.DeleteFunc(backend.Names(named), func(n string) bool { return slices.Contains(backend.Names(targets), n) }))
+	}
+	if len(targets) == 0 {
 		// Every backend named leaves the Service to another controller
 		// (the aws backend for aws-load-balancer-type: external): not a
 		// failure, no event, and nothing of theirs retired.
+		dec.elsewhere()
 		return nil, cloudprovider.ImplementedElsewhere
 	}
 	if failed := slices.ContainsFunc(answers, func(a ensured) bool { return a.err != nil }); failed {
@@ -369,17 +376,18 @@ func (r *Router) EnsureLoadBalancerDeleted(ctx context.Context, clusterName stri
 // written as serving (no record, no load-balancer-served-by) was never
 // given a load balancer by the router: its address is someone else's (a
 // controller serving classless Services, such as MetalLB, whose address
-// may well lie in one of our pools), and nothing is asked or released.
+// may well lie in one of our pools), and nothing is asked or released. A
+// recorded backend that is not configured is left in the record, with a
+// Warning once per episode (see retire): it blocks nothing.
 func (r *Router) evict(ctx context.Context, clusterName string, service *corev1.Service, keep *backend.Member) error {
 	if !r.recordOf(service).Known && len(r.servingOf(service)) == 0 {
 		return nil
 	}
-	asked, err := r.mayHold(service, keep)
-	if err == nil {
-		asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return b == keep })
-		err = r.release(ctx, clusterName, service, asked, keep == nil)
-	}
-	if err != nil {
+	asked, gone := r.reachable(service, keep)
+	r.warnUnreachableOnce(ctx, service, gone)
+	decideUnreachable(ctx, gone)
+	asked = slices.DeleteFunc(slices.Clone(asked), func(b *backend.Member) bool { return b == keep })
+	if err := r.release(ctx, clusterName, service, asked, keep == nil); err != nil {
 		r.recordServiceError(ctx, service, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
 		r.Warn(ctx, svcstate.ServiceRef(service), reasonCleanupPending, msg)
@@ -407,7 +415,23 @@ func (r *Router) release(ctx context.Context, clusterName string, service *corev
 	if err := r.deleteFrom(ctx, clusterName, service, found); err != nil {
 		return err
 	}
+	decideRemoval(ctx, asked, found, nil)
 	return r.dropFromRecord(ctx, service, backend.Names(asked))
+}
+
+// decideRemoval records in ctx's decision the removal of the Service's
+// load balancer from asked: deleted where found holds one (at the end of
+// its drain for those draining names), else forgotten.
+func decideRemoval(ctx context.Context, asked []*backend.Member, found []holder, draining svcstate.Draining) {
+	dec := decisionOf(ctx)
+	for _, b := range asked {
+		_, drained := draining[b.Name]
+		if slices.ContainsFunc(found, func(h holder) bool { return h.b == b }) {
+			dec.step(Step{Backend: b.Name, Kind: StepDelete, Drained: drained})
+		} else {
+			dec.step(Step{Backend: b.Name, Kind: StepForget})
+		}
+	}
 }
 
 func (r *Router) deleteFrom(ctx context.Context, clusterName string, service *corev1.Service, found []holder) error {

@@ -110,6 +110,9 @@ func (r *Router) ensureAll(ctx context.Context, clusterName string, service *cor
 		})
 	}
 	wg.Wait()
+	for i, b := range targets {
+		decisionOf(ctx).step(Step{Backend: b.Name, Kind: StepEnsure, Err: out[i].err})
+	}
 	r.rememberShown(service.UID, targets, out)
 	return out
 }

@@ -145,7 +145,9 @@ type Changes struct {
 	// Rerouted lists the LoadBalancer Services whose target (the backend
 	// or class that should serve them, see lbTarget) the new configuration
 	// changed: a default backend changed, a backend their annotation or
-	// class names added or removed, a class added or removed. Classless
+	// class names added or removed, a class added or removed; and those
+	// whose record names a backend the configuration added back (its load
+	// balancer there, left while it was removed, is retired). Classless
 	// ones are re-synced by the router (see reroute); a controller serving
 	// classed ones re-syncs those itself. Empty before the informers are
 	// set.
@@ -540,7 +542,8 @@ func (rl *Reloadable) ServesClass(class string) bool { return rl.Current().Serve
 func (rl *Reloadable) HasClasses() bool { return rl.Current().HasClasses() }
 
 // rerouted returns the LoadBalancer Services whose target differs between
-// the old and the new configuration, and queues the classless ones for the
+// the old and the new configuration, or whose record names a backend the
+// new one added back (addedBack), and queues the classless ones for the
 // re-sync (see reroute).
 func rerouted(st *process.Shared, old, cur *Router) []types.NamespacedName {
 	a := st.Resync.Load()
@@ -554,8 +557,8 @@ func rerouted(st *process.Shared, old, cur *Router) []types.NamespacedName {
 	}
 	var out []types.NamespacedName
 	for _, svc := range svcs {
-		cur.warnUnreachable(svc, old)
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || targetName(old, svc) == targetName(cur, svc) {
+		cur.warnUnreachable(svc)
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || (targetName(old, svc) == targetName(cur, svc) && !cur.addedBack(svc, old)) {
 			continue
 		}
 		out = append(out, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
@@ -564,6 +567,21 @@ func rerouted(st *process.Shared, old, cur *Router) []types.NamespacedName {
 		}
 	}
 	return out
+}
+
+// addedBack reports whether the Service's record names a backend with
+// load balancers that r configures and old did not: a reload added back a
+// backend that still holds (or drains) a load balancer the Service no
+// longer uses, and the Service's next full sync retires it there.
+func (r *Router) addedBack(svc *corev1.Service, old *Router) bool {
+	for _, n := range r.recordOf(svc).Names {
+		was, wasOK := old.ByName[n]
+		b, ok := r.ByName[n]
+		if ok && b.LB != nil && (!wasOK || was.LB == nil) {
+			return true
+		}
+	}
+	return false
 }
 
 // targetName names the Service's target under r: a backend, "" for none,
@@ -577,20 +595,17 @@ func targetName(r *Router, svc *corev1.Service) string {
 }
 
 // warnUnreachable puts a Warning UnknownLoadBalancerBackend on a Service
-// whose record names a backend old configured and r does not (a reload
-// removed it while it still holds, or drains, the Service's load
-// balancer): its load balancer there can no longer be reached, and a
-// drain there stays pending until the backend is added back (or the
-// record edited), which only the Service's events tell.
-func (r *Router) warnUnreachable(svc *corev1.Service, old *Router) {
-	for _, n := range svcstate.ParseRecord(svc).Names {
-		if _, was := old.ByName[n]; !was {
-			continue
-		}
-		if b, ok := r.ByName[n]; !ok || b.LB == nil {
-			_, err := r.mayHold(svc)
-			r.recordServiceError(context.Background(), svc, err)
-			return
-		}
+// whose record names a backend r does not configure (a reload removed it
+// while it still holds, or drains, the Service's load balancer): its load
+// balancer there can no longer be reached, and a drain there stays pending
+// until the backend is added back (or the record edited), which only the
+// Service's events tell. Once per episode (warnUnreachableOnce): the
+// Service's syncs that follow do not repeat it, and a reload adding the
+// backend back ends the episode.
+func (r *Router) warnUnreachable(svc *corev1.Service) {
+	if !svcstate.ParseRecord(svc).Known {
+		return
 	}
+	_, gone := r.reachable(svc)
+	r.warnUnreachableOnce(context.Background(), svc, gone)
 }

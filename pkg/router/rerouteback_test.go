@@ -76,3 +76,37 @@ func TestReloadRemovingDrainingBackendWarnsUpstream(t *testing.T) {
 		t.Errorf("the drain was dropped: %v", s.Annotations)
 	}
 }
+
+// TestReloadMovingDefaultOffRemovedBackendUpstream (chaos seed 529377690,
+// through upstream's service controller): web is served by the default b
+// (with a drain period); a reload removes b and makes a the default. web
+// is served by a: a's address alone in the status, served-by a, b kept in
+// the record (its load balancer cannot be reached, so nothing there is
+// forgotten) with a Warning UnknownLoadBalancerBackend naming b. Every
+// sync failed on the record's b, and a's address was never published.
+func TestReloadMovingDefaultOffRemovedBackendUpstream(t *testing.T) {
+	ca, cb := t.Name()+"/a", t.Name()+"/b"
+	a, b := heldCloudState(ca, "198.51.100.1"), heldCloudState(cb, "198.51.100.2")
+	a.reset()
+	b.reset()
+	bs := []heldBackend{{"a", ca, "198.51.100.1"}, {"b", cb, "198.51.100.2"}}
+	c := startReloadCluster(t, heldConfig(t, "defaultBackend: b, drainPeriod: 1m", bs...), newService("web"))
+	c.runServiceController(t)
+	eventually(t, "web on b", func() bool { return ingressIPs(c.service(t, "web")) == "198.51.100.2" })
+
+	c.apply(t, heldConfig(t, "defaultBackend: a, drainPeriod: 1m", bs[0]))
+	testutil.Eventually(t, 30*time.Second, "web on a alone, b kept in the record", func() error {
+		s := c.service(t, "web")
+		if ingressIPs(s) != "198.51.100.1" || s.Annotations[string(annotation.LoadBalancerServedBy)] != "a" ||
+			!strings.Contains(s.Annotations[string(annotation.LoadBalancerBackends)], "b") {
+			return fmt.Errorf("status %q, annotations %v", ingressIPs(s), s.Annotations)
+		}
+		return nil
+	})
+	if !hasEvent(c.events(t, "web"), reasonUnknownLBBackend) {
+		t.Errorf("no Warning %s: %v", reasonUnknownLBBackend, c.events(t, "web"))
+	}
+	if !b.has(c.service(t, "web")) {
+		t.Error("b's load balancer was deleted, though b is not configured")
+	}
+}

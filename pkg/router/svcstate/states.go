@@ -1,6 +1,7 @@
 package svcstate
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,11 @@ type States struct {
 	// shown holds, per Service UID and backend, the addresses that
 	// backend's last answer gave the Service (see the router's shown.go).
 	shown map[types.UID]map[string][]string
+	// unreachable holds, per Service UID, the recorded backends that are
+	// not configured (a reload removed them while they held, or drained,
+	// its load balancer) the Service was last warned about: one Warning
+	// per episode (see NewlyUnreachable).
+	unreachable map[types.UID][]string
 
 	// ClusterName is the last cluster name the service controller passed.
 	ClusterName atomic.Value
@@ -77,6 +83,8 @@ func New() *States {
 		goneAt:   map[types.UID]time.Time{},
 		drains:   map[types.UID]Draining{},
 		shown:    map[types.UID]map[string][]string{},
+
+		unreachable: map[types.UID][]string{},
 	}
 }
 
@@ -167,6 +175,7 @@ func (st *States) Forget(uid types.UID) {
 	}
 	delete(st.drains, uid)
 	delete(st.shown, uid)
+	delete(st.unreachable, uid)
 	if len(st.recorded[uid]) == 0 {
 		delete(st.recorded, uid)
 		delete(st.goneAt, uid)
@@ -250,4 +259,25 @@ func (st *States) Waiters(uid types.UID) int {
 		return l.refs
 	}
 	return 0
+}
+
+// NewlyUnreachable remembers names as the Service's recorded backends that
+// are not configured, and returns those of them it did not name the last
+// time: each is warned about once, until it is configured again or leaves
+// the record (an episode), not at every sync.
+func (st *States) NewlyUnreachable(uid types.UID, names []string) []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var fresh []string
+	for _, n := range names {
+		if !slices.Contains(st.unreachable[uid], n) {
+			fresh = append(fresh, n)
+		}
+	}
+	if len(names) == 0 {
+		delete(st.unreachable, uid)
+	} else {
+		st.unreachable[uid] = slices.Clone(names)
+	}
+	return fresh
 }
