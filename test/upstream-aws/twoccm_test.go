@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
@@ -219,8 +220,12 @@ func hasAddr(n *corev1.Node, addr string) bool {
 // uninitialised taint left, no node deleted, each Service served by
 // exactly one (upstream's NLB in the fake for the classless one, a
 // bare-metal address for the classed one, each Service written by its
-// CCM only), and no event on any Node or Service written by the CCM that
-// does not own it.
+// CCM only, under its CCM's cleanup finalizer alone: upstream's shared one
+// on the classless Service, ours on the classed one). Then both Services
+// are deleted: each is gone (its finalizer removed by its CCM), upstream's
+// NLB and target groups are gone, and our aws backend made no call (the
+// fake refuses our key from then on). Last, no event on any Node or
+// Service, deletions included, written by the CCM that does not own it.
 func TestBesideUpstreamAWSCCM(t *testing.T) {
 	started := time.Now()
 	framework.RequireBinaries(t, nil)
@@ -442,6 +447,9 @@ func TestBesideUpstreamAWSCCM(t *testing.T) {
 	if lbs := running.LoadBalancers(); len(lbs) != 1 || lbs[0].DNSName != nlbDNS {
 		t.Errorf("NLBs in the fake %v; want upstream's one (%s) only", lbs, nlbDNS)
 	}
+	deleteBoth(ctx, t, c, running, map[string]string{classless.Name: sharedFinalizer, classed.Name: ourFinalizer})
+	deletedAt := time.Now()
+
 	events, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +474,49 @@ func TestBesideUpstreamAWSCCM(t *testing.T) {
 	}
 	mu.Unlock()
 	t.Logf("events per object and writer: %v", seen)
-	t.Logf("timings: upstream binary %s, CCMs up %s, nodes initialised %s, whole test %s",
+	t.Logf("timings: upstream binary %s, CCMs up %s, nodes initialised %s, whole test %s (the deletions done %s before its end)",
 		built.Sub(started).Round(time.Millisecond), ccmsUp.Sub(built).Round(time.Millisecond),
-		initialised.Sub(ccmsUp).Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
+		initialised.Sub(ccmsUp).Round(time.Millisecond), time.Since(started).Round(time.Millisecond), time.Since(deletedAt).Round(time.Millisecond))
+}
+
+// The cleanup finalizers: upstream's on classless Services, ours on the
+// Services of our classes (pkg/lbcontroller.Finalizer).
+const (
+	sharedFinalizer = "service.kubernetes.io/load-balancer-cleanup"
+	ourFinalizer    = "multicloud-ccm.io/load-balancer-cleanup"
+)
+
+// deleteBoth deletes the Services, each of which must carry exactly the
+// cleanup finalizer finalizers names for it, and waits until they are
+// gone and upstream's NLB and target groups with them. From the deletion
+// on, the fake refuses our access key: our aws backend is never asked
+// about upstream's NLB (a refused call is counted).
+func deleteBoth(ctx context.Context, t *testing.T, c kubernetes.Interface, running *awsfake.Running, finalizers map[string]string) {
+	t.Helper()
+	for name, want := range finalizers {
+		s, err := c.CoreV1().Services(twoNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(s.Finalizers, []string{want}) {
+			t.Errorf("Service %s carries finalizers %v; want %s only", name, s.Finalizers, want)
+		}
+	}
+	rejected := running.Rejected()
+	running.SetAccessKeys(upstreamKey)
+	for name := range finalizers {
+		if err := c.CoreV1().Services(twoNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name := range finalizers {
+		framework.Eventually(t, twoSettle, "Service "+name+" deleted (its finalizer removed)", framework.ServiceGone(c, twoNS, name))
+	}
+	framework.Eventually(t, twoSettle, "upstream's NLB and target groups deleted", func(context.Context) (bool, string, error) {
+		lbs, tgs := running.LoadBalancers(), running.TargetGroups()
+		return len(lbs) == 0 && len(tgs) == 0, fmt.Sprintf("NLBs %v, target groups %v", lbs, tgs), nil
+	})
+	if n := running.Rejected() - rejected; n != 0 {
+		t.Errorf("%d AWS calls with our key during the deletions; want none (upstream's NLB is not ours to ask about)", n)
+	}
 }
