@@ -288,3 +288,25 @@ func TestDefaultRemovedLetsGo(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLetGoKeepsAnotherControllersFinalizer (issue 45): a classless
+// Service with our record that our routing no longer chooses, whose
+// status also shows another controller's address (upstream's NLB, which
+// served it while it was turned from our class to classless through
+// ClusterIP, our CCM down): the router releases our address and keeps
+// theirs, and our controller removes its own finalizer but leaves the
+// shared one to the controller that serves the Service.
+func TestLetGoKeepsAnotherControllersFinalizer(t *testing.T) {
+	s := service("web", nil)
+	s.Finalizers = []string{Finalizer, sharedFinalizer}
+	s.Annotations = map[string]string{string(annotation.LoadBalancerBackends): "metal", string(annotation.LoadBalancerServedBy): "metal"}
+	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.5"}, {Hostname: "theirs-0123.elb.eu-west-1.amazonaws.com"}}
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true}, s)
+	eventually(t, "our address and finalizer gone, theirs kept", func() error {
+		s := e.get(t, "web")
+		if !slices.Equal(s.Finalizers, []string{sharedFinalizer}) || ingresses(s) != "theirs-0123.elb.eu-west-1.amazonaws.com" || hasRecord(s) {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+}

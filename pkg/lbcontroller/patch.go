@@ -137,17 +137,18 @@ func statusBody(status *corev1.LoadBalancerStatus) map[string]any {
 // release removes the finalizers drop once the load balancer is gone, and
 // the address of a Service that is no longer of type LoadBalancer.
 func (c *Controller) release(ctx context.Context, svc *corev1.Service, drop []string) error {
-	return c.dropFinalizers(ctx, svc, drop, svc.DeletionTimestamp == nil)
+	return c.dropFinalizers(ctx, svc, func(*corev1.Service) []string { return drop }, svc.DeletionTimestamp == nil)
 }
 
-// dropFinalizers removes the finalizers drop from the Service, guarded by
-// its resourceVersion (re-read after a conflict); with clear, also our
+// dropFinalizers removes the finalizers drop names for the version being
+// written from the Service, guarded by its resourceVersion (re-read after
+// a conflict, and drop asked again); with clear, also our
 // conditions and, for a Service no longer of type LoadBalancer, its
 // address, in the same write. Nothing is sent when it carries none of
 // drop.
-func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, drop []string, clear bool) error {
+func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, drop func(*corev1.Service) []string, clear bool) error {
 	for attempt := 0; ; attempt++ {
-		rest := without(svc, drop...)
+		rest := without(svc, drop(svc)...)
 		if len(rest) == len(svc.Finalizers) {
 			return nil
 		}

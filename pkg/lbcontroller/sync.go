@@ -334,16 +334,30 @@ func (c *Controller) handOver(ctx context.Context, svc *corev1.Service) error {
 		return nil
 	}
 	klog.FromContext(ctx).V(2).Info("Removing our cleanup finalizer from a Service another controller serves", "finalizer", Finalizer)
-	return c.dropFinalizers(ctx, svc, []string{Finalizer}, false)
+	return c.dropFinalizers(ctx, svc, func(*corev1.Service) []string { return []string{Finalizer} }, false)
 }
 
 // letGo removes the cleanup finalizers and our conditions from a Service
 // the router stopped serving and whose load balancers it removed
 // (ImplementedElsewhere, our routing no longer choosing it): its deletion
 // needs nothing of ours any more. Its address, if any is left, is someone
-// else's (the router cleared ours) and is kept.
+// else's (the router cleared ours) and is kept, and so is the shared
+// finalizer then: the controller that wrote that address serves it (a
+// classless Service turned classed and back through ClusterIP while we
+// were down, which upstream's CCM served meanwhile).
 func (c *Controller) letGo(ctx context.Context, svc *corev1.Service) error {
-	return c.dropFinalizers(ctx, svc, []string{Finalizer, sharedFinalizer}, true)
+	// The router wrote the Service during the call (its record, its
+	// status): the version it left says whose address is left.
+	svc, err := c.reread(ctx, svc)
+	if svc == nil || err != nil {
+		return err
+	}
+	return c.dropFinalizers(ctx, svc, func(cur *corev1.Service) []string {
+		if len(cur.Status.LoadBalancer.Ingress) > 0 {
+			return []string{Finalizer}
+		}
+		return []string{Finalizer, sharedFinalizer}
+	}, true)
 }
 
 // gone handles a Service deleted without the controller's cleanup (its
