@@ -69,8 +69,8 @@ func withWanted(svc *corev1.Service) ([]string, bool) {
 	out := make([]string, 0, len(svc.Finalizers)+1)
 	placed := false
 	for _, f := range svc.Finalizers {
-		switch {
-		case f == want || f == other:
+		switch f {
+		case want, other:
 			if !placed {
 				out = append(out, want)
 				placed = true

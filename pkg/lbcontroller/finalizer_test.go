@@ -97,7 +97,7 @@ func TestAnotherCCMsClasslessServiceUntouched(t *testing.T) {
 	}
 	eventually(t, "web deleted", func() error {
 		if _, err := e.client.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+			return fmt.Errorf("still there (%w)", err)
 		}
 		return nil
 	})
@@ -184,7 +184,7 @@ func TestClassedDeletedUnderSharedFinalizer(t *testing.T) {
 	}
 	eventually(t, "the Service gone", func() error {
 		if _, err := e.client.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+			return fmt.Errorf("still there (%w)", err)
 		}
 		return nil
 	})
@@ -283,7 +283,7 @@ func TestDefaultRemovedLetsGo(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "web gone", func() error {
 		if _, err := e.client.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+			return fmt.Errorf("still there (%w)", err)
 		}
 		return nil
 	})

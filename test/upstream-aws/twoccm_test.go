@@ -163,7 +163,7 @@ func startUpstream(t *testing.T, cp *framework.ControlPlane, bin, cloudConfig st
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}} //nolint:gosec // Loopback, self-signed.
 	framework.Eventually(t, 60*time.Second, "upstream's CCM /healthz", func(ctx context.Context) (bool, string, error) {
 		if exited, err := p.Exited(); exited {
-			return false, "", fmt.Errorf("upstream's CCM exited: %v\n%s", err, p.LogTail(40))
+			return false, "", fmt.Errorf("upstream's CCM exited: %w\n%s", err, p.LogTail(40))
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), nil)
 		if err != nil {
@@ -423,7 +423,7 @@ func TestBesideUpstreamAWSCCM(t *testing.T) {
 
 	// A quiet spell with everything settled, for late writes and events
 	// (both CCMs' node status sync runs every 5 s).
-	framework.Consistently(t, 10*time.Second, "nothing changes hands", func(ctx context.Context) (bool, string, error) {
+	framework.Consistently(t, 10*time.Second, "nothing changes hands", func(context.Context) (bool, string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(deleted) == 0, fmt.Sprintf("deleted %v", deleted), nil
