@@ -4,8 +4,9 @@
 // service controller skips every Service with a class) and, unless
 // upstream's service controller is turned back on (--controllers=*,service;
 // it is disabled by default), those without a class too. It keeps the
-// semantics users know from upstream (finalizer
-// service.kubernetes.io/load-balancer-cleanup, status written with a patch,
+// semantics users know from upstream (a cleanup finalizer: upstream's
+// service.kubernetes.io/load-balancer-cleanup on classless Services, our
+// Finalizer on classed ones; status written with a patch,
 // node changes re-targeting, the upstream event reasons, retries with
 // backoff, --concurrent-service-syncs) while writing as little as the API
 // allows: a new Service costs two writes (finalizer with the router's
@@ -43,7 +44,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
-	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/batch"
@@ -277,12 +277,31 @@ func (c *Controller) processNext(ctx context.Context) bool {
 }
 
 // serves reports whether the controller serves the Service: one of our
-// classes, or no class when it serves classless Services.
+// classes; without a class, when it serves classless Services, one our
+// routing chooses a backend for (routesClassless) or whose load balancer
+// the router recorded (the routing may have left it since: its sync
+// removes that load balancer). A classless Service of another CCM's (no
+// record, no annotation of ours, no default backend) is not served: no
+// finalizer, no cloud call, no event.
 func (c *Controller) serves(svc *corev1.Service) bool {
 	if svc.Spec.LoadBalancerClass != nil {
 		return c.cloud.ServesClass(*svc.Spec.LoadBalancerClass)
 	}
-	return c.opts.Classless
+	return c.opts.Classless && (hasRecord(svc) || c.routesClassless(svc))
+}
+
+// routesClassless reports whether the router chooses a backend for a
+// classless Service: our annotation multicloud-ccm.io/load-balancer-backend
+// (even one naming no backend: the sync says so in an event), else the
+// default backend. PrepareLoadBalancer answers it for a copy with no
+// record, no address and no UID, whose targets are then all unrecorded.
+func (c *Controller) routesClassless(svc *corev1.Service) bool {
+	if _, ok := svc.Annotations[string(annotation.LoadBalancerBackend)]; ok {
+		return true
+	}
+	probe := &corev1.Service{Spec: svc.Spec}
+	probe.Namespace, probe.Name = svc.Namespace, svc.Name
+	return c.cloud.PrepareLoadBalancer(probe) != nil
 }
 
 // known reports whether the controller holds state for key.
@@ -294,11 +313,12 @@ func (c *Controller) known(key string) bool {
 }
 
 // mayOwn reports whether the controller serves the Service or may have
-// served it: a classed Service with the cleanup finalizer and the router's
-// record, whose class has left the config since (it is still cleaned up).
+// served it: one carrying our finalizer (only this controller puts it),
+// or a classed Service with a cleanup finalizer and the router's record,
+// whose class has left the config since (it is still cleaned up).
 func (c *Controller) mayOwn(svc *corev1.Service) bool {
-	return c.serves(svc) || (svc.Spec.LoadBalancerClass != nil && servicehelper.HasLBFinalizer(svc) &&
-		svc.Annotations[string(annotation.LoadBalancerBackends)] != "")
+	return c.serves(svc) || hasFinalizer(svc, Finalizer) ||
+		(svc.Spec.LoadBalancerClass != nil && hasCleanupFinalizer(svc) && hasRecord(svc))
 }
 
 func (c *Controller) serviceAdded(obj any) {

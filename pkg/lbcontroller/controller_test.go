@@ -381,8 +381,8 @@ func TestClassedServiceLifecycle(t *testing.T) {
 	if !strings.HasPrefix(ip, "192.0.2.") {
 		t.Errorf("address %q is not from the pool", ip)
 	}
-	if !servicehelper.HasLBFinalizer(s) {
-		t.Error("no cleanup finalizer")
+	if !hasFinalizer(s, Finalizer) || hasFinalizer(s, sharedFinalizer) {
+		t.Errorf("finalizers %v; want %s alone (a classed Service)", s.Finalizers, Finalizer)
 	}
 	if got := s.Annotations[string(annotation.LoadBalancerServedBy)]; got != "metal" {
 		t.Errorf("served-by = %q, want metal", got)

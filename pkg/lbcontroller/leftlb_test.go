@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	servicehelper "k8s.io/cloud-provider/service/helpers"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
@@ -72,7 +71,7 @@ func TestClusterIPAfterFailedCreateDropsRecord(t *testing.T) {
 		return nil
 	})
 	eventually(t, "the record and finalizer written", func() error {
-		if s := e.get(t, "web"); s.Annotations[string(annotation.LoadBalancerBackends)] == "" || !servicehelper.HasLBFinalizer(s) {
+		if s := e.get(t, "web"); s.Annotations[string(annotation.LoadBalancerBackends)] == "" || !hasFinalizer(s, Finalizer) {
 			return fmt.Errorf("%v %s", s.Finalizers, state(s))
 		}
 		return nil
@@ -88,7 +87,7 @@ func TestClusterIPAfterFailedCreateDropsRecord(t *testing.T) {
 	e.cloud.set(nil)
 	eventually(t, "the record and the finalizer gone", func() error {
 		s := e.get(t, "web")
-		if servicehelper.HasLBFinalizer(s) || s.Annotations[string(annotation.LoadBalancerBackends)] != "" || ingress(s) != "" {
+		if hasCleanupFinalizer(s) || s.Annotations[string(annotation.LoadBalancerBackends)] != "" || ingress(s) != "" {
 			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
 		}
 		return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,21 +18,23 @@ import (
 // conflictRetries bounds the re-reads after a write lost to another.
 const conflictRetries = 5
 
-// prepare adds the finalizer and the router's record to the Service in one
-// write, guarded by its resourceVersion (re-read and recomputed after a
-// conflict), before any cloud call; nil when the Service is gone. Like
-// upstream, it writes through the status subresource, which takes
-// metadata changes and leaves the spec alone.
+// prepare adds the cleanup finalizer (finalizerFor; the other one, if
+// the Service carries it, goes in the same write: see Finalizer) and the
+// router's record to the Service in one write, guarded by its
+// resourceVersion (re-read and recomputed after a conflict), before any
+// cloud call; nil when the Service is gone. Like upstream, it writes
+// through the status subresource, which takes metadata changes and leaves
+// the spec alone.
 func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
 	for attempt := 0; ; attempt++ {
 		ann := c.cloud.PrepareLoadBalancer(svc)
-		needFinalizer := !servicehelper.HasLBFinalizer(svc)
-		if !needFinalizer && len(ann) == 0 {
+		finalizers, finChanged := withWanted(svc)
+		if !finChanged && len(ann) == 0 {
 			return svc, nil
 		}
 		meta := map[string]any{"resourceVersion": svc.ResourceVersion}
-		if needFinalizer {
-			meta["finalizers"] = append(slices.Clone(svc.Finalizers), servicehelper.LoadBalancerCleanupFinalizer)
+		if finChanged {
+			meta["finalizers"] = finalizers
 		}
 		if len(ann) > 0 {
 			meta["annotations"] = ann
@@ -44,7 +45,10 @@ func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.
 				return nil, nil
 			}
 			if err != nil {
-				return nil, fmt.Errorf("adding the load-balancer cleanup finalizer: %w", err)
+				return nil, fmt.Errorf("adding the load-balancer cleanup finalizer %s: %w", finalizerFor(svc), err)
+			}
+			if finChanged && hasFinalizer(svc, otherFinalizer(svc)) {
+				klog.FromContext(ctx).V(2).Info("Moved the Service to its cleanup finalizer", "finalizer", finalizerFor(svc), "removed", otherFinalizer(svc))
 			}
 			return out, nil
 		}
@@ -130,22 +134,32 @@ func statusBody(status *corev1.LoadBalancerStatus) map[string]any {
 	return map[string]any{"ingress": status.Ingress}
 }
 
-// release removes the finalizer once the load balancer is gone, and the
-// address of a Service that is no longer of type LoadBalancer.
-func (c *Controller) release(ctx context.Context, svc *corev1.Service) error {
+// release removes the finalizers drop once the load balancer is gone, and
+// the address of a Service that is no longer of type LoadBalancer.
+func (c *Controller) release(ctx context.Context, svc *corev1.Service, drop []string) error {
+	return c.dropFinalizers(ctx, svc, func(*corev1.Service) []string { return drop }, svc.DeletionTimestamp == nil)
+}
+
+// dropFinalizers removes the finalizers drop names for the version being
+// written from the Service, guarded by its resourceVersion (re-read after
+// a conflict, and drop asked again); with clear, also our
+// conditions and, for a Service no longer of type LoadBalancer, its
+// address, in the same write. Nothing is sent when it carries none of
+// drop.
+func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, drop func(*corev1.Service) []string, clear bool) error {
 	for attempt := 0; ; attempt++ {
-		if !servicehelper.HasLBFinalizer(svc) {
+		rest := without(svc, drop(svc)...)
+		if len(rest) == len(svc.Finalizers) {
 			return nil
 		}
-		rest := slices.DeleteFunc(slices.Clone(svc.Finalizers), func(f string) bool { return f == servicehelper.LoadBalancerCleanupFinalizer })
 		meta := map[string]any{"resourceVersion": svc.ResourceVersion, "finalizers": rest}
 		if len(rest) == 0 {
 			meta["finalizers"] = nil
 		}
 		body := map[string]any{"metadata": meta}
-		if svc.DeletionTimestamp == nil {
+		if clear {
 			st := map[string]any{}
-			if len(svc.Status.LoadBalancer.Ingress) > 0 {
+			if len(svc.Status.LoadBalancer.Ingress) > 0 && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 				st["loadBalancer"] = statusBody(&corev1.LoadBalancerStatus{})
 			}
 			if conditions, changed := withoutOurs(svc); changed {

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
-	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -147,7 +146,7 @@ func (c *Controller) reportUnfinished(ctx context.Context, left []string, total 
 }
 
 // startStartupPass makes the first sync of every Service the controller
-// serves that already carries the cleanup finalizer (served before this
+// serves that already carries a cleanup finalizer (served before this
 // process: by an earlier leader, or by upstream's service controller) part
 // of one pass: one bulk snapshot per backend, and one summary line instead
 // of one per Service. The informer's initial list has queued them already.
@@ -158,7 +157,7 @@ func (c *Controller) startStartupPass(ctx context.Context) {
 	}
 	var keys []string
 	for _, svc := range all {
-		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && servicehelper.HasLBFinalizer(svc) && c.serves(svc) {
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && hasCleanupFinalizer(svc) && c.serves(svc) {
 			keys = append(keys, keyOf(svc))
 		}
 	}

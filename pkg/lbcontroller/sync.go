@@ -67,27 +67,31 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		}
 		st = nil
 	}
-	if !c.serves(svc) && st == nil {
-		if needsCleanup(svc) && svc.Spec.LoadBalancerClass != nil && svc.Annotations[string(annotation.LoadBalancerBackends)] != "" {
-			// One of ours whose class left the config: still cleaned up,
-			// so that its deletion is not blocked for ever.
-			return c.cleanup(ctx, key, svc)
-		}
-		return nil
-	}
+	serving := c.serves(svc)
 	if needsCleanup(svc) {
-		return c.cleanup(ctx, key, svc)
+		if st != nil || c.mayOwn(svc) {
+			return c.cleanup(ctx, key, svc, serving || st != nil)
+		}
+		// Another controller's (a classless Service of another CCM's):
+		// nobody is asked, nothing is written.
+		return nil
 	}
 	if svc.DeletionTimestamp != nil {
 		// Being deleted without our finalizer (removed by hand, or never
 		// added): no finalizer can be added now; delete what we served.
 		return c.gone(ctx, key)
 	}
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(svc) {
+	if !serving && st == nil {
+		return c.handOver(ctx, svc)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !serving {
 		// Not ours (any more) and nothing to clean up: its load balancer,
 		// if any, is left alone; conditions we wrote while we served it
 		// (before a switch back to upstream's controller) go.
 		c.forget(key)
+		if err := c.handOver(ctx, svc); err != nil {
+			return err
+		}
 		return c.dropConditions(ctx, svc)
 	}
 	if repair {
@@ -99,10 +103,11 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	return err
 }
 
-// needsCleanup is upstream's: the finalizer is ours to act on once the
-// Service is being deleted or no longer of type LoadBalancer.
+// needsCleanup is upstream's, for either cleanup finalizer: it is acted on
+// once the Service is being deleted or no longer of type LoadBalancer (by
+// this controller when the Service is, or may have been, its: see sync).
 func needsCleanup(svc *corev1.Service) bool {
-	return servicehelper.HasLBFinalizer(svc) && (svc.DeletionTimestamp != nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer)
+	return hasCleanupFinalizer(svc) && (svc.DeletionTimestamp != nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer)
 }
 
 // unchanged reports whether the Service is as the controller last left it,
@@ -159,8 +164,13 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	status, err := c.cloud.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
 	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		// Nobody here serves it (any more): the router removed what we
-		// made; our conditions go too.
+		// made; our conditions go too, and, when our routing no longer
+		// chooses it (not a backend that hands it to another
+		// controller), the finalizer: nothing of ours is left to clean up.
 		c.forget(key)
+		if !c.routed(svc) {
+			return true, c.letGo(ctx, svc)
+		}
 		return changed, c.dropConditions(ctx, svc)
 	}
 	if err == nil && status == nil {
@@ -265,9 +275,11 @@ func describe(svc *corev1.Service) string {
 }
 
 // cleanup deletes the Service's load balancer and then removes the
-// finalizer (and the address, for a Service no longer of type
-// LoadBalancer).
-func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Service) error {
+// cleanup finalizers (our Finalizer; the shared one too when shared is
+// set: the Service is, or was, served by this controller, not only
+// carrying our finalizer) and the address, for a Service no longer of type
+// LoadBalancer.
+func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Service, shared bool) error {
 	_, exists, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, svc)
 	if err != nil {
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to check if load balancer exists before cleanup: "+err.Error())
@@ -286,7 +298,11 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 			return err
 		}
 	}
-	if err := c.release(ctx, svc); err != nil {
+	drop := []string{Finalizer}
+	if shared || svc.Spec.LoadBalancerClass != nil {
+		drop = append(drop, sharedFinalizer)
+	}
+	if err := c.release(ctx, svc, drop); err != nil {
 		return err
 	}
 	if exists {
@@ -294,6 +310,54 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 	}
 	c.forget(key)
 	return nil
+}
+
+// routed reports whether our routing chooses a backend for the Service:
+// one of our classes, or, without a class, our annotation or the default
+// backend.
+func (c *Controller) routed(svc *corev1.Service) bool {
+	if svc.Spec.LoadBalancerClass != nil {
+		return c.cloud.ServesClass(*svc.Spec.LoadBalancerClass)
+	}
+	return c.routesClassless(svc)
+}
+
+// handOver removes our Finalizer from a Service the controller does not
+// serve (a classed Service turned ClusterIP, then a LoadBalancer of
+// another class or, with upstream's service controller serving classless
+// Services, of none) once no load balancer of ours needs it: the router
+// holds none (no record), or the shared finalizer guards it for the
+// controller that serves it now. Nothing else of such a Service is
+// touched, and one without our Finalizer is not written at all.
+func (c *Controller) handOver(ctx context.Context, svc *corev1.Service) error {
+	if !hasFinalizer(svc, Finalizer) || svc.DeletionTimestamp != nil || (hasRecord(svc) && !hasFinalizer(svc, sharedFinalizer)) {
+		return nil
+	}
+	klog.FromContext(ctx).V(2).Info("Removing our cleanup finalizer from a Service another controller serves", "finalizer", Finalizer)
+	return c.dropFinalizers(ctx, svc, func(*corev1.Service) []string { return []string{Finalizer} }, false)
+}
+
+// letGo removes the cleanup finalizers and our conditions from a Service
+// the router stopped serving and whose load balancers it removed
+// (ImplementedElsewhere, our routing no longer choosing it): its deletion
+// needs nothing of ours any more. Its address, if any is left, is someone
+// else's (the router cleared ours) and is kept, and so is the shared
+// finalizer then: the controller that wrote that address serves it (a
+// classless Service turned classed and back through ClusterIP while we
+// were down, which upstream's CCM served meanwhile).
+func (c *Controller) letGo(ctx context.Context, svc *corev1.Service) error {
+	// The router wrote the Service during the call (its record, its
+	// status): the version it left says whose address is left.
+	svc, err := c.reread(ctx, svc)
+	if svc == nil || err != nil {
+		return err
+	}
+	return c.dropFinalizers(ctx, svc, func(cur *corev1.Service) []string {
+		if len(cur.Status.LoadBalancer.Ingress) > 0 {
+			return []string{Finalizer}
+		}
+		return []string{Finalizer, sharedFinalizer}
+	}, true)
 }
 
 // gone handles a Service deleted without the controller's cleanup (its

@@ -17,7 +17,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
@@ -161,7 +163,7 @@ func startUpstream(t *testing.T, cp *framework.ControlPlane, bin, cloudConfig st
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}} //nolint:gosec // Loopback, self-signed.
 	framework.Eventually(t, 60*time.Second, "upstream's CCM /healthz", func(ctx context.Context) (bool, string, error) {
 		if exited, err := p.Exited(); exited {
-			return false, "", fmt.Errorf("upstream's CCM exited: %v\n%s", err, p.LogTail(40))
+			return false, "", fmt.Errorf("upstream's CCM exited: %w\n%s", err, p.LogTail(40))
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), nil)
 		if err != nil {
@@ -219,8 +221,15 @@ func hasAddr(n *corev1.Node, addr string) bool {
 // uninitialised taint left, no node deleted, each Service served by
 // exactly one (upstream's NLB in the fake for the classless one, a
 // bare-metal address for the classed one, each Service written by its
-// CCM only), and no event on any Node or Service written by the CCM that
-// does not own it.
+// CCM only, under its CCM's cleanup finalizer alone: upstream's shared one
+// on the classless Service, ours on the classed one). A Service of our
+// class that an earlier version of ours left under the shared finalizer
+// (created before our CCM starts) is moved to ours with its address kept,
+// then turned ClusterIP: ours releases it, upstream never acts. Then the
+// other two Services are deleted: each is gone (its finalizer removed by its CCM), upstream's
+// NLB and target groups are gone, and our aws backend made no call (the
+// fake refuses our key from then on). Last, no event on any Node or
+// Service, deletions included, written by the CCM that does not own it.
 func TestBesideUpstreamAWSCCM(t *testing.T) {
 	started := time.Now()
 	framework.RequireBinaries(t, nil)
@@ -265,6 +274,10 @@ func TestBesideUpstreamAWSCCM(t *testing.T) {
 	t.Cleanup(w.Stop)
 
 	startUpstream(t, cp, bin, upstreamCloudConfig(running.URL, seeded.VPCID, seeded.PrivateSubnets[0]))
+	// A Service of our class as an earlier version of ours left it: the
+	// shared finalizer, our record, its bare-metal address. Upstream runs
+	// beside it before ours starts.
+	legacy := createLegacy(ctx, t, c)
 	cp.StartCCMT(t, framework.CCMOptions{
 		Name:        "ours",
 		CloudConfig: fmt.Sprintf(besideConfig, running.URL, seeded.VPCID, vs.YAML()),
@@ -401,9 +414,16 @@ func TestBesideUpstreamAWSCCM(t *testing.T) {
 		}
 	}
 
+	// The earlier version's Service: moved to our finalizer in one write
+	// (never neither), its address kept.
+	framework.Eventually(t, twoSettle, "the legacy Service under our finalizer alone, its address kept", framework.ServiceMatches(c, twoNS, legacy.Name, func(s *corev1.Service) (bool, string) {
+		ips := framework.IngressIPs(s)
+		return slices.Equal(s.Finalizers, []string{ourFinalizer}) && slices.Equal(ips, []string{legacyIP}), fmt.Sprintf("finalizers %v, status %v", s.Finalizers, ips)
+	}))
+
 	// A quiet spell with everything settled, for late writes and events
 	// (both CCMs' node status sync runs every 5 s).
-	framework.Consistently(t, 10*time.Second, "nothing changes hands", func(ctx context.Context) (bool, string, error) {
+	framework.Consistently(t, 10*time.Second, "nothing changes hands", func(context.Context) (bool, string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(deleted) == 0, fmt.Sprintf("deleted %v", deleted), nil
@@ -429,7 +449,7 @@ func TestBesideUpstreamAWSCCM(t *testing.T) {
 			t.Errorf("node %s: %s", n.name, msg)
 		}
 	}
-	for name, owner := range map[string]string{classless.Name: upstreamManager, classed.Name: ourManager} {
+	for name, owner := range map[string]string{classless.Name: upstreamManager, classed.Name: ourManager, legacy.Name: ourManager} {
 		s, err := c.CoreV1().Services(twoNS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -442,6 +462,10 @@ func TestBesideUpstreamAWSCCM(t *testing.T) {
 	if lbs := running.LoadBalancers(); len(lbs) != 1 || lbs[0].DNSName != nlbDNS {
 		t.Errorf("NLBs in the fake %v; want upstream's one (%s) only", lbs, nlbDNS)
 	}
+	toClusterIP(ctx, t, c, legacy.Name)
+	deleteBoth(ctx, t, c, running, map[string]string{classless.Name: sharedFinalizer, classed.Name: ourFinalizer})
+	deletedAt := time.Now()
+
 	events, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +490,96 @@ func TestBesideUpstreamAWSCCM(t *testing.T) {
 	}
 	mu.Unlock()
 	t.Logf("events per object and writer: %v", seen)
-	t.Logf("timings: upstream binary %s, CCMs up %s, nodes initialised %s, whole test %s",
+	t.Logf("timings: upstream binary %s, CCMs up %s, nodes initialised %s, whole test %s (the deletions done %s before its end)",
 		built.Sub(started).Round(time.Millisecond), ccmsUp.Sub(built).Round(time.Millisecond),
-		initialised.Sub(ccmsUp).Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
+		initialised.Sub(ccmsUp).Round(time.Millisecond), time.Since(started).Round(time.Millisecond), time.Since(deletedAt).Round(time.Millisecond))
+}
+
+// legacyIP is the legacy Service's address, in twoMetalPool.
+const legacyIP = "192.0.2.9"
+
+// createLegacy creates a Service of our class as a version of ours from
+// before pkg/lbcontroller.Finalizer left it: the shared cleanup
+// finalizer, the router's record naming metal, and metal's address
+// legacyIP in its status.
+func createLegacy(ctx context.Context, t *testing.T, c kubernetes.Interface) *corev1.Service {
+	t.Helper()
+	svc := framework.NewLoadBalancerService(twoNS, "web-legacy", framework.WithLoadBalancerClass(metalClass), func(s *corev1.Service) {
+		s.Finalizers = []string{sharedFinalizer}
+		s.Annotations["multicloud-ccm.io/load-balancer-backends"] = "metal"
+		s.Annotations["multicloud-ccm.io/load-balancer-served-by"] = "metal"
+	})
+	created, err := framework.CreateService(ctx, c, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: legacyIP}}
+	out, err := c.CoreV1().Services(twoNS).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// toClusterIP turns the Service into a ClusterIP one, whose class the API
+// server then drops: ours must delete its load balancer and remove our
+// finalizer (upstream, which never saw ours, must not act), after which
+// it is deleted at once.
+func toClusterIP(ctx context.Context, t *testing.T, c kubernetes.Interface, name string) {
+	t.Helper()
+	// The API server drops the node port and the class with the type.
+	patch := []byte(`{"spec":{"type":"ClusterIP"}}`)
+	if _, err := c.CoreV1().Services(twoNS).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, twoSettle, "Service "+name+", now ClusterIP, without class, address or finalizer", framework.ServiceMatches(c, twoNS, name, func(s *corev1.Service) (bool, string) {
+		return len(s.Finalizers) == 0 && s.Spec.LoadBalancerClass == nil && len(s.Status.LoadBalancer.Ingress) == 0,
+			fmt.Sprintf("finalizers %v, class %v, status %v", s.Finalizers, s.Spec.LoadBalancerClass, s.Status.LoadBalancer.Ingress)
+	}))
+	if err := c.CoreV1().Services(twoNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, twoSettle, "Service "+name+" deleted", framework.ServiceGone(c, twoNS, name))
+}
+
+// The cleanup finalizers: upstream's on classless Services, ours on the
+// Services of our classes (pkg/lbcontroller.Finalizer).
+const (
+	sharedFinalizer = "service.kubernetes.io/load-balancer-cleanup"
+	ourFinalizer    = "multicloud-ccm.io/load-balancer-cleanup"
+)
+
+// deleteBoth deletes the Services, each of which must carry exactly the
+// cleanup finalizer finalizers names for it, and waits until they are
+// gone and upstream's NLB and target groups with them. From the deletion
+// on, the fake refuses our access key: our aws backend is never asked
+// about upstream's NLB (a refused call is counted).
+func deleteBoth(ctx context.Context, t *testing.T, c kubernetes.Interface, running *awsfake.Running, finalizers map[string]string) {
+	t.Helper()
+	for name, want := range finalizers {
+		s, err := c.CoreV1().Services(twoNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(s.Finalizers, []string{want}) {
+			t.Errorf("Service %s carries finalizers %v; want %s only", name, s.Finalizers, want)
+		}
+	}
+	rejected := running.Rejected()
+	running.SetAccessKeys(upstreamKey)
+	for name := range finalizers {
+		if err := c.CoreV1().Services(twoNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name := range finalizers {
+		framework.Eventually(t, twoSettle, "Service "+name+" deleted (its finalizer removed)", framework.ServiceGone(c, twoNS, name))
+	}
+	framework.Eventually(t, twoSettle, "upstream's NLB and target groups deleted", func(context.Context) (bool, string, error) {
+		lbs, tgs := running.LoadBalancers(), running.TargetGroups()
+		return len(lbs) == 0 && len(tgs) == 0, fmt.Sprintf("NLBs %v, target groups %v", lbs, tgs), nil
+	})
+	if n := running.Rejected() - rejected; n != 0 {
+		t.Errorf("%d AWS calls with our key during the deletions; want none (upstream's NLB is not ours to ask about)", n)
+	}
 }
