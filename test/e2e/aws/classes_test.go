@@ -16,13 +16,12 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
 )
 
-const cleanupFinalizer = "service.kubernetes.io/load-balancer-cleanup"
-
-// withFinalizer adds the cleanup-finalizer check to a Service condition.
+// withFinalizer adds the cleanup-finalizer check to a Service condition:
+// a classed Service carries our finalizer, not upstream's shared one.
 func withFinalizer(cond framework.ServiceCondition) framework.ServiceCondition {
 	return func(s *corev1.Service) (bool, string) {
 		ok, seen := cond(s)
-		return ok && framework.HasFinalizer(s, cleanupFinalizer), fmt.Sprintf("%s, finalizers %v", seen, s.Finalizers)
+		return ok && framework.HasCleanupFinalizer(s), fmt.Sprintf("%s, finalizers %v", seen, s.Finalizers)
 	}
 }
 

@@ -175,7 +175,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 		if err != nil {
 			return false, "le-before: " + err.Error(), nil
 		}
-		if !slices.Equal(framework.IngressIPs(s), framework.IngressIPs(before)) || !framework.HasFinalizer(s, lbFinalizer) {
+		if !slices.Equal(framework.IngressIPs(s), framework.IngressIPs(before)) || !framework.HasCleanupFinalizer(s) {
 			return false, fmt.Sprintf("le-before changed: ingress %v (was %v), finalizers %v", framework.IngressIPs(s), framework.IngressIPs(before), s.Finalizers), nil
 		}
 		return true, "", nil
@@ -191,7 +191,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 	// the finalizer, and no address shared with the others.
 	framework.Eventually(t, settle, "le-classed has an address and the finalizer", framework.ServiceMatches(cp.Client, "default", "le-classed", func(s *corev1.Service) (bool, string) {
 		ok, seen := framework.HasIngress(s)
-		return ok && len(framework.IngressIPs(s)) == 1 && framework.HasFinalizer(s, lbFinalizer), seen
+		return ok && len(framework.IngressIPs(s)) == 1 && framework.HasCleanupFinalizer(s), seen
 	}))
 	classed, err := cp.Client.CoreV1().Services("default").Get(ctx, "le-classed", metav1.GetOptions{})
 	if err != nil {

@@ -22,8 +22,7 @@ import (
 )
 
 const (
-	settle      = 60 * time.Second
-	lbFinalizer = "service.kubernetes.io/load-balancer-cleanup"
+	settle = 60 * time.Second
 	// metalClass is the load-balancer class of testdata/e2e/baremetal.yaml.
 	metalClass   = "multicloud-ccm.io/metal"
 	backendLabel = "multicloud-ccm.io/backend"
@@ -179,7 +178,7 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 	}
 	framework.Eventually(t, settle, "web has an address and the cleanup finalizer", framework.ServiceMatches(cp.Client, "default", "web", func(s *corev1.Service) (bool, string) {
 		ok, seen := framework.HasIngress(s)
-		return ok && framework.HasFinalizer(s, lbFinalizer), seen
+		return ok && framework.HasCleanupFinalizer(s), seen
 	}))
 	// The router's record (patch services): a Service that stops being a
 	// LoadBalancer keeps living, so the router drops the backend from its
@@ -191,7 +190,7 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 	framework.Eventually(t, settle, "web, now a ClusterIP Service, has no address, finalizer or recorded backend", framework.ServiceMatches(cp.Client, "default", "web", func(s *corev1.Service) (bool, string) {
 		ok, seen := framework.HasIngress(s)
 		rec := s.Annotations[string(annotation.LoadBalancerBackends)]
-		return !ok && !framework.HasFinalizer(s, lbFinalizer) && rec == "", fmt.Sprintf("%s; finalizers %v; %s=%q", seen, s.Finalizers, annotation.LoadBalancerBackends, rec)
+		return !ok && !framework.HasCleanupFinalizer(s) && rec == "", fmt.Sprintf("%s; finalizers %v; %s=%q", seen, s.Finalizers, annotation.LoadBalancerBackends, rec)
 	}))
 	if err := cp.Client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -207,7 +206,7 @@ func rbacProven(t *testing.T, saCreds string, helmArgs []string, notDriven map[s
 	}
 	framework.Eventually(t, settle, "web-classed has an address and the cleanup finalizer", framework.ServiceMatches(cp.Client, "default", "web-classed", func(s *corev1.Service) (bool, string) {
 		ok, seen := framework.HasIngress(s)
-		return ok && framework.HasFinalizer(s, lbFinalizer), seen
+		return ok && framework.HasCleanupFinalizer(s), seen
 	}))
 	if err := cp.Client.CoreV1().Services("default").Delete(ctx, "web-classed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	servicehelper "k8s.io/cloud-provider/service/helpers"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/lbcontroller"
 )
 
 // UninitializedTaint is the taint a kubelet started with
@@ -158,12 +162,22 @@ func IngressIPs(svc *corev1.Service) []string {
 
 // HasFinalizer reports whether obj carries finalizer f.
 func HasFinalizer(obj metav1.Object, f string) bool {
-	for _, x := range obj.GetFinalizers() {
-		if x == f {
-			return true
-		}
+	return slices.Contains(obj.GetFinalizers(), f)
+}
+
+// CleanupFinalizer is the cleanup finalizer a CCM keeps on svc while it
+// holds its load balancer: ours (lbcontroller.Finalizer) on a Service of a
+// loadBalancerClass, upstream's shared one on a classless Service.
+func CleanupFinalizer(svc *corev1.Service) string {
+	if svc.Spec.LoadBalancerClass != nil {
+		return lbcontroller.Finalizer
 	}
-	return false
+	return servicehelper.LoadBalancerCleanupFinalizer
+}
+
+// HasCleanupFinalizer reports whether svc carries its CleanupFinalizer.
+func HasCleanupFinalizer(svc *corev1.Service) bool {
+	return HasFinalizer(svc, CleanupFinalizer(svc))
 }
 
 // HasTaint reports whether node carries a taint with key.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/lbcontroller"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
 )
 
@@ -388,12 +389,13 @@ func (ch *churner) step(ctx context.Context, name string) error {
 	}
 }
 
-// recreate removes the cleanup finalizer by hand, deletes the Service and
+// recreate removes the cleanup finalizers (upstream's shared one, and
+// ours on a classed Service) by hand, deletes the Service and
 // creates it again under the same name at once.
 func (ch *churner) recreate(ctx context.Context, cur *corev1.Service) error {
 	svcs := ch.c.CoreV1().Services(tortureNS)
-	if slices.Contains(cur.Finalizers, lbFinalizer) {
-		cur.Finalizers = slices.DeleteFunc(slices.Clone(cur.Finalizers), func(f string) bool { return f == lbFinalizer })
+	if slices.Contains(cur.Finalizers, lbFinalizer) || slices.Contains(cur.Finalizers, lbcontroller.Finalizer) {
+		cur.Finalizers = slices.DeleteFunc(slices.Clone(cur.Finalizers), func(f string) bool { return f == lbFinalizer || f == lbcontroller.Finalizer })
 		if _, err := svcs.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 			return ignoreRace(err)
 		}
