@@ -15,7 +15,8 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
 )
 
-// apply carries out one operation. Operations that no longer apply (a
+// apply carries out one operation (but AWSKeyRotate, which steps runs
+// with rotateKey: it judges what it did). Operations that no longer apply (a
 // shrunk sequence edits a Service it never created, say) do what they can:
 // an edit creates, a delete of nothing does nothing.
 func (w *World) apply(ctx context.Context, op Op) error {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,10 @@ const (
 	vWarning  = "warning-missing"
 	vMetric   = "metric-disagrees"
 	vPanic    = "panic-in-log"
+	vOldKey   = "old-credential-used"
+	vRotation = "rotation-disturbed"
+	vGrowth   = "goroutine-or-memory-growth"
+	vDeposed  = "deposed-leader-running"
 )
 
 func violation(class, format string, args ...any) Violation {
@@ -56,6 +61,9 @@ func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
 		out = append(out, violation(vCrash, "%v", err))
 	}
 	out = append(out, doubles(s)...)
+	if w.fake != nil {
+		out = append(out, w.oldKeyUsed()...)
+	}
 	for name, cloud := range m.nodes {
 		if s.nodes[name] == nil && w.instanceExists(cloud, name) {
 			out = append(out, violation(vNode, "Node %s (%s) is gone, its instance still exists", name, cloud))
@@ -148,6 +156,12 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 		if svc := s.svcs[name]; st.protected && svc != nil && svc.Annotations[annRecord] != "" {
 			out = append(out, violation(vStranger, "%s: another controller's Service got our record %q", name, svc.Annotations[annRecord]))
 		}
+	}
+	for _, r := range w.deposed() {
+		out = append(out, violation(vDeposed, "%s acquired the lease once, does not hold it, and still runs (its last lines:\n%s)", r.Name(), r.LogTail(5)))
+	}
+	if w.rot != nil {
+		out = append(out, violation(vConverge, "the leader has not applied the AWS key %s rotated at step %d (%s ago)", w.key, w.rot.step+1, time.Since(w.rot.at).Round(time.Second)))
 	}
 	return append(out, w.metricSettled(ctx, m.cfg, s)...)
 }
@@ -326,19 +340,32 @@ func (w *World) metricSettled(ctx context.Context, cfg Config, s *snapshot) []Vi
 
 // metric reads one sample (0 when absent) from the CCM's /metrics.
 func metric(ctx context.Context, c *framework.CCM, name string) (int, error) {
+	got, err := metrics(ctx, c, name)
+	return got[name], err
+}
+
+// metrics reads samples (0 when absent) from the CCM's /metrics, by the
+// name with its labels as /metrics writes them.
+func metrics(ctx context.Context, c *framework.CCM, names ...string) (map[string]int, error) {
 	code, body, err := c.Get(ctx, "/metrics")
 	if err != nil || code != 200 {
-		return 0, fmt.Errorf("%s /metrics: %d %w", c.Name(), code, err)
+		return nil, fmt.Errorf("%s /metrics: %d %w", c.Name(), code, err)
 	}
+	out := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int(f), err
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
 		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s /metrics: %s: %w", c.Name(), name, err)
+		}
+		out[name] = int(f)
 	}
-	return 0, nil
+	return out, sc.Err()
 }
 
 // panicLine matches what a Go panic, a recovered one (client-go's

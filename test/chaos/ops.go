@@ -53,6 +53,13 @@ const (
 	AWSThrottle Kind = "aws-throttle"
 	// AWSOutage makes every AWS call answer 503 (Flag) or ends that.
 	AWSOutage Kind = "aws-outage"
+	// AWSKeyRotate rotates the AWS backend's credentials by a live reload:
+	// the fake accepts the old access key and the new one (generation N),
+	// the judge writes the new one into the secret files the cloud-config
+	// references, and once the leader applied them the fake refuses the old
+	// key, as AWS does once a key is deactivated. Nothing of a Service or a
+	// Node may change; no request may carry the old key afterwards.
+	AWSKeyRotate Kind = "aws-key-rotate"
 )
 
 // Routing annotation and label names the judge sets or reads.
@@ -121,11 +128,17 @@ type Config struct {
 	// half.
 	MetalSmall  bool `json:"metalSmall,omitempty"`
 	Metal2Small bool `json:"metal2Small,omitempty"`
+	// NoMetalClass and NoBothClass remove the class classMetal (classBoth)
+	// from loadBalancer.classes: its Services become another controller's
+	// (docs/routing.md: their load balancers are left alone; a deletion is
+	// still cleaned up); false adds it back.
+	NoMetalClass bool `json:"noMetalClass,omitempty"`
+	NoBothClass  bool `json:"noBothClass,omitempty"`
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("metal2=%v default=%q drainPeriod=%s metalPool=%s metal2Pool=%s",
-		c.Metal2, c.Default, c.Drain, poolWord(c.MetalSmall), poolWord(c.Metal2Small))
+	return fmt.Sprintf("metal2=%v default=%q drainPeriod=%s metalPool=%s metal2Pool=%s classes=%v",
+		c.Metal2, c.Default, c.Drain, poolWord(c.MetalSmall), poolWord(c.Metal2Small), c.classes())
 }
 
 func poolWord(small bool) string {
@@ -169,6 +182,8 @@ func (o Op) String() string {
 		s = fmt.Sprintf("%s: %s", o.Kind, o.Config)
 	case AWSThrottle:
 		s = fmt.Sprintf("%s %d calls", o.Kind, o.N)
+	case AWSKeyRotate:
+		s = fmt.Sprintf("%s to %s", o.Kind, awsKeyID(o.N))
 	default:
 		s = strings.TrimSpace(fmt.Sprintf("%s %s", o.Kind, o.Name))
 	}
@@ -219,6 +234,7 @@ type generator struct {
 	nodes       map[string]*nodeState
 	cfg         Config
 	outage      int // steps left before the outage ends (0: none)
+	keyGen      int // the AWS key's generation (0: the first)
 }
 
 // Generate draws steps operations from seed.
@@ -262,8 +278,11 @@ func (g *generator) next() (Op, bool) {
 		return g.stranger()
 	case p < 78:
 		return g.node()
-	case p < 90:
+	case p < 88:
 		return g.reload(), true
+	case p < 90:
+		g.keyGen++
+		return Op{Kind: AWSKeyRotate, N: g.keyGen}, true
 	case p < 92:
 		return Op{Kind: KillLeader}, true
 	case p < 94:
@@ -434,7 +453,7 @@ func (g *generator) reload() Op {
 		g.setConfig(c)
 		return Op{Kind: Reload, Config: &c}
 	}
-	switch g.rnd.IntN(5) {
+	switch g.rnd.IntN(7) {
 	case 0:
 		c.Metal2 = !c.Metal2
 		if !c.Metal2 && c.Default == "metal2" {
@@ -450,8 +469,12 @@ func (g *generator) reload() Op {
 		c.Drain = pick(g.rnd, configDrains)
 	case 3:
 		c.MetalSmall = !c.MetalSmall
-	default:
+	case 4:
 		c.Metal2Small = !c.Metal2Small
+	case 5:
+		c.NoMetalClass = !c.NoMetalClass
+	default:
+		c.NoBothClass = !c.NoBothClass
 	}
 	g.setConfig(c)
 	return Op{Kind: Reload, Config: &c}
