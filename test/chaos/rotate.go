@@ -18,20 +18,29 @@ import (
 // references (a secret file among them).
 const hashMetric = "multicloud_ccm_config_hash"
 
+// rotateGrace is how long after the leader applied a rotated key the old
+// one stays accepted: a call in flight finishes on the backend it started
+// on (docs/configuration.md, "Live reload"), with the old key, as an
+// operator keeps the old key active until the new one is in use.
+const rotateGrace = 5 * time.Second
+
 // rotation is an AWS key rotation whose old key the fake still accepts:
-// the judge deactivates it once the leader applied the new one.
+// the judge deactivates it rotateGrace after the leader applied the new
+// one.
 type rotation struct {
 	// hashes are the configuration hashes of the replicas that ran when
 	// the new key was written; a replica started since read it at start.
 	hashes map[*framework.CCM]int
 	step   int
 	at     time.Time
+	// applied is when the judge saw the leader apply it (zero: not yet).
+	applied time.Time
 }
 
 // rotateKey rotates the AWS credentials to generation gen (AWSKeyRotate),
 // at step i: the fake accepts both keys, the secret files get the new one,
-// and once the leader applied it (its configuration hash changed) the fake
-// refuses the old one. What was settled before must not have changed
+// and rotateGrace after the leader applied it (its configuration hash
+// changed) the fake refuses the old one. What was settled before must not have changed
 // (rotationDisturbed); no request may carry the old key afterwards
 // (oldKeyUsed, a safety check).
 func (w *World) rotateKey(ctx context.Context, m *model, gen, i int) []Violation {
@@ -59,9 +68,9 @@ func (w *World) rotateKey(ctx context.Context, m *model, gen, i int) []Violation
 		return []Violation{violation(vCrash, "%v", err)}
 	}
 	w.key, w.rot = next, rot
-	// Wait for the leader to apply it (a reload: 500 ms period), then a
-	// little longer for what the rebuilt backend might do.
-	deadline := time.Now().Add(15 * time.Second)
+	// Wait for the leader to apply it (a reload: 500 ms period) and the
+	// grace, then a little longer for what the rebuilt backend might do.
+	deadline := time.Now().Add(15*time.Second + rotateGrace)
 	for !w.deactivate(ctx) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
@@ -81,8 +90,9 @@ func (w *World) rotateKey(ctx context.Context, m *model, gen, i int) []Violation
 	return disturbed(stable, after, i)
 }
 
-// deactivate makes the fake refuse the keys rotated away once the leader
-// applied the last rotation, and reports whether no rotation is pending.
+// deactivate makes the fake refuse the keys rotated away rotateGrace
+// after the leader applied the last rotation, and reports whether no
+// rotation is pending.
 // A replica paused meanwhile defers it: resumed, it would act on its old
 // key before it notices its lease lost.
 func (w *World) deactivate(ctx context.Context) bool {
@@ -93,15 +103,21 @@ func (w *World) deactivate(ctx context.Context) bool {
 	if l == nil || w.paused != nil {
 		return false
 	}
-	if h0, ok := w.rot.hashes[l]; ok {
-		if h, err := metric(ctx, l, hashMetric); err != nil || h == h0 {
-			return false
+	if w.rot.applied.IsZero() {
+		if h0, ok := w.rot.hashes[l]; ok {
+			if h, err := metric(ctx, l, hashMetric); err != nil || h == h0 {
+				return false
+			}
 		}
+		w.rot.applied = time.Now()
+		w.logf("  %s applied the AWS key %s %s after the rotation", l.Name(), w.key, time.Since(w.rot.at).Round(time.Millisecond))
+	}
+	if time.Since(w.rot.applied) < rotateGrace {
+		return false
 	}
 	w.fake.SetAccessKeys(w.key)
 	w.rejectedSeen = w.fake.Rejected()
-	w.logf("  %s applied the AWS key %s %s after the rotation; the fake refuses %v from now on",
-		l.Name(), w.key, time.Since(w.rot.at).Round(time.Millisecond), w.retired)
+	w.logf("  the fake refuses %v from now on (%s after the leader applied %s)", w.retired, time.Since(w.rot.applied).Round(time.Millisecond), w.key)
 	w.rot = nil
 	return true
 }
