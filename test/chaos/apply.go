@@ -54,8 +54,14 @@ func (w *World) apply(ctx context.Context, op Op) error {
 		return w.pauseLeader()
 	case AWSThrottle:
 		w.fake.Throttle(op.N)
+		w.throttleEnd = w.fake.TotalAttempts() + op.N
 	case AWSOutage:
 		w.fake.SetOutage(op.Flag)
+		w.outage = op.Flag
+	case WatchDelay:
+		w.watchFault(time.Duration(op.N) * time.Second)
+	case WatchDrop:
+		w.watchFault(0)
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ func TestGenerateCoversEveryKind(t *testing.T) {
 		}
 	}
 	for _, k := range []Kind{SvcApply, SvcDelete, SvcRecreate, StrangerApply, NodeJoin, NodeLeave, NodeExclude, NodeAddress,
-		NodeReady, NodeTerminate, Reload, KillLeader, PauseLeader, AWSThrottle, AWSOutage, AWSKeyRotate} {
+		NodeReady, NodeTerminate, Reload, KillLeader, PauseLeader, AWSThrottle, AWSOutage, AWSKeyRotate, WatchDelay, WatchDrop} {
 		if !kinds[k] {
 			t.Errorf("no %s in 1,000 steps", k)
 		}
@@ -233,9 +233,20 @@ func TestRotationDisturbed(t *testing.T) {
 		Spec: corev1.NodeSpec{ProviderID: "aws:///a/i-1"}}
 	nlbs := map[string][]awsfake.LoadBalancerView{"s0": {{ARN: "arn-1", DNSName: "nlb-1.elb"}}}
 	before := &snapshot{svcs: map[string]*corev1.Service{"s0": svc}, nodes: map[string]*corev1.Node{"aws-0": node}, nlbs: nlbs}
-	f := stableFacts{svcs: map[string]string{"s0": serviceFacts(svc, before)}, nodes: map[string]string{"aws-0": nodeFacts(node)}}
-	if v := disturbed(f, before, 4); len(v) != 0 {
+	f := stableFacts{svcs: map[string]string{"s0": serviceFacts(svc, before, true)}, nodes: map[string]string{"aws-0": nodeFacts(node)}}
+	if v := disturbed(f, before, 4, false); len(v) != 0 {
 		t.Fatalf("nothing changed: %v", v)
+	}
+	// A sync failed by a cloud fault meanwhile turns LoadBalancerReady
+	// False: the fault's doing, not the rotation's.
+	failed := svc.DeepCopy()
+	failed.Status.Conditions = []metav1.Condition{{Type: condReady, Status: metav1.ConditionFalse}}
+	withFailed := &snapshot{svcs: map[string]*corev1.Service{"s0": failed}, nodes: before.nodes, nlbs: nlbs}
+	if v := disturbed(f, withFailed, 4, true); len(v) != 0 {
+		t.Errorf("a failed sync under a cloud fault: %v", v)
+	}
+	if v := disturbed(f, withFailed, 4, false); len(v) != 1 {
+		t.Errorf("a failed sync with no cloud fault: %v, want one %s", v, vRotation)
 	}
 	newNLB := &snapshot{svcs: before.svcs, nodes: before.nodes, nlbs: map[string][]awsfake.LoadBalancerView{"s0": {{ARN: "arn-2", DNSName: "nlb-1.elb"}}}}
 	moved := svc.DeepCopy()
@@ -249,7 +260,7 @@ func TestRotationDisturbed(t *testing.T) {
 		"Node relabeled":  {svcs: before.svcs, nodes: map[string]*corev1.Node{"aws-0": relabeled}, nlbs: nlbs},
 		"Node gone":       {svcs: before.svcs, nodes: map[string]*corev1.Node{}, nlbs: nlbs},
 	} {
-		if v := disturbed(f, after, 4); len(v) != 1 || v[0].Class != vRotation || !strings.Contains(v[0].What, "step 5") {
+		if v := disturbed(f, after, 4, true); len(v) != 1 || v[0].Class != vRotation || !strings.Contains(v[0].What, "step 5") {
 			t.Errorf("%s: %v, want one %s", name, v, vRotation)
 		}
 	}

@@ -60,6 +60,14 @@ const (
 	// key, as AWS does once a key is deactivated. Nothing of a Service or a
 	// Node may change; no request may carry the old key afterwards.
 	AWSKeyRotate Kind = "aws-key-rotate"
+	// WatchDelay holds back the leader's watch events for N seconds (a
+	// proxy between it and kube-apiserver): its view of the cluster goes
+	// stale while it leads (Sieve's stale states).
+	WatchDelay Kind = "watch-delay"
+	// WatchDrop cuts the leader's watches mid-way: its informers watch
+	// again (or list again) and may miss the states in between (Sieve's
+	// unobserved states).
+	WatchDrop Kind = "watch-drop"
 )
 
 // Routing annotation and label names the judge sets or reads.
@@ -184,6 +192,8 @@ func (o Op) String() string {
 		s = fmt.Sprintf("%s %d calls", o.Kind, o.N)
 	case AWSKeyRotate:
 		s = fmt.Sprintf("%s to %s", o.Kind, awsKeyID(o.N))
+	case WatchDelay:
+		s = fmt.Sprintf("%s %ds", o.Kind, o.N)
 	default:
 		s = strings.TrimSpace(fmt.Sprintf("%s %s", o.Kind, o.Name))
 	}
@@ -278,16 +288,20 @@ func (g *generator) next() (Op, bool) {
 		return g.stranger()
 	case p < 78:
 		return g.node()
-	case p < 88:
+	case p < 87:
 		return g.reload(), true
-	case p < 90:
+	case p < 89:
 		g.keyGen++
 		return Op{Kind: AWSKeyRotate, N: g.keyGen}, true
-	case p < 92:
+	case p < 91:
 		return Op{Kind: KillLeader}, true
-	case p < 94:
+	case p < 93:
 		return Op{Kind: PauseLeader}, true
-	case p < 97:
+	case p < 95:
+		return Op{Kind: WatchDelay, N: 2 + g.rnd.IntN(7)}, true
+	case p < 96:
+		return Op{Kind: WatchDrop}, true
+	case p < 98:
 		return Op{Kind: AWSThrottle, N: 10 + g.rnd.IntN(30)}, true
 	default:
 		if g.outage > 0 {

@@ -151,8 +151,13 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 // (the safety checks still running), or opts.Settle passes.
 func (w *World) quiesce(ctx context.Context, m *model, opts RunOptions) []Violation {
 	w.fake.SetOutage(false)
+	w.outage = false
 	w.fake.Throttle(0)
+	w.throttleEnd = 0
 	w.resume(true)
+	for _, p := range w.proxies {
+		p.hold(0)
+	}
 	start := time.Now()
 	var last []Violation
 	for {

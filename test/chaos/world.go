@@ -66,10 +66,18 @@ type World struct {
 	// (kept for their logs).
 	replicas, gone []*framework.CCM
 	killed         map[*framework.CCM]bool
+	// proxies stand between each replica and kube-apiserver (WatchDelay,
+	// WatchDrop).
+	proxies map[*framework.CCM]*watchProxy
 	// ignore are the violation classes only logged (RunOptions.Ignore).
 	ignore []string
 	// lastKill is when the judge last killed or paused a leader.
 	lastKill time.Time
+	// outage is whether the AWS fake answers 503 (AWSOutage);
+	// throttleEnd the fake's TotalAttempts once the throttled calls
+	// (AWSThrottle) are spent.
+	outage      bool
+	throttleEnd int
 	// paused is the replica PauseLeader stopped, until resumeAt.
 	paused   *framework.CCM
 	resumeAt time.Time
@@ -86,7 +94,7 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 	if err != nil {
 		return nil, &missingBinaries{err}
 	}
-	w = &World{Dir: dir, logf: logf, killed: map[*framework.CCM]bool{}}
+	w = &World{Dir: dir, logf: logf, killed: map[*framework.CCM]bool{}, proxies: map[*framework.CCM]*watchProxy{}}
 	defer func() {
 		if err != nil {
 			w.stop()
@@ -168,18 +176,47 @@ func (e *missingBinaries) Error() string { return framework.MissingBinariesMessa
 // instances, by cloud: the world starts two of each.
 var cloudNodes = map[string][]string{"aws": {"aws-0", "aws-1"}, "vsphere": {"vs-0", "vs-1"}}
 
+// startReplica starts a replica that reaches kube-apiserver through a
+// watch proxy of its own.
 func (w *World) startReplica(ctx context.Context) error {
 	w.seq++
 	opts := w.opts
 	opts.Name = fmt.Sprintf("ccm-%d", w.seq)
+	p, err := startWatchProxy(w.cp)
+	if err != nil {
+		return err
+	}
+	if opts.Kubeconfig, err = p.kubeconfig(w.cp, filepath.Join(w.Dir, opts.Name+".kubeconfig")); err != nil {
+		p.close()
+		return err
+	}
 	c, err := w.cp.StartCCM(ctx, opts)
 	if c != nil && c.Process != nil {
 		w.replicas = append(w.replicas, c)
+		w.proxies[c] = p
+	} else {
+		p.close()
 	}
 	if err != nil {
 		return fmt.Errorf("start %s: %w", opts.Name, err)
 	}
 	return nil
+}
+
+// watchFault holds back the leader's watch events for d (d > 0), or cuts
+// its watches mid-way (d == 0).
+func (w *World) watchFault(d time.Duration) {
+	l := w.leader()
+	if l == nil {
+		return
+	}
+	p := w.proxies[l]
+	if d > 0 {
+		w.logf("holding back the watch events of the leader %s for %s", l.Name(), d)
+		p.hold(d)
+		return
+	}
+	w.logf("cut %d watches of the leader %s mid-way", p.drop(), l.Name())
 }
 
 // leader is the live replica holding the lease (kube-system/mccm-chaos),
@@ -354,6 +391,9 @@ func (w *World) stop() {
 	w.resume(true)
 	for _, r := range w.replicas {
 		_ = r.Stop(10 * time.Second)
+	}
+	for _, p := range w.proxies {
+		p.close()
 	}
 	if w.sim != nil {
 		w.sim.Close()
