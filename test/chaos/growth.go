@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -25,8 +27,8 @@ const (
 // grow by goroutineSlack, its heap in use by heapSlack, from the first
 // quiescence to the end of a run in the same role; more is a leak.
 const (
-	goroutineSlack = 60
-	heapSlack      = 32 << 20
+	goroutineSlack = 150
+	heapSlack      = 48 << 20
 )
 
 // procStats are one replica's goroutines and memory, and whether it led
@@ -107,7 +109,11 @@ func (w *World) growth(ctx context.Context) []Violation {
 		if p.leader != b.leader {
 			continue
 		}
-		out = append(out, growthViolations(r.Name(), b, p)...)
+		v := growthViolations(r.Name(), b, p)
+		if len(v) > 0 {
+			w.saveGoroutines(ctx, r)
+		}
+		out = append(out, v...)
 	}
 	return out
 }
@@ -122,4 +128,20 @@ func growthViolations(name string, b, p procStats) []Violation {
 		out = append(out, violation(vGrowth, "%s: heap in use %.1f MiB at the end, %.1f MiB at the first quiescence (bound +%.0f MiB)", name, mib(p.heap), mib(b.heap), mib(heapSlack)))
 	}
 	return slices.Clip(out)
+}
+
+// saveGoroutines writes the replica's goroutine profile (grouped stacks)
+// into the run's folder, kept with a violation, to tell what grew.
+func (w *World) saveGoroutines(ctx context.Context, r *framework.CCM) {
+	code, body, err := r.Get(ctx, "/debug/pprof/goroutine?debug=1")
+	if err != nil || code != 200 {
+		w.logf("goroutine profile of %s: %d %v", r.Name(), code, err)
+		return
+	}
+	path := filepath.Join(w.Dir, r.Name()+"-goroutines.txt")
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		w.logf("goroutine profile of %s: %v", r.Name(), err)
+		return
+	}
+	w.logf("goroutine profile of %s in %s", r.Name(), path)
 }

@@ -211,6 +211,7 @@ func TestGrowthBound(t *testing.T) {
 		want int
 	}{
 		{procStats{goroutines: 185, heap: 17 << 20}, 0},
+		{procStats{goroutines: 223, heap: 25 << 20}, 0}, // seed 1125's leader
 		{procStats{goroutines: 170 + goroutineSlack, heap: 12<<20 + heapSlack}, 0},
 		{procStats{goroutines: 171 + goroutineSlack, heap: 12 << 20}, 1},
 		{procStats{goroutines: 170, heap: 12<<20 + heapSlack + 1}, 1},
