@@ -73,6 +73,7 @@ func (w *World) rotateKey(ctx context.Context, m *model, gen, i int) []Violation
 	// grace, then a little longer for what the rebuilt backend might do.
 	deadline := time.Now().Add(15*time.Second + rotateGrace)
 	for !w.deactivate(ctx) && time.Now().Before(deadline) {
+		w.resume(false)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -92,6 +93,14 @@ func (w *World) rotateKey(ctx context.Context, m *model, gen, i int) []Violation
 	// backend's reload starts: a failure's LoadBalancerReady False is then
 	// the fault's, not the rotation's, and conditions are not compared.
 	faulted := w.outage || throttling
+	if w.inFailover() {
+		// A leader killed, paused or resumed: a resumed one acts on what
+		// it saw for up to its renew deadline beside the new leader
+		// (deposed-leader-running judges that it stops); what changes
+		// meanwhile is not the rotation's.
+		w.logf("  not judging what the rotation of step %d changed: a failover is under way", i+1)
+		return nil
+	}
 	return disturbed(stable, after, i, faulted)
 }
 
