@@ -71,9 +71,7 @@ func TestChaos(t *testing.T) {
 	start := time.Now()
 	var failed []uint64
 	for runs := 1; ; runs++ {
-		before := t.Failed()
-		j.judge(seed, steps, Generate(seed, steps))
-		if t.Failed() && !before || t.Failed() && len(failed) == 0 {
+		if j.judge(seed, steps, Generate(seed, steps)) {
 			failed = append(failed, seed)
 		}
 		if time.Since(start)+j.lastElapsed > duration {
@@ -130,8 +128,8 @@ func (j *judge) run(ctx context.Context, name string, ops []Op, keep bool) (*Res
 
 // judge runs ops (drawn from seed, or replayed), and on a violation
 // shrinks it, writes the replay file and fails the test with the replay
-// commands.
-func (j *judge) judge(seed uint64, steps int, ops []Op) {
+// commands; it reports whether the sequence broke an invariant.
+func (j *judge) judge(seed uint64, steps int, ops []Op) (failed bool) {
 	t := j.t
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute+j.shrink)
 	defer cancel()
@@ -146,12 +144,12 @@ func (j *judge) judge(seed uint64, steps int, ops []Op) {
 	j.lastElapsed = res.Elapsed
 	t.Logf("seed %d: %d steps in %s (%s): %s", seed, res.Step, res.Elapsed.Round(time.Second), counts(res.Counts), verdict(res))
 	if !res.Failed() {
-		return
+		return false
 	}
 	t.Errorf("seed %d broke invariants after %d of %d steps (found in %s); logs kept in %s:\n%s\nreplay: make chaos SEED=%d STEPS=%d",
 		seed, res.Step, len(ops), res.Found.Round(time.Second), res.Dir, describeViolations(res.Violations), seed, steps)
 	if j.shrink <= 0 {
-		return
+		return true
 	}
 	shrunk, best := j.shrinkOps(ctx, seed, ops[:res.Step], res)
 	if best == nil {
@@ -163,6 +161,7 @@ func (j *judge) judge(seed uint64, steps int, ops []Op) {
 	}
 	t.Errorf("seed %d shrunk from %d to %d steps, which still break %v (logs in %s):\n%s%s\nreplay: make chaos REPLAY=%s",
 		seed, len(ops), len(shrunk), best.Classes(), best.Dir, Describe(shrunk), describeViolations(best.Violations), path)
+	return true
 }
 
 // shrinkOps shrinks a failing sequence within the judge's budget; ops
