@@ -46,6 +46,7 @@ const (
 	vRotation = "rotation-disturbed"
 	vGrowth   = "goroutine-or-memory-growth"
 	vDeposed  = "deposed-leader-running"
+	vOrphan   = "removed-class-touched"
 )
 
 func violation(class, format string, args ...any) Violation {
@@ -157,6 +158,7 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 			out = append(out, violation(vStranger, "%s: another controller's Service got our record %q", name, svc.Annotations[annRecord]))
 		}
 	}
+	out = append(out, orphansKept(m, s)...)
 	for _, r := range w.deposed() {
 		out = append(out, violation(vDeposed, "%s acquired the lease once, does not hold it, and still runs (its last lines:\n%s)", r.Name(), r.LogTail(5)))
 	}
@@ -395,6 +397,29 @@ func splitList(v string) []string {
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// orphansKept: a Service whose class a reload removed keeps every entry
+// its status had then (docs/routing.md: nothing is deleted by a
+// configuration change), as long as the class stays removed and the
+// Service keeps it.
+func orphansKept(m *model, s *snapshot) []Violation {
+	var out []Violation
+	for name, o := range m.orphans {
+		svc := s.svcs[name]
+		if svc == nil || svc.UID != o.uid || svc.DeletionTimestamp != nil {
+			continue
+		}
+		now := ingress(svc)
+		for _, a := range o.ingress {
+			if !slices.Contains(now, a) {
+				out = append(out, violation(vOrphan, "%s: the reload of step %d removed its class %s; its status then %v, now %v (a class removed leaves its Services' load balancers alone)",
+					name, o.step+1, o.class, o.ingress, now))
+				break
+			}
 		}
 	}
 	return out

@@ -266,3 +266,40 @@ func TestRotationDisturbed(t *testing.T) {
 		}
 	}
 }
+
+// TestModelOrphans: a reload removing the class of a served Service
+// records its status; losing an entry of it while the class stays
+// removed is a violation; adding the class back, or moving the Service
+// off it, ends that.
+func TestModelOrphans(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s0", UID: "u1"}}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.3"}, {Hostname: "nlb-1.elb"}}
+	snap := &snapshot{at: time.Now(), svcs: map[string]*corev1.Service{"s0": svc}}
+	classed := Shape{Type: serviceTypeLB, Class: classBoth, Ports: []int32{80}}
+	m := newModel()
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &classed}, snap, 0)
+	removed := InitialConfig()
+	removed.NoBothClass = true
+	m.record(Op{Kind: Reload, Config: &removed}, snap, 1)
+	if v := orphansKept(m, snap); len(v) != 0 {
+		t.Fatalf("status as it was: %v", v)
+	}
+	cleared := svc.DeepCopy()
+	cleared.Status.LoadBalancer.Ingress = cleared.Status.LoadBalancer.Ingress[:1]
+	after := &snapshot{svcs: map[string]*corev1.Service{"s0": cleared}}
+	if v := orphansKept(m, after); len(v) != 1 || v[0].Class != vOrphan || !strings.Contains(v[0].What, "step 2") {
+		t.Fatalf("the NLB's name left the status: %v, want one %s", v, vOrphan)
+	}
+	back := InitialConfig()
+	m.record(Op{Kind: Reload, Config: &back}, snap, 2)
+	if v := orphansKept(m, after); len(v) != 0 {
+		t.Fatalf("class added back: %v", v)
+	}
+	m.record(Op{Kind: Reload, Config: &removed}, snap, 3)
+	toMetal := classed
+	toMetal.Class = classMetal
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &toMetal}, snap, 4)
+	if v := orphansKept(m, after); len(v) != 0 {
+		t.Fatalf("moved to another class: %v", v)
+	}
+}
