@@ -13,7 +13,8 @@
 #
 # SHRINK bounds the shrinker (default 20m; 0: none), SETTLE the wait for
 # convergence at quiescence (default 150s), IGNORE lists violation classes
-# only logged (a known defect, while hunting others). Everything a run needs is under
+# only logged (a known defect, while hunting others), KEEP=1 keeps the
+# folders of passing runs too. Everything a run needs is under
 # _output/chaos (logs of failing runs kept, replay files); the output is
 # also in _output/chaos/last.log.
 set -euo pipefail
@@ -23,7 +24,7 @@ OUT=${CHAOS_OUT:-$ROOT/_output/chaos}
 mkdir -p "$OUT"
 export CHAOS_OUT=$OUT
 export CHAOS_SEED=${SEED:-} CHAOS_STEPS=${STEPS:-} CHAOS_DURATION=${DURATION:-}
-export CHAOS_REPLAY=${REPLAY:-} CHAOS_SHRINK=${SHRINK:-} CHAOS_SETTLE=${SETTLE:-} CHAOS_IGNORE=${IGNORE:-}
+export CHAOS_REPLAY=${REPLAY:-} CHAOS_SHRINK=${SHRINK:-} CHAOS_SETTLE=${SETTLE:-} CHAOS_IGNORE=${IGNORE:-} CHAOS_KEEP=${KEEP:-}
 if [ -n "$CHAOS_REPLAY" ]; then
   CHAOS_REPLAY=$(cd "$(dirname "$CHAOS_REPLAY")" && pwd)/$(basename "$CHAOS_REPLAY")
 fi
@@ -49,4 +50,4 @@ else
   run=TestChaos
   export CHAOS_RUN=1
 fi
-go test -count=1 -timeout "${timeout}s" -v -run "^(TestGenerate.*|TestWanted|TestShrink.*|TestModel.*|$run)\$" ./test/chaos/ 2>&1 | tee "$OUT/last.log"
+go test -count=1 -timeout "${timeout}s" -v -run "^(TestGenerate.*|TestWanted|TestShrink.*|TestModel.*|TestRender.*|TestGrowth.*|TestRotation.*|$run)\$" ./test/chaos/ 2>&1 | tee "$OUT/last.log"

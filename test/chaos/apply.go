@@ -15,7 +15,8 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
 )
 
-// apply carries out one operation. Operations that no longer apply (a
+// apply carries out one operation (but AWSKeyRotate, which steps runs
+// with rotateKey: it judges what it did). Operations that no longer apply (a
 // shrunk sequence edits a Service it never created, say) do what they can:
 // an edit creates, a delete of nothing does nothing.
 func (w *World) apply(ctx context.Context, op Op) error {
@@ -53,8 +54,14 @@ func (w *World) apply(ctx context.Context, op Op) error {
 		return w.pauseLeader()
 	case AWSThrottle:
 		w.fake.Throttle(op.N)
+		w.throttleEnd = w.fake.TotalAttempts() + op.N
 	case AWSOutage:
 		w.fake.SetOutage(op.Flag)
+		w.outage = op.Flag
+	case WatchDelay:
+		w.watchFault(time.Duration(op.N) * time.Second)
+	case WatchDrop:
+		w.watchFault(0)
 	}
 	return nil
 }
@@ -158,8 +165,8 @@ func (w *World) recreate(ctx context.Context, name string, s Shape) error {
 		if err != nil {
 			return err
 		}
-		if slices.Contains(cur.Finalizers, lbFinalizer) {
-			cur.Finalizers = slices.DeleteFunc(slices.Clone(cur.Finalizers), func(f string) bool { return f == lbFinalizer })
+		if slices.ContainsFunc(cur.Finalizers, isCleanupFinalizer) {
+			cur.Finalizers = slices.DeleteFunc(slices.Clone(cur.Finalizers), isCleanupFinalizer)
 			if cur, err = svcs.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 				return err
 			}

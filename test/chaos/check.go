@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,11 @@ const (
 	vWarning  = "warning-missing"
 	vMetric   = "metric-disagrees"
 	vPanic    = "panic-in-log"
+	vOldKey   = "old-credential-used"
+	vRotation = "rotation-disturbed"
+	vGrowth   = "goroutine-or-memory-growth"
+	vDeposed  = "deposed-leader-running"
+	vOrphan   = "removed-class-touched"
 )
 
 func violation(class, format string, args ...any) Violation {
@@ -56,6 +62,9 @@ func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
 		out = append(out, violation(vCrash, "%v", err))
 	}
 	out = append(out, doubles(s)...)
+	if w.fake != nil {
+		out = append(out, w.oldKeyUsed()...)
+	}
 	for name, cloud := range m.nodes {
 		if s.nodes[name] == nil && w.instanceExists(cloud, name) {
 			out = append(out, violation(vNode, "Node %s (%s) is gone, its instance still exists", name, cloud))
@@ -149,6 +158,13 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 			out = append(out, violation(vStranger, "%s: another controller's Service got our record %q", name, svc.Annotations[annRecord]))
 		}
 	}
+	out = append(out, orphansKept(m, s)...)
+	for _, r := range w.deposed() {
+		out = append(out, violation(vDeposed, "%s acquired the lease once, does not hold it, and still runs (its last lines:\n%s)", r.Name(), r.LogTail(5)))
+	}
+	if w.rot != nil {
+		out = append(out, violation(vConverge, "the leader has not applied the AWS key %s rotated at step %d (%s ago)", w.key, w.rot.step+1, time.Since(w.rot.at).Round(time.Second)))
+	}
 	return append(out, w.metricSettled(ctx, m.cfg, s)...)
 }
 
@@ -211,8 +227,8 @@ func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, sha
 	if v := svc.Annotations[annDraining] + svc.Annotations[annDNSMark]; v != "" {
 		out = append(out, violation(vConverge, "%s: draining %q, DNS target mark %q after every drain ended", name, svc.Annotations[annDraining], svc.Annotations[annDNSMark]))
 	}
-	if len(want) > 0 && !framework.HasFinalizer(svc, lbFinalizer) {
-		out = append(out, violation(vConverge, "%s wants %v and has no cleanup finalizer", name, want))
+	if len(want) > 0 && !framework.HasCleanupFinalizer(svc) {
+		out = append(out, violation(vConverge, "%s wants %v and has no cleanup finalizer %s (finalizers %v)", name, want, framework.CleanupFinalizer(svc), svc.Finalizers))
 	}
 	return append(out, conditionsSettled(name, want, svc)...)
 }
@@ -326,19 +342,32 @@ func (w *World) metricSettled(ctx context.Context, cfg Config, s *snapshot) []Vi
 
 // metric reads one sample (0 when absent) from the CCM's /metrics.
 func metric(ctx context.Context, c *framework.CCM, name string) (int, error) {
+	got, err := metrics(ctx, c, name)
+	return got[name], err
+}
+
+// metrics reads samples (0 when absent) from the CCM's /metrics, by the
+// name with its labels as /metrics writes them.
+func metrics(ctx context.Context, c *framework.CCM, names ...string) (map[string]int, error) {
 	code, body, err := c.Get(ctx, "/metrics")
 	if err != nil || code != 200 {
-		return 0, fmt.Errorf("%s /metrics: %d %w", c.Name(), code, err)
+		return nil, fmt.Errorf("%s /metrics: %d %w", c.Name(), code, err)
 	}
+	out := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int(f), err
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
 		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s /metrics: %s: %w", c.Name(), name, err)
+		}
+		out[name] = int(f)
 	}
-	return 0, nil
+	return out, sc.Err()
 }
 
 // panicLine matches what a Go panic, a recovered one (client-go's
@@ -368,6 +397,29 @@ func splitList(v string) []string {
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// orphansKept: a Service whose class a reload removed keeps every entry
+// its status had then (docs/routing.md: nothing is deleted by a
+// configuration change), as long as the class stays removed and the
+// Service keeps it.
+func orphansKept(m *model, s *snapshot) []Violation {
+	var out []Violation
+	for name, o := range m.orphans {
+		svc := s.svcs[name]
+		if svc == nil || svc.UID != o.uid || svc.DeletionTimestamp != nil {
+			continue
+		}
+		now := ingress(svc)
+		for _, a := range o.ingress {
+			if !slices.Contains(now, a) {
+				out = append(out, violation(vOrphan, "%s: the reload of step %d removed its class %s; its status then %v, now %v (a class removed leaves its Services' load balancers alone)",
+					name, o.step+1, o.class, o.ingress, now))
+				break
+			}
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -21,8 +22,10 @@ type Rand = rand.Rand
 const (
 	clusterID = "chaos"
 	region    = "eu-west-1"
-	accessKey = "AKIDCHAOS"
 )
+
+// awsKeyID is the AWS access key ID of generation gen (AWSKeyRotate).
+func awsKeyID(gen int) string { return fmt.Sprintf("AKIDCHAOS%04d", gen) }
 
 // The bare-metal pools: each backend's auto-assigned pool, big (a /27) or
 // shrunk to its upper half (a /28), and metal's reserved pool (not
@@ -62,18 +65,44 @@ func (c Config) drain() time.Duration {
 	return d
 }
 
-// classBackends are the backends of the configured classes.
+// classBackends are the backends of the judge's classes.
 var classBackends = map[string][]string{classMetal: {"metal"}, classBoth: {"aws", "metal"}}
+
+// class is the backends of the class name under c, and whether c
+// configures it.
+func (c Config) class(name string) ([]string, bool) {
+	if (name == classMetal && c.NoMetalClass) || (name == classBoth && c.NoBothClass) {
+		return nil, false
+	}
+	bs, ok := classBackends[name]
+	return bs, ok
+}
+
+// classes are the classes c configures, by their short names.
+func (c Config) classes() []string {
+	var out []string
+	for _, name := range []string{classMetal, classBoth} {
+		if _, ok := c.class(name); ok {
+			out = append(out, strings.TrimPrefix(name, "chaos.multicloud-ccm.io/"))
+		}
+	}
+	return out
+}
 
 // wanted is where a Service of shape s is served under c: its class's
 // backends, else its annotation's, else the default, else nowhere. known
-// is false when it names a backend c lacks.
+// is false when it names a backend c lacks, or a class c does not
+// configure (another controller's class now: its load balancers are left
+// as they are, and the judge does not judge them).
 func (c Config) wanted(s Shape) (backends []string, known bool) {
 	switch {
 	case s.Type != serviceTypeLB:
 		return nil, true
 	case s.Class != "":
-		backends = classBackends[s.Class]
+		var ok bool
+		if backends, ok = c.class(s.Class); !ok {
+			return nil, false
+		}
 	case s.Backends != "":
 		backends = strings.Split(s.Backends, ",")
 	case c.Default != "":
@@ -96,15 +125,23 @@ func (c Config) drainOf(s Shape) time.Duration {
 	return c.drain()
 }
 
-// render writes the cloud-config.
-func (c Config) render(awsURL, vpc string, vs vcsim.Backend) string {
+// render writes the cloud-config; keyDir holds the AWS credentials' secret
+// files (writeKey).
+func (c Config) render(awsURL, vpc, keyDir string, vs vcsim.Backend) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "apiVersion: multicloud-ccm.io/v1alpha1\nkind: CloudConfig\nclusterID: %s\nloadBalancer:\n", clusterID)
 	if c.Default != "" {
 		fmt.Fprintf(&w, "  defaultBackend: %s\n", c.Default)
 	}
 	fmt.Fprintf(&w, "  drainPeriod: %s\n", c.Drain)
-	fmt.Fprintf(&w, "  classes: [{name: %s, backend: metal}, {name: %s, backends: [aws, metal]}]\n", classMetal, classBoth)
+	var classes []string
+	if !c.NoMetalClass {
+		classes = append(classes, fmt.Sprintf("{name: %s, backend: metal}", classMetal))
+	}
+	if !c.NoBothClass {
+		classes = append(classes, fmt.Sprintf("{name: %s, backends: [aws, metal]}", classBoth))
+	}
+	fmt.Fprintf(&w, "  classes: [%s]\n", strings.Join(classes, ", "))
 	w.WriteString("backends:\n- name: metal\n  type: baremetal\n  baremetal:\n    inventory: [")
 	for i, n := range metalNodes {
 		if i > 0 {
@@ -121,11 +158,11 @@ func (c Config) render(awsURL, vpc string, vs vcsim.Backend) string {
     vpc: %s
     endpoints: {ec2: %q, elbv2: %q, sts: %q}
     credentials:
-      accessKeyID: {env: CHAOS_AWS_ACCESS_KEY_ID}
-      secretAccessKey: {env: CHAOS_AWS_SECRET_ACCESS_KEY}
+      accessKeyID: {file: %s}
+      secretAccessKey: {file: %s}
     instanceCacheTTL: 1s
     retry: {maxAttempts: 2, maxBackoff: 100ms}
-`, region, vpc, awsURL, awsURL, awsURL)
+`, region, vpc, awsURL, awsURL, awsURL, filepath.Join(keyDir, "access-key-id"), filepath.Join(keyDir, "secret-access-key"))
 	if c.Metal2 {
 		fmt.Fprintf(&w, `- name: metal2
   type: baremetal

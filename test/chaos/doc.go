@@ -3,7 +3,9 @@
 // (faults included), runs it against the built multicloud-ccm binary (two
 // replicas under leader election) on a real kube-apiserver and etcd, with
 // bare metal (two backends, each with its pool), the AWS wire fake
-// (internal/awsfake) and vcsim, and checks invariants after every step and
+// (internal/awsfake) and vcsim, each replica reaching kube-apiserver
+// through a proxy that can hold back or cut its watches (watchproxy.go),
+// and checks invariants after every step and
 // at quiescence. On a violation it prints the seed, shrinks the sequence to
 // the fewest steps that still fail (delta debugging), writes it as a replay
 // file and prints the command that replays it; the run's logs are kept.

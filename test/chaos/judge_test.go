@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
+	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/sims/vcsim"
 )
 
 // TestGenerateIsSeeded: a seed draws the same sequence every time, and
@@ -42,18 +45,28 @@ func TestGenerateIsSeeded(t *testing.T) {
 func TestGenerateCoversEveryKind(t *testing.T) {
 	kinds := map[Kind]bool{}
 	routings := map[string]bool{}
+	classes := map[string]bool{}
 	for seed := range uint64(5) {
 		for _, op := range Generate(seed, 200) {
 			kinds[op.Kind] = true
 			if op.Shape != nil {
 				routings[op.Shape.Backends+"|"+op.Shape.Class] = true
 			}
+			if op.Config != nil {
+				classes[strings.Join(op.Config.classes(), ",")] = true
+			}
 		}
 	}
 	for _, k := range []Kind{SvcApply, SvcDelete, SvcRecreate, StrangerApply, NodeJoin, NodeLeave, NodeExclude, NodeAddress,
-		NodeReady, NodeTerminate, Reload, KillLeader, PauseLeader, AWSThrottle, AWSOutage} {
+		NodeReady, NodeTerminate, Reload, KillLeader, PauseLeader, AWSThrottle, AWSOutage, AWSKeyRotate, WatchDelay, WatchDrop} {
 		if !kinds[k] {
 			t.Errorf("no %s in 1,000 steps", k)
+		}
+	}
+	// Reloads remove each class and add it back.
+	for _, c := range []string{"metal,aws-metal", "aws-metal", "metal", ""} {
+		if !classes[c] {
+			t.Errorf("no reload configuring the classes [%s] in 1,000 steps (drawn: %v)", c, classes)
 		}
 	}
 	for _, r := range []string{"metal|", "aws|", "|", "metal,metal2|", "metal,aws|", "|" + classBoth, "|" + classMetal} {
@@ -78,6 +91,10 @@ func TestWanted(t *testing.T) {
 		{Shape{Type: serviceTypeLB, Backends: "metal,metal2"}, InitialConfig(), []string{"metal", "metal2"}, true},
 		{Shape{Type: serviceTypeLB, Backends: "metal,metal2"}, noMetal2, []string{"metal", "metal2"}, false},
 		{Shape{Type: serviceTypeLB, Class: classBoth, Backends: "metal2"}, noMetal2, []string{"aws", "metal"}, true},
+		// A class the configuration lost: another controller's now.
+		{Shape{Type: serviceTypeLB, Class: classBoth}, Config{NoBothClass: true}, nil, false},
+		{Shape{Type: serviceTypeLB, Class: classMetal}, Config{NoBothClass: true}, []string{"metal"}, true},
+		{Shape{Type: serviceTypeCIP, Class: classMetal}, Config{NoMetalClass: true}, nil, true},
 	} {
 		got, known := tc.cfg.wanted(tc.shape)
 		if !slices.Equal(got, tc.want) || known != tc.known {
@@ -154,5 +171,135 @@ func TestModelDrains(t *testing.T) {
 	v := w.safety(context.Background(), m, &snapshot{at: now.Add(time.Second), svcs: map[string]*corev1.Service{"s0": gone}})
 	if len(v) != 1 || v[0].Class != vDrain {
 		t.Fatalf("violations %v, want one %s", v, vDrain)
+	}
+}
+
+// TestRenderClasses: a reload removing a class leaves it out of
+// loadBalancer.classes; the AWS credentials come from the secret files.
+func TestRenderClasses(t *testing.T) {
+	for _, tc := range []struct {
+		cfg        Config
+		want, gone []string
+	}{
+		{InitialConfig(), []string{classMetal + ", backend: metal", classBoth + ", backends: [aws, metal]"}, nil},
+		{Config{NoMetalClass: true}, []string{classBoth}, []string{classMetal}},
+		{Config{NoMetalClass: true, NoBothClass: true}, []string{"classes: []"}, []string{classMetal, classBoth}},
+	} {
+		out := tc.cfg.render("http://127.0.0.1:1", "vpc-1", "/keys", vcsim.Backend{Name: "onprem"})
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: no %q in\n%s", tc.cfg, w, out)
+			}
+		}
+		for _, g := range tc.gone {
+			if strings.Contains(out, g) {
+				t.Errorf("%s: %q still in\n%s", tc.cfg, g, out)
+			}
+		}
+		if !strings.Contains(out, "accessKeyID: {file: /keys/access-key-id}") || !strings.Contains(out, "secretAccessKey: {file: /keys/secret-access-key}") {
+			t.Errorf("%s: the AWS credentials are not read from the secret files:\n%s", tc.cfg, out)
+		}
+	}
+}
+
+// TestGrowthBound: growth within the bounds passes; a goroutine or heap
+// growth beyond is a violation naming the replica and both readings.
+func TestGrowthBound(t *testing.T) {
+	base := procStats{goroutines: 170, heap: 12 << 20}
+	for _, tc := range []struct {
+		end  procStats
+		want int
+	}{
+		{procStats{goroutines: 185, heap: 17 << 20}, 0},
+		{procStats{goroutines: 223, heap: 25 << 20}, 0}, // seed 1125's leader
+		{procStats{goroutines: 170 + goroutineSlack, heap: 12<<20 + heapSlack}, 0},
+		{procStats{goroutines: 171 + goroutineSlack, heap: 12 << 20}, 1},
+		{procStats{goroutines: 170, heap: 12<<20 + heapSlack + 1}, 1},
+		{procStats{goroutines: 1000, heap: 1 << 30}, 2},
+	} {
+		v := growthViolations("ccm-1", base, tc.end)
+		if len(v) != tc.want || slices.ContainsFunc(v, func(v Violation) bool { return v.Class != vGrowth || !strings.Contains(v.What, "ccm-1") }) {
+			t.Errorf("%s to %s: %v, want %d %s", base, tc.end, v, tc.want, vGrowth)
+		}
+	}
+}
+
+// TestRotationDisturbed: what was settled before a rotation and is the
+// same after passes; a status, an NLB or a Node changed is a violation.
+func TestRotationDisturbed(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s0", UID: "u1", Annotations: map[string]string{annRecord: "metal,aws"},
+		Finalizers: []string{lbFinalizer}}}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.3"}, {Hostname: "nlb-1.elb"}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "aws-0", UID: "n1", Labels: map[string]string{"topology.kubernetes.io/zone": "a"}},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///a/i-1"}}
+	nlbs := map[string][]awsfake.LoadBalancerView{"s0": {{ARN: "arn-1", DNSName: "nlb-1.elb"}}}
+	before := &snapshot{svcs: map[string]*corev1.Service{"s0": svc}, nodes: map[string]*corev1.Node{"aws-0": node}, nlbs: nlbs}
+	f := stableFacts{svcs: map[string]string{"s0": serviceFacts(svc, before, true)}, nodes: map[string]string{"aws-0": nodeFacts(node)}}
+	if v := disturbed(f, before, 4, false); len(v) != 0 {
+		t.Fatalf("nothing changed: %v", v)
+	}
+	// A sync failed by a cloud fault meanwhile turns LoadBalancerReady
+	// False: the fault's doing, not the rotation's.
+	failed := svc.DeepCopy()
+	failed.Status.Conditions = []metav1.Condition{{Type: condReady, Status: metav1.ConditionFalse}}
+	withFailed := &snapshot{svcs: map[string]*corev1.Service{"s0": failed}, nodes: before.nodes, nlbs: nlbs}
+	if v := disturbed(f, withFailed, 4, true); len(v) != 0 {
+		t.Errorf("a failed sync under a cloud fault: %v", v)
+	}
+	if v := disturbed(f, withFailed, 4, false); len(v) != 1 {
+		t.Errorf("a failed sync with no cloud fault: %v, want one %s", v, vRotation)
+	}
+	newNLB := &snapshot{svcs: before.svcs, nodes: before.nodes, nlbs: map[string][]awsfake.LoadBalancerView{"s0": {{ARN: "arn-2", DNSName: "nlb-1.elb"}}}}
+	moved := svc.DeepCopy()
+	moved.Status.LoadBalancer.Ingress = moved.Status.LoadBalancer.Ingress[1:]
+	relabeled := node.DeepCopy()
+	relabeled.Labels["topology.kubernetes.io/zone"] = "b"
+	for name, after := range map[string]*snapshot{
+		"NLB re-created":  newNLB,
+		"address dropped": {svcs: map[string]*corev1.Service{"s0": moved}, nodes: before.nodes, nlbs: nlbs},
+		"Service gone":    {svcs: map[string]*corev1.Service{}, nodes: before.nodes, nlbs: nlbs},
+		"Node relabeled":  {svcs: before.svcs, nodes: map[string]*corev1.Node{"aws-0": relabeled}, nlbs: nlbs},
+		"Node gone":       {svcs: before.svcs, nodes: map[string]*corev1.Node{}, nlbs: nlbs},
+	} {
+		if v := disturbed(f, after, 4, true); len(v) != 1 || v[0].Class != vRotation || !strings.Contains(v[0].What, "step 5") {
+			t.Errorf("%s: %v, want one %s", name, v, vRotation)
+		}
+	}
+}
+
+// TestModelOrphans: a reload removing the class of a served Service
+// records its status; losing an entry of it while the class stays
+// removed is a violation; adding the class back, or moving the Service
+// off it, ends that.
+func TestModelOrphans(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s0", UID: "u1"}}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.3"}, {Hostname: "nlb-1.elb"}}
+	snap := &snapshot{at: time.Now(), svcs: map[string]*corev1.Service{"s0": svc}}
+	classed := Shape{Type: serviceTypeLB, Class: classBoth, Ports: []int32{80}}
+	m := newModel()
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &classed}, snap, 0)
+	removed := InitialConfig()
+	removed.NoBothClass = true
+	m.record(Op{Kind: Reload, Config: &removed}, snap, 1)
+	if v := orphansKept(m, snap); len(v) != 0 {
+		t.Fatalf("status as it was: %v", v)
+	}
+	cleared := svc.DeepCopy()
+	cleared.Status.LoadBalancer.Ingress = cleared.Status.LoadBalancer.Ingress[:1]
+	after := &snapshot{svcs: map[string]*corev1.Service{"s0": cleared}}
+	if v := orphansKept(m, after); len(v) != 1 || v[0].Class != vOrphan || !strings.Contains(v[0].What, "step 2") {
+		t.Fatalf("the NLB's name left the status: %v, want one %s", v, vOrphan)
+	}
+	back := InitialConfig()
+	m.record(Op{Kind: Reload, Config: &back}, snap, 2)
+	if v := orphansKept(m, after); len(v) != 0 {
+		t.Fatalf("class added back: %v", v)
+	}
+	m.record(Op{Kind: Reload, Config: &removed}, snap, 3)
+	toMetal := classed
+	toMetal.Class = classMetal
+	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &toMetal}, snap, 4)
+	if v := orphansKept(m, after); len(v) != 0 {
+		t.Fatalf("moved to another class: %v", v)
 	}
 }

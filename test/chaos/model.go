@@ -40,6 +40,18 @@ type model struct {
 	// finalizer is what makes a CCM see the deletion), so NLBs tagged with
 	// its name that its status does not show are not judged.
 	abandoned map[string]bool
+	// orphans are the Services whose class a reload removed while they
+	// were served, with their status then: nothing of it may go while the
+	// class stays removed and the Service keeps it (docs/routing.md: a
+	// class removed leaves its Services' load balancers alone).
+	orphans map[string]orphan
+}
+
+type orphan struct {
+	uid     types.UID
+	class   string
+	ingress []string
+	step    int
 }
 
 type strangerModel struct {
@@ -59,7 +71,7 @@ type drainExpect struct {
 }
 
 func newModel() *model {
-	m := &model{cfg: InitialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}, abandoned: map[string]bool{}}
+	m := &model{cfg: InitialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}, abandoned: map[string]bool{}, orphans: map[string]orphan{}}
 	maps.Copy(m.nodes, baseNodes)
 	return m
 }
@@ -126,12 +138,16 @@ func (s *snapshot) holds(cfg Config, name, b string) bool {
 func (m *model) record(op Op, s *snapshot, i int) {
 	switch op.Kind {
 	case SvcApply:
+		if o, ok := m.orphans[op.Name]; ok && (op.Shape.Class != o.class || op.Shape.Type != serviceTypeLB) {
+			delete(m.orphans, op.Name)
+		}
 		old, had := m.svcs[op.Name]
 		m.svcs[op.Name] = *op.Shape
 		if had {
 			m.moved(op.Name, old, *op.Shape, m.cfg, m.cfg, s, i)
 		}
 	case SvcDelete, SvcRecreate:
+		delete(m.orphans, op.Name)
 		delete(m.strangers, op.Name)
 		delete(m.svcs, op.Name)
 		m.cancel(op.Name, func(drainExpect) bool { return true })
@@ -152,6 +168,20 @@ func (m *model) record(op Op, s *snapshot, i int) {
 func (m *model) reload(next Config, s *snapshot, i int) {
 	prev := m.cfg
 	m.cfg = next
+	for name, o := range m.orphans {
+		if _, ok := next.class(o.class); ok {
+			delete(m.orphans, name)
+		}
+	}
+	for name, shape := range m.svcs {
+		_, was := prev.class(shape.Class)
+		_, is := next.class(shape.Class)
+		svc := s.svcs[name]
+		if shape.Class == "" || shape.Type != serviceTypeLB || !was || is || svc == nil || svc.DeletionTimestamp != nil || len(ingress(svc)) == 0 {
+			continue
+		}
+		m.orphans[name] = orphan{uid: svc.UID, class: shape.Class, ingress: ingress(svc), step: i}
+	}
 	for name, shape := range m.svcs {
 		m.moved(name, shape, shape, prev, next, s, i)
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/lbcontroller"
 )
 
 // Kind is what an operation does.
@@ -53,17 +55,34 @@ const (
 	AWSThrottle Kind = "aws-throttle"
 	// AWSOutage makes every AWS call answer 503 (Flag) or ends that.
 	AWSOutage Kind = "aws-outage"
+	// AWSKeyRotate rotates the AWS backend's credentials by a live reload:
+	// the fake accepts the old access key and the new one (generation N),
+	// the judge writes the new one into the secret files the cloud-config
+	// references, and once the leader applied them the fake refuses the old
+	// key, as AWS does once a key is deactivated. Nothing of a Service or a
+	// Node may change; no request may carry the old key afterwards.
+	AWSKeyRotate Kind = "aws-key-rotate"
+	// WatchDelay holds back the leader's watch events for N seconds (a
+	// proxy between it and kube-apiserver): its view of the cluster goes
+	// stale while it leads (Sieve's stale states).
+	WatchDelay Kind = "watch-delay"
+	// WatchDrop cuts the leader's watches mid-way: its informers watch
+	// again (or list again) and may miss the states in between (Sieve's
+	// unobserved states).
+	WatchDrop Kind = "watch-drop"
 )
 
 // Routing annotation and label names the judge sets or reads.
 const (
-	annBackend     = "multicloud-ccm.io/load-balancer-backend"
-	annRecord      = "multicloud-ccm.io/load-balancer-backends"
-	annDrain       = "multicloud-ccm.io/load-balancer-drain"
-	annDraining    = "multicloud-ccm.io/load-balancer-draining"
-	annDNSMark     = "multicloud-ccm.io/load-balancer-dns-target"
-	annIPs         = "multicloud-ccm.io/load-balancer-ips"
-	labelExclude   = "node.kubernetes.io/exclude-from-external-load-balancers"
+	annBackend   = "multicloud-ccm.io/load-balancer-backend"
+	annRecord    = "multicloud-ccm.io/load-balancer-backends"
+	annDrain     = "multicloud-ccm.io/load-balancer-drain"
+	annDraining  = "multicloud-ccm.io/load-balancer-draining"
+	annDNSMark   = "multicloud-ccm.io/load-balancer-dns-target"
+	annIPs       = "multicloud-ccm.io/load-balancer-ips"
+	labelExclude = "node.kubernetes.io/exclude-from-external-load-balancers"
+	// lbFinalizer is upstream's shared cleanup finalizer (classless
+	// Services); classed ones carry lbcontroller.Finalizer.
 	lbFinalizer    = "service.kubernetes.io/load-balancer-cleanup"
 	classMetal     = "chaos.multicloud-ccm.io/metal"
 	classBoth      = "chaos.multicloud-ccm.io/aws-metal"
@@ -121,11 +140,17 @@ type Config struct {
 	// half.
 	MetalSmall  bool `json:"metalSmall,omitempty"`
 	Metal2Small bool `json:"metal2Small,omitempty"`
+	// NoMetalClass and NoBothClass remove the class classMetal (classBoth)
+	// from loadBalancer.classes: its Services become another controller's
+	// (docs/routing.md: their load balancers are left alone; a deletion is
+	// still cleaned up); false adds it back.
+	NoMetalClass bool `json:"noMetalClass,omitempty"`
+	NoBothClass  bool `json:"noBothClass,omitempty"`
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("metal2=%v default=%q drainPeriod=%s metalPool=%s metal2Pool=%s",
-		c.Metal2, c.Default, c.Drain, poolWord(c.MetalSmall), poolWord(c.Metal2Small))
+	return fmt.Sprintf("metal2=%v default=%q drainPeriod=%s metalPool=%s metal2Pool=%s classes=%v",
+		c.Metal2, c.Default, c.Drain, poolWord(c.MetalSmall), poolWord(c.Metal2Small), c.classes())
 }
 
 func poolWord(small bool) string {
@@ -169,6 +194,10 @@ func (o Op) String() string {
 		s = fmt.Sprintf("%s: %s", o.Kind, o.Config)
 	case AWSThrottle:
 		s = fmt.Sprintf("%s %d calls", o.Kind, o.N)
+	case AWSKeyRotate:
+		s = fmt.Sprintf("%s to %s", o.Kind, awsKeyID(o.N))
+	case WatchDelay:
+		s = fmt.Sprintf("%s %ds", o.Kind, o.N)
 	default:
 		s = strings.TrimSpace(fmt.Sprintf("%s %s", o.Kind, o.Name))
 	}
@@ -219,6 +248,7 @@ type generator struct {
 	nodes       map[string]*nodeState
 	cfg         Config
 	outage      int // steps left before the outage ends (0: none)
+	keyGen      int // the AWS key's generation (0: the first)
 }
 
 // Generate draws steps operations from seed.
@@ -262,13 +292,20 @@ func (g *generator) next() (Op, bool) {
 		return g.stranger()
 	case p < 78:
 		return g.node()
-	case p < 90:
+	case p < 87:
 		return g.reload(), true
-	case p < 92:
+	case p < 89:
+		g.keyGen++
+		return Op{Kind: AWSKeyRotate, N: g.keyGen}, true
+	case p < 91:
 		return Op{Kind: KillLeader}, true
-	case p < 94:
+	case p < 93:
 		return Op{Kind: PauseLeader}, true
-	case p < 97:
+	case p < 95:
+		return Op{Kind: WatchDelay, N: 2 + g.rnd.IntN(7)}, true
+	case p < 96:
+		return Op{Kind: WatchDrop}, true
+	case p < 98:
 		return Op{Kind: AWSThrottle, N: 10 + g.rnd.IntN(30)}, true
 	default:
 		if g.outage > 0 {
@@ -434,7 +471,7 @@ func (g *generator) reload() Op {
 		g.setConfig(c)
 		return Op{Kind: Reload, Config: &c}
 	}
-	switch g.rnd.IntN(5) {
+	switch g.rnd.IntN(7) {
 	case 0:
 		c.Metal2 = !c.Metal2
 		if !c.Metal2 && c.Default == "metal2" {
@@ -450,8 +487,12 @@ func (g *generator) reload() Op {
 		c.Drain = pick(g.rnd, configDrains)
 	case 3:
 		c.MetalSmall = !c.MetalSmall
-	default:
+	case 4:
 		c.Metal2Small = !c.Metal2Small
+	case 5:
+		c.NoMetalClass = !c.NoMetalClass
+	default:
+		c.NoBothClass = !c.NoBothClass
 	}
 	g.setConfig(c)
 	return Op{Kind: Reload, Config: &c}
@@ -464,3 +505,9 @@ func (g *generator) setConfig(c Config) {
 }
 
 func pick[T any](r *Rand, xs []T) T { return xs[r.IntN(len(xs))] }
+
+// isCleanupFinalizer: one of the two cleanup finalizers our controller
+// keeps on a Service (framework.CleanupFinalizer).
+func isCleanupFinalizer(f string) bool {
+	return f == lbFinalizer || f == lbcontroller.Finalizer
+}

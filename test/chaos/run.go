@@ -96,6 +96,9 @@ func Run(ctx context.Context, ops []Op, opts RunOptions) (*Result, error) {
 	if len(res.Violations) == 0 {
 		res.Violations = w.quiesce(ctx, m, opts)
 	}
+	if len(res.Violations) == 0 {
+		res.Violations = w.judged(w.growth(ctx))
+	}
 	res.Found = time.Since(start)
 	res.Violations = append(res.Violations, w.judged(w.panics())...)
 	w.stop()
@@ -119,8 +122,12 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 			m.abandoned[op.Name] = true
 		}
 		w.resume(false)
+		w.deactivate(ctx)
 		w.logf("step %d/%d: %s", i+1, len(ops), op)
-		if err := w.apply(ctx, op); err != nil {
+		var found []Violation
+		if op.Kind == AWSKeyRotate {
+			found = w.rotateKey(ctx, m, op.N, i)
+		} else if err := w.apply(ctx, op); err != nil {
 			w.logf("  step %d did not apply: %v", i+1, err)
 		}
 		counts[op.Kind]++
@@ -133,7 +140,7 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 		if err != nil {
 			return []Violation{violation(vCrash, "the API server: %v", err)}, i + 1
 		}
-		if v := w.judged(w.safety(ctx, m, after)); len(v) > 0 {
+		if v := w.judged(append(found, w.safety(ctx, m, after)...)); len(v) > 0 {
 			return v, i + 1
 		}
 	}
@@ -144,11 +151,17 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 // (the safety checks still running), or opts.Settle passes.
 func (w *World) quiesce(ctx context.Context, m *model, opts RunOptions) []Violation {
 	w.fake.SetOutage(false)
+	w.outage = false
 	w.fake.Throttle(0)
+	w.throttleEnd = 0
 	w.resume(true)
+	for _, p := range w.proxies {
+		p.hold(0)
+	}
 	start := time.Now()
 	var last []Violation
 	for {
+		w.deactivate(ctx)
 		s, err := w.snapshot(ctx)
 		if err != nil {
 			return []Violation{violation(vCrash, "the API server: %v", err)}

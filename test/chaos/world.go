@@ -48,15 +48,36 @@ type World struct {
 	vsNodes  map[string]vcsim.VM
 
 	cfgPath string
-	opts    framework.CCMOptions
+	// keyDir holds the AWS credentials' secret files; key is the access
+	// key ID they hold, rot the rotation not yet complete (nil: none) and
+	// retired the keys the fake refuses since (AWSKeyRotate).
+	keyDir  string
+	key     string
+	rot     *rotation
+	retired []string
+	// rejectedSeen is how many requests the fake had refused for their
+	// key when the judge last looked.
+	rejectedSeen int
+	// base are the replicas' goroutines and memory at the first
+	// quiescence (checkGrowth).
+	base map[*framework.CCM]procStats
+	opts framework.CCMOptions
 	// replicas are the CCM processes meant to run; gone are those killed
 	// (kept for their logs).
 	replicas, gone []*framework.CCM
 	killed         map[*framework.CCM]bool
+	// proxies stand between each replica and kube-apiserver (WatchDelay,
+	// WatchDrop).
+	proxies map[*framework.CCM]*watchProxy
 	// ignore are the violation classes only logged (RunOptions.Ignore).
 	ignore []string
 	// lastKill is when the judge last killed or paused a leader.
 	lastKill time.Time
+	// outage is whether the AWS fake answers 503 (AWSOutage);
+	// throttleEnd the fake's TotalAttempts once the throttled calls
+	// (AWSThrottle) are spent.
+	outage      bool
+	throttleEnd int
 	// paused is the replica PauseLeader stopped, until resumeAt.
 	paused   *framework.CCM
 	resumeAt time.Time
@@ -73,7 +94,7 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 	if err != nil {
 		return nil, &missingBinaries{err}
 	}
-	w = &World{Dir: dir, logf: logf, killed: map[*framework.CCM]bool{}}
+	w = &World{Dir: dir, logf: logf, killed: map[*framework.CCM]bool{}, proxies: map[*framework.CCM]*watchProxy{}}
 	defer func() {
 		if err != nil {
 			w.stop()
@@ -88,7 +109,8 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 	}
 	w.fake = awsfake.New(region)
 	w.seeded = w.fake.Seed(awsfake.SeedSpec{ClusterID: clusterID, Instances: 2})
-	w.fake.SetAccessKeys(accessKey)
+	w.key = awsKeyID(0)
+	w.fake.SetAccessKeys(w.key)
 	if w.awsRun, err = w.fake.Start("127.0.0.1:0"); err != nil {
 		return w, err
 	}
@@ -104,11 +126,15 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 		w.vsNodes[name] = w.sim.VMs[i]
 	}
 	w.cfgPath = filepath.Join(dir, "cloud-config.yaml")
+	w.keyDir = filepath.Join(dir, "aws-credentials")
+	if err = w.writeKey(0); err != nil {
+		return w, err
+	}
 	if err = w.writeConfig(InitialConfig()); err != nil {
 		return w, err
 	}
 	w.opts = framework.CCMOptions{
-		Env: append(w.vs.Env(), "CHAOS_AWS_ACCESS_KEY_ID="+accessKey, "CHAOS_AWS_SECRET_ACCESS_KEY=secret"),
+		Env: w.vs.Env(),
 		ExtraArgs: append([]string{"--cloud-config=" + w.cfgPath, "--cloud-config-reload-period=500ms"},
 			leaderElection...),
 		ReadyTimeout: 90 * time.Second,
@@ -123,10 +149,13 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 			return w, err
 		}
 	}
-	return w, framework.WaitFor(ctx, 60*time.Second, "a replica leads", func(context.Context) (bool, string, error) {
+	if err = framework.WaitFor(ctx, 60*time.Second, "a replica leads", func(context.Context) (bool, string, error) {
 		l := w.leader()
 		return l != nil, "no replica logged that it acquired the lease", nil
-	})
+	}); err != nil {
+		return w, err
+	}
+	return w, w.baseline(ctx)
 }
 
 // failoverWindow is how long after a leader's death the judge counts a
@@ -147,13 +176,26 @@ func (e *missingBinaries) Error() string { return framework.MissingBinariesMessa
 // instances, by cloud: the world starts two of each.
 var cloudNodes = map[string][]string{"aws": {"aws-0", "aws-1"}, "vsphere": {"vs-0", "vs-1"}}
 
+// startReplica starts a replica that reaches kube-apiserver through a
+// watch proxy of its own.
 func (w *World) startReplica(ctx context.Context) error {
 	w.seq++
 	opts := w.opts
 	opts.Name = fmt.Sprintf("ccm-%d", w.seq)
+	p, err := startWatchProxy(w.cp)
+	if err != nil {
+		return err
+	}
+	if opts.Kubeconfig, err = p.kubeconfig(w.cp, filepath.Join(w.Dir, opts.Name+".kubeconfig")); err != nil {
+		p.close()
+		return err
+	}
 	c, err := w.cp.StartCCM(ctx, opts)
 	if c != nil && c.Process != nil {
 		w.replicas = append(w.replicas, c)
+		w.proxies[c] = p
+	} else {
+		p.close()
 	}
 	if err != nil {
 		return fmt.Errorf("start %s: %w", opts.Name, err)
@@ -161,19 +203,65 @@ func (w *World) startReplica(ctx context.Context) error {
 	return nil
 }
 
-// leader is the live replica that logged acquiring the lease, or nil.
-// A replica that loses the lease exits, so the live one that acquired it
-// leads (a paused one is passed over: its standby leads, or soon will).
+// watchFault holds back the leader's watch events for d (d > 0), or cuts
+// its watches mid-way (d == 0).
+func (w *World) watchFault(d time.Duration) {
+	l := w.leader()
+	if l == nil {
+		return
+	}
+	p := w.proxies[l]
+	if d > 0 {
+		w.logf("holding back the watch events of the leader %s for %s", l.Name(), d)
+		p.hold(d)
+		return
+	}
+	w.logf("cut %d watches of the leader %s mid-way", p.drop(), l.Name())
+}
+
+// leader is the live replica holding the lease (kube-system/mccm-chaos),
+// or nil: the one whose log says the lease's holder identity became
+// leader. A paused one is passed over (its standby leads, or soon will),
+// and so is one that led before and lost the lease while paused: resumed,
+// it still acts until it notices (deposed).
 func (w *World) leader() *framework.CCM {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	holder, err := framework.LeaseHolder(ctx, w.c, "kube-system", leaseName)
+	if err != nil || holder == "" {
+		return nil
+	}
 	for _, r := range w.replicas {
 		if exited, _ := r.Exited(); exited || r == w.paused {
 			continue
 		}
-		if data, err := os.ReadFile(r.LogPath()); err == nil && strings.Contains(string(data), "Successfully acquired lease") {
+		if strings.Contains(readLog(r), holder+" became leader") {
 			return r
 		}
 	}
 	return nil
+}
+
+// deposed are the live replicas, not paused, that acquired the lease once
+// and do not hold it now: a replica that loses its lease must stop (the
+// CCM exits), or two replicas act at once.
+func (w *World) deposed() []*framework.CCM {
+	l := w.leader()
+	var out []*framework.CCM
+	for _, r := range w.replicas {
+		if exited, _ := r.Exited(); exited || r == w.paused || r == l {
+			continue
+		}
+		if strings.Contains(readLog(r), "Successfully acquired lease") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func readLog(r *framework.CCM) string {
+	data, _ := os.ReadFile(r.LogPath())
+	return string(data)
 }
 
 // killLeader kills the leader with SIGKILL and starts another replica.
@@ -264,10 +352,29 @@ func (w *World) replicasAlive(ctx context.Context) error {
 
 func (w *World) writeConfig(c Config) error {
 	tmp := w.cfgPath + ".tmp"
-	if err := os.WriteFile(tmp, []byte(c.render(w.awsRun.URL, w.seeded.VPCID, w.vs)), 0o600); err != nil {
+	if err := os.WriteFile(tmp, []byte(c.render(w.awsRun.URL, w.seeded.VPCID, w.keyDir, w.vs)), 0o600); err != nil {
 		return fmt.Errorf("cloud-config: %w", err)
 	}
 	return os.Rename(tmp, w.cfgPath)
+}
+
+// writeKey writes the AWS credentials of generation gen into the secret
+// files the cloud-config references, as a rotated Secret is: the secret
+// first, the access key ID last, each replaced whole.
+func (w *World) writeKey(gen int) error {
+	if err := os.MkdirAll(w.keyDir, 0o700); err != nil {
+		return err
+	}
+	for _, f := range [][2]string{{"secret-access-key", fmt.Sprintf("chaos-secret-%d", gen)}, {"access-key-id", awsKeyID(gen)}} {
+		path := filepath.Join(w.keyDir, f[0])
+		if err := os.WriteFile(path+".tmp", []byte(f[1]+"\n"), 0o600); err != nil {
+			return fmt.Errorf("AWS credentials: %w", err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			return fmt.Errorf("AWS credentials: %w", err)
+		}
+	}
+	return nil
 }
 
 // logs are every CCM log path, killed replicas' included.
@@ -284,6 +391,9 @@ func (w *World) stop() {
 	w.resume(true)
 	for _, r := range w.replicas {
 		_ = r.Stop(10 * time.Second)
+	}
+	for _, p := range w.proxies {
+		p.close()
 	}
 	if w.sim != nil {
 		w.sim.Close()
