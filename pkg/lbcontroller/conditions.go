@@ -103,6 +103,40 @@ func servedConditions(cur *corev1.Service, ann map[string]*string, status *corev
 	return setConditions(cur, want)
 }
 
+// backendConditionsStale reports whether the Service's backend
+// conditions disagree with its record and draining annotations as the API
+// server has them: a backend condition for a backend the record no longer
+// names (its drain ended and the router dropped it), or one draining that
+// no longer drains, or serving that now drains. The router writes those
+// annotations outside the controller's syncs (a drain's end, from its
+// timer); the update that carries them is not a reason to ensure, but the
+// conditions are the controller's to rewrite. A Service without a
+// backend condition of ours is never stale: nothing of ours to rewrite.
+func backendConditionsStale(svc *corev1.Service) bool {
+	recorded := map[string]bool{}
+	for b := range strings.SplitSeq(svc.Annotations[string(annotation.LoadBalancerBackends)], ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			recorded[b] = true
+		}
+	}
+	draining := map[string]bool{}
+	for e := range strings.SplitSeq(svc.Annotations[string(annotation.LoadBalancerDraining)], ",") {
+		if name, _, ok := strings.Cut(strings.TrimSpace(e), "="); ok {
+			draining[strings.TrimSpace(name)] = true
+		}
+	}
+	for _, c := range svc.Status.Conditions {
+		b, ok := strings.CutPrefix(c.Type, ConditionBackendPrefix)
+		if !ok {
+			continue
+		}
+		if !recorded[b] || (c.Reason == reasonDrainingLB) != draining[b] {
+			return true
+		}
+	}
+	return false
+}
+
 // failedConditions returns the Service's conditions after a failed sync:
 // LoadBalancerReady False with the error, the per-backend ones kept.
 // changed is false when the condition already says it failed (its message

@@ -181,3 +181,38 @@ func TestOthersLoadBalancerReadyKept(t *testing.T) {
 		}
 	}
 }
+
+// TestConditionsFollowARecordChangedOutsideASync: the router drops a
+// drained backend from the record and the draining annotation in a write
+// of its own (a drain's end, from its timer: router.finishDrain). That
+// update is no reason to ensure, but the backend's condition must go with
+// it: the controller rewrites the conditions in a full sync (chaos seed
+// 1016: the condition stayed Draining after the drain ended).
+func TestConditionsFollowARecordChangedOutsideASync(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	webOn(t, e, "metal", "1h")
+	e.moveTo(t, "web", "metal2")
+	draining := "LoadBalancerReady=True/Ensured backend.multicloud-ccm.io/metal2=True/Serving backend.multicloud-ccm.io/metal=False/Draining"
+	eventually(t, "metal draining", func() error {
+		if got := conditionsOf(e.get(t, "web")); got != draining {
+			return fmt.Errorf("conditions %q, want %q", got, draining)
+		}
+		return nil
+	})
+
+	// What the router's drain end writes, as another writer: metal leaves
+	// the record and the drains.
+	if err := retryUpdate(e, "web", func(s *corev1.Service) {
+		s.Annotations[string(annotation.LoadBalancerBackends)] = "metal2"
+		delete(s.Annotations, string(annotation.LoadBalancerDraining))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := "LoadBalancerReady=True/Ensured backend.multicloud-ccm.io/metal2=True/Serving"
+	eventually(t, "the drained backend's condition gone", func() error {
+		if got := conditionsOf(e.get(t, "web")); got != want {
+			return fmt.Errorf("conditions %q, want %q", got, want)
+		}
+		return nil
+	})
+}

@@ -339,7 +339,16 @@ func (c *Controller) serviceUpdated(old, cur any) {
 	if !c.mayOwn(n) && !c.mayOwn(o) && !c.known(key) {
 		return
 	}
-	if c.ownWrite(key, n) || !relevantChange(o, n) {
+	if c.ownWrite(key, n) {
+		return
+	}
+	if !relevantChange(o, n) {
+		if backendConditionsStale(n) && !backendConditionsStale(o) {
+			// The router changed the record or the drains outside a
+			// sync (a drain's end): a full sync rewrites the conditions
+			// from the Service as it is now.
+			c.syncFull(n)
+		}
 		return
 	}
 	c.queue.Add(key)
