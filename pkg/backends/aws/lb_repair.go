@@ -48,10 +48,10 @@ func (c *Cloud) BeginRepairPass(ctx context.Context, clusterName string) (contex
 // Service's names that no load balancer used when the pass read them: the
 // pass's reconcile deletes those the Service does not use and that are its
 // own (deleteUnattached), which nothing else would before the Service is
-// deleted (a group a hand-made listener kept, whose listener is gone). A Service's share is handed out once:
-// any later reconcile of it in the pass, and any reconcile or delete of it
-// outside the pass while the pass runs, drops it, so nothing a mutation
-// made stale is ever read. Listeners, target health and attributes have no
+// deleted (a group a hand-made listener kept, whose listener is gone). A
+// Service's share is handed out once: any later reconcile of it in the
+// pass, and any reconcile or delete of it outside the pass while the pass
+// runs, drops it, so nothing a mutation made stale is ever read. Listeners, target health and attributes have no
 // bulk read in the ELBv2 API: they are still read per load balancer.
 func (l *LoadBalancer) BeginRepairPass(ctx context.Context, _ string) (context.Context, func(), error) {
 	s, err := l.readSnapshot(ctx)
