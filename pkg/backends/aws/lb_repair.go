@@ -44,10 +44,14 @@ func (c *Cloud) BeginRepairPass(ctx context.Context, clusterName string) (contex
 // ctx, the first Ensure or Update of each Service takes its share of the
 // snapshot (its NLB and tags, attached target groups, security group and
 // the instances' rules from it) instead of reading them; what the snapshot
-// lacks is read from AWS as usual. A Service's share is handed out once:
-// any later reconcile of it in the pass, and any reconcile or delete of it
-// outside the pass while the pass runs, drops it, so nothing a mutation
-// made stale is ever read. Listeners, target health and attributes have no
+// lacks is read from AWS as usual. The share also holds the groups of the
+// Service's names that no load balancer used when the pass read them: the
+// pass's reconcile deletes those the Service does not use and that are its
+// own (deleteUnattached), which nothing else would before the Service is
+// deleted (a group a hand-made listener kept, whose listener is gone). A
+// Service's share is handed out once: any later reconcile of it in the
+// pass, and any reconcile or delete of it outside the pass while the pass
+// runs, drops it, so nothing a mutation made stale is ever read. Listeners, target health and attributes have no
 // bulk read in the ELBv2 API: they are still read per load balancer.
 func (l *LoadBalancer) BeginRepairPass(ctx context.Context, _ string) (context.Context, func(), error) {
 	s, err := l.readSnapshot(ctx)
@@ -76,6 +80,8 @@ type snapshot struct {
 	sgsByID   map[string]ec2types.SecurityGroup
 	// rulesFrom are, by source group, the rules naming it in each group.
 	rulesFrom map[string]map[string]map[backendRule]bool
+	// unattached are the VPC's target groups that no load balancer used.
+	unattached []elbtypes.TargetGroup
 	// taken are the Services (by NLB name) whose share was handed out or
 	// dropped.
 	taken map[string]bool
@@ -91,12 +97,15 @@ type lbEntry struct {
 
 // view is one Service's share of a snapshot: its NLB (by our name and the
 // upstream provider's), the security groups with our group's name (the
-// listing was complete: none means none) and the rules from them.
+// listing was complete: none means none), the rules from them, and the
+// target groups of the Service's names (serviceGroup) that no load
+// balancer used.
 type view struct {
-	snap      *snapshot
-	lbs       map[string]*lbEntry
-	sgs       []ec2types.SecurityGroup
-	rulesFrom map[string]map[string]map[backendRule]bool
+	snap       *snapshot
+	lbs        map[string]*lbEntry
+	sgs        []ec2types.SecurityGroup
+	rulesFrom  map[string]map[string]map[backendRule]bool
+	unattached []elbtypes.TargetGroup
 }
 
 // withView takes the Service's share out of every pass under way and, when
@@ -143,6 +152,11 @@ func (s *snapshot) take(n names) *view {
 		id := awssdk.ToString(sg.GroupId)
 		v.rulesFrom[id] = s.rulesFrom[id]
 		delete(s.rulesFrom, id)
+	}
+	for _, tg := range s.unattached {
+		if serviceGroup(n, awssdk.ToString(tg.TargetGroupName)) {
+			v.unattached = append(v.unattached, tg)
+		}
 	}
 	return v
 }
@@ -297,7 +311,8 @@ func tagMaps(out *elbv2.DescribeTagsOutput) map[string]map[string]string {
 }
 
 // readTargetGroups lists every target group, 400 a page, and files each
-// under the snapshot's load balancers it serves.
+// under the snapshot's load balancers it serves; those of the VPC that
+// serve none are kept apart (unattached).
 func (l *LoadBalancer) readTargetGroups(ctx context.Context, s *snapshot) error {
 	byARN := map[string]*lbEntry{}
 	for _, e := range s.lbs {
@@ -310,6 +325,9 @@ func (l *LoadBalancer) readTargetGroups(ctx context.Context, s *snapshot) error 
 			return fmt.Errorf("DescribeTargetGroups: %w", err)
 		}
 		for _, tg := range page.TargetGroups {
+			if len(tg.LoadBalancerArns) == 0 && awssdk.ToString(tg.VpcId) == l.settings.VPC {
+				s.unattached = append(s.unattached, tg)
+			}
 			for _, arn := range tg.LoadBalancerArns {
 				if e := byARN[arn]; e != nil {
 					e.tgs[awssdk.ToString(tg.TargetGroupName)] = tg

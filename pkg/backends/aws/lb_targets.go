@@ -463,6 +463,53 @@ func (l *LoadBalancer) deleteUnused(ctx context.Context, d *desiredLB, attached 
 	return nil
 }
 
+// deleteUnattached, in a repair pass, deletes the Service's target groups
+// that no load balancer used when the pass read them (the Service's share,
+// view.unattached) and that the Service does not use now: not a port's
+// group (d.groupARNs: a detached group of a port was reused), not among
+// those its listeners used (attached: deleteUnused's), not recorded by
+// tagDetachedGroups (deleteDetached's). Only groups tagged as this
+// cluster's and the Service's are deleted (ownedTargetGroups: one
+// DescribeTags for the candidates, none without any). A group a listener
+// uses again since the pass read it is refused by AWS (ResourceInUse) and
+// kept. Outside a pass nothing is read or deleted: the pass has listed
+// every target group already, and an Ensure or a node sync reads none
+// more for this.
+func (l *LoadBalancer) deleteUnattached(ctx context.Context, d *desiredLB, attached map[string]elbtypes.TargetGroup, detached []string) error {
+	v := l.viewOf(ctx)
+	if v == nil || len(v.unattached) == 0 {
+		return nil
+	}
+	used := map[string]bool{}
+	for _, arn := range d.groupARNs {
+		used[arn] = true
+	}
+	for _, tg := range attached {
+		used[awssdk.ToString(tg.TargetGroupArn)] = true
+	}
+	var unused []elbtypes.TargetGroup
+	for _, tg := range v.unattached {
+		if !used[awssdk.ToString(tg.TargetGroupArn)] && !slices.Contains(detached, awssdk.ToString(tg.TargetGroupName)) {
+			unused = append(unused, tg)
+		}
+	}
+	owned, err := l.ownedTargetGroups(ctx, d.names, unused)
+	if err != nil {
+		return err
+	}
+	for _, tg := range owned {
+		err := l.deleteTargetGroup(ctx, tg)
+		if errorCode(err) == "ResourceInUse" {
+			klog.FromContext(ctx).V(2).Info("Keeping a target group the Service no longer uses: a listener uses it again", "targetGroup", awssdk.ToString(tg.TargetGroupName))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ownedTargetGroups keeps the groups of tgs tagged as this cluster's and
 // the Service's (DescribeTags, 20 at a time; no call for none). The
 // others are left alone, and logged.

@@ -294,7 +294,8 @@ func (l *LoadBalancer) attachedTo(ctx context.Context, lb *elbtypes.LoadBalancer
 }
 
 // ensureForwarding makes the target groups, their targets and the
-// listeners of the NLB lb, then deletes the groups no longer used. An
+// listeners of the NLB lb, then deletes the groups no longer used (in a
+// repair pass also those no listener used when it began). An
 // adopted NLB keeps the upstream provider's groups that fit; a listener
 // about to move to another group is announced first. Only the Service's
 // listeners (listenerOwners) are changed or deleted; a port of the
@@ -332,6 +333,9 @@ func (l *LoadBalancer) ensureForwarding(ctx context.Context, d *desiredLB, lb *e
 		return err
 	}
 	if err := l.deleteDetached(ctx, d, lb, attached, detached); err != nil {
+		return err
+	}
+	if err := l.deleteUnattached(ctx, d, attached, detached); err != nil {
 		return err
 	}
 	if len(taken) > 0 {

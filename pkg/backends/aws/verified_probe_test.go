@@ -697,3 +697,49 @@ func TestProbeViewTargetTypeChosenByNodes(t *testing.T) {
 		t.Logf("mutating calls %v", m)
 	}
 }
+
+// TestProbeKeptServiceGroupGoesWithTheStranger: docs/aws.md (Listeners:
+// one rule) keeps a target group of the Service's that a hand-made
+// listener forwards to "(not deleted when the Service drops that port)
+// while it does". Once the stranger is deleted, the next Ensure (and a
+// repair pass) must delete the group the Service no longer has: nothing
+// else ever will until the Service is deleted.
+func TestProbeKeptServiceGroupGoesWithTheStranger(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance), withPort("tls", corev1.ProtocolTCP, 443, 30443))
+	e.ensure(t, svc, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	n := namesFor(testCluster, svc)
+	tg80 := n.targetGroup(80, "TCP", targetInstance)
+	arn80 := e.targetGroups(t)[tg80].ARN
+	hand, err := e.cloud.lb.elb.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: awssdk.String(e.onlyLB(t).ARN), Port: awssdk.Int32(9000),
+		Protocol: elbtypes.ProtocolEnumTcp, DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: awssdk.String(arn80)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Ports = svc.Spec.Ports[1:] // the Service drops port 80
+	e.ensure(t, svc, nodes)
+	if _, ok := e.targetGroups(t)[tg80]; !ok {
+		t.Fatalf("the port-80 group was deleted while the stranger forwards to it")
+	}
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cloud.lb.elb.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: hand.Listeners[0].ListenerArn}); err != nil {
+		t.Fatal(err)
+	}
+	e.ensure(t, svc, nodes)
+	pctx, end, err := e.cloud.lb.BeginRepairPass(ctx, testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lbi.EnsureLoadBalancer(pctx, testCluster, svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	if tg, ok := e.targetGroups(t)[tg80]; ok {
+		t.Errorf("the Service's port-80 group %s (targets %v) is left behind after the stranger that kept it was deleted, an Ensure and a repair pass", tg80, tg.Targets)
+	}
+}
