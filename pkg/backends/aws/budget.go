@@ -38,7 +38,7 @@ func budgetKey(s *Settings) string {
 // config where they are not; a test building backends against one fake
 // with different limits gets a budget each).
 func sharedBudgetKey(s *Settings) string {
-	return fmt.Sprintf("%s|%v", budgetKey(s), s.RateLimits)
+	return fmt.Sprintf("%s|%v", budgetKey(s), normalLimits(s.RateLimits))
 }
 
 // roleAccount is the account ID of an IAM role ARN
@@ -81,10 +81,24 @@ func checkBudgetsAcross(sections []config.Section) field.ErrorList {
 	return errs
 }
 
-// sameLimits compares two rateLimits sections, an empty one equal to none.
+// sameLimits compares two rateLimits sections, an empty one equal to none,
+// a mode left out equal to the default one.
 func sameLimits(a, b map[string]cloudapi.RateLimit) bool {
 	if len(a) == 0 && len(b) == 0 {
 		return true
 	}
-	return reflect.DeepEqual(a, b)
+	return reflect.DeepEqual(normalLimits(a), normalLimits(b))
+}
+
+// normalLimits is a rateLimits section with each mode left out written as
+// the default (cloudapi.ModeAdaptive): the same budget, said either way.
+func normalLimits(m map[string]cloudapi.RateLimit) map[string]cloudapi.RateLimit {
+	out := make(map[string]cloudapi.RateLimit, len(m))
+	for api, l := range m {
+		if l.Mode == "" {
+			l.Mode = cloudapi.ModeAdaptive
+		}
+		out[api] = l
+	}
+	return out
 }

@@ -204,6 +204,19 @@ func TestBackendsOfOneAccountShareTheBudget(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs.ToAggregate().Error(), `backends[1].aws.rateLimits`) || !strings.Contains(errs.ToAggregate().Error(), `"aws-a"`) {
 		t.Errorf("two backends of one account with different rateLimits: %v", errs)
 	}
+	// The default mode said or left out is the same budget: accepted, and
+	// shared.
+	modeSaid := &Settings{Region: "eu-west-1", RateLimits: map[string]cloudapi.RateLimit{cloudapi.APIEC2: {QPS: 20, Mode: cloudapi.ModeAdaptive}}}
+	if errs := checkBudgetsAcross([]config.Section{{Backend: "aws-b", Path: p.Index(0).Child("aws"), Settings: b}, {Backend: "aws-c", Path: p.Index(1).Child("aws"), Settings: modeSaid}}); len(errs) != 0 {
+		t.Errorf("the default mode said in one and left out in the other: %v", errs)
+	}
+	if sharedBudgetKey(b) != sharedBudgetKey(modeSaid) {
+		t.Errorf("the default mode said or left out: two budget keys %q and %q", sharedBudgetKey(b), sharedBudgetKey(modeSaid))
+	}
+	modeSaid.RateLimits[cloudapi.APIEC2] = cloudapi.RateLimit{QPS: 20, Mode: cloudapi.ModeFixed}
+	if errs := checkBudgetsAcross([]config.Section{{Backend: "aws-b", Path: p.Index(0).Child("aws"), Settings: b}, {Backend: "aws-c", Path: p.Index(1).Child("aws"), Settings: modeSaid}}); len(errs) != 1 {
+		t.Errorf("adaptive beside fixed in one account: %v, want one error", errs)
+	}
 	b.Region = "us-east-1"
 	if errs := checkBudgetsAcross([]config.Section{{Backend: "aws-a", Path: p.Index(0).Child("aws"), Settings: a}, {Backend: "aws-b", Path: p.Index(1).Child("aws"), Settings: b}}); len(errs) != 0 {
 		t.Errorf("two regions: %v", errs)
