@@ -97,7 +97,7 @@ func (p *watchProxy) kubeconfig(cp *framework.ControlPlane, path string) (string
 	if !strings.Contains(string(data), cp.URL) {
 		return "", fmt.Errorf("watch proxy: %s does not name %s", cp.AdminKubeconfig, cp.URL)
 	}
-	return path, os.WriteFile(path, []byte(strings.ReplaceAll(string(data), cp.URL, p.URL)), 0o600)
+	return path, os.WriteFile(path, []byte(strings.ReplaceAll(string(data), cp.URL, p.URL)), 0o600) //nolint:gosec // A path under the run's own directory.
 }
 
 // hold holds back the watch events kube-apiserver sends for d.
