@@ -105,17 +105,17 @@ var (
 	// the allocator as taken (showNew in pkg/plan/plan.go looks the backend
 	// up by the Service's whole Backend, "aws,metal"), so the next Service
 	// planned is given the same address; the switch gives each its own.
-	knownSharedAddress = true
+	knownSharedAddress = false
 	// knownDrainingCalls: the switch keeps reconciling the NLB draining in
 	// the backend a Service leaves (a gone instance's target deregistered
 	// during the drain); the plan lists no call for it, only the drain.
-	knownDrainingCalls = true
+	knownDrainingCalls = false
 	// knownPartialRefusal: a Service of several backends one of which
 	// refuses it (aws,metal with a load-balancer-ips bare metal refuses)
 	// is planned REFUSED with no change and no address; the switch serves
 	// it in the others (an NLB created, its name in the status) and warns
 	// about the one refusing.
-	knownPartialRefusal = true
+	knownPartialRefusal = false
 	// knownElsewhereServes: a Service of several backends one of which
 	// leaves it to another controller (aws with aws-load-balancer-type:
 	// external) is planned served by all of them ("metal,aws"); the switch
@@ -124,7 +124,7 @@ var (
 	// too. A Service served by aws,metal before is then planned "adopted"
 	// with no change and no delete while its NLB's name leaves its status
 	// (the NLB kept in AWS, for the other controller).
-	knownElsewhereServes = true
+	knownElsewhereServes = false
 )
 
 // compareAutoAddresses compares the automatically assigned bare-metal
