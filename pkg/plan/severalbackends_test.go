@@ -145,3 +145,17 @@ func TestPlanHandedOverInSeveral(t *testing.T) {
 		t.Errorf("summary %q fails: nothing is deleted, replaced or refused", rep.Summary)
 	}
 }
+
+// TestPlanSeveralBackendsInOrder: a Service of metal,aws is planned
+// served by "metal,aws", the annotation's order, as the switch writes it
+// in load-balancer-served-by (before: "aws,metal", the decision's targets
+// sorted by name; TestPlanMatchesSwitchRandomWorld, seed
+// 1796196368218856024).
+func TestPlanSeveralBackendsInOrder(t *testing.T) {
+	w := newWorld(t)
+	_, got := w.planOf(t, nil, lbService("ordered", testutil.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "metal,aws")))
+	s := got["ordered"]
+	if s.Backend != "metal,aws" || !strings.HasPrefix(s.NewAddress, "192.0.2.") {
+		t.Errorf("ordered: by %q, address %q; want by metal,aws, the bare-metal address first", s.Backend, s.NewAddress)
+	}
+}
