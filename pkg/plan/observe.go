@@ -19,7 +19,7 @@ import (
 // lbCall is one load-balancer call the router made to a backend.
 type lbCall struct {
 	backend string
-	op      string // get, ensure, delete
+	op      string // get, ensure, delete, update
 	exists  bool   // get: the backend holds a load balancer
 	status  *corev1.LoadBalancerStatus
 	intents []backends.Intent
@@ -122,8 +122,11 @@ func (l watchedLB) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 	return err
 }
 
-// UpdateLoadBalancer is never what the plan asks; it runs dry all the same.
+// UpdateLoadBalancer is the backend's, noted with its intents (the plan
+// asks it of a load balancer that drains).
 func (l watchedLB) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
-	inner, _ := backends.WithDryRun(ctx)
-	return l.LoadBalancer.UpdateLoadBalancer(inner, clusterName, svc, nodes)
+	inner, intents := backends.WithDryRun(ctx)
+	err := l.LoadBalancer.UpdateLoadBalancer(inner, clusterName, svc, nodes)
+	note(ctx, lbCall{backend: l.name, op: "update", intents: intents(), err: err})
+	return err
 }

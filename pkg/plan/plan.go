@@ -19,6 +19,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,7 +155,7 @@ func (p *planner) showNew(svc *corev1.Service, sp ServicePlan) {
 		return
 	}
 	for _, b := range p.backends {
-		if b.Name != sp.Backend {
+		if !slices.Contains(strings.Split(sp.Backend, ","), b.Name) {
 			continue
 		}
 		shown := svc.DeepCopy()

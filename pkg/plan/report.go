@@ -110,7 +110,18 @@ type ServicePlan struct {
 	// those whose load balancer is drained, then deleted.
 	DeletedFrom []string `json:"deletedFrom,omitempty"`
 	DrainedFrom []string `json:"drainedFrom,omitempty"`
-	Error       string   `json:"error,omitempty"`
+	// HandedOver names the backends the Service names that leave it to
+	// another controller (the aws backend for
+	// service.beta.kubernetes.io/aws-load-balancer-type: external): they
+	// do not serve it (not in Backend); a load balancer they hold is
+	// kept, for that controller, not deleted, and its addresses leave
+	// the status.
+	HandedOver []string `json:"handedOver,omitempty"`
+	// RefusedBy names, for a REFUSED Service, the backends that refuse it
+	// (Error says why); the others in Backend serve it all the same:
+	// Changes are theirs too, and NewAddress what the status shows.
+	RefusedBy []string `json:"refusedBy,omitempty"`
+	Error     string   `json:"error,omitempty"`
 }
 
 // AnnotationIssue is an annotation of a Service that would not do what its

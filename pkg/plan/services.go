@@ -40,27 +40,88 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes []*cor
 		sp.DeletedFrom = d.Backends(router.StepDelete)
 		return sp
 	}
+	// The targets that leave the Service to another controller
+	// (ImplementedElsewhere) do not serve it: their load balancer, if
+	// any, is that controller's and is kept, its addresses out of the
+	// status.
 	targets := d.Targets
-	sp.Backend = strings.Join(targets, ",")
+	served := slices.DeleteFunc(slices.Clone(targets), func(b string) bool { return slices.Contains(d.HandedOver, b) })
+	sp.Backend, sp.HandedOver = strings.Join(served, ","), d.HandedOver
 	sp.Annotations = p.annotationIssues(svc, targets)
+	if d.Status != nil {
+		sp.NewAddress = addresses(d.Status)
+	}
+	sp.Adoption, sp.Changes = splitIntents(calls, served)
 	if d.Err != nil {
+		// Refused by some targets (or by the router): the others serve
+		// it all the same, their changes made and their addresses shown
+		// (the sync fails, and is retried, until every target serves).
 		sp.Outcome, sp.Error = LBRefused, errText(d.Err)
+		for _, s := range d.Steps {
+			if s.Kind == router.StepEnsure && s.Err != nil {
+				sp.RefusedBy = append(sp.RefusedBy, s.Backend)
+			}
+		}
 		return sp
 	}
 	if getErr != nil {
 		sp.Error = "GetLoadBalancer: " + errText(getErr)
 	}
-	if d.Status != nil {
-		sp.NewAddress = addresses(d.Status)
-	}
-	sp.Adoption, sp.Changes = splitIntents(calls, targets)
 	sp.DeletedFrom = d.Backends(router.StepDelete)
 	for _, b := range d.Backends(router.StepDrain) {
+		in, err := p.whileDraining(ctx, svc, d, b, nodes)
+		if err != nil && sp.Error == "" {
+			sp.Error = fmt.Sprintf("updating the load balancer draining in backend %s: %s", b, errText(err))
+		}
+		sp.Changes = append(sp.Changes, in...)
 		sp.Changes = append(sp.Changes, p.drainIntent(svc, b))
 		sp.DrainedFrom = append(sp.DrainedFrom, b)
 	}
-	sp.Outcome = outcome(sp, slices.ContainsFunc(targets, func(b string) bool { return held[b] }))
+	sp.Outcome = outcome(sp, slices.ContainsFunc(served, func(b string) bool { return held[b] }))
 	return sp
+}
+
+// whileDraining is what the switch does to the load balancer draining in
+// backend b until the drain ends: it keeps it serving, and each update of
+// the Service's load balancers (the node sync: Router.UpdateLoadBalancer)
+// hands it the nodes as they are, so it is reconciled (a gone instance's
+// target deregistered). That update, on the Service as the sync leaves it
+// (the decision's annotations), under the dry run: b's intents, named by
+// backend.
+func (p *planner) whileDraining(ctx context.Context, svc *corev1.Service, d *router.Decision, b string, nodes []*corev1.Node) ([]backends.Intent, error) {
+	after := svc.DeepCopy()
+	for k, v := range d.Annotations {
+		if v == nil {
+			delete(after.Annotations, string(k))
+		} else {
+			if after.Annotations == nil {
+				after.Annotations = map[string]string{}
+			}
+			after.Annotations[string(k)] = *v
+		}
+	}
+	ctx, log := withCallLog(ctx)
+	ctx, _ = backends.WithDryRun(ctx)
+	err := p.r.UpdateLoadBalancer(ctx, p.cluster, after, nodes)
+	var out []backends.Intent
+	asked := false
+	for _, c := range log.all() {
+		if c.op != "update" || c.backend != b {
+			continue
+		}
+		asked = true
+		if c.err != nil {
+			return nil, c.err
+		}
+		for _, in := range c.intents {
+			in.What = "in backend " + b + ", while it drains: " + in.What
+			out = append(out, in)
+		}
+	}
+	if !asked {
+		return nil, err // the router failed before asking b
+	}
+	return out, nil
 }
 
 // splitIntents separates the adoption from the changes: the targets'

@@ -75,7 +75,10 @@ type Decision struct {
 	// Steps are the steps, in the order taken: the targets' ensures, then
 	// what becomes of every other backend that may hold a load balancer.
 	Steps []Step
-	// Status is the status the Service should show.
+	// Status is the status the Service should show; when the sync
+	// failed, the one it shows all the same (some targets failing: the
+	// others' addresses added, see partialFailure), nil when the failure
+	// leaves the status as it is.
 	Status *corev1.LoadBalancerStatus
 	// Annotations are the changes (nil: removed) the sync makes to the
 	// annotations naming who serves the Service (served-by, the load
@@ -119,7 +122,10 @@ func (r *Router) Decide(ctx context.Context, clusterName string, service *corev1
 	st, err := r.EnsureLoadBalancer(ctx, clusterName, service.DeepCopy(), nodes)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.Status, d.Err = st, err
+	if err == nil || st != nil {
+		d.Status = st
+	}
+	d.Err = err
 	return d
 }
 
@@ -151,6 +157,16 @@ func (d *Decision) step(s Step) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.Steps = append(d.Steps, s)
+}
+
+// show records the status a failed sync shows all the same.
+func (d *Decision) show(st *corev1.LoadBalancerStatus) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Status = st
 }
 
 func (d *Decision) handOver(names []string) {

@@ -385,18 +385,23 @@ func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []cor
 		return nil
 	}
 	return r.patchIngress(ctx, svc, func(cur []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
-		shown := map[string]bool{}
-		for _, in := range cur {
-			shown[in.IP+"|"+in.Hostname] = true
-		}
-		next := slices.Clone(cur)
-		for _, in := range add {
-			if !shown[in.IP+"|"+in.Hostname] {
-				next = append(next, in)
-			}
-		}
-		return next
+		return withAdded(cur, add)
 	})
+}
+
+// withAdded is cur with the addresses of add it does not show appended.
+func withAdded(cur, add []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
+	shown := map[string]bool{}
+	for _, in := range cur {
+		shown[in.IP+"|"+in.Hostname] = true
+	}
+	next := slices.Clone(cur)
+	for _, in := range add {
+		if !shown[in.IP+"|"+in.Hostname] {
+			next = append(next, in)
+		}
+	}
+	return next
 }
 
 // withdrawFromStatus removes the addresses in drop from the Service's

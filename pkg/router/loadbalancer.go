@@ -110,11 +110,11 @@ func (r *Router) EnsureLoadBalancer(ctx context.Context, clusterName string, ser
 	if err := r.addToRecord(ctx, service, targets...); err != nil {
 		return nil, err
 	}
-	dec.setTargets(backend.Names(targets))
+	dec.setTargets(svcstate.NamesInOrder(targets))
 	answers := r.ensureAll(ctx, clusterName, service, targets, nodes, drain)
 	named := targets
 	if targets, answers = withoutHandedOver(targets, answers); len(targets) < len(named) {
-		dec.handOver(slices.DeleteFunc(backend.Names(named), func(n string) bool { return slices.Contains(backend.Names(targets), n) }))
+		dec.handOver(slices.DeleteFunc(svcstate.NamesInOrder(named), func(n string) bool { return slices.Contains(svcstate.NamesInOrder(targets), n) }))
 	}
 	if len(targets) == 0 {
 		// Every backend named leaves the Service to another controller

@@ -186,6 +186,7 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 		errs = append(errs, fmt.Errorf("backend %s: %w", targets[i].Name, a.err))
 	}
 	if ok := mergeStatus(answers); len(ok.Ingress) > 0 {
+		decisionOf(ctx).show(&corev1.LoadBalancerStatus{Ingress: withAdded(service.Status.LoadBalancer.Ingress, ok.Ingress)})
 		if err := r.addToStatus(ctx, service, ok.Ingress); err != nil {
 			errs = append(errs, fmt.Errorf("showing the other backends' addresses: %w", err))
 		}

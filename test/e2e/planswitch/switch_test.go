@@ -77,7 +77,7 @@ func (w *world) switchAndCompare(rep *plan.Report, code int) {
 	for _, s := range rep.Services {
 		w.keptElsewhere(s, before)
 	}
-	w.compareAutoAddresses(rep, v.planned, v.got)
+	w.compareAutoAddresses(v.planned, v.got)
 	w.compareAWSCalls(rep)
 	w.t.Logf("calls compared at %v", time.Since(start))
 	// A node gone but Ready is deleted the first time it is not Ready: the
@@ -96,51 +96,13 @@ func (w *world) switchAndCompare(rep *plan.Report, code int) {
 	w.t.Logf("plan (exit %d): %s; the switch: %s", code, rep.Summary, describe(v.disruptive))
 }
 
-// Known disagreements between plan and switch, found by this
-// differential, each set aside by name (logged) while its fix is pending:
-// the plan's defects (pkg/plan, pkg/router) are not this package's to fix.
-var (
-	// knownSharedAddress: the plan gives a Service served by several
-	// backends (aws,metal) a bare-metal address but does not show it to
-	// the allocator as taken (showNew in pkg/plan/plan.go looks the backend
-	// up by the Service's whole Backend, "aws,metal"), so the next Service
-	// planned is given the same address; the switch gives each its own.
-	knownSharedAddress = true
-	// knownDrainingCalls: the switch keeps reconciling the NLB draining in
-	// the backend a Service leaves (a gone instance's target deregistered
-	// during the drain); the plan lists no call for it, only the drain.
-	knownDrainingCalls = true
-	// knownPartialRefusal: a Service of several backends one of which
-	// refuses it (aws,metal with a load-balancer-ips bare metal refuses)
-	// is planned REFUSED with no change and no address; the switch serves
-	// it in the others (an NLB created, its name in the status) and warns
-	// about the one refusing.
-	knownPartialRefusal = true
-	// knownElsewhereServes: a Service of several backends one of which
-	// leaves it to another controller (aws with aws-load-balancer-type:
-	// external) is planned served by all of them ("metal,aws"); the switch
-	// marks it served by the others ("metal"). With the shared address
-	// above, its bare-metal address is then planned for the next Service
-	// too. A Service served by aws,metal before is then planned "adopted"
-	// with no change and no delete while its NLB's name leaves its status
-	// (the NLB kept in AWS, for the other controller).
-	knownElsewhereServes = true
-)
-
 // compareAutoAddresses compares the automatically assigned bare-metal
 // addresses planned with those the switch gave, as sets.
-func (w *world) compareAutoAddresses(rep *plan.Report, planned, got []string) {
+func (w *world) compareAutoAddresses(planned, got []string) {
 	w.t.Helper()
 	slices.Sort(planned)
 	slices.Sort(got)
 	if slices.Equal(planned, got) {
-		return
-	}
-	shared := len(slices.Compact(slices.Clone(planned))) < len(planned) && slices.ContainsFunc(rep.Services, func(s plan.ServicePlan) bool {
-		return strings.Contains(s.Backend, ",") && strings.Contains(s.Backend, "metal")
-	})
-	if knownSharedAddress && shared && len(planned) == len(got) {
-		w.t.Logf("set aside (known disagreement: a bare-metal address planned for a Service of several backends is planned again for another): planned %v, the switch gave %v", planned, got)
 		return
 	}
 	w.t.Errorf("automatically assigned bare-metal addresses: planned %v, the switch gave %v", planned, got)
@@ -224,15 +186,11 @@ func (w *world) waitService(s plan.ServicePlan, before snapshot, v *verdict) {
 	name := s.Namespace + "/" + s.Name
 	switch s.Outcome {
 	case plan.LBAdopted, plan.LBCreated, plan.LBReplaced:
-		got := w.waitAddresses(s, before, v)
+		got := w.waitAddresses(s, before, true, v)
 		// Addresses of the backends the Service leaves go (a drained
-		// bare-metal one after the drain).
-		leaving := slices.Concat(s.DeletedFrom, s.DrainedFrom)
-		if knownElsewhereServes && elsewhereInSeveral(s, before) {
-			// Its NLB's name leaves the status, kept in AWS: see
-			// knownElsewhereServes.
-			leaving = append(leaving, "aws")
-		}
+		// bare-metal one after the drain), and those of the backends
+		// leaving it to another controller (their load balancers kept).
+		leaving := slices.Concat(s.DeletedFrom, s.DrainedFrom, s.HandedOver)
 		old := w.without(ingresses(before.svcs[s.Name].Status.LoadBalancer), leaving)
 		kept := keeps(old, got)
 		switch {
@@ -244,11 +202,13 @@ func (w *world) waitService(s plan.ServicePlan, before snapshot, v *verdict) {
 			v.disruptive = append(v.disruptive, fmt.Sprintf("%s replaced (%v -> %v)", name, old, got))
 		}
 	case plan.LBRefused:
-		partial := knownPartialRefusal && strings.Contains(s.Backend, ",")
-		if partial {
-			w.t.Logf("set aside (known disagreement: a Service of several backends one of which refuses it): %s is planned REFUSED with no change; the switch serves it in the others", name)
+		// Refused by some of its backends, served by the others: their
+		// addresses are shown (the sync fails, so nothing marks it
+		// served); refused by all, its status stays as it was.
+		if s.NewAddress != "" {
+			w.waitAddresses(s, before, false, v)
 		}
-		w.eventually(name+" refused with the plan's error", w.refusedWith(s, before, !partial))
+		w.eventually(name+" refused with the plan's error", w.refusedWith(s, before, s.NewAddress == ""))
 		v.disruptive = append(v.disruptive, name+" refused")
 	case plan.LBElsewhere:
 	default:
@@ -290,12 +250,13 @@ func (w *world) heldIn(name, b string, want bool) framework.Condition {
 }
 
 // waitAddresses waits until the switch marked the Service served by the
-// planned backends with addresses as planned, position by position: the
+// planned backends (with marked; a Service refused by some of its
+// backends is not) with addresses as planned, position by position: the
 // same address, or, where the plan gave a new NLB a made-up DNS name, a
 // real NLB's name the Service did not have, or, where the plan gave a
 // bare-metal address, one of the pool (those collected in v to compare as
 // sets).
-func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, v *verdict) []string {
+func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, marked bool, v *verdict) []string {
 	w.t.Helper()
 	old := ingresses(before.svcs[s.Name].Status.LoadBalancer)
 	// A bare-metal address drained stays in the status until the drain's
@@ -303,16 +264,11 @@ func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, v *verdict) [
 	draining := w.without(old, slices.DeleteFunc(slices.Clone(s.DrainedFrom), func(b string) bool { return b != "metal" }))
 	draining = difference(old, draining)
 	planned := difference(split(s.NewAddress), draining)
-	backend := s.Backend
-	if knownElsewhereServes && elsewhereInSeveral(s, before) {
-		backend = strings.Join(slices.DeleteFunc(strings.Split(backend, ","), func(b string) bool { return b == "aws" }), ",")
-		w.t.Logf("set aside (known disagreement: the plan names as serving a backend that leaves the Service to another controller): %s planned served by %q, expected served by %q", s.Name, s.Backend, backend)
-	}
 	var got []string
 	w.eventually(s.Namespace+"/"+s.Name+" served as planned ("+s.Outcome+" by "+s.Backend+", "+s.NewAddress+")", framework.ServiceMatches(w.cp.Client, ns, s.Name, func(svc *corev1.Service) (bool, string) {
 		got = difference(ingresses(svc.Status.LoadBalancer), draining)
 		served := svc.Annotations[string(annotation.LoadBalancerServedBy)]
-		ok := served == backend && len(got) == len(planned)
+		ok := (!marked || served == s.Backend) && len(got) == len(planned)
 		for i := 0; ok && i < len(got); i++ {
 			ok = w.sameAddress(planned[i], got[i], old)
 		}
@@ -324,12 +280,6 @@ func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, v *verdict) [
 		}
 	}
 	return got
-}
-
-// elsewhereInSeveral reports whether the Service is planned with several
-// backends, aws among them leaving it to another controller.
-func elsewhereInSeveral(s plan.ServicePlan, before snapshot) bool {
-	return before.svcs[s.Name].Annotations[awsType] == "external" && strings.Contains(s.Backend, ",") && strings.Contains(s.Backend, "aws")
 }
 
 // without drops from addrs those of the backends bs: NLB names for aws,
@@ -428,7 +378,9 @@ func (w *world) keptElsewhere(s plan.ServicePlan, before snapshot) {
 // mutating AWS calls with the plan's, one for one (as multisets of
 // actions: the CCM syncs Services concurrently; drains come after the
 // drain period and are not calls). Two known disagreements are set aside,
-// named and logged (see setAside).
+// named and logged: the attributes of a new NLB or target group
+// (attributesOfANewResource) and the node sync after the plan's node
+// changes (followUp).
 func (w *world) compareAWSCalls(rep *plan.Report) {
 	w.t.Helper()
 	planned := map[string][]string{}
@@ -452,25 +404,12 @@ func (w *world) compareAWSCalls(rep *plan.Report) {
 		made[c.service] = append(made[c.service], c)
 	}
 	deleted, joined := w.nodeTargets(rep)
-	draining, partial := map[string]bool{}, map[string]bool{}
-	for _, s := range rep.Services {
-		draining[s.Namespace+"/"+s.Name] = slices.Contains(s.DrainedFrom, "aws")
-		partial[s.Namespace+"/"+s.Name] = s.Outcome == plan.LBRefused && strings.Contains(s.Backend, ",")
-	}
 	for _, key := range slices.Sorted(maps.Keys(mergeKeys(planned, made))) {
 		notMade, notPlanned := match(planned[key], made[key])
 		var unexplained []string
 		for _, c := range notPlanned {
 			if why := followUp(c, deleted, joined); why != "" {
 				w.t.Logf("set aside (known disagreement: the node sync after the plan's node changes): %s %s %v (%s)", key, c.action, c.targets, why)
-				continue
-			}
-			if knownDrainingCalls && draining[key] {
-				w.t.Logf("set aside (known disagreement: calls on the NLB draining in the backend the Service leaves): %s %s %v", key, c.action, c.targets)
-				continue
-			}
-			if knownPartialRefusal && partial[key] {
-				w.t.Logf("set aside (known disagreement: a Service of several backends one of which refuses it, served by the others): %s %s %v", key, c.action, c.targets)
 				continue
 			}
 			unexplained = append(unexplained, c.action+fmt.Sprint(c.targets))
