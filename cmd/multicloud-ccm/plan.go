@@ -144,7 +144,9 @@ func printServicePlans(w io.Writer, services []plan.ServicePlan) {
 	fmt.Fprintln(tw, "SERVICE\tBACKEND\tCHOSEN BY\tOUTCOME\tCHANGES\tADDRESS")
 	for _, s := range services {
 		addr := dash(s.Address)
-		if s.NewAddress != s.Address && s.Outcome != plan.LBElsewhere && s.Outcome != plan.LBRefused {
+		// A Service refused by every backend keeps its address; one refused
+		// by some of its backends is served by the others (s.RefusedBy).
+		if s.NewAddress != s.Address && s.Outcome != plan.LBElsewhere && (s.Outcome != plan.LBRefused || s.NewAddress != "") {
 			addr += " -> " + dash(s.NewAddress)
 		}
 		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%d\t%s\n", s.Namespace, s.Name, dash(s.Backend), dash(s.ChosenBy), s.Outcome, len(s.Changes), addr)
@@ -178,6 +180,12 @@ func serviceDetails(s plan.ServicePlan) []string {
 	}
 	for _, a := range s.Annotations {
 		out = append(out, fmt.Sprintf("annotation %s=%q: %s: %s", a.Annotation, a.Value, a.Problem, a.Detail))
+	}
+	if len(s.RefusedBy) > 0 {
+		out = append(out, "refused by: "+strings.Join(s.RefusedBy, ", "))
+	}
+	if len(s.HandedOver) > 0 {
+		out = append(out, "left to another controller by: "+strings.Join(s.HandedOver, ", ")+" (its load balancer there is kept, its address leaves the status)")
 	}
 	if s.Error != "" {
 		out = append(out, "error: "+s.Error)

@@ -177,3 +177,24 @@ func TestPlanCommandOtherCCMs(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanTablePartialRefusal: a Service some of its backends refuse is
+// served by the others: the table shows its new address, the details name
+// the refusing backends and those that leave it to another controller;
+// one every backend refuses keeps its address.
+func TestPlanTablePartialRefusal(t *testing.T) {
+	var b strings.Builder
+	printServicePlans(&b, []plan.ServicePlan{
+		{Namespace: "default", Name: "partial", Backend: "aws,metal", Outcome: plan.LBRefused, NewAddress: "nlb-1.elb.example", RefusedBy: []string{"metal"}, HandedOver: []string{"aws2"}},
+		{Namespace: "default", Name: "refused", Backend: "metal", Outcome: plan.LBRefused, Address: "192.0.2.9", RefusedBy: []string{"metal"}},
+	})
+	out := b.String()
+	for _, want := range []string{"- -> nlb-1.elb.example", "refused by: metal", "left to another controller by: aws2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "192.0.2.9 ->") {
+		t.Errorf("a Service every backend refuses shows a new address:\n%s", out)
+	}
+}
