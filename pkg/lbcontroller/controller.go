@@ -28,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -356,16 +355,13 @@ func (c *Controller) serviceUpdated(old, cur any) {
 	c.queue.Add(key)
 }
 
-// statusOverwritten reports whether the update from o to n put into the
-// load-balancer status an address the controller did not write: another
+// statusOverwritten reports whether the update from o to n changed the
+// load-balancer status to one the controller did not write: another
 // writer's (a deposed leader still running its controllers until its
 // renew deadline, as client-go's leader election has no fencing, or a
-// hand). An address the status shows that the backend does not hold for
-// the Service sends clients nowhere, and its allocator may give it to
-// another Service: a full sync compares the status with the cloud's answer
-// at once, and the allocator and the status agree again. An address only
-// removed (a status edited away) is drift the repair pass restores and
-// reports.
+// hand). The status of a Service the controller serves is its own to
+// write; what the other wrote is compared with the cloud's answer by a
+// full sync, and the allocator and the status agree again.
 func (c *Controller) statusOverwritten(key string, o, n *corev1.Service) bool {
 	if servicehelper.LoadBalancerStatusEqual(&o.Status.LoadBalancer, &n.Status.LoadBalancer) {
 		return false
@@ -373,17 +369,7 @@ func (c *Controller) statusOverwritten(key string, o, n *corev1.Service) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st, ok := c.state[key]
-	if !ok || st.fresh {
-		return false
-	}
-	for _, in := range n.Status.LoadBalancer.Ingress {
-		if !slices.ContainsFunc(st.svc.Status.LoadBalancer.Ingress, func(w corev1.LoadBalancerIngress) bool {
-			return w.IP == in.IP && w.Hostname == in.Hostname
-		}) {
-			return true
-		}
-	}
-	return false
+	return ok && !st.fresh && !servicehelper.LoadBalancerStatusEqual(&st.svc.Status.LoadBalancer, &n.Status.LoadBalancer)
 }
 
 // ownWrite reports whether the Service's version is one the controller
