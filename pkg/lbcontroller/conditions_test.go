@@ -216,37 +216,3 @@ func TestConditionsFollowARecordChangedOutsideASync(t *testing.T) {
 		return nil
 	})
 }
-
-// TestStatusOverwrittenByAnotherWriterRestored: a deposed leader, still
-// running its controllers until its renew deadline (client-go's leader
-// election has no fencing), writes a status with an address of its own
-// allocator's for a Service the new leader serves. The new leader's
-// allocator holds another, and nothing reconciled the two (chaos seed
-// 1019: addresses_in_use disagreed with the statuses for good). The
-// controller treats a status it did not write as drift: a full sync
-// writes the address its backend holds back.
-func TestStatusOverwrittenByAnotherWriterRestored(t *testing.T) {
-	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
-	held := webOn(t, e, "metal", "0s")
-	other := "192.0.2.9" // in metal's pool, not held
-	if held == other {
-		t.Fatalf("the pool gave %s, the address the test writes as another's", held)
-	}
-	for {
-		s := e.get(t, "web")
-		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: other}}
-		_, err := e.client.CoreV1().Services("default").UpdateStatus(context.Background(), s, metav1.UpdateOptions{})
-		if err == nil {
-			break
-		}
-		if !apierrors.IsConflict(err) {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, "the held address back in the status", func() error {
-		if got := ingresses(e.get(t, "web")); got != held {
-			return fmt.Errorf("status %q, want %q (the address metal holds)", got, held)
-		}
-		return nil
-	})
-}

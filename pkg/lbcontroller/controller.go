@@ -344,32 +344,15 @@ func (c *Controller) serviceUpdated(old, cur any) {
 		return
 	}
 	if !relevantChange(o, n) {
-		if backendConditionsStale(n) && !backendConditionsStale(o) || c.statusOverwritten(key, o, n) {
+		if backendConditionsStale(n) && !backendConditionsStale(o) {
 			// The router changed the record or the drains outside a
-			// sync (a drain's end), or another writer the status: a
-			// full sync rewrites them from the Service as it is now.
+			// sync (a drain's end): a full sync rewrites the conditions
+			// from the Service as it is now.
 			c.syncFull(n)
 		}
 		return
 	}
 	c.queue.Add(key)
-}
-
-// statusOverwritten reports whether the update from o to n changed the
-// load-balancer status to one the controller did not write: another
-// writer's (a deposed leader still running its controllers until its
-// renew deadline, as client-go's leader election has no fencing, or a
-// hand). The status of a Service the controller serves is its own to
-// write; what the other wrote is compared with the cloud's answer by a
-// full sync, and the allocator and the status agree again.
-func (c *Controller) statusOverwritten(key string, o, n *corev1.Service) bool {
-	if servicehelper.LoadBalancerStatusEqual(&o.Status.LoadBalancer, &n.Status.LoadBalancer) {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st, ok := c.state[key]
-	return ok && !st.fresh && !servicehelper.LoadBalancerStatusEqual(&st.svc.Status.LoadBalancer, &n.Status.LoadBalancer)
 }
 
 // ownWrite reports whether the Service's version is one the controller
