@@ -55,6 +55,12 @@ func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.
 		if svc, err = c.reread(ctx, svc); svc == nil || err != nil {
 			return nil, err
 		}
+		if svc.DeletionTimestamp != nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(svc) {
+			// Deleted, turned ClusterIP or no longer ours meanwhile: no
+			// finalizer may be added now, nor a load balancer made; the
+			// sync the change queued cleans up.
+			return nil, nil
+		}
 	}
 }
 
