@@ -434,12 +434,7 @@ func TestProbeMigrationDuringClassDrain(t *testing.T) {
 	if err := e.client.CoreV1().Services("default").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "web gone", func() error {
-		if _, err := e.client.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%w)", err)
-		}
-		return nil
-	})
+	waitServiceGone(t, e, "web")
 	if _, exists, err := e.cloud.GetLoadBalancer(context.Background(), cluster, probe); err != nil || exists {
 		t.Errorf("after the deletion: a load balancer exists %v (err %v); the deletion leaked the draining one", exists, err)
 	}
@@ -471,18 +466,8 @@ func TestProbeUpstreamBesideOursClassedUnderShared(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "web gone", func() error {
-		if _, err := e.client.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%w)", err)
-		}
-		return nil
-	})
-	eventually(t, "its load balancer gone", func() error {
-		if _, exists, err := e.cloud.GetLoadBalancer(context.Background(), cluster, probe); err != nil || exists {
-			return fmt.Errorf("exists %v, err %w", exists, err)
-		}
-		return nil
-	})
+	waitServiceGone(t, e, "web")
+	waitLoadBalancerGone(t, e, "its load balancer gone", probe)
 }
 
 // TestProbeUpstreamBesideOursRestartClassedUnderShared: as
@@ -508,12 +493,7 @@ func TestProbeUpstreamBesideOursRestartClassedUnderShared(t *testing.T) {
 	web.DeletionTimestamp = &now
 	e := startEnv(t, envOptions{doc: doc, versioned: true}, web, ctl)
 	utilt.RunServiceController(t, e.cloud.routerCloud.(cloudprovider.Interface), e.client, e.factory, cluster, 2)
-	eventually(t, "web gone", func() error {
-		if _, err := e.client.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%w)", err)
-		}
-		return nil
-	})
+	waitServiceGone(t, e, "web")
 	eventually(t, "ctl moved to our finalizer", func() error {
 		if s := e.get(t, "ctl"); !slices.Equal(s.Finalizers, []string{Finalizer}) {
 			return fmt.Errorf("finalizers %v", s.Finalizers)
@@ -523,12 +503,7 @@ func TestProbeUpstreamBesideOursRestartClassedUnderShared(t *testing.T) {
 	if _, exists, err := e.cloud.GetLoadBalancer(context.Background(), cluster, e.get(t, "ctl")); err != nil || !exists {
 		t.Fatalf("ctl: exists %v, err %v: the router does not know a load balancer restored at the start", exists, err)
 	}
-	eventually(t, "web's load balancer gone", func() error {
-		if _, exists, err := e.cloud.GetLoadBalancer(context.Background(), cluster, web); err != nil || exists {
-			return fmt.Errorf("exists %v, err %w", exists, err)
-		}
-		return nil
-	})
+	waitLoadBalancerGone(t, e, "web's load balancer gone", web)
 }
 
 // TestProbeRemovedClassThenClusterIP: a live reload removes our class
@@ -627,4 +602,27 @@ func TestProbePrepareConflictTypeChange(t *testing.T) {
 	if got := e.finalizerPatches("web"); len(got) > 1 {
 		t.Errorf("finalizer writes %v; want only the one that conflicted", got)
 	}
+}
+
+// waitServiceGone waits until the API server no longer has the Service.
+func waitServiceGone(t *testing.T, e *env, name string) {
+	t.Helper()
+	eventually(t, name+" gone", func() error {
+		if _, err := e.client.CoreV1().Services("default").Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%w)", err)
+		}
+		return nil
+	})
+}
+
+// waitLoadBalancerGone waits until the router finds no load balancer for
+// svc in any backend.
+func waitLoadBalancerGone(t *testing.T, e *env, what string, svc *corev1.Service) {
+	t.Helper()
+	eventually(t, what, func() error {
+		if _, exists, err := e.cloud.GetLoadBalancer(context.Background(), cluster, svc); err != nil || exists {
+			return fmt.Errorf("exists %v, err %w", exists, err)
+		}
+		return nil
+	})
 }
