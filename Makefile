@@ -102,9 +102,16 @@ upstream-aws: build control-plane
 promrules: helm
 	cd test/promrules && $(GO) vet ./... && $(GO) test -count=1 ./...
 
+# A start that fails is tried once more from a stopped stack (the second
+# failure fails the target): stop 47's CI lost its whole run to one
+# neutron-server start.
 openstack-up:
 	@mkdir -p $(OUT)
-	bash hack/openstack/up.sh > $(OUT)/openstack.env.tmp && mv $(OUT)/openstack.env.tmp $(OUT)/openstack.env
+	bash hack/openstack/up.sh > $(OUT)/openstack.env.tmp || { \
+	  echo "openstack-up: the start failed; stopping the stack and starting it once more" >&2; \
+	  bash hack/openstack/down.sh --quiet || true; \
+	  bash hack/openstack/up.sh > $(OUT)/openstack.env.tmp; }
+	mv $(OUT)/openstack.env.tmp $(OUT)/openstack.env
 
 openstack-down:
 	bash hack/openstack/down.sh

@@ -159,8 +159,13 @@ for _ in $(seq 1 120); do
     print_env
     exit 0
   fi
-  alive "$dir/neutron-server.pid" || break
+  # The process, not its command line: until the background shell has
+  # exec'd neutron-server its cmdline is this script's, and stop 47's CI
+  # gave up here in the same second it started the server.
+  kill -0 "$(cat "$dir/neutron-server.pid")" 2>/dev/null ||
+    pgrep -f "neutron-server --config-file $dir/neutron.conf" >/dev/null || break
   sleep 0.5
 done
 log "Neutron did not answer at $neutron_url; see $dir/log/neutron-server.log and neutron-server.out"
+tail -n 20 "$dir/log/neutron-server.out" "$dir/log/neutron-server.log" >&2 2>/dev/null || true
 exit 1
