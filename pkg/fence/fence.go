@@ -1,0 +1,335 @@
+// Package fence keeps a replica that may have lost its leader-election
+// lease from writing to the API server.
+//
+// Upstream's elector (k8s.io/client-go/tools/leaderelection) has no
+// fencing: a leader paused longer than the lease duration (a stopped
+// process, a frozen VM, a long garbage-collection pause) resumes still
+// believing it leads, and its controllers act on what they saw before the
+// pause until the elector notices, up to the renew deadline later, while
+// another replica already leads: two writers. The fence closes that
+// window from the side of the replica itself: a [Fence] sees the requests
+// the elector makes for the lease, and refuses every other mutating
+// request (POST, PUT, PATCH, DELETE) once the last successful renewal was
+// sent too long ago for the replica to be sure it still holds the lease.
+//
+// The bound is the follower's: a standby counts the lease duration from
+// the moment it observed the holder's last renewal, which is after the
+// holder sent it; so no other replica can hold the lease before the
+// holder's send time plus the lease duration. A write checked before that
+// time (minus a margin for its transit) reaches the API server while the
+// replica still holds the lease. Times are read from the monotonic clock,
+// so a wall-clock jump does not move the bound.
+package fence
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// ErrFenced is the error of every refused request (check with errors.Is:
+// client-go wraps it in a *url.Error).
+var ErrFenced = errors.New("refused by the leader-election fence")
+
+// logInterval is how often at most a refused request is logged; the
+// requests refused in between are counted in that line.
+const logInterval = 10 * time.Second
+
+// Options configures a Fence.
+type Options struct {
+	// Namespace and Name are the leader-election Lease
+	// (--leader-elect-resource-namespace, --leader-elect-resource-name).
+	Namespace, Name string
+	// Exempt are other Leases in Namespace written by electors of this
+	// process (leader migration's): passed through, not followed.
+	Exempt []string
+	// LeaseDuration is --leader-elect-lease-duration.
+	LeaseDuration time.Duration
+	// Margin is taken off LeaseDuration for a write's way to the API
+	// server; 0: a tenth of LeaseDuration.
+	Margin time.Duration
+	// Clock is the clock; nil: the real one (monotonic readings).
+	Clock clock.PassiveClock
+}
+
+// Fence follows the leader-election Lease's renewals made through it and
+// refuses other writes once they are too old. Its zero value is not
+// usable: use [New].
+type Fence struct {
+	opts   Options
+	bound  time.Duration
+	decode runtime.Decoder
+
+	mu sync.Mutex
+	// held: the last write of the Lease that succeeded named identity as
+	// holder, sent at renewed, and no read of the Lease since named
+	// another holder.
+	held     bool
+	identity string
+	renewed  time.Time
+	// lastLog and unlogged rate-limit the refusals' log lines.
+	lastLog  time.Time
+	unlogged int
+}
+
+// New returns a Fence for the Lease opts names; it is closed (every write
+// but the Lease's is refused) until the first successful acquisition.
+func New(opts Options) (*Fence, error) {
+	var errs []error
+	if opts.Namespace == "" || opts.Name == "" {
+		errs = append(errs, fmt.Errorf("fence: the lease's namespace and name must be set (--leader-elect-resource-namespace, --leader-elect-resource-name), got %q/%q", opts.Namespace, opts.Name))
+	}
+	if opts.Margin == 0 {
+		opts.Margin = opts.LeaseDuration / 10
+	}
+	if opts.LeaseDuration <= 0 || opts.Margin < 0 || opts.Margin >= opts.LeaseDuration {
+		errs = append(errs, fmt.Errorf("fence: --leader-elect-lease-duration must be positive and above the margin, got %s (margin %s)", opts.LeaseDuration, opts.Margin))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	scheme := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("fence: %w", err)
+	}
+	return &Fence{
+		opts:   opts,
+		bound:  opts.LeaseDuration - opts.Margin,
+		decode: serializer.NewCodecFactory(scheme).UniversalDeserializer(),
+	}, nil
+}
+
+// Wrap returns rt behind the fence; it is a rest.Config's WrapTransport.
+// A transport already behind this fence is returned as it is.
+func (f *Fence) Wrap(rt http.RoundTripper) http.RoundTripper {
+	if t, ok := rt.(*transport); ok && t.f == f {
+		return rt
+	}
+	return &transport{f: f, next: rt}
+}
+
+// Holds reports whether the replica can be sure it holds the Lease now.
+func (f *Fence) Holds() bool {
+	_, _, open := f.check()
+	return open
+}
+
+// check returns how long ago the last renewal was sent, whether the Lease
+// was held then, and whether writes may pass now.
+func (f *Fence) check() (age time.Duration, held, open bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.held {
+		return 0, false, false
+	}
+	age = f.opts.Clock.Since(f.renewed)
+	return age, true, age < f.bound
+}
+
+// wrote records a successful write of the Lease sent at sent.
+func (f *Fence) wrote(sent time.Time, lease *coordinationv1.Lease) {
+	holder := holderOf(lease)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if holder == "" {
+		f.held = false // released
+		return
+	}
+	if !f.held || f.identity != holder || sent.After(f.renewed) {
+		f.renewed = sent
+	}
+	f.held, f.identity = true, holder
+}
+
+// read records a read of the Lease: another holder closes the fence at
+// once.
+func (f *Fence) read(lease *coordinationv1.Lease) {
+	holder := holderOf(lease)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held && holder != f.identity {
+		f.held = false
+		klog.InfoS("The leader-election lease has another holder: writes are refused from now on", "lease", klog.KObj(lease), "holder", holder)
+	}
+}
+
+func holderOf(lease *coordinationv1.Lease) string {
+	if lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+// refusal counts and logs (rate-limited) a refused request and returns its
+// error.
+func (f *Fence) refusal(req *http.Request, age time.Duration, held bool) error {
+	refusedRequests.WithLabelValues(req.Method).Inc()
+	lease := f.opts.Namespace + "/" + f.opts.Name
+	var err error
+	if held {
+		err = fmt.Errorf("%w: %s %s: this replica sent its last renewal of the leader-election lease %s %s ago, and writes stop %s after it (--leader-elect-lease-duration %s less a margin of %s): another replica may lead now",
+			ErrFenced, req.Method, req.URL.Path, lease, age.Round(time.Millisecond), f.bound, f.opts.LeaseDuration, f.opts.Margin)
+	} else {
+		err = fmt.Errorf("%w: %s %s: this replica does not hold the leader-election lease %s", ErrFenced, req.Method, req.URL.Path, lease)
+	}
+	f.mu.Lock()
+	now := f.opts.Clock.Now()
+	if !f.lastLog.IsZero() && now.Sub(f.lastLog) < logInterval {
+		f.unlogged++
+		f.mu.Unlock()
+		return err
+	}
+	n := f.unlogged
+	f.lastLog, f.unlogged = now, 0
+	f.mu.Unlock()
+	klog.InfoS("Refused a write: this replica cannot be sure it still leads", "err", err, "refusedSinceLastLine", n)
+	return err
+}
+
+// transport is a RoundTripper behind a Fence.
+type transport struct {
+	f    *Fence
+	next http.RoundTripper
+}
+
+// RoundTrip passes reads and the Lease's own requests, and other writes
+// only while the fence is open.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	f := t.f
+	if name, ok := f.leaseTarget(req.URL.Path); ok {
+		switch {
+		case req.Method == http.MethodGet && name == f.opts.Name:
+			return t.leaseRead(req)
+		case req.Method == http.MethodPut && name == f.opts.Name, req.Method == http.MethodPost && name == "":
+			return t.leaseWrite(req)
+		case name == f.opts.Name || slices.Contains(f.opts.Exempt, name):
+			return t.next.RoundTrip(req)
+		}
+	}
+	return t.gate(req)
+}
+
+// gate passes req unless it is a write and the fence is closed.
+func (t *transport) gate(req *http.Request) (*http.Response, error) {
+	if !mutating(req.Method) {
+		return t.next.RoundTrip(req)
+	}
+	age, held, open := t.f.check()
+	if open {
+		return t.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		_ = req.Body.Close() // a RoundTripper closes the body, even on errors
+	}
+	return nil, t.f.refusal(req, age, held)
+}
+
+// leaseWrite passes a create or an update of a Lease of the lease
+// namespace, and follows the followed Lease's: a success sent at time T
+// naming a holder opens the fence until T plus the bound.
+func (t *transport) leaseWrite(req *http.Request) (*http.Response, error) {
+	body, err := readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	lease := t.f.decodeLease(body)
+	if req.Method == http.MethodPost && (lease == nil || lease.Name != t.f.opts.Name) {
+		if lease != nil && slices.Contains(t.f.opts.Exempt, lease.Name) {
+			return t.next.RoundTrip(req)
+		}
+		return t.gate(req) // another Lease: a write as any
+	}
+	sent := t.f.opts.Clock.Now()
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && lease != nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated) {
+		t.f.wrote(sent, lease)
+	}
+	return resp, err
+}
+
+// leaseRead passes a read of the followed Lease and looks at its holder.
+func (t *transport) leaseRead(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Body == nil {
+		return resp, err
+	}
+	data, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	if err != nil {
+		return resp, nil // the caller's read of the body fails as it would have
+	}
+	if lease := t.f.decodeLease(data); lease != nil {
+		t.f.read(lease)
+	}
+	return resp, nil
+}
+
+// decodeLease decodes a Lease (JSON or protobuf), or returns nil.
+func (f *Fence) decodeLease(data []byte) *coordinationv1.Lease {
+	var lease coordinationv1.Lease
+	obj, _, err := f.decode.Decode(data, nil, &lease)
+	if err != nil {
+		return nil
+	}
+	l, _ := obj.(*coordinationv1.Lease)
+	return l
+}
+
+// readBody reads req's body and puts it back for the next RoundTripper.
+func readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	data, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("fence: reading the body of %s %s: %w", req.Method, req.URL.Path, err)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(data))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	return data, nil
+}
+
+// leaseTarget reports whether path is a Lease of the lease namespace
+// (…/apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME], after any
+// prefix of the server's URL) and returns NAME ("" for the collection).
+func (f *Fence) leaseTarget(path string) (string, bool) {
+	prefix := "/apis/" + coordinationv1.GroupName + "/v1/namespaces/" + f.opts.Namespace + "/leases"
+	i := strings.LastIndex(path, prefix)
+	if i < 0 {
+		return "", false
+	}
+	rest := path[i+len(prefix):]
+	switch {
+	case rest == "" || rest == "/":
+		return "", true
+	case strings.HasPrefix(rest, "/") && !strings.Contains(rest[1:], "/"):
+		return rest[1:], true
+	}
+	return "", false
+}
+
+// mutating reports whether method changes something on the API server.
+func mutating(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
