@@ -29,6 +29,7 @@ func addProviderFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&reloadPeriod, "cloud-config-reload-period", defaultReloadPeriod,
 		"How often --cloud-config and the files it references are checked for changes, which are then applied without a restart. 0 turns reloading off.")
 	addLoadBalancerFlags(fs)
+	addFenceFlag(fs)
 	fs.Var(platformsFlag{}, mcconfig.PlatformsFlag,
 		"KEP-5778: the only platforms (providerID schemes, e.g. vsphere,baremetal) whose nodes this CCM serves; the nodes of every other platform belong to another CCM and are left alone. Restricts the config's nodes.platforms further. Default: every platform a backend serves.")
 }
@@ -55,10 +56,15 @@ func (platformsFlag) Set(v string) error {
 
 func (platformsFlag) Type() string { return "strings" }
 
-// initCloud builds the provider named by --cloud-provider from
+// initCloud puts the clients behind the leader-election fence (with
+// --leader-elect) and builds the provider named by --cloud-provider from
 // --cloud-config. The upstream command cannot return an error from here, so
 // a bad config ends the process with the config's own error message.
 func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
+	if err := installFence(c); err != nil {
+		fmt.Fprintf(os.Stderr, "Cannot start: %v\n", err)
+		os.Exit(1)
+	}
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	var cloud cloudprovider.Interface
 	var err error
