@@ -112,9 +112,9 @@ func pauseAndResume(t *testing.T, cp *framework.ControlPlane, name string, fence
 	lease := "mccm-" + name
 	proxy := startProxy(t, cp)
 	args := append(leaderFlags(lease), "--leader-elect-fence="+fmt.Sprint(fenced))
-	a := cp.StartCCMT(t, framework.CCMOptions{Name: "a-" + name, CloudConfig: cloudConfig, Kubeconfig: proxy.kubeconfig(t, cp), ExtraArgs: args})
+	a := startCCM(t, cp, framework.CCMOptions{Name: "a-" + name, CloudConfig: cloudConfig, Kubeconfig: proxy.kubeconfig(t, cp), ExtraArgs: args})
 	framework.Eventually(t, time.Minute, "replica A leads", logContains(a, "successfully acquired lease"))
-	b := cp.StartCCMT(t, framework.CCMOptions{Name: "b-" + name, CloudConfig: cloudConfig,
+	b := startCCM(t, cp, framework.CCMOptions{Name: "b-" + name, CloudConfig: cloudConfig,
 		ExtraArgs: append(slices.Clone(args), "--controllers=*,-multicloud-load-balancer,-cloud-node-controller")})
 	holderA, err := framework.LeaseHolder(ctx, cp.Client, "kube-system", lease)
 	if err != nil || holderA == "" {
@@ -165,6 +165,28 @@ func pauseAndResume(t *testing.T, cp *framework.ControlPlane, name string, fence
 	}
 	log, _ := os.ReadFile(a.LogPath())
 	return writes, strings.Count(string(log), "Refused a write")
+}
+
+// startCCM starts a replica and stops it when the test ends, printing its
+// log's tail if the test failed; the resumed leader exits on its own (it
+// lost its lease), so how it ended is not an error.
+func startCCM(t *testing.T, cp *framework.ControlPlane, opts framework.CCMOptions) *framework.CCM {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := cp.StartCCM(ctx, opts)
+	if c != nil && c.Process != nil {
+		t.Cleanup(func() {
+			_ = c.Stop(15 * time.Second)
+			if t.Failed() {
+				t.Log(c.Logs(framework.LogLines))
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("start %s: %v", opts.Name, err)
+	}
+	return c
 }
 
 func logContains(c *framework.CCM, s string) framework.Condition {
