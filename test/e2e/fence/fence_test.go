@@ -113,7 +113,7 @@ func pauseAndResume(t *testing.T, cp *framework.ControlPlane, name string, fence
 	proxy := startProxy(t, cp)
 	args := append(leaderFlags(lease), "--leader-elect-fence="+fmt.Sprint(fenced))
 	a := startCCM(t, cp, framework.CCMOptions{Name: "a-" + name, CloudConfig: cloudConfig, Kubeconfig: proxy.kubeconfig(t, cp), ExtraArgs: args})
-	framework.Eventually(t, time.Minute, "replica A leads", logContains(a, "successfully acquired lease"))
+	framework.Eventually(t, time.Minute, "replica A leads", logContains(a, "Successfully acquired lease"))
 	b := startCCM(t, cp, framework.CCMOptions{Name: "b-" + name, CloudConfig: cloudConfig,
 		ExtraArgs: append(slices.Clone(args), "--controllers=*,-multicloud-load-balancer,-cloud-node-controller")})
 	holderA, err := framework.LeaseHolder(ctx, cp.Client, "kube-system", lease)
