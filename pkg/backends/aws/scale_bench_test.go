@@ -3,7 +3,9 @@ package aws
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
+	"strings"
 	"testing"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -107,43 +109,71 @@ func BenchmarkEnsureAtNodes(b *testing.B) {
 }
 
 // BenchmarkServiceMemory is the heap the backend keeps per Service after
-// creating 200 Services' NLBs at 100 and at 5,000 nodes: the heap with
-// them, less the heap once the backend forgets what it keeps per Service
-// (its verified views and remembered target types; the fake's state
-// stays).
+// creating 100 Services' NLBs at 100 and at 5,000 nodes (1,000 targets
+// each): the live bytes that EnsureLoadBalancer allocated, from the heap
+// profile sampled every 64 bytes and scaled as pprof scales it (the fake's
+// state, allocated by its handlers, is not among them).
 func BenchmarkServiceMemory(b *testing.B) {
-	const services = 200
+	const services = 100
 	for _, n := range []int{100, 5000} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			var perService float64
+			var kept int64
 			for b.Loop() {
 				e, nodes := scaleEnv(b, n)
 				lb := e.cloud.lb
 				ctx := context.Background()
+				prev := runtime.MemProfileRate
+				runtime.MemProfileRate = profileRate
 				for i := range services {
 					svc := scaleService(i, n)
 					if _, err := lb.EnsureLoadBalancer(ctx, testCluster, svc, targetable(lb, svc, nodes)); err != nil {
 						b.Fatal(err)
 					}
 				}
-				withBoth := heapInUse()
-				// Drop what the backend keeps for the Services; what
-				// remains is the fake's.
-				lb.verified = verifiedViews{}
-				lb.targetTypes = targetTypeMemory{}
-				fakeOnly := heapInUse()
-				perService = float64(withBoth-fakeOnly) / services
+				runtime.MemProfileRate = prev
+				kept = liveBytesUnder("(*LoadBalancer).EnsureLoadBalancer", profileRate)
+				runtime.KeepAlive(lb)
 			}
-			b.ReportMetric(perService/1024, "backend-KiB/Service")
+			b.ReportMetric(float64(kept)/services/1024, "kept-KiB/Service")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
 }
 
-func heapInUse() uint64 {
+// profileRate is BenchmarkServiceMemory's heap-profile sampling rate.
+const profileRate = 64
+
+// liveBytesUnder estimates the live bytes allocated under a function whose
+// name ends with fn, from the heap profile sampled at rate.
+func liveBytesUnder(fn string, rate int) int64 {
 	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+	runtime.GC() // the profile is as of the last GC that completed
+	n, _ := runtime.MemProfile(nil, false)
+	recs := make([]runtime.MemProfileRecord, n+50)
+	n, _ = runtime.MemProfile(recs, false)
+	var total int64
+	for _, r := range recs[:n] {
+		frames := runtime.CallersFrames(r.Stack())
+		for {
+			f, more := frames.Next()
+			if strings.HasSuffix(f.Function, fn) {
+				total += scaled(r, rate)
+				break
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return total
+}
+
+// scaled is a heap-profile record's live bytes scaled for its sampling,
+// as pprof scales them.
+func scaled(r runtime.MemProfileRecord, rate int) int64 {
+	if r.InUseObjects() == 0 {
+		return 0
+	}
+	avg := float64(r.InUseBytes()) / float64(r.InUseObjects())
+	return int64(float64(r.InUseBytes()) / (1 - math.Exp(-avg/float64(rate))))
 }
