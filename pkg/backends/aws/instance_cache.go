@@ -135,6 +135,36 @@ func (c *instanceCache) byID(ctx context.Context, id string) (*ec2types.Instance
 	return c.misses.get(ctx, id)
 }
 
+// listed returns the instances of ids as the listing has them, out[i]
+// for ids[i] (nil for "" and for one the listing lacks: byID asks AWS for
+// those), with one snapshot, one read lock and one touch for them all: an
+// NLB's targets are up to 1,000 instances, looked up for every reconcile.
+func (c *instanceCache) listed(ctx context.Context, ids []string) ([]*ec2types.Instance, error) {
+	x, err := c.snaps.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ec2types.Instance, len(ids))
+	x.mu.RLock()
+	for i, id := range ids {
+		if id != "" {
+			out[i] = x.byID[id]
+		}
+	}
+	x.mu.RUnlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for i, in := range out {
+		if in != nil {
+			c.snaps.RecordLookup(true)
+			c.asked[ids[i]] = now
+			delete(c.absent, ids[i])
+		}
+	}
+	return out, nil
+}
+
 func (x *instanceIndex) get(m map[string]*ec2types.Instance, key string) *ec2types.Instance {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

@@ -86,24 +86,32 @@ func (l *LoadBalancer) wantBackendRules(ctx context.Context, d *desiredLB) (map[
 // instanceGroups returns the security group of each target instance that
 // gets the rules, as the AWS Load Balancer Controller chooses it: the
 // instance's only group, else the one tagged kubernetes.io/cluster/<id>.
+//
+// The targets are many (up to 1,000 a group) and their groups few: each
+// group is kept once as it is found, not sorted with every target's.
 func (l *LoadBalancer) instanceGroups(ctx context.Context, targets []target) ([]string, error) {
 	var out []string
+	seen := map[string]bool{}
 	several := map[string][]string{}
 	for _, t := range targets {
-		in, err := l.instances.byInstanceID(ctx, t.id)
+		in, err := t.instance, error(nil)
+		if in == nil {
+			in, err = l.instances.byInstanceID(ctx, t.id)
+		}
 		if err != nil || in == nil {
 			return nil, fmt.Errorf("looking up instance %s for its security group: %w", t.id, err)
 		}
-		var ids []string
-		for _, g := range in.SecurityGroups {
-			ids = append(ids, awssdk.ToString(g.GroupId))
-		}
-		switch len(ids) {
+		switch len(in.SecurityGroups) {
 		case 0: // nothing to allow the traffic in.
 		case 1:
-			out = append(out, ids[0])
+			if id := awssdk.ToString(in.SecurityGroups[0].GroupId); !seen[id] {
+				seen[id] = true
+				out = append(out, id)
+			}
 		default:
-			several[t.id] = ids
+			for _, g := range in.SecurityGroups {
+				several[t.id] = append(several[t.id], awssdk.ToString(g.GroupId))
+			}
 		}
 	}
 	if len(several) > 0 {

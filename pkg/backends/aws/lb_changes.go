@@ -28,9 +28,16 @@ func withExisting(ctx context.Context, lb *elbtypes.LoadBalancer) context.Contex
 // call changed on a load balancer that existed before this call; creating
 // one from nothing is not a change to report.
 func reportChange(ctx context.Context, format string, args ...any) {
-	if ctx.Value(existingKey{}) != nil {
+	if reportsChanges(ctx) {
 		backends.ReportChange(ctx, fmt.Sprintf(format, args...))
 	}
+}
+
+// reportsChanges reports whether reportChange reports under ctx: a caller
+// whose arguments cost as many targets as the NLB has (targetNames) asks
+// first, so that creating an NLB formats none of them.
+func reportsChanges(ctx context.Context) bool {
+	return ctx.Value(existingKey{}) != nil
 }
 
 // plural is "<one> <items>" or "<one>s <items>", by the number of items.

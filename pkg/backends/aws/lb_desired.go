@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	corev1 "k8s.io/api/core/v1"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
@@ -110,6 +111,10 @@ type healthCheck struct {
 type target struct {
 	id   string
 	zone string
+	// instance is an instance target's instance as desired looked it up
+	// (nil: not looked up), so that its security groups are not looked
+	// up again per target (instanceGroups).
+	instance *ec2types.Instance
 }
 
 // annotationError is a user-fixable error about one annotation found
@@ -379,15 +384,23 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 		return targetIP, ts, false, err
 	}
 	set := tt != ""
-	var ids []string
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = l.regionalID(n)
+	}
+	listed, err := l.instances.cache.listed(ctx, ids)
+	if err != nil {
+		return "", nil, false, fmt.Errorf("looking up the nodes' instances: %w", err)
+	}
+	var found []target
 	var live, unknown []*corev1.Node
 	voters, all := 0, true
-	for _, n := range nodes {
+	for i, n := range nodes {
 		if n.Spec.ProviderID == "" {
 			unknown = append(unknown, n)
 			continue
 		}
-		id, gone, err := l.vpcInstance(ctx, n)
+		in, gone, err := l.vpcInstance(ctx, n, ids[i], listed[i])
 		if err != nil {
 			return "", nil, false, err
 		}
@@ -395,7 +408,7 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 		if gone {
 			continue
 		}
-		ids, live, all = append(ids, id), append(live, n), all && id != ""
+		found, live, all = append(found, in), append(live, n), all && in.id != ""
 	}
 	if !set {
 		tt = targetIP
@@ -405,7 +418,7 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 		forced = voters > 0 && !all
 	}
 	if tt == targetInstance {
-		return tt, instanceTargets(ids), false, nil
+		return tt, instanceTargets(found), false, nil
 	}
 	ts, err := l.ipTargets(ctx, append(live, unknown...), family)
 	return tt, ts, forced, err
@@ -457,53 +470,73 @@ func withLabels(nodes []*corev1.Node, want map[string]string) []*corev1.Node {
 	}
 	var out []*corev1.Node
 	for _, n := range nodes {
-		match := true
-		for k, v := range want {
-			if have, ok := n.Labels[k]; !ok || (v != "" && have != v) {
-				match = false
-			}
-		}
-		if match {
+		if hasLabels(n, want) {
 			out = append(out, n)
 		}
 	}
 	return out
 }
 
-func instanceTargets(ids []string) []target {
-	var out []target
-	for _, id := range ids {
-		if id != "" {
-			out = append(out, target{id: id})
+// hasLabels reports whether n carries every label in want (an empty value
+// matches any value). CanTarget asks it of every node for every call.
+func hasLabels(n *corev1.Node, want map[string]string) bool {
+	for k, v := range want {
+		if have, ok := n.Labels[k]; !ok || (v != "" && have != v) {
+			return false
+		}
+	}
+	return true
+}
+
+func instanceTargets(found []target) []target {
+	out := make([]target, 0, len(found))
+	for _, t := range found {
+		if t.id != "" {
+			out = append(out, t)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out
 }
 
-// vpcInstance returns the instance ID of a node that is a live instance of
-// the backend's VPC, or "" (another cloud's node, another region's, another
-// VPC's); gone reports a node of this region whose instance is terminated
-// or no longer listed.
-func (l *LoadBalancer) vpcInstance(ctx context.Context, n *corev1.Node) (id string, gone bool, _ error) {
+// regionalID is the node's instance ID when its providerID names an
+// instance of the backend's region, else "" (another cloud's node, another
+// region's: no lookup).
+func (l *LoadBalancer) regionalID(n *corev1.Node) string {
 	if s, err := providerid.Scheme(n.Spec.ProviderID); err != nil || s != Scheme {
-		return "", false, nil
+		return ""
 	}
 	id, err := regionalInstanceID(n, l.settings.Region)
 	if err != nil {
-		return "", false, nil // not an instance of this region: no lookup.
+		return ""
 	}
-	in, err := l.instances.byInstanceID(ctx, id)
+	return id
+}
+
+// vpcInstance returns, as an instance target with its instance, node n
+// (instance id, "" for none: regionalID) when it is a live instance of the
+// backend's VPC, or a target with no ID (another cloud's node, another
+// region's, another VPC's); gone reports a node of this region whose
+// instance is terminated or no longer listed. in is the instance as the
+// listing has it (listed), nil to look it up.
+func (l *LoadBalancer) vpcInstance(ctx context.Context, n *corev1.Node, id string, in *ec2types.Instance) (_ target, gone bool, _ error) {
+	if id == "" {
+		return target{}, false, nil
+	}
+	var err error
+	if in == nil {
+		in, err = l.instances.byInstanceID(ctx, id)
+	}
 	if err != nil {
-		return "", false, fmt.Errorf("looking up node %s: %w", n.Name, err)
+		return target{}, false, fmt.Errorf("looking up node %s: %w", n.Name, err)
 	}
 	switch {
 	case in == nil || isState(in, "terminated"):
-		return "", true, nil
+		return target{}, true, nil
 	case awssdk.ToString(in.VpcId) != l.settings.VPC:
-		return "", false, nil
+		return target{}, false, nil
 	}
-	return id, false, nil
+	return target{id: id, instance: in}, false, nil
 }
 
 // ipTargets targets each node's first InternalIP of the family (IPv4:
@@ -562,7 +595,7 @@ func nodeIPv4(n *corev1.Node) net.IP {
 // update and a change of it updates no NLB: with a target subset, the
 // churn of the other nodes costs nothing.
 func (l *LoadBalancer) CanTarget(svc *corev1.Service, node *corev1.Node) bool {
-	if want := targetNodeLabels(svc); len(want) > 0 && len(withLabels([]*corev1.Node{node}, want)) == 0 {
+	if want := targetNodeLabels(svc); len(want) > 0 && !hasLabels(node, want) {
 		return false
 	}
 	if s, err := providerid.Scheme(node.Spec.ProviderID); err == nil && s == Scheme {

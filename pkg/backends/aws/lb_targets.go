@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -215,17 +216,24 @@ func (l *LoadBalancer) registered(ctx context.Context, p desiredPort, arn string
 
 // targetChanges returns the targets of d missing from port p's group
 // (have: registered) and those registered that d does not have.
+//
+// An empty group (a new one) takes every target of d, and no key is made.
+// The targets share one Port value.
 func targetChanges(d *desiredLB, p desiredPort, have map[string]elbtypes.TargetDescription) (add, remove []elbtypes.TargetDescription) {
-	want := map[string]bool{}
+	port := awssdk.Int32(p.nodePort)
+	if len(have) == 0 {
+		add = make([]elbtypes.TargetDescription, 0, len(d.targets))
+		for _, t := range d.targets {
+			add = append(add, targetDescription(t, port))
+		}
+		return add, nil
+	}
+	want := make(map[string]bool, len(d.targets))
 	for _, t := range d.targets {
 		k := targetKey(t.id, p.nodePort)
 		want[k] = true
 		if _, ok := have[k]; !ok {
-			td := elbtypes.TargetDescription{Id: awssdk.String(t.id), Port: awssdk.Int32(p.nodePort)}
-			if t.zone != "" {
-				td.AvailabilityZone = awssdk.String(t.zone)
-			}
-			add = append(add, td)
+			add = append(add, targetDescription(t, port))
 		}
 	}
 	for _, k := range sorted(mapKeys(have)) {
@@ -234,6 +242,15 @@ func targetChanges(d *desiredLB, p desiredPort, have map[string]elbtypes.TargetD
 		}
 	}
 	return add, remove
+}
+
+// targetDescription is t as AWS takes it, on port.
+func targetDescription(t target, port *int32) elbtypes.TargetDescription {
+	td := elbtypes.TargetDescription{Id: awssdk.String(t.id), Port: port}
+	if t.zone != "" {
+		td.AvailabilityZone = awssdk.String(t.zone)
+	}
+	return td
 }
 
 // healthCheckOfGroup is a target group's health check as desired
@@ -252,7 +269,8 @@ func draining(th elbtypes.TargetHealthDescription) bool {
 	return th.TargetHealth != nil && th.TargetHealth.State == elbtypes.TargetHealthStateEnumDraining
 }
 
-func targetKey(id string, port int32) string { return fmt.Sprintf("%s:%d", id, port) }
+// targetKey is a target's key in a group: "<id>:<port>".
+func targetKey(id string, port int32) string { return id + ":" + strconv.Itoa(int(port)) }
 
 func (l *LoadBalancer) changeTargets(ctx context.Context, name, arn string, add, remove []elbtypes.TargetDescription) error {
 	if len(add) > 0 {
@@ -260,14 +278,18 @@ func (l *LoadBalancer) changeTargets(ctx context.Context, name, arn string, add,
 			return fmt.Errorf("RegisterTargets %s: %w", name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Registered targets", "targetGroup", name, "count", len(add))
-		reportChange(ctx, "%s registered in target group %s", plural("target", targetNames(add)), name)
+		if reportsChanges(ctx) {
+			reportChange(ctx, "%s registered in target group %s", plural("target", targetNames(add)), name)
+		}
 	}
 	if len(remove) > 0 {
 		if _, err := l.elb.DeregisterTargets(ctx, &elbv2.DeregisterTargetsInput{TargetGroupArn: awssdk.String(arn), Targets: remove}); err != nil {
 			return fmt.Errorf("DeregisterTargets %s: %w", name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Deregistered targets", "targetGroup", name, "count", len(remove))
-		reportChange(ctx, "%s deregistered from target group %s", plural("target", targetNames(remove)), name)
+		if reportsChanges(ctx) {
+			reportChange(ctx, "%s deregistered from target group %s", plural("target", targetNames(remove)), name)
+		}
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package aws
 
 import (
 	"context"
+	"strings"
 	"sync"
+	"unique"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
@@ -39,14 +41,53 @@ type verifiedLB struct {
 	// targets (rulesMove).
 	manageBackend bool
 	groups        []verifiedGroup
+	// targets are the targets registered in every group, each on its
+	// group's NodePort (a reconcile or a retarget makes every group's
+	// targets d.targets).
+	targets targetSet
 }
 
-// verifiedGroup is one port's target group and the targets registered in
-// it, by targetKey.
+// verifiedGroup is one port's target group.
 type verifiedGroup struct {
 	port desiredPort
 	arn  string
-	have map[string]elbtypes.TargetDescription
+}
+
+// targetSet is a sorted target list, interned (unique): the Services
+// whose NLBs target the same nodes, every one of them in the scale cell,
+// share one copy. A map of target descriptions per group, as the view
+// first kept, held 32 KiB a Service at 100 targets and would hold about
+// 200 KiB at AWS's 1,000 per group, copied in every Service's view.
+type targetSet unique.Handle[string]
+
+// newTargetSet interns ts as "<id> <zone>\n" lines.
+func newTargetSet(ts []target) targetSet {
+	size := 0
+	for _, t := range ts {
+		size += len(t.id) + len(t.zone) + 2
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, t := range ts {
+		b.WriteString(t.id)
+		b.WriteByte(' ')
+		b.WriteString(t.zone)
+		b.WriteByte('\n')
+	}
+	return targetSet(unique.Make(b.String()))
+}
+
+// registeredOn returns the set's targets on port by targetKey, as
+// registered returns a group's.
+func (s targetSet) registeredOn(port int32) map[string]elbtypes.TargetDescription {
+	lines := unique.Handle[string](s).Value()
+	out := make(map[string]elbtypes.TargetDescription, strings.Count(lines, "\n"))
+	p := awssdk.Int32(port)
+	for line := range strings.Lines(lines) {
+		id, zone, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		out[targetKey(id, port)] = targetDescription(target{id: id, zone: zone}, p)
+	}
+	return out
 }
 
 // verifiedViews are the views by NLB name (names.lb), with a generation
@@ -101,14 +142,9 @@ func (v *verifiedViews) record(n names, gen uint64, view *verifiedLB) {
 // reconciled is the view of the NLB lb after a reconcile made it what d
 // asks for: each port's group (groupARNs, by port) holds d's targets.
 func reconciled(d *desiredLB, lb *elbtypes.LoadBalancer, groupARNs map[int32]string) *verifiedLB {
-	v := &verifiedLB{lb: *lb, targetType: d.targetType, family: d.family, manageBackend: d.manageBackend}
+	v := &verifiedLB{lb: *lb, targetType: d.targetType, family: d.family, manageBackend: d.manageBackend, targets: newTargetSet(d.targets)}
 	for _, p := range d.ports {
-		add, _ := targetChanges(d, p, nil)
-		have := map[string]elbtypes.TargetDescription{}
-		for _, td := range add {
-			have[targetKey(awssdk.ToString(td.Id), awssdk.ToInt32(td.Port))] = td
-		}
-		v.groups = append(v.groups, verifiedGroup{port: p, arn: groupARNs[p.port], have: have})
+		v.groups = append(v.groups, verifiedGroup{port: p, arn: groupARNs[p.port]})
 	}
 	return v
 }
@@ -144,14 +180,14 @@ func (l *LoadBalancer) retargetVerified(ctx context.Context, d *desiredLB) (done
 	}
 	groups := make([]groupTargets, len(view.groups))
 	for i, g := range view.groups {
-		groups[i] = groupTargets{port: d.ports[i], arn: g.arn, have: g.have}
+		groups[i] = groupTargets{port: d.ports[i], arn: g.arn, have: view.targets.registeredOn(g.port.nodePort)}
 		groups[i].port.tgName = g.port.tgName
 	}
 	if why := l.rulesMove(ctx, d, &view.lb, groups); why != "" {
 		klog.FromContext(ctx).V(4).Info("Reconciling the whole load balancer to update its targets", "why", why)
 		return false, nil
 	}
-	next := &verifiedLB{lb: view.lb, targetType: view.targetType, family: view.family, manageBackend: view.manageBackend}
+	next := &verifiedLB{lb: view.lb, targetType: view.targetType, family: view.family, manageBackend: view.manageBackend, targets: newTargetSet(d.targets)}
 	for i, g := range groups {
 		add, remove := targetChanges(d, g.port, g.have)
 		if err := l.changeTargets(ctx, g.port.tgName, g.arn, add, remove); err != nil {
@@ -161,23 +197,8 @@ func (l *LoadBalancer) retargetVerified(ctx context.Context, d *desiredLB) (done
 			}
 			return true, err
 		}
-		next.groups = append(next.groups, verifiedGroup{port: view.groups[i].port, arn: g.arn, have: applied(g.have, add, remove)})
+		next.groups = append(next.groups, verifiedGroup{port: view.groups[i].port, arn: g.arn})
 	}
 	l.recordVerified(ctx, d.names, gen, next)
 	return true, nil
-}
-
-// applied is have with add registered and remove deregistered.
-func applied(have map[string]elbtypes.TargetDescription, add, remove []elbtypes.TargetDescription) map[string]elbtypes.TargetDescription {
-	out := make(map[string]elbtypes.TargetDescription, len(have)+len(add))
-	for k, td := range have {
-		out[k] = td
-	}
-	for _, td := range add {
-		out[targetKey(awssdk.ToString(td.Id), awssdk.ToInt32(td.Port))] = td
-	}
-	for _, td := range remove {
-		delete(out, targetKey(awssdk.ToString(td.Id), awssdk.ToInt32(td.Port)))
-	}
-	return out
 }
