@@ -266,3 +266,33 @@ func TestProbeRemovedClassRestartThenClusterIP(t *testing.T) {
 	// router found the load balancer in 4 runs of 30.
 	waitLoadBalancerGone(t, e, "no load balancer left", probe)
 }
+
+// TestDeletedMidDrainWhileDownIsCleanedUp: a classless Service moved from
+// metal to metal2 under a long drain (both addresses in its status, both
+// backends in the router's record) is deleted while our CCM is down. The
+// restarted controller's first sync is its cleanup, with nothing of the
+// Service in memory: metal's draining address is ours too (the router's
+// record names metal), not another controller's, so both cleanup
+// finalizers go and the Service is gone. Reading the router's answer for
+// the target backend alone (metal2) took metal's address for another
+// controller's and kept the shared finalizer: Terminating for ever.
+func TestDeletedMidDrainWhileDownIsCleanedUp(t *testing.T) {
+	first := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	webOn(t, first, "metal", "1h")
+	first.moveTo(t, "web", "metal2")
+	eventually(t, "metal draining", func() error {
+		if s := first.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal=") || len(s.Status.LoadBalancer.Ingress) != 2 {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	objs := first.objects(t)
+	for _, o := range objs {
+		if s := o.(*corev1.Service); s.Name == "web" {
+			now := metav1.Now()
+			s.DeletionTimestamp = &now
+		}
+	}
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true}, objs...)
+	waitServiceGone(t, e, "web")
+}

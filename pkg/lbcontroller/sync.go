@@ -285,6 +285,7 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to check if load balancer exists before cleanup: "+err.Error())
 		return err
 	}
+	ours := c.ourAddresses(ctx, key, svc, status, exists)
 	if exists {
 		c.event(svc, corev1.EventTypeNormal, reasonDeleting, "Deleting load balancer")
 	}
@@ -298,7 +299,6 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 			return err
 		}
 	}
-	ours := c.ourAddresses(key, svc, status, exists)
 	drop := func(cur *corev1.Service) []string {
 		if !needsCleanup(cur) {
 			// Turned back into a LoadBalancer meanwhile: its sync
@@ -365,17 +365,35 @@ func (c *Controller) handsOver(svc *corev1.Service) bool {
 	return !hasRecord(svc) || (svc.Spec.LoadBalancerClass == nil && hasFinalizer(svc, sharedFinalizer))
 }
 
-// ourAddresses returns the addresses of the Service's load balancer, as
-// the cloud reported it before cleanup deleted it, and as the status the
-// controller last published for it showed (a retry of a cleanup whose
-// delete succeeded but whose finalizer write did not).
-func (c *Controller) ourAddresses(key string, svc *corev1.Service, status *corev1.LoadBalancerStatus, exists bool) []corev1.LoadBalancerIngress {
+// ourAddresses returns the addresses of the Service's load balancers
+// before cleanup deletes them: as the cloud reports them (the target
+// backends'), as the status the controller last published showed (a retry
+// of a cleanup whose delete succeeded but whose finalizer write did not),
+// and, when the status shows others still, each backend's the router's
+// record names (a draining one's, after a restart).
+func (c *Controller) ourAddresses(ctx context.Context, key string, svc *corev1.Service, status *corev1.LoadBalancerStatus, exists bool) []corev1.LoadBalancerIngress {
 	var ours []corev1.LoadBalancerIngress
 	if exists && status != nil {
 		ours = append(ours, status.Ingress...)
 	}
 	if st := c.stateOf(key); st != nil && st.svc.UID == svc.UID {
 		ours = append(ours, st.svc.Status.LoadBalancer.Ingress...)
+	}
+	if !othersAddress(svc.Status.LoadBalancer.Ingress, ours) {
+		return ours
+	}
+	for _, b := range strings.Split(svc.Annotations[string(annotation.LoadBalancerBackends)], ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
+		}
+		// A classless LoadBalancer copy annotated to b: the router
+		// answers with b's load balancer.
+		probe := svc.DeepCopy()
+		probe.Spec.Type, probe.Spec.LoadBalancerClass = corev1.ServiceTypeLoadBalancer, nil
+		probe.Annotations[string(annotation.LoadBalancerBackend)] = b
+		if st, ok, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, probe); err == nil && ok && st != nil {
+			ours = append(ours, st.Ingress...)
+		}
 	}
 	return ours
 }
