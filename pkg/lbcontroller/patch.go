@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -140,19 +141,24 @@ func statusBody(status *corev1.LoadBalancerStatus) map[string]any {
 	return map[string]any{"ingress": status.Ingress}
 }
 
-// release removes the finalizers drop once the load balancer is gone, and
-// the address of a Service that is no longer of type LoadBalancer.
-func (c *Controller) release(ctx context.Context, svc *corev1.Service, drop []string) error {
-	return c.dropFinalizers(ctx, svc, func(*corev1.Service) []string { return drop }, svc.DeletionTimestamp == nil)
+// release removes the finalizers drop names for the version written once
+// the load balancer is gone, and the address of a Service that is no
+// longer of type LoadBalancer; a Service being deleted that another
+// finalizer keeps loses ours, the addresses of the load balancer deleted,
+// from its status.
+func (c *Controller) release(ctx context.Context, svc *corev1.Service, drop func(*corev1.Service) []string, ours []corev1.LoadBalancerIngress) error {
+	return c.dropFinalizers(ctx, svc, drop, svc.DeletionTimestamp == nil, ours)
 }
 
 // dropFinalizers removes the finalizers drop names for the version being
 // written from the Service, guarded by its resourceVersion (re-read after
 // a conflict, and drop asked again); with clear, also our
 // conditions and, for a Service no longer of type LoadBalancer, its
-// address, in the same write. Nothing is sent when it carries none of
-// drop.
-func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, drop func(*corev1.Service) []string, clear bool) error {
+// address, in the same write. A Service some finalizer still keeps loses
+// the addresses strip names from its status in that write too (they are
+// released: a bare-metal speaker announces what the status shows). Nothing
+// is sent when it carries none of drop.
+func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, drop func(*corev1.Service) []string, clear bool, strip []corev1.LoadBalancerIngress) error {
 	for attempt := 0; ; attempt++ {
 		rest := without(svc, drop(svc)...)
 		if len(rest) == len(svc.Finalizers) {
@@ -163,17 +169,22 @@ func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, dr
 			meta["finalizers"] = nil
 		}
 		body := map[string]any{"metadata": meta}
+		st := map[string]any{}
 		if clear {
-			st := map[string]any{}
 			if len(svc.Status.LoadBalancer.Ingress) > 0 && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 				st["loadBalancer"] = statusBody(&corev1.LoadBalancerStatus{})
 			}
 			if conditions, changed := withoutOurs(svc); changed {
 				st["conditions"] = conditionsBody(conditions)
 			}
-			if len(st) > 0 {
-				body["status"] = st
+		}
+		if _, set := st["loadBalancer"]; !set && len(rest) > 0 {
+			if kept, changed := withoutIngress(svc.Status.LoadBalancer.Ingress, strip); changed {
+				st["loadBalancer"] = statusBody(&corev1.LoadBalancerStatus{Ingress: kept})
 			}
+		}
+		if len(st) > 0 {
+			body["status"] = st
 		}
 		_, err := c.patch(ctx, svc, body)
 		if apierrors.IsNotFound(err) {
@@ -189,6 +200,18 @@ func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, dr
 			return err
 		}
 	}
+}
+
+// withoutIngress returns shown less the addresses in strip, and whether
+// that removed any.
+func withoutIngress(shown, strip []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, bool) {
+	kept := slices.DeleteFunc(slices.Clone(shown), func(in corev1.LoadBalancerIngress) bool { return sameIngress(strip, in) })
+	return kept, len(kept) < len(shown)
+}
+
+// sameIngress reports whether in is one of list (the same IP and hostname).
+func sameIngress(list []corev1.LoadBalancerIngress, in corev1.LoadBalancerIngress) bool {
+	return slices.ContainsFunc(list, func(o corev1.LoadBalancerIngress) bool { return o.IP == in.IP && o.Hostname == in.Hostname })
 }
 
 // patch sends a JSON merge patch to the Service's status subresource.

@@ -275,16 +275,17 @@ func describe(svc *corev1.Service) string {
 }
 
 // cleanup deletes the Service's load balancer and then removes the
-// cleanup finalizers (our Finalizer; the shared one too when shared is
-// set: the Service is, or was, served by this controller, not only
-// carrying our finalizer) and the address, for a Service no longer of type
-// LoadBalancer.
+// cleanup finalizers (our Finalizer; the shared one too when it is ours
+// to remove: see sharedIsOurs; shared is set when the Service is, or was,
+// served by this controller, not only carrying our finalizer) and the
+// address, for a Service no longer of type LoadBalancer.
 func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Service, shared bool) error {
-	_, exists, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, svc)
+	status, exists, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, svc)
 	if err != nil {
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to check if load balancer exists before cleanup: "+err.Error())
 		return err
 	}
+	ours := c.ourAddresses(ctx, key, svc, status, exists)
 	if exists {
 		c.event(svc, corev1.EventTypeNormal, reasonDeleting, "Deleting load balancer")
 	}
@@ -298,11 +299,18 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 			return err
 		}
 	}
-	drop := []string{Finalizer}
-	if shared || svc.Spec.LoadBalancerClass != nil {
-		drop = append(drop, sharedFinalizer)
+	drop := func(cur *corev1.Service) []string {
+		if !needsCleanup(cur) {
+			// Turned back into a LoadBalancer meanwhile: its sync
+			// (queued by the change) ensures it under our finalizer.
+			return nil
+		}
+		if c.sharedIsOurs(cur, shared, ours) {
+			return []string{Finalizer, sharedFinalizer}
+		}
+		return []string{Finalizer}
 	}
-	if err := c.release(ctx, svc, drop); err != nil {
+	if err := c.release(ctx, svc, drop, ours); err != nil {
 		return err
 	}
 	if exists {
@@ -325,16 +333,98 @@ func (c *Controller) routed(svc *corev1.Service) bool {
 // handOver removes our Finalizer from a Service the controller does not
 // serve (a classed Service turned ClusterIP, then a LoadBalancer of
 // another class or, with upstream's service controller serving classless
-// Services, of none) once no load balancer of ours needs it: the router
-// holds none (no record), or the shared finalizer guards it for the
-// controller that serves it now. Nothing else of such a Service is
-// touched, and one without our Finalizer is not written at all.
+// Services, of none) once no load balancer of ours needs it (handsOver).
+// Nothing else of such a Service is touched, and one without our Finalizer
+// is not written at all. After a conflict the guard is asked again of the
+// version re-read: the write never removes our Finalizer from a version
+// that still needs it.
 func (c *Controller) handOver(ctx context.Context, svc *corev1.Service) error {
-	if !hasFinalizer(svc, Finalizer) || svc.DeletionTimestamp != nil || (hasRecord(svc) && !hasFinalizer(svc, sharedFinalizer)) {
+	if !c.handsOver(svc) {
 		return nil
 	}
 	klog.FromContext(ctx).V(2).Info("Removing our cleanup finalizer from a Service another controller serves", "finalizer", Finalizer)
-	return c.dropFinalizers(ctx, svc, func(*corev1.Service) []string { return []string{Finalizer} }, false)
+	return c.dropFinalizers(ctx, svc, func(cur *corev1.Service) []string {
+		if !c.handsOver(cur) {
+			return nil
+		}
+		return []string{Finalizer}
+	}, false, nil)
+}
+
+// handsOver reports whether our Finalizer may leave a LoadBalancer Service
+// the controller does not serve, not being deleted: the router holds no
+// load balancer for it (no record), or, for a classless one, the shared
+// finalizer guards it (upstream's service controller in our CCM, over the
+// router, deletes it). The shared finalizer on a Service of another class
+// guards that class's controller's load balancer, not ours: ours stays
+// until the Service's deletion is cleaned up.
+func (c *Controller) handsOver(svc *corev1.Service) bool {
+	if !hasFinalizer(svc, Finalizer) || svc.DeletionTimestamp != nil || needsCleanup(svc) || c.serves(svc) {
+		return false
+	}
+	return !hasRecord(svc) || (svc.Spec.LoadBalancerClass == nil && hasFinalizer(svc, sharedFinalizer))
+}
+
+// ourAddresses returns the addresses of the Service's load balancers
+// before cleanup deletes them: as the cloud reports them (the target
+// backends'), as the status the controller last published showed (a retry
+// of a cleanup whose delete succeeded but whose finalizer write did not),
+// and, when the status shows others still, each backend's the router's
+// record names (a draining one's, after a restart).
+func (c *Controller) ourAddresses(ctx context.Context, key string, svc *corev1.Service, status *corev1.LoadBalancerStatus, exists bool) []corev1.LoadBalancerIngress {
+	var ours []corev1.LoadBalancerIngress
+	if exists && status != nil {
+		ours = append(ours, status.Ingress...)
+	}
+	if st := c.stateOf(key); st != nil && st.svc.UID == svc.UID {
+		ours = append(ours, st.svc.Status.LoadBalancer.Ingress...)
+	}
+	if !othersAddress(svc.Status.LoadBalancer.Ingress, ours) {
+		return ours
+	}
+	for _, b := range strings.Split(svc.Annotations[string(annotation.LoadBalancerBackends)], ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
+		}
+		// A classless LoadBalancer copy annotated to b: the router
+		// answers with b's load balancer.
+		probe := svc.DeepCopy()
+		probe.Spec.Type, probe.Spec.LoadBalancerClass = corev1.ServiceTypeLoadBalancer, nil
+		probe.Annotations[string(annotation.LoadBalancerBackend)] = b
+		if st, ok, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, probe); err == nil && ok && st != nil {
+			ours = append(ours, st.Ingress...)
+		}
+	}
+	return ours
+}
+
+// sharedIsOurs reports whether cleanup may remove the shared finalizer
+// from the Service, ours being our load balancer's addresses:
+//   - one of our classes: yes, an earlier version of ours put it (the
+//     router refuses upstream's controller the cleanup of our classes);
+//   - another class, or one of ours a reload removed (cleaned up for the
+//     router's record on it): unless the status shows an address that is
+//     not ours: then the class's controller, which wrote it, put the shared
+//     finalizer, and it guards that controller's load balancer;
+//   - no class: when the controller serves, or served, it (shared), unless
+//     the status shows an address of another controller's (upstream's,
+//     serving it since it was turned classless while our CCM was down).
+func (c *Controller) sharedIsOurs(svc *corev1.Service, shared bool, ours []corev1.LoadBalancerIngress) bool {
+	theirs := othersAddress(svc.Status.LoadBalancer.Ingress, ours)
+	switch class := svc.Spec.LoadBalancerClass; {
+	case class != nil && c.cloud.ServesClass(*class):
+		return true
+	case class != nil:
+		return !theirs
+	default:
+		return shared && !theirs
+	}
+}
+
+// othersAddress reports whether shown holds an address that is not one of
+// ours.
+func othersAddress(shown, ours []corev1.LoadBalancerIngress) bool {
+	return slices.ContainsFunc(shown, func(in corev1.LoadBalancerIngress) bool { return !sameIngress(ours, in) })
 }
 
 // letGo removes the cleanup finalizers and our conditions from a Service
@@ -357,7 +447,7 @@ func (c *Controller) letGo(ctx context.Context, svc *corev1.Service) error {
 			return []string{Finalizer}
 		}
 		return []string{Finalizer, sharedFinalizer}
-	}, true)
+	}, true, nil)
 }
 
 // gone handles a Service deleted without the controller's cleanup (its
