@@ -63,13 +63,6 @@ func (r *Router) PrepareLoadBalancer(service *corev1.Service) map[string]*string
 	return r.lb.PrepareLoadBalancer(service)
 }
 
-// ServesClass reports whether class is one of loadBalancer.classes: the
-// Services the load-balancer-class controller serves.
-func (r *Router) ServesClass(class string) bool { return r.lb.ServesClass(class) }
-
-// HasClasses reports whether the config lists any load-balancer class.
-func (r *Router) HasClasses() bool { return r.lb.HasClasses() }
-
 // PreparedFrom returns a context telling EnsureLoadBalancer that the
 // Service it is handed is before with PrepareLoadBalancer's annotations
 // written by the caller (see lifecycle.PreparedFrom).

@@ -295,6 +295,13 @@ func (r *Router) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	return classAwareBalancer{lb: r, servesCls: r.ServesClass, deleteWait: upstreamDeleteWait}, len(r.lbs) > 0
 }
 
+// ServesClass reports whether class is one of loadBalancer.classes: the
+// Services the load-balancer-class controller serves.
+func (r *Router) ServesClass(class string) bool { return r.lb.ServesClass(class) }
+
+// HasClasses reports whether the config lists any load-balancer class.
+func (r *Router) HasClasses() bool { return r.lb.HasClasses() }
+
 // Routes is offered only when some backend really handles routes.
 func (r *Router) Routes() (cloudprovider.Routes, bool) { return r, len(r.RouteBackends) > 0 }
 
