@@ -23,7 +23,7 @@ var ownAnnotations = []string{
 // external-dns's target annotation under its two prefixes: the router
 // writes it while a bare-metal load balancer drains, recording the value
 // in annotation.LoadBalancerDNSTarget; it is the CCM's own while it says
-// what that records (pkg/router/dns.go).
+// what that records (pkg/router/lifecycle/dns.go).
 var dnsTargets = []string{"external-dns.alpha.kubernetes.io/target", "external-dns.kubernetes.io/target"}
 
 // kube-vip's address annotation and the bare-metal backend's mark on it

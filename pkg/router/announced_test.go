@@ -13,6 +13,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/lifecycle"
 )
 
 // A move off bare metal (its load balancer announced from the status,
@@ -165,7 +166,7 @@ func TestMoveOffBareMetalKeepsAddressUntilDrainEnd(t *testing.T) {
 	if !other.holds(c.service(t, "web")) {
 		t.Error("the other backend does not hold the load balancer")
 	}
-	for _, want := range []string{reasonDraining, reasonDrained} {
+	for _, want := range []string{lifecycle.ReasonDraining, lifecycle.ReasonDrained} {
 		eventually(t, "a "+want+" event", func() bool { return hasEvent(c.events(t, "web"), want) })
 	}
 }

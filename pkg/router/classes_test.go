@@ -10,6 +10,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/lifecycle"
 )
 
 func withClass(name, backend string) func(*config.CloudConfig) {
@@ -58,8 +59,8 @@ func TestClassRouting(t *testing.T) {
 			}
 			checkErr(t, err, tt.wantErr)
 			if err != nil {
-				if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonClassConflict {
-					t.Errorf("error %v is not a UserError with reason %s", err, reasonClassConflict)
+				if ue, ok := backends.AsUserError(err); !ok || ue.Reason != lifecycle.ReasonClassConflict {
+					t.Errorf("error %v is not a UserError with reason %s", err, lifecycle.ReasonClassConflict)
 				}
 				if a.heldCount()+b.heldCount() != 0 {
 					t.Error("a class conflict created a load balancer")

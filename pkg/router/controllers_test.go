@@ -29,7 +29,6 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
 // metalConfig is a cloud-config with a real bare-metal backend.
@@ -511,7 +510,7 @@ func TestEnsuredIn(t *testing.T) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
 	}
 	ensured := newService("ensured", withLBBackend("other"), withIngress)
-	r.remember(ensured.UID, svcstate.Record{Known: true, Names: []string{"other"}})
+	r.st.Remember(ensured.UID, []string{"other"})
 	now := metav1.Now()
 	class := "example.com/lb"
 	cases := []struct {
@@ -523,7 +522,7 @@ func TestEnsuredIn(t *testing.T) {
 		{"never ensured by this router", newService("new", withLBBackend("other"), withIngress), ""},
 		{"no address yet", func() *corev1.Service {
 			s := newService("noaddr", withLBBackend("other"))
-			r.remember(s.UID, svcstate.Record{Known: true, Names: []string{"other"}})
+			r.st.Remember(s.UID, []string{"other"})
 			return s
 		}(), ""},
 		{"being deleted", func() *corev1.Service {
@@ -554,7 +553,7 @@ func TestEnsuredIn(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got := ""
-		if bs := r.ensuredIn(tc.svc); len(bs) > 0 {
+		if bs := r.lb.EnsuredIn(tc.svc); len(bs) > 0 {
 			got = strings.Join(backend.Names(bs), ",")
 		}
 		if got != tc.want {

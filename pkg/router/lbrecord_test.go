@@ -19,6 +19,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/lifecycle"
 )
 
 // scriptedLB is an lbCloud whose EnsureLoadBalancer can create the load
@@ -345,8 +346,8 @@ func TestRecordNamingRemovedBackendIsAnError(t *testing.T) {
 	svc.Annotations[string(annotation.LoadBalancerBackends)] = "a,gone"
 	_, _, err := r.GetLoadBalancer(context.Background(), cluster, svc)
 	checkErr(t, err, `records a load balancer in backend "gone", which is not configured`)
-	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonUnknownLBBackend {
-		t.Errorf("error %v is not a UserError with reason %s", err, reasonUnknownLBBackend)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != lifecycle.ReasonUnknownLBBackend {
+		t.Errorf("error %v is not a UserError with reason %s", err, lifecycle.ReasonUnknownLBBackend)
 	}
 	checkErr(t, r.EnsureLoadBalancerDeleted(context.Background(), cluster, svc), `backend "gone"`)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/lifecycle"
 )
 
 // downCloud is an lbCloud whose every load-balancer call fails while down,
@@ -131,7 +132,7 @@ func TestServiceControllerSeveralBackends(t *testing.T) {
 	c.edit(t, "web", func(s *corev1.Service) {
 		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "x", Port: 8443})
 	})
-	eventually(t, "a LoadBalancerBackendFailed event", func() bool { return hasEvent(c.events(t, "web"), reasonBackendFailed) })
+	eventually(t, "a LoadBalancerBackendFailed event", func() bool { return hasEvent(c.events(t, "web"), lifecycle.ReasonBackendFailed) })
 	if got := ingressIPs(c.service(t, "web")); got != "203.0.113.2,198.51.100.1" {
 		t.Errorf("status with a down = %q, want both addresses kept", got)
 	}
@@ -219,7 +220,7 @@ func TestServiceControllerMoveDrains(t *testing.T) {
 		_, draining := cur.Annotations[string(annotation.LoadBalancerDraining)]
 		return cur.Annotations[string(annotation.LoadBalancerBackends)] == "b" && !draining
 	})
-	for _, want := range []string{reasonAdded, reasonDraining, reasonDrained} {
+	for _, want := range []string{lifecycle.ReasonAdded, lifecycle.ReasonDraining, lifecycle.ReasonDrained} {
 		eventually(t, "a "+want+" event", func() bool { return hasEvent(c.events(t, "web"), want) })
 	}
 }
@@ -261,7 +262,7 @@ func TestDrainTimerEndsDrainWithoutSync(t *testing.T) {
 	if !b.holds(svc) {
 		t.Error("b's load balancer was touched")
 	}
-	eventually(t, "a LoadBalancerDrained event", func() bool { return hasEvent(c.events(t, "web"), reasonDrained) })
+	eventually(t, "a LoadBalancerDrained event", func() bool { return hasEvent(c.events(t, "web"), lifecycle.ReasonDrained) })
 }
 
 // TestInvalidDrainAnnotation: a drain period that is not a duration is a
@@ -272,7 +273,7 @@ func TestInvalidDrainAnnotation(t *testing.T) {
 	svc.Annotations[string(annotation.LoadBalancerDrain)] = "five minutes"
 	c := startCluster(t, r, svc)
 	runServiceController(t, c)
-	eventually(t, "an InvalidLoadBalancerDrain event", func() bool { return hasEvent(c.events(t, "web"), reasonInvalidDrain) })
+	eventually(t, "an InvalidLoadBalancerDrain event", func() bool { return hasEvent(c.events(t, "web"), lifecycle.ReasonInvalidDrain) })
 	if a.holds(svc) {
 		t.Error("a load balancer was created for a Service with an invalid drain")
 	}

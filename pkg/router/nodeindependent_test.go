@@ -46,7 +46,7 @@ func TestNodeChangesSkipNodeIndependent(t *testing.T) {
 	lister := a.Services.Services(vip.Namespace)
 	eventually(t, "the bare-metal Service's record in the lister", func() bool {
 		s, err := lister.Get(vip.Name)
-		return err == nil && len(r.ensuredIn(s)) == 1
+		return err == nil && len(r.lb.EnsuredIn(s)) == 1
 	})
 	changed := nodes[0].DeepCopy()
 	changed.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.9.0.1"}}

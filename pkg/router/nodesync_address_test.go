@@ -106,7 +106,7 @@ func ensuredServices(t *testing.T, r *Router, nodes []*corev1.Node, svcs ...*cor
 	lister := c.factory.Core().V1().Services().Lister()
 	eventually(t, "every Service recorded in the lister", func() bool {
 		for _, s := range svcs {
-			if got, err := lister.Services(s.Namespace).Get(s.Name); err != nil || len(r.ensuredIn(got)) != 1 {
+			if got, err := lister.Services(s.Namespace).Get(s.Name); err != nil || len(r.lb.EnsuredIn(got)) != 1 {
 				return false
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/lifecycle"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
@@ -283,7 +284,7 @@ func TestReloadDuringDeleteInSteps(t *testing.T) {
 		c.apply(t, heldConfig(t, "defaultBackend: b", heldBackend{"b", cb, "198.51.100.2"}))
 		a.releaseOne()
 		eventually(t, "a Warning UnknownLoadBalancerBackend", func() bool {
-			return slices.Contains(c.events(t, "web"), "Warning/"+reasonUnknownLBBackend)
+			return slices.Contains(c.events(t, "web"), "Warning/"+lifecycle.ReasonUnknownLBBackend)
 		})
 		if c.serviceGone(t, "web") || !a.has(web) {
 			t.Fatalf("with its backend removed: Service gone %v, load balancer in a %v; want both kept", c.serviceGone(t, "web"), a.has(web))

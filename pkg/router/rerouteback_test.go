@@ -8,6 +8,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/lifecycle"
 )
 
 // TestReloadDefaultBackDuringDrain (issue 40, defect 5) drives upstream's
@@ -67,7 +68,7 @@ func TestReloadRemovingDrainingBackendWarnsUpstream(t *testing.T) {
 	// At the reload, not at the drain's end a minute later: polled with a
 	// bound well inside the drain.
 	testutil.Eventually(t, 30*time.Second, "a Warning UnknownLoadBalancerBackend before the drain's end", func() error {
-		if !hasEvent(c.events(t, "web"), reasonUnknownLBBackend) {
+		if !hasEvent(c.events(t, "web"), lifecycle.ReasonUnknownLBBackend) {
 			return fmt.Errorf("events %v", c.events(t, "web"))
 		}
 		return nil
@@ -103,8 +104,8 @@ func TestReloadMovingDefaultOffRemovedBackendUpstream(t *testing.T) {
 		}
 		return nil
 	})
-	if !hasEvent(c.events(t, "web"), reasonUnknownLBBackend) {
-		t.Errorf("no Warning %s: %v", reasonUnknownLBBackend, c.events(t, "web"))
+	if !hasEvent(c.events(t, "web"), lifecycle.ReasonUnknownLBBackend) {
+		t.Errorf("no Warning %s: %v", lifecycle.ReasonUnknownLBBackend, c.events(t, "web"))
 	}
 	if !b.has(c.service(t, "web")) {
 		t.Error("b's load balancer was deleted, though b is not configured")

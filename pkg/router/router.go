@@ -17,17 +17,21 @@
 // process and is shared by every Router: see svcstate/states.go for the
 // drawing and docs/routing.md ("Across reloads").
 //
-// Lifetime, file by file: a Router (router.go, and the Service lifecycle
-// it runs: loadbalancer.go, multi.go, drain.go, lbrecord.go, dns.go,
-// shown.go, controller.go, classes.go, upstreamview.go, served.go,
-// status.go, resync.go, workerview.go) lives for one configuration;
-// reload.go's Reloadable lives for the process, as does what package
-// process keeps and runs (per-Service state, the drain timer, the
-// node-address re-sync). What a Service carries in the API server is read
-// and written here, its values defined in package svcstate. Below this
-// package, importing nothing of it: process (the process's workers, which
-// see the configuration in use through process.Configuration), dispatch
-// (node calls of one configuration), svcstate (what outlives a
+// Lifetime, package by package: a Router (router.go: the
+// cloudprovider.Interface glue, served.go and status.go: what each backend
+// serves and its health, upstreamview.go: the view upstream's service
+// controller gets) lives for one configuration, as do the two halves it
+// hands its calls to: package dispatch (node calls: InstancesV2, Routes)
+// and package lifecycle (load-balancer calls: the Service lifecycle, its
+// decision, record, drains, several backends, external-dns target;
+// loadbalancer.go and decision.go here only hand them on). reload.go's
+// Reloadable lives for the process, as does what package process keeps
+// and runs (per-Service state, the drain timer, the node-address
+// re-sync). What a Service carries in the API server is read and written
+// by package lifecycle, its values defined in package svcstate. Below this
+// package, importing nothing of it: lifecycle, process (the process's
+// workers, which see the configuration in use through
+// process.Configuration), dispatch, svcstate (what outlives a
 // configuration) and backend (one cloud's calls).
 package router
 
@@ -41,6 +45,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -50,6 +55,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/lifecycle"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
@@ -67,10 +73,13 @@ type Backend = backend.Backend
 type CallError = backend.CallError
 
 // Router is the multicloud cloudprovider.Interface: one configuration.
-// Node calls (InstancesV2, Routes) are its nodeDispatch's; load-balancer
-// calls are its own.
+// Node calls (InstancesV2, Routes) are its embedded dispatch.Nodes';
+// load-balancer calls are its lifecycle.Balancer's (loadbalancer.go).
 type Router struct {
 	dispatch.Nodes
+
+	// lb runs the Services' load balancers of this configuration.
+	lb *lifecycle.Balancer
 
 	clusterID string
 
@@ -162,7 +171,7 @@ func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *process.Shared)
 	}
 	if st == nil {
 		r.st = process.New()
-		r.st.Current = func() (process.Configuration, func()) { return workerView{r}, func() {} }
+		r.st.Current = func() (process.Configuration, func()) { return r.lb, func() {} }
 	}
 	r.States = r.st.States
 	for _, nb := range bs {
@@ -173,6 +182,7 @@ func assemble(cfg *config.CloudConfig, bs []*backend.Member, st *process.Shared)
 		r.ByName[nb.Name] = nb
 		r.addCapabilities(nb)
 	}
+	r.lb = lifecycle.New(&r.Nodes, r.lbs, r.st)
 	if err := r.checkLoadBalancerBackends(); err != nil {
 		return nil, err
 	}
@@ -195,6 +205,30 @@ func (r *Router) addCapabilities(b *backend.Member) {
 	if b.Routes != nil {
 		r.RouteBackends = append(r.RouteBackends, b)
 	}
+}
+
+// checkLoadBalancerBackends refuses a defaultBackend or class naming a
+// backend without load balancers, by the check the config's validation
+// runs (config.ValidateLoadBalancerBackends), asked about the backends as
+// built.
+func (r *Router) checkLoadBalancerBackends() error {
+	errs := r.Cfg.ValidateLoadBalancerBackends(backend.Names(r.backends), func(name string) bool {
+		b, ok := r.ByName[name]
+		return !ok || b.LB != nil
+	})
+	for i, c := range r.Cfg.LoadBalancer.Classes {
+		for _, n := range c.Targets() {
+			if _, ok := r.ByName[n]; !ok {
+				errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "classes").Index(i).Child("backend"), n, backend.Names(r.backends)))
+			}
+		}
+	}
+	if d := r.Cfg.LoadBalancer.DefaultBackend; d != "" {
+		if _, ok := r.ByName[d]; !ok {
+			errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "defaultBackend"), d, backend.Names(r.backends)))
+		}
+	}
+	return errs.ToAggregate()
 }
 
 // Initialize starts the router's event recorder and initialises every
@@ -260,6 +294,13 @@ func (r *Router) InstancesV2() (cloudprovider.InstancesV2, bool) {
 func (r *Router) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	return classAwareBalancer{lb: r, servesCls: r.ServesClass, deleteWait: upstreamDeleteWait}, len(r.lbs) > 0
 }
+
+// ServesClass reports whether class is one of loadBalancer.classes: the
+// Services the load-balancer-class controller serves.
+func (r *Router) ServesClass(class string) bool { return r.lb.ServesClass(class) }
+
+// HasClasses reports whether the config lists any load-balancer class.
+func (r *Router) HasClasses() bool { return r.lb.HasClasses() }
 
 // Routes is offered only when some backend really handles routes.
 func (r *Router) Routes() (cloudprovider.Routes, bool) { return r, len(r.RouteBackends) > 0 }

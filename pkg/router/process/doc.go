@@ -10,7 +10,8 @@
 // router used alone), never rebuilt by a reload. The workers reach the
 // configuration in use only through Configuration, which Current hands
 // them for each Service they pick up, so this package imports nothing of
-// the router (the Router passes itself down as a Configuration). What the
-// workers read of a Service's annotations is svcstate's; they write
-// nothing to the API server themselves except through the Configuration.
+// the router (the Router passes its lifecycle.Balancer down as a
+// Configuration). What the workers read of a Service's annotations is
+// svcstate's; they write nothing to the API server themselves except
+// through the Configuration.
 package process

@@ -44,9 +44,9 @@ type Shared struct {
 }
 
 // Configuration is the configuration in use, as the process's workers see
-// it: the Router in use (see workerView). The workers take it for each
-// Service they pick up, so a reload applied meanwhile is the one they
-// follow.
+// it: the lifecycle.Balancer of the Router in use. The workers take it
+// for each Service they pick up, so a reload applied meanwhile is the one
+// they follow.
 type Configuration interface {
 	// WithClassDefaults is the Service with its class's default
 	// annotations, as the backends see it.

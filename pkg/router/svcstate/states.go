@@ -37,7 +37,7 @@ import (
 type States struct {
 	mu sync.Mutex
 	// recorded holds, per Service UID, the load-balancer record this
-	// process last wrote (see the router's lbrecord.go); Services with an empty record
+	// process last wrote (see pkg/router/lifecycle/record.go); Services with an empty record
 	// have no entry, and entries go when their Service does.
 	recorded map[types.UID][]string
 	// deleted holds, per Service UID, when the router finished deleting the

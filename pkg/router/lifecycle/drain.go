@@ -1,4 +1,4 @@
-package router
+package lifecycle
 
 import (
 	"context"
@@ -38,14 +38,14 @@ import (
 
 // Event reasons of drains. They are stable.
 const (
-	reasonInvalidDrain = "InvalidLoadBalancerDrain"
-	reasonDraining     = "LoadBalancerDraining"
-	reasonDrained      = "LoadBalancerDrained"
+	ReasonInvalidDrain = "InvalidLoadBalancerDrain"
+	ReasonDraining     = "LoadBalancerDraining"
+	ReasonDrained      = "LoadBalancerDrained"
 )
 
 // drainPeriod is the Service's drain period: its annotation (a class
 // default counts), else loadBalancer.drainPeriod.
-func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
+func (r *Balancer) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 	v, ok := svc.Annotations[string(annotation.LoadBalancerDrain)]
 	if !ok {
 		return r.Cfg.LoadBalancer.Drain(), nil
@@ -55,7 +55,7 @@ func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 		d, err = 0, nil
 	}
 	if err != nil || d < 0 {
-		return 0, backend.UserErr(reasonInvalidDrain, "service %s/%s: annotation %s=%q is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once",
+		return 0, backend.UserErr(ReasonInvalidDrain, "service %s/%s: annotation %s=%q is not a drain period: write a duration such as 5m or 90s, or 0 to delete a load balancer the Service stops using at once",
 			svc.Namespace, svc.Name, annotation.LoadBalancerDrain, v)
 	}
 	return d, nil
@@ -74,7 +74,7 @@ func (r *Router) drainPeriod(svc *corev1.Service) (time.Duration, error) {
 // balancers announced from the status, which stay in the status the
 // caller returns (after the serving ones); the others' are already out of
 // it.
-func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, error) {
+func (r *Balancer) retire(ctx context.Context, clusterName string, svc *corev1.Service, keep []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, error) {
 	asked, gone := r.reachable(svc)
 	r.warnUnreachableOnce(ctx, svc, gone)
 	decideUnreachable(ctx, gone)
@@ -83,13 +83,13 @@ func (r *Router) retire(ctx context.Context, clusterName string, svc *corev1.Ser
 	if err != nil {
 		r.recordServiceError(ctx, svc, err)
 		msg := fmt.Sprintf("Cannot yet remove the load balancer from the backends the Service no longer uses: %v", err)
-		r.Warn(ctx, svcstate.ServiceRef(svc), reasonCleanupPending, msg)
+		r.Warn(ctx, svcstate.ServiceRef(svc), ReasonCleanupPending, msg)
 		return nil, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return ingressOf(orderHolders(r.lbs, kept)), nil
 }
 
-func (r *Router) retireFrom(ctx context.Context, clusterName string, svc *corev1.Service, asked []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]holder, error) {
+func (r *Balancer) retireFrom(ctx context.Context, clusterName string, svc *corev1.Service, asked []*backend.Member, drain time.Duration, serving []corev1.LoadBalancerIngress) ([]holder, error) {
 	if len(asked) == 0 {
 		return nil, nil
 	}
@@ -138,7 +138,7 @@ func ingressOf(hs []holder) []corev1.LoadBalancerIngress {
 
 // drainingOf is the Service's draining record: the one this process last
 // wrote (the copy given may be older), else the copy's.
-func (r *Router) drainingOf(svc *corev1.Service) svcstate.Draining {
+func (r *Balancer) drainingOf(svc *corev1.Service) svcstate.Draining {
 	if d, ok := r.st.DrainsOf(svc.UID); ok {
 		return d.Without()
 	}
@@ -150,7 +150,7 @@ func (r *Router) drainingOf(svc *corev1.Service) svcstate.Draining {
 // the record. Those announced from the status keep their addresses in it
 // (it returns them): external-dns's target annotation is set to the
 // serving addresses in the same write (see steerDNS).
-func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, end time.Time, serving []corev1.LoadBalancerIngress) ([]holder, error) {
+func (r *Balancer) startDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, end time.Time, serving []corev1.LoadBalancerIngress) ([]holder, error) {
 	end = end.UTC().Truncate(time.Second).Add(time.Second) // as written: never before the period
 	found, err := r.holders(ctx, clusterName, svc, bs)
 	if err != nil {
@@ -202,7 +202,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 				how += "; " + dns
 			}
 		}
-		r.normal(ctx, svc, reasonDraining, fmt.Sprintf("Load balancer in backend %s is draining: %s; it keeps serving for %s more and is deleted at %s",
+		r.normal(ctx, svc, ReasonDraining, fmt.Sprintf("Load balancer in backend %s is draining: %s; it keeps serving for %s more and is deleted at %s",
 			n, how, left, end.Format(time.RFC3339)))
 	}
 	r.st.QueueDrain(svc, end)
@@ -216,7 +216,7 @@ func (r *Router) startDrain(ctx context.Context, clusterName string, svc *corev1
 // for each that was draining (whether it still held something or not).
 // A draining load balancer announced from the status has its addresses
 // taken out of the status first, so none is released while shown.
-func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, draining svcstate.Draining) error {
+func (r *Balancer) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, draining svcstate.Draining) error {
 	if len(bs) == 0 {
 		return nil
 	}
@@ -242,14 +242,14 @@ func (r *Router) finishDrain(ctx context.Context, clusterName string, svc *corev
 	}
 	for _, b := range bs {
 		if _, ok := draining[b.Name]; ok {
-			r.normal(ctx, svc, reasonDrained, fmt.Sprintf("Load balancer in backend %s drained and deleted", b.Name))
+			r.normal(ctx, svc, ReasonDrained, fmt.Sprintf("Load balancer in backend %s drained and deleted", b.Name))
 		}
 	}
 	return nil
 }
 
 // normal records a Normal event on the Service and logs it at V(2).
-func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg string) {
+func (r *Balancer) normal(ctx context.Context, svc *corev1.Service, reason, msg string) {
 	klog.FromContext(ctx).V(2).Info(msg, "reason", reason, "service", klog.KObj(svc))
 	if r.Recorder != nil {
 		r.Recorder.Event(svcstate.ServiceRef(svc), corev1.EventTypeNormal, reason, msg)
@@ -261,7 +261,7 @@ func (r *Router) normal(ctx context.Context, svc *corev1.Service, reason, msg st
 // target annotation is steered to serving (the serving addresses) while a
 // load balancer announced from the status drains (see dnsChanges). It
 // returns how DNS was steered, for the event.
-func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving string, change func(svcstate.Draining) svcstate.Draining) (string, error) {
+func (r *Balancer) writeDraining(ctx context.Context, svc *corev1.Service, serving string, change func(svcstate.Draining) svcstate.Draining) (string, error) {
 	if r.Client == nil {
 		r.st.SetDrains(svc.UID, change(r.drainingOf(svc)))
 		return "", nil
@@ -280,7 +280,7 @@ func (r *Router) writeDraining(ctx context.Context, svc *corev1.Service, serving
 // finishDrains deletes the Service's load balancers whose drain ended,
 // under its lock; it returns when the next one ends (zero: none left).
 // The drain timer calls it.
-func (r *Router) finishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error) {
+func (r *Balancer) finishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error) {
 	clusterName, _ := r.st.ClusterName.Load().(string)
 	draining := r.drainingOf(svc)
 	if len(draining) == 0 {

@@ -1,4 +1,4 @@
-package router
+package lifecycle
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +26,7 @@ import (
 // serving backends' addresses; "" when unknown: left as it is); once none
 // does, the router's target annotation goes. It returns how DNS is steered
 // ("" when it is not).
-func (r *Router) dnsChanges(changes map[annotation.Name]*string, cur *corev1.Service, next svcstate.Draining, serving string) string {
+func (r *Balancer) dnsChanges(changes map[annotation.Name]*string, cur *corev1.Service, next svcstate.Draining, serving string) string {
 	if !r.announcedDrains(next) {
 		svcstate.SteerDNS(changes, cur, "")
 		return ""
@@ -39,7 +39,7 @@ func (r *Router) dnsChanges(changes map[annotation.Name]*string, cur *corev1.Ser
 
 // announcedDrains reports whether the record has a load balancer announced
 // from the status draining.
-func (r *Router) announcedDrains(d svcstate.Draining) bool {
+func (r *Balancer) announcedDrains(d svcstate.Draining) bool {
 	for n := range d {
 		if b, ok := r.ByName[n]; ok && b.LB != nil && b.AnnouncedFromStatus() {
 			return true

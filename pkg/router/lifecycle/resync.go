@@ -1,4 +1,4 @@
-package router
+package lifecycle
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // queues such a Service again itself when a node changed while its call
 // was in flight; the re-sync made a second update of the same load
 // balancer with the same nodes (TestNodeAddedDuringUpdateUpdatesTheNLBOnce).
-func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend.Member, handed []*corev1.Node) {
+func (r *Balancer) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend.Member, handed []*corev1.Node) {
 	a := r.st.Resync.Load()
 	if a == nil || svc.DeletionTimestamp != nil || target.IgnoresNodes() || svc.Spec.LoadBalancerClass != nil {
 		return
@@ -47,7 +47,7 @@ func (r *Router) requeueIfStale(ctx context.Context, svc *corev1.Service, target
 // controller, re-targets it only when its set of nodes changes): before,
 // every classed Service was left out, and a node whose address arrived
 // after its providerID never reached a classed IP-target load balancer.
-func (r *Router) ensuredIn(svc *corev1.Service) []*backend.Member {
+func (r *Balancer) ensuredIn(svc *corev1.Service) []*backend.Member {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) ||
 		svc.DeletionTimestamp != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return nil
@@ -68,7 +68,7 @@ func (r *Router) ensuredIn(svc *corev1.Service) []*backend.Member {
 
 // ensuredUnpublished reports whether the Service would be re-synced
 // (ensuredIn) but for its status, not written yet.
-func (r *Router) ensuredUnpublished(svc *corev1.Service) bool {
+func (r *Balancer) ensuredUnpublished(svc *corev1.Service) bool {
 	if len(svc.Status.LoadBalancer.Ingress) > 0 || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) || svc.DeletionTimestamp != nil {
 		return false
 	}
@@ -79,14 +79,14 @@ func (r *Router) ensuredUnpublished(svc *corev1.Service) bool {
 // ownClass reports whether the Service has no loadBalancerClass or one of
 // ours (loadBalancer.classes): a class we do not list is another
 // controller's, never touched.
-func (r *Router) ownClass(svc *corev1.Service) bool {
+func (r *Balancer) ownClass(svc *corev1.Service) bool {
 	return svc.Spec.LoadBalancerClass == nil || r.ServesClass(*svc.Spec.LoadBalancerClass)
 }
 
 // lockService serialises the router's load-balancer calls for one Service:
 // the service controller's, the load-balancer controller's and the address
 // re-sync's, on whichever configuration. It returns the unlock function.
-func (r *Router) lockService(svc *corev1.Service) func() { return r.st.Lock(svc.UID) }
+func (r *Balancer) lockService(svc *corev1.Service) func() { return r.st.Lock(svc.UID) }
 
 // reroute carries out, for a classless Service, a change of its target
 // that no change of the Service caused (a reload changed the default
@@ -97,7 +97,7 @@ func (r *Router) lockService(svc *corev1.Service) func() { return r.st.Lock(svc.
 // with no target (the default removed) is not touched: as for a class
 // removed, nothing is deleted by a configuration change; its next sync
 // hands it elsewhere. Called under the Service's lock.
-func (r *Router) reroute(ctx context.Context, svc *corev1.Service) error {
+func (r *Balancer) reroute(ctx context.Context, svc *corev1.Service) error {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
 		svc.DeletionTimestamp != nil || r.wasDeleted(svc.UID) || len(r.lbs) == 0 {
 		return nil

@@ -1,4 +1,4 @@
-package router
+package lifecycle
 
 import (
 	"context"
@@ -36,7 +36,7 @@ import (
 // baseline is the Service's record as written on it; a Service made by an
 // older version, with no record but an address, may have a load balancer
 // in any backend, so its record starts with all of them.
-func (r *Router) baseline(svc *corev1.Service) svcstate.Record {
+func (r *Balancer) baseline(svc *corev1.Service) svcstate.Record {
 	rec := svcstate.ParseRecord(svc)
 	if !rec.Known && len(svc.Status.LoadBalancer.Ingress) > 0 {
 		return rec.With(backend.Names(r.lbs)...)
@@ -46,7 +46,7 @@ func (r *Router) baseline(svc *corev1.Service) svcstate.Record {
 
 // recordOf returns the Service's record: its annotation, plus what this
 // process wrote that the (possibly stale) copy upstream passed may not show.
-func (r *Router) recordOf(svc *corev1.Service) svcstate.Record {
+func (r *Balancer) recordOf(svc *corev1.Service) svcstate.Record {
 	rec := svcstate.ParseRecord(svc)
 	if mem, ok := r.st.RecordedOf(svc.UID); ok {
 		rec = rec.With(mem...)
@@ -63,7 +63,7 @@ func (r *Router) recordOf(svc *corev1.Service) svcstate.Record {
 // its delete there; trusting it would create there unrecorded, and the
 // Service's delete would not look there (issue: a load balancer leaked in
 // TestReloadRaceInvariants).
-func (r *Router) written(svc *corev1.Service) svcstate.Record {
+func (r *Balancer) written(svc *corev1.Service) svcstate.Record {
 	if mem, ok := r.st.RecordedOf(svc.UID); ok {
 		return svcstate.Record{Known: true, Names: mem}
 	}
@@ -72,7 +72,7 @@ func (r *Router) written(svc *corev1.Service) svcstate.Record {
 
 // current is the Service's record with, for a Service an older version
 // gave an address, every backend (see baseline).
-func (r *Router) current(svc *corev1.Service) svcstate.Record {
+func (r *Balancer) current(svc *corev1.Service) svcstate.Record {
 	rec := r.recordOf(svc)
 	if !rec.Known && len(svc.Status.LoadBalancer.Ingress) > 0 {
 		return rec.With(backend.Names(r.lbs)...)
@@ -83,12 +83,12 @@ func (r *Router) current(svc *corev1.Service) svcstate.Record {
 // remember keeps what was written for the Service until the Service is
 // deleted. The router writes nothing, so keeps nothing, for Services it
 // never gave a load balancer.
-func (r *Router) remember(uid types.UID, rec svcstate.Record) {
+func (r *Balancer) remember(uid types.UID, rec svcstate.Record) {
 	r.st.Remember(uid, slices.Clip(rec.Names))
 }
 
 // forget drops every per-Service state of a Service that is gone.
-func (r *Router) forget(uid types.UID) {
+func (r *Balancer) forget(uid types.UID) {
 	r.st.Forget(uid)
 }
 
@@ -96,7 +96,7 @@ func (r *Router) forget(uid types.UID) {
 // backend of bs whose load balancer drains serves again: its drain entry
 // goes in the same write. It fails, so that nothing is created, if the
 // record cannot be written.
-func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*backend.Member) error {
+func (r *Balancer) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*backend.Member) error {
 	rec := r.written(svc)
 	draining := r.drainingOf(svc)
 	var add, back []string
@@ -121,7 +121,7 @@ func (r *Router) addToRecord(ctx context.Context, svc *corev1.Service, bs ...*ba
 
 // dropFromRecord removes backends that reported nothing left for the
 // Service. A Service that is gone needs no record.
-func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names []string) error {
+func (r *Balancer) dropFromRecord(ctx context.Context, svc *corev1.Service, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -140,7 +140,7 @@ func (r *Router) dropFromRecord(ctx context.Context, svc *corev1.Service, names 
 //
 // The drain entries of the backends named in serving go in the same write:
 // they serve the Service again.
-func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(svcstate.Record) svcstate.Record, serving ...string) error {
+func (r *Balancer) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bool, change func(svcstate.Record) svcstate.Record, serving ...string) error {
 	if r.Client == nil {
 		next := change(r.current(svc))
 		r.remember(svc.UID, next)
@@ -176,7 +176,7 @@ func (r *Router) writeRecord(ctx context.Context, svc *corev1.Service, goneOK bo
 // the Service already says so, so the annotation change re-runs the
 // service controller's sync once at most: that sync finds the same values
 // and writes nothing.
-func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []*backend.Member, answers []ensured) error {
+func (r *Balancer) markServed(ctx context.Context, svc *corev1.Service, targets []*backend.Member, answers []ensured) error {
 	if dec := decisionOf(ctx); dec != nil {
 		dec.annotate(r.servedChanges(svc, svc, targets, answers))
 	}
@@ -214,7 +214,7 @@ func (r *Router) markServed(ctx context.Context, svc *corev1.Service, targets []
 // as the edit made it; writing back what the backends answered to the old
 // value would undo the edit, and the sync the edit queued answers the new
 // one.
-func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *corev1.Service, bs []*backend.Member, answers []ensured) {
+func (r *Balancer) writtenBack(changes map[annotation.Name]*string, seen, cur *corev1.Service, bs []*backend.Member, answers []ensured) {
 	types := map[string]bool{}
 	for i, b := range bs {
 		types[b.Type] = true
@@ -241,7 +241,7 @@ func (r *Router) writtenBack(changes map[annotation.Name]*string, seen, cur *cor
 // written. The patch is guarded by the resourceVersion and retried on
 // conflict; nothing is sent when there is nothing to change. With goneOK, a
 // Service that is gone is forgotten instead of an error.
-func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, goneOK bool, desired func(*corev1.Service) (map[annotation.Name]*string, func())) error {
+func (r *Balancer) patchAnnotations(ctx context.Context, svc *corev1.Service, goneOK bool, desired func(*corev1.Service) (map[annotation.Name]*string, func())) error {
 	services := r.Client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
@@ -280,7 +280,7 @@ func (r *Router) patchAnnotations(ctx context.Context, svc *corev1.Service, gone
 // address, see baseline); without a record, its targets. A recorded
 // backend that is no longer configured is an error: its load balancer
 // cannot be reached, and forgetting it would leak it.
-func (r *Router) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*backend.Member, error) {
+func (r *Balancer) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*backend.Member, error) {
 	out, gone := r.reachable(svc, targets...)
 	if len(gone) > 0 {
 		return nil, r.unreachableErr(svc, gone[0])
@@ -292,7 +292,7 @@ func (r *Router) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*ba
 // Service's load balancer and are configured, and the names of the
 // recorded ones that are not (a reload removed them while they held, or
 // drained, its load balancer), which stay in the record.
-func (r *Router) reachable(svc *corev1.Service, targets ...*backend.Member) (out []*backend.Member, gone []string) {
+func (r *Balancer) reachable(svc *corev1.Service, targets ...*backend.Member) (out []*backend.Member, gone []string) {
 	rec := r.current(svc)
 	if !rec.Known {
 		return slices.DeleteFunc(slices.Clone(targets), func(b *backend.Member) bool { return b == nil }), nil
@@ -310,8 +310,8 @@ func (r *Router) reachable(svc *corev1.Service, targets ...*backend.Member) (out
 
 // unreachableErr is the user error of a record naming backend n, which is
 // not configured.
-func (r *Router) unreachableErr(svc *corev1.Service, n string) error {
-	return backend.UserErr(reasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
+func (r *Balancer) unreachableErr(svc *corev1.Service, n string) error {
+	return backend.UserErr(ReasonUnknownLBBackend, "service %s/%s: annotation %s records a load balancer in backend %q, which is not configured "+
 		"(have: %v); add the backend back so its load balancer can be removed, or, once you removed it by hand, remove %q from the annotation",
 		svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, backend.Names(r.lbs), n)
 }
@@ -322,7 +322,7 @@ func (r *Router) unreachableErr(svc *corev1.Service, n string) error {
 // its load balancer there stays, and stays in the record, until the
 // backend is added back or the operator edits the record. The Service is
 // served meanwhile by the backends that are configured.
-func (r *Router) warnUnreachableOnce(ctx context.Context, svc *corev1.Service, gone []string) {
+func (r *Balancer) warnUnreachableOnce(ctx context.Context, svc *corev1.Service, gone []string) {
 	for _, n := range r.st.NewlyUnreachable(svc.UID, gone) {
 		r.recordServiceError(ctx, svc, r.unreachableErr(svc, n))
 	}
@@ -331,7 +331,7 @@ func (r *Router) warnUnreachableOnce(ctx context.Context, svc *corev1.Service, g
 // mayHoldGone is mayHold for a Service that is gone (ServiceGone): the
 // recorded backends that are configured; each one that is not gets a
 // Warning naming it and what to do, as its load balancer is left there.
-func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backend.Member {
+func (r *Balancer) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backend.Member {
 	rec := r.current(svc)
 	out := make([]*backend.Member, 0, len(rec.Names))
 	for _, n := range rec.Names {
@@ -339,7 +339,7 @@ func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backen
 			out = append(out, b)
 			continue
 		}
-		r.Warn(ctx, svcstate.ServiceRef(svc), reasonUnknownLBBackend, fmt.Sprintf("service %s/%s was deleted without its load balancer's cleanup, and "+
+		r.Warn(ctx, svcstate.ServiceRef(svc), ReasonUnknownLBBackend, fmt.Sprintf("service %s/%s was deleted without its load balancer's cleanup, and "+
 			"annotation %s recorded a load balancer in backend %q, which is not configured (have: %v): it is deleted from the other backends only; "+
 			"add the backend back while this cleanup still retries to delete its load balancer there, or delete that load balancer by hand",
 			svc.Namespace, svc.Name, annotation.LoadBalancerBackends, n, backend.Names(r.lbs)))
@@ -353,7 +353,7 @@ func (r *Router) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backen
 // subresource, guarded by the resourceVersion. Addresses someone else wrote (a
 // controller serving classless Services, such as MetalLB) are kept. When no
 // released load balancer reported an address, every address is ours.
-func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released []holder) error {
+func (r *Balancer) clearStatus(ctx context.Context, svc *corev1.Service, released []holder) error {
 	if r.Client == nil || svc.Spec.LoadBalancerClass != nil {
 		return nil
 	}
@@ -380,7 +380,7 @@ func (r *Router) clearStatus(ctx context.Context, svc *corev1.Service, released 
 // not show yet, keeping every address it shows, through the status
 // subresource, guarded by the resourceVersion. Used when some of a
 // Service's backends failed: the status shows the others' addresses.
-func (r *Router) addToStatus(ctx context.Context, svc *corev1.Service, add []corev1.LoadBalancerIngress) error {
+func (r *Balancer) addToStatus(ctx context.Context, svc *corev1.Service, add []corev1.LoadBalancerIngress) error {
 	if r.Client == nil {
 		return nil
 	}
@@ -409,7 +409,7 @@ func withAdded(cur, add []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngre
 // a drained load balancer announced from the status stops being announced
 // before it is deleted. It never empties the status: the addresses are
 // then left to the Service's next sync, which writes the serving ones.
-func (r *Router) withdrawFromStatus(ctx context.Context, svc *corev1.Service, drop []corev1.LoadBalancerIngress) error {
+func (r *Balancer) withdrawFromStatus(ctx context.Context, svc *corev1.Service, drop []corev1.LoadBalancerIngress) error {
 	if r.Client == nil || len(drop) == 0 {
 		return nil
 	}
@@ -431,7 +431,7 @@ func (r *Router) withdrawFromStatus(ctx context.Context, svc *corev1.Service, dr
 // guarded by the resourceVersion and retried on a conflict. Nothing is
 // written when change keeps the number of addresses (it only removes or
 // only adds), or when the Service is gone or was re-created.
-func (r *Router) patchIngress(ctx context.Context, svc *corev1.Service, change func([]corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress) error {
+func (r *Balancer) patchIngress(ctx context.Context, svc *corev1.Service, change func([]corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress) error {
 	services := r.Client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})

@@ -1,4 +1,4 @@
-package router
+package lifecycle
 
 import (
 	"context"
@@ -31,15 +31,15 @@ import (
 
 // Event reasons of several-backend Services. They are stable.
 const (
-	reasonBackendFailed = "LoadBalancerBackendFailed"
-	reasonAdded         = "LoadBalancerAdded"
+	ReasonBackendFailed = "LoadBalancerBackendFailed"
+	ReasonAdded         = "LoadBalancerAdded"
 )
 
 // lbTargets returns the backends that should hold service's load balancer,
 // in the order the Service's class or annotation lists them (a class's
 // backends, else the annotation's, else the default); nil when none
 // (implemented elsewhere).
-func (r *Router) lbTargets(service *corev1.Service) ([]*backend.Member, error) {
+func (r *Balancer) lbTargets(service *corev1.Service) ([]*backend.Member, error) {
 	if bs, handled, err := r.classTargets(service); handled {
 		return bs, err
 	}
@@ -66,7 +66,7 @@ func (r *Router) lbTargets(service *corev1.Service) ([]*backend.Member, error) {
 				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, which, backend.Names(r.lbs))
 		}
 		if slices.Index(list, name) != i {
-			return nil, backend.UserErr(reasonUnknownLBBackend, "service %s/%s: annotation %s=%q names backend %q twice; name each backend once",
+			return nil, backend.UserErr(ReasonUnknownLBBackend, "service %s/%s: annotation %s=%q names backend %q twice; name each backend once",
 				service.Namespace, service.Name, annotation.LoadBalancerBackend, value, name)
 		}
 		out = append(out, b)
@@ -76,7 +76,7 @@ func (r *Router) lbTargets(service *corev1.Service) ([]*backend.Member, error) {
 
 // lbTarget returns the first of the Service's target backends (nil:
 // implemented elsewhere).
-func (r *Router) lbTarget(service *corev1.Service) (*backend.Member, error) {
+func (r *Balancer) lbTarget(service *corev1.Service) (*backend.Member, error) {
 	bs, err := r.lbTargets(service)
 	if err != nil || len(bs) == 0 {
 		return nil, err
@@ -98,7 +98,7 @@ type ensured struct {
 //
 // Each is handed the Service with the other serving backends' addresses
 // out of its status (see handedTo), and what each answered is remembered.
-func (r *Router) ensureAll(ctx context.Context, clusterName string, service *corev1.Service, targets []*backend.Member, nodes []*corev1.Node, drain time.Duration) []ensured {
+func (r *Balancer) ensureAll(ctx context.Context, clusterName string, service *corev1.Service, targets []*backend.Member, nodes []*corev1.Node, drain time.Duration) []ensured {
 	out := make([]ensured, len(targets))
 	var wg sync.WaitGroup
 	for i, b := range targets {
@@ -163,7 +163,7 @@ func handedOver(a ensured) bool {
 // the failed backends' included: their load balancers may well still
 // serve), each failure is a Warning event naming its backend, and the
 // failures are returned, so the controller retries.
-func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, targets []*backend.Member, answers []ensured) error {
+func (r *Balancer) partialFailure(ctx context.Context, service *corev1.Service, targets []*backend.Member, answers []ensured) error {
 	var errs []error
 	for i, a := range answers {
 		if a.err == nil {
@@ -181,7 +181,7 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 			// such as a bad annotation's.
 			klog.FromContext(ctx).V(2).Info(msg, "service", klog.KObj(service))
 		} else {
-			r.Warn(ctx, svcstate.ServiceRef(service), reasonBackendFailed, msg)
+			r.Warn(ctx, svcstate.ServiceRef(service), ReasonBackendFailed, msg)
 		}
 		errs = append(errs, fmt.Errorf("backend %s: %w", targets[i].Name, a.err))
 	}
@@ -204,7 +204,7 @@ func (r *Router) partialFailure(ctx context.Context, service *corev1.Service, ta
 // router's goes once none does (see dnsChanges).
 //
 // seen is the Service the backends were handed (see writtenBack).
-func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend.Member, answers []ensured) map[annotation.Name]*string {
+func (r *Balancer) servedChanges(seen, cur *corev1.Service, targets []*backend.Member, answers []ensured) map[annotation.Name]*string {
 	changes := map[annotation.Name]*string{}
 	svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerServedBy, strings.Join(svcstate.NamesInOrder(targets), ","))
 	id := ""
@@ -232,7 +232,7 @@ func (r *Router) servedChanges(seen, cur *corev1.Service, targets []*backend.Mem
 
 // servingOf returns the backends multicloud-ccm.io/load-balancer-served-by
 // names that are configured with load balancers.
-func (r *Router) servingOf(svc *corev1.Service) []*backend.Member {
+func (r *Balancer) servingOf(svc *corev1.Service) []*backend.Member {
 	var out []*backend.Member
 	for _, n := range svcstate.SplitNames(svc.Annotations[string(annotation.LoadBalancerServedBy)]) {
 		if b, ok := r.ByName[n]; ok && b.LB != nil {

@@ -1,4 +1,4 @@
-package router
+package lifecycle
 
 import (
 	"fmt"
@@ -6,33 +6,32 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
-// reasonClassConflict is the Warning reason for a Service whose
+// ReasonClassConflict is the Warning reason for a Service whose
 // spec.loadBalancerClass and multicloud-ccm.io/load-balancer-backend
 // annotation name different backends.
-const reasonClassConflict = "LoadBalancerClassConflict"
+const ReasonClassConflict = "LoadBalancerClassConflict"
 
 // ServesClass reports whether class is one of loadBalancer.classes: the
 // Services the load-balancer-class controller serves.
-func (r *Router) ServesClass(class string) bool {
+func (r *Balancer) ServesClass(class string) bool {
 	_, ok := r.Cfg.LoadBalancer.Class(class)
 	return ok
 }
 
 // HasClasses reports whether the config lists any load-balancer class.
-func (r *Router) HasClasses() bool { return len(r.Cfg.LoadBalancer.Classes) > 0 }
+func (r *Balancer) HasClasses() bool { return len(r.Cfg.LoadBalancer.Classes) > 0 }
 
 // classTargets routes a Service with spec.loadBalancerClass: one of our
 // classes goes to its backends, in order (an annotation naming others is a
 // conflict, refused), any other class to nobody. handled is false for a
 // Service without a class, which the annotation and default route.
-func (r *Router) classTargets(service *corev1.Service) (bs []*backend.Member, handled bool, err error) {
+func (r *Balancer) classTargets(service *corev1.Service) (bs []*backend.Member, handled bool, err error) {
 	if service.Spec.LoadBalancerClass == nil {
 		return nil, false, nil
 	}
@@ -43,7 +42,7 @@ func (r *Router) classTargets(service *corev1.Service) (bs []*backend.Member, ha
 	}
 	want := c.Targets()
 	if name, annotated := service.Annotations[string(annotation.LoadBalancerBackend)]; annotated && !slices.Equal(svcstate.SplitNames(name), want) {
-		return nil, true, backend.UserErr(reasonClassConflict, "service %s/%s: spec.loadBalancerClass %q is served by backend %q but annotation %s=%q names another; remove the annotation (the class chooses the backend)",
+		return nil, true, backend.UserErr(ReasonClassConflict, "service %s/%s: spec.loadBalancerClass %q is served by backend %q but annotation %s=%q names another; remove the annotation (the class chooses the backend)",
 			service.Namespace, service.Name, class, strings.Join(want, ","), annotation.LoadBalancerBackend, name)
 	}
 	for _, n := range want {
@@ -57,34 +56,10 @@ func (r *Router) classTargets(service *corev1.Service) (bs []*backend.Member, ha
 	return bs, true, nil
 }
 
-// checkLoadBalancerBackends refuses a defaultBackend or class naming a
-// backend without load balancers, by the check the config's validation
-// runs (config.ValidateLoadBalancerBackends), asked about the backends as
-// built.
-func (r *Router) checkLoadBalancerBackends() error {
-	errs := r.Cfg.ValidateLoadBalancerBackends(backend.Names(r.backends), func(name string) bool {
-		b, ok := r.ByName[name]
-		return !ok || b.LB != nil
-	})
-	for i, c := range r.Cfg.LoadBalancer.Classes {
-		for _, n := range c.Targets() {
-			if _, ok := r.ByName[n]; !ok {
-				errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "classes").Index(i).Child("backend"), n, backend.Names(r.backends)))
-			}
-		}
-	}
-	if d := r.Cfg.LoadBalancer.DefaultBackend; d != "" {
-		if _, ok := r.ByName[d]; !ok {
-			errs = append(errs, field.NotSupported(field.NewPath("loadBalancer", "defaultBackend"), d, backend.Names(r.backends)))
-		}
-	}
-	return errs.ToAggregate()
-}
-
 // withClassDefaults returns the Service as its backend sees it: with its
 // class's default annotations (loadBalancer.classes[].annotations) for
 // those it does not set itself. The Service itself when there are none.
-func (r *Router) withClassDefaults(service *corev1.Service) *corev1.Service {
+func (r *Balancer) withClassDefaults(service *corev1.Service) *corev1.Service {
 	if service.Spec.LoadBalancerClass == nil {
 		return service
 	}

@@ -1,4 +1,4 @@
-package router
+package lifecycle
 
 import (
 	"slices"
@@ -26,7 +26,7 @@ import (
 // addresses remembered for the other backends that keep serving it (the
 // other targets, those draining, and, with a drain period, the recorded
 // ones that will drain) out of its status.
-func (r *Router) handedTo(svc *corev1.Service, b *backend.Member, targets []*backend.Member, drain time.Duration) *corev1.Service {
+func (r *Balancer) handedTo(svc *corev1.Service, b *backend.Member, targets []*backend.Member, drain time.Duration) *corev1.Service {
 	mem, ok := r.st.ShownOf(svc.UID)
 	if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return svc
@@ -58,7 +58,7 @@ func (r *Router) handedTo(svc *corev1.Service, b *backend.Member, targets []*bac
 }
 
 // rememberShown keeps, per target, the addresses its answer gave.
-func (r *Router) rememberShown(uid types.UID, targets []*backend.Member, answers []ensured) {
+func (r *Balancer) rememberShown(uid types.UID, targets []*backend.Member, answers []ensured) {
 	for i, a := range answers {
 		if a.err != nil || a.status == nil {
 			continue

@@ -1,0 +1,63 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/dispatch"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
+)
+
+// Balancer runs the load-balancer calls of one configuration: it decides
+// which backends serve each Service and carries that out (see the package
+// doc). It shares the configuration's Nodes (the config, the backends by
+// name, the client and event recorder, node targeting) with the node
+// calls, and the process's state with every other configuration.
+type Balancer struct {
+	*dispatch.Nodes
+
+	// lbs are the backends with load balancers, in config order.
+	lbs []*backend.Member
+
+	// st is the per-Service and per-Node state, which outlives this
+	// configuration (see package process).
+	st *process.Shared
+}
+
+var _ process.Configuration = (*Balancer)(nil)
+
+// New returns the Balancer of the configuration whose node calls nodes
+// serves: lbs are its backends with load balancers, in config order, and
+// st is the process's state.
+func New(nodes *dispatch.Nodes, lbs []*backend.Member, st *process.Shared) *Balancer {
+	return &Balancer{Nodes: nodes, lbs: lbs, st: st}
+}
+
+// WithClassDefaults is the Service with its class's default annotations
+// (see withClassDefaults).
+func (r *Balancer) WithClassDefaults(svc *corev1.Service) *corev1.Service {
+	return r.withClassDefaults(svc)
+}
+
+// EnsuredIn returns the backends holding the Service's load balancer where
+// the Service wants it (see ensuredIn).
+func (r *Balancer) EnsuredIn(svc *corev1.Service) []*backend.Member { return r.ensuredIn(svc) }
+
+// EnsuredUnpublished reports whether the Service's load balancer was
+// ensured but its status is not written yet (see ensuredUnpublished).
+func (r *Balancer) EnsuredUnpublished(svc *corev1.Service) bool { return r.ensuredUnpublished(svc) }
+
+// Reroute records a new target of a classless Service that no change of
+// the Service caused (see reroute).
+func (r *Balancer) Reroute(ctx context.Context, svc *corev1.Service) error {
+	return r.reroute(ctx, svc)
+}
+
+// FinishDrains deletes the Service's load balancers whose drain ended
+// (see finishDrains).
+func (r *Balancer) FinishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error) {
+	return r.finishDrains(ctx, svc)
+}

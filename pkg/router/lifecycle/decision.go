@@ -1,0 +1,202 @@
+package lifecycle
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// A Service's sync is one decision (issue 40): the backends that serve
+// it, and for every backend that may hold its load balancer the step the
+// router takes there; then the steps are carried out and the Service
+// written. EnsureLoadBalancer records its decision as it makes it, in the
+// Decision its context carries (WithDecision); Decide runs it under a dry
+// run and returns it, which is what `plan` prints: the same code, so a
+// plan and the switch cannot disagree on where a Service goes, what
+// drains and what is deleted.
+
+// StepKind is what the router does with a Service's load balancer in one
+// backend.
+type StepKind string
+
+// The steps of a decision.
+const (
+	// StepEnsure: a target; its load balancer is created or updated.
+	StepEnsure StepKind = "ensure"
+	// StepDrain: no longer a target; its load balancer keeps serving until
+	// the step's Until (a drain started now, or one under way), then is
+	// deleted.
+	StepDrain StepKind = "drain"
+	// StepDelete: no longer a target, or a Service leaving us; its load
+	// balancer is deleted now (Drained: at the end of its drain).
+	StepDelete StepKind = "delete"
+	// StepForget: recorded but holding nothing for the Service; it leaves
+	// the record.
+	StepForget StepKind = "forget"
+	// StepUnreachable: recorded, but not configured (a reload removed
+	// it); its load balancer there is left, and stays in the record, until
+	// the backend is added back.
+	StepUnreachable StepKind = "unreachable"
+)
+
+// Step is the router's step in one backend.
+type Step struct {
+	// Backend is the backend's name.
+	Backend string
+	// Kind is what is done there.
+	Kind StepKind
+	// Until is when a drain ends (StepDrain).
+	Until time.Time
+	// Drained marks a delete at the end of a drain.
+	Drained bool
+	// Err is the backend's failure (StepEnsure), if it failed.
+	Err error
+}
+
+// Decision is what the router decided for one sync of a Service
+// (EnsureLoadBalancer).
+type Decision struct {
+	// Targets are the backends that should serve the Service, in the
+	// order its class or annotation lists them (or the default); none
+	// when the router refused the Service or nothing routes it to us.
+	Targets []string
+	// HandedOver are the targets that leave the Service to another
+	// controller (they answered ImplementedElsewhere).
+	HandedOver []string
+	// Elsewhere: no backend of ours serves the Service (the router
+	// answered ImplementedElsewhere), after the steps taken.
+	Elsewhere bool
+	// Steps are the steps, in the order taken: the targets' ensures, then
+	// what becomes of every other backend that may hold a load balancer.
+	Steps []Step
+	// Status is the status the Service should show; when the sync
+	// failed, the one it shows all the same (some targets failing: the
+	// others' addresses added, see partialFailure), nil when the failure
+	// leaves the status as it is.
+	Status *corev1.LoadBalancerStatus
+	// Annotations are the changes (nil: removed) the sync makes to the
+	// annotations naming who serves the Service (served-by, the load
+	// balancers' IDs, the backends' written-back ones), and to the drains
+	// and external-dns's target when a target serves again, computed from
+	// the copy the sync was handed (servedChanges; the controller writing
+	// them computes them again from the version it writes). The record
+	// and a drain's start are written during the call (Steps). Empty when
+	// the sync failed before.
+	Annotations map[annotation.Name]*string
+	// Err is the sync's error.
+	Err error
+
+	mu sync.Mutex
+}
+
+type decisionKey struct{}
+
+// WithDecision returns a context under which EnsureLoadBalancer records
+// its decision in the Decision returned.
+func WithDecision(ctx context.Context) (context.Context, *Decision) {
+	d := &Decision{}
+	return context.WithValue(ctx, decisionKey{}, d), d
+}
+
+// decisionOf is the Decision ctx carries; nil (which records nothing)
+// when none.
+func decisionOf(ctx context.Context) *Decision {
+	d, _ := ctx.Value(decisionKey{}).(*Decision)
+	return d
+}
+
+// Decide returns the router's decision for a sync of the Service with
+// these nodes, under a dry run (backends.WithDryRun: each backend records
+// its mutating calls instead of making them). A router that was never
+// initialised writes nothing to the API server; one that was would, so
+// Decide is for a router built for planning (pkg/plan).
+func (r *Balancer) Decide(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) *Decision {
+	ctx, d := WithDecision(ctx)
+	ctx, _ = backends.WithDryRun(ctx)
+	st, err := r.EnsureLoadBalancer(ctx, clusterName, service.DeepCopy(), nodes)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil || st != nil {
+		d.Status = st
+	}
+	d.Err = err
+	return d
+}
+
+// Backends names the backends with a step of one of kinds, in order,
+// each once.
+func (d *Decision) Backends(kinds ...StepKind) []string {
+	var out []string
+	for _, s := range d.Steps {
+		if slices.Contains(kinds, s.Kind) && !slices.Contains(out, s.Backend) {
+			out = append(out, s.Backend)
+		}
+	}
+	return out
+}
+
+func (d *Decision) setTargets(names []string) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Targets = slices.Clone(names)
+}
+
+func (d *Decision) step(s Step) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Steps = append(d.Steps, s)
+}
+
+// show records the status a failed sync shows all the same.
+func (d *Decision) show(st *corev1.LoadBalancerStatus) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Status = st
+}
+
+func (d *Decision) handOver(names []string) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.HandedOver = slices.Clone(names)
+}
+
+func (d *Decision) elsewhere() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Elsewhere = true
+}
+
+func (d *Decision) annotate(changes map[annotation.Name]*string) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.Annotations == nil {
+		d.Annotations = map[annotation.Name]*string{}
+	}
+	for k, v := range changes {
+		d.Annotations[k] = v
+	}
+}
