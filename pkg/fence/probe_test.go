@@ -1,0 +1,150 @@
+package fence
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// TestProbeLeaseDurationSecondsTruncated shows that the fence's bound comes
+// from --leader-elect-lease-duration, while the other replicas wait for
+// the lease's spec.leaseDurationSeconds, which upstream's elector writes
+// as int(LeaseDuration / time.Second), truncated to whole seconds
+// (client-go tools/leaderelection tryAcquireOrRenew; the follower's
+// isLeaseValid is observedTime + LeaseDurationSeconds). With
+// --leader-elect-lease-duration=1500ms the lease says 1 s: a standby may
+// take over 1 s after it saw the renewal, but the fence stays open until
+// 1.35 s after it was sent, so a write 1.2 s after the renewal passes while
+// another replica may already lead.
+//
+// Expected to FAIL until the bound is taken from the leaseDurationSeconds
+// of the Lease the elector wrote (or the flag truncated to seconds).
+func TestProbeLeaseDurationSecondsTruncated(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	flag := 1500 * time.Millisecond
+	f, err := New(Options{Namespace: "kube-system", Name: leaseName, LeaseDuration: flag, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &fakeAPI{clock: clk}
+	rt := f.Wrap(api)
+	// The elector's create, as tryAcquireOrRenew builds it from the flag.
+	lease := newLease(leaseName, ourID)
+	secs := int32(flag / time.Second)
+	lease.Spec.LeaseDurationSeconds = &secs
+	body := encoded(t, lease, true)
+	api.answer = func(*http.Request) (int, []byte) { return http.StatusCreated, body }
+	sent := clk.Now()
+	if err := do(t, rt, http.MethodPost, leasePath, body); err != nil {
+		t.Fatal(err)
+	}
+	api.answer = nil
+	// A standby that saw the create at once may lead from sent + 1 s.
+	standbyMayLead := sent.Add(time.Duration(secs) * time.Second)
+	clk.SetTime(standbyMayLead.Add(200 * time.Millisecond))
+	err = do(t, rt, http.MethodPatch, svcStatus, []byte(`{}`))
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("a write %s after the renewal passed (err %v), but the lease says leaseDurationSeconds=%d: a standby may lead since %s after it",
+			clk.Since(sent), err, secs, standbyMayLead.Sub(sent))
+	}
+}
+
+// TestProbeWriteQueuedInTransportPastBound shows that the fence checks a
+// write once, on its way into the transport, and not again when it
+// actually leaves: a write admitted while the fence is open but then held
+// inside the transport below (here a real net/http Transport waiting for
+// its only connection, held by a slow request; equally a process paused
+// between the check and the socket write, or a request waiting for an
+// HTTP/2 stream) reaches the API server after the lease duration since the
+// last renewal, when another replica may lead. The package's doc promises
+// "A write checked before that time (minus a margin for its transit)
+// reaches the API server while the replica still holds the lease"; the
+// margin is no bound on transit.
+//
+// Expected to FAIL. Suggested fix: give each admitted write a context
+// deadline at renewed + bound (the request's own deadline if earlier), so
+// that the transport drops it if it has not gone out by then; net/http
+// checks the context while waiting for a connection and before writing.
+func TestProbeWriteQueuedInTransportPastBound(t *testing.T) {
+	lease := 1 * time.Second
+	var (
+		mu       sync.Mutex
+		arrivals = map[string]time.Time{}
+	)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		arrivals[r.Method+" "+r.URL.Path] = time.Now()
+		mu.Unlock()
+		if r.URL.Path == nodePath {
+			<-release // a slow write holds the only connection
+		}
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusCreated)
+		}
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	f, err := New(Options{Namespace: "kube-system", Name: leaseName, LeaseDuration: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := &http.Transport{MaxConnsPerHost: 1}
+	t.Cleanup(next.CloseIdleConnections)
+	client := &http.Client{Transport: f.Wrap(next)}
+	send := func(method, path string, body []byte) error {
+		req, err := http.NewRequestWithContext(context.Background(), method, srv.URL+path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+	renewed := time.Now()
+	if err := send(http.MethodPost, leasePath, encoded(t, newLease(leaseName, ourID), false)); err != nil {
+		t.Fatal(err)
+	}
+	slow := make(chan error, 1)
+	go func() { slow <- send(http.MethodPut, nodePath, []byte(`{}`)) }()
+	// Let the slow write take the connection, then send the next one well
+	// inside the bound.
+	time.Sleep(100 * time.Millisecond)
+	queued := make(chan error, 1)
+	go func() { queued <- send(http.MethodPatch, svcStatus, []byte(`{}`)) }()
+	time.Sleep(100 * time.Millisecond)
+	if !f.Holds() {
+		t.Fatal("the fence closed too early for the probe")
+	}
+	// The lease expires for the standbys; then the connection frees up.
+	time.Sleep(time.Until(renewed.Add(lease + 200*time.Millisecond)))
+	close(release)
+	<-slow
+	qerr := <-queued
+	mu.Lock()
+	at, reached := arrivals["PATCH "+svcStatus]
+	mu.Unlock()
+	if reached && at.Sub(renewed) >= lease {
+		t.Fatalf("a write the fence admitted %s after the renewal reached the API server %s after it, past the lease duration %s (err %v)",
+			200*time.Millisecond, at.Sub(renewed).Round(time.Millisecond), lease, qerr)
+	}
+}
