@@ -91,3 +91,75 @@ func TestProbeLeaderMigrationAndContentTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeSubSecondLeaseDurationFlag is TestProbeLeaseDurationSecondsTruncated
+// (pkg/fence) through the command's own options and upstream's lock:
+// --leader-elect-lease-duration=1500ms (with --leader-elect-renew-deadline=1s,
+// --leader-elect-retry-period=200ms, which upstream accepts) makes the
+// elector write leaseDurationSeconds=1 (int(LeaseDuration/time.Second), as
+// tryAcquireOrRenew does), so a standby may lead 1 s after it saw the
+// renewal; the fence still passes a write 1.2 s after the renewal was sent.
+//
+// Expected to FAIL until the fence's bound follows the lease's
+// leaseDurationSeconds (or the flag truncated to whole seconds).
+func TestProbeSubSecondLeaseDurationFlag(t *testing.T) {
+	srv := &echoServer{}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	opts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	setDefaults(opts)
+	fs := opts.Flags(app.ControllerNames(controllerInitializers()), app.ControllersDisabledByDefault.List(),
+		names.CCMControllerAliases(), app.AllWebhooks, app.DisabledByDefaultWebhooks)
+	for _, set := range []struct{ flag, value string }{
+		{"leader-elect", "true"}, {"leader-elect-lease-duration", "1500ms"},
+		{"leader-elect-renew-deadline", "1s"}, {"leader-elect-retry-period", "200ms"},
+		{"leader-elect-resource-name", "mccm"}, {"master", ts.URL}, {"cloud-provider", "multicloud"},
+		{"secure-port", "0"},
+	} {
+		found := false
+		for _, name := range fs.Order {
+			if fs.FlagSets[name].Lookup(set.flag) != nil {
+				if err := fs.FlagSets[name].Set(set.flag, set.value); err != nil {
+					t.Fatalf("--%s=%s: %v", set.flag, set.value, err)
+				}
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("no flag --%s", set.flag)
+		}
+	}
+	cfg, err := opts.Config(app.ControllerNames(controllerInitializers()), app.ControllersDisabledByDefault.List(),
+		names.CCMControllerAliases(), app.AllWebhooks, app.DisabledByDefaultWebhooks)
+	if err != nil {
+		t.Fatalf("upstream refuses the flags: %v", err)
+	}
+	c := cfg.Complete()
+	if err := installFence(c); err != nil {
+		t.Fatal(err)
+	}
+	le := c.ComponentConfig.Generic.LeaderElection
+	lock, err := resourcelock.NewFromKubeconfig(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
+		resourcelock.ResourceLockConfig{Identity: "replica-a_1"}, c.Kubeconfig, le.RenewDeadline.Duration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := metav1.NewTime(time.Now())
+	secs := int(le.LeaseDuration.Duration / time.Second) // as upstream's tryAcquireOrRenew
+	sent := time.Now()
+	if err := lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "replica-a_1", LeaseDurationSeconds: secs, AcquireTime: now, RenewTime: now}); err != nil {
+		t.Fatal(err)
+	}
+	standbyMayLead := sent.Add(time.Duration(secs) * time.Second)
+	time.Sleep(time.Until(standbyMayLead.Add(200 * time.Millisecond)))
+	client := c.ClientBuilder.ClientOrDie("multicloud-load-balancer")
+	_, err = client.CoreV1().Services("default").UpdateStatus(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}, metav1.UpdateOptions{})
+	if !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("a write %s after the renewal passed (err %v), though the lease says leaseDurationSeconds=%d",
+			time.Since(sent).Round(time.Millisecond), err, secs)
+	}
+}
