@@ -138,7 +138,9 @@ func TestProbeWriteQueuedInTransportPastBound(t *testing.T) {
 	// The lease expires for the standbys; then the connection frees up.
 	time.Sleep(time.Until(renewed.Add(lease + 200*time.Millisecond)))
 	close(release)
-	<-slow
+	if err := <-slow; err != nil {
+		t.Fatalf("the slow write (admitted on time): %v", err)
+	}
 	qerr := <-queued
 	mu.Lock()
 	at, reached := arrivals["PATCH "+svcStatus]
