@@ -7,10 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -150,5 +153,103 @@ func TestProbeWriteQueuedInTransportPastBound(t *testing.T) {
 	if reached && at.Sub(renewed) >= lease {
 		t.Fatalf("a write the fence admitted %s after the renewal reached the API server %s after it, past the lease duration %s (err %v)",
 			200*time.Millisecond, at.Sub(renewed).Round(time.Millisecond), lease, qerr)
+	}
+}
+
+// TestProbeRefusalLogRateLimited: a burst of refused writes (a fenced
+// replica's controllers retrying) logs one line, the next line comes only
+// after logInterval and counts the refusals in between, and the metric
+// counts every one. Passes: no defect found.
+func TestProbeRefusalLogRateLimited(t *testing.T) {
+	var buf syncBuffer
+	klog.LogToStderr(false)
+	klog.SetOutput(&buf)
+	t.Cleanup(func() { klog.SetOutput(io.Discard); klog.LogToStderr(true) })
+	_, clk, _, rt := setup(t)
+	before, _ := testutil.GetCounterMetricValue(refusedRequests.WithLabelValues(http.MethodPatch))
+	for range 100 {
+		if err := do(t, rt, http.MethodPatch, svcStatus, []byte(`{}`)); !errors.Is(err, ErrFenced) {
+			t.Fatalf("a write of a replica that never held the lease: %v", err)
+		}
+	}
+	klog.Flush()
+	if n := strings.Count(buf.String(), "Refused a write"); n != 1 {
+		t.Fatalf("100 refusals within a second logged %d lines, want 1:\n%s", n, buf.String())
+	}
+	clk.SetTime(clk.Now().Add(logInterval))
+	if err := do(t, rt, http.MethodPatch, svcStatus, []byte(`{}`)); !errors.Is(err, ErrFenced) {
+		t.Fatal(err)
+	}
+	klog.Flush()
+	if n := strings.Count(buf.String(), "Refused a write"); n != 2 || !strings.Contains(buf.String(), "refusedSinceLastLine=99") {
+		t.Fatalf("after %s: %d lines, want 2 with refusedSinceLastLine=99:\n%s", logInterval, n, buf.String())
+	}
+	after, _ := testutil.GetCounterMetricValue(refusedRequests.WithLabelValues(http.MethodPatch))
+	if after-before != 101 {
+		t.Fatalf("the metric counted %v refusals, want 101", after-before)
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestProbeHealthySlowRenewsFenced: with flags upstream accepts
+// (--leader-elect-lease-duration=15s --leader-elect-renew-deadline=14s
+// --leader-elect-retry-period=7s; the elector's client times out at half
+// the renew deadline, 7 s), a leader whose every renewal succeeds but is
+// answered after 6.9 s (a loaded API server) sends renewals up to
+// 6.9 s + 7 s = 13.9 s apart (wait.Until waits the retry period after each
+// answer). No standby can take over (a renewal reaches it at most 13.9 s
+// after the last one, under the 15 s lease), and the elector never gives
+// up; yet the fence closes 13.5 s after each send, and the healthy
+// leader's writes are refused for 0.4 s of every cycle. docs/chart.md says
+// "A healthy leader renews every retry period, so the fence never closes
+// on it".
+//
+// Expected to FAIL. Suggested fix: at start, refuse (or warn about) flags
+// where --leader-elect-retry-period + --leader-elect-renew-deadline/2
+// reaches the fence's bound (lease duration less the margin), naming the
+// three flags; and correct the doc's claim to that condition.
+func TestProbeHealthySlowRenewsFenced(t *testing.T) {
+	const (
+		lease    = 15 * time.Second
+		retry    = 7 * time.Second
+		answered = 6900 * time.Millisecond // under the client's 7 s timeout
+	)
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	f, err := New(Options{Namespace: "kube-system", Name: leaseName, LeaseDuration: lease, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &fakeAPI{clock: clk}
+	rt := f.Wrap(api)
+	acquire(t, api, rt, http.MethodPost, ourID, http.StatusCreated, false)
+	for cycle := range 3 {
+		sent := clk.Now()
+		api.delay = answered
+		acquire(t, api, rt, http.MethodPut, ourID, http.StatusOK, false)
+		api.delay = 0
+		// The elector waits the retry period, then renews again; a
+		// controller writes just before that renewal.
+		clk.SetTime(clk.Now().Add(retry - 10*time.Millisecond))
+		if err := do(t, rt, http.MethodPatch, svcStatus, []byte(`{}`)); err != nil {
+			t.Fatalf("cycle %d: a healthy leader's write %s after a successful renewal was sent (every renewal succeeded, no standby can lead before %s after it reached it): %v",
+				cycle, clk.Since(sent), lease, err)
+		}
+		clk.SetTime(clk.Now().Add(10 * time.Millisecond))
 	}
 }
