@@ -50,6 +50,9 @@ func installFence(c *config.CompletedConfig) error {
 	if err != nil {
 		return err
 	}
+	if err := fence.CheckTimings(opts.LeaseDuration, generic.LeaderElection.RenewDeadline.Duration, generic.LeaderElection.RetryPeriod.Duration); err != nil {
+		klog.Warning(err.Error())
+	}
 	c.Kubeconfig.Wrap(f.Wrap)
 	c.ClientBuilder = fencedClientBuilder{next: c.ClientBuilder, wrap: f.Wrap}
 	client, err := clientset.NewForConfig(restclient.AddUserAgent(c.Kubeconfig, options.CloudControllerManagerUserAgent))

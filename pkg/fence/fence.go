@@ -23,6 +23,7 @@ package fence
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +80,10 @@ type Fence struct {
 	held     bool
 	identity string
 	renewed  time.Time
+	// limit is how long after renewed writes pass: the bound, or less
+	// when the Lease the elector wrote says a shorter duration (it writes
+	// whole seconds, rounded down, and standbys go by what it says).
+	limit time.Duration
 	// lastLog and unlogged rate-limit the refusals' log lines.
 	lastLog  time.Time
 	unlogged int
@@ -114,6 +119,24 @@ func New(opts Options) (*Fence, error) {
 	}, nil
 }
 
+// CheckTimings reports whether a healthy leader can be fenced with these
+// leader-election timings. The elector renews a retry period after its
+// last attempt, and each attempt (a read, then the update) may take up to
+// the renew deadline before it gives up; so two successful renewals can be
+// sent up to retryPeriod + renewDeadline apart. When that reaches the
+// fence's window (the lease duration in whole seconds, less a tenth), a
+// leader whose renewals are slow but succeed has its writes refused for a
+// moment each cycle: safe, but a stall. The error names the flags to
+// change; the defaults (15 s, 10 s, 2 s) leave 1.5 s to spare.
+func CheckTimings(leaseDuration, renewDeadline, retryPeriod time.Duration) error {
+	window := time.Duration(leaseDuration/time.Second)*time.Second - leaseDuration/10
+	if spread := retryPeriod + renewDeadline; spread >= window {
+		return fmt.Errorf("fence: two renewals of the leader-election lease may be sent --leader-elect-retry-period + --leader-elect-renew-deadline = %s apart, which reaches the fence's window of %s (--leader-elect-lease-duration %s in whole seconds, less a tenth): a leader whose renewals are slow is refused writes for a moment each cycle; lower the retry period or the renew deadline, or raise the lease duration",
+			spread, window, leaseDuration)
+	}
+	return nil
+}
+
 // Wrap returns rt behind the fence; it is a rest.Config's WrapTransport.
 // A transport already behind this fence is returned as it is.
 func (f *Fence) Wrap(rt http.RoundTripper) http.RoundTripper {
@@ -138,7 +161,17 @@ func (f *Fence) check() (age time.Duration, held, open bool) {
 		return 0, false, false
 	}
 	age = f.opts.Clock.Since(f.renewed)
-	return age, true, age < f.bound
+	return age, true, age < f.limit
+}
+
+// remaining is how long writes still pass, 0 when they do not.
+func (f *Fence) remaining() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.held {
+		return 0
+	}
+	return max(f.limit-f.opts.Clock.Since(f.renewed), 0)
 }
 
 // wrote records a successful write of the Lease sent at sent.
@@ -154,6 +187,10 @@ func (f *Fence) wrote(sent time.Time, lease *coordinationv1.Lease) {
 		f.renewed = sent
 	}
 	f.held, f.identity = true, holder
+	f.limit = f.bound
+	if d := lease.Spec.LeaseDurationSeconds; d != nil {
+		f.limit = min(f.limit, time.Duration(*d)*time.Second-f.opts.Margin)
+	}
 }
 
 // read records a read of the Lease: another holder closes the fence at
@@ -180,10 +217,13 @@ func holderOf(lease *coordinationv1.Lease) string {
 func (f *Fence) refusal(req *http.Request, age time.Duration, held bool) error {
 	refusedRequests.WithLabelValues(req.Method).Inc()
 	lease := f.opts.Namespace + "/" + f.opts.Name
+	f.mu.Lock()
+	limit := f.limit
+	f.mu.Unlock()
 	var err error
 	if held {
-		err = fmt.Errorf("%w: %s %s: this replica sent its last renewal of the leader-election lease %s %s ago, and writes stop %s after it (--leader-elect-lease-duration %s less a margin of %s): another replica may lead now",
-			ErrFenced, req.Method, req.URL.Path, lease, age.Round(time.Millisecond), f.bound, f.opts.LeaseDuration, f.opts.Margin)
+		err = fmt.Errorf("%w: %s %s: this replica sent its last renewal of the leader-election lease %s %s ago, and writes stop %s after it (the lease's duration, --leader-elect-lease-duration %s in whole seconds as the lease records it, less a margin of %s): another replica may lead now",
+			ErrFenced, req.Method, req.URL.Path, lease, age.Round(time.Millisecond), limit, f.opts.LeaseDuration, f.opts.Margin)
 	} else {
 		err = fmt.Errorf("%w: %s %s: this replica does not hold the leader-election lease %s", ErrFenced, req.Method, req.URL.Path, lease)
 	}
@@ -231,12 +271,50 @@ func (t *transport) gate(req *http.Request) (*http.Response, error) {
 	}
 	age, held, open := t.f.check()
 	if open {
-		return t.next.RoundTrip(req)
+		return t.deadlined(req)
 	}
 	if req.Body != nil {
 		_ = req.Body.Close() // a RoundTripper closes the body, even on errors
 	}
 	return nil, t.f.refusal(req, age, held)
+}
+
+// deadlined passes an admitted write with a deadline at the end of the
+// fence's window: a write checked in time but held up after the check (a
+// transport waiting for a connection, a process paused between the check
+// and the socket) is dropped by the transport instead of reaching the API
+// server after another replica may lead. The deadline is on the real
+// clock (a context's is); the window's length is the fence's clock's.
+func (t *transport) deadlined(req *http.Request) (*http.Response, error) {
+	left := t.f.remaining()
+	if left <= 0 {
+		age, held, _ := t.f.check()
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, t.f.refusal(req, age, held)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), left)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil || resp.Body == nil {
+		cancel()
+		return resp, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose releases a request's context when its response's body is
+// closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // leaseWrite passes a create or an update of a Lease of the lease
