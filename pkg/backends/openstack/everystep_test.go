@@ -8,6 +8,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/monitors"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/pools"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // TestEveryStepListsEveryChange: a plan (the dry run's everyStep) lists
@@ -83,5 +85,21 @@ func TestEveryStepListsAListenerReplaced(t *testing.T) {
 		"listener TCP:443 created with its pool and 2 members",
 	}; !slices.Equal(got, want) {
 		t.Errorf("everyStep:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestDryRunCreateShowsANewAddress: a load balancer the dry run creates
+// shows an address to come (a made-up name; the switch gives the Service
+// Octavia's VIP), or the hostname annotation's, not none: the plan would
+// say the Service gets no address (test/e2e/planswitch, case os-new).
+func TestDryRunCreateShowsANewAddress(t *testing.T) {
+	ctx, _ := backends.WithDryRun(t.Context())
+	st := dryRunCreate(ctx, backends.IntentCreate, "mccm_c1_default_web", nil, &lbOptions{})
+	if len(st.Ingress) != 1 || st.Ingress[0].Hostname != "mccm-c1-default-web.new-address.dry-run.invalid" {
+		t.Errorf("dry-run create status %+v, want one made-up address", st)
+	}
+	st = dryRunCreate(ctx, backends.IntentCreate, "mccm_c1_default_web", nil, &lbOptions{hostname: "web.example.com"})
+	if len(st.Ingress) != 1 || st.Ingress[0].Hostname != "web.example.com" {
+		t.Errorf("dry-run create status %+v with the hostname annotation, want its hostname", st)
 	}
 }

@@ -291,8 +291,10 @@ func removeListenerSteps(c *gophercloud.ServiceClient, ls *listeners.Listener) [
 
 // dryRunCreate records, under a dry run, the create of a load balancer
 // named name with a listener, pool and members per port (and a floating
-// IP when the Service wants one), and returns the status it would have:
-// no address yet.
+// IP when the Service wants one), and returns the status it would have
+// once made: its hostname annotation's, else an address Octavia (or
+// Neutron) has yet to give, shown as a made-up name (the load balancer's,
+// under dryRunHost) as the aws backend's dry run shows a new NLB's.
 func dryRunCreate(ctx context.Context, kind backends.IntentKind, name string, want []listenerSpec, o *lbOptions) *corev1.LoadBalancerStatus {
 	backends.RecordIntentOf(ctx, kind, "openstack: POST load balancer", "load balancer "+name+" created")
 	for i := range want {
@@ -302,8 +304,15 @@ func dryRunCreate(ctx context.Context, kind backends.IntentKind, name string, wa
 	if wantsFloatingIP(o) {
 		dryRun(ctx, backends.IntentChange, "POST floating IP", "floating IP allocated on network "+o.floatingNetworkID)
 	}
-	return &corev1.LoadBalancerStatus{}
+	if o.hostname != "" {
+		return status(nil, o)
+	}
+	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: strings.ReplaceAll(name, "_", "-") + dryRunHost}}}
 }
+
+// dryRunHost ends the made-up name of a load balancer's address the dry
+// run has yet to be given.
+const dryRunHost = ".new-address.dry-run.invalid"
 
 func findListener(st *lbState, w *listenerSpec) *listeners.Listener {
 	for i := range st.listeners {
