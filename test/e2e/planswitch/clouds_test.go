@@ -18,13 +18,13 @@ var (
 )
 
 // TestPlanMatchesSwitchAcrossClouds: the plan/switch differential through
-// the built binary over the AWS wire fake, vcsim and bare metal, for the
-// migration paths the table names. Each case says what the plan must
+// the built binary over the AWS wire fake, vcsim, bare metal and the real
+// Octavia (the OpenStack stack), for the migration paths the table names. Each case says what the plan must
 // predict (so that the world tests what the table says); then the switch
 // must do exactly that (switchAndCompare).
 func TestPlanMatchesSwitchAcrossClouds(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 3, 4)
+	w := newWorld(t, 3, 4, true)
 	w.nodes = []nodeCase{
 		{name: "aws-ready", cloud: "aws", index: 0, initialised: true, want: plan.NodeClaimed},
 		// The aws backend answers "not visible yet" for a gone instance
@@ -70,6 +70,18 @@ func TestPlanMatchesSwitchAcrossClouds(t *testing.T) {
 		// serves it.
 		{name: "half-external", ann: map[string]string{backendAnn: "metal,aws", awsType: "external"}, want: plan.LBCreated},
 		{name: "classed", class: "metallb.io/metallb", status: "192.0.2.26", want: plan.LBElsewhere},
+		// OpenStack (the real Octavia): a new load balancer, one kept,
+		// one moved to metal and one from aws (not from metal: a bare-metal
+		// address released is handed out again in the order of the
+		// switch's syncs, which the plan cannot know), settings changed in place
+		// (the pool's algorithm, the monitor's retries), and a listener
+		// replaced (X-Forwarded-For makes it HTTP).
+		{name: "os-new", ann: map[string]string{backendAnn: "os"}, want: plan.LBCreated},
+		{name: "os-kept", served: "os", want: plan.LBAdopted},
+		{name: "os-left", served: "os", ann: map[string]string{backendAnn: "metal"}, want: plan.LBCreated, wantGone: []string{"os"}},
+		{name: "to-os", served: "aws", ann: map[string]string{backendAnn: "os"}, want: plan.LBCreated, wantGone: []string{"aws"}},
+		{name: "os-tuned", served: "os", ann: map[string]string{"loadbalancer.openstack.org/lb-method": "LEAST_CONNECTIONS", "loadbalancer.openstack.org/health-monitor-max-retries": "2"}, want: plan.LBAdopted},
+		{name: "os-xff", served: "os", ann: map[string]string{"loadbalancer.openstack.org/x-forwarded-for": "true"}, want: plan.LBAdopted},
 	}
 	w.build()
 	rep, code := w.planWorld()
@@ -83,7 +95,8 @@ var seedFlag = flag.Uint64("planswitch.seed", 0, "seed of TestPlanMatchesSwitchR
 // a seed (printed: -planswitch.seed=N draws it again): nodes of every cloud
 // initialised or joining, Ready or not, their instances kept, gone or off;
 // Services with a history or none, moved, edited, with annotations drawn
-// from every backend's, MetalLB's leftovers and upstream NLBs.
+// from every backend's, MetalLB's leftovers and upstream NLBs; OpenStack
+// (the real Octavia) among the backends drawn.
 func TestPlanMatchesSwitchRandomWorld(t *testing.T) {
 	t.Parallel()
 	seed := *seedFlag
@@ -92,7 +105,7 @@ func TestPlanMatchesSwitchRandomWorld(t *testing.T) {
 	}
 	t.Logf("seed %d (replay: go test ./test/e2e/planswitch -run TestPlanMatchesSwitchRandomWorld -planswitch.seed=%d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 43)) //nolint:gosec // a replayable test world, not a secret.
-	w := newWorld(t, 3, 3)
+	w := newWorld(t, 3, 3, true)
 	w.nodes = randomNodes(r)
 	w.svcs = randomServices(r)
 	for _, s := range w.svcs {
@@ -145,8 +158,8 @@ func randomNodes(r *rand.Rand) []nodeCase {
 // before the plan served them with), plan-time backends (del: the
 // annotation removed, the default: metal) and other annotations.
 var (
-	histories      = []string{"", "", servedDefault, "aws", "metal", "aws,metal"}
-	backendsDrawn  = []string{"", del, "aws", "metal", "aws,metal", "metal,aws"}
+	histories      = []string{"", "", servedDefault, "aws", "metal", "aws,metal", "os"}
+	backendsDrawn  = []string{"", del, "aws", "metal", "aws,metal", "metal,aws", "os", "os,metal"}
 	extraAnnotated = []map[string]string{
 		{awsScheme: "internal"},
 		{drainAnn: "10m"},
@@ -158,6 +171,8 @@ var (
 		{backendAnn: "ghost"},
 		{string(annotation.LoadBalancerIPs): "0.0.0.0"},
 		{"loadbalancer.openstack.org/keep-floatingip": "true"},
+		{"loadbalancer.openstack.org/lb-method": "SOURCE_IP"},
+		{"loadbalancer.openstack.org/x-forwarded-for": "true"},
 	}
 )
 
