@@ -617,18 +617,27 @@ func mergeKeys(a map[string][]string, b map[string][]cloudCall) map[string]bool 
 // second or few seconds).
 const quietFor = 4 * time.Second
 
+// quietForOctavia is quietFor in a world with Octavia: it applies each
+// change of a load balancer before the next is asked for (the backend
+// retries every 2 s), seconds apart on a busy machine.
+const quietForOctavia = 10 * time.Second
+
 // quietCalls waits until the clouds have seen no new mutating call for
 // quietFor and returns the calls recorded.
 func (w *world) quietCalls() []cloudCall {
 	w.t.Helper()
 	n, since := -1, time.Now()
+	quiet := quietFor
+	if w.os != nil {
+		quiet = quietForOctavia
+	}
 	var calls []cloudCall
-	err := framework.WaitFor(w.ctx, waitBound, "no new mutating cloud call for "+quietFor.String(), func(context.Context) (bool, string, error) {
+	err := framework.WaitFor(w.ctx, waitBound, "no new mutating cloud call for "+quiet.String(), func(context.Context) (bool, string, error) {
 		calls = w.cloudCalls()
 		if len(calls) != n {
 			n, since = len(calls), time.Now()
 		}
-		return time.Since(since) >= quietFor, fmt.Sprintf("%d calls", n), nil
+		return time.Since(since) >= quiet, fmt.Sprintf("%d calls", n), nil
 	})
 	if err != nil {
 		w.t.Error(err)
