@@ -177,18 +177,23 @@ func (p *planner) drainOf(svc *corev1.Service) string {
 // intent so classed that takes an address the Service shows away: one
 // that only adds an address, as a PreferDualStack Service gaining its
 // second family, replaces nothing), then a load balancer a target holds
-// (or adopts) is adopted, then one made from nothing is created.
+// (or adopts) is adopted, then one made from nothing is created. A Service
+// moving to targets that hold nothing, from backends it leaves (deleted or
+// drained there), is created: the addresses it shows are those backends'
+// (an Octavia VIP bare metal calls replaced), their loss counted as the
+// delete or drain.
 func outcome(sp ServicePlan, held bool) string {
 	kinds := map[backends.IntentKind]bool{}
 	for _, in := range sp.Changes {
 		kinds[in.Kind] = true
 	}
+	moved := !held && len(sp.DeletedFrom)+len(sp.DrainedFrom) > 0
 	switch {
-	case kinds[backends.IntentReplace] && !keepsAll(sp.Address, sp.NewAddress):
+	case kinds[backends.IntentReplace] && !keepsAll(sp.Address, sp.NewAddress) && !moved:
 		return LBReplaced
 	case held || len(sp.Adoption) > 0:
 		return LBAdopted
-	case kinds[backends.IntentCreate] || sp.Address == "":
+	case kinds[backends.IntentCreate] || sp.Address == "" || (moved && kinds[backends.IntentReplace]):
 		return LBCreated
 	}
 	// The Service shows an address no backend holds and is served without

@@ -17,7 +17,6 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/plan"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
@@ -91,36 +90,14 @@ func (w *world) nodesDeleted(t *testing.T, r *router.Router) bool {
 // awsActions are the AWS actions of a Service plan's intents (adoption
 // and changes, drains excepted: they come after the drain), sorted.
 func awsActions(sp plan.ServicePlan) []string {
-	intents := append(slices.Clone(sp.Adoption), sp.Changes...)
-	created := slices.ContainsFunc(intents, func(in backends.Intent) bool { return strings.HasSuffix(in.Call, ":CreateLoadBalancer") })
 	var out []string
-	for _, in := range intents {
-		if svc, action, ok := strings.Cut(in.Call, ":"); ok && (svc == "ec2" || svc == "elasticloadbalancing") && !knownDisagreement(in, created) {
+	for _, in := range slices.Concat(sp.Adoption, sp.Changes) {
+		if svc, action, ok := strings.Cut(in.Call, ":"); ok && (svc == "ec2" || svc == "elasticloadbalancing") {
 			out = append(out, action)
 		}
 	}
 	slices.Sort(out)
 	return out
-}
-
-// knownDisagreement marks the one disagreement this differential found
-// that the plan cannot fix (it lives in pkg/backends/aws's dry run): on an
-// NLB (created: the plan creates one) or a target group the dry run
-// creates, it reads the attributes of the made-up ID as "nothing there
-// yet" and plans setting every one (ModifyLoadBalancerAttributes,
-// ModifyTargetGroupAttributes), while the real create finds AWS's defaults
-// already right and sets none. The fix: the dry run answers
-// Describe*Attributes of a dry-run ID with AWS's defaults for a new one.
-// Until then such intents are left out of the comparison; every other
-// call is compared one for one.
-func knownDisagreement(in backends.Intent, created bool) bool {
-	switch {
-	case strings.HasSuffix(in.Call, ":ModifyTargetGroupAttributes"):
-		return strings.Contains(in.What, "dry-run")
-	case strings.HasSuffix(in.Call, ":ModifyLoadBalancerAttributes"):
-		return created
-	}
-	return false
 }
 
 // runSwitch runs the switch on the cluster objs over w's clouds and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -20,9 +21,10 @@ import (
 // over clients that, under a dry-run ctx, record each mutating call
 // (backends.RecordIntent) instead of making it and answer it as AWS would
 // have: a resource "created" gets an ID containing dryRunMark, and reads of
-// such an ID answer "nothing there yet" (no listeners, targets, attributes
-// or tags), so the reconcile goes on to list everything the real run would
-// do. Underneath, the SDK clients refuse any action other than
+// such an ID answer "nothing there yet" (no listeners, targets or tags;
+// for attributes, AWS's defaults for a new NLB or target group, as the
+// real create finds them), so the reconcile goes on to list everything the
+// real run would do. Underneath, the SDK clients refuse any action other than
 // Describe*/Get*/List* under a dry-run ctx (dryRunGuard).
 
 // dryRunMark is part of every ID the read-only mode makes up.
@@ -30,6 +32,11 @@ const dryRunMark = "dry-run"
 
 // dryRunIDs numbers the IDs the read-only mode makes up.
 var dryRunIDs atomic.Int64
+
+// dryRunGroups are the attributes of the target groups the read-only mode
+// made up, by ARN: AWS's defaults for a new group of their protocol and
+// target type.
+var dryRunGroups sync.Map
 
 func dryRunID(prefix string) string {
 	return fmt.Sprintf("%s%s-%d", prefix, dryRunMark, dryRunIDs.Add(1))
@@ -207,6 +214,7 @@ func (c dryRunELB) CreateTargetGroup(ctx context.Context, in *elbv2.CreateTarget
 		HealthCheckPort: in.HealthCheckPort, HealthCheckProtocol: in.HealthCheckProtocol, HealthCheckTimeoutSeconds: in.HealthCheckTimeoutSeconds,
 		HealthyThresholdCount: in.HealthyThresholdCount, UnhealthyThresholdCount: in.UnhealthyThresholdCount, Matcher: in.Matcher,
 	}
+	dryRunGroups.Store(awssdk.ToString(tg.TargetGroupArn), tgAttributeDefaults(string(in.Protocol), string(in.TargetType)))
 	return &elbv2.CreateTargetGroupOutput{TargetGroups: []elbtypes.TargetGroup{tg}}, nil
 }
 
@@ -305,7 +313,8 @@ func lbAttrList(as []elbtypes.LoadBalancerAttribute) string {
 	return strings.Join(out, ",")
 }
 
-// Reads of what the read-only mode made up: nothing there yet.
+// Reads of what the read-only mode made up: nothing there yet, and the
+// attributes AWS gives a new resource.
 
 func (c dryRunELB) DescribeLoadBalancers(ctx context.Context, in *elbv2.DescribeLoadBalancersInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeLoadBalancersOutput, error) {
 	if backends.DryRun(ctx) && madeUp(in.LoadBalancerArns...) {
@@ -344,14 +353,25 @@ func (c dryRunELB) DescribeTags(ctx context.Context, in *elbv2.DescribeTagsInput
 
 func (c dryRunELB) DescribeTargetGroupAttributes(ctx context.Context, in *elbv2.DescribeTargetGroupAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeTargetGroupAttributesOutput, error) {
 	if backends.DryRun(ctx) && madeUp(awssdk.ToString(in.TargetGroupArn)) {
-		return &elbv2.DescribeTargetGroupAttributesOutput{}, nil
+		out := &elbv2.DescribeTargetGroupAttributesOutput{}
+		if defaults, ok := dryRunGroups.Load(awssdk.ToString(in.TargetGroupArn)); ok {
+			for _, k := range sorted(keys(defaults.(map[string]string))) {
+				out.Attributes = append(out.Attributes, elbtypes.TargetGroupAttribute{Key: awssdk.String(k), Value: awssdk.String(defaults.(map[string]string)[k])})
+			}
+		}
+		return out, nil
 	}
 	return c.ELBAPI.DescribeTargetGroupAttributes(ctx, in, opts...)
 }
 
 func (c dryRunELB) DescribeLoadBalancerAttributes(ctx context.Context, in *elbv2.DescribeLoadBalancerAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeLoadBalancerAttributesOutput, error) {
 	if backends.DryRun(ctx) && madeUp(awssdk.ToString(in.LoadBalancerArn)) {
-		return &elbv2.DescribeLoadBalancerAttributesOutput{}, nil
+		out := &elbv2.DescribeLoadBalancerAttributesOutput{}
+		defaults := lbAttributeDefaults()
+		for _, k := range sorted(keys(defaults)) {
+			out.Attributes = append(out.Attributes, elbtypes.LoadBalancerAttribute{Key: awssdk.String(k), Value: awssdk.String(defaults[k])})
+		}
+		return out, nil
 	}
 	return c.ELBAPI.DescribeLoadBalancerAttributes(ctx, in, opts...)
 }

@@ -187,7 +187,7 @@ func TestDryRunSharing(t *testing.T) {
 
 	wantIntents("joining", planOf(sharer),
 		": shared load balancer "+lb.ID+" joined by default/sharer",
-		": listener TCP:8080 created")
+		": listener TCP:8080 created with its pool and 1 members and a health monitor")
 
 	e.apply(t, sharer)
 	eventuallyOn(t, 120*time.Second, "the sharer's listener on the owner's load balancer", func() error {

@@ -238,9 +238,10 @@ func everyStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st 
 		ls := findListener(st, w)
 		switch {
 		case ls == nil && portTaken(st, w) != nil:
-			out = append(out, removeListenerStep(c, portTaken(st, w)), createListenerStep(c, lb.ID, w))
+			out = append(out, removeListenerSteps(c, portTaken(st, w))...)
+			out = append(out, newListenerStep(c, lb.ID, w))
 		case ls == nil:
-			out = append(out, createListenerStep(c, lb.ID, w))
+			out = append(out, newListenerStep(c, lb.ID, w))
 		default:
 			used[ls.ID] = true
 			out = append(out, listenerSteps(c, ls, st, w)...)
@@ -248,7 +249,7 @@ func everyStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st 
 	}
 	for i := range st.listeners {
 		if ls := &st.listeners[i]; !used[ls.ID] && !slices.ContainsFunc(want, func(w listenerSpec) bool { p := portTaken(st, &w); return p != nil && p.ID == ls.ID }) {
-			out = append(out, removeListenerStep(c, ls))
+			out = append(out, removeListenerSteps(c, ls)...)
 		}
 	}
 	if s := orphanPoolStep(c, lb, st); s != nil {
@@ -257,25 +258,61 @@ func everyStep(c *gophercloud.ServiceClient, lb *loadbalancers.LoadBalancer, st 
 	return out
 }
 
+// newListenerStep is a new listener as the read-only mode lists it: one
+// change standing for the listener and what converge then makes under it,
+// its pool, members and monitor (as dryRunCreate lists them).
+func newListenerStep(c *gophercloud.ServiceClient, lbID string, w *listenerSpec) *step {
+	s := createListenerStep(c, lbID, w)
+	s.change = createdWithPool(w)
+	return s
+}
+
+// createdWithPool says what a new listener comes with.
+func createdWithPool(w *listenerSpec) string {
+	what := fmt.Sprintf("%s with its pool and %d members", changeCreated, len(w.members))
+	if w.monitor != nil {
+		what += " and a health monitor"
+	}
+	return what
+}
+
+// removeListenerSteps are the changes removing a listener, as converge
+// makes them one per call: its pool (members and monitor go with it),
+// then the listener.
+func removeListenerSteps(c *gophercloud.ServiceClient, ls *listeners.Listener) []*step {
+	out := []*step{removeListenerStep(c, ls)}
+	if ls.DefaultPoolID != "" {
+		bare := *ls
+		bare.DefaultPoolID = ""
+		out = append(out, removeListenerStep(c, &bare))
+	}
+	return out
+}
+
 // dryRunCreate records, under a dry run, the create of a load balancer
 // named name with a listener, pool and members per port (and a floating
-// IP when the Service wants one), and returns the status it would have:
-// no address yet.
+// IP when the Service wants one), and returns the status it would have
+// once made: its hostname annotation's, else an address Octavia (or
+// Neutron) has yet to give, shown as a made-up name (the load balancer's,
+// under dryRunHost) as the aws backend's dry run shows a new NLB's.
 func dryRunCreate(ctx context.Context, kind backends.IntentKind, name string, want []listenerSpec, o *lbOptions) *corev1.LoadBalancerStatus {
 	backends.RecordIntentOf(ctx, kind, "openstack: POST load balancer", "load balancer "+name+" created")
 	for i := range want {
 		w := &want[i]
-		what := fmt.Sprintf("%s created with its pool and %d members", listenerName(w.protocol, w.port), len(w.members))
-		if w.monitor != nil {
-			what += " and a health monitor"
-		}
-		dryRun(ctx, backends.IntentChange, "octavia", what)
+		dryRun(ctx, backends.IntentChange, "octavia", listenerName(w.protocol, w.port)+" "+createdWithPool(w))
 	}
 	if wantsFloatingIP(o) {
 		dryRun(ctx, backends.IntentChange, "POST floating IP", "floating IP allocated on network "+o.floatingNetworkID)
 	}
-	return &corev1.LoadBalancerStatus{}
+	if o.hostname != "" {
+		return status(nil, o)
+	}
+	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: strings.ReplaceAll(name, "_", "-") + dryRunHost}}}
 }
+
+// dryRunHost ends the made-up name of a load balancer's address the dry
+// run has yet to be given.
+const dryRunHost = ".new-address.dry-run.invalid"
 
 func findListener(st *lbState, w *listenerSpec) *listeners.Listener {
 	for i := range st.listeners {

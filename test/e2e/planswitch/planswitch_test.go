@@ -8,7 +8,7 @@
 // its providerID; one still tainted is initialised with the planned
 // providerID and its backend's label.
 //
-// The same differential over the AWS wire fake, vcsim and bare metal
+// The same differential over the AWS wire fake, vcsim, bare metal and Octavia
 // (clouds_test.go: a table of migration paths and a world drawn from a
 // seed) runs each world on a control plane of its own; world_test.go
 // builds a world, switch_test.go checks the switch against the plan.

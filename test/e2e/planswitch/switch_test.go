@@ -23,10 +23,12 @@ import (
 // it did.
 
 // snapshot is the world as the plan saw it: the Services and, per
-// Service, its NLBs' DNS names in the fake.
+// Service, its NLBs' DNS names in the fake and its Octavia load
+// balancers' VIPs by ID.
 type snapshot struct {
 	svcs map[string]*corev1.Service
 	nlbs map[string][]string
+	osLB map[string]map[string]string
 }
 
 func (w *world) snapshot() snapshot {
@@ -35,13 +37,42 @@ func (w *world) snapshot() snapshot {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	s := snapshot{svcs: map[string]*corev1.Service{}, nlbs: map[string][]string{}}
+	s := snapshot{svcs: map[string]*corev1.Service{}, nlbs: map[string][]string{}, osLB: map[string]map[string]string{}}
 	for i := range list.Items {
 		name := list.Items[i].Name
 		s.svcs[name] = &list.Items[i]
 		s.nlbs[name] = w.nlbsOf(name)
+		s.osLB[name] = w.osLBsOf(name)
 	}
 	return s
+}
+
+// osLBsOf lists the Octavia load balancers tagged for the Service, by ID
+// with their VIP (none in a world without OpenStack).
+func (w *world) osLBsOf(name string) map[string]string {
+	if w.os == nil {
+		return nil
+	}
+	lbs, err := w.os.lbsOf(w.ctx, w.clusterID, name)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return lbs
+}
+
+// osVIPs are the VIPs of the world's Octavia load balancers, as seen in
+// snapshot s and now.
+func (w *world) osVIPs(s snapshot) map[string]bool {
+	out := map[string]bool{}
+	for _, lbs := range s.osLB {
+		for _, vip := range lbs {
+			out[vip] = true
+		}
+	}
+	for _, vip := range w.osLBsOf("") {
+		out[vip] = true
+	}
+	return out
 }
 
 // verdict is what the switch did that makes a plan fail, and the
@@ -61,6 +92,7 @@ type verdict struct {
 func (w *world) switchAndCompare(rep *plan.Report, code int) {
 	w.t.Helper()
 	before := w.snapshot()
+	w.vips = w.osVIPs(before)
 	start := time.Now()
 	w.startCCM("switch", false)
 	w.t.Logf("switch started in %v", time.Since(start))
@@ -78,7 +110,7 @@ func (w *world) switchAndCompare(rep *plan.Report, code int) {
 		w.keptElsewhere(s, before)
 	}
 	w.compareAutoAddresses(v.planned, v.got)
-	w.compareAWSCalls(rep)
+	w.compareCalls(rep)
 	w.t.Logf("calls compared at %v", time.Since(start))
 	// A node gone but Ready is deleted the first time it is not Ready: the
 	// plan counts it, so check that the switch does it.
@@ -118,7 +150,17 @@ const waitBound = 30 * time.Second
 // disagreement does not hide the others.
 func (w *world) eventually(what string, cond framework.Condition) {
 	w.t.Helper()
-	if err := framework.WaitFor(w.ctx, waitBound, what, cond); err != nil {
+	w.eventuallyWithin(waitBound, what, cond)
+}
+
+// octaviaBound bounds the wait for a load balancer the switch makes in
+// Octavia: it converges one change per sync, each waiting for Octavia to
+// apply the last (about 2 s each here, when the machine is idle).
+const octaviaBound = 90 * time.Second
+
+func (w *world) eventuallyWithin(bound time.Duration, what string, cond framework.Condition) {
+	w.t.Helper()
+	if err := framework.WaitFor(w.ctx, bound, what, cond); err != nil {
 		w.t.Error(err)
 	}
 }
@@ -232,13 +274,17 @@ func (w *world) waitService(s plan.ServicePlan, before snapshot, v *verdict) {
 
 // heldIn holds when backend b holds (or, with want false, no longer
 // holds) a load balancer of the Service: an NLB tagged for it in the
-// fake; for bare metal, the router's record naming metal (it drops a
+// fake, an Octavia load balancer tagged for it; for bare metal, the router's record naming metal (it drops a
 // backend once its delete succeeded: the addresses released).
 func (w *world) heldIn(name, b string, want bool) framework.Condition {
 	return func(ctx context.Context) (bool, string, error) {
-		if b == "aws" {
+		switch b {
+		case "aws":
 			nlbs := w.nlbsOf(name)
 			return (len(nlbs) > 0) == want, fmt.Sprintf("NLBs %v", nlbs), nil
+		case "os":
+			lbs := w.osLBsOf(name)
+			return (len(lbs) > 0) == want, fmt.Sprintf("Octavia load balancers %v", lbs), nil
 		}
 		svc, err := w.cp.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -253,7 +299,8 @@ func (w *world) heldIn(name, b string, want bool) framework.Condition {
 // planned backends (with marked; a Service refused by some of its
 // backends is not) with addresses as planned, position by position: the
 // same address, or, where the plan gave a new NLB a made-up DNS name, a
-// real NLB's name the Service did not have, or, where the plan gave a
+// real NLB's name the Service did not have (for a new Octavia load
+// balancer, an address it did not have), or, where the plan gave a
 // bare-metal address, one of the pool (those collected in v to compare as
 // sets).
 func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, marked bool, v *verdict) []string {
@@ -265,7 +312,11 @@ func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, marked bool, 
 	draining = difference(old, draining)
 	planned := difference(split(s.NewAddress), draining)
 	var got []string
-	w.eventually(s.Namespace+"/"+s.Name+" served as planned ("+s.Outcome+" by "+s.Backend+", "+s.NewAddress+")", framework.ServiceMatches(w.cp.Client, ns, s.Name, func(svc *corev1.Service) (bool, string) {
+	bound := waitBound
+	if slices.Contains(split(s.Backend), "os") {
+		bound = octaviaBound
+	}
+	w.eventuallyWithin(bound, s.Namespace+"/"+s.Name+" served as planned ("+s.Outcome+" by "+s.Backend+", "+s.NewAddress+")", framework.ServiceMatches(w.cp.Client, ns, s.Name, func(svc *corev1.Service) (bool, string) {
 		got = difference(ingresses(svc.Status.LoadBalancer), draining)
 		served := svc.Annotations[string(annotation.LoadBalancerServedBy)]
 		ok := (!marked || served == s.Backend) && len(got) == len(planned)
@@ -274,7 +325,7 @@ func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, marked bool, 
 		}
 		return ok, fmt.Sprintf("status %v, served-by %q", got, served)
 	}))
-	for i := range got {
+	for i := range min(len(got), len(planned)) {
 		if w.inPool(planned[i]) && !slices.Contains(old, planned[i]) {
 			v.planned, v.got = append(v.planned, planned[i]), append(v.got, got[i])
 		}
@@ -283,10 +334,10 @@ func (w *world) waitAddresses(s plan.ServicePlan, before snapshot, marked bool, 
 }
 
 // without drops from addrs those of the backends bs: NLB names for aws,
-// pool addresses for metal.
+// pool addresses for metal, Octavia VIPs for os.
 func (w *world) without(addrs, bs []string) []string {
 	return slices.DeleteFunc(slices.Clone(addrs), func(a string) bool {
-		return (isNLB(a) && slices.Contains(bs, "aws")) || (w.inPool(a) && slices.Contains(bs, "metal"))
+		return (isNLB(a) && slices.Contains(bs, "aws")) || (w.inPool(a) && slices.Contains(bs, "metal")) || (w.vips[a] && slices.Contains(bs, "os"))
 	})
 }
 
@@ -300,6 +351,9 @@ func (w *world) sameAddress(planned, got string, old []string) bool {
 	switch {
 	case planned == got:
 		return true
+	case strings.HasSuffix(planned, ".new-address.dry-run.invalid"):
+		// A new Octavia load balancer's: its VIP.
+		return !isNLB(got) && !w.inPool(got) && !slices.Contains(old, got)
 	case strings.Contains(planned, "dry-run"):
 		return isNLB(got) && !strings.Contains(got, "dry-run") && !slices.Contains(old, got)
 	}
@@ -362,44 +416,54 @@ func (w *world) keptElsewhere(s plan.ServicePlan, before snapshot) {
 			w.t.Errorf("%s (not ours): served-by %q, was %q", name, svc.Annotations[string(annotation.LoadBalancerServedBy)], was.Annotations[string(annotation.LoadBalancerServedBy)])
 		}
 	}
-	if s.Outcome == plan.LBReplaced || slices.Contains(s.DeletedFrom, "aws") {
+	if s.Outcome == plan.LBReplaced {
 		return
 	}
-	now := w.nlbsOf(s.Name)
-	for _, dns := range before.nlbs[s.Name] {
-		if !slices.Contains(now, dns) {
-			w.t.Errorf("%s (planned %s, deleting from %v): the switch deleted its NLB %s", name, s.Outcome, s.DeletedFrom, dns)
+	// A Service refused by one backend may have its NLB replaced by
+	// another: the plan lists that delete.
+	if !slices.Contains(s.DeletedFrom, "aws") && !slices.ContainsFunc(s.Changes, func(in backends.Intent) bool { return strings.HasSuffix(in.Call, ":DeleteLoadBalancer") }) {
+		now := w.nlbsOf(s.Name)
+		for _, dns := range before.nlbs[s.Name] {
+			if !slices.Contains(now, dns) {
+				w.t.Errorf("%s (planned %s, deleting from %v): the switch deleted its NLB %s", name, s.Outcome, s.DeletedFrom, dns)
+			}
+		}
+	}
+	if !slices.Contains(s.DeletedFrom, "os") {
+		now := w.osLBsOf(s.Name)
+		for id := range before.osLB[s.Name] {
+			if _, ok := now[id]; !ok {
+				w.t.Errorf("%s (planned %s, deleting from %v): the switch deleted its Octavia load balancer %s", name, s.Outcome, s.DeletedFrom, id)
+			}
 		}
 	}
 }
 
-// compareAWSCalls waits until the fake has seen no mutating call for a
+// compareCalls waits until the clouds have seen no mutating call for a
 // while (bounded), then compares, Service by Service, the switch's
-// mutating AWS calls with the plan's, one for one (as multisets of
-// actions: the CCM syncs Services concurrently; drains come after the
-// drain period and are not calls). Two known disagreements are set aside,
-// named and logged: the attributes of a new NLB or target group
-// (attributesOfANewResource) and the node sync after the plan's node
+// mutating AWS and Octavia calls with the plan's, one for one (as
+// multisets of actions: the CCM syncs Services concurrently; drains come
+// after the drain period and are not calls). One known disagreement is
+// set aside, named and logged: the node sync after the plan's node
 // changes (followUp).
-func (w *world) compareAWSCalls(rep *plan.Report) {
+func (w *world) compareCalls(rep *plan.Report) {
 	w.t.Helper()
 	planned := map[string][]string{}
 	for _, s := range rep.Services {
 		key := s.Namespace + "/" + s.Name
-		intents := slices.Concat(s.Adoption, s.Changes)
-		created := slices.ContainsFunc(intents, func(in backends.Intent) bool { return strings.HasSuffix(in.Call, ":CreateLoadBalancer") })
-		for _, in := range intents {
+		for _, in := range slices.Concat(s.Adoption, s.Changes) {
 			svc, action, ok := strings.Cut(in.Call, ":")
 			switch {
-			case !ok || (svc != "ec2" && svc != "elasticloadbalancing"):
-			case attributesOfANewResource(in, created):
-				w.t.Logf("set aside (known disagreement: attributes of a new NLB or target group): %s planned %s (%s)", key, in.Call, in.What)
+			case ok && (svc == "ec2" || svc == "elasticloadbalancing"):
+				planned[key] = append(planned[key], "aws "+action)
 			default:
-				planned[key] = append(planned[key], action)
+				for _, l := range osLabels(in) {
+					planned[key] = append(planned[key], "os "+l)
+				}
 			}
 		}
 	}
-	made := map[string][]awsCall{}
+	made := map[string][]cloudCall{}
 	for _, c := range w.quietCalls() {
 		made[c.service] = append(made[c.service], c)
 	}
@@ -409,33 +473,26 @@ func (w *world) compareAWSCalls(rep *plan.Report) {
 		var unexplained []string
 		for _, c := range notPlanned {
 			if why := followUp(c, deleted, joined); why != "" {
-				w.t.Logf("set aside (known disagreement: the node sync after the plan's node changes): %s %s %v (%s)", key, c.action, c.targets, why)
+				w.t.Logf("set aside (known disagreement: the node sync after the plan's node changes): %s %s %v (%s)", key, c.label, c.targets, why)
 				continue
 			}
-			unexplained = append(unexplained, c.action+fmt.Sprint(c.targets))
+			unexplained = append(unexplained, c.label+fmt.Sprint(c.targets))
 		}
 		if key == "" && len(unexplained) > 0 {
-			w.t.Errorf("mutating AWS calls naming no Service: %v", unexplained)
+			w.t.Errorf("mutating cloud calls naming no Service: %v", unexplained)
 		} else if len(notMade) > 0 || len(unexplained) > 0 {
-			w.t.Errorf("%s: mutating AWS calls planned but not made %v; made but not planned %v (planned %v)", key, notMade, unexplained, planned[key])
+			w.t.Errorf("%s: mutating cloud calls planned but not made %v; made but not planned %v (planned %v)", key, notMade, unexplained, planned[key])
 		}
 	}
 }
 
-// attributesOfANewResource is the disagreement pkg/plan's in-process
-// differential set aside (knownDisagreement in pkg/plan/switch_test.go;
-// it lives in pkg/backends/aws's dry run): on an NLB or a target group the
-// dry run creates, the aws backend reads the attributes of the made-up ID
-// as "nothing there yet" and plans setting every one, while the real
-// create finds AWS's defaults already right and sets none.
-func attributesOfANewResource(in backends.Intent, created bool) bool {
-	switch {
-	case strings.HasSuffix(in.Call, ":ModifyTargetGroupAttributes"):
-		return strings.Contains(in.What, "dry-run")
-	case strings.HasSuffix(in.Call, ":ModifyLoadBalancerAttributes"):
-		return created
-	}
-	return false
+// cloudCall is one mutating call of the switch: "aws ACTION" or "os
+// METHOD collection", the Service it is for, and the targets it names
+// (RegisterTargets, DeregisterTargets: their IDs; PUT members: the
+// members' addresses).
+type cloudCall struct {
+	label, service string
+	targets        []string
 }
 
 // followUp says why a call the plan did not list is the service
@@ -444,8 +501,11 @@ func attributesOfANewResource(in backends.Intent, created bool) bool {
 // registered because its node joined (and got its addresses when
 // initialised). "" when it is not. The plan lists each Service's first
 // sync, with the nodes as they are; it does not list these.
-func followUp(c awsCall, deleted, joined map[string]string) string {
-	of := map[string]map[string]string{"DeregisterTargets": deleted, "RegisterTargets": joined}[c.action]
+func followUp(c cloudCall, deleted, joined map[string]string) string {
+	if c.label == "os PUT members" {
+		return membersFollowUp(c, deleted, joined)
+	}
+	of := map[string]map[string]string{"aws DeregisterTargets": deleted, "aws RegisterTargets": joined}[c.label]
 	if of == nil || len(c.targets) == 0 {
 		return ""
 	}
@@ -458,6 +518,24 @@ func followUp(c awsCall, deleted, joined map[string]string) string {
 		nodes = append(nodes, n)
 	}
 	return "nodes " + strings.Join(slices.Compact(slices.Sorted(slices.Values(nodes))), ",")
+}
+
+// membersFollowUp says why an Octavia pool's members were set again: the
+// nodes the plan deletes left it, or those that joined came in.
+func membersFollowUp(c cloudCall, deleted, joined map[string]string) string {
+	var nodes []string
+	for _, a := range c.targets {
+		if n, ok := joined[a]; ok {
+			nodes = append(nodes, n)
+		}
+		if _, ok := deleted[a]; ok {
+			return ""
+		}
+	}
+	if len(nodes) == 0 && len(deleted) == 0 {
+		return ""
+	}
+	return "members " + strings.Join(c.targets, ",")
 }
 
 // nodeTargets maps the target IDs (instance IDs, addresses) of the nodes
@@ -510,10 +588,10 @@ func (w *world) targetIDs(n nodeCase) []string {
 // match pairs made calls with planned actions in the order they were
 // made, and returns the planned actions not made and the calls not
 // planned.
-func match(planned []string, made []awsCall) (notMade []string, notPlanned []awsCall) {
+func match(planned []string, made []cloudCall) (notMade []string, notPlanned []cloudCall) {
 	left := slices.Clone(planned)
 	for _, c := range made {
-		if i := slices.Index(left, c.action); i >= 0 {
+		if i := slices.Index(left, c.label); i >= 0 {
 			left = slices.Delete(left, i, i+1)
 			continue
 		}
@@ -523,7 +601,7 @@ func match(planned []string, made []awsCall) (notMade []string, notPlanned []aws
 	return left, notPlanned
 }
 
-func mergeKeys(a map[string][]string, b map[string][]awsCall) map[string]bool {
+func mergeKeys(a map[string][]string, b map[string][]cloudCall) map[string]bool {
 	out := map[string]bool{}
 	for k := range a {
 		out[k] = true
@@ -534,26 +612,51 @@ func mergeKeys(a map[string][]string, b map[string][]awsCall) map[string]bool {
 	return out
 }
 
-// quietFor is how long the fake must see no new mutating call before the
-// switch's calls are compared (the CCM's controllers re-run every second
-// or few seconds).
+// quietFor is how long the clouds must see no new mutating call before
+// the switch's calls are compared (the CCM's controllers re-run every
+// second or few seconds).
 const quietFor = 4 * time.Second
 
-func (w *world) quietCalls() []awsCall {
+// quietForOctavia is quietFor in a world with Octavia: it applies each
+// change of a load balancer before the next is asked for (the backend
+// retries every 2 s), seconds apart on a busy machine.
+const quietForOctavia = 10 * time.Second
+
+// quietCalls waits until the clouds have seen no new mutating call for
+// quietFor and returns the calls recorded.
+func (w *world) quietCalls() []cloudCall {
 	w.t.Helper()
 	n, since := -1, time.Now()
-	var calls []awsCall
-	err := framework.WaitFor(w.ctx, waitBound, "no new mutating AWS call for "+quietFor.String(), func(context.Context) (bool, string, error) {
-		calls = w.rec.Calls()
+	quiet := quietFor
+	if w.os != nil {
+		quiet = quietForOctavia
+	}
+	var calls []cloudCall
+	err := framework.WaitFor(w.ctx, waitBound, "no new mutating cloud call for "+quiet.String(), func(context.Context) (bool, string, error) {
+		calls = w.cloudCalls()
 		if len(calls) != n {
 			n, since = len(calls), time.Now()
 		}
-		return time.Since(since) >= quietFor, fmt.Sprintf("%d calls", n), nil
+		return time.Since(since) >= quiet, fmt.Sprintf("%d calls", n), nil
 	})
 	if err != nil {
 		w.t.Error(err)
 	}
 	return calls
+}
+
+// cloudCalls are the mutating calls the AWS fake and Octavia recorded.
+func (w *world) cloudCalls() []cloudCall {
+	var out []cloudCall
+	for _, c := range w.rec.Calls() {
+		out = append(out, cloudCall{label: "aws " + c.action, service: c.service, targets: c.targets})
+	}
+	if w.os != nil {
+		for _, c := range w.os.rec.Calls() {
+			out = append(out, cloudCall{label: "os " + c.label, service: c.service, targets: c.members})
+		}
+	}
+	return out
 }
 
 // ingresses lists a status's addresses, IPs and hostnames, in order.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/plan"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
@@ -41,7 +43,6 @@ import (
 
 const (
 	region    = "eu-west-1"
-	clusterID = "planx"
 	accessKey = "AKIDPLANX"
 	// worldPool is the bare-metal pool of a world (MetalLB's leftovers
 	// are drawn from its upper half).
@@ -118,29 +119,43 @@ type world struct {
 	sim    *vcsim.Simulator
 	// vms are the simulator's VMs as it started (Destroy shortens its
 	// list).
-	vms   []vcsim.VM
-	vs    vcsim.Backend
-	env   []string
-	pool  string
-	nodes []nodeCase
-	svcs  []svcCase
+	vms []vcsim.VM
+	vs  vcsim.Backend
+	// os is the OpenStack stack (nil when its environment is not set),
+	// clusterID the world's own (the stack is shared, and outlives runs).
+	os        *osStack
+	clusterID string
+	env       []string
+	pool      string
+	nodes     []nodeCase
+	svcs      []svcCase
 	// tainted are the nodes that joined tainted (the switch initialises
 	// them).
 	tainted map[string]bool
+	// vips are the Octavia VIPs known when the switch starts.
+	vips map[string]bool
 }
 
 // newWorld starts a world's control plane and clouds: awsInstances
-// instances and vms VMs.
-func newWorld(t *testing.T, awsInstances, vms int) *world {
+// instances and vms VMs, and the OpenStack backend when its stack is up
+// (withOpenStack: the world's cases need it).
+func newWorld(t *testing.T, awsInstances, vms int, withOpenStack bool) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
-	w := &world{t: t, ctx: ctx, cp: framework.StartControlPlaneT(t), pool: worldPool, tainted: map[string]bool{}}
+	w := &world{t: t, ctx: ctx, pool: worldPool, tainted: map[string]bool{}, clusterID: fmt.Sprintf("planx%06x", rand.Uint32()>>8)}
+	if withOpenStack {
+		if w.os = openStack(t); w.os == nil {
+			testutil.Unavailable(t, `no real Keystone + Octavia: make openstack-up, then set -a; . _output/openstack.env (OS_AUTH_URL, OS_PASSWORD_FILE, OCTAVIA_ENDPOINT, OCTAVIA_E2E, NOVA_ENDPOINT)`)
+		}
+		t.Cleanup(func() { w.os.cleanUp(t, w.clusterID) })
+	}
+	w.cp = framework.StartControlPlaneT(t)
 	if err := w.cp.Binaries.Check([]string{w.cp.Binaries.CCM}); err != nil {
 		framework.MissingBinaries(t, err)
 	}
 	f := awsfake.New(region)
-	w.seeded = f.Seed(awsfake.SeedSpec{ClusterID: clusterID, Instances: awsInstances})
+	w.seeded = f.Seed(awsfake.SeedSpec{ClusterID: w.clusterID, Instances: awsInstances})
 	f.SetAccessKeys(accessKey)
 	w.fake, w.rec = f, &awsRecorder{fake: f}
 	srv := httptest.NewServer(w.rec)
@@ -195,27 +210,41 @@ backends:
     instanceCacheTTL: 1s
     retry: {maxAttempts: 2, maxBackoff: 100ms}
     rateLimits: {ec2: {qps: -1, qpsWrite: -1}, elbv2: {qps: -1, qpsWrite: -1}}
-`, clusterID, def, w.pool, region, w.seeded.VPCID, w.awsURL, gone) + w.vs.YAML()
+`, w.clusterID, def, w.pool, region, w.seeded.VPCID, w.awsURL, gone) + w.vs.YAML() + w.osYAML()
+}
+
+func (w *world) osYAML() string {
+	if w.os == nil {
+		return ""
+	}
+	return w.os.yaml()
 }
 
 // build makes the cluster of the world's cases, as described at the top.
 func (w *world) build() {
 	w.t.Helper()
-	for _, n := range w.nodes {
-		if n.initialised {
-			w.node(n)
-		}
-	}
-	var history []svcCase
-	for _, s := range w.svcs {
-		if s.served != "" {
-			history = append(history, s)
-			w.createService(s, s.served)
-		}
-	}
+	// The Services served by OpenStack before the plan first, before the
+	// AWS nodes join: Octavia makes their load balancers one after
+	// another (a minute or more when the machine is busy), and the aws
+	// backend refuses to call an instance gone for a node less than 2
+	// minutes old; the switch must see the AWS nodes that young.
 	start := time.Now()
-	if len(history) > 0 {
-		w.serveBefore(history)
+	for _, late := range []bool{false, true} {
+		var history []svcCase
+		for _, n := range w.nodes {
+			if n.initialised && (n.cloud == "aws") == late {
+				w.node(n)
+			}
+		}
+		for _, s := range w.svcs {
+			if s.served != "" && (s.served != "os") == late {
+				history = append(history, s)
+				w.createService(s, s.served)
+			}
+		}
+		if len(history) > 0 {
+			w.serveBefore(history)
+		}
 	}
 	w.t.Logf("history served in %v", time.Since(start))
 	// cloud-provider-aws made its NLBs while every instance ran.
@@ -393,7 +422,11 @@ func (w *world) serveBefore(history []svcCase) {
 		if want == servedDefault {
 			want = "aws"
 		}
-		framework.Eventually(w.t, settle, s.name+" served before the plan by "+want, framework.ServiceMatches(w.cp.Client, ns, s.name, func(svc *corev1.Service) (bool, string) {
+		bound := settle
+		if slices.Contains(strings.Split(want, ","), "os") {
+			bound = 2 * octaviaBound // Octavia makes them one after another
+		}
+		framework.Eventually(w.t, bound, s.name+" served before the plan by "+want, framework.ServiceMatches(w.cp.Client, ns, s.name, func(svc *corev1.Service) (bool, string) {
 			served := svc.Annotations[string(annotation.LoadBalancerServedBy)]
 			n := len(strings.Split(want, ","))
 			return served == want && len(svc.Status.LoadBalancer.Ingress) == n, fmt.Sprintf("served-by %q, status %v", served, svc.Status.LoadBalancer.Ingress)
@@ -428,7 +461,7 @@ func (w *world) upstreamNLB(svc *corev1.Service) {
 	elb := elbv2.New(elbv2.Options{Region: region, BaseEndpoint: awssdk.String(w.awsURL),
 		Credentials: credentials.NewStaticCredentialsProvider(accessKey, "secret", "")})
 	tags := []elbtypes.Tag{{Key: awssdk.String(tagService), Value: awssdk.String(ns + "/" + svc.Name)},
-		{Key: awssdk.String("kubernetes.io/cluster/" + clusterID), Value: awssdk.String("owned")}}
+		{Key: awssdk.String("kubernetes.io/cluster/" + w.clusterID), Value: awssdk.String("owned")}}
 	lb, err := elb.CreateLoadBalancer(w.ctx, &elbv2.CreateLoadBalancerInput{Name: awssdk.String(cloudprovider.DefaultLoadBalancerName(svc)),
 		Type: elbtypes.LoadBalancerTypeEnumNetwork, Subnets: w.seeded.PublicSubnets, Tags: tags})
 	if err != nil {
@@ -472,6 +505,12 @@ func (w *world) writeStatus(svc *corev1.Service, in corev1.LoadBalancerIngress) 
 	}
 }
 
+func (w *world) resetOS() {
+	if w.os != nil {
+		w.os.rec.Reset()
+	}
+}
+
 // nlbsOf lists the DNS names of the fake's NLBs tagged for the Service.
 func (w *world) nlbsOf(name string) []string {
 	var out []string
@@ -493,11 +532,18 @@ func (w *world) planWorld() (*plan.Report, int) {
 	}
 	w.fake.ResetCalls()
 	w.rec.Reset()
+	w.resetOS()
 	rep, code := runPlan(w.t, w.cp, cfg, w.env...)
 	if m := w.fake.MutatingCalls(); len(m) > 0 {
 		w.t.Errorf("the plan made mutating AWS calls: %v", m)
 	}
+	if w.os != nil {
+		if m := w.os.rec.Calls(); len(m) > 0 {
+			w.t.Errorf("the plan made mutating Octavia calls: %v", m)
+		}
+	}
 	w.rec.Reset()
+	w.resetOS()
 	return rep, code
 }
 
