@@ -409,3 +409,110 @@ func TestProbe5kRepairPassWithSharedViews(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe5kTargetTypeSwitchWithSharedSet: two Services with no target
+// type annotation on the same EC2 nodes (instance targets, one shared
+// target set); another cloud's node joins one of them (IP targets for it,
+// new groups), then leaves: each Service's groups follow, and the other
+// Service's node syncs from its view stay right.
+func TestProbe5kTargetTypeSwitchWithSharedSet(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 3)
+	a, b := newService("a"), newService("b")
+	e.ensure(t, a, nodes)
+	e.ensure(t, b, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	mixed := append(slices.Clone(nodes), otherNodes(1)...)
+	if _, err := lbi.EnsureLoadBalancer(context.Background(), testCluster, a, mixed); err != nil {
+		t.Fatal(err)
+	}
+	if tg := svcForwardsTo(e, a, "80"); tg != namesFor(testCluster, a).targetGroup(80, "TCP", targetIP) {
+		t.Fatalf("a with another cloud's node forwards to %q, want its IP group", tg)
+	}
+	if err := lbi.UpdateLoadBalancer(context.Background(), testCluster, b, nodes[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := registeredIn(e, namesFor(testCluster, b).targetGroup(80, "TCP", targetInstance)), wantTargets(1, 2); !slices.Equal(got, want) {
+		t.Errorf("b: %v, want %v", got, want)
+	}
+	var wantIP []string
+	for _, n := range mixed {
+		w := n.Status.Addresses[0].Address + ":30080"
+		if strings.HasPrefix(w, "192.168.") {
+			w += "@all" // outside the VPC: AvailabilityZone all
+		}
+		wantIP = append(wantIP, w)
+	}
+	slices.Sort(wantIP)
+	if got := registeredIn(e, namesFor(testCluster, a).targetGroup(80, "TCP", targetIP)); !slices.Equal(got, wantIP) {
+		t.Errorf("a's IP group: %v, want %v", got, wantIP)
+	}
+	e.fake.ResetCalls()
+	e.ensure(t, b, nodes[:2])
+	e.ensure(t, a, mixed)
+	e.assertNoMutation(t, "ensuring both again")
+	// A node sync of a from its view (its set holds a target "@all"):
+	// the first EC2 node leaves, the other cloud's node stays.
+	if err := lbi.UpdateLoadBalancer(context.Background(), testCluster, a, mixed[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := registeredIn(e, namesFor(testCluster, a).targetGroup(80, "TCP", targetIP)); !slices.Equal(got, slices.DeleteFunc(slices.Clone(wantIP), func(w string) bool {
+		return strings.HasPrefix(w, nodes[0].Status.Addresses[0].Address+":")
+	})) {
+		t.Errorf("a's IP group after node 1 left: %v", got)
+	}
+	e.fake.ResetCalls()
+	e.ensure(t, a, mixed[1:])
+	e.assertNoMutation(t, "ensuring a after the node sync")
+}
+
+// TestProbe5kReloadNewBackendSyncs: a reload that changes the AWS backend
+// builds a new one (New) against the same account; its first node sync of
+// a Service the old one created (no view yet) and the next (from the view
+// it recorded) are right, while the old backend, still serving an
+// in-flight call, syncs another Service with the same targets.
+func TestProbe5kReloadNewBackendSyncs(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 3)
+	a := newService("a", withAnnotation(AnnotationTargetType, targetInstance))
+	b := newService("b", withAnnotation(AnnotationTargetType, targetInstance))
+	e.ensure(t, a, nodes)
+	e.ensure(t, b, nodes)
+	old, _ := e.cloud.LoadBalancer()
+	reloaded := buildCloud(t, e.url, func(s *Settings) { s.InstanceCacheTTL = &metav1.Duration{Duration: 2 * time.Minute} })
+	lbi, _ := reloaded.LoadBalancer()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	var errA, errB error
+	go func() { defer wg.Done(); errA = lbi.UpdateLoadBalancer(context.Background(), testCluster, a, nodes[:2]) }()
+	go func() { defer wg.Done(); errB = old.UpdateLoadBalancer(context.Background(), testCluster, b, nodes[1:]) }()
+	wg.Wait()
+	if errA != nil || errB != nil {
+		t.Fatalf("node syncs across the reload: new %v, old %v", errA, errB)
+	}
+	if err := lbi.UpdateLoadBalancer(context.Background(), testCluster, a, nodes[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := registeredIn(e, namesFor(testCluster, a).targetGroup(80, "TCP", targetInstance)), wantTargets(2, 3); !slices.Equal(got, want) {
+		t.Errorf("a: %v, want %v", got, want)
+	}
+	if got, want := registeredIn(e, namesFor(testCluster, b).targetGroup(80, "TCP", targetInstance)), wantTargets(2, 3); !slices.Equal(got, want) {
+		t.Errorf("b: %v, want %v", got, want)
+	}
+}
+
+// svcForwardsTo returns the target-group name svc's NLB's listener on port
+// forwards to ("" when none).
+func svcForwardsTo(e *env, svc *corev1.Service, port string) string {
+	for _, lb := range e.fake.LoadBalancers() {
+		if lb.Name != namesFor(testCluster, svc).lb {
+			continue
+		}
+		for _, l := range lb.Listeners {
+			if p, tg, ok := strings.Cut(l, "->"); ok && strings.HasSuffix(p, ":"+port) {
+				return tg
+			}
+		}
+	}
+	return ""
+}
