@@ -484,8 +484,14 @@ func TestProbe5kReloadNewBackendSyncs(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	var errA, errB error
-	go func() { defer wg.Done(); errA = lbi.UpdateLoadBalancer(context.Background(), testCluster, a, nodes[:2]) }()
-	go func() { defer wg.Done(); errB = old.UpdateLoadBalancer(context.Background(), testCluster, b, nodes[1:]) }()
+	go func() {
+		defer wg.Done()
+		errA = lbi.UpdateLoadBalancer(context.Background(), testCluster, a, nodes[:2])
+	}()
+	go func() {
+		defer wg.Done()
+		errB = old.UpdateLoadBalancer(context.Background(), testCluster, b, nodes[1:])
+	}()
 	wg.Wait()
 	if errA != nil || errB != nil {
 		t.Fatalf("node syncs across the reload: new %v, old %v", errA, errB)
