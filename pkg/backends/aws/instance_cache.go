@@ -140,11 +140,14 @@ func (c *instanceCache) byID(ctx context.Context, id string) (*ec2types.Instance
 // those), with one snapshot, one read lock and one touch for them all: an
 // NLB's targets are up to 1,000 instances, looked up for every reconcile.
 func (c *instanceCache) listed(ctx context.Context, ids []string) ([]*ec2types.Instance, error) {
+	out := make([]*ec2types.Instance, len(ids))
+	if !slices.ContainsFunc(ids, func(id string) bool { return id != "" }) {
+		return out, nil // no EC2 instance among them: nothing to read
+	}
 	x, err := c.snaps.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*ec2types.Instance, len(ids))
 	x.mu.RLock()
 	for i, id := range ids {
 		if id != "" {

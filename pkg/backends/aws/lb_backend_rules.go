@@ -109,9 +109,12 @@ func (l *LoadBalancer) instanceGroups(ctx context.Context, targets []target) ([]
 				out = append(out, id)
 			}
 		default:
+			// Assigned, not appended: two Nodes may name one instance.
+			groups := make([]string, 0, len(in.SecurityGroups))
 			for _, g := range in.SecurityGroups {
-				several[t.id] = append(several[t.id], awssdk.ToString(g.GroupId))
+				groups = append(groups, awssdk.ToString(g.GroupId))
 			}
+			several[t.id] = groups
 		}
 	}
 	if len(several) > 0 {

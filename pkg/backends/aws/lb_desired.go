@@ -390,7 +390,10 @@ func (l *LoadBalancer) targetsFor(ctx context.Context, tt string, nodes []*corev
 	}
 	listed, err := l.instances.cache.listed(ctx, ids)
 	if err != nil {
-		return "", nil, false, fmt.Errorf("looking up the nodes' instances: %w", err)
+		// The listing failed: each node is looked up alone (vpcInstance),
+		// as before the batch, so only a Service with EC2 nodes meets
+		// EC2's error, and one of other clouds' nodes is not failed by it.
+		listed = make([]*ec2types.Instance, len(ids))
 	}
 	var found []target
 	var live, unknown []*corev1.Node
