@@ -9,7 +9,9 @@
 #   SEED=42 STEPS=60 hack/chaos.sh
 #   DURATION=60m hack/chaos.sh    fresh sequences (seed, seed+1, ...) for an hour
 #   REPLAY=_output/chaos/replay-seed-42-5-steps.json hack/chaos.sh
-#   SLICE=1 hack/chaos.sh         the slice make test runs (fixed seeds; CHAOS_FRESH=1 adds a fresh one)
+#   SLICE=1 hack/chaos.sh         the slice make test runs: fixed seeds and one fresh seed
+#                                 drawn from the tree under test (CHAOS_FRESH_SEED=N sets it,
+#                                 CHAOS_FRESH=0 leaves it out), printed with its replay command
 #
 # SHRINK bounds the shrinker (default 20m; 0: none), SETTLE the wait for
 # convergence at quiescence (default 150s), IGNORE lists violation classes
@@ -50,4 +52,4 @@ else
   run=TestChaos
   export CHAOS_RUN=1
 fi
-go test -count=1 -timeout "${timeout}s" -v -run "^(TestGenerate.*|TestWanted|TestShrink.*|TestModel.*|TestRender.*|TestGrowth.*|TestRotation.*|$run)\$" ./test/chaos/ 2>&1 | tee "$OUT/last.log"
+go test -count=1 -timeout "${timeout}s" -v -run "^(TestGenerate.*|TestWanted|TestShrink.*|TestModel.*|TestRender.*|TestGrowth.*|TestRotation.*|TestTreeSeed|$run)\$" ./test/chaos/ 2>&1 | tee "$OUT/last.log"

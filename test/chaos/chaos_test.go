@@ -19,17 +19,18 @@ import (
 
 // Environment variables hack/chaos.sh passes from make chaos's variables.
 const (
-	envRun    = "CHAOS_RUN"      // set: TestChaos runs (else it skips)
-	envSeed   = "CHAOS_SEED"     // the first seed (default: a fresh one)
-	envSteps  = "CHAOS_STEPS"    // steps per sequence (default 40)
-	envDur    = "CHAOS_DURATION" // keep drawing new seeds this long (default: one sequence)
-	envReplay = "CHAOS_REPLAY"   // a replay file to run instead
-	envShrink = "CHAOS_SHRINK"   // the shrinker's budget (default 20m; 0 shrinks nothing)
-	envOut    = "CHAOS_OUT"      // where runs and replay files go (default _output/chaos)
-	envSettle = "CHAOS_SETTLE"   // bound on convergence at quiescence (default 150s)
-	envIgnore = "CHAOS_IGNORE"   // violation classes only logged (comma-separated)
-	envFresh  = "CHAOS_FRESH"    // the slice adds one fresh seed when set
-	envKeep   = "CHAOS_KEEP"     // set: keep every run's folder, passing ones too
+	envRun    = "CHAOS_RUN"        // set: TestChaos runs (else it skips)
+	envSeed   = "CHAOS_SEED"       // the first seed (default: a fresh one)
+	envSteps  = "CHAOS_STEPS"      // steps per sequence (default 40)
+	envDur    = "CHAOS_DURATION"   // keep drawing new seeds this long (default: one sequence)
+	envReplay = "CHAOS_REPLAY"     // a replay file to run instead
+	envShrink = "CHAOS_SHRINK"     // the shrinker's budget (default 20m; 0 shrinks nothing)
+	envOut    = "CHAOS_OUT"        // where runs and replay files go (default _output/chaos)
+	envSettle = "CHAOS_SETTLE"     // bound on convergence at quiescence (default 150s)
+	envIgnore = "CHAOS_IGNORE"     // violation classes only logged (comma-separated)
+	envFresh  = "CHAOS_FRESH"      // 0: the slice runs its fixed seeds alone (default: one fresh seed too)
+	envFreshS = "CHAOS_FRESH_SEED" // the slice's fresh seed (default: drawn from the tree under test)
+	envKeep   = "CHAOS_KEEP"       // set: keep every run's folder, passing ones too
 )
 
 // sliceSeeds are the fixed seeds of the slice make test runs (with one
@@ -83,22 +84,53 @@ func TestChaos(t *testing.T) {
 }
 
 // TestChaosSlice is the part of the judge make test runs: the fixed seeds
-// and one fresh seed, printed, each a short sequence; a violation prints
-// the replay command (make chaos shrinks it).
+// and one fresh seed, each a short sequence; a violation prints the replay
+// command (make chaos shrinks it). The fresh seed is drawn from the tree
+// under test (treeSeed: every change runs a sequence no one ran before, and
+// the same tree the same one, so a failure in CI replays exactly);
+// CHAOS_FRESH_SEED sets it, CHAOS_FRESH=0 leaves it out.
 func TestChaosSlice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos slice runs the built binary")
 	}
 	seeds := slices.Clone(sliceSeeds)
-	if os.Getenv(envFresh) != "" {
-		seeds = append(seeds, freshSeed())
+	if fresh, ok := sliceFreshSeed(t); ok {
+		seeds = append(seeds, fresh)
 	}
-	t.Logf("chaos slice: seeds %v (%s=%q: the last one fresh when set), %d steps each", seeds, envFresh, os.Getenv(envFresh), sliceSteps)
+	t.Logf("chaos slice: seeds %v, %d steps each", seeds, sliceSteps)
 	j := newJudge(t)
 	j.shrink = 0
 	for _, seed := range seeds {
 		j.judge(seed, sliceSteps, Generate(seed, sliceSteps))
 	}
+}
+
+// sliceFreshSeed is the slice's fresh seed (CHAOS_FRESH_SEED, else the
+// tree's), logged with the commands that replay it; false with
+// CHAOS_FRESH=0.
+func sliceFreshSeed(t *testing.T) (uint64, bool) {
+	switch v := os.Getenv(envFresh); v {
+	case "", "1":
+	case "0":
+		t.Logf("chaos slice: no fresh seed (%s=0)", envFresh)
+		return 0, false
+	default:
+		t.Fatalf("%s=%q: want 0 (the fixed seeds alone) or 1 (one fresh seed too, the default)", envFresh, v)
+	}
+	from := envFreshS
+	seed := envUint(t, envFreshS, 0)
+	if os.Getenv(envFreshS) == "" {
+		root, err := framework.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seed, from, err = treeSeed(root); err != nil {
+			t.Fatalf("%v (set %s to a seed to run one anyway)", err, envFreshS)
+		}
+	}
+	t.Logf("chaos slice: fresh seed %d (from %s); replay it: make chaos SEED=%d STEPS=%d, or %s=%d make chaos-slice",
+		seed, from, seed, sliceSteps, envFreshS, seed)
+	return seed, true
 }
 
 // judge runs sequences for one test and reports what they find.

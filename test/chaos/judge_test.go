@@ -3,6 +3,9 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -301,5 +304,56 @@ func TestModelOrphans(t *testing.T) {
 	m.record(Op{Kind: SvcApply, Name: "s0", Shape: &toMetal}, snap, 4)
 	if v := orphansKept(m, after); len(v) != 0 {
 		t.Fatalf("moved to another class: %v", v)
+	}
+}
+
+// TestTreeSeed: the slice's fresh seed is the tree's: the same tree draws
+// the same seed, a commit or an uncommitted change another one; outside
+// git, the sources' checksum does the same.
+func TestTreeSeed(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seedNow := func(wantFrom string) uint64 {
+		t.Helper()
+		s, from, err := treeSeed(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(from, wantFrom) {
+			t.Fatalf("seed %d from %q, want it from %q", s, from, wantFrom)
+		}
+		if again, _, _ := treeSeed(dir); again != s {
+			t.Fatalf("the same tree drew %d, then %d", s, again)
+		}
+		return s
+	}
+	write("main.go", "package main\n")
+	noGit := seedNow("checksum of 1 source files")
+	write("main.go", "package main // changed\n")
+	if seedNow("checksum") == noGit {
+		t.Fatal("a changed source file drew the same seed")
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	committed := seedNow("git tree ")
+	write("main.go", "package main // dirty\n")
+	dirty := seedNow("uncommitted changes")
+	if dirty == committed {
+		t.Fatal("an uncommitted change drew the committed tree's seed")
+	}
+	write("main.go", "package main // changed\n")
+	if seedNow("git tree ") != committed {
+		t.Fatal("the committed tree, restored, drew another seed")
 	}
 }
