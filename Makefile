@@ -134,13 +134,13 @@ e2e: build control-plane helm image kubelet metallb gobgp
 # file), SHRINK (the shrinker's budget, 20m), SETTLE (150s), IGNORE
 # (violation classes only logged).
 chaos: build control-plane
-	SEED=$(SEED) STEPS=$(STEPS) DURATION=$(DURATION) REPLAY=$(REPLAY) SHRINK=$(SHRINK) SETTLE=$(SETTLE) IGNORE=$(IGNORE) bash hack/chaos.sh
+	$(WITH_OS_ENV) SEED=$(SEED) STEPS=$(STEPS) DURATION=$(DURATION) REPLAY=$(REPLAY) SHRINK=$(SHRINK) SETTLE=$(SETTLE) IGNORE=$(IGNORE) bash hack/chaos.sh
 
 # chaos-slice: the judge's part of make test: the fixed seeds, 25 steps
 # each (CHAOS_FRESH=1 adds one fresh seed, printed), about 2-4 minutes on
 # 2 cores.
 chaos-slice: build control-plane
-	SLICE=1 bash hack/chaos.sh
+	$(WITH_OS_ENV) SLICE=1 bash hack/chaos.sh
 
 bench: build control-plane metallb
 	$(WITH_OS_ENV) bash hack/bench.sh

@@ -58,6 +58,14 @@ func (w *World) apply(ctx context.Context, op Op) error {
 	case AWSOutage:
 		w.fake.SetOutage(op.Flag)
 		w.outage = op.Flag
+	case OSOutage:
+		if w.os != nil {
+			w.os.proxy.setDown(op.Flag)
+		}
+	case OSFail:
+		if w.os != nil {
+			w.os.proxy.fail(op.N)
+		}
 	case WatchDelay:
 		w.watchFault(time.Duration(op.N) * time.Second)
 	case WatchDrop:

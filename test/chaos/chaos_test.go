@@ -30,6 +30,7 @@ const (
 	envIgnore = "CHAOS_IGNORE"     // violation classes only logged (comma-separated)
 	envFresh  = "CHAOS_FRESH"      // 0: the slice runs its fixed seeds alone (default: one fresh seed too)
 	envFreshS = "CHAOS_FRESH_SEED" // the slice's fresh seed (default: drawn from the tree under test)
+	envOS     = "CHAOS_OS"         // 1: OpenStack required; 0: left out; default: make chaos uses it when the stack is up, the slice leaves it out
 	envKeep   = "CHAOS_KEEP"       // set: keep every run's folder, passing ones too
 )
 
@@ -60,10 +61,15 @@ func TestChaos(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("replaying %s: %d steps (seed %d)\n%s", path, len(r.Ops), r.Seed, Describe(r.Ops))
+		j.features = r.Features
+		if ok, why := OpenStackAvailable(); r.Features.OS && !ok {
+			t.Fatalf("%s was drawn for a world with OpenStack, and the stack's environment is not here: %s", path, why)
+		}
+		t.Logf("replaying %s: %d steps (seed %d, %+v)\n%s", path, len(r.Ops), r.Seed, r.Features, Describe(r.Ops))
 		j.judge(r.Seed, r.Steps, r.Ops)
 		return
 	}
+	j.features.OS = useOpenStack(t, true)
 	seed := envUint(t, envSeed, freshSeed())
 	steps := int(envUint(t, envSteps, 40))
 	duration := envDuration(t, envDur, 0)
@@ -72,7 +78,7 @@ func TestChaos(t *testing.T) {
 	start := time.Now()
 	var failed []uint64
 	for runs := 1; ; runs++ {
-		if j.judge(seed, steps, Generate(seed, steps)) {
+		if j.judge(seed, steps, GenerateFor(seed, steps, j.features)) {
 			failed = append(failed, seed)
 		}
 		if time.Since(start)+j.lastElapsed > duration {
@@ -93,22 +99,47 @@ func TestChaosSlice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos slice runs the built binary")
 	}
+	j := newJudge(t)
+	j.shrink = 0
+	j.features.OS = useOpenStack(t, false)
 	seeds := slices.Clone(sliceSeeds)
-	if fresh, ok := sliceFreshSeed(t); ok {
+	if fresh, ok := sliceFreshSeed(t, j.osWord()); ok {
 		seeds = append(seeds, fresh)
 	}
 	t.Logf("chaos slice: seeds %v, %d steps each", seeds, sliceSteps)
-	j := newJudge(t)
-	j.shrink = 0
 	for _, seed := range seeds {
-		j.judge(seed, sliceSteps, Generate(seed, sliceSteps))
+		j.judge(seed, sliceSteps, GenerateFor(seed, sliceSteps, j.features))
 	}
+}
+
+// useOpenStack decides whether the world has the OpenStack backend
+// (CHAOS_OS; byDefault: when the stack's environment is set) and logs why
+// or why not.
+func useOpenStack(t *testing.T, byDefault bool) bool {
+	ok, why := OpenStackAvailable()
+	switch v := os.Getenv(envOS); {
+	case v == "0":
+		t.Logf("chaos: os is off (%s=0)", envOS)
+		return false
+	case v == "1" && !ok:
+		t.Fatalf("%s=1 and the OpenStack stack is not here: %s", envOS, why)
+	case v != "" && v != "1":
+		t.Fatalf("%s=%q: want 1 (OpenStack required), 0 (left out) or nothing (make chaos: when the stack is up; the slice: left out)", envOS, v)
+	case v == "" && !byDefault:
+		t.Logf("chaos: os is off: the slice leaves OpenStack out unless %s=1 (Octavia's convergence does not fit its 5 minutes on 2 cores; make chaos runs it)", envOS)
+		return false
+	case !ok:
+		t.Logf("chaos: os is off: %s", why)
+		return false
+	}
+	t.Logf("chaos: os is on: the backend os on the real Keystone (%s), Octavia and Nova", os.Getenv("OS_AUTH_URL"))
+	return true
 }
 
 // sliceFreshSeed is the slice's fresh seed (CHAOS_FRESH_SEED, else the
 // tree's), logged with the commands that replay it; false with
 // CHAOS_FRESH=0.
-func sliceFreshSeed(t *testing.T) (uint64, bool) {
+func sliceFreshSeed(t *testing.T, osWord string) (uint64, bool) {
 	switch v := os.Getenv(envFresh); v {
 	case "", "1":
 	case "0":
@@ -128,14 +159,15 @@ func sliceFreshSeed(t *testing.T) (uint64, bool) {
 			t.Fatalf("%v (set %s to a seed to run one anyway)", err, envFreshS)
 		}
 	}
-	t.Logf("chaos slice: fresh seed %d (from %s); replay it: make chaos SEED=%d STEPS=%d, or %s=%d make chaos-slice",
-		seed, from, seed, sliceSteps, envFreshS, seed)
+	t.Logf("chaos slice: fresh seed %d (from %s); replay it: make chaos SEED=%d STEPS=%d%s, or make chaos-slice %s=%d",
+		seed, from, seed, sliceSteps, osWord, envFreshS, seed)
 	return seed, true
 }
 
 // judge runs sequences for one test and reports what they find.
 type judge struct {
 	t           *testing.T
+	features    Features
 	out         string
 	shrink      time.Duration
 	settle      time.Duration
@@ -155,7 +187,7 @@ func newJudge(t *testing.T) *judge {
 }
 
 func (j *judge) run(ctx context.Context, name string, ops []Op, keep bool) (*Result, error) {
-	return Run(ctx, ops, RunOptions{Dir: RunDir(j.out, name), Keep: keep || os.Getenv(envKeep) != "", Settle: j.settle, Logf: j.t.Logf, Ignore: splitList(os.Getenv(envIgnore))})
+	return Run(ctx, ops, RunOptions{Dir: RunDir(j.out, name), Keep: keep || os.Getenv(envKeep) != "", Settle: j.settle, Logf: j.t.Logf, Ignore: splitList(os.Getenv(envIgnore)), Features: j.features})
 }
 
 // judge runs ops (drawn from seed, or replayed), and on a violation
@@ -165,7 +197,7 @@ func (j *judge) judge(seed uint64, steps int, ops []Op) (failed bool) {
 	t := j.t
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute+j.shrink)
 	defer cancel()
-	t.Logf("chaos: seed %d, %d steps (make chaos SEED=%d STEPS=%d)", seed, len(ops), seed, steps)
+	t.Logf("chaos: seed %d, %d steps (make chaos SEED=%d STEPS=%d%s)", seed, len(ops), seed, steps, j.osWord())
 	res, err := j.run(ctx, fmt.Sprintf("seed-%d", seed), ops, false)
 	if errors.Is(err, ErrMissingBinaries) {
 		framework.MissingBinaries(t, err)
@@ -178,8 +210,8 @@ func (j *judge) judge(seed uint64, steps int, ops []Op) (failed bool) {
 	if !res.Failed() {
 		return false
 	}
-	t.Errorf("seed %d broke invariants after %d of %d steps (found in %s); logs kept in %s:\n%s\nreplay: make chaos SEED=%d STEPS=%d",
-		seed, res.Step, len(ops), res.Found.Round(time.Second), res.Dir, describeViolations(res.Violations), seed, steps)
+	t.Errorf("seed %d broke invariants after %d of %d steps (found in %s); logs kept in %s:\n%s\nreplay: make chaos SEED=%d STEPS=%d%s",
+		seed, res.Step, len(ops), res.Found.Round(time.Second), res.Dir, describeViolations(res.Violations), seed, steps, j.osWord())
 	if j.shrink <= 0 {
 		return true
 	}
@@ -188,7 +220,7 @@ func (j *judge) judge(seed uint64, steps int, ops []Op) (failed bool) {
 		best = res
 	}
 	path := filepath.Join(j.out, fmt.Sprintf("replay-seed-%d-%d-steps.json", seed, len(shrunk)))
-	if err := WriteReplay(path, Replay{Seed: seed, Steps: steps, Violations: best.Violations, Ops: shrunk}); err != nil {
+	if err := WriteReplay(path, Replay{Seed: seed, Steps: steps, Features: j.features, Violations: best.Violations, Ops: shrunk}); err != nil {
 		t.Error(err)
 	}
 	t.Errorf("seed %d shrunk from %d to %d steps, which still break %v (logs in %s):\n%s%s\nreplay: make chaos REPLAY=%s",
@@ -210,6 +242,15 @@ func (j *judge) shrinkOps(ctx context.Context, seed uint64, ops []Op, res *Resul
 	ctx, cancel := context.WithTimeout(ctx, j.shrink+5*time.Minute)
 	defer cancel()
 	return s.Shrink(ctx, ops)
+}
+
+// osWord is what a replay command adds to draw the same sequence: the
+// sequence depends on whether the world has OpenStack.
+func (j *judge) osWord() string {
+	if j.features.OS {
+		return " CHAOS_OS=1"
+	}
+	return " CHAOS_OS=0"
 }
 
 func describeViolations(vs []Violation) string {

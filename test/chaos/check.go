@@ -62,6 +62,9 @@ func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
 		out = append(out, violation(vCrash, "%v", err))
 	}
 	out = append(out, doubles(s)...)
+	if w.os != nil {
+		out = append(out, w.os.strangersTouched(ctx)...)
+	}
 	if w.fake != nil {
 		out = append(out, w.oldKeyUsed()...)
 	}
@@ -106,6 +109,14 @@ func doubles(s *snapshot) []Violation {
 	}
 	var out []Violation
 	for a, names := range holders {
+		// Octavia's noop network driver gives every load balancer the
+		// same VIP: the judge cannot judge the uniqueness of os's.
+		osVIP := func(name string) bool {
+			return slices.ContainsFunc(s.oslbs[name], func(lb osLB) bool { return lb.VIP == a })
+		}
+		if len(names) > 1 && !slices.ContainsFunc(names, func(n string) bool { return !osVIP(n) }) {
+			continue
+		}
 		if len(names) > 1 {
 			sort.Strings(names)
 			out = append(out, violation(vDouble, "%s is in the status of %v", a, names))
@@ -153,6 +164,15 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 		}
 		out = append(out, violation(vLeak, "%d NLBs tagged for %s, which no live Service wants", len(lbs), name))
 	}
+	for name, lbs := range s.oslbs {
+		if _, ours := m.svcs[name]; ours || m.abandoned[name] {
+			continue
+		}
+		if st := m.strangers[name]; st != nil && !st.protected && s.svcs[name] != nil {
+			continue
+		}
+		out = append(out, violation(vLeak, "%d Octavia load balancers tagged for %s (%v), which no live Service wants", len(lbs), name, lbs))
+	}
 	for name, st := range m.strangers {
 		if svc := s.svcs[name]; st.protected && svc != nil && svc.Annotations[annRecord] != "" {
 			out = append(out, violation(vStranger, "%s: another controller's Service got our record %q", name, svc.Annotations[annRecord]))
@@ -163,7 +183,7 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 		out = append(out, violation(vDeposed, "%s acquired the lease once, does not hold it, and still runs (its last lines:\n%s)", r.Name(), r.LogTail(5)))
 	}
 	if w.rot != nil {
-		out = append(out, violation(vConverge, "the leader has not applied the AWS key %s rotated at step %d (%s ago)", w.key, w.rot.step+1, time.Since(w.rot.at).Round(time.Second)))
+		out = append(out, violation(vConverge, "the leader has not applied the %s credential %s rotated at step %d (%s ago)", w.rot.cloud, w.rotated(), w.rot.step+1, time.Since(w.rot.at).Round(time.Second)))
 	}
 	return append(out, w.metricSettled(ctx, m.cfg, s)...)
 }
@@ -189,7 +209,7 @@ func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, sha
 	for _, b := range want {
 		n := 0
 		for i, a := range addrs {
-			if w.gaveIt(cfg, b, a, s.nlbs[name]) {
+			if w.gaveIt(cfg, b, a, name, s) {
 				used[i] = true
 				n++
 				if shape.IPs != "" && isMetal(b) && a != shape.IPs {
@@ -220,6 +240,11 @@ func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, sha
 	}
 	if wantNLB := slices.Contains(want, "aws"); (nlbs != 1 && wantNLB) || (nlbs != 0 && !wantNLB) {
 		out = append(out, violation(vLeak, "%s (%s) wants %v: %d NLBs", name, shape, want, nlbs))
+	}
+	if s.osErr != nil {
+		out = append(out, violation(vConverge, "%s: the judge cannot list Octavia's load balancers: %v", name, s.osErr))
+	} else if v := osSettled(name, shape, want, addrs, s.oslbs[name], abandoned); v != nil {
+		out = append(out, *v)
 	}
 	if !sameSet(record, want) {
 		out = append(out, violation(vConverge, "%s (%s) wants %v: record %v", name, shape, want, record))
@@ -275,9 +300,12 @@ func requestedElsewhere(name string, shape Shape, want []string, s *snapshot) bo
 
 // gaveIt reports whether backend b gave the status entry a: an address of
 // its pool, or an NLB's name.
-func (w *World) gaveIt(cfg Config, b, a string, nlbs []awsfake.LoadBalancerView) bool {
-	if b == "aws" {
-		return slices.ContainsFunc(nlbs, func(lb awsfake.LoadBalancerView) bool { return lb.DNSName == a })
+func (w *World) gaveIt(cfg Config, b, a, name string, s *snapshot) bool {
+	switch b {
+	case "aws":
+		return slices.ContainsFunc(s.nlbs[name], func(lb awsfake.LoadBalancerView) bool { return lb.DNSName == a })
+	case "os":
+		return slices.ContainsFunc(s.oslbs[name], func(lb osLB) bool { return lb.VIP == a && lb.Status == "ACTIVE" })
 	}
 	ip, err := netip.ParseAddr(a)
 	return err == nil && cfg.metalPool(b).Contains(ip)
@@ -423,4 +451,35 @@ func orphansKept(m *model, s *snapshot) []Violation {
 		}
 	}
 	return out
+}
+
+// osSettled: a Service that wants os has exactly one Octavia load
+// balancer, ACTIVE (its VIP in the status: serviceSettled); one that does
+// not has none (an abandoned one's not in its status are not judged).
+func osSettled(name string, shape Shape, want, addrs []string, lbs []osLB, abandoned bool) *Violation {
+	n := len(lbs)
+	if abandoned {
+		n = 0
+		for _, lb := range lbs {
+			if slices.Contains(addrs, lb.VIP) {
+				n++
+			}
+		}
+		if slices.Contains(want, "os") && n == 0 {
+			n = len(lbs)
+		}
+	}
+	wantOS := slices.Contains(want, "os")
+	switch {
+	case wantOS && n == 1 && lbs[0].Status != "ACTIVE":
+		v := violation(vConverge, "%s (%s) wants %v: its Octavia load balancer %s is %s", name, shape, want, lbs[0].ID, lbs[0].Status)
+		return &v
+	case wantOS && n == 0:
+		v := violation(vConverge, "%s (%s) wants %v: no Octavia load balancer", name, shape, want)
+		return &v
+	case n > 1 || (!wantOS && n != 0):
+		v := violation(vLeak, "%s (%s) wants %v: %d Octavia load balancers %v", name, shape, want, n, lbs)
+		return &v
+	}
+	return nil
 }

@@ -19,10 +19,7 @@ func NewRand(seed uint64) *Rand { return rand.New(rand.NewPCG(seed, seed^0x9e377
 // Rand is math/rand/v2's generator.
 type Rand = rand.Rand
 
-const (
-	clusterID = "chaos"
-	region    = "eu-west-1"
-)
+const region = "eu-west-1"
 
 // awsKeyID is the AWS access key ID of generation gen (AWSKeyRotate).
 func awsKeyID(gen int) string { return fmt.Sprintf("AKIDCHAOS%04d", gen) }
@@ -31,10 +28,12 @@ func awsKeyID(gen int) string { return fmt.Sprintf("AKIDCHAOS%04d", gen) }
 // shrunk to its upper half (a /28), and metal's reserved pool (not
 // auto-assigned) holding the strangers' addresses.
 var (
-	metalBig    = netip.MustParsePrefix("192.0.2.0/27")
-	metalSmall  = netip.MustParsePrefix("192.0.2.16/28")
-	metal2Big   = netip.MustParsePrefix("198.51.100.0/27")
-	metal2Small = netip.MustParsePrefix("198.51.100.16/28")
+	metalBig   = netip.MustParsePrefix("192.0.2.0/27")
+	metalSmall = netip.MustParsePrefix("192.0.2.16/28")
+	// metal2's pool is not in 198.51.100.0/24, where Octavia's noop
+	// network driver puts every VIP (198.51.100.1: osNoopVIP).
+	metal2Big   = netip.MustParsePrefix("203.0.113.0/27")
+	metal2Small = netip.MustParsePrefix("203.0.113.16/28")
 	reserved    = netip.MustParsePrefix("192.0.2.64/29")
 )
 
@@ -56,7 +55,7 @@ func (c Config) metalPool(b string) netip.Prefix {
 
 // configured reports whether backend b is in the configuration.
 func (c Config) configured(b string) bool {
-	return b == "metal" || b == "aws" || (b == "metal2" && c.Metal2)
+	return b == "metal" || b == "aws" || (b == "metal2" && c.Metal2) || (b == "os" && c.OS)
 }
 
 // drain is the configuration's drain period.
@@ -127,9 +126,9 @@ func (c Config) drainOf(s Shape) time.Duration {
 
 // render writes the cloud-config; keyDir holds the AWS credentials' secret
 // files (writeKey).
-func (c Config) render(awsURL, vpc, keyDir string, vs vcsim.Backend) string {
+func (c Config) render(cluster, awsURL, vpc, keyDir string, vs vcsim.Backend) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "apiVersion: multicloud-ccm.io/v1alpha1\nkind: CloudConfig\nclusterID: %s\nloadBalancer:\n", clusterID)
+	fmt.Fprintf(&w, "apiVersion: multicloud-ccm.io/v1alpha1\nkind: CloudConfig\nclusterID: %s\nloadBalancer:\n", cluster)
 	if c.Default != "" {
 		fmt.Fprintf(&w, "  defaultBackend: %s\n", c.Default)
 	}

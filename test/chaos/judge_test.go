@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,7 +62,7 @@ func TestGenerateCoversEveryKind(t *testing.T) {
 		}
 	}
 	for _, k := range []Kind{SvcApply, SvcDelete, SvcRecreate, StrangerApply, NodeJoin, NodeLeave, NodeExclude, NodeAddress,
-		NodeReady, NodeTerminate, Reload, KillLeader, PauseLeader, AWSThrottle, AWSOutage, AWSKeyRotate, WatchDelay, WatchDrop} {
+		NodeReady, NodeTerminate, Reload, KillLeader, PauseLeader, AWSThrottle, AWSOutage, AWSKeyRotate, VSphereRotate, WatchDelay, WatchDrop} {
 		if !kinds[k] {
 			t.Errorf("no %s in 1,000 steps", k)
 		}
@@ -188,7 +189,7 @@ func TestRenderClasses(t *testing.T) {
 		{Config{NoMetalClass: true}, []string{classBoth}, []string{classMetal}},
 		{Config{NoMetalClass: true, NoBothClass: true}, []string{"classes: []"}, []string{classMetal, classBoth}},
 	} {
-		out := tc.cfg.render("http://127.0.0.1:1", "vpc-1", "/keys", vcsim.Backend{Name: "onprem"})
+		out := tc.cfg.render("chaos1", "http://127.0.0.1:1", "vpc-1", "/keys", vcsim.Backend{Name: "onprem"})
 		for _, w := range tc.want {
 			if !strings.Contains(out, w) {
 				t.Errorf("%s: no %q in\n%s", tc.cfg, w, out)
@@ -238,7 +239,7 @@ func TestRotationDisturbed(t *testing.T) {
 	nlbs := map[string][]awsfake.LoadBalancerView{"s0": {{ARN: "arn-1", DNSName: "nlb-1.elb"}}}
 	before := &snapshot{svcs: map[string]*corev1.Service{"s0": svc}, nodes: map[string]*corev1.Node{"aws-0": node}, nlbs: nlbs}
 	f := stableFacts{svcs: map[string]string{"s0": serviceFacts(svc, before, true)}, nodes: map[string]string{"aws-0": nodeFacts(node)}}
-	if v := disturbed(f, before, 4, false); len(v) != 0 {
+	if v := disturbed(f, before, 4, false, "aws"); len(v) != 0 {
 		t.Fatalf("nothing changed: %v", v)
 	}
 	// A sync failed by a cloud fault meanwhile turns LoadBalancerReady
@@ -246,10 +247,10 @@ func TestRotationDisturbed(t *testing.T) {
 	failed := svc.DeepCopy()
 	failed.Status.Conditions = []metav1.Condition{{Type: condReady, Status: metav1.ConditionFalse}}
 	withFailed := &snapshot{svcs: map[string]*corev1.Service{"s0": failed}, nodes: before.nodes, nlbs: nlbs}
-	if v := disturbed(f, withFailed, 4, true); len(v) != 0 {
+	if v := disturbed(f, withFailed, 4, true, "aws"); len(v) != 0 {
 		t.Errorf("a failed sync under a cloud fault: %v", v)
 	}
-	if v := disturbed(f, withFailed, 4, false); len(v) != 1 {
+	if v := disturbed(f, withFailed, 4, false, "aws"); len(v) != 1 {
 		t.Errorf("a failed sync with no cloud fault: %v, want one %s", v, vRotation)
 	}
 	newNLB := &snapshot{svcs: before.svcs, nodes: before.nodes, nlbs: map[string][]awsfake.LoadBalancerView{"s0": {{ARN: "arn-2", DNSName: "nlb-1.elb"}}}}
@@ -264,7 +265,7 @@ func TestRotationDisturbed(t *testing.T) {
 		"Node relabeled":  {svcs: before.svcs, nodes: map[string]*corev1.Node{"aws-0": relabeled}, nlbs: nlbs},
 		"Node gone":       {svcs: before.svcs, nodes: map[string]*corev1.Node{}, nlbs: nlbs},
 	} {
-		if v := disturbed(f, after, 4, true); len(v) != 1 || v[0].Class != vRotation || !strings.Contains(v[0].What, "step 5") {
+		if v := disturbed(f, after, 4, true, "vsphere"); len(v) != 1 || v[0].Class != vRotation || !strings.Contains(v[0].What, "step 5") {
 			t.Errorf("%s: %v, want one %s", name, v, vRotation)
 		}
 	}
@@ -355,5 +356,72 @@ func TestTreeSeed(t *testing.T) {
 	write("main.go", "package main // changed\n")
 	if seedNow("git tree ") != committed {
 		t.Fatal("the committed tree, restored, drew another seed")
+	}
+}
+
+// TestGenerateOpenStack: with OpenStack, Services draw os alone and
+// beside another backend, Octavia's faults are drawn, and reloads keep os
+// configured; without it nothing names os (the fixed seeds draw what they
+// drew before os joined). The distribution is logged.
+func TestGenerateOpenStack(t *testing.T) {
+	kinds := map[Kind]int{}
+	routings := map[string]int{}
+	total := 0
+	for seed := range uint64(10) {
+		for _, op := range GenerateFor(seed, 200, Features{OS: true}) {
+			total++
+			kinds[op.Kind]++
+			if op.Shape != nil && (strings.Contains(op.Shape.Backends, "os")) {
+				routings[op.Shape.Backends]++
+			}
+			if op.Config != nil && !op.Config.OS {
+				t.Fatalf("seed %d: a reload dropped os: %s", seed, op)
+			}
+		}
+		for _, op := range Generate(seed, 200) {
+			if op.Kind == OSOutage || op.Kind == OSFail || (op.Shape != nil && strings.Contains(op.Shape.Backends, "os")) || (op.Config != nil && op.Config.OS) {
+				t.Fatalf("seed %d without OpenStack drew %s", seed, op)
+			}
+		}
+	}
+	t.Logf("in %d steps with os: Services routed %v; %s %d, %s %d", total, routings, OSOutage, kinds[OSOutage], OSFail, kinds[OSFail])
+	for _, r := range []string{"os", "metal,os", "aws,os"} {
+		if routings[r] == 0 {
+			t.Errorf("no Service routed %q in %d steps", r, total)
+		}
+	}
+	for _, k := range []Kind{OSOutage, OSFail} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s in %d steps", k, total)
+		}
+	}
+}
+
+// TestDoublesOctaviaVIP: Octavia's noop driver gives every load balancer
+// the same VIP, so two Services served by os show one address: not a
+// violation; the VIP in the status of a Service os does not serve is; no
+// pool of the judge's holds that VIP.
+func TestDoublesOctaviaVIP(t *testing.T) {
+	svc := func(name string, addrs ...string) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		for _, a := range addrs {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: a})
+		}
+		return s
+	}
+	s := &snapshot{svcs: map[string]*corev1.Service{"s0": svc("s0", osNoopVIP), "s1": svc("s1", "192.0.2.1", osNoopVIP)},
+		oslbs: map[string][]osLB{"s0": {{ID: "a", VIP: osNoopVIP}}, "s1": {{ID: "b", VIP: osNoopVIP}}}}
+	if v := doubles(s); len(v) != 0 {
+		t.Fatalf("two Services served by os: %v", v)
+	}
+	s.svcs["s2"] = svc("s2", osNoopVIP)
+	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble {
+		t.Fatalf("the VIP in a Service os does not serve: %v, want one %s", v, vDouble)
+	}
+	vip := netip.MustParseAddr(osNoopVIP)
+	for _, p := range []netip.Prefix{metalBig, metalSmall, metal2Big, metal2Small, reserved} {
+		if p.Contains(vip) {
+			t.Errorf("the pool %s holds Octavia's VIP %s", p, vip)
+		}
 	}
 }

@@ -70,8 +70,10 @@ type drainExpect struct {
 	step         int
 }
 
-func newModel() *model {
-	m := &model{cfg: InitialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}, abandoned: map[string]bool{}, orphans: map[string]orphan{}}
+func newModel() *model { return newModelFor(Features{}) }
+
+func newModelFor(f Features) *model {
+	m := &model{cfg: f.initialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}, abandoned: map[string]bool{}, orphans: map[string]orphan{}}
 	maps.Copy(m.nodes, baseNodes)
 	return m
 }
@@ -84,6 +86,11 @@ type snapshot struct {
 	// nlbs are the NLBs by the name of the Service they are tagged for
 	// (in the judge's namespace).
 	nlbs map[string][]awsfake.LoadBalancerView
+	// oslbs are the run's Octavia load balancers by the Service they are
+	// tagged for; osErr says why the judge could not list them (Octavia
+	// unreachable for it too: the os checks wait for the next look).
+	oslbs map[string][]osLB
+	osErr error
 }
 
 func (w *World) snapshot(ctx context.Context) (*snapshot, error) {
@@ -106,6 +113,11 @@ func (w *World) snapshot(ctx context.Context) (*snapshot, error) {
 		name := strings.TrimPrefix(lb.Tags["kubernetes.io/service-name"], serviceNS+"/")
 		s.nlbs[name] = append(s.nlbs[name], lb)
 	}
+	if w.os != nil {
+		if s.oslbs, s.osErr = w.os.lbs(ctx); s.osErr != nil {
+			w.logf("  listing Octavia's load balancers: %v", s.osErr)
+		}
+	}
 	return s, nil
 }
 
@@ -123,8 +135,11 @@ func ips(svc *corev1.Service) []netip.Addr {
 // holds reports whether backend b serves the Service name in s: an NLB
 // tagged for it, or one of the status's addresses in b's pool under cfg.
 func (s *snapshot) holds(cfg Config, name, b string) bool {
-	if b == "aws" {
+	switch b {
+	case "aws":
 		return len(s.nlbs[name]) > 0
+	case "os":
+		return len(s.oslbs[name]) > 0 || s.osErr != nil
 	}
 	svc := s.svcs[name]
 	if svc == nil {

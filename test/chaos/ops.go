@@ -62,6 +62,12 @@ const (
 	// key, as AWS does once a key is deactivated. Nothing of a Service or a
 	// Node may change; no request may carry the old key afterwards.
 	AWSKeyRotate Kind = "aws-key-rotate"
+	// VSphereRotate rotates the vCenter's password (generation N) by a
+	// live reload, as AWSKeyRotate does the AWS key: the simulator accepts
+	// both passwords, the judge writes the new one into the secret file,
+	// and once the leader applied it the simulator refuses the old one
+	// (its SessionManager's login check: vcsim.SetPasswords).
+	VSphereRotate Kind = "vsphere-password-rotate"
 	// WatchDelay holds back the leader's watch events for N seconds (a
 	// proxy between it and kube-apiserver): its view of the cluster goes
 	// stale while it leads (Sieve's stale states).
@@ -70,6 +76,13 @@ const (
 	// again (or list again) and may miss the states in between (Sieve's
 	// unobserved states).
 	WatchDrop Kind = "watch-drop"
+	// OSOutage makes every Octavia call answer 503 (Flag) or ends that
+	// (the world's OpenStack only).
+	OSOutage Kind = "os-outage"
+	// OSFail makes the next N mutating Octavia calls answer 503: one step
+	// of a multi-step change fails (the load balancer made, its listener
+	// or pool refused).
+	OSFail Kind = "os-fail"
 )
 
 // Routing annotation and label names the judge sets or reads.
@@ -146,11 +159,18 @@ type Config struct {
 	// still cleaned up); false adds it back.
 	NoMetalClass bool `json:"noMetalClass,omitempty"`
 	NoBothClass  bool `json:"noBothClass,omitempty"`
+	// OS configures the OpenStack backend os (only in a world with the
+	// stack: the generator draws it from the start, never changes it).
+	OS bool `json:"os,omitempty"`
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("metal2=%v default=%q drainPeriod=%s metalPool=%s metal2Pool=%s classes=%v",
+	s := fmt.Sprintf("metal2=%v default=%q drainPeriod=%s metalPool=%s metal2Pool=%s classes=%v",
 		c.Metal2, c.Default, c.Drain, poolWord(c.MetalSmall), poolWord(c.Metal2Small), c.classes())
+	if c.OS {
+		s += " os"
+	}
+	return s
 }
 
 func poolWord(small bool) string {
@@ -186,16 +206,18 @@ func (o Op) String() string {
 		s = fmt.Sprintf("%s %s (%s, providerID %v)", o.Kind, o.Name, o.Cloud, o.Flag)
 	case NodeExclude, NodeReady:
 		s = fmt.Sprintf("%s %s %v", o.Kind, o.Name, o.Flag)
-	case AWSOutage:
+	case AWSOutage, OSOutage:
 		s = fmt.Sprintf("%s %v", o.Kind, o.Flag)
 	case NodeAddress:
 		s = fmt.Sprintf("%s %s %s", o.Kind, o.Name, o.Addr)
 	case Reload:
 		s = fmt.Sprintf("%s: %s", o.Kind, o.Config)
-	case AWSThrottle:
+	case AWSThrottle, OSFail:
 		s = fmt.Sprintf("%s %d calls", o.Kind, o.N)
 	case AWSKeyRotate:
 		s = fmt.Sprintf("%s to %s", o.Kind, awsKeyID(o.N))
+	case VSphereRotate:
+		s = fmt.Sprintf("%s to %s", o.Kind, vsPassword(o.N))
 	case WatchDelay:
 		s = fmt.Sprintf("%s %ds", o.Kind, o.N)
 	default:
@@ -224,6 +246,20 @@ var (
 // InitialConfig is the configuration every run starts with.
 func InitialConfig() Config { return Config{Metal2: true, Default: "metal", Drain: "3s"} }
 
+// Features are the optional parts of the world a sequence is drawn for.
+type Features struct {
+	// OS: the OpenStack stack is up; the backend os is configured, and
+	// Services, several-backend Services and faults draw on it.
+	OS bool `json:"os,omitempty"`
+}
+
+// initialConfig is InitialConfig with the backends f adds.
+func (f Features) initialConfig() Config {
+	c := InitialConfig()
+	c.OS = f.OS
+	return c
+}
+
 // nodeState is what the generator knows of one Node.
 type nodeState struct {
 	cloud      string
@@ -248,13 +284,21 @@ type generator struct {
 	nodes       map[string]*nodeState
 	cfg         Config
 	outage      int // steps left before the outage ends (0: none)
-	keyGen      int // the AWS key's generation (0: the first)
+	osOutage    int // the same, of Octavia
+	keyGen      int // the credentials' generation (0: the first)
+	os          bool
 }
 
-// Generate draws steps operations from seed.
-func Generate(seed uint64, steps int) []Op {
+// Generate draws steps operations from seed, for the world without
+// OpenStack.
+func Generate(seed uint64, steps int) []Op { return GenerateFor(seed, steps, Features{}) }
+
+// GenerateFor draws steps operations from seed for a world with f. Without
+// a feature it draws what Generate always drew: the fixed seeds' sequences
+// do not change.
+func GenerateFor(seed uint64, steps int, f Features) []Op {
 	g := &generator{rnd: NewRand(seed), shapes: map[string]*Shape{}, prevRouting: map[string][2]string{}, strangers: map[string]bool{},
-		nodes: map[string]*nodeState{}, cfg: InitialConfig()}
+		nodes: map[string]*nodeState{}, cfg: f.initialConfig(), os: f.OS}
 	for _, n := range metalNodes {
 		g.nodes[n] = &nodeState{cloud: "metal"}
 	}
@@ -285,6 +329,21 @@ func (g *generator) next() (Op, bool) {
 			return Op{Kind: AWSOutage, Flag: false}, true
 		}
 	}
+	if g.osOutage > 0 {
+		g.osOutage--
+		if g.osOutage == 0 {
+			return Op{Kind: OSOutage, Flag: false}, true
+		}
+	}
+	// Octavia's faults draw only with os (the draws without it are those
+	// of the fixed seeds).
+	if g.os && g.rnd.IntN(100) < 5 {
+		if g.osOutage > 0 || g.rnd.IntN(3) > 0 {
+			return Op{Kind: OSFail, N: 1 + g.rnd.IntN(3)}, true
+		}
+		g.osOutage = 2 + g.rnd.IntN(3)
+		return Op{Kind: OSOutage, Flag: true}, true
+	}
 	switch p := g.rnd.IntN(100); {
 	case p < 58:
 		return g.service()
@@ -295,7 +354,12 @@ func (g *generator) next() (Op, bool) {
 	case p < 87:
 		return g.reload(), true
 	case p < 89:
+		// A credential rotated: the AWS key or the vCenter's password, one
+		// generation counter for both.
 		g.keyGen++
+		if g.rnd.IntN(2) == 0 {
+			return Op{Kind: VSphereRotate, N: g.keyGen}, true
+		}
 		return Op{Kind: AWSKeyRotate, N: g.keyGen}, true
 	case p < 91:
 		return Op{Kind: KillLeader}, true
@@ -350,6 +414,9 @@ func (g *generator) routing() (backends, class string) {
 	choices := []string{"metal", "aws", "metal,aws", "", "class:" + classMetal, "class:" + classBoth}
 	if g.cfg.Metal2 {
 		choices = append(choices, "metal2", "metal,metal2", "metal2,aws")
+	}
+	if g.os {
+		choices = append(choices, "os", "os", "metal,os", "aws,os")
 	}
 	c := pick(g.rnd, choices)
 	if cl, ok := strings.CutPrefix(c, "class:"); ok {

@@ -24,7 +24,7 @@ const hashMetric = "multicloud_ccm_config_hash"
 // operator keeps the old key active until the new one is in use.
 const rotateGrace = 5 * time.Second
 
-// rotation is an AWS key rotation whose old key the fake still accepts:
+// rotation is a credential rotation whose old credential the cloud still accepts:
 // the judge deactivates it rotateGrace after the leader applied the new
 // one.
 type rotation struct {
@@ -35,17 +35,32 @@ type rotation struct {
 	at     time.Time
 	// applied is when the judge saw the leader apply it (zero: not yet).
 	applied time.Time
+	// cloud is aws or vsphere.
+	cloud string
 }
 
-// rotateKey rotates the AWS credentials to generation gen (AWSKeyRotate),
-// at step i: the fake accepts both keys, the secret files get the new one,
-// and rotateGrace after the leader applied it (its configuration hash
-// changed) the fake refuses the old one. What was settled before must not have changed
-// (rotationDisturbed); no request may carry the old key afterwards
-// (oldKeyUsed, a safety check).
-func (w *World) rotateKey(ctx context.Context, m *model, gen, i int) []Violation {
-	next := awsKeyID(gen)
-	if next == w.key {
+// vsPassword is the vCenter password of generation gen (VSphereRotate:
+// 1, 2, ...; the world starts with the simulator's own).
+func vsPassword(gen int) string { return fmt.Sprintf("chaos-vc-password-%d", gen) }
+
+// rotateKey rotates a credential at step i: the AWS backend's access key
+// to generation op.N (AWSKeyRotate), or the vCenter's password
+// (VSphereRotate). The cloud accepts the old credential and the new one,
+// the secret files get the new one, and rotateGrace after the leader
+// applied it (its configuration hash changed) the cloud refuses the old
+// one. What was settled before must not have changed (rotationDisturbed);
+// no request (AWS) or login (vCenter) may carry the old credential
+// afterwards (oldKeyUsed, a safety check).
+func (w *World) rotateKey(ctx context.Context, m *model, op Op, i int) []Violation {
+	cloud, next, cur := "aws", awsKeyID(op.N), w.key
+	if op.Kind == VSphereRotate {
+		cloud, next, cur = "vsphere", vsPassword(op.N), w.vsPass
+	}
+	if next == cur {
+		return nil
+	}
+	if w.rot != nil && w.rot.cloud != cloud {
+		w.logf("  not rotating: the %s rotation of step %d is not complete", w.rot.cloud, w.rot.step+1)
 		return nil
 	}
 	before, err := w.snapshot(ctx)
@@ -53,7 +68,7 @@ func (w *World) rotateKey(ctx context.Context, m *model, gen, i int) []Violation
 		return []Violation{violation(vCrash, "the API server: %v", err)}
 	}
 	stable := w.stable(ctx, m, before)
-	rot := &rotation{hashes: map[*framework.CCM]int{}, step: i, at: time.Now()}
+	rot := &rotation{hashes: map[*framework.CCM]int{}, step: i, at: time.Now(), cloud: cloud}
 	for _, r := range w.replicas {
 		if exited, _ := r.Exited(); exited || r == w.paused {
 			continue
@@ -62,12 +77,21 @@ func (w *World) rotateKey(ctx context.Context, m *model, gen, i int) []Violation
 			rot.hashes[r] = h
 		}
 	}
-	w.retired = append(w.retired, w.key)
-	w.fake.SetAccessKeys(append(slices.Clone(w.retired), next)...)
-	if err := w.writeKey(gen); err != nil {
+	if cloud == "aws" {
+		w.retired = append(w.retired, w.key)
+		w.fake.SetAccessKeys(append(slices.Clone(w.retired), next)...)
+		err = w.writeKey(op.N)
+		w.key = next
+	} else {
+		w.vsRetired = append(w.vsRetired, w.vsPass)
+		w.vsRefused = w.sim.SetPasswords(append(slices.Clone(w.vsRetired), next)...)
+		err = w.writeVSCredentials(next)
+		w.vsPass = next
+	}
+	if err != nil {
 		return []Violation{violation(vCrash, "%v", err)}
 	}
-	w.key, w.rot = next, rot
+	w.rot = rot
 	throttling := w.fake.TotalAttempts() < w.throttleEnd
 	// Wait for the leader to apply it (a reload: 500 ms period) and the
 	// grace, then a little longer for what the rebuilt backend might do.
@@ -101,7 +125,7 @@ func (w *World) rotateKey(ctx context.Context, m *model, gen, i int) []Violation
 		w.logf("  not judging what the rotation of step %d changed: a failover is under way", i+1)
 		return nil
 	}
-	return disturbed(stable, after, i, faulted)
+	return disturbed(stable, after, i, faulted, cloud)
 }
 
 // deactivate makes the fake refuse the keys rotated away rotateGrace
@@ -124,16 +148,44 @@ func (w *World) deactivate(ctx context.Context) bool {
 			}
 		}
 		w.rot.applied = time.Now()
-		w.logf("  %s applied the AWS key %s %s after the rotation", l.Name(), w.key, time.Since(w.rot.at).Round(time.Millisecond))
+		w.logf("  %s applied the %s credential %s %s after the rotation", l.Name(), w.rot.cloud, w.rotated(), time.Since(w.rot.at).Round(time.Millisecond))
 	}
 	if time.Since(w.rot.applied) < rotateGrace {
 		return false
 	}
-	w.fake.SetAccessKeys(w.key)
-	w.rejectedSeen = w.fake.Rejected()
-	w.logf("  the fake refuses %v from now on (%s after the leader applied %s)", w.retired, time.Since(w.rot.applied).Round(time.Millisecond), w.key)
+	if w.rot.cloud == "aws" {
+		w.fake.SetAccessKeys(w.key)
+		w.rejectedSeen = w.fake.Rejected()
+		w.logf("  the fake refuses %v from now on (%s after the leader applied %s)", w.retired, time.Since(w.rot.applied).Round(time.Millisecond), w.key)
+	} else {
+		w.vsRefused = w.sim.SetPasswords(w.vsPass)
+		w.vsRefusedSeen = w.vsOldLogins()
+		w.logf("  the vCenter refuses the %d retired passwords from now on (%s after the leader applied generation %d)", len(w.vsRetired), time.Since(w.rot.applied).Round(time.Millisecond), len(w.vsRetired))
+	}
 	w.rot = nil
 	return true
+}
+
+// rotated is the credential the pending rotation brings in.
+func (w *World) rotated() string {
+	if w.rot != nil && w.rot.cloud == "vsphere" {
+		return fmt.Sprintf("password of generation %d", len(w.vsRetired))
+	}
+	return "key " + w.key
+}
+
+// vsOldLogins is how many vCenter logins tried a retired password.
+func (w *World) vsOldLogins() int {
+	if w.vsRefused == nil {
+		return 0
+	}
+	n := 0
+	for pw, c := range w.vsRefused() {
+		if slices.Contains(w.vsRetired, pw) {
+			n += c
+		}
+	}
+	return n
 }
 
 // oldKeyUsed reports requests the fake refused for a deactivated key since
@@ -141,9 +193,15 @@ func (w *World) deactivate(ctx context.Context) bool {
 // rotated key, no replica may sign with the old one, a standby taking
 // over included.
 func (w *World) oldKeyUsed() []Violation {
+	var out []Violation
+	if n := w.vsOldLogins(); n > w.vsRefusedSeen {
+		out = append(out, violation(vOldKey, "%d vCenter logins with a retired password since the last check (the password in use is generation %d); leader %s",
+			n-w.vsRefusedSeen, len(w.vsRetired), leaderName(w.leader())))
+		w.vsRefusedSeen = n
+	}
 	n := w.fake.Rejected()
 	if n <= w.rejectedSeen {
-		return nil
+		return out
 	}
 	var actions []string
 	for a := range w.fake.CallCounts() {
@@ -155,7 +213,7 @@ func (w *World) oldKeyUsed() []Violation {
 	v := violation(vOldKey, "%d requests signed with a deactivated AWS key since the last check (the key in use is %s; the last %v); leader %s",
 		n-w.rejectedSeen, w.key, actions, leaderName(w.leader()))
 	w.rejectedSeen = n
-	return []Violation{v}
+	return append(out, v)
 }
 
 func leaderName(c *framework.CCM) string {
@@ -205,6 +263,9 @@ func serviceFacts(svc *corev1.Service, s *snapshot, conditions bool) string {
 	for _, lb := range s.nlbs[svc.Name] {
 		arns = append(arns, lb.ARN)
 	}
+	for _, lb := range s.oslbs[svc.Name] {
+		arns = append(arns, lb.ID)
+	}
 	slices.Sort(arns)
 	for _, c := range svc.Status.Conditions {
 		if c.Type == condReady || strings.HasPrefix(c.Type, condBackend) {
@@ -239,24 +300,25 @@ func uninitialized(n *corev1.Node) bool {
 // disturbed compares what was settled before the rotation of step i with
 // the world after it; the Services' conditions only when no cloud fault
 // failed calls meanwhile (faulted false).
-func disturbed(f stableFacts, after *snapshot, i int, faulted bool) []Violation {
+func disturbed(f stableFacts, after *snapshot, i int, faulted bool, cloud string) []Violation {
+	what := map[string]string{"aws": "AWS key", "vsphere": "vCenter password"}[cloud]
 	var out []Violation
 	for _, name := range slices.Sorted(maps.Keys(f.svcs)) {
 		was := f.svcs[name]
 		svc := after.svcs[name]
 		if svc == nil {
-			out = append(out, violation(vRotation, "%s was settled (%s) and is gone after the AWS key rotation of step %d", name, was, i+1))
+			out = append(out, violation(vRotation, "%s was settled (%s) and is gone after the %s rotation of step %d", name, was, what, i+1))
 		} else if now := serviceFacts(svc, after, true); now != was && (!faulted || now[:strings.Index(now, ", conditions")] != was[:strings.Index(was, ", conditions")]) {
-			out = append(out, violation(vRotation, "%s changed across the AWS key rotation of step %d: %s, now %s", name, i+1, was, now))
+			out = append(out, violation(vRotation, "%s changed across the %s rotation of step %d: %s, now %s", name, what, i+1, was, now))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.nodes)) {
 		was := f.nodes[name]
 		n := after.nodes[name]
 		if n == nil {
-			out = append(out, violation(vRotation, "Node %s (%s) is gone after the AWS key rotation of step %d", name, was, i+1))
+			out = append(out, violation(vRotation, "Node %s (%s) is gone after the %s rotation of step %d", name, was, what, i+1))
 		} else if now := nodeFacts(n); now != was {
-			out = append(out, violation(vRotation, "Node %s changed across the AWS key rotation of step %d: %s, now %s", name, i+1, was, now))
+			out = append(out, violation(vRotation, "Node %s changed across the %s rotation of step %d: %s, now %s", name, what, i+1, was, now))
 		}
 	}
 	return out

@@ -32,6 +32,8 @@ type RunOptions struct {
 	// Ignore are violation classes only logged, not judged (a defect known
 	// and being fixed, while the judge hunts others).
 	Ignore []string
+	// Features are the world's optional parts (the sequence's).
+	Features Features
 }
 
 // Result is what one run found.
@@ -80,7 +82,10 @@ func Run(ctx context.Context, ops []Op, opts RunOptions) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	w, err := startWorld(ctx, opts.Dir, opts.Logf)
+	if opts.Features.OS {
+		opts.Settle = max(opts.Settle, osSettle)
+	}
+	w, err := startWorld(ctx, opts.Dir, opts.Features, opts.Logf)
 	var mb *missingBinaries
 	if errors.As(err, &mb) {
 		return nil, fmt.Errorf("%w: %w", ErrMissingBinaries, err)
@@ -90,7 +95,7 @@ func Run(ctx context.Context, ops []Op, opts RunOptions) (*Result, error) {
 	}
 	opts.Logf("world up in %s (%s)", time.Since(start).Round(time.Millisecond), opts.Dir)
 	res := &Result{Dir: opts.Dir, Step: len(ops), Counts: map[Kind]int{}}
-	m := newModel()
+	m := newModelFor(opts.Features)
 	w.ignore = opts.Ignore
 	res.Violations, res.Step = w.steps(ctx, m, ops, res.Counts)
 	if len(res.Violations) == 0 {
@@ -98,6 +103,10 @@ func Run(ctx context.Context, ops []Op, opts RunOptions) (*Result, error) {
 	}
 	if len(res.Violations) == 0 {
 		res.Violations = w.judged(w.growth(ctx))
+	}
+	if w.os != nil {
+		calls, failed := w.os.proxy.counts()
+		opts.Logf("Octavia: %d calls of the replicas, %d of them failed by the judge (os-outage, os-fail)", calls, failed)
 	}
 	res.Found = time.Since(start)
 	res.Violations = append(res.Violations, w.judged(w.panics())...)
@@ -125,8 +134,8 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 		w.deactivate(ctx)
 		w.logf("step %d/%d: %s", i+1, len(ops), op)
 		var found []Violation
-		if op.Kind == AWSKeyRotate {
-			found = w.rotateKey(ctx, m, op.N, i)
+		if op.Kind == AWSKeyRotate || op.Kind == VSphereRotate {
+			found = w.rotateKey(ctx, m, op, i)
 		} else if err := w.apply(ctx, op); err != nil {
 			w.logf("  step %d did not apply: %v", i+1, err)
 		}
@@ -154,6 +163,10 @@ func (w *World) quiesce(ctx context.Context, m *model, opts RunOptions) []Violat
 	w.outage = false
 	w.fake.Throttle(0)
 	w.throttleEnd = 0
+	if w.os != nil {
+		w.os.proxy.setDown(false)
+		w.os.proxy.fail(0)
+	}
 	w.resume(true)
 	for _, p := range w.proxies {
 		p.hold(0)
@@ -193,11 +206,14 @@ func summary(m *model, s *snapshot) string {
 		want, _ := m.cfg.wanted(m.svcs[name])
 		parts = append(parts, fmt.Sprintf("%s%v=%v", name, want, ingress(svc)))
 	}
-	nlbs := 0
+	nlbs, oslbs := 0, 0
 	for _, lbs := range s.nlbs {
 		nlbs += len(lbs)
 	}
-	return fmt.Sprintf("%d NLBs, %d Nodes; %s", nlbs, len(s.nodes), strings.Join(parts, " "))
+	for _, lbs := range s.oslbs {
+		oslbs += len(lbs)
+	}
+	return fmt.Sprintf("%d NLBs, %d Octavia load balancers, %d Nodes; %s", nlbs, oslbs, len(s.nodes), strings.Join(parts, " "))
 }
 
 // judged drops the violations of the ignored classes, logging them.
@@ -215,6 +231,8 @@ func (w *World) judged(vs []Violation) []Violation {
 type Replay struct {
 	Seed  uint64 `json:"seed"`
 	Steps int    `json:"steps"`
+	// Features are the world the sequence was drawn for.
+	Features Features `json:"features"`
 	// Violations are what the sequence broke when it was written.
 	Violations []Violation `json:"violations"`
 	Ops        []Op        `json:"ops"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,11 @@ type World struct {
 	Dir string
 	cp  *framework.ControlPlane
 	c   kubernetes.Interface
+	// cluster is the run's cluster ID, its own: the OpenStack stack is
+	// shared with other runs and tests.
+	cluster string
+	// os is the world's OpenStack (nil: none, Features.OS false).
+	os *osCloud
 
 	fake   *awsfake.Server
 	awsRun *awsfake.Running
@@ -55,6 +61,16 @@ type World struct {
 	key     string
 	rot     *rotation
 	retired []string
+	// vsCredDir holds the vCenter's credentials' secret files; vsPass is
+	// the password they hold, vsRetired the passwords rotated away,
+	// vsRefused the simulator's count of refused logins by password and
+	// vsRefusedSeen how many of them tried a retired password when the
+	// judge last looked (VSphereRotate).
+	vsCredDir     string
+	vsPass        string
+	vsRetired     []string
+	vsRefused     func() map[string]int
+	vsRefusedSeen int
 	// rejectedSeen is how many requests the fake had refused for their
 	// key when the judge last looked.
 	rejectedSeen int
@@ -86,7 +102,7 @@ type World struct {
 }
 
 // startWorld starts everything and waits until one replica leads.
-func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *World, err error) {
+func startWorld(ctx context.Context, dir string, f Features, logf func(string, ...any)) (w *World, err error) {
 	bins, err := framework.FindBinaries()
 	if err == nil {
 		err = bins.Check(bins.All())
@@ -94,7 +110,8 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 	if err != nil {
 		return nil, &missingBinaries{err}
 	}
-	w = &World{Dir: dir, logf: logf, killed: map[*framework.CCM]bool{}, proxies: map[*framework.CCM]*watchProxy{}}
+	w = &World{Dir: dir, logf: logf, killed: map[*framework.CCM]bool{}, proxies: map[*framework.CCM]*watchProxy{},
+		cluster: fmt.Sprintf("chaos%06x", rand.Uint32()>>8)} //nolint:gosec // a name, not a secret.
 	defer func() {
 		if err != nil {
 			w.stop()
@@ -108,7 +125,7 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 		return w, fmt.Errorf("namespace: %w", err)
 	}
 	w.fake = awsfake.New(region)
-	w.seeded = w.fake.Seed(awsfake.SeedSpec{ClusterID: clusterID, Instances: 2})
+	w.seeded = w.fake.Seed(awsfake.SeedSpec{ClusterID: w.cluster, Instances: 2})
 	w.key = awsKeyID(0)
 	w.fake.SetAccessKeys(w.key)
 	if w.awsRun, err = w.fake.Start("127.0.0.1:0"); err != nil {
@@ -125,12 +142,22 @@ func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (w *
 	for i, name := range cloudNodes["vsphere"] {
 		w.vsNodes[name] = w.sim.VMs[i]
 	}
+	if f.OS {
+		if w.os, err = startOpenStack(ctx, w.cluster); err != nil {
+			return w, fmt.Errorf("OpenStack: %w", err)
+		}
+	}
 	w.cfgPath = filepath.Join(dir, "cloud-config.yaml")
 	w.keyDir = filepath.Join(dir, "aws-credentials")
 	if err = w.writeKey(0); err != nil {
 		return w, err
 	}
-	if err = w.writeConfig(InitialConfig()); err != nil {
+	w.vsCredDir, w.vsPass = filepath.Join(dir, "vsphere-credentials"), w.sim.Password
+	w.vsRefused = w.sim.SetPasswords(w.vsPass)
+	if err = w.writeVSCredentials(w.vsPass); err != nil {
+		return w, err
+	}
+	if err = w.writeConfig(f.initialConfig()); err != nil {
 		return w, err
 	}
 	w.opts = framework.CCMOptions{
@@ -352,7 +379,17 @@ func (w *World) replicasAlive(ctx context.Context) error {
 
 func (w *World) writeConfig(c Config) error {
 	tmp := w.cfgPath + ".tmp"
-	if err := os.WriteFile(tmp, []byte(c.render(w.awsRun.URL, w.seeded.VPCID, w.keyDir, w.vs)), 0o600); err != nil {
+	text := c.render(w.cluster, w.awsRun.URL, w.seeded.VPCID, w.keyDir, w.vs)
+	// The vCenter's credentials come from secret files too (a rotation
+	// rewrites them), not from the environment vcsim.Backend sets.
+	for _, kv := range w.vs.Env() {
+		name, _, _ := strings.Cut(kv, "=")
+		text = strings.ReplaceAll(text, "{env: "+name+"}", "{file: "+filepath.Join(w.vsCredDir, name)+"}")
+	}
+	if c.OS && w.os != nil {
+		text += w.os.yaml()
+	}
+	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
 		return fmt.Errorf("cloud-config: %w", err)
 	}
 	return os.Rename(tmp, w.cfgPath)
@@ -372,6 +409,28 @@ func (w *World) writeKey(gen int) error {
 		}
 		if err := os.Rename(path+".tmp", path); err != nil {
 			return fmt.Errorf("AWS credentials: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeVSCredentials writes the vCenter's user and password into the
+// secret files the cloud-config references, the password last.
+func (w *World) writeVSCredentials(password string) error {
+	if err := os.MkdirAll(w.vsCredDir, 0o700); err != nil {
+		return err
+	}
+	for _, kv := range w.vs.Env() {
+		name, v, _ := strings.Cut(kv, "=")
+		if strings.HasSuffix(name, "_PASSWORD") {
+			v = password
+		}
+		path := filepath.Join(w.vsCredDir, name)
+		if err := os.WriteFile(path+".tmp", []byte(v+"\n"), 0o600); err != nil {
+			return fmt.Errorf("vCenter credentials: %w", err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			return fmt.Errorf("vCenter credentials: %w", err)
 		}
 	}
 	return nil
@@ -400,6 +459,9 @@ func (w *World) stop() {
 	}
 	if w.awsRun != nil {
 		_ = w.awsRun.Close()
+	}
+	if w.os != nil {
+		w.os.close()
 	}
 	if w.cp != nil {
 		if err := w.cp.Stop(true); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -39,6 +39,8 @@
 //     TLS verified with caFile) and the environment the CCM needs for it.
 //   - PowerOff, PowerOn, Destroy, AddVM (optionally without guest info, as
 //     a VM whose VMware Tools are not running): changes through the API.
+//   - SetPasswords: the passwords it accepts from now on (a password
+//     rotated), and the logins it refused since.
 //   - Client: a logged-in govmomi client for anything else.
 //
 // Start takes about a second for a handful of VMs; VMs are created through
@@ -50,6 +52,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -193,6 +196,8 @@ type Simulator struct {
 	folder   *object.Folder
 	mu       sync.Mutex
 	closed   bool
+	// refused counts the logins SetPasswords's check refused, by password.
+	refused map[string]int
 }
 
 // cluster is one simulated cluster with its zone, pool and hosts.
@@ -488,6 +493,34 @@ func waitResult(ctx context.Context, what string) func(*object.Task, error) (typ
 		}
 		ref, _ := info.Result.(types.ManagedObjectReference)
 		return ref, nil
+	}
+}
+
+// SetPasswords makes the simulator accept its user with any of passwords
+// (SOAP and REST logins alike), and refuse every other login, as vCenter
+// does once a password is changed; sessions already logged in stay. It
+// returns a function reporting how many logins were refused since, by the
+// password they tried.
+func (s *Simulator) SetPasswords(passwords ...string) func() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	valid := slices.Clone(passwords)
+	if s.refused == nil {
+		s.refused = map[string]int{}
+	}
+	s.model.Map().SessionManager().ValidLogin = func(req *types.Login) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ok := req.UserName == s.User && slices.Contains(valid, req.Password)
+		if !ok {
+			s.refused[req.Password]++
+		}
+		return ok
+	}
+	return func() map[string]int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return maps.Clone(s.refused)
 	}
 }
 
