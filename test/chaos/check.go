@@ -65,9 +65,7 @@ func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
 	if w.os != nil {
 		out = append(out, w.os.strangersTouched(ctx)...)
 	}
-	if w.fake != nil {
-		out = append(out, w.oldKeyUsed()...)
-	}
+	out = append(out, w.oldKeyUsed()...)
 	for name, cloud := range m.nodes {
 		if s.nodes[name] == nil && w.instanceExists(cloud, name) {
 			out = append(out, violation(vNode, "Node %s (%s) is gone, its instance still exists", name, cloud))

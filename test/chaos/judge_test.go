@@ -3,7 +3,12 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -379,18 +385,18 @@ func TestGenerateOpenStack(t *testing.T) {
 			}
 		}
 		for _, op := range Generate(seed, 200) {
-			if op.Kind == OSOutage || op.Kind == OSFail || (op.Shape != nil && strings.Contains(op.Shape.Backends, "os")) || (op.Config != nil && op.Config.OS) {
+			if op.Kind == OSOutage || op.Kind == OSFail || op.Kind == OSRotate || (op.Shape != nil && strings.Contains(op.Shape.Backends, "os")) || (op.Config != nil && op.Config.OS) {
 				t.Fatalf("seed %d without OpenStack drew %s", seed, op)
 			}
 		}
 	}
-	t.Logf("in %d steps with os: Services routed %v; %s %d, %s %d", total, routings, OSOutage, kinds[OSOutage], OSFail, kinds[OSFail])
+	t.Logf("in %d steps with os: Services routed %v; %s %d, %s %d, %s %d", total, routings, OSOutage, kinds[OSOutage], OSFail, kinds[OSFail], OSRotate, kinds[OSRotate])
 	for _, r := range []string{"os", "metal,os", "aws,os"} {
 		if routings[r] == 0 {
 			t.Errorf("no Service routed %q in %d steps", r, total)
 		}
 	}
-	for _, k := range []Kind{OSOutage, OSFail} {
+	for _, k := range []Kind{OSOutage, OSFail, OSRotate} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s in %d steps", k, total)
 		}
@@ -423,5 +429,81 @@ func TestDoublesOctaviaVIP(t *testing.T) {
 		if p.Contains(vip) {
 			t.Errorf("the pool %s holds Octavia's VIP %s", p, vip)
 		}
+	}
+}
+
+// TestVSphereOldPasswordRefused: after a rotation the simulator refuses
+// the old password and counts the attempt, which the judge reports as
+// old-credential-used; the new password logs in.
+func TestVSphereOldPasswordRefused(t *testing.T) {
+	ctx := context.Background()
+	sim, err := vcsim.Start(ctx, vcsim.Options{VMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	login := func(password string) error {
+		u, err := url.Parse(sim.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(sim.User, password)
+		c, err := govmomi.NewClient(ctx, u, true)
+		if err == nil {
+			_ = c.Logout(ctx)
+		}
+		return err
+	}
+	w := &World{sim: sim, vsPass: vsPassword(1), vsRetired: []string{sim.Password}}
+	w.vsRefused = sim.SetPasswords(vsPassword(1))
+	if err := login(vsPassword(1)); err != nil {
+		t.Fatalf("the new password: %v", err)
+	}
+	if v := w.oldKeyUsed(); len(v) != 0 {
+		t.Fatalf("no old password tried: %v", v)
+	}
+	if err := login(sim.Password); err == nil {
+		t.Fatal("the retired password logged in")
+	}
+	if v := w.oldKeyUsed(); len(v) != 1 || v[0].Class != vOldKey {
+		t.Fatalf("the retired password tried: %v, want one %s", v, vOldKey)
+	}
+}
+
+// TestOpenStackOldCredentialCounted: logins with a deleted application
+// credential and Octavia's 401s count as uses of an old credential; a
+// login with the one in use does not.
+func TestOpenStackOldCredentialCounted(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Auth-Token") == "revoked" {
+			rw.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	o := &osCloud{keystone: &keystoneProxy{rp: httputil.NewSingleHostReverseProxy(u), logins: map[string]int{}},
+		proxy: &osProxy{rp: httputil.NewSingleHostReverseProxy(u)}, appID: "new", retired: []string{"old"}, deleted: []string{"old"}}
+	ks, oc := httptest.NewServer(o.keystone), httptest.NewServer(o.proxy)
+	defer ks.Close()
+	defer oc.Close()
+	do := func(srv *httptest.Server, path, token, body string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("X-Auth-Token", token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+	}
+	login := `{"auth": {"identity": {"methods": ["application_credential"], "application_credential": {"id": %q, "secret": "s"}}}}`
+	do(ks, "/v3/auth/tokens", "", fmt.Sprintf(login, "new"))
+	do(oc, "/v2/lbaas/loadbalancers", "valid", "{}")
+	if n := o.oldUses(); n != 0 {
+		t.Fatalf("the credential in use: %d old uses", n)
+	}
+	do(ks, "/v3/auth/tokens", "", fmt.Sprintf(login, "old"))
+	do(oc, "/v2/lbaas/loadbalancers", "revoked", "{}")
+	if n := o.oldUses(); n != 2 {
+		t.Fatalf("a login with the deleted credential and a revoked token: %d old uses, want 2", n)
 	}
 }

@@ -1,7 +1,10 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +14,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +22,8 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/applicationcredentials"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 )
 
@@ -78,6 +84,21 @@ type osCloud struct {
 	// strangers are load balancers made beside the CCM's by hand, by ID,
 	// with what must not change of them.
 	strangers map[string]string
+	// The CCM logs in with an application credential of the stack's user
+	// (OSRotate creates another one and deletes the old): appID is the one
+	// in the cloud-config, its secret in secretFile; retired are those
+	// rotated away, deleted those the judge deleted in Keystone. Keystone
+	// is reached through keystone, which records logins by credential.
+	identity         *gophercloud.ServiceClient
+	userID           string
+	dir              string
+	appID            string
+	secretFile       string
+	retired, deleted []string
+	keystone         *keystoneProxy
+	ksSrv            *httptest.Server
+	// oldSeen is oldUses when the judge last looked.
+	oldSeen int
 }
 
 // osLB is one of the run's Octavia load balancers.
@@ -85,10 +106,10 @@ type osLB struct {
 	ID, Name, VIP, Status string
 }
 
-func startOpenStack(ctx context.Context, cluster string) (*osCloud, error) {
+func startOpenStack(ctx context.Context, cluster, dir string) (*osCloud, error) {
 	o := &osCloud{authURL: os.Getenv("OS_AUTH_URL"), username: os.Getenv("OS_USERNAME"), passwordFile: os.Getenv("OS_PASSWORD_FILE"),
 		project: os.Getenv("OS_PROJECT_NAME"), region: os.Getenv("OS_REGION_NAME"), nova: os.Getenv("NOVA_ENDPOINT"), cluster: cluster,
-		strangers: map[string]string{}}
+		strangers: map[string]string{}, dir: filepath.Join(dir, "os-credentials")}
 	pw, err := os.ReadFile(o.passwordFile)
 	if err != nil {
 		return nil, fmt.Errorf("OpenStack password (OS_PASSWORD_FILE): %w", err)
@@ -110,6 +131,10 @@ func startOpenStack(ctx context.Context, cluster string) (*osCloud, error) {
 	o.proxy = &osProxy{rp: httputil.NewSingleHostReverseProxy(u)}
 	o.proxy.rp.ErrorLog = log.New(io.Discard, "", 0) // a replica killed mid-call cancels it
 	o.srv = httptest.NewServer(o.proxy)
+	if err := o.startIdentity(ctx, p); err != nil {
+		o.close()
+		return nil, err
+	}
 	// Two strangers: one made by hand with no tag of ours, and one of
 	// another cluster named and tagged for a Service of ours (s0).
 	other := cluster + "-other"
@@ -140,11 +165,11 @@ func (o *osCloud) yaml() string {
 	return fmt.Sprintf(`- name: os
   type: openstack
   openstack:
-    auth: {authURL: %q, username: %q, password: {file: %q}, projectName: %q}
+    auth: {authURL: %q, applicationCredentialID: %q, applicationCredentialSecret: {file: %q}}
     region: %q
     endpoints: {loadBalancer: %q, compute: %q}
     loadBalancer: {vipSubnetID: %s}
-`, o.authURL, o.username, o.passwordFile, o.project, o.region, o.srv.URL, o.nova, osVIPSubnet)
+`, o.ksSrv.URL+"/v3", o.appID, o.secretFile, o.region, o.srv.URL, o.nova, osVIPSubnet)
 }
 
 // lbs lists the run's load balancers (tagged with its cluster ID) that are
@@ -225,8 +250,16 @@ func (o *osCloud) close() {
 	for _, id := range slices.Compact(ids) {
 		_ = loadbalancers.Delete(ctx, o.client, id, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
 	}
+	for _, id := range append(slices.Clone(o.retired), o.appID) {
+		if id != "" && !slices.Contains(o.deleted, id) {
+			_ = applicationcredentials.Delete(ctx, o.identity, o.userID, id).ExtractErr()
+		}
+	}
 	if o.srv != nil {
 		o.srv.Close()
+	}
+	if o.ksSrv != nil {
+		o.ksSrv.Close()
 	}
 }
 
@@ -241,9 +274,28 @@ type osProxy struct {
 	failNext int
 	calls    int
 	failed   int
+	// unauthorized counts Octavia's 401s: a token of a deleted
+	// application credential (Keystone revokes them with it).
+	unauthorized int
+}
+
+// statusRecorder counts the proxy's 401 answers.
+type statusRecorder struct {
+	http.ResponseWriter
+	p *osProxy
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		r.p.mu.Lock()
+		r.p.unauthorized++
+		r.p.mu.Unlock()
+	}
+	r.ResponseWriter.WriteHeader(code)
 }
 
 func (p *osProxy) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
+	rw = &statusRecorder{ResponseWriter: rw, p: p}
 	p.mu.Lock()
 	p.calls++
 	fail := p.down
@@ -283,4 +335,122 @@ func (p *osProxy) counts() (calls, failed int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.calls, p.failed
+}
+
+// startIdentity finds the stack user's ID, starts the Keystone proxy and
+// creates the run's first application credential.
+func (o *osCloud) startIdentity(ctx context.Context, p *gophercloud.ProviderClient) error {
+	var err error
+	if o.identity, err = gcopenstack.NewIdentityV3(p, gophercloud.EndpointOpts{Region: o.region}); err != nil {
+		return err
+	}
+	res, ok := p.GetAuthResult().(tokens.CreateResult)
+	if !ok {
+		return fmt.Errorf("Keystone: no token result to read the user from (%T)", p.GetAuthResult())
+	}
+	user, err := res.ExtractUser()
+	if err != nil {
+		return fmt.Errorf("Keystone: the token's user: %w", err)
+	}
+	o.userID = user.ID
+	u, err := url.Parse(strings.TrimSuffix(strings.TrimSuffix(o.authURL, "/"), "/v3"))
+	if err != nil {
+		return fmt.Errorf("OS_AUTH_URL: %w", err)
+	}
+	o.keystone = &keystoneProxy{rp: httputil.NewSingleHostReverseProxy(u), logins: map[string]int{}}
+	o.keystone.rp.ErrorLog = log.New(io.Discard, "", 0)
+	o.ksSrv = httptest.NewServer(o.keystone)
+	return o.rotate(ctx, 0)
+}
+
+// rotate creates the application credential of generation gen, writes its
+// secret into a file of its own (the cloud-config names it: one reload
+// changes the ID and the secret together) and makes it the one yaml
+// writes; the old one is retired, still valid until deleteRetired.
+func (o *osCloud) rotate(ctx context.Context, gen int) error {
+	secret := make([]byte, 24)
+	_, _ = rand.Read(secret)
+	ac, err := applicationcredentials.Create(ctx, o.identity, o.userID, applicationcredentials.CreateOpts{
+		Name: fmt.Sprintf("%s-%d", o.cluster, gen), Description: "the chaos judge's run " + o.cluster, Secret: hex.EncodeToString(secret),
+	}).Extract()
+	if err != nil {
+		return fmt.Errorf("Keystone: creating the application credential of generation %d: %w", gen, err)
+	}
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return err
+	}
+	path := filepath.Join(o.dir, fmt.Sprintf("secret-%d", gen))
+	if err := os.WriteFile(path, []byte(ac.Secret+"\n"), 0o600); err != nil {
+		return err
+	}
+	if o.appID != "" {
+		o.retired = append(o.retired, o.appID)
+	}
+	o.appID, o.secretFile = ac.ID, path
+	return nil
+}
+
+// deleteRetired deletes the retired application credentials in Keystone
+// (which revokes their tokens) and starts counting their uses.
+func (o *osCloud) deleteRetired(ctx context.Context) error {
+	for _, id := range o.retired {
+		if slices.Contains(o.deleted, id) {
+			continue
+		}
+		if err := applicationcredentials.Delete(ctx, o.identity, o.userID, id).ExtractErr(); err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+			return fmt.Errorf("Keystone: deleting the application credential %s: %w", id, err)
+		}
+		o.deleted = append(o.deleted, id)
+	}
+	o.oldSeen = o.oldUses()
+	return nil
+}
+
+// oldUses counts the uses of deleted credentials: logins with them and
+// Octavia calls refused for a revoked token.
+func (o *osCloud) oldUses() int {
+	n := 0
+	o.keystone.mu.Lock()
+	for _, id := range o.deleted {
+		n += o.keystone.logins[id]
+	}
+	o.keystone.mu.Unlock()
+	o.proxy.mu.Lock()
+	n += o.proxy.unauthorized
+	o.proxy.mu.Unlock()
+	return n
+}
+
+// keystoneProxy passes everything on to Keystone and counts the logins
+// (POST /v3/auth/tokens) by application credential ID.
+type keystoneProxy struct {
+	rp     *httputil.ReverseProxy
+	mu     sync.Mutex
+	logins map[string]int
+}
+
+func (k *keystoneProxy) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodPost && strings.HasSuffix(strings.TrimSuffix(req.URL.Path, "/"), "/auth/tokens") {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		var auth struct {
+			Auth struct {
+				Identity struct {
+					AppCred struct {
+						ID string `json:"id"`
+					} `json:"application_credential"`
+				} `json:"identity"`
+			} `json:"auth"`
+		}
+		if json.Unmarshal(body, &auth) == nil && auth.Auth.Identity.AppCred.ID != "" {
+			k.mu.Lock()
+			k.logins[auth.Auth.Identity.AppCred.ID]++
+			k.mu.Unlock()
+		}
+	}
+	k.rp.ServeHTTP(rw, req)
 }

@@ -68,6 +68,12 @@ const (
 	// and once the leader applied it the simulator refuses the old one
 	// (its SessionManager's login check: vcsim.SetPasswords).
 	VSphereRotate Kind = "vsphere-password-rotate"
+	// OSRotate rotates the OpenStack backend's application credential
+	// (generation N) by a live reload: the judge creates a new one in
+	// Keystone, writes its ID and secret into the cloud-config (the secret
+	// in a file of its own), and once the leader applied it deletes the
+	// old one, which revokes its tokens (the world's OpenStack only).
+	OSRotate Kind = "os-credential-rotate"
 	// WatchDelay holds back the leader's watch events for N seconds (a
 	// proxy between it and kube-apiserver): its view of the cluster goes
 	// stale while it leads (Sieve's stale states).
@@ -218,6 +224,8 @@ func (o Op) String() string {
 		s = fmt.Sprintf("%s to %s", o.Kind, awsKeyID(o.N))
 	case VSphereRotate:
 		s = fmt.Sprintf("%s to %s", o.Kind, vsPassword(o.N))
+	case OSRotate:
+		s = fmt.Sprintf("%s to generation %d", o.Kind, o.N)
 	case WatchDelay:
 		s = fmt.Sprintf("%s %ds", o.Kind, o.N)
 	default:
@@ -337,7 +345,11 @@ func (g *generator) next() (Op, bool) {
 	}
 	// Octavia's faults draw only with os (the draws without it are those
 	// of the fixed seeds).
-	if g.os && g.rnd.IntN(100) < 5 {
+	if g.os && g.rnd.IntN(100) < 6 {
+		if g.rnd.IntN(6) == 0 {
+			g.keyGen++
+			return Op{Kind: OSRotate, N: g.keyGen}, true
+		}
 		if g.osOutage > 0 || g.rnd.IntN(3) > 0 {
 			return Op{Kind: OSFail, N: 1 + g.rnd.IntN(3)}, true
 		}

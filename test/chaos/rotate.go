@@ -53,8 +53,14 @@ func vsPassword(gen int) string { return fmt.Sprintf("chaos-vc-password-%d", gen
 // afterwards (oldKeyUsed, a safety check).
 func (w *World) rotateKey(ctx context.Context, m *model, op Op, i int) []Violation {
 	cloud, next, cur := "aws", awsKeyID(op.N), w.key
-	if op.Kind == VSphereRotate {
+	switch op.Kind {
+	case VSphereRotate:
 		cloud, next, cur = "vsphere", vsPassword(op.N), w.vsPass
+	case OSRotate:
+		if w.os == nil {
+			return nil
+		}
+		cloud, next, cur = "os", fmt.Sprint(op.N), fmt.Sprint(w.osGen)
 	}
 	if next == cur {
 		return nil
@@ -77,12 +83,18 @@ func (w *World) rotateKey(ctx context.Context, m *model, op Op, i int) []Violati
 			rot.hashes[r] = h
 		}
 	}
-	if cloud == "aws" {
+	switch cloud {
+	case "aws":
 		w.retired = append(w.retired, w.key)
 		w.fake.SetAccessKeys(append(slices.Clone(w.retired), next)...)
 		err = w.writeKey(op.N)
 		w.key = next
-	} else {
+	case "os":
+		if err = w.os.rotate(ctx, op.N); err == nil {
+			err = w.writeConfig(w.cfg)
+		}
+		w.osGen = op.N
+	default:
 		w.vsRetired = append(w.vsRetired, w.vsPass)
 		w.vsRefused = w.sim.SetPasswords(append(slices.Clone(w.vsRetired), next)...)
 		err = w.writeVSCredentials(next)
@@ -153,11 +165,17 @@ func (w *World) deactivate(ctx context.Context) bool {
 	if time.Since(w.rot.applied) < rotateGrace {
 		return false
 	}
-	if w.rot.cloud == "aws" {
+	switch w.rot.cloud {
+	case "aws":
 		w.fake.SetAccessKeys(w.key)
 		w.rejectedSeen = w.fake.Rejected()
 		w.logf("  the fake refuses %v from now on (%s after the leader applied %s)", w.retired, time.Since(w.rot.applied).Round(time.Millisecond), w.key)
-	} else {
+	case "os":
+		if err := w.os.deleteRetired(ctx); err != nil {
+			w.logf("  %v", err)
+		}
+		w.logf("  Keystone deleted the application credentials %v (%s after the leader applied %s)", w.os.deleted, time.Since(w.rot.applied).Round(time.Millisecond), w.os.appID)
+	default:
 		w.vsRefused = w.sim.SetPasswords(w.vsPass)
 		w.vsRefusedSeen = w.vsOldLogins()
 		w.logf("  the vCenter refuses the %d retired passwords from now on (%s after the leader applied generation %d)", len(w.vsRetired), time.Since(w.rot.applied).Round(time.Millisecond), len(w.vsRetired))
@@ -168,8 +186,11 @@ func (w *World) deactivate(ctx context.Context) bool {
 
 // rotated is the credential the pending rotation brings in.
 func (w *World) rotated() string {
-	if w.rot != nil && w.rot.cloud == "vsphere" {
+	switch {
+	case w.rot != nil && w.rot.cloud == "vsphere":
 		return fmt.Sprintf("password of generation %d", len(w.vsRetired))
+	case w.rot != nil && w.rot.cloud == "os":
+		return "application credential " + w.os.appID
 	}
 	return "key " + w.key
 }
@@ -198,6 +219,16 @@ func (w *World) oldKeyUsed() []Violation {
 		out = append(out, violation(vOldKey, "%d vCenter logins with a retired password since the last check (the password in use is generation %d); leader %s",
 			n-w.vsRefusedSeen, len(w.vsRetired), leaderName(w.leader())))
 		w.vsRefusedSeen = n
+	}
+	if w.os != nil {
+		if n := w.os.oldUses(); n > w.os.oldSeen {
+			out = append(out, violation(vOldKey, "%d logins with a deleted OpenStack application credential %v or Octavia calls refused for a revoked token since the last check (the credential in use is %s); leader %s",
+				n-w.os.oldSeen, w.os.deleted, w.os.appID, leaderName(w.leader())))
+			w.os.oldSeen = n
+		}
+	}
+	if w.fake == nil {
+		return out
 	}
 	n := w.fake.Rejected()
 	if n <= w.rejectedSeen {
@@ -301,7 +332,7 @@ func uninitialized(n *corev1.Node) bool {
 // the world after it; the Services' conditions only when no cloud fault
 // failed calls meanwhile (faulted false).
 func disturbed(f stableFacts, after *snapshot, i int, faulted bool, cloud string) []Violation {
-	what := map[string]string{"aws": "AWS key", "vsphere": "vCenter password"}[cloud]
+	what := map[string]string{"aws": "AWS key", "vsphere": "vCenter password", "os": "OpenStack application credential"}[cloud]
 	var out []Violation
 	for _, name := range slices.Sorted(maps.Keys(f.svcs)) {
 		was := f.svcs[name]

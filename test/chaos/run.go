@@ -134,7 +134,7 @@ func (w *World) steps(ctx context.Context, m *model, ops []Op, counts map[Kind]i
 		w.deactivate(ctx)
 		w.logf("step %d/%d: %s", i+1, len(ops), op)
 		var found []Violation
-		if op.Kind == AWSKeyRotate || op.Kind == VSphereRotate {
+		if op.Kind == AWSKeyRotate || op.Kind == VSphereRotate || op.Kind == OSRotate {
 			found = w.rotateKey(ctx, m, op, i)
 		} else if err := w.apply(ctx, op); err != nil {
 			w.logf("  step %d did not apply: %v", i+1, err)

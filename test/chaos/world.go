@@ -40,8 +40,12 @@ type World struct {
 	// cluster is the run's cluster ID, its own: the OpenStack stack is
 	// shared with other runs and tests.
 	cluster string
-	// os is the world's OpenStack (nil: none, Features.OS false).
-	os *osCloud
+	// os is the world's OpenStack (nil: none, Features.OS false); osGen
+	// the generation of its application credential (OSRotate).
+	os    *osCloud
+	osGen int
+	// cfg is the configuration last written.
+	cfg Config
 
 	fake   *awsfake.Server
 	awsRun *awsfake.Running
@@ -143,7 +147,7 @@ func startWorld(ctx context.Context, dir string, f Features, logf func(string, .
 		w.vsNodes[name] = w.sim.VMs[i]
 	}
 	if f.OS {
-		if w.os, err = startOpenStack(ctx, w.cluster); err != nil {
+		if w.os, err = startOpenStack(ctx, w.cluster, dir); err != nil {
 			return w, fmt.Errorf("OpenStack: %w", err)
 		}
 	}
@@ -252,6 +256,9 @@ func (w *World) watchFault(d time.Duration) {
 // and so is one that led before and lost the lease while paused: resumed,
 // it still acts until it notices (deposed).
 func (w *World) leader() *framework.CCM {
+	if w.c == nil {
+		return nil // no cluster (a unit test of a check)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	holder, err := framework.LeaseHolder(ctx, w.c, "kube-system", leaseName)
@@ -378,6 +385,7 @@ func (w *World) replicasAlive(ctx context.Context) error {
 }
 
 func (w *World) writeConfig(c Config) error {
+	w.cfg = c
 	tmp := w.cfgPath + ".tmp"
 	text := c.render(w.cluster, w.awsRun.URL, w.seeded.VPCID, w.keyDir, w.vs)
 	// The vCenter's credentials come from secret files too (a rotation
