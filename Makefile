@@ -132,13 +132,16 @@ e2e: build control-plane helm image kubelet metallb gobgp
 # written as a replay file. SEED (default fresh), STEPS (40), DURATION
 # (fresh seeds for that long; default one sequence), REPLAY (a replay
 # file), SHRINK (the shrinker's budget, 20m), SETTLE (150s), IGNORE
-# (violation classes only logged).
+# (violation classes only logged). With the OpenStack stack up
+# ($(OUT)/openstack.env) it adds the backend os (CHAOS_OS=0: not).
 chaos: build control-plane
 	$(WITH_OS_ENV) SEED=$(SEED) STEPS=$(STEPS) DURATION=$(DURATION) REPLAY=$(REPLAY) SHRINK=$(SHRINK) SETTLE=$(SETTLE) IGNORE=$(IGNORE) bash hack/chaos.sh
 
-# chaos-slice: the judge's part of make test: the fixed seeds, 25 steps
-# each (CHAOS_FRESH=1 adds one fresh seed, printed), about 2-4 minutes on
-# 2 cores.
+# chaos-slice: the judge's part of make test: the fixed seeds and one
+# fresh seed drawn from the tree under test (printed with its replay
+# command; CHAOS_FRESH_SEED sets it, CHAOS_FRESH=0 leaves it out), 25
+# steps each, about 2-3 minutes on 2 cores; OpenStack left out unless
+# CHAOS_OS=1.
 chaos-slice: build control-plane
 	$(WITH_OS_ENV) SLICE=1 bash hack/chaos.sh
 

@@ -110,7 +110,7 @@ func startOpenStack(ctx context.Context, cluster, dir string) (*osCloud, error) 
 	o := &osCloud{authURL: os.Getenv("OS_AUTH_URL"), username: os.Getenv("OS_USERNAME"), passwordFile: os.Getenv("OS_PASSWORD_FILE"),
 		project: os.Getenv("OS_PROJECT_NAME"), region: os.Getenv("OS_REGION_NAME"), nova: os.Getenv("NOVA_ENDPOINT"), cluster: cluster,
 		strangers: map[string]string{}, dir: filepath.Join(dir, "os-credentials")}
-	pw, err := os.ReadFile(o.passwordFile)
+	pw, err := os.ReadFile(o.passwordFile) //nolint:gosec // The stack's own environment names the file.
 	if err != nil {
 		return nil, fmt.Errorf("OpenStack password (OS_PASSWORD_FILE): %w", err)
 	}
@@ -119,7 +119,7 @@ func startOpenStack(ctx context.Context, cluster, dir string) (*osCloud, error) 
 		Scope: &gophercloud.AuthScope{ProjectName: o.project, DomainName: "Default"},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("Keystone at %s: %w", o.authURL, err)
+		return nil, fmt.Errorf("keystone at %s: %w", o.authURL, err)
 	}
 	if o.client, err = gcopenstack.NewLoadBalancerV2(p, gophercloud.EndpointOpts{Region: o.region}); err != nil {
 		return nil, err
@@ -128,8 +128,8 @@ func startOpenStack(ctx context.Context, cluster, dir string) (*osCloud, error) 
 	if err != nil {
 		return nil, fmt.Errorf("OCTAVIA_ENDPOINT: %w", err)
 	}
-	o.proxy = &osProxy{rp: httputil.NewSingleHostReverseProxy(u)}
-	o.proxy.rp.ErrorLog = log.New(io.Discard, "", 0) // a replica killed mid-call cancels it
+	o.proxy = &osProxy{rp: httputil.NewSingleHostReverseProxy(u)} //nolint:gosec // OCTAVIA_ENDPOINT: the stack's own Octavia.
+	o.proxy.rp.ErrorLog = log.New(io.Discard, "", 0)              // a replica killed mid-call cancels it
 	o.srv = httptest.NewServer(o.proxy)
 	if err := o.startIdentity(ctx, p); err != nil {
 		o.close()
@@ -346,11 +346,11 @@ func (o *osCloud) startIdentity(ctx context.Context, p *gophercloud.ProviderClie
 	}
 	res, ok := p.GetAuthResult().(tokens.CreateResult)
 	if !ok {
-		return fmt.Errorf("Keystone: no token result to read the user from (%T)", p.GetAuthResult())
+		return fmt.Errorf("keystone: no token result to read the user from (%T)", p.GetAuthResult())
 	}
 	user, err := res.ExtractUser()
 	if err != nil {
-		return fmt.Errorf("Keystone: the token's user: %w", err)
+		return fmt.Errorf("keystone: the token's user: %w", err)
 	}
 	o.userID = user.ID
 	u, err := url.Parse(strings.TrimSuffix(strings.TrimSuffix(o.authURL, "/"), "/v3"))
@@ -374,7 +374,7 @@ func (o *osCloud) rotate(ctx context.Context, gen int) error {
 		Name: fmt.Sprintf("%s-%d", o.cluster, gen), Description: "the chaos judge's run " + o.cluster, Secret: hex.EncodeToString(secret),
 	}).Extract()
 	if err != nil {
-		return fmt.Errorf("Keystone: creating the application credential of generation %d: %w", gen, err)
+		return fmt.Errorf("keystone: creating the application credential of generation %d: %w", gen, err)
 	}
 	if err := os.MkdirAll(o.dir, 0o700); err != nil {
 		return err
@@ -398,7 +398,7 @@ func (o *osCloud) deleteRetired(ctx context.Context) error {
 			continue
 		}
 		if err := applicationcredentials.Delete(ctx, o.identity, o.userID, id).ExtractErr(); err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-			return fmt.Errorf("Keystone: deleting the application credential %s: %w", id, err)
+			return fmt.Errorf("keystone: deleting the application credential %s: %w", id, err)
 		}
 		o.deleted = append(o.deleted, id)
 	}

@@ -53,7 +53,7 @@ func treeSeed(root string) (seed uint64, from string, err error) {
 func seedOf(sum []byte) uint64 { return binary.LittleEndian.Uint64(sum[:8]) % 1_000_000_000 }
 
 func git(root string, args ...string) ([]byte, error) {
-	cmd := exec.Command("git", append([]string{"-C", root}, args...)...)
+	cmd := exec.Command("git", append([]string{"-C", root}, args...)...) //nolint:gosec // Fixed git subcommands on the repository's root.
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
