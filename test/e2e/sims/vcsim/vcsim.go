@@ -196,7 +196,9 @@ type Simulator struct {
 	folder   *object.Folder
 	mu       sync.Mutex
 	closed   bool
-	// refused counts the logins SetPasswords's check refused, by password.
+	// valid are the passwords SetPasswords accepts; refused counts the
+	// logins its check refused, by password.
+	valid   []string
 	refused map[string]int
 }
 
@@ -504,18 +506,20 @@ func waitResult(ctx context.Context, what string) func(*object.Task, error) (typ
 func (s *Simulator) SetPasswords(passwords ...string) func() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	valid := slices.Clone(passwords)
+	s.valid = slices.Clone(passwords)
 	if s.refused == nil {
+		// Installed once, before any login it judges; later calls change
+		// only the passwords it reads under the lock.
 		s.refused = map[string]int{}
-	}
-	s.model.Map().SessionManager().ValidLogin = func(req *types.Login) bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		ok := req.UserName == s.User && slices.Contains(valid, req.Password)
-		if !ok {
-			s.refused[req.Password]++
+		s.model.Map().SessionManager().ValidLogin = func(req *types.Login) bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			ok := req.UserName == s.User && slices.Contains(s.valid, req.Password)
+			if !ok {
+				s.refused[req.Password]++
+			}
+			return ok
 		}
-		return ok
 	}
 	return func() map[string]int {
 		s.mu.Lock()
