@@ -74,6 +74,7 @@ func (w *World) rotateKey(ctx context.Context, m *model, op Op, i int) []Violati
 		return []Violation{violation(vCrash, "the API server: %v", err)}
 	}
 	stable := w.stable(ctx, m, before)
+	w.logf("  judging %d settled Services %v and %d Nodes across the %s rotation", len(stable.svcs), slices.Sorted(maps.Keys(stable.svcs)), len(stable.nodes), cloud)
 	rot := &rotation{hashes: map[*framework.CCM]int{}, step: i, at: time.Now(), cloud: cloud}
 	for _, r := range w.replicas {
 		if exited, _ := r.Exited(); exited || r == w.paused {
