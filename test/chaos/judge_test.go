@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	"github.com/vmware/govmomi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -505,5 +507,57 @@ func TestOpenStackOldCredentialCounted(t *testing.T) {
 	do(oc, "/v2/lbaas/loadbalancers", "revoked", "{}")
 	if n := o.oldUses(); n != 2 {
 		t.Fatalf("a login with the deleted credential and a revoked token: %d old uses, want 2", n)
+	}
+}
+
+// TestOpenStackStrangersAndLeaks: a stranger Octavia load balancer gone,
+// being deleted or renamed is stranger-touched, one left alone is not; a
+// Service's Octavia load balancers are judged against what it wants.
+func TestOpenStackStrangersAndLeaks(t *testing.T) {
+	was := strangerFacts(loadbalancers.LoadBalancer{Name: "stranger", Description: "by hand", Tags: []string{"b", "a"}})
+	octavia := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		id := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		lb := map[string]any{"id": id, "name": "stranger", "description": "by hand", "tags": []string{"a", "b"}, "provisioning_status": "ACTIVE"}
+		switch id {
+		case "gone":
+			rw.WriteHeader(http.StatusNotFound)
+			return
+		case "deleting":
+			lb["provisioning_status"] = "PENDING_DELETE"
+		case "renamed":
+			lb["name"] = "mccm_chaos1_chaos_s0"
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(map[string]any{"loadbalancer": lb})
+	}))
+	defer octavia.Close()
+	client := &gophercloud.ServiceClient{ProviderClient: &gophercloud.ProviderClient{HTTPClient: *http.DefaultClient}, Endpoint: octavia.URL + "/", ResourceBase: octavia.URL + "/v2/"}
+	o := &osCloud{client: client, strangers: map[string]string{"same": was, "gone": was, "deleting": was, "renamed": was}}
+	v := o.strangersTouched(context.Background())
+	if len(v) != 3 || slices.ContainsFunc(v, func(v Violation) bool { return v.Class != vStranger || strings.Contains(v.What, "same") }) {
+		t.Fatalf("violations %v, want three %s (gone, deleting, renamed)", v, vStranger)
+	}
+	if len(o.strangers) != 1 {
+		t.Fatalf("strangers still watched: %v, want the one left alone", o.strangers)
+	}
+
+	shape := Shape{Type: serviceTypeLB, Backends: "os"}
+	active := osLB{ID: "a", VIP: osNoopVIP, Status: "ACTIVE"}
+	for _, tc := range []struct {
+		want  []string
+		lbs   []osLB
+		class string
+	}{
+		{[]string{"os"}, []osLB{active}, ""},
+		{[]string{"os"}, nil, vConverge},
+		{[]string{"os"}, []osLB{{ID: "a", Status: "PENDING_CREATE"}}, vConverge},
+		{[]string{"os"}, []osLB{active, {ID: "b", Status: "ACTIVE"}}, vLeak},
+		{[]string{"metal"}, []osLB{active}, vLeak},
+		{[]string{"metal"}, nil, ""},
+	} {
+		got := osSettled("s0", shape, tc.want, []string{osNoopVIP}, tc.lbs, false)
+		if (got == nil) != (tc.class == "") || (got != nil && got.Class != tc.class) {
+			t.Errorf("wants %v with %v: %v, want %q", tc.want, tc.lbs, got, tc.class)
+		}
 	}
 }
