@@ -374,7 +374,7 @@ func TestTreeSeed(t *testing.T) {
 func TestGenerateOpenStack(t *testing.T) {
 	kinds := map[Kind]int{}
 	routings := map[string]int{}
-	total := 0
+	total, defaults := 0, 0
 	for seed := range uint64(10) {
 		for _, op := range GenerateFor(seed, 200, Features{OS: true}) {
 			total++
@@ -385,6 +385,9 @@ func TestGenerateOpenStack(t *testing.T) {
 			if op.Config != nil && !op.Config.OS {
 				t.Fatalf("seed %d: a reload dropped os: %s", seed, op)
 			}
+			if op.Config != nil && op.Config.Default == "os" {
+				defaults++
+			}
 		}
 		for _, op := range Generate(seed, 200) {
 			if op.Kind == OSOutage || op.Kind == OSFail || op.Kind == OSRotate || (op.Shape != nil && strings.Contains(op.Shape.Backends, "os")) || (op.Config != nil && op.Config.OS) {
@@ -392,7 +395,10 @@ func TestGenerateOpenStack(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("in %d steps with os: Services routed %v; %s %d, %s %d, %s %d", total, routings, OSOutage, kinds[OSOutage], OSFail, kinds[OSFail], OSRotate, kinds[OSRotate])
+	t.Logf("in %d steps with os: Services routed %v; %s %d, %s %d, %s %d; reloads with defaultBackend os %d", total, routings, OSOutage, kinds[OSOutage], OSFail, kinds[OSFail], OSRotate, kinds[OSRotate], defaults)
+	if defaults == 0 {
+		t.Errorf("no reload moved defaultBackend to os in %d steps", total)
+	}
 	for _, r := range []string{"os", "metal,os", "aws,os"} {
 		if routings[r] == 0 {
 			t.Errorf("no Service routed %q in %d steps", r, total)

@@ -561,6 +561,9 @@ func (g *generator) reload() Op {
 		if c.Metal2 {
 			choices = append(choices, "metal2")
 		}
+		if c.OS {
+			choices = append(choices, "os")
+		}
 		c.Default = pick(g.rnd, choices)
 	case 2:
 		c.Drain = pick(g.rnd, configDrains)
