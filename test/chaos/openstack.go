@@ -247,8 +247,20 @@ func (o *osCloud) close() {
 		}
 	}
 	slices.Sort(ids)
-	for _, id := range slices.Compact(ids) {
-		_ = loadbalancers.Delete(ctx, o.client, id, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
+	// One still being built or changed refuses a delete (409): try again
+	// until the minute is spent, or the stack keeps it.
+	left := slices.Compact(ids)
+	for len(left) > 0 && ctx.Err() == nil {
+		left = slices.DeleteFunc(left, func(id string) bool {
+			err := loadbalancers.Delete(ctx, o.client, id, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
+			return !gophercloud.ResponseCodeIs(err, http.StatusConflict)
+		})
+		if len(left) > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
 	}
 	for _, id := range append(slices.Clone(o.retired), o.appID) {
 		if id != "" && !slices.Contains(o.deleted, id) {
