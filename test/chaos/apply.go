@@ -66,6 +66,10 @@ func (w *World) apply(ctx context.Context, op Op) error {
 		if w.os != nil {
 			w.os.proxy.fail(op.N)
 		}
+	case OSHang:
+		if w.os != nil {
+			w.os.proxy.hang(op.N)
+		}
 	case WatchDelay:
 		w.watchFault(time.Duration(op.N) * time.Second)
 	case WatchDrop:

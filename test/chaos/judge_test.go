@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -390,12 +391,12 @@ func TestGenerateOpenStack(t *testing.T) {
 			}
 		}
 		for _, op := range Generate(seed, 200) {
-			if op.Kind == OSOutage || op.Kind == OSFail || op.Kind == OSRotate || (op.Shape != nil && strings.Contains(op.Shape.Backends, "os")) || (op.Config != nil && op.Config.OS) {
+			if op.Kind == OSOutage || op.Kind == OSFail || op.Kind == OSHang || op.Kind == OSRotate || (op.Shape != nil && strings.Contains(op.Shape.Backends, "os")) || (op.Config != nil && op.Config.OS) {
 				t.Fatalf("seed %d without OpenStack drew %s", seed, op)
 			}
 		}
 	}
-	t.Logf("in %d steps with os: Services routed %v; %s %d, %s %d, %s %d; reloads with defaultBackend os %d", total, routings, OSOutage, kinds[OSOutage], OSFail, kinds[OSFail], OSRotate, kinds[OSRotate], defaults)
+	t.Logf("in %d steps with os: Services routed %v; %s %d, %s %d, %s %d, %s %d; reloads with defaultBackend os %d", total, routings, OSOutage, kinds[OSOutage], OSFail, kinds[OSFail], OSHang, kinds[OSHang], OSRotate, kinds[OSRotate], defaults)
 	if defaults == 0 {
 		t.Errorf("no reload moved defaultBackend to os in %d steps", total)
 	}
@@ -404,7 +405,7 @@ func TestGenerateOpenStack(t *testing.T) {
 			t.Errorf("no Service routed %q in %d steps", r, total)
 		}
 	}
-	for _, k := range []Kind{OSOutage, OSFail, OSRotate} {
+	for _, k := range []Kind{OSOutage, OSFail, OSHang, OSRotate} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s in %d steps", k, total)
 		}
@@ -565,5 +566,53 @@ func TestOpenStackStrangersAndLeaks(t *testing.T) {
 		if (got == nil) != (tc.class == "") || (got != nil && got.Class != tc.class) {
 			t.Errorf("wants %v with %v: %v, want %q", tc.want, tc.lbs, got, tc.class)
 		}
+	}
+}
+
+// TestOpenStackHang: a held call times out at the caller and reaches
+// Octavia afterwards all the same; the next call passes at once.
+func TestOpenStackHang(t *testing.T) {
+	var mu sync.Mutex
+	var got []time.Duration
+	start := time.Now()
+	upstream := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, time.Since(start))
+	}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	p := &osProxy{rp: httputil.NewSingleHostReverseProxy(u), hangFor: 300 * time.Millisecond}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	p.hang(1)
+	client := &http.Client{Timeout: 100 * time.Millisecond}
+	if resp, err := client.Post(srv.URL+"/v2/lbaas/loadbalancers", "application/json", strings.NewReader("{}")); err == nil {
+		_ = resp.Body.Close()
+		t.Fatal("the held call answered within the caller's timeout")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held call never reached Octavia")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got[0] < 300*time.Millisecond {
+		t.Fatalf("the held call reached Octavia after %s, before its hold ended", got[0])
+	}
+	resp, err := client.Post(srv.URL+"/v2/lbaas/loadbalancers", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatalf("the next call: %v", err)
+	}
+	_ = resp.Body.Close()
+	if calls, held := p.counts(); calls != 2 || held != 1 {
+		t.Fatalf("%d calls, %d held, want 2 and 1", calls, held)
 	}
 }

@@ -226,6 +226,9 @@ func (o *osCloud) strangersTouched(ctx context.Context) []Violation {
 // close deletes the run's load balancers and the strangers (the stack is
 // shared) and stops the proxy.
 func (o *osCloud) close() {
+	if o.proxy != nil {
+		o.proxy.release()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ids := []string{}
@@ -268,6 +271,7 @@ func (o *osCloud) close() {
 		}
 	}
 	if o.srv != nil {
+		o.proxy.release()
 		o.srv.Close()
 	}
 	if o.ksSrv != nil {
@@ -278,7 +282,9 @@ func (o *osCloud) close() {
 // osProxy passes the CCM's Octavia calls on, or fails them: every call
 // while Octavia is down (OSOutage), or the next mutating calls (OSFail: a
 // step of a multi-step change failing, the load balancer made and its
-// listener refused, say).
+// listener refused, say), or holds the next mutating calls past the
+// CCM's timeout and passes them on all the same (OSHang: the change made,
+// its answer lost).
 type osProxy struct {
 	rp       *httputil.ReverseProxy
 	mu       sync.Mutex
@@ -289,6 +295,38 @@ type osProxy struct {
 	// unauthorized counts Octavia's 401s: a token of a deleted
 	// application credential (Keystone revokes them with it).
 	unauthorized int
+	// hangNext are the mutating calls still to hold past the CCM's
+	// timeout (OSHang); stop ends the holds (the world stops).
+	hangNext int
+	stop     chan struct{}
+	// hangFor is how long a hold lasts (0: osHangFor).
+	hangFor time.Duration
+}
+
+// osHangFor is how long OSHang holds a call: past the os backend's
+// request timeout (30 s, pkg/backends/openstack requestTimeout).
+const osHangFor = 35 * time.Second
+
+// hang makes the next n mutating calls hang past the CCM's timeout, then
+// reach Octavia (0: none).
+func (p *osProxy) hang(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hangNext = n
+}
+
+// release ends the holds in progress (they go on to Octavia at once).
+func (p *osProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stop == nil {
+		p.stop = make(chan struct{})
+	}
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
 }
 
 // statusRecorder counts the proxy's 401 answers.
@@ -308,17 +346,44 @@ func (r *statusRecorder) WriteHeader(code int) {
 
 func (p *osProxy) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	rw = &statusRecorder{ResponseWriter: rw, p: p}
+	mutating := req.Method != http.MethodGet && req.Method != http.MethodHead
 	p.mu.Lock()
 	p.calls++
-	fail := p.down
-	if !fail && req.Method != http.MethodGet && req.Method != http.MethodHead && p.failNext > 0 {
+	fail, hang := p.down, false
+	switch {
+	case !fail && mutating && p.failNext > 0:
 		p.failNext--
 		fail = true
+	case !fail && mutating && p.hangNext > 0:
+		p.hangNext--
+		hang = true
 	}
-	if fail {
+	if fail || hang {
 		p.failed++
 	}
+	if p.stop == nil {
+		p.stop = make(chan struct{})
+	}
+	stop := p.stop
 	p.mu.Unlock()
+	if hang {
+		// Past the CCM's request timeout (30 s: its client gives up), then
+		// on to Octavia all the same, the answer dropped: the change is
+		// made and the CCM never hears of it.
+		body, _ := io.ReadAll(req.Body)
+		d := p.hangFor
+		if d == 0 {
+			d = osHangFor
+		}
+		select {
+		case <-time.After(d):
+		case <-stop:
+		}
+		late := req.Clone(context.WithoutCancel(req.Context()))
+		late.Body = io.NopCloser(bytes.NewReader(body))
+		p.rp.ServeHTTP(httptest.NewRecorder(), late)
+		return
+	}
 	if fail {
 		rw.Header().Set("Content-Type", "application/json")
 		rw.WriteHeader(http.StatusServiceUnavailable)

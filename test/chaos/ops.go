@@ -68,6 +68,10 @@ const (
 	// and once the leader applied it the simulator refuses the old one
 	// (its SessionManager's login check: vcsim.SetPasswords).
 	VSphereRotate Kind = "vsphere-password-rotate"
+	// OSHang holds the next N mutating Octavia calls past the CCM's
+	// request timeout (30 s), then passes them on to Octavia all the
+	// same: the change is made and its answer lost (a call timing out).
+	OSHang Kind = "os-hang"
 	// OSRotate rotates the OpenStack backend's application credential
 	// (generation N) by a live reload: the judge creates a new one in
 	// Keystone, writes its ID and secret into the cloud-config (the secret
@@ -218,7 +222,7 @@ func (o Op) String() string {
 		s = fmt.Sprintf("%s %s %s", o.Kind, o.Name, o.Addr)
 	case Reload:
 		s = fmt.Sprintf("%s: %s", o.Kind, o.Config)
-	case AWSThrottle, OSFail:
+	case AWSThrottle, OSFail, OSHang:
 		s = fmt.Sprintf("%s %d calls", o.Kind, o.N)
 	case AWSKeyRotate:
 		s = fmt.Sprintf("%s to %s", o.Kind, awsKeyID(o.N))
@@ -351,6 +355,9 @@ func (g *generator) next() (Op, bool) {
 			return Op{Kind: OSRotate, N: g.keyGen}, true
 		}
 		if g.osOutage > 0 || g.rnd.IntN(3) > 0 {
+			if g.rnd.IntN(3) == 0 {
+				return Op{Kind: OSHang, N: 1 + g.rnd.IntN(2)}, true
+			}
 			return Op{Kind: OSFail, N: 1 + g.rnd.IntN(3)}, true
 		}
 		g.osOutage = 2 + g.rnd.IntN(3)

@@ -106,7 +106,7 @@ func Run(ctx context.Context, ops []Op, opts RunOptions) (*Result, error) {
 	}
 	if w.os != nil {
 		calls, failed := w.os.proxy.counts()
-		opts.Logf("Octavia: %d calls of the replicas, %d of them failed by the judge (os-outage, os-fail)", calls, failed)
+		opts.Logf("Octavia: %d calls of the replicas, %d of them failed or held by the judge (os-outage, os-fail, os-hang)", calls, failed)
 	}
 	res.Found = time.Since(start)
 	res.Violations = append(res.Violations, w.judged(w.panics())...)
@@ -166,6 +166,7 @@ func (w *World) quiesce(ctx context.Context, m *model, opts RunOptions) []Violat
 	if w.os != nil {
 		w.os.proxy.setDown(false)
 		w.os.proxy.fail(0)
+		w.os.proxy.hang(0)
 	}
 	w.resume(true)
 	for _, p := range w.proxies {
