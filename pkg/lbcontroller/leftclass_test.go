@@ -12,10 +12,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
@@ -213,5 +215,97 @@ func TestForeignSharedFinalizerWithoutAddressKept(t *testing.T) {
 		if err := keptSince(e, name, before[name], sharedFinalizer); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestLeftForForeignClassMidDrain (issue 45, limit b): a classless Service
+// moved from metal to metal2 under a long drain (both addresses in its
+// status, both backends in the router's record) turns into a LoadBalancer
+// of another controller's class between two of our syncs. Both load
+// balancers go, the draining one's with its drain, as for a Service
+// leaving us: no record, no drain entry, no external-dns target of the
+// router's, none of our addresses, the other
+// controller's address and finalizers kept.
+func TestLeftForForeignClassMidDrain(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	webOn(t, e, "metal", "1h")
+	e.moveTo(t, "web", "metal2")
+	eventually(t, "metal draining", func() error {
+		if s := e.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal=") || len(s.Status.LoadBalancer.Ingress) != 2 {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	probe := e.get(t, "web").DeepCopy()
+	mark := len(e.client.Actions())
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, a := range e.client.Actions()[mark:] {
+			if p, ok := a.(clienttesting.PatchAction); ok && p.GetName() == "web" {
+				t.Logf("patch %s: %s", p.GetSubresource(), p.GetPatch())
+			}
+			if u, ok := a.(clienttesting.UpdateAction); ok {
+				if s, ok := u.GetObject().(*corev1.Service); ok && s.Name == "web" {
+					t.Logf("update: %v %s", s.Spec.LoadBalancerClass != nil, state(s))
+				}
+			}
+		}
+	})
+	toForeignClass(t, e, "web", true, false, theirFinalizer)
+	eventually(t, "ours released from web", func() error {
+		s := e.get(t, "web")
+		if hasRecord(s) || drainingOf(s) != "" || s.Annotations["external-dns.kubernetes.io/target"] != "" || ingresses(s) != theirAddress {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+	for _, b := range []string{"metal", "metal2"} {
+		p := probe.DeepCopy()
+		p.Annotations[string(annotation.LoadBalancerBackends)] = b
+		waitLoadBalancerGone(t, e, b+": our load balancer gone", p)
+	}
+	if s := e.get(t, "web"); !slices.Equal(s.Finalizers, []string{sharedFinalizer, theirFinalizer}) || s.Annotations[theirAnnotation] != "blue" {
+		t.Errorf("finalizers %v, their annotation %q; want the shared one and theirs kept", s.Finalizers, s.Annotations[theirAnnotation])
+	}
+}
+
+// TestClassChangedDuringEnsureKeepsTheirStatus: a Service of our class is
+// given another controller's class, with that controller's finalizer and
+// address, while its first load balancer is ensured. The status write
+// that follows conflicts; the version re-read is not ours to serve, so our
+// address is not written on it (it replaced the other controller's
+// address with ours), and the next sync releases our load balancer.
+func TestClassChangedDuringEnsureKeepsTheirStatus(t *testing.T) {
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true})
+	changed := make(chan error, 1)
+	e.cloud.mu.Lock()
+	e.cloud.during = func(*corev1.Service) {
+		changed <- retryUpdate(e, "web", func(s *corev1.Service) {
+			s.Spec.LoadBalancerClass = ptrTo(foreignClass)
+			s.Finalizers = append(s.Finalizers, theirFinalizer)
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: theirAddress}}
+		})
+	}
+	e.cloud.mu.Unlock()
+	e.create(t, service("web", ptrTo(ourClass)))
+	if err := receive(t, changed, "the class change during the ensure"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ours released from web", func() error {
+		if s := e.get(t, "web"); hasFinalizer(s, Finalizer) || hasRecord(s) {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+	probe := service("web", ptrTo(ourClass))
+	probe.UID = e.get(t, "web").UID
+	probe.Annotations = metalRecord()
+	waitLoadBalancerGone(t, e, "our load balancer gone", probe)
+	// Our address written over theirs would have been released with
+	// our load balancer: theirs would be gone.
+	if s := e.get(t, "web"); ingresses(s) != theirAddress || !slices.Equal(s.Finalizers, []string{theirFinalizer}) {
+		t.Errorf("finalizers %v, %s; want the other controller's finalizer and address alone", s.Finalizers, state(s))
 	}
 }

@@ -3,6 +3,7 @@ package lbcontroller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -79,7 +80,8 @@ func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.
 // its load balancer (status, the CCM's own annotations): when not, an edit
 // came in while the load balancer was ensured, and the caller must not take
 // the returned object as what it ensured. written are the annotation
-// changes sent.
+// changes sent. A version re-read that is no longer ours to serve is not
+// written (errLeft).
 func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus, w *router.ServedWrite) (out *corev1.Service, own bool, written map[string]*string, err error) {
 	cur := svc
 	for attempt := 0; ; attempt++ {
@@ -113,8 +115,19 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *c
 		if cur == nil {
 			return nil, false, nil, apierrors.NewNotFound(corev1.Resource("services"), svc.Name)
 		}
+		if cur.DeletionTimestamp != nil || cur.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(cur) {
+			// Deleted, turned ClusterIP or given another controller's
+			// class while its load balancer was ensured: our address is
+			// not to be written on it (it would replace the other
+			// controller's); the sync the change queued cleans up.
+			return nil, false, nil, errLeft
+		}
 	}
 }
+
+// errLeft is publish's answer for a Service that stopped being ours while
+// its load balancer was ensured.
+var errLeft = errors.New("the Service stopped being ours while its load balancer was ensured")
 
 // withPublished is svc with the status and annotations publish wrote.
 func withPublished(svc *corev1.Service, status *corev1.LoadBalancerStatus, ann map[string]*string) *corev1.Service {

@@ -195,6 +195,13 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
+		if errors.Is(err, errLeft) {
+			// Its next sync (queued by the change, and again here) cleans
+			// up from the copy remembered before this one.
+			c.failed(key, false, nil, nil)
+			c.queue.Add(key)
+			return true, nil
+		}
 		if err != nil {
 			// The load balancer changed but the Service does not say so
 			// yet: the retry ensures and writes again in full (the
