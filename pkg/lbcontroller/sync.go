@@ -429,8 +429,11 @@ func (c *Controller) handsOver(svc *corev1.Service) bool {
 // before cleanup deletes them: as the cloud reports them (the target
 // backends'), as the status the controller last published showed (a retry
 // of a cleanup whose delete succeeded but whose finalizer write did not),
-// and, when the status shows others still, each backend's the router's
-// record names (a draining one's, after a restart).
+// and, when the status shows others still, every load balancer the router
+// holds for it (HeldAddresses: each backend its record names, a draining
+// one's included, after a restart too). A backend that cannot answer adds
+// nothing: its address, if shown, counts as another controller's, which
+// keeps the shared finalizer rather than removing another's.
 func (c *Controller) ourAddresses(ctx context.Context, key string, svc *corev1.Service, status *corev1.LoadBalancerStatus, exists bool) []corev1.LoadBalancerIngress {
 	var ours []corev1.LoadBalancerIngress
 	if exists && status != nil {
@@ -442,20 +445,11 @@ func (c *Controller) ourAddresses(ctx context.Context, key string, svc *corev1.S
 	if !othersAddress(svc.Status.LoadBalancer.Ingress, ours) {
 		return ours
 	}
-	for _, b := range strings.Split(svc.Annotations[string(annotation.LoadBalancerBackends)], ",") {
-		if b = strings.TrimSpace(b); b == "" {
-			continue
-		}
-		// A classless LoadBalancer copy annotated to b: the router
-		// answers with b's load balancer.
-		probe := svc.DeepCopy()
-		probe.Spec.Type, probe.Spec.LoadBalancerClass = corev1.ServiceTypeLoadBalancer, nil
-		probe.Annotations[string(annotation.LoadBalancerBackend)] = b
-		if st, ok, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, probe); err == nil && ok && st != nil {
-			ours = append(ours, st.Ingress...)
-		}
+	held, err := c.cloud.HeldAddresses(ctx, c.opts.ClusterName, svc)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Not every backend that may hold the Service's load balancer answered", "err", err)
 	}
-	return ours
+	return append(ours, held...)
 }
 
 // sharedIsOurs reports whether cleanup may remove the shared finalizer
