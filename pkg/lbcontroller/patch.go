@@ -67,10 +67,11 @@ func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.
 	}
 }
 
-// publish writes the load-balancer status and the router's served
-// annotations in one request, guarded by the resourceVersion of svc, the
-// version whose load balancer was ensured. The annotations are the
-// router's decision applied to the version written (w.Changes), so a
+// publish writes the router's decision (dec, ended) on the Service in one
+// request: its status and its annotation changes, guarded by the
+// resourceVersion of svc, the version whose load balancer was ensured.
+// The annotations are the decision applied to the version written
+// (dec.Changes), so a
 // write the router made while the load balancer was ensured (a drain
 // started) is kept, never undone from an older copy. After a conflict it
 // re-reads the Service and writes on the version it finds, the
@@ -82,10 +83,10 @@ func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.
 // the returned object as what it ensured. written are the annotation
 // changes sent. A version re-read that is no longer ours to serve is not
 // written (errLeft).
-func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus, w *router.ServedWrite) (out *corev1.Service, own bool, written map[string]*string, err error) {
-	cur := svc
+func (c *Controller) publish(ctx context.Context, svc *corev1.Service, dec *router.Decision) (out *corev1.Service, own bool, written map[string]*string, err error) {
+	cur, status := svc, dec.Status
 	for attempt := 0; ; attempt++ {
-		ann := w.Changes(cur)
+		ann := dec.Changes(cur)
 		conditions, condChanged := servedConditions(cur, ann, status)
 		if attempt > 0 && len(ann) == 0 && !condChanged && servicehelper.LoadBalancerStatusEqual(&cur.Status.LoadBalancer, status) {
 			// The version re-read already says it all (the router wrote
@@ -103,7 +104,7 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *c
 		body := map[string]any{"metadata": meta, "status": st}
 		out, err = c.patch(ctx, cur, body)
 		if err == nil {
-			w.Written(ann)
+			dec.Written(ann)
 			return out, !relevantChange(svc, cur), ann, nil
 		}
 		if !apierrors.IsConflict(err) || attempt == conflictRetries {

@@ -164,9 +164,14 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	seen.Insert(svc.ResourceVersion)
 	c.track(key, svc, seen)
 
-	ectx, served := router.DeferServedAnnotations(router.PreparedFrom(ctx, before))
+	// The router decides; the controller carries out the cloud steps (the
+	// call) and writes the Service once, from the decision: the status
+	// and the annotation changes it holds. plan prints the same decision
+	// (router.Decide).
+	ectx, dec := router.DecisionForWrite(router.PreparedFrom(ctx, before))
 	ectx, changes := backends.WithChangeReport(ectx)
 	status, err := c.cloud.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
+	dec.End(status, err)
 	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		// Nobody here serves it (any more): the router removed what we
 		// made; our conditions go too, and, when our routing no longer
@@ -187,11 +192,11 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		c.publishFailure(ctx, svc, err)
 		return changed, err
 	}
+	status = dec.Status
 	statusChanged := !servicehelper.LoadBalancerStatusEqual(&svc.Status.LoadBalancer, status)
-	write := served()
-	ann := write.Changes(svc)
+	ann := dec.Changes(svc)
 	if _, condChanged := servedConditions(svc, ann, status); statusChanged || len(ann) > 0 || condChanged {
-		out, own, written, err := c.publish(ctx, svc, status, write)
+		out, own, written, err := c.publish(ctx, svc, dec)
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
