@@ -69,6 +69,10 @@ type Cloud interface {
 	// PrepareLoadBalancer returns the annotations to write with the
 	// finalizer before EnsureLoadBalancer (see router.PrepareLoadBalancer).
 	PrepareLoadBalancer(service *corev1.Service) map[string]*string
+	// HeldAddresses returns the addresses of every load balancer the
+	// router holds for the Service, draining ones included (see
+	// router.Router.HeldAddresses).
+	HeldAddresses(ctx context.Context, clusterName string, service *corev1.Service) ([]corev1.LoadBalancerIngress, error)
 }
 
 // RepairPasser is a Cloud that can read its load balancers in bulk for a

@@ -3,6 +3,7 @@ package lbcontroller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -13,6 +14,7 @@ import (
 	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/klog/v2"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
@@ -65,10 +67,11 @@ func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.
 	}
 }
 
-// publish writes the load-balancer status and the router's served
-// annotations in one request, guarded by the resourceVersion of svc, the
-// version whose load balancer was ensured. The annotations are the
-// router's decision applied to the version written (w.Changes), so a
+// publish writes the router's decision (dec, ended) on the Service in one
+// request: its status and its annotation changes, guarded by the
+// resourceVersion of svc, the version whose load balancer was ensured.
+// The annotations are the decision applied to the version written
+// (dec.Changes), so a
 // write the router made while the load balancer was ensured (a drain
 // started) is kept, never undone from an older copy. After a conflict it
 // re-reads the Service and writes on the version it finds, the
@@ -78,11 +81,12 @@ func (c *Controller) prepare(ctx context.Context, svc *corev1.Service) (*corev1.
 // its load balancer (status, the CCM's own annotations): when not, an edit
 // came in while the load balancer was ensured, and the caller must not take
 // the returned object as what it ensured. written are the annotation
-// changes sent.
-func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus, w *router.ServedWrite) (out *corev1.Service, own bool, written map[string]*string, err error) {
-	cur := svc
+// changes sent. A version re-read that is no longer ours to serve is not
+// written (errLeft).
+func (c *Controller) publish(ctx context.Context, svc *corev1.Service, dec *router.Decision) (out *corev1.Service, own bool, written map[string]*string, err error) {
+	cur, status := svc, dec.Status
 	for attempt := 0; ; attempt++ {
-		ann := w.Changes(cur)
+		ann := dec.Changes(cur)
 		conditions, condChanged := servedConditions(cur, ann, status)
 		if attempt > 0 && len(ann) == 0 && !condChanged && servicehelper.LoadBalancerStatusEqual(&cur.Status.LoadBalancer, status) {
 			// The version re-read already says it all (the router wrote
@@ -100,7 +104,7 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *c
 		body := map[string]any{"metadata": meta, "status": st}
 		out, err = c.patch(ctx, cur, body)
 		if err == nil {
-			w.Written(ann)
+			dec.Written(ann)
 			return out, !relevantChange(svc, cur), ann, nil
 		}
 		if !apierrors.IsConflict(err) || attempt == conflictRetries {
@@ -112,8 +116,19 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, status *c
 		if cur == nil {
 			return nil, false, nil, apierrors.NewNotFound(corev1.Resource("services"), svc.Name)
 		}
+		if cur.DeletionTimestamp != nil || cur.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(cur) {
+			// Deleted, turned ClusterIP or given another controller's
+			// class while its load balancer was ensured: our address is
+			// not to be written on it (it would replace the other
+			// controller's); the sync the change queued cleans up.
+			return nil, false, nil, errLeft
+		}
 	}
 }
+
+// errLeft is publish's answer for a Service that stopped being ours while
+// its load balancer was ensured.
+var errLeft = errors.New("the Service stopped being ours while its load balancer was ensured")
 
 // withPublished is svc with the status and annotations publish wrote.
 func withPublished(svc *corev1.Service, status *corev1.LoadBalancerStatus, ann map[string]*string) *corev1.Service {
@@ -156,17 +171,32 @@ func (c *Controller) release(ctx context.Context, svc *corev1.Service, drop func
 // conditions and, for a Service no longer of type LoadBalancer, its
 // address, in the same write. A Service some finalizer still keeps loses
 // the addresses strip names from its status in that write too (they are
-// released: a bare-metal speaker announces what the status shows). Nothing
-// is sent when it carries none of drop.
+// released: a bare-metal speaker announces what the status shows), even
+// when it carries none of drop (the shared finalizer of a Service that
+// left us is not ours to remove: sharedIsOurs). A Service being deleted
+// that another finalizer keeps also loses the router's record in that
+// write (recordRemoval): every delete succeeded, nothing of ours is left,
+// and the record would make the next sync take it for ours again (mayOwn)
+// and remove the finalizer we just kept. Nothing is sent when drop names
+// none, or when neither its finalizers, annotations nor status change.
 func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, drop func(*corev1.Service) []string, clear bool, strip []corev1.LoadBalancerIngress) error {
 	for attempt := 0; ; attempt++ {
-		rest := without(svc, drop(svc)...)
-		if len(rest) == len(svc.Finalizers) {
+		names := drop(svc)
+		if len(names) == 0 {
 			return nil
 		}
-		meta := map[string]any{"resourceVersion": svc.ResourceVersion, "finalizers": rest}
-		if len(rest) == 0 {
-			meta["finalizers"] = nil
+		rest := without(svc, names...)
+		meta := map[string]any{"resourceVersion": svc.ResourceVersion}
+		if len(rest) < len(svc.Finalizers) {
+			meta["finalizers"] = rest
+			if len(rest) == 0 {
+				meta["finalizers"] = nil
+			}
+		}
+		if len(rest) > 0 && svc.DeletionTimestamp != nil {
+			if ann := recordRemoval(svc); len(ann) > 0 {
+				meta["annotations"] = ann
+			}
 		}
 		body := map[string]any{"metadata": meta}
 		st := map[string]any{}
@@ -183,6 +213,9 @@ func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, dr
 				st["loadBalancer"] = statusBody(&corev1.LoadBalancerStatus{Ingress: kept})
 			}
 		}
+		if len(meta) == 1 && len(st) == 0 {
+			return nil
+		}
 		if len(st) > 0 {
 			body["status"] = st
 		}
@@ -193,6 +226,68 @@ func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, dr
 		if !apierrors.IsConflict(err) || attempt == conflictRetries {
 			if err != nil {
 				return fmt.Errorf("removing the load-balancer cleanup finalizer: %w", err)
+			}
+			return nil
+		}
+		if svc, err = c.reread(ctx, svc); svc == nil || err != nil {
+			return err
+		}
+	}
+}
+
+// recordRemoval is a merge patch's annotations removing the router's
+// record of the Service's load balancers (its backends, the serving one,
+// its ID and its drains), nil when it carries none.
+func recordRemoval(svc *corev1.Service) map[string]any {
+	out := map[string]any{}
+	for _, a := range []annotation.Name{annotation.LoadBalancerBackends, annotation.LoadBalancerServedBy, annotation.LoadBalancerID, annotation.LoadBalancerDraining} {
+		if _, ok := svc.Annotations[string(a)]; ok {
+			out[string(a)] = nil
+		}
+	}
+	return out
+}
+
+// dropOurs removes from a Service that left us (leave) our Finalizer,
+// our conditions and the addresses in ours from its status, in one write
+// guarded by its resourceVersion, re-read after a conflict. A version
+// re-read that is ours again (turned back to one of our classes) is left
+// to the sync its change queued. Nothing else is touched; nothing is sent
+// when none of it is there.
+func (c *Controller) dropOurs(ctx context.Context, svc *corev1.Service, ours []corev1.LoadBalancerIngress) error {
+	for attempt := 0; ; attempt++ {
+		if c.serves(svc) {
+			return nil
+		}
+		body := map[string]any{}
+		meta := map[string]any{"resourceVersion": svc.ResourceVersion}
+		if rest := without(svc, Finalizer); len(rest) < len(svc.Finalizers) {
+			meta["finalizers"] = rest
+			if len(rest) == 0 {
+				meta["finalizers"] = nil
+			}
+		}
+		st := map[string]any{}
+		if kept, changed := withoutIngress(svc.Status.LoadBalancer.Ingress, ours); changed {
+			st["loadBalancer"] = statusBody(&corev1.LoadBalancerStatus{Ingress: kept})
+		}
+		if conditions, changed := withoutOurs(svc); changed {
+			st["conditions"] = conditionsBody(conditions)
+		}
+		if len(meta) == 1 && len(st) == 0 {
+			return nil
+		}
+		body["metadata"] = meta
+		if len(st) > 0 {
+			body["status"] = st
+		}
+		_, err := c.patch(ctx, svc, body)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == conflictRetries {
+			if err != nil {
+				return fmt.Errorf("removing our finalizer and addresses from a Service another controller serves: %w", err)
 			}
 			return nil
 		}

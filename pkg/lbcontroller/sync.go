@@ -70,7 +70,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	serving := c.serves(svc)
 	if needsCleanup(svc) {
 		if st != nil || c.mayOwn(svc) {
-			return c.cleanup(ctx, key, svc, serving || st != nil)
+			return c.cleanup(ctx, key, svc, serving || st != nil, movedClass(st, svc))
 		}
 		// Another controller's (a classless Service of another CCM's):
 		// nobody is asked, nothing is written.
@@ -83,6 +83,11 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	}
 	if !serving && st == nil {
 		return c.handOver(ctx, svc)
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !serving && movedClass(st, svc) {
+		// Turned ClusterIP and then a LoadBalancer of another class
+		// between two of our syncs: it left us.
+		return c.leave(ctx, key, svc)
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !serving {
 		// Not ours (any more) and nothing to clean up: its load balancer,
@@ -159,9 +164,14 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	seen.Insert(svc.ResourceVersion)
 	c.track(key, svc, seen)
 
-	ectx, served := router.DeferServedAnnotations(router.PreparedFrom(ctx, before))
+	// The router decides; the controller carries out the cloud steps (the
+	// call) and writes the Service once, from the decision: the status
+	// and the annotation changes it holds. plan prints the same decision
+	// (router.Decide).
+	ectx, dec := router.DecisionForWrite(router.PreparedFrom(ctx, before))
 	ectx, changes := backends.WithChangeReport(ectx)
 	status, err := c.cloud.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
+	dec.End(status, err)
 	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		// Nobody here serves it (any more): the router removed what we
 		// made; our conditions go too, and, when our routing no longer
@@ -182,12 +192,19 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		c.publishFailure(ctx, svc, err)
 		return changed, err
 	}
+	status = dec.Status
 	statusChanged := !servicehelper.LoadBalancerStatusEqual(&svc.Status.LoadBalancer, status)
-	write := served()
-	ann := write.Changes(svc)
+	ann := dec.Changes(svc)
 	if _, condChanged := servedConditions(svc, ann, status); statusChanged || len(ann) > 0 || condChanged {
-		out, own, written, err := c.publish(ctx, svc, status, write)
+		out, own, written, err := c.publish(ctx, svc, dec)
 		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if errors.Is(err, errLeft) {
+			// Its next sync (queued by the change, and again here) cleans
+			// up from the copy remembered before this one.
+			c.failed(key, false, nil, nil)
+			c.queue.Add(key)
 			return true, nil
 		}
 		if err != nil {
@@ -274,12 +291,26 @@ func describe(svc *corev1.Service) string {
 	return " in " + strings.Join(parts, ", ")
 }
 
+// movedClass reports whether the Service has a class other than the one
+// of the copy the controller last synced (st): it went through ClusterIP,
+// which drops the class, and came back as a LoadBalancer of another
+// class's, without our sync seeing it in between. A class a reload
+// removed from the config is the class the copy had: not a move.
+func movedClass(st *served, svc *corev1.Service) bool {
+	if st == nil || st.svc.UID != svc.UID || svc.Spec.LoadBalancerClass == nil {
+		return false
+	}
+	was := st.svc.Spec.LoadBalancerClass
+	return was == nil || *was != *svc.Spec.LoadBalancerClass
+}
+
 // cleanup deletes the Service's load balancer and then removes the
 // cleanup finalizers (our Finalizer; the shared one too when it is ours
 // to remove: see sharedIsOurs; shared is set when the Service is, or was,
-// served by this controller, not only carrying our finalizer) and the
-// address, for a Service no longer of type LoadBalancer.
-func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Service, shared bool) error {
+// served by this controller, not only carrying our finalizer; moved when
+// it changed class since we last synced it: movedClass) and the address,
+// for a Service no longer of type LoadBalancer.
+func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Service, shared, moved bool) error {
 	status, exists, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, svc)
 	if err != nil {
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to check if load balancer exists before cleanup: "+err.Error())
@@ -305,12 +336,46 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 			// (queued by the change) ensures it under our finalizer.
 			return nil
 		}
-		if c.sharedIsOurs(cur, shared, ours) {
+		if c.sharedIsOurs(cur, shared, moved, ours) {
 			return []string{Finalizer, sharedFinalizer}
 		}
 		return []string{Finalizer}
 	}
 	if err := c.release(ctx, svc, drop, ours); err != nil {
+		return err
+	}
+	if exists {
+		c.event(svc, corev1.EventTypeNormal, reasonDeleted, "Deleted load balancer")
+	}
+	c.forget(key)
+	return nil
+}
+
+// leave releases what the router's record says the Service holds from us
+// when it left us for another class between two of our syncs
+// (movedClass): the router deletes our load balancers, ending their drains
+// as for a Service leaving us, and drops its record; our addresses and
+// conditions leave the status and our Finalizer goes, in one write
+// (dropOurs). The other controller's finalizers (the shared one
+// included), status addresses and annotations stay.
+func (c *Controller) leave(ctx context.Context, key string, svc *corev1.Service) error {
+	klog.FromContext(ctx).V(2).Info("The Service now has a class of another controller's; releasing our load balancer", "class", *svc.Spec.LoadBalancerClass)
+	status, exists, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, svc)
+	if err != nil {
+		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to check if load balancer exists before cleanup: "+err.Error())
+		return err
+	}
+	ours := c.ourAddresses(ctx, key, svc, status, exists)
+	if exists {
+		c.event(svc, corev1.EventTypeNormal, reasonDeleting, fmt.Sprintf("Deleting load balancer: the Service's class is now %q, another controller's", *svc.Spec.LoadBalancerClass))
+	}
+	if exists || hasRecord(svc) {
+		if err := c.cloud.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
+			c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to delete load balancer: "+err.Error())
+			return err
+		}
+	}
+	if err := c.dropOurs(ctx, svc, ours); err != nil {
 		return err
 	}
 	if exists {
@@ -369,8 +434,11 @@ func (c *Controller) handsOver(svc *corev1.Service) bool {
 // before cleanup deletes them: as the cloud reports them (the target
 // backends'), as the status the controller last published showed (a retry
 // of a cleanup whose delete succeeded but whose finalizer write did not),
-// and, when the status shows others still, each backend's the router's
-// record names (a draining one's, after a restart).
+// and, when the status shows others still, every load balancer the router
+// holds for it (HeldAddresses: each backend its record names, a draining
+// one's included, after a restart too). A backend that cannot answer adds
+// nothing: its address, if shown, counts as another controller's, which
+// keeps the shared finalizer rather than removing another's.
 func (c *Controller) ourAddresses(ctx context.Context, key string, svc *corev1.Service, status *corev1.LoadBalancerStatus, exists bool) []corev1.LoadBalancerIngress {
 	var ours []corev1.LoadBalancerIngress
 	if exists && status != nil {
@@ -382,20 +450,11 @@ func (c *Controller) ourAddresses(ctx context.Context, key string, svc *corev1.S
 	if !othersAddress(svc.Status.LoadBalancer.Ingress, ours) {
 		return ours
 	}
-	for _, b := range strings.Split(svc.Annotations[string(annotation.LoadBalancerBackends)], ",") {
-		if b = strings.TrimSpace(b); b == "" {
-			continue
-		}
-		// A classless LoadBalancer copy annotated to b: the router
-		// answers with b's load balancer.
-		probe := svc.DeepCopy()
-		probe.Spec.Type, probe.Spec.LoadBalancerClass = corev1.ServiceTypeLoadBalancer, nil
-		probe.Annotations[string(annotation.LoadBalancerBackend)] = b
-		if st, ok, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, probe); err == nil && ok && st != nil {
-			ours = append(ours, st.Ingress...)
-		}
+	held, err := c.cloud.HeldAddresses(ctx, c.opts.ClusterName, svc)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Not every backend that may hold the Service's load balancer answered", "err", err)
 	}
-	return ours
+	return append(ours, held...)
 }
 
 // sharedIsOurs reports whether cleanup may remove the shared finalizer
@@ -403,19 +462,28 @@ func (c *Controller) ourAddresses(ctx context.Context, key string, svc *corev1.S
 //   - one of our classes: yes, an earlier version of ours put it (the
 //     router refuses upstream's controller the cleanup of our classes);
 //   - another class, or one of ours a reload removed (cleaned up for the
-//     router's record on it): unless the status shows an address that is
-//     not ours: then the class's controller, which wrote it, put the shared
-//     finalizer, and it guards that controller's load balancer;
+//     router's record on it): only when what we wrote on the Service says
+//     an earlier version of ours put it there, beside its record, in the
+//     place of our Finalizer. Not when the Service carries our Finalizer:
+//     this version puts ours on a classed Service it serves and removes
+//     the shared one in the same write (withWanted), so a shared one
+//     beside ours was put by another controller, the one of the class it
+//     has now (no address of its own yet, or one). Not when it changed
+//     class since our last sync (moved): it left us through ClusterIP, and
+//     its new class's controller put the shared one. Nor when the status
+//     shows an address that is not ours: the class's controller, which
+//     wrote it, put the shared finalizer, and it guards that controller's
+//     load balancer;
 //   - no class: when the controller serves, or served, it (shared), unless
 //     the status shows an address of another controller's (upstream's,
 //     serving it since it was turned classless while our CCM was down).
-func (c *Controller) sharedIsOurs(svc *corev1.Service, shared bool, ours []corev1.LoadBalancerIngress) bool {
+func (c *Controller) sharedIsOurs(svc *corev1.Service, shared, moved bool, ours []corev1.LoadBalancerIngress) bool {
 	theirs := othersAddress(svc.Status.LoadBalancer.Ingress, ours)
 	switch class := svc.Spec.LoadBalancerClass; {
 	case class != nil && c.cloud.ServesClass(*class):
 		return true
 	case class != nil:
-		return !theirs
+		return !theirs && !moved && !hasFinalizer(svc, Finalizer)
 	default:
 		return shared && !theirs
 	}

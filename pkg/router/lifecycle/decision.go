@@ -92,6 +92,10 @@ type Decision struct {
 	// Err is the sync's error.
 	Err error
 
+	// served returns the write EnsureLoadBalancer left to the caller
+	// (ForWrite), nil when none.
+	served func() *ServedWrite
+
 	mu sync.Mutex
 }
 
@@ -120,13 +124,61 @@ func (r *Balancer) Decide(ctx context.Context, clusterName string, service *core
 	ctx, d := WithDecision(ctx)
 	ctx, _ = backends.WithDryRun(ctx)
 	st, err := r.EnsureLoadBalancer(ctx, clusterName, service.DeepCopy(), nodes)
+	d.End(st, err)
+	return d
+}
+
+// ForWrite returns a context under which EnsureLoadBalancer records its
+// decision in the Decision returned, as under WithDecision, and leaves
+// the Service's write to the caller (DeferServedAnnotations): the
+// decision carries it. The caller ends the decision with the call's
+// answer (End) and writes the Service once, from the decision alone: its
+// Status, and the annotation changes Changes computes from the version
+// written. Decide is the same decision under a dry run: what `plan`
+// prints is what the controller writes.
+func ForWrite(ctx context.Context) (context.Context, *Decision) {
+	ctx, d := WithDecision(ctx)
+	ctx, served := DeferServedAnnotations(ctx)
+	d.served = served
+	return ctx, d
+}
+
+// End records EnsureLoadBalancer's answer in the decision: the status the
+// Service should show (kept from a partial failure when the call returned
+// none) and the error.
+func (d *Decision) End(st *corev1.LoadBalancerStatus, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err == nil || st != nil {
 		d.Status = st
 	}
 	d.Err = err
-	return d
+}
+
+// Write returns the write the decision leaves to the caller (ForWrite):
+// nil when none (no ForWrite, a failed sync, a Service no backend
+// serves, a router without a client).
+func (d *Decision) Write() *ServedWrite {
+	if d == nil || d.served == nil {
+		return nil
+	}
+	return d.served()
+}
+
+// Changes returns the annotation changes (nil values remove one) that
+// make cur, the Service as the controller's write will find it (its
+// resourceVersion guards the write), say what the sync decided: the
+// decision's Annotations computed again from cur (ServedWrite.Changes),
+// so a write the router made during the call is never undone. None when
+// the decision leaves no write.
+func (d *Decision) Changes(cur *corev1.Service) map[string]*string {
+	return d.Write().Changes(cur)
+}
+
+// Written tells the router that changes (from Changes) were written (see
+// ServedWrite.Written).
+func (d *Decision) Written(changes map[string]*string) {
+	d.Write().Written(changes)
 }
 
 // Backends names the backends with a step of one of kinds, in order,
