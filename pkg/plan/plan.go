@@ -74,10 +74,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	p := &planner{cfg: o.Config, r: r, cluster: o.ClusterName, backends: bs, noInstance: map[string][]string{}}
 	rep := &Report{}
-	var after []*corev1.Node
+	// first are the nodes the switch's first syncs see: the joining nodes
+	// it claims initialised (the cloud-node controller does so as it
+	// starts, within a second; a node of another cloud then has a say in
+	// an NLB's target type, and an Octavia member its address), the nodes
+	// it would delete still there (the lifecycle controller deletes them
+	// on its next pass). after are the nodes once it settled.
+	var first, after []*corev1.Node
 	for _, n := range nodes {
 		np, settled := p.node(ctx, n)
 		rep.Nodes = append(rep.Nodes, np)
+		if np.Outcome == NodeClaimed {
+			first = append(first, settled)
+		} else {
+			first = append(first, n)
+		}
 		if np.Outcome == NodeGoneReady || np.Outcome == NodeError {
 			p.noInstance[n.Name] = strings.Split(p.ownerByLabelOrScheme(n), ",")
 		}
@@ -85,7 +96,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			after = append(after, settled)
 		}
 	}
-	targets, settledTargets := lbNodes(nodes), lbNodes(after)
+	targets, settledTargets := lbNodes(first), lbNodes(after)
 	for _, s := range services {
 		if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
 			sp := p.service(ctx, s, targets, settledTargets)

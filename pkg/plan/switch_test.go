@@ -483,3 +483,53 @@ func TestPlanTargetsLeaveOutBareMetal(t *testing.T) {
 		t.Errorf("targets %v: want aws's three nodes and no entry for metal", got)
 	}
 }
+
+// TestPlanFirstSyncSeesJoiningNodesInitialised: issue 43's seed
+// 1796216744698904510, Service s2. An NLB with instance targets (every
+// node an EC2 instance) and a bare-metal machine joining (tainted, no
+// providerID yet: no say in the target type). The switch's cloud-node
+// controller initialises the node as it starts, and the Service's first
+// sync then sees a node that is no instance of the VPC: the NLB moves to
+// IP targets (a new target group, the listener moved, the old group
+// deleted). The plan planned that sync with the node as it was and listed
+// a ModifyTargetGroup of the instance group instead. It plans with the
+// joining nodes initialised now; the switch, handed the node as the
+// cloud-node controller leaves it, makes the calls the plan listed.
+func TestPlanFirstSyncSeesJoiningNodesInitialised(t *testing.T) {
+	w := newWorld(t)
+	svc := w.served(t, lbService("s2", toAWS))[0]
+	svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol"] = "HTTP"
+	svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"] = "/healthz"
+	joining := testutil.NewNode("bm-join", testutil.WithInternalIP("10.0.0.50"))
+	joining.Spec.Taints = []corev1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	rep, err := plan.Run(t.Context(), plan.Options{Config: w.cfg, Client: newReadOnly(append(w.objects(svc), joining)...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := rep.Nodes[slices.IndexFunc(rep.Nodes, func(n plan.NodePlan) bool { return n.Name == "bm-join" })]
+	if np.Outcome != plan.NodeClaimed || np.NewProviderID != "baremetal://bm-join" {
+		t.Fatalf("bm-join planned %s %q (%s); want claimed by metal", np.Outcome, np.NewProviderID, np.Error)
+	}
+	// The switch: the node as the cloud-node controller leaves it.
+	initialised := joining.DeepCopy()
+	initialised.Spec.Taints, initialised.Spec.ProviderID = nil, np.NewProviderID
+	initialised.Labels["multicloud-ccm.io/backend"] = "metal"
+	w.nodes = append(w.nodes, initialised)
+	done, _ := w.runSwitch(t, w.objects(svc))
+	sp := rep.Services[0]
+	if planned, made := awsActions(sp), done["s2"].calls; !slices.Equal(planned, made) || !slices.Contains(made, "CreateTargetGroup") {
+		t.Errorf("the switch made AWS calls %v; the plan listed %v (want both to move the NLB to IP targets: CreateTargetGroup)", made, planned)
+	}
+	if want := []string{"bm-join", w.nodes[0].Name, w.nodes[1].Name, w.nodes[2].Name}; !slices.Equal(sp.Targets["aws"], sortedCopy(want)) {
+		t.Errorf("planned targets %v, want %v", sp.Targets["aws"], sortedCopy(want))
+	}
+	for _, d := range w.targetDisagreements(rep) {
+		t.Error(d)
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
