@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -553,32 +554,62 @@ func mergeKeys(a map[string][]string, b map[string][]cloudCall) map[string]bool 
 // second or few seconds).
 const quietFor = 4 * time.Second
 
-// quietForOctavia is quietFor in a world with Octavia: it applies each
-// change of a load balancer before the next is asked for (the backend
-// retries every 2 s), seconds apart on a busy machine.
-const quietForOctavia = 10 * time.Second
-
 // quietCalls waits until the clouds have seen no new mutating call for
-// quietFor and returns the calls recorded.
+// quietFor and, in a world with Octavia, until Octavia reports every load
+// balancer of the world done (none PENDING_*: the backend retries a change
+// every 2 s while one is pending, so calls stopping then would not mean
+// the switch is done, however long they stopped), and returns the calls
+// recorded. Bounded by octaviaBound with Octavia (it applies each change
+// before the next is asked for), else waitBound.
 func (w *world) quietCalls() []cloudCall {
 	w.t.Helper()
 	n, since := -1, time.Now()
-	quiet := quietFor
+	bound := waitBound
 	if w.os != nil {
-		quiet = quietForOctavia
+		bound = octaviaBound
 	}
 	var calls []cloudCall
-	err := framework.WaitFor(w.ctx, waitBound, "no new mutating cloud call for "+quiet.String(), func(context.Context) (bool, string, error) {
+	err := framework.WaitFor(w.ctx, bound, "no new mutating cloud call for "+quietFor.String()+" and no Octavia load balancer pending", func(ctx context.Context) (bool, string, error) {
 		calls = w.cloudCalls()
 		if len(calls) != n {
 			n, since = len(calls), time.Now()
 		}
-		return time.Since(since) >= quiet, fmt.Sprintf("%d calls", n), nil
+		pending, err := w.octaviaPending(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if len(pending) > 0 {
+			since = time.Now()
+		}
+		return time.Since(since) >= quietFor, fmt.Sprintf("%d calls, Octavia load balancers pending %v", n, pending), nil
 	})
 	if err != nil {
 		w.t.Error(err)
 	}
 	return calls
+}
+
+// octaviaPending lists the world's Octavia load balancers whose
+// provisioning status is PENDING_* (none without Octavia).
+func (w *world) octaviaPending(ctx context.Context) ([]string, error) {
+	if w.os == nil {
+		return nil, nil
+	}
+	pages, err := loadbalancers.List(w.os.client, loadbalancers.ListOpts{Tags: []string{"mccm-cluster=" + w.clusterID}}).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lbs, err := loadbalancers.ExtractLoadBalancers(pages)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, lb := range lbs {
+		if strings.HasPrefix(lb.ProvisioningStatus, "PENDING_") {
+			out = append(out, lb.Name+" "+lb.ProvisioningStatus)
+		}
+	}
+	return out, nil
 }
 
 // cloudCalls are the mutating calls the AWS fake and Octavia recorded.
