@@ -84,6 +84,16 @@ func DryRun(ctx context.Context) bool {
 	return ok
 }
 
+// DryRunScope returns an opaque key of ctx's dry run (nil outside one): a
+// backend's read-only mode keys by it what one dry run made up or deleted,
+// so that a later call of the same run sees it as the real run would.
+func DryRunScope(ctx context.Context) any {
+	if d, ok := ctx.Value(dryRunKey{}).(*dryRun); ok {
+		return d
+	}
+	return nil
+}
+
 // RecordIntent records, under a dry run, a mutating call the backend
 // decided and did not make. Outside a dry run it does nothing.
 func RecordIntent(ctx context.Context, call, what string) {

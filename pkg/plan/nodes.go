@@ -2,9 +2,12 @@ package plan
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
@@ -17,15 +20,59 @@ import (
 // another CCM's: the router answers it exists, refuses to initialise it
 // while it is tainted and gives it no backend, so the plan names the
 // platform whose CCM it is left to instead.
-func (p *planner) node(ctx context.Context, n *corev1.Node) NodePlan {
+//
+// It also returns the node as the switch leaves it (settled): nil for one
+// it deletes, initialised (its providerID, addresses and labels, the
+// uninitialized taint gone) for one it claims, else as it is.
+func (p *planner) node(ctx context.Context, n *corev1.Node) (NodePlan, *corev1.Node) {
+	np, md := p.nodePlan(ctx, n)
+	return np, settled(n, np, md)
+}
+
+// settled is the node as the switch leaves it, after the node-lifecycle
+// and cloud-node controllers acted on the plan's outcome np: gone if
+// deleted; if claimed, initialised from the instance's metadata md as
+// upstream's cloud-node controller does (a tainted node gets the
+// providerID, the addresses and the labels, and loses the taint; an
+// initialised one gets its addresses updated).
+func settled(n *corev1.Node, np NodePlan, md *cloudprovider.InstanceMetadata) *corev1.Node {
+	switch {
+	case np.Outcome == NodeDeleted:
+		return nil
+	case np.Outcome != NodeClaimed || md == nil:
+		return n
+	}
+	out := n.DeepCopy()
+	i := slices.IndexFunc(out.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
+	if i >= 0 {
+		out.Spec.Taints = slices.Delete(out.Spec.Taints, i, i+1)
+		if out.Spec.ProviderID == "" {
+			out.Spec.ProviderID = md.ProviderID
+		}
+		if out.Labels == nil {
+			out.Labels = map[string]string{}
+		}
+		for k, v := range md.AdditionalLabels {
+			out.Labels[k] = v
+		}
+	}
+	if len(md.NodeAddresses) > 0 {
+		out.Status.Addresses = slices.Clone(md.NodeAddresses)
+	}
+	return out
+}
+
+// nodePlan is node's plan, with the instance's metadata when the router
+// answered it.
+func (p *planner) nodePlan(ctx context.Context, n *corev1.Node) (NodePlan, *cloudprovider.InstanceMetadata) {
 	if platform, foreign := p.r.ForeignPlatform(n); foreign {
-		return NodePlan{Name: n.Name, ProviderID: n.Spec.ProviderID, Platform: platform, Outcome: NodeOtherCCM}
+		return NodePlan{Name: n.Name, ProviderID: n.Spec.ProviderID, Platform: platform, Outcome: NodeOtherCCM}, nil
 	}
 	np := NodePlan{Name: n.Name, ProviderID: n.Spec.ProviderID, ChosenBy: p.chosenBy(n)}
 	exists, err := p.r.InstanceExists(ctx, n)
 	if err != nil {
 		np.Outcome, np.Error, np.ChosenBy = NodeError, errText(err), ""
-		return np
+		return np, nil
 	}
 	if !exists {
 		// The owner positively reports the instance gone: the lifecycle
@@ -35,20 +82,20 @@ func (p *planner) node(ctx context.Context, n *corev1.Node) NodePlan {
 		if ready(n) {
 			np.Outcome = NodeGoneReady
 		}
-		return np
+		return np, nil
 	}
 	np.InstanceFound = true
 	md, err := p.r.InstanceMetadata(ctx, n)
 	if err != nil {
 		np.Outcome, np.Error = NodeError, errText(err)
-		return np
+		return np, nil
 	}
 	np.Backend = md.AdditionalLabels[string(annotation.NodeBackend)]
 	if np.Backend == "" {
 		// The router answers metadata of its own for nodes it leaves alone
 		// (nodes.unmanaged: ignore).
 		np.Outcome, np.ChosenBy = NodeUnmanaged, ""
-		return np
+		return np, md
 	}
 	if n.Spec.ProviderID == "" {
 		np.NewProviderID = md.ProviderID
@@ -57,12 +104,12 @@ func (p *planner) node(ctx context.Context, n *corev1.Node) NodePlan {
 	if ready(n) {
 		// The lifecycle controller asks about shutdowns only for nodes
 		// that are not Ready (and removes the taint from Ready ones).
-		return np
+		return np, md
 	}
 	if shutdown, err := p.r.InstanceShutdown(ctx, n); err == nil {
 		np.Shutdown = shutdown
 	}
-	return np
+	return np, md
 }
 
 // ready is the node-lifecycle controller's test before it asks the cloud

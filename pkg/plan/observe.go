@@ -89,6 +89,40 @@ type watchedLB struct {
 	name string
 }
 
+// The optional interfaces the router asks a load balancer about are the
+// backend's: a wrapper hiding them would make the plan's router treat
+// bare metal as targeting its nodes (backends.NodeIndependent) and its
+// addresses as not announced from the status (backends.StatusAnnounced).
+// Each answers as the router takes a load balancer that does not
+// implement it.
+var (
+	_ backends.NodeIndependent   = watchedLB{}
+	_ backends.StatusAnnounced   = watchedLB{}
+	_ backends.AddressTargeter   = watchedLB{}
+	_ backends.NodeTargeter      = targetingLB{}
+	_ cloudprovider.LoadBalancer = watchedLB{}
+)
+
+// IgnoresNodes is the backend's (false when it does not say).
+func (l watchedLB) IgnoresNodes() bool {
+	ni, ok := l.LoadBalancer.(backends.NodeIndependent)
+	return ok && ni.IgnoresNodes()
+}
+
+// AnnouncedFromStatus is the backend's (false when it does not say).
+func (l watchedLB) AnnouncedFromStatus() bool {
+	sa, ok := l.LoadBalancer.(backends.StatusAnnounced)
+	return ok && sa.AnnouncedFromStatus()
+}
+
+// TargetsByAddress is the backend's (true when it does not say).
+func (l watchedLB) TargetsByAddress(svc *corev1.Service, node *corev1.Node) bool {
+	if t, ok := l.LoadBalancer.(backends.AddressTargeter); ok {
+		return t.TargetsByAddress(svc, node)
+	}
+	return true
+}
+
 type targetingLB struct {
 	watchedLB
 	t backends.NodeTargeter

@@ -72,15 +72,34 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &planner{cfg: o.Config, r: r, cluster: o.ClusterName, backends: bs}
+	p := &planner{cfg: o.Config, r: r, cluster: o.ClusterName, backends: bs, noInstance: map[string][]string{}}
 	rep := &Report{}
+	// first are the nodes the switch's first syncs see: the joining nodes
+	// it claims initialised (the cloud-node controller does so as it
+	// starts, within a second; a node of another cloud then has a say in
+	// an NLB's target type, and an Octavia member its address), the nodes
+	// it would delete still there (the lifecycle controller deletes them
+	// on its next pass). after are the nodes once it settled.
+	var first, after []*corev1.Node
 	for _, n := range nodes {
-		rep.Nodes = append(rep.Nodes, p.node(ctx, n))
+		np, settled := p.node(ctx, n)
+		rep.Nodes = append(rep.Nodes, np)
+		if np.Outcome == NodeClaimed {
+			first = append(first, settled)
+		} else {
+			first = append(first, n)
+		}
+		if np.Outcome == NodeGoneReady || np.Outcome == NodeError {
+			p.noInstance[n.Name] = strings.Split(p.ownerByLabelOrScheme(n), ",")
+		}
+		if settled != nil {
+			after = append(after, settled)
+		}
 	}
-	targets := lbNodes(nodes)
+	targets, settledTargets := lbNodes(first), lbNodes(after)
 	for _, s := range services {
 		if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			sp := p.service(ctx, s, targets)
+			sp := p.service(ctx, s, targets, settledTargets)
 			p.showNew(s, sp)
 			rep.Services = append(rep.Services, sp)
 		}
@@ -185,6 +204,11 @@ type planner struct {
 	cluster string
 	// backends are the router's, unwatched.
 	backends []router.Backend
+	// noInstance names, by node, the backends owning it (by its label or
+	// providerID scheme) that do not have its instance: gone, or not
+	// found (the node's plan is an error). Their load balancers do not
+	// target it.
+	noInstance map[string][]string
 }
 
 // typeOf returns the type of the backend called name.

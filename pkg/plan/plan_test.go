@@ -93,6 +93,8 @@ backends:
 - name: metal
   type: baremetal
   baremetal:
+    inventory:
+    - {name: bm-join, addresses: [{type: InternalIP, address: 10.0.0.50}]}
     addressPools:
     - name: public
       addresses: ["192.0.2.0/28"]

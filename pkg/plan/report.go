@@ -121,7 +121,16 @@ type ServicePlan struct {
 	// (Error says why); the others in Backend serve it all the same:
 	// Changes are theirs too, and NewAddress what the status shows.
 	RefusedBy []string `json:"refusedBy,omitempty"`
-	Error     string   `json:"error,omitempty"`
+	// Targets are, by backend whose load balancer sends traffic to nodes
+	// (bare metal's announces an address and targets none), the names of
+	// the nodes it targets once the switch settled: the nodes as the plan
+	// leaves them (those WOULD BE DELETED gone, those claimed initialised
+	// with their providerID and addresses) that the router hands the
+	// backend in its node syncs, draining load balancers included. Changes
+	// list the first sync's calls, with the nodes as they are now; the
+	// node syncs after the nodes changed make the rest, and end here.
+	Targets map[string][]string `json:"targets,omitempty"`
+	Error   string              `json:"error,omitempty"`
 }
 
 // AnnotationIssue is an annotation of a Service that would not do what its

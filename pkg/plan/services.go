@@ -20,7 +20,11 @@ import (
 // the Service goes, what is deleted, drained or handed to another
 // controller is the router's decision, as the switch makes it; what each
 // backend would change is what it recorded (its intents, in the call log).
-func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) ServicePlan {
+//
+// settledNodes are the nodes as the switch leaves them (the nodes'
+// plans carried out): the Service's targets once it settled are the
+// router's choice among them (Targets).
+func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settledNodes []*corev1.Node) ServicePlan {
 	sp := ServicePlan{Namespace: svc.Namespace, Name: svc.Name, Address: addresses(&svc.Status.LoadBalancer), ChosenBy: p.lbChosenBy(svc)}
 	ctx, log := withCallLog(ctx)
 	ctx, _ = backends.WithDryRun(ctx)
@@ -62,6 +66,7 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes []*cor
 				sp.RefusedBy = append(sp.RefusedBy, s.Backend)
 			}
 		}
+		sp.Targets = p.settledTargets(afterSync(svc, d), settledNodes, slices.Concat(d.HandedOver, sp.RefusedBy))
 		return sp
 	}
 	if getErr != nil {
@@ -78,17 +83,45 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes []*cor
 		sp.DrainedFrom = append(sp.DrainedFrom, b)
 	}
 	sp.Outcome = outcome(sp, slices.ContainsFunc(served, func(b string) bool { return held[b] }))
+	sp.Targets = p.settledTargets(afterSync(svc, d), settledNodes, d.HandedOver)
 	return sp
 }
 
-// whileDraining is what the switch does to the load balancer draining in
-// backend b until the drain ends: it keeps it serving, and each update of
-// the Service's load balancers (the node sync: Router.UpdateLoadBalancer)
-// hands it the nodes as they are, so it is reconciled (a gone instance's
-// target deregistered). That update, on the Service as the sync leaves it
-// (the decision's annotations), under the dry run: b's intents, named by
-// backend.
-func (p *planner) whileDraining(ctx context.Context, svc *corev1.Service, d *router.Decision, b string, nodes []*corev1.Node) ([]backends.Intent, error) {
+// settledTargets are, by backend, the names of the nodes the Service's
+// load balancers target once the switch settled: the router's choice
+// (Router.LoadBalancerTargetsByBackend, what its node syncs hand each
+// backend, draining ones included, those whose load balancers ignore
+// their nodes left out) among the nodes as the switch leaves them, for
+// the Service as its sync leaves it, but for the nodes a backend owns
+// and has no instance of (a load balancer targets an instance of its
+// cloud only while it runs). The backends that leave it to another
+// controller or refuse it (left) target nothing of ours.
+func (p *planner) settledTargets(svc *corev1.Service, nodes []*corev1.Node, left []string) map[string][]string {
+	by := p.r.LoadBalancerTargetsByBackend(svc, nodes)
+	if len(by) == 0 {
+		return nil
+	}
+	out := map[string][]string{}
+	for b, ns := range by {
+		if slices.Contains(left, b) {
+			continue
+		}
+		names := []string{}
+		for _, n := range ns {
+			if !slices.Contains(p.noInstance[n.Name], b) {
+				names = append(names, n.Name)
+			}
+		}
+		slices.Sort(names)
+		out[b] = names
+	}
+	return out
+}
+
+// afterSync is the Service as its sync leaves it: the decision's
+// annotations (the router's records of what serves it and what drains)
+// written.
+func afterSync(svc *corev1.Service, d *router.Decision) *corev1.Service {
 	after := svc.DeepCopy()
 	for k, v := range d.Annotations {
 		if v == nil {
@@ -100,6 +133,18 @@ func (p *planner) whileDraining(ctx context.Context, svc *corev1.Service, d *rou
 			after.Annotations[string(k)] = *v
 		}
 	}
+	return after
+}
+
+// whileDraining is what the switch does to the load balancer draining in
+// backend b until the drain ends: it keeps it serving, and each update of
+// the Service's load balancers (the node sync: Router.UpdateLoadBalancer)
+// hands it the nodes as they are, so it is reconciled (a gone instance's
+// target deregistered). That update, on the Service as the sync leaves it
+// (the decision's annotations), under the dry run: b's intents, named by
+// backend.
+func (p *planner) whileDraining(ctx context.Context, svc *corev1.Service, d *router.Decision, b string, nodes []*corev1.Node) ([]backends.Intent, error) {
+	after := afterSync(svc, d)
 	ctx, log := withCallLog(ctx)
 	ctx, _ = backends.WithDryRun(ctx)
 	err := p.r.UpdateLoadBalancer(ctx, p.cluster, after, nodes)

@@ -241,6 +241,9 @@ func (w *world) compare(t *testing.T, objs []runtime.Object, exact bool) {
 			t.Errorf("service %s: planned address %q; the switch gave %q", sp.Name, sp.NewAddress, s.address)
 		}
 	}
+	for _, d := range w.targetDisagreements(rep) {
+		t.Error(d)
+	}
 	if rep.Summary.Failed() != failed {
 		t.Errorf("the plan's exit status is %v (%s); the switch deleted, replaced or refused something: %v", rep.Summary.Failed(), rep.Summary, failed)
 	}
@@ -384,4 +387,149 @@ func redraw(r *rand.Rand, svc *corev1.Service) {
 		a := annotationsDrawn[r.IntN(len(annotationsDrawn))]
 		svc.Annotations[a[0]] = a[1]
 	}
+}
+
+// targetDisagreements compares, per Service the plan gives aws targets,
+// each of its target groups in the fake with the planned nodes (by their
+// instances, or their addresses for IP targets), once the switch ran.
+func (w *world) targetDisagreements(rep *plan.Report) []string {
+	nodeOf := map[string]string{}
+	for _, n := range w.nodes {
+		nodeOf[n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:]] = n.Name
+		for _, a := range n.Status.Addresses {
+			nodeOf[a.Address] = n.Name // IP targets
+		}
+	}
+	var out []string
+	for _, sp := range rep.Services {
+		want, ok := sp.Targets["aws"]
+		if !ok {
+			continue
+		}
+		groups := 0
+		for _, tg := range w.aws.TargetGroups() {
+			if tg.Tags["kubernetes.io/service-name"] != sp.Namespace+"/"+sp.Name {
+				continue
+			}
+			groups++
+			got := []string{}
+			for _, t := range tg.Targets {
+				id, _, _ := strings.Cut(t, ":")
+				if n, ok := nodeOf[id]; ok {
+					id = n
+				}
+				got = append(got, id)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				out = append(out, fmt.Sprintf("service %s: target group %s targets %v; the plan predicts %v", sp.Name, tg.Name, got, want))
+			}
+		}
+		if groups == 0 {
+			out = append(out, fmt.Sprintf("service %s: the plan predicts aws targets %v; the switch left no target group", sp.Name, want))
+		}
+	}
+	return out
+}
+
+// TestTargetComparisonCatchesWrongPrediction: the target comparison is
+// not vacuous: after a switch that agrees with its plan, one prediction
+// perturbed (a node dropped from a Service's targets, then one added) is
+// reported, and only that Service.
+func TestTargetComparisonCatchesWrongPrediction(t *testing.T) {
+	w := newWorld(t)
+	svcs := w.served(t, lbService("kept", toAWS), lbService("other", toAWS))
+	// Its instance gone, the node still Ready (GONE, DELETED WHEN NOT
+	// READY): it stays, handed to aws, which has no instance to target.
+	w.aws.RemoveInstance(w.seed.Instances[2].ID)
+	w.nodes[2].Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	objs := w.objects(svcs...)
+	rep, err := plan.Run(t.Context(), plan.Options{Config: w.cfg, Client: newReadOnly(objs...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.runSwitch(t, objs)
+	if d := w.targetDisagreements(rep); len(d) > 0 {
+		t.Fatalf("the switch disagrees with the plan before any perturbation: %v", d)
+	}
+	i := slices.IndexFunc(rep.Services, func(sp plan.ServicePlan) bool { return sp.Name == "kept" })
+	want := rep.Services[i].Targets["aws"]
+	if len(want) != 2 || slices.Contains(want, w.nodes[2].Name) {
+		t.Fatalf("planned targets of kept %v: want the two nodes whose instances run, not %s (its instance is gone)", want, w.nodes[2].Name)
+	}
+	for _, perturbed := range [][]string{want[:1], append(slices.Clone(want), w.nodes[2].Name)} {
+		rep.Services[i].Targets["aws"] = perturbed
+		d := w.targetDisagreements(rep)
+		if len(d) != 1 || !strings.Contains(d[0], "service kept:") {
+			t.Errorf("prediction perturbed to %v: disagreements %v, want one, for kept", perturbed, d)
+		}
+	}
+}
+
+// TestPlanTargetsLeaveOutBareMetal: bare metal announces an address and
+// targets no node (backends.NodeIndependent); the plan's router must see
+// that through the wrappers that watch the backends' calls, as the
+// switch's does: a Service on aws and metal has targets in aws only, all
+// three nodes.
+func TestPlanTargetsLeaveOutBareMetal(t *testing.T) {
+	w := newWorld(t)
+	objs := w.objects(lbService("both", testutil.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "aws,metal")))
+	rep, err := plan.Run(t.Context(), plan.Options{Config: w.cfg, Client: newReadOnly(objs...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rep.Services[0].Targets
+	if _, ok := got["metal"]; ok || len(got["aws"]) != 3 {
+		t.Errorf("targets %v: want aws's three nodes and no entry for metal", got)
+	}
+}
+
+// TestPlanFirstSyncSeesJoiningNodesInitialised: issue 43's seed
+// 1796216744698904510, Service s2. An NLB with instance targets (every
+// node an EC2 instance) and a bare-metal machine joining (tainted, no
+// providerID yet: no say in the target type). The switch's cloud-node
+// controller initialises the node as it starts, and the Service's first
+// sync then sees a node that is no instance of the VPC: the NLB moves to
+// IP targets (a new target group, the listener moved, the old group
+// deleted). The plan planned that sync with the node as it was and listed
+// a ModifyTargetGroup of the instance group instead. It plans with the
+// joining nodes initialised now; the switch, handed the node as the
+// cloud-node controller leaves it, makes the calls the plan listed.
+func TestPlanFirstSyncSeesJoiningNodesInitialised(t *testing.T) {
+	w := newWorld(t)
+	svc := w.served(t, lbService("s2", toAWS))[0]
+	svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol"] = "HTTP"
+	svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"] = "/healthz"
+	joining := testutil.NewNode("bm-join", testutil.WithInternalIP("10.0.0.50"))
+	joining.Spec.Taints = []corev1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	rep, err := plan.Run(t.Context(), plan.Options{Config: w.cfg, Client: newReadOnly(append(w.objects(svc), joining)...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := rep.Nodes[slices.IndexFunc(rep.Nodes, func(n plan.NodePlan) bool { return n.Name == "bm-join" })]
+	if np.Outcome != plan.NodeClaimed || np.NewProviderID != "baremetal://bm-join" {
+		t.Fatalf("bm-join planned %s %q (%s); want claimed by metal", np.Outcome, np.NewProviderID, np.Error)
+	}
+	// The switch: the node as the cloud-node controller leaves it.
+	initialised := joining.DeepCopy()
+	initialised.Spec.Taints, initialised.Spec.ProviderID = nil, np.NewProviderID
+	initialised.Labels["multicloud-ccm.io/backend"] = "metal"
+	w.nodes = append(w.nodes, initialised)
+	done, _ := w.runSwitch(t, w.objects(svc))
+	sp := rep.Services[0]
+	if planned, made := awsActions(sp), done["s2"].calls; !slices.Equal(planned, made) || !slices.Contains(made, "CreateTargetGroup") {
+		t.Errorf("the switch made AWS calls %v; the plan listed %v (want both to move the NLB to IP targets: CreateTargetGroup)", made, planned)
+	}
+	if want := []string{"bm-join", w.nodes[0].Name, w.nodes[1].Name, w.nodes[2].Name}; !slices.Equal(sp.Targets["aws"], sortedCopy(want)) {
+		t.Errorf("planned targets %v, want %v", sp.Targets["aws"], sortedCopy(want))
+	}
+	for _, d := range w.targetDisagreements(rep) {
+		t.Error(d)
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }

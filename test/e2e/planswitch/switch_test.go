@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -111,7 +112,8 @@ func (w *world) switchAndCompare(rep *plan.Report, code int) {
 	}
 	w.compareAutoAddresses(v.planned, v.got)
 	w.compareCalls(rep)
-	w.t.Logf("calls compared at %v", time.Since(start))
+	w.compareTargets(rep)
+	w.t.Logf("calls and targets compared at %v", time.Since(start))
 	// A node gone but Ready is deleted the first time it is not Ready: the
 	// plan counts it, so check that the switch does it.
 	for _, name := range v.goneWhenReady {
@@ -443,9 +445,10 @@ func (w *world) keptElsewhere(s plan.ServicePlan, before snapshot) {
 // while (bounded), then compares, Service by Service, the switch's
 // mutating AWS and Octavia calls with the plan's, one for one (as
 // multisets of actions: the CCM syncs Services concurrently; drains come
-// after the drain period and are not calls). One known disagreement is
-// set aside, named and logged: the node sync after the plan's node
-// changes (followUp).
+// after the drain period and are not calls). The calls that only set
+// targets are left to compareTargets: how many the switch makes depends
+// on whether its first sync runs before or after the nodes change; where
+// they end does not.
 func (w *world) compareCalls(rep *plan.Report) {
 	w.t.Helper()
 	planned := map[string][]string{}
@@ -453,35 +456,38 @@ func (w *world) compareCalls(rep *plan.Report) {
 		key := s.Namespace + "/" + s.Name
 		for _, in := range slices.Concat(s.Adoption, s.Changes) {
 			svc, action, ok := strings.Cut(in.Call, ":")
+			var labels []string
 			switch {
 			case ok && (svc == "ec2" || svc == "elasticloadbalancing"):
-				planned[key] = append(planned[key], "aws "+action)
+				labels = []string{"aws " + action}
 			default:
 				for _, l := range osLabels(in) {
-					planned[key] = append(planned[key], "os "+l)
+					labels = append(labels, "os "+l)
+				}
+			}
+			for _, l := range labels {
+				if !targetCall(l) {
+					planned[key] = append(planned[key], l)
 				}
 			}
 		}
 	}
 	made := map[string][]cloudCall{}
 	for _, c := range w.quietCalls() {
-		made[c.service] = append(made[c.service], c)
+		if !targetCall(c.label) {
+			made[c.service] = append(made[c.service], c)
+		}
 	}
-	deleted, joined := w.nodeTargets(rep)
 	for _, key := range slices.Sorted(maps.Keys(mergeKeys(planned, made))) {
 		notMade, notPlanned := match(planned[key], made[key])
-		var unexplained []string
+		var unplanned []string
 		for _, c := range notPlanned {
-			if why := followUp(c, deleted, joined); why != "" {
-				w.t.Logf("set aside (known disagreement: the node sync after the plan's node changes): %s %s %v (%s)", key, c.label, c.targets, why)
-				continue
-			}
-			unexplained = append(unexplained, c.label+fmt.Sprint(c.targets))
+			unplanned = append(unplanned, c.label+fmt.Sprint(c.targets))
 		}
-		if key == "" && len(unexplained) > 0 {
-			w.t.Errorf("mutating cloud calls naming no Service: %v", unexplained)
-		} else if len(notMade) > 0 || len(unexplained) > 0 {
-			w.t.Errorf("%s: mutating cloud calls planned but not made %v; made but not planned %v (planned %v)", key, notMade, unexplained, planned[key])
+		if key == "" && len(unplanned) > 0 {
+			w.t.Errorf("mutating cloud calls naming no Service: %v", unplanned)
+		} else if len(notMade) > 0 || len(unplanned) > 0 {
+			w.t.Errorf("%s: mutating cloud calls planned but not made %v; made but not planned %v (planned %v)", key, notMade, unplanned, planned[key])
 		}
 	}
 }
@@ -495,81 +501,12 @@ type cloudCall struct {
 	targets        []string
 }
 
-// followUp says why a call the plan did not list is the service
-// controller's node sync after the switch did what the plan said to the
-// nodes: a target deregistered because its node was deleted, or one
-// registered because its node joined (and got its addresses when
-// initialised). "" when it is not. The plan lists each Service's first
-// sync, with the nodes as they are; it does not list these.
-func followUp(c cloudCall, deleted, joined map[string]string) string {
-	if c.label == "os PUT members" {
-		return membersFollowUp(c, deleted, joined)
-	}
-	of := map[string]map[string]string{"aws DeregisterTargets": deleted, "aws RegisterTargets": joined}[c.label]
-	if of == nil || len(c.targets) == 0 {
-		return ""
-	}
-	var nodes []string
-	for _, id := range c.targets {
-		n, ok := of[id]
-		if !ok {
-			return ""
-		}
-		nodes = append(nodes, n)
-	}
-	return "nodes " + strings.Join(slices.Compact(slices.Sorted(slices.Values(nodes))), ",")
-}
-
-// membersFollowUp says why an Octavia pool's members were set again: the
-// nodes the plan deletes left it, or those that joined came in.
-func membersFollowUp(c cloudCall, deleted, joined map[string]string) string {
-	var nodes []string
-	for _, a := range c.targets {
-		if n, ok := joined[a]; ok {
-			nodes = append(nodes, n)
-		}
-		if _, ok := deleted[a]; ok {
-			return ""
-		}
-	}
-	if len(nodes) == 0 && len(deleted) == 0 {
-		return ""
-	}
-	return "members " + strings.Join(c.targets, ",")
-}
-
-// nodeTargets maps the target IDs (instance IDs, addresses) of the nodes
-// the plan deletes, and of those that joined and it initialises, to the
-// nodes' names.
-func (w *world) nodeTargets(rep *plan.Report) (deleted, joined map[string]string) {
-	deleted, joined = map[string]string{}, map[string]string{}
-	outcome := map[string]string{}
-	for _, n := range rep.Nodes {
-		outcome[n.Name] = n.Outcome
-	}
-	for _, n := range w.nodes {
-		var into map[string]string
-		switch {
-		case outcome[n.name] == plan.NodeDeleted:
-			into = deleted
-		case outcome[n.name] == plan.NodeClaimed && w.tainted[n.name]:
-			into = joined
-		default:
-			continue
-		}
-		for _, id := range w.targetIDs(n) {
-			into[id] = n.name
-		}
-	}
-	return deleted, joined
-}
-
 // metalIPs are the bare-metal inventory's addresses.
 var metalIPs = map[string]string{"bm-1": "10.0.0.11", "bm-2": "10.0.0.12", "bm-3": "10.0.0.13", "gone-1": "10.0.0.14"}
 
-// targetIDs are what an NLB's target for the node's instance is named:
-// its instance ID and private address (aws), its guest address (vsphere),
-// its inventory address (metal).
+// targetIDs are what a load balancer's target for the node is named: its
+// instance ID and private address (aws), its guest address (vsphere), its
+// inventory address (metal).
 func (w *world) targetIDs(n nodeCase) []string {
 	switch n.cloud {
 	case "aws":
@@ -617,32 +554,62 @@ func mergeKeys(a map[string][]string, b map[string][]cloudCall) map[string]bool 
 // second or few seconds).
 const quietFor = 4 * time.Second
 
-// quietForOctavia is quietFor in a world with Octavia: it applies each
-// change of a load balancer before the next is asked for (the backend
-// retries every 2 s), seconds apart on a busy machine.
-const quietForOctavia = 10 * time.Second
-
 // quietCalls waits until the clouds have seen no new mutating call for
-// quietFor and returns the calls recorded.
+// quietFor and, in a world with Octavia, until Octavia reports every load
+// balancer of the world done (none PENDING_*: the backend retries a change
+// every 2 s while one is pending, so calls stopping then would not mean
+// the switch is done, however long they stopped), and returns the calls
+// recorded. Bounded by octaviaBound with Octavia (it applies each change
+// before the next is asked for), else waitBound.
 func (w *world) quietCalls() []cloudCall {
 	w.t.Helper()
 	n, since := -1, time.Now()
-	quiet := quietFor
+	bound := waitBound
 	if w.os != nil {
-		quiet = quietForOctavia
+		bound = octaviaBound
 	}
 	var calls []cloudCall
-	err := framework.WaitFor(w.ctx, waitBound, "no new mutating cloud call for "+quiet.String(), func(context.Context) (bool, string, error) {
+	err := framework.WaitFor(w.ctx, bound, "no new mutating cloud call for "+quietFor.String()+" and no Octavia load balancer pending", func(ctx context.Context) (bool, string, error) {
 		calls = w.cloudCalls()
 		if len(calls) != n {
 			n, since = len(calls), time.Now()
 		}
-		return time.Since(since) >= quiet, fmt.Sprintf("%d calls", n), nil
+		pending, err := w.octaviaPending(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if len(pending) > 0 {
+			since = time.Now()
+		}
+		return time.Since(since) >= quietFor, fmt.Sprintf("%d calls, Octavia load balancers pending %v", n, pending), nil
 	})
 	if err != nil {
 		w.t.Error(err)
 	}
 	return calls
+}
+
+// octaviaPending lists the world's Octavia load balancers whose
+// provisioning status is PENDING_* (none without Octavia).
+func (w *world) octaviaPending(ctx context.Context) ([]string, error) {
+	if w.os == nil {
+		return nil, nil
+	}
+	pages, err := loadbalancers.List(w.os.client, loadbalancers.ListOpts{Tags: []string{"mccm-cluster=" + w.clusterID}}).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lbs, err := loadbalancers.ExtractLoadBalancers(pages)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, lb := range lbs {
+		if strings.HasPrefix(lb.ProvisioningStatus, "PENDING_") {
+			out = append(out, lb.Name+" "+lb.ProvisioningStatus)
+		}
+	}
+	return out, nil
 }
 
 // cloudCalls are the mutating calls the AWS fake and Octavia recorded.

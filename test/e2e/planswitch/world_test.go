@@ -565,7 +565,7 @@ func (w *world) wantPlanned(rep *plan.Report) {
 	svcs := map[string]plan.ServicePlan{}
 	for _, s := range rep.Services {
 		svcs[s.Name] = s
-		w.t.Logf("plan: %s %s by %q (%s): %q -> %q, %d changes, deleted from %v, drained from %v %s", s.Name, s.Outcome, s.Backend, s.ChosenBy, s.Address, s.NewAddress, len(s.Changes), s.DeletedFrom, s.DrainedFrom, s.Error)
+		w.t.Logf("plan: %s %s by %q (%s): %q -> %q, %d changes, deleted from %v, drained from %v, targets %v %s", s.Name, s.Outcome, s.Backend, s.ChosenBy, s.Address, s.NewAddress, len(s.Changes), s.DeletedFrom, s.DrainedFrom, s.Targets, s.Error)
 	}
 	for _, s := range w.svcs {
 		got, ok := svcs[s.name]
