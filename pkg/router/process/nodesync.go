@@ -373,11 +373,16 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 // (Configuration.Sync), with the nodes upstream's service controller would
 // hand it. The sync takes the Service's lock itself (it is the router's
 // EnsureLoadBalancer), so the copy is read before it, as upstream's
-// controller reads its own.
+// controller reads its own. A Service the controller serving it syncs
+// itself (SetServiceSync: pkg/lbcontroller, classless mode included) is
+// queued there instead: the router never syncs it beside that controller.
 func (a *AddressResync) fullSync(ctx context.Context, key resyncKey) error {
 	svc, err := a.Services.Services(key.Namespace).Get(key.Name)
 	if err != nil {
 		return ignoreNotFound(err)
+	}
+	if f := a.St.ServiceSync.Load(); f != nil && (*f)(svc) {
+		return nil
 	}
 	clusterName, _ := a.St.ClusterName.Load().(string)
 	if clusterName == "" {
