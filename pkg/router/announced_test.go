@@ -126,10 +126,12 @@ func watchDrain(t *testing.T, c *fakeCluster, r *Router, ip string, check func(*
 // external-dns's target annotation (both prefixes) lists only the new
 // address; the address stays reserved (a Service requesting it is
 // refused); at the end it leaves the status, then is released (the Service
-// asking for it gets it), and the target annotation goes.
+// asking for it gets it), and the target annotation goes; every Service
+// write of the router was made inside a sync.
 func TestMoveOffBareMetalKeepsAddressUntilDrainEnd(t *testing.T) {
 	r, other := metalAndOther(t)
 	c := startCluster(t, r, newService("web", withLBBackend("metal"), withDrain("3s")))
+	writes := countServiceWrites(c)
 	runServiceController(t, c)
 	eventually(t, "a bare-metal address", func() bool { return strings.HasPrefix(ingressIP(c.service(t, "web")), "192.0.2.") })
 	ip := ingressIP(c.service(t, "web"))
@@ -168,6 +170,11 @@ func TestMoveOffBareMetalKeepsAddressUntilDrainEnd(t *testing.T) {
 	}
 	for _, want := range []string{lifecycle.ReasonDraining, lifecycle.ReasonDrained} {
 		eventually(t, "a "+want+" event", func() bool { return hasEvent(c.events(t, "web"), want) })
+	}
+	// The drain's end (the address withdrawn from the status, the record)
+	// is written by a sync, not by the drain timer (issue 40).
+	if inside, outside := writes.counts(); len(outside) > 0 {
+		t.Errorf("%d Service writes made outside a sync (want 0; %d inside), the first:\n%s", len(outside), inside, outside[0])
 	}
 }
 

@@ -50,7 +50,8 @@ func (rl *Reloadable) BeginRepairPass(ctx context.Context, clusterName string) (
 // (pkg/lbcontroller): when a drain ends, the drain timer calls sync with
 // the Service, and, if it returns true (the controller serves the Service
 // and queued it for a full sync), leaves the drain's end to that sync
-// instead of deleting and writing itself. It lives for the process.
+// instead of the router's own (under upstream's service controller, the
+// re-sync's full sync). It lives for the process.
 func (r *Router) SetServiceSync(sync func(*corev1.Service) bool) { r.st.ServiceSync.Store(&sync) }
 
 // SetServiceSync is the process's (see Router.SetServiceSync).

@@ -226,10 +226,11 @@ func TestServiceControllerMoveDrains(t *testing.T) {
 }
 
 // TestDrainTimerEndsDrainWithoutSync: the drain's end recorded on a
-// Service is carried out by the process's drain timer with no further
-// sync: a new router (a restart) over a Service whose drain is recorded
-// deletes the old load balancer when the drain ends, not before, without
-// the service controller running.
+// Service is carried out with no sync of the service controller: a new
+// router (a restart) over a Service whose drain is recorded deletes the
+// old load balancer when the drain ends, not before, without the service
+// controller running (the drain timer queues the Service for the router's
+// re-sync, whose full sync ends the drain).
 func TestDrainTimerEndsDrainWithoutSync(t *testing.T) {
 	r, a, b := drainClouds(t, 0)
 	end := time.Now().Add(1500 * time.Millisecond).UTC().Truncate(time.Second).Add(time.Second)

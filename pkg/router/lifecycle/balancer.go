@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -56,8 +55,8 @@ func (r *Balancer) Reroute(ctx context.Context, svc *corev1.Service) error {
 	return r.reroute(ctx, svc)
 }
 
-// FinishDrains deletes the Service's load balancers whose drain ended
-// (see finishDrains).
-func (r *Balancer) FinishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error) {
-	return r.finishDrains(ctx, svc)
+// Sync is the router's own full sync of a Service upstream's service
+// controller serves (see sync).
+func (r *Balancer) Sync(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
+	return r.sync(ctx, clusterName, svc, nodes)
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -62,6 +64,31 @@ func ServiceGone(ctx context.Context) context.Context {
 func serviceGone(ctx context.Context) bool {
 	gone, _ := ctx.Value(serviceGoneKey{}).(bool)
 	return gone
+}
+
+// goneFromAPI reports whether the API server no longer has the Service
+// (not found, or another Service under its name): what ServiceGone tells,
+// for a caller that cannot. Upstream's service controller deletes the
+// load balancer of the copy it cached when the Service was deleted
+// without its finalizer (processServiceDeletion) or re-created under its
+// name (a new UID): that copy carries no mark of it (it may never have
+// been seen with a deletionTimestamp). A live read, not the informer, as
+// the answer must be certain: "gone" lets a recorded load balancer go
+// unreached, and a cache not yet synced, or a lookup too early, would say
+// "not found" of a Service that exists. It costs one read, only when the
+// record names a backend that is not configured. A Service being deleted
+// with its finalizer is not gone: its record can still be edited (the
+// Warning's fix), as under pkg/lbcontroller. A failed read is not gone:
+// the delete fails and is retried.
+func (r *Balancer) goneFromAPI(ctx context.Context, svc *corev1.Service) bool {
+	if r.Client == nil {
+		return false
+	}
+	cur, err := r.Client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	return err == nil && cur.UID != svc.UID
 }
 
 // preparedFrom is the Service as it was before the caller wrote

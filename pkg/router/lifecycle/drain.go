@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,9 +27,11 @@ import (
 // whose speaker announces what the status shows) keeps its addresses in
 // the status until the drain ends instead, listed after the serving ones,
 // and leaves DNS through external-dns's target annotation (see dns.go).
-// Then it is deleted, by whichever comes first: the next sync of the Service, or the
-// process's drain timer (drainTimer in drainqueue.go; under a controller
-// that syncs Services itself it only queues the Service there), which every process
+// Then it is deleted by the Service's next sync: one an edit causes, or
+// the one the process's drain timer queues at the drain's end
+// (process.drainTimer: with the controller serving the Service when that
+// controller syncs Services itself, else with the router's re-sync, see
+// sync in resync.go; the timer writes nothing itself), which every process
 // leading the controllers arms from the annotation as its informer lists
 // the Services, so a restart or a new leader neither cuts a drain short nor
 // forgets it. The draining backend stays in the write-ahead record until
@@ -275,48 +276,6 @@ func (r *Balancer) writeDraining(ctx context.Context, svc *corev1.Service, servi
 		return changes, func() { r.st.SetDrains(svc.UID, next) }
 	})
 	return how, err
-}
-
-// finishDrains deletes the Service's load balancers whose drain ended,
-// under its lock; it returns when the next one ends (zero: none left).
-// The drain timer calls it.
-func (r *Balancer) finishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error) {
-	clusterName, _ := r.st.ClusterName.Load().(string)
-	draining := r.drainingOf(svc)
-	if len(draining) == 0 {
-		return time.Time{}, nil
-	}
-	if clusterName == "" { // no sync yet told the cluster name: soon one will
-		return time.Now().Add(time.Second), nil
-	}
-	targets, _ := r.lbTargets(svc)
-	now := time.Now()
-	var due []*backend.Member
-	var errs []error
-	rest := svcstate.Draining{}
-	for n, end := range draining {
-		b, ok := r.ByName[n]
-		switch {
-		case slices.Contains(targets, b):
-			continue // serving again; its next sync drops the entry
-		case !ok || b.LB == nil:
-			// Pending until the backend is added back (the timer
-			// retries); warned once per episode.
-			_, gone := r.reachable(svc)
-			r.warnUnreachableOnce(ctx, svc, gone)
-			errs = append(errs, fmt.Errorf("service %s/%s: draining backend %s is not configured", svc.Namespace, svc.Name, n))
-		case now.Before(end):
-			rest[n] = end
-		default:
-			due = append(due, b)
-		}
-	}
-	if len(due) > 0 {
-		klog.FromContext(ctx).V(2).Info("Drain ended; deleting the old load balancer", "service", klog.KObj(svc), "backends", svcstate.NamesInOrder(due))
-		errs = append(errs, r.finishDrain(ctx, clusterName, svc, due, draining))
-	}
-	next, _ := rest.Next()
-	return next, errors.Join(errs...)
 }
 
 // decideUnreachable records in ctx's decision the recorded backends that

@@ -328,13 +328,17 @@ func sameBackends(a, b []*backend.Member) bool {
 // EnsureLoadBalancerDeleted deletes the Service's load balancer from every
 // backend that may hold one; each backend's delete is idempotent, and each
 // that succeeded leaves the record. It fails, keeping the Service's
-// finalizer, until every one of them succeeded.
+// finalizer, until every one of them succeeded. A record naming a backend
+// that is not configured fails it too, unless the Service is gone
+// (ServiceGone, or goneFromAPI: upstream's controller cleaning up after a
+// Service deleted without its finalizer, or re-created under its name):
+// then the others are deleted, and the unconfigured one is warned about.
 func (r *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
 	targets, _ := r.lbTargets(service)
 	asked, err := r.mayHold(service, targets...)
-	if err != nil && serviceGone(ctx) {
+	if err != nil && (serviceGone(ctx) || r.goneFromAPI(ctx, service)) {
 		// No record left to edit: what can be deleted is.
 		asked, err = r.mayHoldGone(ctx, service), nil
 	}

@@ -432,6 +432,31 @@ func (r *Balancer) withdrawFromStatus(ctx context.Context, svc *corev1.Service, 
 // written when change keeps the number of addresses (it only removes or
 // only adds), or when the Service is gone or was re-created.
 func (r *Balancer) patchIngress(ctx context.Context, svc *corev1.Service, change func([]corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress) error {
+	return r.writeIngress(ctx, svc, func(cur []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, bool) {
+		next := change(cur)
+		return next, len(next) != len(cur)
+	})
+}
+
+// publishStatus writes status as the Service's load-balancer status when
+// the Service shows other addresses (or the same in another order), as
+// upstream's service controller does with EnsureLoadBalancer's answer;
+// through the status subresource, guarded by the resourceVersion.
+func (r *Balancer) publishStatus(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus) error {
+	if r.Client == nil || status == nil {
+		return nil
+	}
+	return r.writeIngress(ctx, svc, func(cur []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, bool) {
+		return status.Ingress, !slices.EqualFunc(cur, status.Ingress, func(a, b corev1.LoadBalancerIngress) bool {
+			return a.IP == b.IP && a.Hostname == b.Hostname
+		})
+	})
+}
+
+// writeIngress sets the Service's status.loadBalancer.ingress to what
+// change makes of the current one when change says to write, as
+// patchIngress.
+func (r *Balancer) writeIngress(ctx context.Context, svc *corev1.Service, change func([]corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, bool)) error {
 	services := r.Client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
@@ -441,8 +466,8 @@ func (r *Balancer) patchIngress(ctx context.Context, svc *corev1.Service, change
 		if err != nil {
 			return err
 		}
-		next := change(cur.Status.LoadBalancer.Ingress)
-		if len(next) == len(cur.Status.LoadBalancer.Ingress) {
+		next, write := change(cur.Status.LoadBalancer.Ingress)
+		if !write {
 			return nil
 		}
 		patch, err := json.Marshal(map[string]any{

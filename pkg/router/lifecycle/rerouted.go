@@ -16,7 +16,10 @@ import (
 // Rerouted returns the LoadBalancer Services whose target differs between
 // the old and the new configuration, or whose record names a backend the
 // new one added back (addedBack), and queues the classless ones for the
-// re-sync (see reroute).
+// re-sync: a reroute (see reroute), or, for a backend added back, a full
+// sync (see sync), which retires the load balancer left there, ending a
+// drain pending on it (before, the drain timer retried such a drain until
+// the backend was back, writing the Service itself).
 func Rerouted(st *process.Shared, old, cur *Balancer) []types.NamespacedName {
 	a := st.Resync.Load()
 	if a == nil {
@@ -34,7 +37,11 @@ func Rerouted(st *process.Shared, old, cur *Balancer) []types.NamespacedName {
 			continue
 		}
 		out = append(out, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
-		if svc.Spec.LoadBalancerClass == nil {
+		switch {
+		case svc.Spec.LoadBalancerClass != nil:
+		case cur.addedBack(svc, old):
+			a.AddSync(svc) // its full sync retires the leftover there (a drain pending on it ends)
+		default:
 			a.AddReroute(svc)
 		}
 	}

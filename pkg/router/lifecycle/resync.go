@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
@@ -107,4 +108,32 @@ func (r *Balancer) reroute(ctx context.Context, svc *corev1.Service) error {
 		return nil
 	}
 	return r.addToRecord(ctx, svc, targets...)
+}
+
+// sync is a full sync of a classless Service by the router itself, for a
+// change no edit of the Service caused, under upstream's service
+// controller, which the router cannot queue a Service in: the drain
+// timer's at a drain's end (process.drainTimer), a reload's adding back a
+// backend the record names (Rerouted). It is the EnsureLoadBalancer that
+// controller would call, with the nodes it would hand, so a drain ends
+// (retire) and the Service is written inside a sync, as under
+// pkg/lbcontroller, never by the timer on its own (issue 40); then the
+// status it answers is published when the Service shows other addresses,
+// as that controller would. A Service with a class (pkg/lbcontroller
+// serves ours, and syncs them itself), being deleted, or whose load
+// balancer went with it, is left alone: its controller's sync, or its
+// delete, carries it.
+func (r *Balancer) sync(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
+		svc.DeletionTimestamp != nil || r.wasDeleted(svc.UID) {
+		return nil
+	}
+	status, err := r.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
+	if err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // returned unwrapped, as upstream compares it.
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return r.publishStatus(ctx, svc, status)
 }

@@ -2,9 +2,11 @@
 // process, across every configuration: Shared holds the per-Service and
 // per-Node state (svcstate.States) and the workers acting on it, which
 // start once the informers are set: the drain timer (drainqueue.go: a
-// drained load balancer is deleted when its drain ends), the node-address
-// re-sync (nodesync.go: load balancers re-targeted when a node's address
-// changes) and the forgetting of deleted Services' state.
+// Service is queued for a sync, which deletes its drained load balancer,
+// when its drain ends), the node-address re-sync (nodesync.go: load
+// balancers re-targeted when a node's address changes; the full syncs the
+// router runs itself under upstream's service controller) and the
+// forgetting of deleted Services' state.
 //
 // Lifetime: created once (router.NewReloadable, or router.New for a
 // router used alone), never rebuilt by a reload. The workers reach the

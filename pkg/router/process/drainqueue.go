@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,13 +17,22 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
 
-// drainTimer deletes a drained load balancer when its drain ends, even if
-// nothing else syncs the Service then. It lives for the process (see
-// process.go), so a reload neither loses nor repeats a drain. It is armed
-// from the Services' multicloud-ccm.io/load-balancer-draining annotation as
-// the informer lists and updates them: a restarted process, or a new
-// leader (the informers are set only once it leads), picks up every drain
-// in progress and ends it on time.
+// drainTimer has a drained load balancer deleted when its drain ends,
+// even if nothing else syncs the Service then: it queues the Service for a
+// full sync, whose EnsureLoadBalancer ends the drain (retire) and writes
+// the Service; it writes nothing itself (issue 40: only a sync writes a
+// Service, from the copy it holds). The sync is the one of the controller
+// serving the Service when that controller syncs Services itself
+// (SetServiceSync: pkg/lbcontroller), else the router's own, through the
+// re-sync (AddressResync.AddSync: under upstream's service controller,
+// which the router cannot queue a Service in). It lives for the process
+// (see process.go), so a reload neither loses nor repeats a drain. It is
+// armed from the Services' multicloud-ccm.io/load-balancer-draining
+// annotation as the informer lists and updates them: a restarted process,
+// or a new leader (the informers are set only once it leads), picks up
+// every drain in progress and ends it on time. A drain still running after
+// the sync is armed again by that sync (QueueDrain) and by the informer's
+// update.
 type drainTimer struct {
 	st       *Shared
 	services corelisters.ServiceLister
@@ -83,46 +93,43 @@ func (t *drainTimer) run(stop <-chan struct{}) {
 	runQueue(stop, []cache.InformerSynced{t.synced}, t.queue.ShutDown, drainWorkers, t.next)
 }
 
-func (t *drainTimer) next(ctx context.Context) bool {
+func (t *drainTimer) next(context.Context) bool {
 	key, quit := t.queue.Get()
 	if quit {
 		return false
 	}
 	defer t.queue.Done(key)
-	next, err := t.sync(ctx, key)
-	if err != nil {
-		klog.ErrorS(err, "Ending a load balancer's drain failed; will retry", "service", key)
+	if err := t.sync(key); err != nil {
+		klog.ErrorS(err, "Cannot queue a Service whose load balancer's drain ended for its sync; will retry", "service", key)
 		t.queue.AddRateLimited(key)
 		return true
 	}
 	t.queue.Forget(key)
-	if !next.IsZero() {
-		t.queue.AddAfter(key, time.Until(next))
-	}
 	return true
 }
 
-// sync ends the Service's drains that are over. When a controller that
-// syncs Services itself serves this one (SetServiceSync), the timer only
-// queues it there for a full sync, whose EnsureLoadBalancer ends them
-// (retire) and whose one write publishes the result; a drain still running
-// then is re-armed by that sync. Otherwise (upstream's service controller,
-// which the router cannot queue a Service in) it deletes the load balancers
-// whose drain ended itself, under the Service's lock, on the configuration
-// in use, and returns when the next drain ends.
-func (t *drainTimer) sync(ctx context.Context, key types.NamespacedName) (time.Time, error) {
+// sync queues the Service, whose drain ended, for a full sync: by the
+// controller serving it when that controller syncs Services itself
+// (SetServiceSync), else by the router's re-sync (upstream's service
+// controller). Before, under upstream's controller, the timer deleted the
+// drained load balancers and wrote the Service (its record, draining
+// annotation and status) itself, outside any sync.
+func (t *drainTimer) sync(key types.NamespacedName) error {
 	svc, err := t.services.Services(key.Namespace).Get(key.Name)
 	if err != nil {
-		return time.Time{}, ignoreNotFound(err)
+		return ignoreNotFound(err)
 	}
 	if f := t.st.ServiceSync.Load(); f != nil && (*f)(svc) {
-		return time.Time{}, nil
+		return nil
 	}
-	defer t.st.Lock(svc.UID)()
-	if svc, err = t.services.Services(key.Namespace).Get(key.Name); err != nil {
-		return time.Time{}, ignoreNotFound(err)
+	a := t.st.Resync.Load()
+	if a == nil {
+		return errNoResync
 	}
-	r, done := t.st.Current()
-	defer done()
-	return r.FinishDrains(ctx, r.WithClassDefaults(svc))
+	a.AddSync(svc)
+	return nil
 }
+
+// errNoResync is the re-sync not running yet (it starts with the timer,
+// see StartWatches).
+var errNoResync = errors.New("the router's re-sync is not running yet")

@@ -223,14 +223,24 @@ func (a *AddressResync) flush() {
 // a reload moving the default re-targeted every classless Service's load
 // balancer where it was, with unchanged nodes: a cloud update per Service
 // (5 ELBv2 calls an NLB) for nothing.
+//
+// full is set for a full sync of the Service (Configuration.Sync): the
+// drain timer's, at a drain's end, and a reload's for a Service whose
+// record names a backend it added back.
 type resyncKey struct {
 	types.NamespacedName
 	rerouteOnly bool
+	full        bool
 }
 
 // Add queues the Service for a re-sync with the current nodes.
 func (a *AddressResync) Add(svc *corev1.Service) {
 	a.Queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}})
+}
+
+// AddSync queues the Service for a full sync (see fullSync).
+func (a *AddressResync) AddSync(svc *corev1.Service) {
+	a.Queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, full: true})
 }
 
 // AddReroute queues the Service for a reroute alone.
@@ -273,12 +283,15 @@ func (a *AddressResync) next(ctx context.Context) bool {
 	defer a.Queue.Done(key)
 	err := a.sync(ctx, key)
 	switch {
+	case errors.Is(err, errNoClusterName):
+		a.Queue.AddAfter(key, time.Second) // quietly: the first sync tells it soon
+		return true
 	case errors.Is(err, errNotPublished) && a.Queue.NumRequeues(key) < maxUnpublishedRetries:
 		a.Queue.AddRateLimited(key) // quietly: the status is on its way
 		return true
 	case errors.Is(err, errNotPublished):
 	case err != nil:
-		klog.ErrorS(err, "Re-targeting a load balancer after a node address change failed; will retry", "service", key.NamespacedName)
+		klog.ErrorS(err, "Re-syncing a load balancer failed; will retry", "service", key.NamespacedName, "full", key.full, "rerouteOnly", key.rerouteOnly)
 		a.Queue.AddRateLimited(key)
 		return true
 	}
@@ -296,9 +309,18 @@ var errNotPublished = errors.New("load balancer ensured but its status not publi
 
 const maxUnpublishedRetries = 10
 
+// errNoClusterName is a full sync queued before any call of the service
+// controller told the router the cluster's name: it is retried a second
+// later.
+var errNoClusterName = errors.New("no sync has told the cluster name yet")
+
 // sync updates the Service's load balancer with the current nodes, if the
-// router still holds it where the Service wants it.
+// router still holds it where the Service wants it; a full key runs the
+// Service's full sync instead (fullSync).
 func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
+	if key.full {
+		return a.fullSync(ctx, key)
+	}
 	svc, err := a.Services.Services(key.Namespace).Get(key.Name)
 	if err != nil {
 		return ignoreNotFound(err)
@@ -345,6 +367,34 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 			"service", key.NamespacedName, "backend", b.Name, "duration", time.Since(start))
 	}
 	return errors.Join(errs...)
+}
+
+// fullSync runs the Service's full sync on the configuration in use
+// (Configuration.Sync), with the nodes upstream's service controller would
+// hand it. The sync takes the Service's lock itself (it is the router's
+// EnsureLoadBalancer), so the copy is read before it, as upstream's
+// controller reads its own. A Service the controller serving it syncs
+// itself (SetServiceSync: pkg/lbcontroller, classless mode included) is
+// queued there instead: the router never syncs it beside that controller.
+func (a *AddressResync) fullSync(ctx context.Context, key resyncKey) error {
+	svc, err := a.Services.Services(key.Namespace).Get(key.Name)
+	if err != nil {
+		return ignoreNotFound(err)
+	}
+	if f := a.St.ServiceSync.Load(); f != nil && (*f)(svc) {
+		return nil
+	}
+	clusterName, _ := a.St.ClusterName.Load().(string)
+	if clusterName == "" {
+		return errNoClusterName
+	}
+	nodes, err := a.StableNodes()
+	if err != nil {
+		return err
+	}
+	r, done := a.St.Current()
+	defer done()
+	return r.Sync(ctx, clusterName, svc, nodes)
 }
 
 // StableNodes returns the lister's nodes upstream would put in a load

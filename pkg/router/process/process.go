@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -24,7 +23,7 @@ type Shared struct {
 
 	// stopMu guards stop.
 	stopMu sync.Mutex
-	// drainTimer deletes drained load balancers when their drain ends,
+	// drainTimer queues a Service for a sync when a drain of its ends,
 	// once the informers are set (see drainqueue.go); nil without them.
 	drainTimer atomic.Pointer[drainTimer]
 	// ServiceSync, when set, queues a Service for a full sync by the
@@ -65,8 +64,12 @@ type Configuration interface {
 	Targetable(b *backend.Member, svc *corev1.Service, nodes []*corev1.Node) []*corev1.Node
 	// Warn records a Warning event on obj and logs it.
 	Warn(ctx context.Context, obj *corev1.ObjectReference, reason, msg string)
-	// FinishDrains ends the Service's drains that are due.
-	FinishDrains(ctx context.Context, svc *corev1.Service) (time.Time, error)
+	// Sync is a sync of the Service by the router itself, for a change no
+	// edit of the Service caused (a drain's end), under a controller the
+	// router cannot queue it in (upstream's service controller): the
+	// EnsureLoadBalancer that controller would call, with nodes, and the
+	// status it answers published.
+	Sync(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error
 }
 
 // New returns the process's shared state, with no Service known yet.
