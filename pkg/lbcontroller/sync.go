@@ -87,8 +87,10 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !serving {
 		// Not ours (any more) and nothing to clean up: its load balancer,
 		// if any, is left alone; conditions we wrote while we served it
-		// (before a switch back to upstream's controller) go.
-		c.forget(key)
+		// (before a switch back to upstream's controller) go. One of a
+		// class a reload removed is remembered (forgetUnserved): its
+		// deletion still deletes its load balancer.
+		c.forgetUnserved(key, svc)
 		if err := c.handOver(ctx, svc); err != nil {
 			return err
 		}
