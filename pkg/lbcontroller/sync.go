@@ -84,6 +84,9 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if !serving && st == nil {
 		return c.handOver(ctx, svc)
 	}
+	if !serving && classChanged(st, svc) {
+		return c.endChangedClass(ctx, key, svc, st)
+	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !serving {
 		// Not ours (any more) and nothing to clean up: its load balancer,
 		// if any, is left alone; conditions we wrote while we served it
