@@ -19,10 +19,23 @@ import (
 const hashMetric = "multicloud_ccm_config_hash"
 
 // rotateGrace is how long after the leader applied a rotated key the old
-// one stays accepted: a call in flight finishes on the backend it started
-// on (docs/configuration.md, "Live reload"), with the old key, as an
-// operator keeps the old key active until the new one is in use.
+// one stays accepted at least: a call in flight finishes on the backend it
+// started on (docs/configuration.md, "Live reload"), with the old key, as
+// an operator keeps the old key active until the new one is in use.
 const rotateGrace = 5 * time.Second
+
+// retiringMetric counts the leader's replaced configurations with calls
+// still in flight: the old key stays accepted until it is 0 too. A call
+// has no bound on its duration: under an injected throttle the AWS
+// budget halves its rate down to a sixteenth, and a delete in flight at a
+// rotation (seed 631642365) signed its DeleteLoadBalancer with the old key
+// 6.2 s after the new one was applied, 8.6 s after it began.
+const retiringMetric = "multicloud_ccm_config_retiring"
+
+// retiringCap bounds the wait for retiringMetric: a replaced
+// configuration whose calls have not returned a minute after the rotation
+// is not waited for (its old-key requests are then reported).
+const retiringCap = time.Minute
 
 // rotation is an AWS key rotation whose old key the fake still accepts:
 // the judge deactivates it rotateGrace after the leader applied the new
@@ -35,6 +48,9 @@ type rotation struct {
 	at     time.Time
 	// applied is when the judge saw the leader apply it (zero: not yet).
 	applied time.Time
+	// waited: the judge logged that the leader's replaced configuration
+	// still had calls in flight after rotateGrace.
+	waited bool
 }
 
 // rotateKey rotates the AWS credentials to generation gen (AWSKeyRotate),
@@ -127,6 +143,13 @@ func (w *World) deactivate(ctx context.Context) bool {
 		w.logf("  %s applied the AWS key %s %s after the rotation", l.Name(), w.key, time.Since(w.rot.at).Round(time.Millisecond))
 	}
 	if time.Since(w.rot.applied) < rotateGrace {
+		return false
+	}
+	if n, err := metric(ctx, l, retiringMetric); (err != nil || n > 0) && time.Since(w.rot.applied) < retiringCap {
+		if !w.rot.waited {
+			w.rot.waited = true
+			w.logf("  %s still has calls in flight on a replaced configuration (%s %d, %v): the old key stays accepted until they return", l.Name(), retiringMetric, n, err)
+		}
 		return false
 	}
 	w.fake.SetAccessKeys(w.key)
