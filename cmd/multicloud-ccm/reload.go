@@ -167,6 +167,7 @@ func newReloadingCloud(path string, period time.Duration) (cloudprovider.Interfa
 	configLastReloadSuccessful.Set(1)
 	configLastReloadSuccess.Set(float64(time.Now().Unix()))
 	configHash.Set(hashValue(w.seen))
+	countRetiring(rl)
 	return reloadingCloud{Reloadable: rl, w: w}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -84,16 +85,19 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if !serving && st == nil {
 		return c.handOver(ctx, svc)
 	}
-	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !serving && movedClass(st, svc) {
-		// Turned ClusterIP and then a LoadBalancer of another class
-		// between two of our syncs: it left us.
+	if !serving && classChanged(st, svc) {
+		// Turned ClusterIP and then a LoadBalancer of another class (or
+		// of none, routed elsewhere) between two of our syncs: it left
+		// us (chaos seed 857543738).
 		return c.leave(ctx, key, svc)
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !serving {
 		// Not ours (any more) and nothing to clean up: its load balancer,
 		// if any, is left alone; conditions we wrote while we served it
-		// (before a switch back to upstream's controller) go.
-		c.forget(key)
+		// (before a switch back to upstream's controller) go. One of a
+		// class a reload removed is remembered (forgetUnserved): its
+		// deletion still deletes its load balancer.
+		c.forgetUnserved(key, svc)
 		if err := c.handOver(ctx, svc); err != nil {
 			return err
 		}
@@ -359,7 +363,8 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 // (dropOurs). The other controller's finalizers (the shared one
 // included), status addresses and annotations stay.
 func (c *Controller) leave(ctx context.Context, key string, svc *corev1.Service) error {
-	klog.FromContext(ctx).V(2).Info("The Service now has a class of another controller's; releasing our load balancer", "class", *svc.Spec.LoadBalancerClass)
+	class := ptr.Deref(svc.Spec.LoadBalancerClass, "")
+	klog.FromContext(ctx).V(2).Info("The Service now has a class of another controller's; releasing our load balancer", "class", class)
 	status, exists, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, svc)
 	if err != nil {
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to check if load balancer exists before cleanup: "+err.Error())
@@ -367,7 +372,7 @@ func (c *Controller) leave(ctx context.Context, key string, svc *corev1.Service)
 	}
 	ours := c.ourAddresses(ctx, key, svc, status, exists)
 	if exists {
-		c.event(svc, corev1.EventTypeNormal, reasonDeleting, fmt.Sprintf("Deleting load balancer: the Service's class is now %q, another controller's", *svc.Spec.LoadBalancerClass))
+		c.event(svc, corev1.EventTypeNormal, reasonDeleting, fmt.Sprintf("Deleting load balancer: the Service's class is now %q, another controller's", class))
 	}
 	if exists || hasRecord(svc) {
 		if err := c.cloud.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {

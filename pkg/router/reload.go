@@ -62,6 +62,10 @@ type Reloadable struct {
 	// st is the per-Service and per-Node state, shared by every
 	// generation and never rebuilt (see package process).
 	st *process.Shared
+
+	// retiring counts the replaced generations not ended yet (see
+	// Retiring).
+	retiring atomic.Int64
 }
 
 // Reconfigurer is a backend that can take new settings of its own type in
@@ -318,6 +322,7 @@ func (rl *Reloadable) start(g *generation) {
 // retire stops g from taking calls; once its last call returns, its router
 // stops and its clouds no other generation holds are stopped.
 func (g *generation) retire() {
+	g.owner.retiring.Add(1)
 	g.retired.Store(true)
 	if g.inflight.Load() == 0 {
 		go g.end()
@@ -328,6 +333,7 @@ func (g *generation) end() {
 	g.finish.Do(func() {
 		g.stop.close()
 		rl := g.owner
+		defer rl.retiring.Add(-1)
 		rl.mu.Lock()
 		defer rl.mu.Unlock()
 		for _, c := range g.clouds {
@@ -339,6 +345,14 @@ func (g *generation) end() {
 		}
 	})
 }
+
+// Retiring returns how many replaced configurations still serve calls
+// begun on them (a call in flight finishes on the configuration it began
+// on): while it is above 0, a replaced backend's clients, and so a rotated
+// credential's old key, may still be used; at 0 no call can use them any
+// more (each replaced backend was stopped, or carried into the
+// configuration in use).
+func (rl *Reloadable) Retiring() int { return int(rl.retiring.Load()) }
 
 // acquire returns the generation in use, counting a call on it.
 func (rl *Reloadable) acquire() *generation {

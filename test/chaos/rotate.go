@@ -24,6 +24,19 @@ const hashMetric = "multicloud_ccm_config_hash"
 // operator keeps the old key active until the new one is in use.
 const rotateGrace = 5 * time.Second
 
+// retiringMetric counts the leader's replaced configurations with calls
+// still in flight: the old credential stays accepted until it is 0 too. A
+// call has no bound on its duration: under an injected throttle the AWS
+// budget halves its rate down to a sixteenth, and a delete in flight at a
+// rotation (seed 631642365) signed its DeleteLoadBalancer with the old key
+// 6.2 s after the new one was applied, 8.6 s after it began.
+const retiringMetric = "multicloud_ccm_config_retiring"
+
+// retiringCap bounds the wait for retiringMetric: a replaced
+// configuration whose calls have not returned a minute after the rotation
+// is not waited for (its old-credential requests are then reported).
+const retiringCap = time.Minute
+
 // rotation is a credential rotation whose old credential the cloud still accepts:
 // the judge deactivates it rotateGrace after the leader applied the new
 // one.
@@ -35,8 +48,11 @@ type rotation struct {
 	at     time.Time
 	// applied is when the judge saw the leader apply it (zero: not yet).
 	applied time.Time
-	// cloud is aws or vsphere.
+	// cloud is aws, vsphere or os.
 	cloud string
+	// waited: the judge logged that the leader's replaced configuration
+	// still had calls in flight after rotateGrace.
+	waited bool
 }
 
 // vsPassword is the vCenter password of generation gen (VSphereRotate:
@@ -164,6 +180,13 @@ func (w *World) deactivate(ctx context.Context) bool {
 		w.logf("  %s applied the %s credential %s %s after the rotation", l.Name(), w.rot.cloud, w.rotated(), time.Since(w.rot.at).Round(time.Millisecond))
 	}
 	if time.Since(w.rot.applied) < rotateGrace {
+		return false
+	}
+	if n, err := metric(ctx, l, retiringMetric); (err != nil || n > 0) && time.Since(w.rot.applied) < retiringCap {
+		if !w.rot.waited {
+			w.rot.waited = true
+			w.logf("  %s still has calls in flight on a replaced configuration (%s %d, %v): the old credential stays accepted until they return", l.Name(), retiringMetric, n, err)
+		}
 		return false
 	}
 	switch w.rot.cloud {
