@@ -252,23 +252,29 @@ func recordRemoval(svc *corev1.Service) map[string]any {
 // our conditions and the addresses in ours from its status, in one write
 // guarded by its resourceVersion, re-read after a conflict. A version
 // re-read that is ours again (turned back to one of our classes) is left
-// to the sync its change queued. Nothing else is touched; nothing is sent
-// when none of it is there.
-func (c *Controller) dropOurs(ctx context.Context, svc *corev1.Service, ours []corev1.LoadBalancerIngress) error {
+// to the sync its change queued. With shared, the shared finalizer goes
+// too when no address is left (see leave). Nothing else is touched;
+// nothing is sent when none of it is there.
+func (c *Controller) dropOurs(ctx context.Context, svc *corev1.Service, ours []corev1.LoadBalancerIngress, shared bool) error {
 	for attempt := 0; ; attempt++ {
 		if c.serves(svc) {
 			return nil
 		}
 		body := map[string]any{}
 		meta := map[string]any{"resourceVersion": svc.ResourceVersion}
-		if rest := without(svc, Finalizer); len(rest) < len(svc.Finalizers) {
+		kept, ingressChanged := withoutIngress(svc.Status.LoadBalancer.Ingress, ours)
+		drop := []string{Finalizer}
+		if shared && len(kept) == 0 {
+			drop = append(drop, sharedFinalizer)
+		}
+		if rest := without(svc, drop...); len(rest) < len(svc.Finalizers) {
 			meta["finalizers"] = rest
 			if len(rest) == 0 {
 				meta["finalizers"] = nil
 			}
 		}
 		st := map[string]any{}
-		if kept, changed := withoutIngress(svc.Status.LoadBalancer.Ingress, ours); changed {
+		if ingressChanged {
 			st["loadBalancer"] = statusBody(&corev1.LoadBalancerStatus{Ingress: kept})
 		}
 		if conditions, changed := withoutOurs(svc); changed {

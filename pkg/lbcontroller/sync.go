@@ -89,7 +89,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		// Turned ClusterIP and then a LoadBalancer of another class (or
 		// of none, routed elsewhere) between two of our syncs: it left
 		// us (chaos seed 857543738).
-		return c.leave(ctx, key, svc)
+		return c.leave(ctx, key, svc, st.svc.Spec.LoadBalancerClass == nil)
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !serving {
 		// Not ours (any more) and nothing to clean up: its load balancer,
@@ -360,9 +360,12 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 // (movedClass): the router deletes our load balancers, ending their drains
 // as for a Service leaving us, and drops its record; our addresses and
 // conditions leave the status and our Finalizer goes, in one write
-// (dropOurs). The other controller's finalizers (the shared one
-// included), status addresses and annotations stay.
-func (c *Controller) leave(ctx context.Context, key string, svc *corev1.Service) error {
+// (dropOurs). The other controller's finalizers, status addresses and
+// annotations stay. The shared finalizer stays too, unless the Service was
+// classless when we served it (wasClassless: we put it there) and no
+// address but ours is left: upstream's controller removes it then as well
+// (a classless Service given a class is one it cleans up).
+func (c *Controller) leave(ctx context.Context, key string, svc *corev1.Service, wasClassless bool) error {
 	class := ptr.Deref(svc.Spec.LoadBalancerClass, "")
 	klog.FromContext(ctx).V(2).Info("The Service now has a class of another controller's; releasing our load balancer", "class", class)
 	status, exists, err := c.cloud.GetLoadBalancer(ctx, c.opts.ClusterName, svc)
@@ -380,7 +383,7 @@ func (c *Controller) leave(ctx context.Context, key string, svc *corev1.Service)
 			return err
 		}
 	}
-	if err := c.dropOurs(ctx, svc, ours); err != nil {
+	if err := c.dropOurs(ctx, svc, ours, wasClassless); err != nil {
 		return err
 	}
 	if exists {
