@@ -186,13 +186,20 @@ func (lb *LoadBalancer) Seed(services []*corev1.Service) {
 // that kept its annotation after a type change holds nothing back from
 // auto-assignment, nor counts in addresses_in_use. lb.mu must be held.
 func (lb *LoadBalancer) observe(svc *corev1.Service) bool {
-	shown := lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true))
+	shown := lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true), lb.recordedAlone(svc))
 	var want []netip.Addr
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		want = requestedAnywhere(svc)
 	}
 	requested := lb.alloc.reserve(serviceKey(svc), svc.UID, want)
 	return shown || requested
+}
+
+// recordedAlone reports whether the router's record on the Service names
+// this backend and no other: every address its status shows is one this
+// backend assigned.
+func (lb *LoadBalancer) recordedAlone(svc *corev1.Service) bool {
+	return strings.TrimSpace(svc.Annotations[string(annotation.LoadBalancerBackends)]) == lb.backend
 }
 
 func (lb *LoadBalancer) onChange(obj any) {
