@@ -629,8 +629,7 @@ func (a *allocator) otherHolderWithKey(ip netip.Addr, h *holding) bool {
 // observe records the pool addresses a Service's status shows as held by
 // it, without any check: what is in a status is taken. Addresses the status
 // no longer shows are released unless the backend assigned them. With
-// ours (the router's record names this backend alone: the status is what
-// it assigned), an address outside every pool is recorded too, as a
+// ours (the status is what this backend assigned: recordedAlone), an address outside every pool is recorded too, as a
 // running allocator keeps one a reload left outside (withPools): after a
 // restart the Service's load balancer still exists, its deletion or move
 // releases it, and its next Ensure replaces it. It reports whether

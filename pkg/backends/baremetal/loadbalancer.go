@@ -195,11 +195,19 @@ func (lb *LoadBalancer) observe(svc *corev1.Service) bool {
 	return shown || requested
 }
 
-// recordedAlone reports whether the router's record on the Service names
-// this backend and no other: every address its status shows is one this
-// backend assigned.
+// classedFinalizer is the cleanup finalizer the load-balancer controller
+// keeps on the Services of its classes (lbcontroller.Finalizer).
+const classedFinalizer = "multicloud-ccm.io/load-balancer-cleanup"
+
+// recordedAlone reports whether every address the Service's status shows
+// is one this backend assigned: a classless Service whose router record
+// names this backend and no other. A Service with a class (another
+// controller's may carry a record left from its time as ours) or still
+// carrying the finalizer of our classes (turned classless behind our back,
+// another CCM may have served it since) is not answered for.
 func (lb *LoadBalancer) recordedAlone(svc *corev1.Service) bool {
-	return strings.TrimSpace(svc.Annotations[string(annotation.LoadBalancerBackends)]) == lb.backend
+	return svc.Spec.LoadBalancerClass == nil && !slices.Contains(svc.Finalizers, classedFinalizer) &&
+		strings.TrimSpace(svc.Annotations[string(annotation.LoadBalancerBackends)]) == lb.backend
 }
 
 func (lb *LoadBalancer) onChange(obj any) {

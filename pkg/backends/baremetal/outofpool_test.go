@@ -16,8 +16,10 @@ import (
 // (withPools keeps it): GetLoadBalancer reports it, the next Ensure
 // replaces it with a pool address, and a delete releases it. A Service the
 // record does not name this backend alone for (another backend's, several,
-// none) shows an address this backend cannot tell for its own: it is not
-// claimed.
+// none), one of a class (another controller's may carry our old record
+// beside its own address) or one still under our classes' finalizer
+// (turned classless behind our back) shows an address this backend cannot
+// tell for its own: it is not claimed.
 func TestRestartKeepsOwnOutOfPoolAddress(t *testing.T) {
 	record := func(v string) svcTweak { return withAnnotation(string(annotation.LoadBalancerBackends), v) }
 	const outside = "192.0.2.9" // the auto pool is 192.0.2.0/30
@@ -30,6 +32,8 @@ func TestRestartKeepsOwnOutOfPoolAddress(t *testing.T) {
 		{"recorded in another backend", []svcTweak{record("metal2"), withStatus(outside)}, false},
 		{"recorded here and in another backend", []svcTweak{record("metal,metal2"), withStatus(outside)}, false},
 		{"no record", []svcTweak{withStatus(outside)}, false},
+		{"of a class (another controller's, a record of ours left on it)", []svcTweak{record("metal"), withStatus(outside), withClass("example.com/theirs")}, false},
+		{"still under the finalizer of our classes", []svcTweak{record("metal"), withStatus(outside), withFinalizers(classedFinalizer, "service.kubernetes.io/load-balancer-cleanup")}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,3 +65,7 @@ func TestRestartKeepsOwnOutOfPoolAddress(t *testing.T) {
 		})
 	}
 }
+
+func withClass(c string) svcTweak { return func(s *corev1.Service) { s.Spec.LoadBalancerClass = &c } }
+
+func withFinalizers(f ...string) svcTweak { return func(s *corev1.Service) { s.Finalizers = f } }
