@@ -628,13 +628,17 @@ func (a *allocator) otherHolderWithKey(ip netip.Addr, h *holding) bool {
 
 // observe records the pool addresses a Service's status shows as held by
 // it, without any check: what is in a status is taken. Addresses the status
-// no longer shows are released unless the backend assigned them. It
-// reports whether anything changed. share is kept from the last assignment
-// when there was one.
-func (a *allocator) observe(name string, uid types.UID, ips []netip.Addr, share shareInfo) bool {
+// no longer shows are released unless the backend assigned them. With
+// ours (the status is what this backend assigned: recordedAlone), an address outside every pool is recorded too, as a
+// running allocator keeps one a reload left outside (withPools): after a
+// restart the Service's load balancer still exists, its deletion or move
+// releases it, and its next Ensure replaces it. It reports whether
+// anything changed. share is kept from the last assignment when there was
+// one.
+func (a *allocator) observe(name string, uid types.UID, ips []netip.Addr, share shareInfo, ours bool) bool {
 	var shown []netip.Addr
 	for _, ip := range ips {
-		if a.poolCovering(ip) != nil && !slices.Contains(shown, ip) {
+		if (ours || a.poolCovering(ip) != nil) && !slices.Contains(shown, ip) {
 			shown = append(shown, ip)
 		}
 	}

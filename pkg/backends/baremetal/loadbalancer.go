@@ -186,13 +186,28 @@ func (lb *LoadBalancer) Seed(services []*corev1.Service) {
 // that kept its annotation after a type change holds nothing back from
 // auto-assignment, nor counts in addresses_in_use. lb.mu must be held.
 func (lb *LoadBalancer) observe(svc *corev1.Service) bool {
-	shown := lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true))
+	shown := lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true), lb.recordedAlone(svc))
 	var want []netip.Addr
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		want = requestedAnywhere(svc)
 	}
 	requested := lb.alloc.reserve(serviceKey(svc), svc.UID, want)
 	return shown || requested
+}
+
+// classedFinalizer is the cleanup finalizer the load-balancer controller
+// keeps on the Services of its classes (lbcontroller.Finalizer).
+const classedFinalizer = "multicloud-ccm.io/load-balancer-cleanup"
+
+// recordedAlone reports whether every address the Service's status shows
+// is one this backend assigned: a classless Service whose router record
+// names this backend and no other. A Service with a class (another
+// controller's may carry a record left from its time as ours) or still
+// carrying the finalizer of our classes (turned classless behind our back,
+// another CCM may have served it since) is not answered for.
+func (lb *LoadBalancer) recordedAlone(svc *corev1.Service) bool {
+	return svc.Spec.LoadBalancerClass == nil && !slices.Contains(svc.Finalizers, classedFinalizer) &&
+		strings.TrimSpace(svc.Annotations[string(annotation.LoadBalancerBackends)]) == lb.backend
 }
 
 func (lb *LoadBalancer) onChange(obj any) {
