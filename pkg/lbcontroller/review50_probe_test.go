@@ -1,0 +1,279 @@
+package lbcontroller
+
+// Review of session 50's issue-45/40 change (branch s50-lbc): probes of a
+// Service leaving us for another controller's class where that meets
+// restarts, reloads, faults and the bare-metal allocator. Each drives the
+// real controller and router over the fake API server that keeps
+// resourceVersions.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+)
+
+// oneAddressNoClass is oneAddress without our class: a reload to it
+// leaves Services of ourClass unserved.
+const oneAddressNoClass = `apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: test
+loadBalancer: {}
+backends:
+- name: metal
+  type: baremetal
+  baremetal:
+    inventory: [{name: worker-0, addresses: [{type: InternalIP, address: 10.0.0.10}]}]
+    addressPools: [{name: lan, addresses: ["192.0.2.9/32"]}]
+`
+
+// released waits for our Finalizer, the router's record and our
+// addresses to leave the Service, the other controller's address alone
+// in its status.
+func released(t *testing.T, e *env, name string) {
+	t.Helper()
+	eventually(t, "ours released from "+name, func() error {
+		s := e.get(t, name)
+		if hasFinalizer(s, Finalizer) || hasRecord(s) || ingresses(s) != theirAddress {
+			return fmt.Errorf("finalizers %v, %s, record %q", s.Finalizers, state(s), s.Annotations[string(annotation.LoadBalancerBackends)])
+		}
+		return nil
+	})
+}
+
+// asForeign is toForeignClass applied to a copy in objs (the API state a
+// new process starts on).
+func asForeign(objs []runtime.Object, name string) {
+	for _, o := range objs {
+		s := o.(*corev1.Service)
+		if s.Name != name {
+			continue
+		}
+		s.Spec.LoadBalancerClass = ptrTo(foreignClass)
+		s.Finalizers = append(s.Finalizers, sharedFinalizer, theirFinalizer)
+		s.Annotations[theirAnnotation] = "blue"
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: theirAddress})
+	}
+}
+
+// TestProbe50RestartBetweenClassChangeAndSync (claim 1 with a restart or
+// a failover): the Service of our class is given another controller's
+// class (through ClusterIP, which our informer missed) while our CCM is
+// down, or between the old leader's last sync and the new leader's first.
+// The new process meets it with nothing in memory: our Finalizer, the
+// router's record, our address beside theirs. What we hold for it is
+// released as when the same process sees the change
+// (TestLeftForForeignClassReleasesOurs): our load balancer gone, its
+// address free for a new Service of our class, our Finalizer, record and
+// address gone from the Service.
+func TestProbe50RestartBetweenClassChangeAndSync(t *testing.T) {
+	first := startEnv(t, envOptions{doc: oneAddress, versioned: true})
+	first.create(t, service("web", ptrTo(ourClass)))
+	eventually(t, "web addressed", addressed(first, t, "web"))
+	ours := first.get(t, "web").DeepCopy()
+	objs := first.objects(t)
+	asForeign(objs, "web")
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true}, objs...)
+	released(t, e, "web")
+	waitLoadBalancerGone(t, e, "our load balancer gone", ours)
+	e.create(t, service("next", ptrTo(ourClass)))
+	eventually(t, "next gets the released address", func() error {
+		if got := ingress(e.get(t, "next")); got != "192.0.2.9" {
+			return fmt.Errorf("status %q", got)
+		}
+		return nil
+	})
+}
+
+// TestProbe50ReloadRemovedClassThenForeignClass (claim 1 with a live
+// reload): a reload removes our class (the Service, unserved, keeps our
+// Finalizer and load balancer: a removed class is not a move), then the
+// Service's class is changed to another controller's. The copy we last
+// synced had our class: the class changed, and what we hold is released.
+// A reload adding our class back then serves a new Service of our class
+// from the released address.
+func TestProbe50ReloadRemovedClassThenForeignClass(t *testing.T) {
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true, reloadable: true})
+	e.create(t, service("web", ptrTo(ourClass)))
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	ours := e.get(t, "web").DeepCopy()
+	e.reload(t, oneAddressNoClass)
+	// Let the reload's sync of web run: a Service of a class the config
+	// does not list is untouched, so a sentinel cannot be ensured; its
+	// conditions going (dropConditions) is the sign.
+	time.Sleep(500 * time.Millisecond)
+	if s := e.get(t, "web"); !hasFinalizer(s, Finalizer) || !hasRecord(s) {
+		t.Fatalf("after the reload: finalizers %v, %s", s.Finalizers, state(s))
+	}
+	toForeignClass(t, e, "web", true, false, sharedFinalizer, theirFinalizer)
+	released(t, e, "web")
+	waitLoadBalancerGone(t, e, "our load balancer gone", ours)
+	e.reload(t, oneAddress)
+	e.create(t, service("next", ptrTo(ourClass)))
+	eventually(t, "next gets the released address", func() error {
+		if got := ingress(e.get(t, "next")); got != "192.0.2.9" {
+			return fmt.Errorf("status %q", got)
+		}
+		return nil
+	})
+}
+
+// failingDeletes is the controller's cloud whose deletes fail while fail
+// is set, counting the failures.
+type failingDeletes struct {
+	*hookedCloud
+	fail   atomic.Bool
+	failed atomic.Int32
+}
+
+func (f *failingDeletes) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *corev1.Service) error {
+	if f.fail.Load() {
+		f.failed.Add(1)
+		return errors.New("injected: the cloud failed the delete")
+	}
+	return f.hookedCloud.EnsureLoadBalancerDeleted(ctx, clusterName, svc)
+}
+
+// TestProbe50LeaveDeleteFailsKeepsFinalizer (claim 1 with a fault): the
+// cloud fails the delete of the load balancer of a Service that left us
+// for another class. Until a delete succeeds our Finalizer and the
+// router's record stay (nothing leaks: the load balancer still exists and
+// is still found), a warning says why, and the other controller's
+// finalizers and address are untouched; once the cloud answers, ours is
+// released and the address is free again.
+func TestProbe50LeaveDeleteFailsKeepsFinalizer(t *testing.T) {
+	var fd *failingDeletes
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true, wrap: func(h *hookedCloud) Cloud {
+		fd = &failingDeletes{hookedCloud: h}
+		return fd
+	}})
+	e.create(t, service("web", ptrTo(ourClass)))
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	ours := e.get(t, "web").DeepCopy()
+	fd.fail.Store(true)
+	toForeignClass(t, e, "web", true, false, sharedFinalizer, theirFinalizer)
+	eventually(t, "deletes failed thrice", func() error {
+		if n := fd.failed.Load(); n < 3 {
+			return fmt.Errorf("%d failures", n)
+		}
+		return nil
+	})
+	s := e.get(t, "web")
+	if !hasFinalizer(s, Finalizer) || !hasRecord(s) {
+		t.Errorf("the delete failing: finalizers %v, record %q; want ours kept until the delete succeeds", s.Finalizers, s.Annotations[string(annotation.LoadBalancerBackends)])
+	}
+	if !slices.Contains(s.Finalizers, sharedFinalizer) || !slices.Contains(s.Finalizers, theirFinalizer) || !strings.Contains(ingresses(s), theirAddress) {
+		t.Errorf("the other controller's: finalizers %v, %s", s.Finalizers, state(s))
+	}
+	if _, exists, err := e.cloud.GetLoadBalancer(context.Background(), cluster, ours); err != nil || !exists {
+		t.Errorf("the load balancer the failed delete left: exists %v, err %v", exists, err)
+	}
+	if hasEvent(e.events(t, "web"), reasonSyncFailed) == "" {
+		t.Errorf("no %s warning: events %v", reasonSyncFailed, e.events(t, "web"))
+	}
+	fd.fail.Store(false)
+	released(t, e, "web")
+	waitLoadBalancerGone(t, e, "our load balancer gone", ours)
+	if s := e.get(t, "web"); !slices.Equal(s.Finalizers, []string{sharedFinalizer, theirFinalizer}) {
+		t.Errorf("finalizers %v; want the other controller's", s.Finalizers)
+	}
+	e.create(t, service("next", ptrTo(ourClass)))
+	eventually(t, "next gets the released address", func() error {
+		if got := ingress(e.get(t, "next")); got != "192.0.2.9" {
+			return fmt.Errorf("status %q", got)
+		}
+		return nil
+	})
+}
+
+// metal2Only is metals("") without metal: a reload to it removes the
+// backend a Service's record names.
+const metal2Only = `apiVersion: multicloud-ccm.io/v1alpha1
+kind: CloudConfig
+clusterID: test
+loadBalancer:
+  drainPeriod: 0s
+backends:
+- name: metal2
+  type: baremetal
+  baremetal:
+    inventory: [{name: worker-9, addresses: [{type: InternalIP, address: 10.0.0.99}]}]
+    addressPools: [{name: other, addresses: ["198.51.100.0/28"]}]
+`
+
+// TestProbe50BackendRemovedThenAddedBackAcrossLeave (claim 1 with a live
+// reload of the backend): a classless Service served by metal; a reload
+// removes metal; the Service is given another controller's class. Our
+// load balancer in metal cannot be deleted while metal is not configured:
+// the router's record and our address stay (removing them would leak it
+// for good). A reload adding metal back lets the release finish: the load
+// balancer gone, then the record and our address; the shared finalizer
+// (the new class's controller relies on it) and theirs stay.
+func TestProbe50BackendRemovedThenAddedBackAcrossLeave(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true, reloadable: true})
+	webOn(t, e, "metal", "0s")
+	ours := e.get(t, "web").DeepCopy()
+	e.reload(t, metal2Only)
+	time.Sleep(300 * time.Millisecond)
+	if s := e.get(t, "web"); !slices.Equal(s.Finalizers, []string{sharedFinalizer}) {
+		t.Fatalf("classless web served with finalizers %v", s.Finalizers)
+	}
+	toForeignClass(t, e, "web", true, false, theirFinalizer)
+	time.Sleep(time.Second)
+	if s := e.get(t, "web"); !hasRecord(s) || !strings.Contains(ingresses(s), ingress(ours)) {
+		t.Errorf("metal not configured: finalizers %v, record %q, %s; want the record and our address kept until metal's load balancer is deleted", s.Finalizers, s.Annotations[string(annotation.LoadBalancerBackends)], state(s))
+	}
+	e.reload(t, metals(""))
+	released(t, e, "web")
+	waitLoadBalancerGone(t, e, "our load balancer gone from metal", ours)
+	if s := e.get(t, "web"); !slices.Equal(s.Finalizers, []string{sharedFinalizer, theirFinalizer}) {
+		t.Errorf("finalizers %v; want the shared one (the new class's controller relies on it) and theirs", s.Finalizers)
+	}
+}
+
+// TestProbe50DeletedUnderTheirFinalizerDropsRecord (claim 2): a Service
+// of our class is deleted while another controller's finalizer keeps it.
+// The cleanup deletes our load balancer, and one write removes our
+// Finalizer, our address and the router's record; afterwards nothing of
+// ours is asked again (no sync takes it for ours and deletes twice).
+func TestProbe50DeletedUnderTheirFinalizerDropsRecord(t *testing.T) {
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true})
+	e.create(t, service("web", ptrTo(ourClass)))
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	ours := e.get(t, "web").DeepCopy()
+	if err := retryUpdate(e, "web", func(s *corev1.Service) {
+		s.Finalizers = append(s.Finalizers, theirFinalizer)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.CoreV1().Services("default").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ours gone from web", func() error {
+		s := e.get(t, "web")
+		if hasFinalizer(s, Finalizer) || hasRecord(s) || ingress(s) != "" || drainingOf(s) != "" {
+			return fmt.Errorf("finalizers %v, %s, record %q", s.Finalizers, state(s), s.Annotations[string(annotation.LoadBalancerBackends)])
+		}
+		return nil
+	})
+	waitLoadBalancerGone(t, e, "our load balancer gone", ours)
+	s := e.get(t, "web")
+	if !slices.Equal(s.Finalizers, []string{theirFinalizer}) || s.DeletionTimestamp == nil {
+		t.Errorf("finalizers %v, deleting %v; want theirs alone, deleting", s.Finalizers, s.DeletionTimestamp != nil)
+	}
+	writes := e.serviceWrites()
+	time.Sleep(500 * time.Millisecond)
+	if n := e.serviceWrites(); n != writes {
+		t.Errorf("%d more writes to a Service nothing of ours is left on", n-writes)
+	}
+}
