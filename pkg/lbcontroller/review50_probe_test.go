@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
 // oneAddressNoClass is oneAddress without our class: a reload to it
@@ -276,4 +277,157 @@ func TestProbe50DeletedUnderTheirFinalizerDropsRecord(t *testing.T) {
 	if n := e.serviceWrites(); n != writes {
 		t.Errorf("%d more writes to a Service nothing of ours is left on", n-writes)
 	}
+}
+
+// sharing is a Service of our class sharing its address under key k,
+// serving port.
+func sharing(name, k string, port int32) *corev1.Service {
+	s := service(name, ptrTo(ourClass))
+	s.Annotations[string(annotation.AllowSharedIP)] = k
+	s.Spec.Ports = []corev1.ServicePort{{Name: "p", Port: port, Protocol: corev1.ProtocolTCP, NodePort: 30000 + port}}
+	return s
+}
+
+// TestProbe50LeaveSharedAddressKeptForTheOther (claim 1 with sharing and
+// the bare-metal allocator): web and api, of our class, share the pool's
+// one address under a sharing key. web leaves for another class. Its
+// release gives up web's lease alone: api keeps the address in its status
+// and in the allocator (a third Service of our class, without the key,
+// gets no address), and web's status keeps theirs alone.
+func TestProbe50LeaveSharedAddressKeptForTheOther(t *testing.T) {
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true})
+	e.create(t, sharing("web", "k", 80))
+	e.create(t, sharing("api", "k", 81))
+	for _, n := range []string{"web", "api"} {
+		eventually(t, n+" addressed", addressed(e, t, n))
+		if got := ingress(e.get(t, n)); got != "192.0.2.9" {
+			t.Fatalf("%s: status %q; want the shared 192.0.2.9", n, got)
+		}
+	}
+	toForeignClass(t, e, "web", true, false, sharedFinalizer, theirFinalizer)
+	released(t, e, "web")
+	e.create(t, service("third", ptrTo(ourClass)))
+	eventually(t, "third refused an address", func() error {
+		if hasEvent(e.events(t, "third"), reasonSyncFailed) == "" {
+			return fmt.Errorf("events %v", e.events(t, "third"))
+		}
+		return nil
+	})
+	if got := ingress(e.get(t, "third")); got != "" {
+		t.Errorf("third got %q: the allocator gave api's address away when web left", got)
+	}
+	if got := ingress(e.get(t, "api")); got != "192.0.2.9" {
+		t.Errorf("api: status %q; want 192.0.2.9 kept", got)
+	}
+	if s := e.get(t, "api"); !hasFinalizer(s, Finalizer) || !hasRecord(s) {
+		t.Errorf("api: finalizers %v, %s", s.Finalizers, state(s))
+	}
+}
+
+// TestProbe50TurnedClusterIPDuringEnsure (claim 3): a Service of our
+// class is turned ClusterIP (its class dropped) while its first load
+// balancer is ensured. The status write that follows conflicts; the
+// version re-read is not a LoadBalancer, so our address is not written on
+// it, and the next sync deletes the load balancer and removes our
+// Finalizer: no address, no finalizer, the pool's address free again.
+func TestProbe50TurnedClusterIPDuringEnsure(t *testing.T) {
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true})
+	changed := make(chan error, 1)
+	e.cloud.mu.Lock()
+	e.cloud.during = func(*corev1.Service) {
+		changed <- retryUpdate(e, "web", func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeClusterIP
+			s.Spec.LoadBalancerClass = nil
+		})
+	}
+	e.cloud.mu.Unlock()
+	e.create(t, service("web", ptrTo(ourClass)))
+	if err := receive(t, changed, "the type change during the ensure"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "web clean", func() error {
+		if s := e.get(t, "web"); len(s.Finalizers) > 0 || ingress(s) != "" {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+	for _, p := range e.client.Actions() {
+		if p.GetSubresource() == "status" && p.GetVerb() == "patch" {
+			if pa, ok := p.(interface{ GetPatch() []byte }); ok && strings.Contains(string(pa.GetPatch()), "192.0.2.9") && !strings.Contains(string(pa.GetPatch()), `"ingress":[]`) {
+				t.Logf("status patch: %s", pa.GetPatch())
+			}
+		}
+	}
+	e.create(t, service("next", ptrTo(ourClass)))
+	eventually(t, "next gets the released address", func() error {
+		if got := ingress(e.get(t, "next")); got != "192.0.2.9" {
+			return fmt.Errorf("status %q", got)
+		}
+		return nil
+	})
+}
+
+// decider is the router's plan entry point.
+type decider interface {
+	Decide(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) *router.Decision
+}
+
+// TestProbe50PlanAtRestMatchesTheWrite (claim 5): once the controller has
+// written the Service from the router's decision, `plan`'s decision for
+// the Service as written (router.Decide, the dry run) shows the same
+// status and changes none of the annotations the controller wrote: what
+// plan prints is what the controller did. Checked for a Service mid-drain
+// between two backends (both addresses shown, metal draining) and for one
+// on a single backend.
+func TestProbe50PlanAtRestMatchesTheWrite(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	webOn(t, e, "metal", "1h")
+	one := service("one", nil)
+	one.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal2"}
+	e.create(t, one)
+	eventually(t, "one addressed", addressed(e, t, "one"))
+	e.moveTo(t, "web", "metal2")
+	eventually(t, "metal draining", func() error {
+		if s := e.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal=") || len(s.Status.LoadBalancer.Ingress) != 2 {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond) // the syncs in flight settle
+	nodeList, err := e.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*corev1.Node
+	for i := range nodeList.Items {
+		nodes = append(nodes, &nodeList.Items[i])
+	}
+	r, ok := e.cloud.routerCloud.(decider)
+	if !ok {
+		t.Fatalf("the router %T has no Decide", e.cloud.routerCloud)
+	}
+	for _, name := range []string{"web", "one"} {
+		s := e.get(t, name)
+		d := r.Decide(context.Background(), cluster, s, nodes)
+		if d.Err != nil {
+			t.Errorf("%s: plan's decision failed: %v", name, d.Err)
+			continue
+		}
+		if d.Status == nil || ingresses(&corev1.Service{Status: corev1.ServiceStatus{LoadBalancer: *d.Status}}) != ingresses(s) {
+			t.Errorf("%s: plan's status %v; the controller wrote %s", name, d.Status, state(s))
+		}
+		for k, v := range d.Annotations {
+			got, set := s.Annotations[string(k)]
+			if (v == nil && set) || (v != nil && (!set || got != *v)) {
+				t.Errorf("%s: plan would set %s to %v; the controller wrote %q (set %v)", name, k, ptrString(v), got, set)
+			}
+		}
+	}
+}
+
+func ptrString(v *string) string {
+	if v == nil {
+		return "<removed>"
+	}
+	return *v
 }
