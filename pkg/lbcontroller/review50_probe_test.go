@@ -431,3 +431,33 @@ func ptrString(v *string) string {
 	}
 	return *v
 }
+
+// TestProbe50DeletedWhileMoveFailsDeletesHeldLoadBalancer (faults: is
+// anything leaked?): a classless Service served by metal is moved to
+// metal2, whose ensure fails (the cloud refusing): the router's record
+// still names metal, which still holds the Service's load balancer. The
+// Service is then deleted. Its cleanup deletes metal's load balancer
+// before our finalizers go, though the target backend (metal2) holds
+// none; the Service goes.
+func TestProbe50DeletedWhileMoveFailsDeletesHeldLoadBalancer(t *testing.T) {
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	webOn(t, e, "metal", "0s")
+	ours := e.get(t, "web").DeepCopy()
+	e.cloud.set(errors.New("injected: metal2 refuses the load balancer"))
+	n := e.cloud.ensures.Load()
+	e.moveTo(t, "web", "metal2")
+	eventually(t, "the move's ensure failed", func() error {
+		if e.cloud.ensures.Load() < n+2 {
+			return fmt.Errorf("%d ensures", e.cloud.ensures.Load()-n)
+		}
+		return nil
+	})
+	if s := e.get(t, "web"); !strings.Contains(s.Annotations[string(annotation.LoadBalancerBackends)], "metal") || ingress(s) != ingress(ours) {
+		t.Fatalf("record %q, %s; want metal's still", s.Annotations[string(annotation.LoadBalancerBackends)], state(s))
+	}
+	if err := e.client.CoreV1().Services("default").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitServiceGone(t, e, "web")
+	waitLoadBalancerGone(t, e, "metal's load balancer gone", ours)
+}
