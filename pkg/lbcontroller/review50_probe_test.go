@@ -461,3 +461,70 @@ func TestProbe50DeletedWhileMoveFailsDeletesHeldLoadBalancer(t *testing.T) {
 	waitServiceGone(t, e, "web")
 	waitLoadBalancerGone(t, e, "metal's load balancer gone", ours)
 }
+
+// racingDeletes is the controller's cloud that, once armed, has another
+// controller write the Service (its second address, its annotation
+// changed, a finalizer of its own) right after our load balancer's
+// delete: our release's write then meets a newer version.
+type racingDeletes struct {
+	*hookedCloud
+	armed atomic.Bool
+	race  func() error
+	errs  chan error
+}
+
+func (r *racingDeletes) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *corev1.Service) error {
+	err := r.hookedCloud.EnsureLoadBalancerDeleted(ctx, clusterName, svc)
+	if r.armed.CompareAndSwap(true, false) {
+		r.errs <- r.race()
+	}
+	return err
+}
+
+// TestProbe50LeaveRacesTheirStatusWrite (claim 1 with a concurrent
+// foreign write): the other controller writes its status, an annotation
+// and a finalizer at the moment our release deletes our load balancer.
+// Our one write, guarded, conflicts and is made again on the version
+// re-read: every thing the other controller wrote stays (both its
+// addresses, its annotation's new value, its finalizers), ours goes.
+func TestProbe50LeaveRacesTheirStatusWrite(t *testing.T) {
+	var rd *racingDeletes
+	var e *env
+	e = startEnv(t, envOptions{doc: oneAddress, versioned: true, wrap: func(h *hookedCloud) Cloud {
+		rd = &racingDeletes{hookedCloud: h, errs: make(chan error, 1)}
+		rd.race = func() error {
+			return retryUpdate(e, "web", func(s *corev1.Service) {
+				s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: "203.0.113.8"})
+				s.Annotations[theirAnnotation] = "green"
+				s.Finalizers = append(s.Finalizers, "example.com/second")
+			})
+		}
+		return rd
+	}})
+	e.create(t, service("web", ptrTo(ourClass)))
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	ours := e.get(t, "web").DeepCopy()
+	rd.armed.Store(true)
+	toForeignClass(t, e, "web", true, false, sharedFinalizer, theirFinalizer)
+	if err := receive(t, rd.errs, "their write during our release"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ours released from web", func() error {
+		s := e.get(t, "web")
+		if hasFinalizer(s, Finalizer) || hasRecord(s) || strings.Contains(ingresses(s), "192.0.2.9") {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+	waitLoadBalancerGone(t, e, "our load balancer gone", ours)
+	s := e.get(t, "web")
+	if got := ingresses(s); got != theirAddress+",203.0.113.8" {
+		t.Errorf("status %q; want both of theirs", got)
+	}
+	if s.Annotations[theirAnnotation] != "green" {
+		t.Errorf("their annotation %q; want green", s.Annotations[theirAnnotation])
+	}
+	if want := []string{sharedFinalizer, theirFinalizer, "example.com/second"}; !slices.Equal(s.Finalizers, want) {
+		t.Errorf("finalizers %v; want %v", s.Finalizers, want)
+	}
+}
