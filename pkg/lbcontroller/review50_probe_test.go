@@ -528,3 +528,50 @@ func TestProbe50LeaveRacesTheirStatusWrite(t *testing.T) {
 		t.Errorf("finalizers %v; want %v", s.Finalizers, want)
 	}
 }
+
+// TestProbe50RestartPlainToForeignDeletedKeepsShared (claim 2 with a
+// restart): "plain" of TestForeignSharedFinalizerWithoutAddressKept met
+// by a new process. A classless Service served by us under the shared
+// finalizer is given another controller's class (through ClusterIP) and
+// deleted while our CCM is down; that controller relies on the shared
+// finalizer (no address of its own yet). The new process deletes our
+// load balancer and leaves the shared finalizer: the Service stays,
+// deleting, for the other controller to clean up. The same Service met by
+// the process that served it keeps it (the class changed since its last
+// sync); the new one has no last sync to compare with.
+func TestProbe50RestartPlainToForeignDeletedKeepsShared(t *testing.T) {
+	first := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	webOn(t, first, "metal", "0s")
+	ours := first.get(t, "web").DeepCopy()
+	if !slices.Equal(ours.Finalizers, []string{sharedFinalizer}) || !hasRecord(ours) {
+		t.Fatalf("web served: finalizers %v, %s", ours.Finalizers, state(ours))
+	}
+	objs := first.objects(t)
+	for _, o := range objs {
+		if s := o.(*corev1.Service); s.Name == "web" {
+			now := metav1.Now()
+			s.DeletionTimestamp = &now
+			s.Spec.LoadBalancerClass = ptrTo(foreignClass)
+			s.Annotations[theirAnnotation] = "blue"
+		}
+	}
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true}, objs...)
+	waitLoadBalancerGone(t, e, "our load balancer gone", ours)
+	eventually(t, "our address gone", func() error {
+		if s := getOrGone(t, e, "web"); s != nil && ingress(s) != "" {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	p := service("probe", nil)
+	p.Annotations = map[string]string{string(annotation.LoadBalancerBackend): "metal2"}
+	e.create(t, p)
+	eventually(t, "probe addressed", addressed(e, t, "probe"))
+	s := getOrGone(t, e, "web")
+	if s == nil {
+		t.Fatalf("web gone: the shared finalizer the other controller relies on was removed (finalizer writes %v)", e.finalizerPatches("web"))
+	}
+	if !slices.Equal(s.Finalizers, []string{sharedFinalizer}) {
+		t.Errorf("finalizers %v; want the shared one", s.Finalizers)
+	}
+}
