@@ -575,3 +575,26 @@ func TestProbe50RestartPlainToForeignDeletedKeepsShared(t *testing.T) {
 		t.Errorf("finalizers %v; want the shared one", s.Finalizers)
 	}
 }
+
+// TestProbe50ReloadRemovedClassEditThenForeignClass: as
+// TestProbe50ReloadRemovedClassThenForeignClass, with an edit of the
+// Service (an annotation of the user's) between the reload and the class
+// change: its sync, of a class the config no longer lists, must not make
+// the controller forget what it holds, or the class change that follows
+// is not taken for a move and our load balancer stays until the
+// Service's deletion.
+func TestProbe50ReloadRemovedClassEditThenForeignClass(t *testing.T) {
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true, reloadable: true})
+	e.create(t, service("web", ptrTo(ourClass)))
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	ours := e.get(t, "web").DeepCopy()
+	e.reload(t, oneAddressNoClass)
+	e.edit(t, "web", map[string]*string{"example.com/note": ptrTo("x")})
+	time.Sleep(500 * time.Millisecond) // the edit's sync runs; nothing to wait for
+	if s := e.get(t, "web"); !hasFinalizer(s, Finalizer) || !hasRecord(s) {
+		t.Fatalf("after the reload and the edit: finalizers %v, %s", s.Finalizers, state(s))
+	}
+	toForeignClass(t, e, "web", true, false, sharedFinalizer, theirFinalizer)
+	released(t, e, "web")
+	waitLoadBalancerGone(t, e, "our load balancer gone", ours)
+}
