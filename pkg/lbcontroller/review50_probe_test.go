@@ -598,3 +598,43 @@ func TestProbe50ReloadRemovedClassEditThenForeignClass(t *testing.T) {
 	released(t, e, "web")
 	waitLoadBalancerGone(t, e, "our load balancer gone", ours)
 }
+
+// TestProbe50DeletedDuringEnsure (claim 3): a Service of our class, kept
+// by another controller's finalizer too, is deleted while its first load
+// balancer is ensured. The status write that follows conflicts; the
+// version re-read is being deleted, so our address is not written on it;
+// the next sync deletes the load balancer and removes our Finalizer and
+// the router's record; the other controller's finalizer keeps it, with no
+// address of ours.
+func TestProbe50DeletedDuringEnsure(t *testing.T) {
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true})
+	changed := make(chan error, 1)
+	e.cloud.mu.Lock()
+	e.cloud.during = func(*corev1.Service) {
+		changed <- e.client.CoreV1().Services("default").Delete(context.Background(), "web", metav1.DeleteOptions{})
+	}
+	e.cloud.mu.Unlock()
+	web := service("web", ptrTo(ourClass))
+	web.Finalizers = []string{theirFinalizer}
+	e.create(t, web)
+	if err := receive(t, changed, "the deletion during the ensure"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ours gone from web", func() error {
+		s := e.get(t, "web")
+		if hasFinalizer(s, Finalizer) || hasRecord(s) || ingress(s) != "" {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+	if s := e.get(t, "web"); !slices.Equal(s.Finalizers, []string{theirFinalizer}) || s.DeletionTimestamp == nil {
+		t.Errorf("finalizers %v, deleting %v", s.Finalizers, s.DeletionTimestamp != nil)
+	}
+	e.create(t, service("next", ptrTo(ourClass)))
+	eventually(t, "next gets the released address", func() error {
+		if got := ingress(e.get(t, "next")); got != "192.0.2.9" {
+			return fmt.Errorf("status %q", got)
+		}
+		return nil
+	})
+}
