@@ -19,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
@@ -637,4 +639,60 @@ func TestProbe50DeletedDuringEnsure(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestProbe50LeaveWriteFailsNoDoubleRelease (faults, the bare-metal
+// allocator): our release's write (our Finalizer and address off the
+// Service that left us) fails three times after our load balancer's
+// delete succeeded; meanwhile a new Service of our class may be given the
+// pool's one address. The retries release nothing a second time: once
+// the write goes through, exactly one Service of our class holds the
+// address, and a third one gets none.
+func TestProbe50LeaveWriteFailsNoDoubleRelease(t *testing.T) {
+	var failing atomic.Int32
+	e := startEnv(t, envOptions{doc: oneAddress, versioned: true, reactors: func(c *fake.Clientset) {
+		c.PrependReactor("patch", "services", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			p := a.(clienttesting.PatchAction)
+			body := string(p.GetPatch())
+			if p.GetName() == "web" && strings.Contains(body, `"finalizers"`) && !strings.Contains(body, string(annotation.LoadBalancerBackends)) && failing.Load() > 0 {
+				failing.Add(-1)
+				return true, nil, errors.New("injected: the API server refused the write")
+			}
+			return false, nil, nil
+		})
+	}})
+	e.create(t, service("web", ptrTo(ourClass)))
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	ours := e.get(t, "web").DeepCopy()
+	failing.Store(3)
+	toForeignClass(t, e, "web", true, false, sharedFinalizer, theirFinalizer)
+	e.create(t, service("next", ptrTo(ourClass)))
+	eventually(t, "the failed writes spent", func() error {
+		if n := failing.Load(); n > 0 {
+			return fmt.Errorf("%d left", n)
+		}
+		return nil
+	})
+	released(t, e, "web")
+	waitLoadBalancerGone(t, e, "our load balancer gone", ours)
+	eventually(t, "next gets the released address", func() error {
+		if got := ingress(e.get(t, "next")); got != "192.0.2.9" {
+			return fmt.Errorf("status %q", got)
+		}
+		return nil
+	})
+	e.create(t, service("third", ptrTo(ourClass)))
+	eventually(t, "third refused an address", func() error {
+		if hasEvent(e.events(t, "third"), reasonSyncFailed) == "" {
+			return fmt.Errorf("events %v", e.events(t, "third"))
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	if got := ingress(e.get(t, "third")); got != "" {
+		t.Errorf("third got %q too: the address was released twice", got)
+	}
+	if got := ingress(e.get(t, "next")); got != "192.0.2.9" {
+		t.Errorf("next: status %q", got)
+	}
 }
