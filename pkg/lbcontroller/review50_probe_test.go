@@ -696,3 +696,45 @@ func TestProbe50LeaveWriteFailsNoDoubleRelease(t *testing.T) {
 		t.Errorf("next: status %q", got)
 	}
 }
+
+// TestProbe50RestartMidDrainLeftForForeignClass: TestLeftForForeignClassMidDrain
+// met by a new process: a classless Service moved from metal to metal2
+// under a long drain is given another controller's class while our CCM is
+// down. Both load balancers go, the draining one's drain ended, and the
+// router's record and our addresses leave the Service, as when the
+// process that served it sees the change.
+func TestProbe50RestartMidDrainLeftForForeignClass(t *testing.T) {
+	first := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true})
+	webOn(t, first, "metal", "1h")
+	first.moveTo(t, "web", "metal2")
+	eventually(t, "metal draining", func() error {
+		if s := first.get(t, "web"); !strings.HasPrefix(drainingOf(s), "metal=") || len(s.Status.LoadBalancer.Ingress) != 2 {
+			return fmt.Errorf("%s", state(s))
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // the syncs in flight settle
+	probe := first.get(t, "web").DeepCopy()
+	objs := first.objects(t)
+	for _, o := range objs {
+		if s := o.(*corev1.Service); s.Name == "web" {
+			s.Spec.LoadBalancerClass = ptrTo(foreignClass)
+			s.Finalizers = append(s.Finalizers, theirFinalizer)
+			s.Annotations[theirAnnotation] = "blue"
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: theirAddress})
+		}
+	}
+	e := startEnv(t, envOptions{doc: metals(""), classless: true, versioned: true}, objs...)
+	eventually(t, "ours released from web", func() error {
+		s := e.get(t, "web")
+		if hasRecord(s) || drainingOf(s) != "" || ingresses(s) != theirAddress {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+	for _, b := range []string{"metal", "metal2"} {
+		p := probe.DeepCopy()
+		p.Annotations[string(annotation.LoadBalancerBackends)] = b
+		waitLoadBalancerGone(t, e, b+": our load balancer gone", p)
+	}
+}
