@@ -38,6 +38,18 @@ const (
 	// sync. Do not edit it by hand.
 	LoadBalancerBackends Name = "multicloud-ccm.io/load-balancer-backends"
 
+	// LoadBalancerRecordClass (Service annotation, string, written by the
+	// router, default: none) is the spec.loadBalancerClass the record
+	// (multicloud-ccm.io/load-balancer-backends) was made for, written
+	// with it when a backend is added to it and removed with it: empty
+	// for a classless Service. It tells the load-balancer controller,
+	// after a restart or a failover too, that a Service it served was
+	// given another controller's class (through ClusterIP) and that what
+	// it holds for it is to be released. A record without it was written
+	// by an earlier version: the controller then compares with the copy
+	// it last synced. Do not edit it by hand.
+	LoadBalancerRecordClass Name = "multicloud-ccm.io/load-balancer-class"
+
 	// AllowSharedIP (Service annotation, string key, default: none). Services
 	// carrying the same key may share a load-balancer address when none of
 	// their ports clash (same port and protocol).

@@ -269,6 +269,7 @@ var Registry = []Spec{
 	// Appended, not grouped with the router's: the admission policy's
 	// variables are numbered by registry index.
 	{Name: LoadBalancerDNSTarget, Kind: KindUnchecked, ReadBy: "router"},
+	{Name: LoadBalancerRecordClass, Kind: KindUnchecked, ReadBy: "router"},
 }
 
 // AWSHealthCheckProtocol is the AWS backend's health-check protocol

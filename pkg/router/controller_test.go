@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -40,10 +41,12 @@ func TestPreparedServiceCostsNoRouterWrites(t *testing.T) {
 
 	prep := r.PrepareLoadBalancer(svc)
 	rec := prep[string(annotation.LoadBalancerBackends)]
-	if len(prep) != 1 || rec == nil || *rec != "a" {
-		t.Fatalf("PrepareLoadBalancer = %v, want the record naming a", prep)
+	class := prep[string(annotation.LoadBalancerRecordClass)]
+	if len(prep) != 2 || rec == nil || *rec != "a" || class == nil || *class != "" {
+		t.Fatalf("PrepareLoadBalancer = %v, want the record naming a and its class, none", prep)
 	}
 	svc.Annotations[string(annotation.LoadBalancerBackends)] = *rec
+	svc.Annotations[string(annotation.LoadBalancerRecordClass)] = *class
 	if got := r.PrepareLoadBalancer(svc); got != nil {
 		t.Errorf("PrepareLoadBalancer on a recorded Service = %v, want nil", got)
 	}
@@ -72,6 +75,39 @@ func TestPreparedServiceCostsNoRouterWrites(t *testing.T) {
 	if by := c.service(t, "s").Annotations[string(annotation.LoadBalancerServedBy)]; by != "a" {
 		t.Errorf("served-by = %q, want a", by)
 	}
+}
+
+// TestRecordCarriesItsClass: the router writes, with each backend it adds
+// to a Service's record, the class the record is made for (present and
+// empty for a classless Service, the class for a classed one), and
+// removes it with the record: the load-balancer controller reads from it,
+// after a restart too, that the Service left us for another class.
+func TestRecordCarriesItsClass(t *testing.T) {
+	const ours = "multicloud-ccm.io/b"
+	r, _, _ := twoClouds(t, withClass(ours, "b"))
+	c := startCluster(t, r, newService("plain", withLBBackend("a")), newService("classed", classed(ours)))
+	for name, want := range map[string]string{"plain": "", "classed": ours} {
+		if _, err := r.EnsureLoadBalancer(context.Background(), cluster, c.service(t, name), nil); err != nil {
+			t.Fatal(err)
+		}
+		svc := c.service(t, name)
+		if got, ok := svc.Annotations[string(annotation.LoadBalancerRecordClass)]; !ok || got != want || !hasRecordOf(svc) {
+			t.Errorf("%s: %s = %q (set: %v), record %q; want %q beside the record", name, annotation.LoadBalancerRecordClass, got, ok,
+				svc.Annotations[string(annotation.LoadBalancerBackends)], want)
+		}
+		if err := r.EnsureLoadBalancerDeleted(context.Background(), cluster, svc); err != nil {
+			t.Fatal(err)
+		}
+		svc = c.service(t, name)
+		if got, ok := svc.Annotations[string(annotation.LoadBalancerRecordClass)]; ok || hasRecordOf(svc) {
+			t.Errorf("%s after the delete: %s = %q, record %q; want both gone", name, annotation.LoadBalancerRecordClass, got,
+				svc.Annotations[string(annotation.LoadBalancerBackends)])
+		}
+	}
+}
+
+func hasRecordOf(svc *corev1.Service) bool {
+	return svc.Annotations[string(annotation.LoadBalancerBackends)] != ""
 }
 
 // TestNoRecreateAfterDelete: a call queued behind a Service's deletion with

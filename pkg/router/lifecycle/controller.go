@@ -34,9 +34,15 @@ func (r *Balancer) PrepareLoadBalancer(service *corev1.Service) map[string]*stri
 	if err != nil || len(add) == 0 {
 		return nil
 	}
-	return map[string]*string{
-		string(annotation.LoadBalancerBackends): ptr.To(r.baseline(service).With(backend.Names(add)...).Value()),
+	changes := map[annotation.Name]*string{
+		annotation.LoadBalancerBackends: ptr.To(r.baseline(service).With(backend.Names(add)...).Value()),
 	}
+	recordClass(changes, service)
+	out := make(map[string]*string, len(changes))
+	for k, v := range changes {
+		out[string(k)] = v
+	}
+	return out
 }
 
 type preparedFromKey struct{}

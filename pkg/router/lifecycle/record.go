@@ -154,7 +154,13 @@ func (r *Balancer) writeRecord(ctx context.Context, svc *corev1.Service, goneOK 
 		if !old.Known || old.Value() != next.Value() {
 			changes[annotation.LoadBalancerBackends] = ptr.To(next.Value())
 		}
+		if slices.ContainsFunc(next.Names, func(n string) bool { return !old.Has(n) }) {
+			recordClass(changes, cur)
+		}
 		if len(next.Names) == 0 {
+			if _, ok := cur.Annotations[string(annotation.LoadBalancerRecordClass)]; ok {
+				changes[annotation.LoadBalancerRecordClass] = nil
+			}
 			svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerServedBy, "")
 			svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerID, "")
 			r.writtenBack(changes, nil, cur, nil, nil)
@@ -169,6 +175,19 @@ func (r *Balancer) writeRecord(ctx context.Context, svc *corev1.Service, goneOK 
 			}
 		}
 	})
+}
+
+// recordClass adds to changes what makes the Service's
+// annotation.LoadBalancerRecordClass name the class its record is made
+// for, its class now ("" for none), if it does not already: written with
+// each backend added to the record, so that a Service given another
+// controller's class is known to have left us without a copy of it in
+// memory (after a restart or a failover).
+func recordClass(changes map[annotation.Name]*string, cur *corev1.Service) {
+	class := ptr.Deref(cur.Spec.LoadBalancerClass, "")
+	if got, ok := cur.Annotations[string(annotation.LoadBalancerRecordClass)]; !ok || got != class {
+		changes[annotation.LoadBalancerRecordClass] = ptr.To(class)
+	}
 }
 
 // markServed writes on the Service which backends serve its load balancer
