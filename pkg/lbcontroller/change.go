@@ -14,6 +14,7 @@ import (
 // sync.
 var ownAnnotations = []string{
 	string(annotation.LoadBalancerBackends),
+	string(annotation.LoadBalancerRecordClass),
 	string(annotation.LoadBalancerServedBy),
 	string(annotation.LoadBalancerID),
 	string(annotation.LoadBalancerDraining),

@@ -3,6 +3,8 @@ package lbcontroller
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
 // forgetUnserved forgets a Service the controller no longer serves, unless
@@ -23,10 +25,30 @@ func (c *Controller) forgetUnserved(key string, svc *corev1.Service) {
 }
 
 // classChanged reports whether the Service, a LoadBalancer again, has
-// another class than the copy the controller last served (st): the API
-// changes a class only through another type, so the Service was a
+// another class than the one it had when we served it (classBefore): the
+// API changes a class only through another type, so the Service was a
 // ClusterIP (say) meanwhile, and kube-apiserver cleared its status then;
-// the controller, busy or watching again, saw only the end state.
+// the controller, busy, watching again or restarted, saw only the end
+// state.
 func classChanged(st *served, svc *corev1.Service) bool {
-	return st != nil && svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !ptr.Equal(st.svc.Spec.LoadBalancerClass, svc.Spec.LoadBalancerClass)
+	was, ok := classBefore(st, svc)
+	return ok && svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !ptr.Equal(was, svc.Spec.LoadBalancerClass)
+}
+
+// classBefore returns the class the Service had when we served it (nil:
+// none), and whether that is known: the class the router's record on it
+// was made for (annotation.LoadBalancerRecordClass), which outlives a
+// restart, a failover and a forget; for a record an earlier version wrote,
+// without it, the class of the copy the controller last synced (st).
+func classBefore(st *served, svc *corev1.Service) (*string, bool) {
+	if v, ok := svc.Annotations[string(annotation.LoadBalancerRecordClass)]; ok {
+		if v == "" {
+			return nil, true
+		}
+		return &v, true
+	}
+	if st == nil || st.svc.UID != svc.UID {
+		return nil, false
+	}
+	return st.svc.Spec.LoadBalancerClass, true
 }

@@ -236,11 +236,12 @@ func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, dr
 }
 
 // recordRemoval is a merge patch's annotations removing the router's
-// record of the Service's load balancers (its backends, the serving one,
-// its ID and its drains), nil when it carries none.
+// record of the Service's load balancers (its backends, the class it was
+// made for, the serving one, its ID and its drains), nil when it carries
+// none.
 func recordRemoval(svc *corev1.Service) map[string]any {
 	out := map[string]any{}
-	for _, a := range []annotation.Name{annotation.LoadBalancerBackends, annotation.LoadBalancerServedBy, annotation.LoadBalancerID, annotation.LoadBalancerDraining} {
+	for _, a := range []annotation.Name{annotation.LoadBalancerBackends, annotation.LoadBalancerRecordClass, annotation.LoadBalancerServedBy, annotation.LoadBalancerID, annotation.LoadBalancerDraining} {
 		if _, ok := svc.Annotations[string(a)]; ok {
 			out[string(a)] = nil
 		}

@@ -82,14 +82,15 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		// added): no finalizer can be added now; delete what we served.
 		return c.gone(ctx, key)
 	}
-	if !serving && st == nil {
-		return c.handOver(ctx, svc)
-	}
 	if !serving && classChanged(st, svc) {
 		// Turned ClusterIP and then a LoadBalancer of another class (or
-		// of none, routed elsewhere) between two of our syncs: it left
-		// us (chaos seed 857543738).
-		return c.leave(ctx, key, svc, st.svc.Spec.LoadBalancerClass == nil)
+		// of none, routed elsewhere) between two of our syncs, or while
+		// we were down: it left us (chaos seed 857543738).
+		was, _ := classBefore(st, svc)
+		return c.leave(ctx, key, svc, was == nil)
+	}
+	if !serving && st == nil {
+		return c.handOver(ctx, svc)
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !serving {
 		// Not ours (any more) and nothing to clean up: its load balancer,
@@ -296,16 +297,18 @@ func describe(svc *corev1.Service) string {
 }
 
 // movedClass reports whether the Service has a class other than the one
-// of the copy the controller last synced (st): it went through ClusterIP,
-// which drops the class, and came back as a LoadBalancer of another
-// class's, without our sync seeing it in between. A class a reload
-// removed from the config is the class the copy had: not a move.
+// it had when we served it (classBefore: the class the router's record
+// was made for, else that of the copy the controller last synced): it
+// went through ClusterIP, which drops the class, and came back as a
+// LoadBalancer of another class's, without our sync seeing it in between.
+// A class a reload removed from the config is the class it had: not a
+// move.
 func movedClass(st *served, svc *corev1.Service) bool {
-	if st == nil || st.svc.UID != svc.UID || svc.Spec.LoadBalancerClass == nil {
+	if svc.Spec.LoadBalancerClass == nil {
 		return false
 	}
-	was := st.svc.Spec.LoadBalancerClass
-	return was == nil || *was != *svc.Spec.LoadBalancerClass
+	was, ok := classBefore(st, svc)
+	return ok && !ptr.Equal(was, svc.Spec.LoadBalancerClass)
 }
 
 // cleanup deletes the Service's load balancer and then removes the
