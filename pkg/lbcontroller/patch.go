@@ -180,7 +180,7 @@ func (c *Controller) release(ctx context.Context, svc *corev1.Service, drop func
 // and remove the finalizer we just kept. Nothing is sent when drop names
 // none, or when neither its finalizers, annotations nor status change.
 func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, drop func(*corev1.Service) []string, clear bool, strip []corev1.LoadBalancerIngress) error {
-	for attempt := 0; ; attempt++ {
+	return c.patchGuarded(ctx, svc, "removing the load-balancer cleanup finalizer", func(svc *corev1.Service) map[string]any {
 		names := drop(svc)
 		if len(names) == 0 {
 			return nil
@@ -219,20 +219,8 @@ func (c *Controller) dropFinalizers(ctx context.Context, svc *corev1.Service, dr
 		if len(st) > 0 {
 			body["status"] = st
 		}
-		_, err := c.patch(ctx, svc, body)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if !apierrors.IsConflict(err) || attempt == conflictRetries {
-			if err != nil {
-				return fmt.Errorf("removing the load-balancer cleanup finalizer: %w", err)
-			}
-			return nil
-		}
-		if svc, err = c.reread(ctx, svc); svc == nil || err != nil {
-			return err
-		}
-	}
+		return body
+	})
 }
 
 // recordRemoval is a merge patch's annotations removing the router's
@@ -257,7 +245,7 @@ func recordRemoval(svc *corev1.Service) map[string]any {
 // too when no address is left (see leave). Nothing else is touched;
 // nothing is sent when none of it is there.
 func (c *Controller) dropOurs(ctx context.Context, svc *corev1.Service, ours []corev1.LoadBalancerIngress, shared bool) error {
-	for attempt := 0; ; attempt++ {
+	return c.patchGuarded(ctx, svc, "removing our finalizer and addresses from a Service another controller serves", func(svc *corev1.Service) map[string]any {
 		if c.serves(svc) {
 			return nil
 		}
@@ -288,20 +276,8 @@ func (c *Controller) dropOurs(ctx context.Context, svc *corev1.Service, ours []c
 		if len(st) > 0 {
 			body["status"] = st
 		}
-		_, err := c.patch(ctx, svc, body)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if !apierrors.IsConflict(err) || attempt == conflictRetries {
-			if err != nil {
-				return fmt.Errorf("removing our finalizer and addresses from a Service another controller serves: %w", err)
-			}
-			return nil
-		}
-		if svc, err = c.reread(ctx, svc); svc == nil || err != nil {
-			return err
-		}
-	}
+		return body
+	})
 }
 
 // withoutIngress returns shown less the addresses in strip, and whether
@@ -373,6 +349,34 @@ func (c *Controller) dropConditions(ctx context.Context, svc *corev1.Service) er
 		if !apierrors.IsConflict(err) || attempt == conflictRetries {
 			if err != nil {
 				return fmt.Errorf("removing the load-balancer conditions: %w", err)
+			}
+			return nil
+		}
+		if svc, err = c.reread(ctx, svc); svc == nil || err != nil {
+			return err
+		}
+	}
+}
+
+// patchGuarded sends the merge patch build makes of svc, guarded by the
+// resourceVersion build puts in it; after a conflict it re-reads the
+// Service and builds again, up to conflictRetries times. build answers
+// nil when nothing is to be written (or the version re-read is left to
+// the sync its change queued). A Service gone is nothing to write; what
+// names the write in the error.
+func (c *Controller) patchGuarded(ctx context.Context, svc *corev1.Service, what string, build func(*corev1.Service) map[string]any) error {
+	for attempt := 0; ; attempt++ {
+		body := build(svc)
+		if body == nil {
+			return nil
+		}
+		_, err := c.patch(ctx, svc, body)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == conflictRetries {
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			return nil
 		}
