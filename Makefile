@@ -22,11 +22,32 @@ GOLANGCI_LINT_VERSION := v2.15.0
 LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)
 
 # Everything but the end-to-end suites and the chaos judge, which need the
-# built binaries and run under make e2e and make chaos-slice.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/test/chaos')
+# built binaries and run under make e2e and make chaos-slice. The slowest
+# packages first (pkg/backends/openstack waits on the real stack for about
+# a quarter hour): go test starts its packages' builds and runs in the
+# order listed, two at a time on 2 cores, so the others run beside them
+# instead of after. go list keeps that order and lists each package once.
+# make unit UNIT_PKGS=./pkg/config tests only those.
+UNIT_FIRST := ./pkg/backends/openstack ./pkg/backends/aws ./pkg/router
+UNIT_PKGS = $(shell $(GO) list $(UNIT_FIRST) ./... | grep -v -e '/test/e2e' -e '/test/chaos')
+
+# go test vets every package it tests (a subset of go vet's checks) unless
+# given -vet=off. make test's vet stage runs go vet ./... on all of them
+# first, so hack/stages.sh gives the later stages TESTVET=off; make unit
+# (e2e, chaos, fuzz, openstack-test) alone still vets.
+TESTVET ?=
+GOTESTVET = $(if $(TESTVET),-vet=$(TESTVET))
+
+# The builds e2e needs (and chaos, bench, demo in part) take a lock of
+# their own first, so that two makes in one _output (make test's
+# background build of e2e-deps beside its chaos slice, or a second make)
+# never build the same thing at once: the later waits, then finds it built.
+# The kubelet's build shares control-plane's scratch module, the image
+# reads the binary: each takes its neighbour's lock.
+LOCK = mkdir -p $(OUT)/.locks && flock $(OUT)/.locks/$(1)
 FUZZTIME ?= 10s
 
-.PHONY: chaos chaos-slice image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet upstream-aws promrules control-plane tools clean openstack-up openstack-down metallb gobgp
+.PHONY: e2e-deps chaos chaos-slice image kubelet docs golden helm manifests manifests-check all build test unit fuzz e2e openstack-test bench demo lint vet upstream-aws promrules control-plane tools clean openstack-up openstack-down metallb gobgp
 
 all: build
 
@@ -34,25 +55,24 @@ build: $(BIN)/multicloud-ccm
 
 $(BIN)/multicloud-ccm: FORCE
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ ./cmd/multicloud-ccm
+	$(call LOCK,build) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ ./cmd/multicloud-ccm
 
 FORCE:
 
 control-plane:
-	OUT=$(BIN) bash hack/build-control-plane.sh
+	$(call LOCK,kube) env OUT=$(BIN) bash hack/build-control-plane.sh
 
 # image: the container image, reproducibly, without a container engine
 # (hack/image/build.sh): an OCI layout and a docker-archive under
 # _output/image; prints the digest and size.
 image: build
-	VERSION=$(VERSION) bash hack/image/build.sh
+	$(call LOCK,build) env VERSION=$(VERSION) bash hack/image/build.sh
 
 # kubelet: a real node's binaries (kubelet, kube-scheduler,
 # kube-controller-manager v1.37.1, from control-plane's scratch module) and
 # the locally built pause image, for test/e2e/node.
 kubelet: control-plane image
-	OUT=$(BIN) bash hack/kubelet/build.sh
-	bash hack/kubelet/pause-image.sh
+	$(call LOCK,kube) bash -c 'OUT=$(BIN) bash hack/kubelet/build.sh && bash hack/kubelet/pause-image.sh'
 
 ## test: every test, end-to-end included. The real Keystone + Octavia is
 ## started first: the OpenStack backend's tests and e2e scenarios use it.
@@ -65,7 +85,13 @@ kubelet: control-plane image
 ## last: its cold build (upstream's dependency tree) measured 7 min wall
 ## (8 min CPU) on a loaded 2-core machine with the module cache warm, 10 min
 ## with the modules downloaded. .ci/run prints what failed at the end.
-test: vet openstack-up unit chaos-slice e2e promrules fuzz upstream-aws
+## hack/stages.sh runs the stages one after the other (make -j included),
+## times each into _output/stages.tsv, gives the stages after vet
+## TESTVET=off, and builds e2e-deps in the background (nice 10) while the
+## unit tests run (docs/testing.md, "CI's stages and their times").
+TEST_STAGES := vet openstack-up unit chaos-slice e2e promrules fuzz upstream-aws
+test:
+	MAKE="$(MAKE)" OUT=$(OUT) bash hack/stages.sh $(TEST_STAGES)
 
 vet:
 	$(GO) vet ./...
@@ -83,16 +109,16 @@ WITH_OS_ENV = if [ -f $(OUT)/openstack.env ]; then source $(OUT)/openstack.env; 
 RACE_GOWORK = ws=$$(GO=$(GO) bash hack/race-workspace.sh $(OUT)); export GOWORK=$$ws;
 
 unit:
-	$(WITH_OS_ENV) $(RACE_GOWORK) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m $(UNIT_PKGS)
+	$(WITH_OS_ENV) $(RACE_GOWORK) CGO_ENABLED=1 $(GO) test $(GOTESTVET) -race -count=1 -timeout 40m $(UNIT_PKGS)
 
 fuzz:
-	bash hack/fuzz.sh $(FUZZTIME)
+	TESTVET=$(TESTVET) bash hack/fuzz.sh $(FUZZTIME)
 
 # Upstream's AWS provider (k8s.io/cloud-provider-aws) unmodified against
 # internal/awsfake: its own Go module (test/upstream-aws), for upstream's
 # heavy dependency tree stays out of ours. Part of make test.
 upstream-aws: build control-plane
-	cd test/upstream-aws && $(GO) vet ./... && $(GO) test -count=1 -timeout 30m ./...
+	cd test/upstream-aws && $(GO) vet ./... && $(GO) test -vet=off -count=1 -timeout 30m ./...
 
 # The chart's alert expressions and dashboard queries through Prometheus's
 # own PromQL parser: its own Go module (test/promrules), for
@@ -100,7 +126,7 @@ upstream-aws: build control-plane
 # than ours. Part of make test; the metric names are checked against the
 # binary by test/e2e/chart (TestMonitoringMetricsExported).
 promrules: helm
-	cd test/promrules && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd test/promrules && $(GO) vet ./... && $(GO) test -vet=off -count=1 ./...
 
 # A start that fails is tried once more from a stopped stack (the second
 # failure fails the target): stop 47's CI lost its whole run to one
@@ -119,10 +145,14 @@ openstack-down:
 
 # The OpenStack backend against a real Keystone + Octavia on loopback.
 openstack-test: openstack-up
-	$(WITH_OS_ENV) $(RACE_GOWORK) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m ./pkg/backends/openstack/...
+	$(WITH_OS_ENV) $(RACE_GOWORK) CGO_ENABLED=1 $(GO) test $(GOTESTVET) -race -count=1 -timeout 40m ./pkg/backends/openstack/...
 
-e2e: build control-plane helm image kubelet metallb gobgp
-	$(WITH_OS_ENV) $(GO) test -count=1 -timeout 40m ./test/e2e/...
+# e2e-deps: what e2e needs built; make test builds it in the background
+# while the unit tests run (hack/stages.sh).
+e2e-deps: build control-plane helm image kubelet metallb gobgp
+
+e2e: e2e-deps
+	$(WITH_OS_ENV) $(GO) test $(GOTESTVET) -count=1 -timeout 40m ./test/e2e/...
 
 # chaos: the chaos judge (test/chaos, docs/testing.md): seeded random
 # operations on Services, Nodes, live reloads and the clouds, with faults
@@ -135,7 +165,7 @@ e2e: build control-plane helm image kubelet metallb gobgp
 # (violation classes only logged). With the OpenStack stack up
 # ($(OUT)/openstack.env) it adds the backend os (CHAOS_OS=0: not).
 chaos: build control-plane
-	$(WITH_OS_ENV) SEED=$(SEED) STEPS=$(STEPS) DURATION=$(DURATION) REPLAY=$(REPLAY) SHRINK=$(SHRINK) SETTLE=$(SETTLE) IGNORE=$(IGNORE) bash hack/chaos.sh
+	$(WITH_OS_ENV) SEED=$(SEED) STEPS=$(STEPS) DURATION=$(DURATION) REPLAY=$(REPLAY) SHRINK=$(SHRINK) SETTLE=$(SETTLE) IGNORE=$(IGNORE) TESTVET=$(TESTVET) bash hack/chaos.sh
 
 # chaos-slice: the judge's part of make test: the fixed seeds and one
 # fresh seed drawn from the tree under test (printed with its replay
@@ -143,7 +173,7 @@ chaos: build control-plane
 # steps each, about 2-3 minutes on 2 cores; OpenStack left out unless
 # CHAOS_OS=1.
 chaos-slice: build control-plane
-	$(WITH_OS_ENV) SLICE=1 bash hack/chaos.sh
+	$(WITH_OS_ENV) SLICE=1 TESTVET=$(TESTVET) bash hack/chaos.sh
 
 bench: build control-plane metallb
 	$(WITH_OS_ENV) bash hack/bench.sh
@@ -163,12 +193,12 @@ bench-scale: build control-plane
 # module proxy) under $(OUT)/metallb, for the bare-metal wire tests and the
 # throughput benchmark beside MetalLB (hack/metallb/build.sh; cached).
 metallb:
-	bash hack/metallb/build.sh
+	$(call LOCK,metallb) bash hack/metallb/build.sh
 
 # gobgp: GoBGP's daemon and CLI (v3.37.0, from the Go module proxy) under
 # $(OUT)/gobgp, the BGP router of the wire tests (hack/gobgp/build.sh; cached).
 gobgp:
-	bash hack/gobgp/build.sh
+	$(call LOCK,gobgp) bash hack/gobgp/build.sh
 
 demo: build control-plane
 	$(GO) run ./test/e2e/cmd/demo
@@ -177,7 +207,7 @@ tools: $(TOOLS)/golangci-lint helm
 
 # helm, pinned, built from the Go module proxy (the chart's tests use it).
 helm:
-	bash hack/helm/install.sh
+	$(call LOCK,helm) bash hack/helm/install.sh
 
 # deploy/: the chart rendered for users without Helm; manifests-check fails
 # when deploy/ is stale.

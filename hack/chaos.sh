@@ -25,6 +25,8 @@
 # folders of passing runs too. Everything a run needs is under
 # _output/chaos (logs of failing runs kept, replay files); the output is
 # also in _output/chaos/last.log.
+#
+# TESTVET=off (make test, after its vet stage) runs go test -vet=off.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,4 +60,4 @@ else
   run=TestChaos
   export CHAOS_RUN=1
 fi
-go test -count=1 -timeout "${timeout}s" -v -run "^(TestGenerate.*|TestWanted|TestShrink.*|TestModel.*|TestRender.*|TestGrowth.*|TestRotation.*|TestTreeSeed|TestDoubles.*|TestVSphere.*|TestOpenStack.*|$run)\$" ./test/chaos/ 2>&1 | tee "$OUT/last.log"
+go test ${TESTVET:+-vet=$TESTVET} -count=1 -timeout "${timeout}s" -v -run "^(TestGenerate.*|TestWanted|TestShrink.*|TestModel.*|TestRender.*|TestGrowth.*|TestRotation.*|TestTreeSeed|TestDoubles.*|TestVSphere.*|TestOpenStack.*|$run)\$" ./test/chaos/ 2>&1 | tee "$OUT/last.log"

@@ -71,9 +71,9 @@ for pkg in $(cut -d' ' -f1 <<<"$targets" | uniq); do
   exe=$tmp/$(tr / _ <<<"${pkg#./}").test
   importpath=$(go list -f '{{.ImportPath}}' "$pkg")
   echo "fuzz: building $pkg's test binary with fuzzing instrumentation"
-  # -vet=off: make test's vet stage ran go vet, a superset of go test's
-  # checks, on every package and its tests before.
-  go test -c -fuzz=. -vet=off -o "$exe" "$pkg"
+  # TESTVET=off (make test, after its vet stage ran go vet, a superset of
+  # go test's checks, on every package and its tests): -vet=off.
+  go test -c -fuzz=. ${TESTVET:+-vet=$TESTVET} -o "$exe" "$pkg"
   echo "fuzz: built $pkg in $((SECONDS - t)) s"
   for name in $(awk -v p="$pkg" '$1 == p { print $2 }' <<<"$targets"); do
     echo "fuzz: $pkg $name ($fuzztime)"

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# make test's driver: runs `make STAGE` for each stage given, in order,
+# stopping at the first that fails, and times them.
+#
+#   hack/stages.sh vet openstack-up unit chaos-slice e2e promrules fuzz upstream-aws
+#
+# (make test passes its TEST_STAGES). Each stage prints
+#   stage: NAME: start (HH:MM:SS UTC, N s into make test)
+# as it starts and
+#   stage: NAME: passed in N s      or      stage: NAME: FAILED (exit N) after N s
+# as it ends, and appends "NAME<TAB>SECONDS<TAB>passed|failed" to
+# _output/stages.tsv (rewritten by each run), which .ci/run turns into a
+# table with hack/stages-table.sh.
+#
+# Two things make test does beyond running the stages in turn:
+#
+#  - After the vet stage passed (go vet ./..., a superset of go test's own
+#    vet checks, on every package and its tests), the later stages get
+#    TESTVET=off: their go test runs -vet=off instead of vetting each
+#    package again. make unit (e2e, chaos, fuzz...) alone still vets.
+#
+#  - When the unit stage starts and e2e is still to come, e2e's
+#    prerequisites (make e2e-deps: the binary, control plane, helm, the
+#    image, the kubelet, MetalLB, GoBGP) are built in the background at
+#    nice 10, their output in _output/e2e-deps.log, while the unit tests
+#    run (they mostly wait on the OpenStack stack and on timers). The e2e
+#    stage first waits for that build and fails, showing the log's tail,
+#    if it failed; then make e2e finds everything built (each of those
+#    builds is rerun and finds itself up to date in seconds). The
+#    background build is recorded in stages.tsv as e2e-deps (background)
+#    and the e2e stage's wait for it as e2e (wait). Every one of those
+#    builds takes a lock of its own under _output/.locks (the Makefile's
+#    LOCK), so two makes never build the same thing in one _output at once:
+#    the later waits. The background build is stopped when make test
+#    stops before e2e (a failed stage, Ctrl-C).
+#
+# Under make -n test the stages' commands are printed (make -n STAGE),
+# nothing is run, timed or built in the background.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${OUT:-$ROOT/_output}
+MAKE=${MAKE:-make}
+[ $# -gt 0 ] || { echo "usage: hack/stages.sh STAGE..." >&2; exit 2; }
+
+# make -n puts "n" in MAKEFLAGS' first word (the single-letter flags).
+dry=
+first=${MAKEFLAGS:-}
+first=${first%% *}
+case $first in
+  -*) ;;
+  *n*) dry=1 ;;
+esac
+
+mkdir -p "$OUT"
+tsv=$OUT/stages.tsv
+bglog=$OUT/e2e-deps.log
+bgstatus=$OUT/e2e-deps.status
+bglock=$OUT/.locks/e2e-deps-background
+bgpid=
+start=$(date +%s)
+[ -n "$dry" ] || : > "$tsv"
+
+record() { [ -n "$dry" ] || printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$tsv"; }
+
+# bg_start: make e2e-deps in the background, at nice 10, in a process
+# group of its own (setsid) so that stopping it stops its builds. It holds
+# the lock bglock (fd 9, inherited) until it ends; bg_wait takes the lock
+# to wait for it.
+bg_start() {
+  mkdir -p "$OUT/.locks"
+  rm -f "$bgstatus"
+  exec 9> "$bglock"
+  flock 9
+  echo "stage: e2e-deps: building e2e's prerequisites in the background (nice 10) while the unit tests run; log: $bglog"
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  setsid nice -n 10 bash -c '
+    log=$1 status=$2
+    shift 2
+    t0=$(date +%s) rc=0
+    "$@" > "$log" 2>&1 < /dev/null || rc=$?
+    echo "$rc $(( $(date +%s) - t0 ))" > "$status"' e2e-deps "$bglog" "$bgstatus" \
+    "$MAKE" --no-print-directory e2e-deps &
+  bgpid=$!
+  exec 9>&-
+}
+
+# bg_stop: stops the background build if it still runs (make test ending
+# before the e2e stage).
+bg_stop() {
+  if [ -n "$bgpid" ] && kill -0 "$bgpid" 2>/dev/null; then
+    echo "stage: e2e-deps: stopping the background build (make test ends before e2e)"
+    kill -TERM -- "-$bgpid" 2>/dev/null || true
+    wait "$bgpid" 2>/dev/null || true
+  fi
+  bgpid=
+}
+trap bg_stop EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# bg_wait: waits for the background build, records it, and fails, with the
+# log's tail, if it failed.
+bg_wait() {
+  local t0 rc secs
+  t0=$(date +%s)
+  exec 9> "$bglock"
+  flock 9
+  exec 9>&-
+  wait "$bgpid" 2>/dev/null || true
+  bgpid=
+  if ! read -r rc secs < "$bgstatus"; then
+    echo "stage: e2e: the background build of e2e's prerequisites left no status ($bgstatus); its log's tail:" >&2
+    tail -n 40 "$bglog" >&2 || true
+    return 1
+  fi
+  record "e2e-deps (background)" "$secs" "$([ "$rc" = 0 ] && echo passed || echo failed)"
+  record "e2e (wait)" "$(( $(date +%s) - t0 ))" "$([ "$rc" = 0 ] && echo passed || echo failed)"
+  if [ "$rc" != 0 ]; then
+    echo "stage: e2e: the background build of e2e's prerequisites (make e2e-deps) FAILED (exit $rc) after $secs s; the last 40 lines of $bglog:" >&2
+    tail -n 40 "$bglog" >&2
+    # In the form .ci/run's summary of what failed picks up.
+    echo "make: *** [e2e-deps] Error $rc (background build; log: $bglog)" >&2
+    return 1
+  fi
+  echo "stage: e2e: the background build of e2e's prerequisites had passed in $secs s; waited $(( $(date +%s) - t0 )) s for it"
+}
+
+stages=" $* "
+vetted=
+for stage in "$@"; do
+  args=()
+  [ -z "$vetted" ] || args+=(TESTVET=off)
+  if [ -n "$dry" ]; then
+    echo "stage: $stage${args[*]:+ (${args[*]})}"
+    if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]]; then
+      echo "stage: e2e-deps: in the background (nice 10) while unit runs:"
+      "$MAKE" --no-print-directory e2e-deps
+    fi
+    "$MAKE" --no-print-directory "$stage" "${args[@]}"
+    [ "$stage" != vet ] || vetted=1
+    continue
+  fi
+  t0=$(date +%s)
+  echo "stage: $stage: start ($(date -u +%H:%M:%S) UTC, $(( t0 - start )) s into make test)"
+  if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]] && [ -z "$bgpid" ]; then
+    bg_start
+  fi
+  rc=0
+  if [ "$stage" = e2e ] && [ -n "$bgpid" ]; then
+    bg_wait || rc=$?
+  fi
+  if [ "$rc" = 0 ]; then
+    "$MAKE" --no-print-directory "$stage" "${args[@]}" || rc=$?
+  fi
+  secs=$(( $(date +%s) - t0 ))
+  if [ "$rc" != 0 ]; then
+    record "$stage" "$secs" failed
+    echo "stage: $stage: FAILED (exit $rc) after $secs s"
+    exit "$rc"
+  fi
+  record "$stage" "$secs" passed
+  echo "stage: $stage: passed in $secs s"
+  [ "$stage" != vet ] || vetted=1
+done
+[ -n "$dry" ] || echo "stage: all $# stages passed in $(( $(date +%s) - start )) s"
