@@ -64,9 +64,10 @@ start=$(date +%s)
 record() { [ -n "$dry" ] || printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$tsv"; }
 
 # bg_start: make e2e-deps in the background, at nice 10, in a process
-# group of its own (setsid) so that stopping it stops its builds. It holds
-# the lock bglock (fd 9, inherited) until it ends; bg_wait takes the lock
-# to wait for it.
+# group of its own (setsid) so that stopping it stops its builds. The
+# bash around make holds the lock bglock (fd 9, inherited; make and its
+# builds do not get it, so nothing they leave running holds it) until it
+# has written the status; bg_wait takes the lock to wait for it.
 bg_start() {
   mkdir -p "$OUT/.locks"
   rm -f "$bgstatus"
@@ -78,7 +79,7 @@ bg_start() {
     log=$1 status=$2
     shift 2
     t0=$(date +%s) rc=0
-    "$@" > "$log" 2>&1 < /dev/null || rc=$?
+    "$@" > "$log" 2>&1 < /dev/null 9>&- || rc=$?
     echo "$rc $(( $(date +%s) - t0 ))" > "$status"' e2e-deps "$bglog" "$bgstatus" \
     "$MAKE" --no-print-directory e2e-deps &
   bgpid=$!
