@@ -160,3 +160,37 @@ func TestRerouteRefusedWriteCreatesNothing(t *testing.T) {
 		return ingressIPs(s) == "198.51.100.2" && strings.HasPrefix(s.Annotations[string(annotation.LoadBalancerDraining)], "a=") && a.has(s) && b.has(s)
 	})
 }
+
+// TestRerouteFailedEnsureRetried: b fails its ensures (a cloud throttling
+// or down) when a reload moves web's default from a to b. The re-route's
+// sync fails with a Warning LoadBalancerBackendFailed and breaks nothing
+// (make before break): a keeps serving, undrained, its address alone in
+// the status, b holding nothing, the record naming b ahead of its create.
+// Once b answers, the re-sync's retry (its queue, with backoff) moves web
+// to b, a draining.
+func TestRerouteFailedEnsureRetried(t *testing.T) {
+	ca, cb := t.Name()+"/a", t.Name()+"/b"
+	a, b := heldCloudState(ca, "198.51.100.1"), heldCloudState(cb, "198.51.100.2")
+	a.reset()
+	b.reset()
+	bs := []heldBackend{{"a", ca, "198.51.100.1"}, {"b", cb, "198.51.100.2"}}
+	c := startReloadCluster(t, heldConfig(t, "defaultBackend: a, drainPeriod: 1m", bs...), newService("web"))
+	c.runServiceController(t)
+	eventually(t, "web on a", func() bool { return ingressIPs(c.service(t, "web")) == "198.51.100.1" })
+
+	b.setFail(nil, errHeldDown)
+	c.apply(t, heldConfig(t, "defaultBackend: b, drainPeriod: 1m", bs...))
+	eventually(t, "a Warning LoadBalancerBackendFailed", func() bool {
+		return hasEvent(c.events(t, "web"), lifecycle.ReasonBackendFailed)
+	})
+	s := c.service(t, "web")
+	if ingressIPs(s) != "198.51.100.1" || !a.has(s) || b.has(s) || s.Annotations[string(annotation.LoadBalancerDraining)] != "" {
+		t.Fatalf("b failing, the re-route broke a: status %q, a holds %v, b holds %v, draining %q",
+			ingressIPs(s), a.has(s), b.has(s), s.Annotations[string(annotation.LoadBalancerDraining)])
+	}
+	b.setFail(nil, nil)
+	eventually(t, "web on b once b answers, a draining", func() bool {
+		s := c.service(t, "web")
+		return ingressIPs(s) == "198.51.100.2" && strings.HasPrefix(s.Annotations[string(annotation.LoadBalancerDraining)], "a=") && a.has(s) && b.has(s)
+	})
+}
