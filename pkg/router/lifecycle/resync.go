@@ -118,10 +118,10 @@ func (r *Balancer) rerouting(svc *corev1.Service) bool {
 // controller, which the router cannot queue a Service in: the drain
 // timer's at a drain's end (process.drainTimer), a reload's adding back a
 // backend the record names, or moving the Service's target (Rerouted,
-// rerouting). It is the EnsureLoadBalancer that
-// controller would call, with the nodes it would hand, so a drain ends
-// (retire) and the Service is written inside a sync, as under
-// pkg/lbcontroller, never by the timer on its own (issue 40); then the
+// rerouting). It is the EnsureLoadBalancer that controller would call,
+// with the nodes it would hand, so a drain ends (retire), or the Service
+// moves, and it is written inside a sync, as under pkg/lbcontroller,
+// never by the timer or the re-route on its own (issue 40); then the
 // status it answers is published when the Service shows other addresses,
 // as that controller would. A Service with a class (pkg/lbcontroller
 // serves ours, and syncs them itself), being deleted, or whose load

@@ -68,9 +68,8 @@ type Configuration interface {
 	// Sync is a sync of the Service by the router itself, for a change no
 	// edit of the Service caused (a drain's end, a reload's re-route),
 	// under a controller the router cannot queue it in (upstream's service
-	// controller): the
-	// EnsureLoadBalancer that controller would call, with nodes, and the
-	// status it answers published.
+	// controller): the EnsureLoadBalancer that controller would call, with
+	// nodes, and the status it answers published.
 	Sync(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error
 }
 
