@@ -118,11 +118,11 @@ func TestRerouteRefusedWriteCreatesNothing(t *testing.T) {
 	b.reset()
 	bs := []heldBackend{{"a", ca, "198.51.100.1"}, {"b", cb, "198.51.100.2"}}
 	c := startReloadCluster(t, heldConfig(t, "defaultBackend: a, drainPeriod: 1m", bs...), newService("web"))
-	c.runServiceController(t)
-	eventually(t, "web on a", func() bool { return ingressIPs(c.service(t, "web")) == "198.51.100.1" })
-
+	// The reactors before anything uses the client (adding one later
+	// races with the calls that read them); they refuse once refusing is
+	// set.
 	var mu sync.Mutex
-	refusing, refused := true, 0
+	refusing, refused := false, 0
 	errRefused := errors.New("refused by the leader-election fence")
 	for _, verb := range []string{"update", "patch"} {
 		c.client.PrependReactor(verb, "services", func(clienttesting.Action) (bool, runtimeObject, error) {
@@ -139,6 +139,11 @@ func TestRerouteRefusedWriteCreatesNothing(t *testing.T) {
 			return true, nil, errRefused
 		})
 	}
+	c.runServiceController(t)
+	eventually(t, "web on a", func() bool { return ingressIPs(c.service(t, "web")) == "198.51.100.1" })
+	mu.Lock()
+	refusing = true
+	mu.Unlock()
 	c.apply(t, heldConfig(t, "defaultBackend: b, drainPeriod: 1m", bs...))
 	eventually(t, "the re-route's write refused twice (a retry)", func() bool {
 		mu.Lock()
