@@ -23,7 +23,11 @@ import (
 
 // syncs are the router's calls a Service's sync makes; a write of a
 // Service by the router from inside one of them is made inside a sync.
+// The router's own full sync (Balancer.sync: a drain's end, a reload's
+// re-route, under upstream's controller) is one: its EnsureLoadBalancer,
+// then the status it answers published.
 var syncs = []string{
+	"/pkg/router/lifecycle.(*Balancer).sync(",
 	"/pkg/router/lifecycle.(*Balancer).EnsureLoadBalancer(",
 	"/pkg/router/lifecycle.(*Balancer).UpdateLoadBalancer(",
 	"/pkg/router/lifecycle.(*Balancer).EnsureLoadBalancerDeleted(",

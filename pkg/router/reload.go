@@ -149,7 +149,10 @@ type Changes struct {
 	// class names added or removed, a class added or removed; and those
 	// whose record names a backend the configuration added back (its load
 	// balancer there, left while it was removed, is retired). Classless
-	// ones are re-synced by the router (see reroute); a controller serving
+	// ones get a full sync through the router's re-sync (see
+	// lifecycle.Rerouted: the router's own under upstream's controller, or
+	// handed to the controller that syncs them, SetServiceSync); a
+	// controller serving
 	// classed ones re-syncs those itself. Empty before the informers are
 	// set.
 	Rerouted []types.NamespacedName

@@ -49,11 +49,10 @@ func (r *Balancer) EnsuredIn(svc *corev1.Service) []*backend.Member { return r.e
 // ensured but its status is not written yet (see ensuredUnpublished).
 func (r *Balancer) EnsuredUnpublished(svc *corev1.Service) bool { return r.ensuredUnpublished(svc) }
 
-// Reroute records a new target of a classless Service that no change of
-// the Service caused (see reroute).
-func (r *Balancer) Reroute(ctx context.Context, svc *corev1.Service) error {
-	return r.reroute(ctx, svc)
-}
+// Rerouting reports whether a classless Service's target moved, with no
+// change of the Service, to backends its record does not name as serving:
+// it needs a full sync (see rerouting).
+func (r *Balancer) Rerouting(svc *corev1.Service) bool { return r.rerouting(svc) }
 
 // Sync is the router's own full sync of a Service upstream's service
 // controller serves (see sync).

@@ -168,11 +168,11 @@ func (r *Balancer) unrecorded(service *corev1.Service, targets []*backend.Member
 
 // notRecorded returns the targets the Service's record does not name as
 // serving: not named yet, or named while their load balancer drains (a
-// target again, after a reload moved the default back to it). Recording
-// them (addToRecord) also ends such a drain, and that change of the
-// Service's annotations makes the service controller sync it and move it
-// back; without it the Service stayed where it was, and the drain entry
-// of its target was skipped for ever.
+// target again, after a reload moved the default back to it). A Service
+// with such targets gets its full sync (rerouting), whose
+// EnsureLoadBalancer records them (addToRecord), which also ends such a
+// drain, and moves it back; without it the Service stayed where it was,
+// and the drain entry of its target was skipped for ever.
 func (r *Balancer) notRecorded(service *corev1.Service, targets []*backend.Member) []*backend.Member {
 	draining := r.drainingOf(service)
 	out := r.unrecorded(service, targets)

@@ -16,10 +16,14 @@ import (
 // Rerouted returns the LoadBalancer Services whose target differs between
 // the old and the new configuration, or whose record names a backend the
 // new one added back (addedBack), and queues the classless ones for the
-// re-sync: a reroute (see reroute), or, for a backend added back, a full
-// sync (see sync), which retires the load balancer left there, ending a
-// drain pending on it (before, the drain timer retried such a drain until
-// the backend was back, writing the Service itself).
+// re-sync: a re-route (a full sync if the Service's target is still
+// unrecorded, or draining, when a worker picks it up: rerouting), or, for
+// a backend added back, a full sync (see sync), which retires the load
+// balancer left there, ending a drain pending on it (before, the drain
+// timer retried such a drain until the backend was back, writing the
+// Service itself). Either sync is that of the controller serving the
+// Service when it syncs Services itself (pkg/lbcontroller), else the
+// router's own: nothing here writes the Service.
 func Rerouted(st *process.Shared, old, cur *Balancer) []types.NamespacedName {
 	a := st.Resync.Load()
 	if a == nil {

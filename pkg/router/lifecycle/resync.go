@@ -89,35 +89,39 @@ func (r *Balancer) ownClass(svc *corev1.Service) bool {
 // re-sync's, on whichever configuration. It returns the unlock function.
 func (r *Balancer) lockService(svc *corev1.Service) func() { return r.st.Lock(svc.UID) }
 
-// reroute carries out, for a classless Service, a change of its target
-// that no change of the Service caused (a reload changed the default
-// backend, or added or removed the backend its annotation names): a new
-// target not yet in its record is recorded, and that change of the
-// Service's annotations makes the service controller sync it, which
-// creates or moves its load balancer (EnsureLoadBalancer). A Service left
-// with no target (the default removed) is not touched: as for a class
-// removed, nothing is deleted by a configuration change; its next sync
-// hands it elsewhere. Called under the Service's lock.
-func (r *Balancer) reroute(ctx context.Context, svc *corev1.Service) error {
+// rerouting reports whether a classless Service's target moved with no
+// change of the Service (a reload changed the default backend, or added or
+// removed the backend its annotation names) to backends its record does
+// not name as serving: not named yet, or draining (the default moved back
+// before the drain ended, see notRecorded). Such a Service needs a full
+// sync (see sync), which records the new target, creates or moves its load
+// balancer (the old target drained or deleted, as on any move) and writes
+// the Service from that one decision. Before, the re-route wrote the new
+// target in the record itself, outside any sync, so that the change of the
+// Service's annotations made upstream's service controller sync it (issue
+// 40: a Service has one writer, a sync). A Service left with no target
+// (the default removed) needs none: as for a class removed, nothing is
+// deleted by a configuration change; its next sync hands it elsewhere. So
+// does one the router refuses (an unknown backend named): its next sync
+// warns.
+func (r *Balancer) rerouting(svc *corev1.Service) bool {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
 		svc.DeletionTimestamp != nil || r.wasDeleted(svc.UID) || len(r.lbs) == 0 {
-		return nil
+		return false
 	}
 	targets, err := r.lbTargets(svc)
-	if err != nil || len(r.notRecorded(svc, targets)) == 0 {
-		return nil
-	}
-	return r.addToRecord(ctx, svc, targets...)
+	return err == nil && len(r.notRecorded(svc, targets)) > 0
 }
 
 // sync is a full sync of a classless Service by the router itself, for a
 // change no edit of the Service caused, under upstream's service
 // controller, which the router cannot queue a Service in: the drain
 // timer's at a drain's end (process.drainTimer), a reload's adding back a
-// backend the record names (Rerouted). It is the EnsureLoadBalancer that
-// controller would call, with the nodes it would hand, so a drain ends
-// (retire) and the Service is written inside a sync, as under
-// pkg/lbcontroller, never by the timer on its own (issue 40); then the
+// backend the record names, or moving the Service's target (Rerouted,
+// rerouting). It is the EnsureLoadBalancer that controller would call,
+// with the nodes it would hand, so a drain ends (retire), or the Service
+// moves, and it is written inside a sync, as under pkg/lbcontroller,
+// never by the timer or the re-route on its own (issue 40); then the
 // status it answers is published when the Service shows other addresses,
 // as that controller would. A Service with a class (pkg/lbcontroller
 // serves ours, and syncs them itself), being deleted, or whose load

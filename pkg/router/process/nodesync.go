@@ -217,20 +217,24 @@ func (a *AddressResync) flush() {
 	}
 }
 
-// resyncKey is a Service queued for the re-sync. rerouteOnly is set when
-// only its target moved (a reload, see reroute), not its nodes: the
-// re-sync then records the new target and updates no load balancer. Before,
-// a reload moving the default re-targeted every classless Service's load
-// balancer where it was, with unchanged nodes: a cloud update per Service
-// (5 ELBv2 calls an NLB) for nothing.
+// resyncKey is a Service queued for the re-sync. reroute is set when only
+// its target moved (a reload, see reroute), not its nodes: the re-sync
+// then runs the Service's full sync if its target is still one its record
+// does not name as serving when a worker picks it up, and updates no load
+// balancer where it is. Before, a reload moving the default re-targeted
+// every classless Service's load balancer where it was, with unchanged
+// nodes: a cloud update per Service (5 ELBv2 calls an NLB) for nothing.
+// uid is the Service a reroute was queued for: one re-created under its
+// name since is left to its controller's first sync.
 //
 // full is set for a full sync of the Service (Configuration.Sync): the
 // drain timer's, at a drain's end, and a reload's for a Service whose
 // record names a backend it added back.
 type resyncKey struct {
 	types.NamespacedName
-	rerouteOnly bool
-	full        bool
+	reroute bool
+	full    bool
+	uid     types.UID
 }
 
 // Add queues the Service for a re-sync with the current nodes.
@@ -243,9 +247,10 @@ func (a *AddressResync) AddSync(svc *corev1.Service) {
 	a.Queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, full: true})
 }
 
-// AddReroute queues the Service for a reroute alone.
+// AddReroute queues the Service for a re-route: its full sync, if its
+// target still moved when a worker picks it up (see reroute).
 func (a *AddressResync) AddReroute(svc *corev1.Service) {
-	a.Queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, rerouteOnly: true})
+	a.Queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, reroute: true, uid: svc.UID})
 }
 
 func (a *AddressResync) run(stop <-chan struct{}) {
@@ -291,7 +296,7 @@ func (a *AddressResync) next(ctx context.Context) bool {
 		return true
 	case errors.Is(err, errNotPublished):
 	case err != nil:
-		klog.ErrorS(err, "Re-syncing a load balancer failed; will retry", "service", key.NamespacedName, "full", key.full, "rerouteOnly", key.rerouteOnly)
+		klog.ErrorS(err, "Re-syncing a load balancer failed; will retry", "service", key.NamespacedName, "full", key.full, "reroute", key.reroute)
 		a.Queue.AddRateLimited(key)
 		return true
 	}
@@ -316,10 +321,14 @@ var errNoClusterName = errors.New("no sync has told the cluster name yet")
 
 // sync updates the Service's load balancer with the current nodes, if the
 // router still holds it where the Service wants it; a full key runs the
-// Service's full sync instead (fullSync).
+// Service's full sync instead (fullSync), a reroute key its full sync if
+// its target moved (reroute).
 func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
-	if key.full {
+	switch {
+	case key.full:
 		return a.fullSync(ctx, key)
+	case key.reroute:
+		return a.reroute(ctx, key)
 	}
 	svc, err := a.Services.Services(key.Namespace).Get(key.Name)
 	if err != nil {
@@ -336,8 +345,11 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 	r, done := a.St.Current()
 	defer done()
 	clusterName, _ := a.St.ClusterName.Load().(string)
-	if err := r.Reroute(ctx, svc); err != nil || key.rerouteOnly {
-		return err
+	if r.Rerouting(svc) {
+		// Its target moved: its full sync moves it (queued, as it takes
+		// the lock held here); the load balancers that exist are updated
+		// meanwhile (EnsuredIn: those still serving it).
+		a.AddReroute(svc)
 	}
 	// The backend sees a classed Service as UpdateLoadBalancer hands it:
 	// with its class's default annotations (the target type, say).
@@ -381,6 +393,43 @@ func (a *AddressResync) fullSync(ctx context.Context, key resyncKey) error {
 	if err != nil {
 		return ignoreNotFound(err)
 	}
+	r, done := a.St.Current()
+	defer done()
+	return a.syncWith(ctx, r, svc)
+}
+
+// reroute runs, for a Service whose target a reload moved (Rerouted,
+// or UpdateLoadBalancer finding it moving), its full sync (fullSync) on
+// the configuration in use when a worker picks it up, if its target is
+// still one its record does not name as serving (Configuration.Rerouting):
+// a reload that moved the default and moved it back before costs nothing.
+// The sync records the new target, creates or moves the load balancer and
+// writes the Service, as the sync of upstream's controller would (issue
+// 40: before, the re-route wrote the record itself, outside any sync, to
+// make upstream's controller sync the Service). Under pkg/lbcontroller
+// (SetServiceSync) that controller's own full sync does it, the only
+// writer. A Service deleted, or re-created under its name, since it was
+// queued is left alone: a new one is its controller's to sync first.
+func (a *AddressResync) reroute(ctx context.Context, key resyncKey) error {
+	svc, err := a.Services.Services(key.Namespace).Get(key.Name)
+	if err != nil {
+		return ignoreNotFound(err)
+	}
+	if svc.UID != key.uid {
+		return nil
+	}
+	r, done := a.St.Current()
+	defer done()
+	if !r.Rerouting(svc) {
+		return nil
+	}
+	return a.syncWith(ctx, r, svc)
+}
+
+// syncWith hands the Service to the controller serving it when that
+// controller syncs Services itself (SetServiceSync), else runs its full
+// sync on r with the nodes upstream's service controller would hand.
+func (a *AddressResync) syncWith(ctx context.Context, r Configuration, svc *corev1.Service) error {
 	if f := a.St.ServiceSync.Load(); f != nil && (*f)(svc) {
 		return nil
 	}
@@ -392,9 +441,7 @@ func (a *AddressResync) fullSync(ctx context.Context, key resyncKey) error {
 	if err != nil {
 		return err
 	}
-	r, done := a.St.Current()
-	defer done()
-	return r.Sync(ctx, clusterName, svc, nodes)
+	return r.Sync(ctx, clusterName, svc.DeepCopy(), nodes)
 }
 
 // StableNodes returns the lister's nodes upstream would put in a load
@@ -462,8 +509,8 @@ func (st *Shared) forgetDeletedServices(factory informers.SharedInformerFactory)
 	}
 }
 
-// QueueReroute queues the Service for a reroute by the re-sync, once it
-// runs.
+// QueueReroute queues the Service for a re-route by the re-sync (its full
+// sync, see AddressResync.reroute), once it runs.
 func (st *Shared) QueueReroute(svc *corev1.Service) {
 	if a := st.Resync.Load(); a != nil {
 		a.AddReroute(svc)

@@ -56,19 +56,20 @@ type Configuration interface {
 	// EnsuredUnpublished reports whether the Service's load balancer was
 	// ensured but its status is not published yet.
 	EnsuredUnpublished(svc *corev1.Service) bool
-	// Reroute records a new target of a classless Service that no change
-	// of the Service caused.
-	Reroute(ctx context.Context, svc *corev1.Service) error
+	// Rerouting reports whether a classless Service's target moved, with
+	// no change of the Service (a reload), to backends its record does not
+	// name as serving: it needs a full sync (Sync).
+	Rerouting(svc *corev1.Service) bool
 	// Targetable returns the nodes b's load balancer can send the
 	// Service's traffic to.
 	Targetable(b *backend.Member, svc *corev1.Service, nodes []*corev1.Node) []*corev1.Node
 	// Warn records a Warning event on obj and logs it.
 	Warn(ctx context.Context, obj *corev1.ObjectReference, reason, msg string)
 	// Sync is a sync of the Service by the router itself, for a change no
-	// edit of the Service caused (a drain's end), under a controller the
-	// router cannot queue it in (upstream's service controller): the
-	// EnsureLoadBalancer that controller would call, with nodes, and the
-	// status it answers published.
+	// edit of the Service caused (a drain's end, a reload's re-route),
+	// under a controller the router cannot queue it in (upstream's service
+	// controller): the EnsureLoadBalancer that controller would call, with
+	// nodes, and the status it answers published.
 	Sync(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error
 }
 
