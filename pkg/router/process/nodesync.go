@@ -18,6 +18,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	servicehelper "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/batch"
@@ -395,7 +396,7 @@ func (a *AddressResync) fullSync(ctx context.Context, key resyncKey) error {
 	}
 	r, done := a.St.Current()
 	defer done()
-	return a.syncWith(ctx, r, svc)
+	return a.syncWith(ctx, r, svc, false)
 }
 
 // reroute runs, for a Service whose target a reload moved (Rerouted,
@@ -423,14 +424,24 @@ func (a *AddressResync) reroute(ctx context.Context, key resyncKey) error {
 	if !r.Rerouting(svc) {
 		return nil
 	}
-	return a.syncWith(ctx, r, svc)
+	return a.syncWith(ctx, r, svc, true)
 }
 
 // syncWith hands the Service to the controller serving it when that
 // controller syncs Services itself (SetServiceSync), else runs its full
 // sync on r with the nodes upstream's service controller would hand.
-func (a *AddressResync) syncWith(ctx context.Context, r Configuration, svc *corev1.Service) error {
+// A re-route (reroute set) leaves, under upstream's controller, a Service
+// without the cleanup finalizer that controller adds before its first
+// EnsureLoadBalancer (service.kubernetes.io/load-balancer-cleanup): it has
+// not synced the Service yet, and its first sync, on the configuration
+// then in use, routes it. A load balancer the router created before that
+// finalizer leaked when the Service was deleted before upstream's first
+// sync: upstream, which never saw it, deletes nothing.
+func (a *AddressResync) syncWith(ctx context.Context, r Configuration, svc *corev1.Service, reroute bool) error {
 	if f := a.St.ServiceSync.Load(); f != nil && (*f)(svc) {
+		return nil
+	}
+	if reroute && !servicehelper.HasLBFinalizer(svc) {
 		return nil
 	}
 	clusterName, _ := a.St.ClusterName.Load().(string)
