@@ -230,7 +230,9 @@ func TestDryRunSharing(t *testing.T) {
 // the leftovers' listing found it again) and makes no Neutron write; the
 // switch then makes exactly the Neutron calls listed. Before, the delete
 // was one intent, "deleted with its listeners, pools and floating IP",
-// also when the floating IP was kept, and a release was "PUT/DELETE".
+// also when the floating IP was kept, a release was "PUT/DELETE", and the
+// release of a Service turned internal, its address going, was a change,
+// not a replacement: the plan said adopted and exited 0.
 func TestDryRunListsFloatingIPReleases(t *testing.T) {
 	t.Parallel()
 	f := NewFakeOpenStack(t)
@@ -280,6 +282,11 @@ func TestDryRunListsFloatingIPReleases(t *testing.T) {
 			}
 			if !slices.Equal(calls, tc.want) {
 				t.Errorf("dry-run calls %q (%+v), want %q", calls, intents(), tc.want)
+			}
+			// Turned internal, the Service's address (the floating IP)
+			// goes: a replacement, which the plan counts.
+			if got := intents(); tc.internal && (len(got) == 0 || got[0].Kind != backends.IntentReplace) {
+				t.Errorf("turned internal: intents %+v, want the floating IP's release as a replacement (%s)", got, backends.IntentReplace)
 			}
 			if n := f.Mutates.Load() - mutates; n != 0 {
 				t.Errorf("the dry run made %d Neutron writes", n)

@@ -72,7 +72,9 @@ func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients,
 		if sc.network == nil {
 			return lb.VipAddress, nil
 		}
-		if err := l.releaseFloatingIPs(ctx, sc, svc, lb, o); err != nil {
+		// The floating IP released is the address the Service shows: the
+		// VIP replaces it.
+		if err := l.releaseFloatingIPs(ctx, sc, svc, lb, o, backends.IntentReplace); err != nil {
 			return "", err
 		}
 		return lb.VipAddress, nil // Released ones were ours; see release.
@@ -239,8 +241,10 @@ func (l *LoadBalancer) associate(ctx context.Context, sc *serviceClients, svc *c
 }
 
 // releaseFloatingIPs releases the floating IPs on the VIP port and any left
-// with this load balancer's name (from an interrupted create).
-func (l *LoadBalancer) releaseFloatingIPs(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions) error {
+// with this load balancer's name (from an interrupted create); a dry run
+// lists the releases on the port as kind (a replacement when the load
+// balancer stays: the Service's address goes).
+func (l *LoadBalancer) releaseFloatingIPs(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions, kind backends.IntentKind) error {
 	if sc.network == nil {
 		if wantsFloatingIP(o) {
 			return errNoNetwork
@@ -253,7 +257,7 @@ func (l *LoadBalancer) releaseFloatingIPs(ctx context.Context, sc *serviceClient
 	}
 	done := map[string]bool{}
 	for i := range fips {
-		if err := l.release(ctx, sc, svc, lb.ID, &fips[i], o.keepFloatingIP); err != nil {
+		if err := l.releaseAs(ctx, sc, svc, lb.ID, &fips[i], o.keepFloatingIP, kind); err != nil {
 			return err
 		}
 		done[fips[i].ID] = true
@@ -301,8 +305,13 @@ func occmFloatingIPDescription(svc *corev1.Service) string {
 // (a requested, pre-existing one) and a kept one are only disassociated.
 // lbID is the load balancer it belongs to, if any.
 func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, fip *floatingips.FloatingIP, keep bool) error {
+	return l.releaseAs(ctx, sc, svc, lbID, fip, keep, backends.IntentChange)
+}
+
+// releaseAs is release, listed by a dry run as kind.
+func (l *LoadBalancer) releaseAs(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, fip *floatingips.FloatingIP, keep bool, kind backends.IntentKind) error {
 	log := l.logger(ctx, svc).WithValues("floatingIP", fip.FloatingIP)
-	if call, what := l.releaseCall(svc, fip, keep); dryRun(ctx, backends.IntentChange, call, what) {
+	if call, what := l.releaseCall(svc, fip, keep); dryRun(ctx, kind, call, what) {
 		return nil
 	}
 	if lbID != "" {
