@@ -225,7 +225,9 @@ func TestDryRunSharing(t *testing.T) {
 // Service deleted (moved to another backend) whose load balancer has the
 // floating IP the backend allocated: the release (a DELETE) and then the
 // load balancer's delete, and with keep-floatingip the disassociation (a
-// PUT) instead; a Service turned internal: the release. The dry run lists
+// PUT) instead; a Service turned internal: the release; one requesting a
+// floating IP the user allocated: its own released, the requested one
+// associated (before: one "PUT/DELETE"). The dry run lists
 // each once (its floating IP still carries the load balancer's name, so
 // the leftovers' listing found it again) and makes no Neutron write; the
 // switch then makes exactly the Neutron calls listed. Before, the delete
@@ -244,14 +246,18 @@ func TestDryRunListsFloatingIPReleases(t *testing.T) {
 	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.4.9.1"))}
 	neutronCalls := func(method string) int { return f.CallsUnder(method, "/network/v2.0/floatingips") }
 	for _, tc := range []struct {
-		name     string
-		ann      map[string]string
-		internal bool
-		want     []string
+		name      string
+		ann       map[string]string
+		internal  bool
+		requested string
+		want      []string
 	}{
 		{name: "released", want: []string{"openstack: DELETE floating IP", "openstack: DELETE load balancer (cascade)"}},
 		{name: "kept", ann: map[string]string{string(AnnotationKeepFloatingIP): "true"}, want: []string{"openstack: PUT floating IP", "openstack: DELETE load balancer (cascade)"}},
 		{name: "internal", internal: true, want: []string{"openstack: DELETE floating IP"}},
+		// A floating IP the user allocated, then requested: its own
+		// released, the requested one associated.
+		{name: "requested", requested: "172.24.4.250", want: []string{"openstack: DELETE floating IP", "openstack: PUT floating IP"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := newService("fiprel-" + tc.name + "-" + randomID(t))
@@ -267,10 +273,15 @@ func TestDryRunListsFloatingIPReleases(t *testing.T) {
 
 			ctx, intents := backends.WithDryRun(t.Context())
 			var err error
-			if tc.internal {
+			switch {
+			case tc.requested != "":
+				f.AddFloatingIP(tc.requested, floatingNet)
+				svc.Spec.LoadBalancerIP = tc.requested
+				_, err = c.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
+			case tc.internal:
 				svc.Annotations[string(AnnotationInternal)] = "true"
 				_, err = c.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
-			} else {
+			default:
 				err = c.lb.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc.DeepCopy())
 			}
 			if err != nil {
@@ -292,10 +303,11 @@ func TestDryRunListsFloatingIPReleases(t *testing.T) {
 				t.Errorf("the dry run made %d Neutron writes", n)
 			}
 
-			if tc.internal {
+			if tc.internal || tc.requested != "" {
 				ensureConverged(t, c.lb, svc, nodes)
+			} else {
+				deleteConverged(t, c.lb, svc)
 			}
-			deleteConverged(t, c.lb, svc)
 			wantDel, wantPut := 0, 0
 			for _, call := range tc.want {
 				switch call {
@@ -307,6 +319,9 @@ func TestDryRunListsFloatingIPReleases(t *testing.T) {
 			}
 			if d, p := neutronCalls(http.MethodDelete)-del, neutronCalls(http.MethodPut)-put; d != wantDel || p != wantPut {
 				t.Errorf("the switch made %d floating-IP deletes and %d updates, the dry run listed %d and %d", d, p, wantDel, wantPut)
+			}
+			if tc.internal || tc.requested != "" {
+				deleteConverged(t, c.lb, svc)
 			}
 		})
 	}
