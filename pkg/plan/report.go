@@ -117,6 +117,11 @@ type ServicePlan struct {
 	// kept, for that controller, not deleted, and its addresses leave
 	// the status.
 	HandedOver []string `json:"handedOver,omitempty"`
+	// Forgotten names the backends the Service leaves that hold nothing
+	// for it, as they answer (the aws backend for an `external` Service:
+	// its NLB is the other controller's): dropped from the record,
+	// nothing deleted; their addresses leave the status.
+	Forgotten []string `json:"forgotten,omitempty"`
 	// RefusedBy names, for a REFUSED Service, the backends that refuse it
 	// (Error says why); the others in Backend serve it all the same:
 	// Changes are theirs too, and NewAddress what the status shows.

@@ -73,6 +73,7 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settl
 		sp.Error = "GetLoadBalancer: " + errText(getErr)
 	}
 	sp.DeletedFrom = d.Backends(router.StepDelete)
+	sp.Forgotten = d.Backends(router.StepForget)
 	for _, b := range d.Backends(router.StepDrain) {
 		in, err := p.whileDraining(ctx, svc, d, b, nodes)
 		if err != nil && sp.Error == "" {

@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -143,6 +144,35 @@ func TestPlanHandedOverInSeveral(t *testing.T) {
 	}
 	if rep.Summary.Failed() {
 		t.Errorf("summary %q fails: nothing is deleted, replaced or refused", rep.Summary)
+	}
+}
+
+// TestPlanForgottenAddressLeaves: a Service served by aws and metal
+// before, edited to metal alone and aws-load-balancer-type: external,
+// leaves aws, which holds nothing for it (the NLB is the other
+// controller's): the switch forgets aws, deletes nothing, and the NLB's
+// name leaves the status. The plan said adopted, the address going
+// unexplained (no delete, drain or hand-over); it names aws forgotten
+// (TestPlanMatchesSwitchRandomWorldOnOpenStack, seed
+// 1796238769743363392, s3: "planned adopted: the switch changed its
+// addresses").
+func TestPlanForgottenAddressLeaves(t *testing.T) {
+	w := newWorld(t)
+	left := lbService("left", testutil.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "aws"))
+	w.ensureForReal(t, left)
+	left.Status.LoadBalancer.Ingress = append(left.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: "192.0.2.9"})
+	left.Annotations["multicloud-ccm.io/load-balancer-backend"] = "metal"
+	left.Annotations["multicloud-ccm.io/load-balancer-backends"] = "aws,metal"
+	left.Annotations["multicloud-ccm.io/load-balancer-served-by"] = "aws,metal"
+	left.Annotations["service.beta.kubernetes.io/aws-load-balancer-type"] = "external"
+	_, got := w.planOf(t, nil, left)
+	l := got["left"]
+	js, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Outcome != plan.LBAdopted || l.NewAddress != "192.0.2.9" || len(l.DeletedFrom)+len(l.DrainedFrom)+len(l.HandedOver) != 0 || !strings.Contains(string(js), `"forgotten":["aws"]`) {
+		t.Errorf("left: %s; want adopted by metal at 192.0.2.9, nothing deleted, drained or handed over, aws forgotten", js)
 	}
 }
 

@@ -219,3 +219,110 @@ func TestDryRunSharing(t *testing.T) {
 		t.Errorf("after the plans, listeners %s (%v), want TCP/80,TCP/8080", got, err)
 	}
 }
+
+// TestDryRunListsFloatingIPReleases: `plan` lists a floating IP's release
+// as the switch makes it, on the real Octavia with a fake Neutron. A
+// Service deleted (moved to another backend) whose load balancer has the
+// floating IP the backend allocated: the release (a DELETE) and then the
+// load balancer's delete, and with keep-floatingip the disassociation (a
+// PUT) instead; a Service turned internal: the release; one requesting a
+// floating IP the user allocated: its own released, the requested one
+// associated (before: one "PUT/DELETE"). The dry run lists
+// each once (its floating IP still carries the load balancer's name, so
+// the leftovers' listing found it again) and makes no Neutron write; the
+// switch then makes exactly the Neutron calls listed. Before, the delete
+// was one intent, "deleted with its listeners, pools and floating IP",
+// also when the floating IP was kept, a release was "PUT/DELETE", and the
+// release of a Service turned internal, its address going, was a change,
+// not a replacement: the plan said adopted and exited 0.
+func TestDryRunListsFloatingIPReleases(t *testing.T) {
+	t.Parallel()
+	f := NewFakeOpenStack(t)
+	f.AnyToken = true
+	s := realOctavia(t)
+	s.Endpoints.Network = f.NetworkURL()
+	s.LoadBalancer.FloatingNetworkID = floatingNet
+	c := newRealCloud(t, s, "t"+randomID(t))
+	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.4.9.1"))}
+	neutronCalls := func(method string) int { return f.CallsUnder(method, "/network/v2.0/floatingips") }
+	for _, tc := range []struct {
+		name      string
+		ann       map[string]string
+		internal  bool
+		requested string
+		want      []string
+	}{
+		{name: "released", want: []string{"openstack: DELETE floating IP", "openstack: DELETE load balancer (cascade)"}},
+		{name: "kept", ann: map[string]string{string(AnnotationKeepFloatingIP): "true"}, want: []string{"openstack: PUT floating IP", "openstack: DELETE load balancer (cascade)"}},
+		{name: "internal", internal: true, want: []string{"openstack: DELETE floating IP"}},
+		// A floating IP the user allocated, then requested: its own
+		// released, the requested one associated.
+		{name: "requested", requested: "172.24.4.250", want: []string{"openstack: DELETE floating IP", "openstack: PUT floating IP"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newService("fiprel-" + tc.name + "-" + randomID(t))
+			for k, v := range tc.ann {
+				svc.Annotations[k] = v
+			}
+			ensureConverged(t, c.lb, svc, nodes)
+			if n := len(f.FloatingIPs()); n == 0 {
+				t.Fatalf("no floating IP allocated")
+			}
+			del, put := neutronCalls(http.MethodDelete), neutronCalls(http.MethodPut)
+			mutates := f.Mutates.Load()
+
+			ctx, intents := backends.WithDryRun(t.Context())
+			var err error
+			switch {
+			case tc.requested != "":
+				f.AddFloatingIP(tc.requested, floatingNet)
+				svc.Spec.LoadBalancerIP = tc.requested
+				_, err = c.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
+			case tc.internal:
+				svc.Annotations[string(AnnotationInternal)] = "true"
+				_, err = c.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
+			default:
+				err = c.lb.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc.DeepCopy())
+			}
+			if err != nil {
+				t.Fatalf("dry run: %v", err)
+			}
+			var calls []string
+			for _, in := range intents() {
+				calls = append(calls, in.Call)
+			}
+			if !slices.Equal(calls, tc.want) {
+				t.Errorf("dry-run calls %q (%+v), want %q", calls, intents(), tc.want)
+			}
+			// Turned internal, the Service's address (the floating IP)
+			// goes: a replacement, which the plan counts.
+			if got := intents(); tc.internal && (len(got) == 0 || got[0].Kind != backends.IntentReplace) {
+				t.Errorf("turned internal: intents %+v, want the floating IP's release as a replacement (%s)", got, backends.IntentReplace)
+			}
+			if n := f.Mutates.Load() - mutates; n != 0 {
+				t.Errorf("the dry run made %d Neutron writes", n)
+			}
+
+			if tc.internal || tc.requested != "" {
+				ensureConverged(t, c.lb, svc, nodes)
+			} else {
+				deleteConverged(t, c.lb, svc)
+			}
+			wantDel, wantPut := 0, 0
+			for _, call := range tc.want {
+				switch call {
+				case "openstack: DELETE floating IP":
+					wantDel++
+				case "openstack: PUT floating IP":
+					wantPut++
+				}
+			}
+			if d, p := neutronCalls(http.MethodDelete)-del, neutronCalls(http.MethodPut)-put; d != wantDel || p != wantPut {
+				t.Errorf("the switch made %d floating-IP deletes and %d updates, the dry run listed %d and %d", d, p, wantDel, wantPut)
+			}
+			if tc.internal || tc.requested != "" {
+				deleteConverged(t, c.lb, svc)
+			}
+		})
+	}
+}

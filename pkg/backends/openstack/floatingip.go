@@ -72,7 +72,9 @@ func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients,
 		if sc.network == nil {
 			return lb.VipAddress, nil
 		}
-		if err := l.releaseFloatingIPs(ctx, sc, svc, lb, o); err != nil {
+		// The floating IP released is the address the Service shows: the
+		// VIP replaces it.
+		if err := l.releaseFloatingIPs(ctx, sc, svc, lb, o, backends.IntentReplace); err != nil {
 			return "", err
 		}
 		return lb.VipAddress, nil // Released ones were ours; see release.
@@ -86,8 +88,13 @@ func (l *LoadBalancer) ensureFloatingIP(ctx context.Context, sc *serviceClients,
 		return fips[0].FloatingIP, nil
 	}
 	if len(fips) > 0 {
-		if dryRun(ctx, backends.IntentReplace, "PUT/DELETE floating IP", "floating IP "+fips[0].FloatingIP+" released for the requested "+want) {
-			return want, nil
+		if backends.DryRun(ctx) {
+			// The release as the switch makes it (a delete, or a
+			// disassociation), then what the next call does with the
+			// requested address (associates or allocates it).
+			call, what := l.releaseCall(svc, &fips[0], o.keepFloatingIP)
+			dryRun(ctx, backends.IntentReplace, call, what+" for the requested "+want)
+			return l.attachFloatingIP(ctx, sc, svc, lb, o, want)
 		}
 		if err := l.release(ctx, sc, svc, lb.ID, &fips[0], o.keepFloatingIP); err != nil {
 			return "", err
@@ -234,8 +241,10 @@ func (l *LoadBalancer) associate(ctx context.Context, sc *serviceClients, svc *c
 }
 
 // releaseFloatingIPs releases the floating IPs on the VIP port and any left
-// with this load balancer's name (from an interrupted create).
-func (l *LoadBalancer) releaseFloatingIPs(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions) error {
+// with this load balancer's name (from an interrupted create); a dry run
+// lists the releases on the port as kind (a replacement when the load
+// balancer stays: the Service's address goes).
+func (l *LoadBalancer) releaseFloatingIPs(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, o *lbOptions, kind backends.IntentKind) error {
 	if sc.network == nil {
 		if wantsFloatingIP(o) {
 			return errNoNetwork
@@ -246,12 +255,14 @@ func (l *LoadBalancer) releaseFloatingIPs(ctx context.Context, sc *serviceClient
 	if err != nil {
 		return err
 	}
+	done := map[string]bool{}
 	for i := range fips {
-		if err := l.release(ctx, sc, svc, lb.ID, &fips[i], o.keepFloatingIP); err != nil {
+		if err := l.releaseAs(ctx, sc, svc, lb.ID, &fips[i], o.keepFloatingIP, kind); err != nil {
 			return err
 		}
+		done[fips[i].ID] = true
 	}
-	return l.releaseLeftovers(ctx, sc, svc, lb.ID, o)
+	return l.releaseLeftovers(ctx, sc, svc, lb.ID, o, done)
 }
 
 // leftoverFloatingIPs lists floating IPs still carrying the load balancer's
@@ -263,12 +274,18 @@ func (l *LoadBalancer) leftoverFloatingIPs(ctx context.Context, sc *serviceClien
 	return l.floatingIPs(ctx, sc, lbID, floatingips.ListOpts{Description: l.lbName(svc)})
 }
 
-func (l *LoadBalancer) releaseLeftovers(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, o *lbOptions) error {
+// releaseLeftovers releases the floating IPs left with the load balancer's
+// name but those of done (released already: a dry run, which releases
+// nothing, would list them twice).
+func (l *LoadBalancer) releaseLeftovers(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, o *lbOptions, done map[string]bool) error {
 	left, err := l.leftoverFloatingIPs(ctx, sc, svc, lbID)
 	if err != nil {
 		return err
 	}
 	for i := range left {
+		if done[left[i].ID] {
+			continue
+		}
 		if err := l.release(ctx, sc, svc, lbID, &left[i], o.keepFloatingIP); err != nil {
 			return err
 		}
@@ -288,15 +305,19 @@ func occmFloatingIPDescription(svc *corev1.Service) string {
 // (a requested, pre-existing one) and a kept one are only disassociated.
 // lbID is the load balancer it belongs to, if any.
 func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, fip *floatingips.FloatingIP, keep bool) error {
+	return l.releaseAs(ctx, sc, svc, lbID, fip, keep, backends.IntentChange)
+}
+
+// releaseAs is release, listed by a dry run as kind.
+func (l *LoadBalancer) releaseAs(ctx context.Context, sc *serviceClients, svc *corev1.Service, lbID string, fip *floatingips.FloatingIP, keep bool, kind backends.IntentKind) error {
 	log := l.logger(ctx, svc).WithValues("floatingIP", fip.FloatingIP)
-	if dryRun(ctx, backends.IntentChange, "PUT/DELETE floating IP", "floating IP "+fip.FloatingIP+" released") {
+	if call, what := l.releaseCall(svc, fip, keep); dryRun(ctx, kind, call, what) {
 		return nil
 	}
 	if lbID != "" {
 		l.mutating(lbID)
 	}
-	ours := fip.Description == l.lbName(svc) || strings.HasPrefix(fip.Description, occmFloatingIPDescription(svc))
-	if ours && !keep {
+	if l.ownFloatingIP(svc, fip) && !keep {
 		if err := ignoreNotFound(floatingips.Delete(ctx, sc.network, fip.ID).ExtractErr()); err != nil {
 			return fmt.Errorf("releasing floating IP %s: %w", fip.FloatingIP, err)
 		}
@@ -305,7 +326,7 @@ func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *cor
 		return nil
 	}
 	opts := floatingips.UpdateOpts{PortID: new(string)}
-	if ours {
+	if l.ownFloatingIP(svc, fip) {
 		opts.Description = ptr("kept by multicloud-ccm after " + l.lbName(svc))
 	}
 	if _, err := floatingips.Update(ctx, sc.network, fip.ID, opts).Extract(); err != nil {
@@ -314,4 +335,23 @@ func (l *LoadBalancer) release(ctx context.Context, sc *serviceClients, svc *cor
 	log.V(2).Info("Disassociated floating IP")
 	l.reportChange(ctx, lbID, "floating IP "+fip.FloatingIP+" disassociated")
 	return nil
+}
+
+// ownFloatingIP reports whether the backend (or OCCM before it) allocated
+// the Service's floating IP: release deletes it unless kept.
+func (l *LoadBalancer) ownFloatingIP(svc *corev1.Service, fip *floatingips.FloatingIP) bool {
+	return fip.Description == l.lbName(svc) || strings.HasPrefix(fip.Description, occmFloatingIPDescription(svc))
+}
+
+// releaseCall is the call release makes for fip, as a dry run lists it:
+// the floating IP's delete when it is ours and not kept, else its
+// disassociation (a PUT).
+func (l *LoadBalancer) releaseCall(svc *corev1.Service, fip *floatingips.FloatingIP, keep bool) (call, what string) {
+	if l.ownFloatingIP(svc, fip) && !keep {
+		return "DELETE floating IP", "floating IP " + fip.FloatingIP + " released"
+	}
+	if l.ownFloatingIP(svc, fip) {
+		return "PUT floating IP", "floating IP " + fip.FloatingIP + " disassociated and kept (keep-floatingip)"
+	}
+	return "PUT floating IP", "floating IP " + fip.FloatingIP + " disassociated (not allocated for the Service: left to its owner)"
 }

@@ -454,12 +454,18 @@ func (l *LoadBalancer) ensureDeleted(ctx context.Context, clusterName string, sv
 		return l.leave(ctx, sc, svc, &found[0], l.sharerListeners(clusterName, svc), l.sharedTag(svc), o)
 	case len(found) > 0 && sharedByOthers(&found[0]):
 		return l.leaveAsOwner(ctx, sc, svc, &found[0], o)
-	case len(found) > 0 && dryRun(ctx, backends.IntentDelete, "DELETE load balancer (cascade)", "load balancer "+found[0].ID+" deleted with its listeners, pools and floating IP"):
+	case len(found) > 0 && backends.DryRun(ctx):
+		// As deleteOne: the floating IPs released (deleted, or only
+		// disassociated when kept or not ours), then the load balancer.
+		if err := l.releaseFloatingIPs(ctx, sc, svc, &found[0], o, backends.IntentChange); err != nil {
+			return err
+		}
+		dryRun(ctx, backends.IntentDelete, "DELETE load balancer (cascade)", "load balancer "+found[0].ID+" deleted with its listeners and pools")
 		return nil
 	case len(found) > 0:
 		return l.deleteOne(ctx, sc, svc, &found[0], o, "")
 	}
-	return l.releaseLeftovers(ctx, sc, svc, "", o)
+	return l.releaseLeftovers(ctx, sc, svc, "", o, nil)
 }
 
 // lenientOptions are the options GetLoadBalancer and a delete need. A bad
@@ -496,7 +502,7 @@ func (l *LoadBalancer) deleteOne(ctx context.Context, sc *serviceClients, svc *c
 	if strings.HasPrefix(lb.ProvisioningStatus, "PENDING_") {
 		return l.retry("load balancer %s is %s", lb.ID, lb.ProvisioningStatus)
 	}
-	if err := l.releaseFloatingIPs(ctx, sc, svc, lb, o); err != nil {
+	if err := l.releaseFloatingIPs(ctx, sc, svc, lb, o, backends.IntentChange); err != nil {
 		return err
 	}
 	l.mutating(lb.ID)

@@ -300,11 +300,11 @@ func (l *LoadBalancer) releaseSharedFIPs(ctx context.Context, sc *serviceClients
 	for _, f := range fips {
 		ours := f.Description == lb.Name || f.Description == sharedFIPDescription(lb.ID) || strings.HasPrefix(f.Description, "Floating IP for Kubernetes external service ")
 		if backends.DryRun(ctx) {
-			what := " disassociated"
+			call, what := "PUT floating IP", " disassociated"
 			if ours && !keep {
-				what = " released"
+				call, what = "DELETE floating IP", " released"
 			}
-			dryRun(ctx, backends.IntentChange, "PUT/DELETE floating IP", "floating IP "+f.FloatingIP+what)
+			dryRun(ctx, backends.IntentChange, call, "floating IP "+f.FloatingIP+what)
 			continue
 		}
 		l.mutating(lb.ID)

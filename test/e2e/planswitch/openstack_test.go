@@ -33,28 +33,30 @@ import (
 // environment is set; the cases naming it need it (testutil.Unavailable
 // without it: a skip on a developer's machine, a failure in CI).
 
-// osVIPSubnet is the VIP subnet the stack's load balancers use (Octavia's
-// noop network driver takes any).
-const osVIPSubnet = "6f1e4f39-9c6a-4d55-8a25-4a4c8c3c2b11"
-
-// osStack is the stack's credentials and the world's recorder.
+// osStack is the stack's credentials, the world's recorders and its piece
+// of Neutron (neutron_test.go).
 type osStack struct {
 	authURL, username, passwordFile, project, region string
 	// nova is the real Nova (its instances: nodes with no providerID are
 	// asked about).
-	nova   string
-	rec    *octaviaRecorder
-	client *gophercloud.ServiceClient
+	nova    string
+	rec     *octaviaRecorder
+	neutron *neutronRecorder
+	client  *gophercloud.ServiceClient
+	network *gophercloud.ServiceClient
+	tp      *osTopology
 }
 
-// openStack returns the stack of the environment, or nil when it is not
-// set.
-func openStack(t *testing.T) *osStack {
+// openStack returns the stack of the environment, with the world's piece
+// of Neutron made (named after clusterID), or nil when the environment is
+// not set. Octavia is its API with the real network driver
+// (OCTAVIA_NEUTRON_ENDPOINT), so that VIP ports are Neutron's.
+func openStack(t *testing.T, clusterID string) *osStack {
 	t.Helper()
 	s := &osStack{authURL: os.Getenv("OS_AUTH_URL"), username: os.Getenv("OS_USERNAME"), passwordFile: os.Getenv("OS_PASSWORD_FILE"),
 		project: os.Getenv("OS_PROJECT_NAME"), region: os.Getenv("OS_REGION_NAME"), nova: os.Getenv("NOVA_ENDPOINT")}
-	octavia := os.Getenv("OCTAVIA_ENDPOINT")
-	if s.authURL == "" || s.passwordFile == "" || octavia == "" || s.nova == "" || os.Getenv("OCTAVIA_E2E") == "" {
+	octavia, neutron := os.Getenv("OCTAVIA_NEUTRON_ENDPOINT"), os.Getenv("NEUTRON_ENDPOINT")
+	if s.authURL == "" || s.passwordFile == "" || octavia == "" || neutron == "" || s.nova == "" || os.Getenv("OCTAVIA_E2E") == "" || os.Getenv("NEUTRON_E2E") == "" {
 		return nil
 	}
 	pw, err := os.ReadFile(s.passwordFile)
@@ -79,6 +81,9 @@ func openStack(t *testing.T) *osStack {
 	srv := httptest.NewServer(s.rec)
 	t.Cleanup(srv.Close)
 	s.rec.url = srv.URL
+	s.network = neutronClient(p, neutron)
+	s.neutron = newNeutronRecorder(t, neutron, s.client, clusterID)
+	s.topology(t, "mccm-"+clusterID)
 	return s
 }
 
@@ -89,9 +94,9 @@ func (s *osStack) yaml() string {
   openstack:
     auth: {authURL: %q, username: %q, password: {file: %q}, projectName: %q}
     region: %q
-    endpoints: {loadBalancer: %q, compute: %q}
-    loadBalancer: {vipSubnetID: %s}
-`, s.authURL, s.username, s.passwordFile, s.project, s.region, s.rec.url, s.nova, osVIPSubnet)
+    endpoints: {loadBalancer: %q, compute: %q, network: %q}
+    loadBalancer: {vipSubnetID: %s, floatingNetworkID: %s}
+`, s.authURL, s.username, s.passwordFile, s.project, s.region, s.rec.url, s.nova, s.neutron.url, s.tp.subnet, s.tp.external)
 }
 
 // lbsOf lists the Octavia load balancers of the world's cluster tagged
@@ -337,8 +342,11 @@ func osLabels(in backends.Intent) []string {
 		return []string{"PUT loadbalancers"}
 	case strings.HasPrefix(call, "DELETE load balancer"):
 		return []string{"DELETE loadbalancers"}
+	case call == "POST floating IP", call == "PUT floating IP", call == "DELETE floating IP":
+		verb, _, _ := strings.Cut(call, " ")
+		return []string{verb + " floatingips"}
 	case call != "octavia":
-		return []string{call} // Neutron: not recorded, so never matched
+		return []string{call} // no call the recorders label so: never matched
 	}
 	if m := osCreated.FindStringSubmatch(what); m != nil {
 		out := []string{"POST listeners", "POST pools"}

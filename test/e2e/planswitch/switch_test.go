@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -61,8 +62,9 @@ func (w *world) osLBsOf(name string) map[string]string {
 	return lbs
 }
 
-// osVIPs are the VIPs of the world's Octavia load balancers, as seen in
-// snapshot s and now.
+// osVIPs are the addresses of the world's Octavia load balancers, as seen
+// in snapshot s and now: their VIPs and the floating IPs of the world's
+// external network (the strangers' aside).
 func (w *world) osVIPs(s snapshot) map[string]bool {
 	out := map[string]bool{}
 	for _, lbs := range s.osLB {
@@ -72,6 +74,15 @@ func (w *world) osVIPs(s snapshot) map[string]bool {
 	}
 	for _, vip := range w.osLBsOf("") {
 		out[vip] = true
+	}
+	if w.os != nil {
+		fips, err := w.os.floatingIPs(w.ctx)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for addr := range fips {
+			out[addr] = !slices.ContainsFunc(w.os.tp.strangers, func(f floatingips.FloatingIP) bool { return f.FloatingIP == addr })
+		}
 	}
 	return out
 }
@@ -113,7 +124,9 @@ func (w *world) switchAndCompare(rep *plan.Report, code int) {
 	w.compareAutoAddresses(v.planned, v.got)
 	w.compareCalls(rep)
 	w.compareTargets(rep)
-	w.t.Logf("calls and targets compared at %v", time.Since(start))
+	w.strangersKept()
+	w.floatingIPsAsPlanned(rep)
+	w.t.Logf("calls and targets compared at %v; the first AWS node %v old then (the aws backend's grace for new nodes: 2m)", time.Since(start), time.Since(w.firstAWSNode).Round(time.Second))
 	// A node gone but Ready is deleted the first time it is not Ready: the
 	// plan counts it, so check that the switch does it.
 	for _, name := range v.goneWhenReady {
@@ -157,8 +170,10 @@ func (w *world) eventually(what string, cond framework.Condition) {
 
 // octaviaBound bounds the wait for a load balancer the switch makes in
 // Octavia: it converges one change per sync, each waiting for Octavia to
-// apply the last (about 2 s each here, when the machine is idle).
-const octaviaBound = 90 * time.Second
+// apply the last (about 2 s each here, when the machine is idle; at load
+// 20 a world's history took 90 s). Only a bound: worlds with Octavia hold
+// no node whose outcome a longer wait changes (clockBound).
+const octaviaBound = 3 * time.Minute
 
 func (w *world) eventuallyWithin(bound time.Duration, what string, cond framework.Condition) {
 	w.t.Helper()
@@ -233,8 +248,9 @@ func (w *world) waitService(s plan.ServicePlan, before snapshot, v *verdict) {
 		got := w.waitAddresses(s, before, true, v)
 		// Addresses of the backends the Service leaves go (a drained
 		// bare-metal one after the drain), and those of the backends
-		// leaving it to another controller (their load balancers kept).
-		leaving := slices.Concat(s.DeletedFrom, s.DrainedFrom, s.HandedOver)
+		// leaving it to another controller or forgetting it (their load
+		// balancers kept).
+		leaving := slices.Concat(s.DeletedFrom, s.DrainedFrom, s.HandedOver, s.Forgotten)
 		old := w.without(ingresses(before.svcs[s.Name].Status.LoadBalancer), leaving)
 		kept := keeps(old, got)
 		switch {
@@ -619,7 +635,7 @@ func (w *world) cloudCalls() []cloudCall {
 		out = append(out, cloudCall{label: "aws " + c.action, service: c.service, targets: c.targets})
 	}
 	if w.os != nil {
-		for _, c := range w.os.rec.Calls() {
+		for _, c := range slices.Concat(w.os.rec.Calls(), w.os.neutron.Calls()) {
 			out = append(out, cloudCall{label: "os " + c.label, service: c.service, targets: c.members})
 		}
 	}
