@@ -241,7 +241,7 @@ func (w *watcher) poll() {
 	w.cfg = cfg
 	w.applied(sum)
 	klog.InfoS("Applied the changed cloud-config", "hash", sum, "duration", time.Since(start),
-		"added", ch.Added, "rebuilt", ch.Rebuilt, "reconfigured", ch.Reconfigured, "removed", ch.Removed)
+		"added", ch.Added, "rebuilt", ch.Rebuilt, "reconfigured", ch.Reconfigured, "retuned", ch.Retuned, "removed", ch.Removed)
 	w.event(corev1.EventTypeNormal, reasonReloaded, fmt.Sprintf("Applied the changed cloud-config %s (sha256 %s): %s", w.path, sum[:12], describe(ch)))
 	w.notify(prev, cfg, ch)
 }
@@ -311,7 +311,7 @@ func describe(ch router.Changes) string {
 	for _, p := range []struct {
 		what  string
 		names []string
-	}{{"added", ch.Added}, {"rebuilt", ch.Rebuilt}, {"reconfigured", ch.Reconfigured}, {"removed", ch.Removed}} {
+	}{{"added", ch.Added}, {"rebuilt", ch.Rebuilt}, {"reconfigured", ch.Reconfigured}, {"retuned", ch.Retuned}, {"removed", ch.Removed}} {
 		if len(p.names) > 0 {
 			parts = append(parts, p.what+" "+strings.Join(p.names, ", "))
 		}

@@ -30,6 +30,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -142,9 +143,11 @@ type Budget struct {
 }
 
 // buckets are the token buckets of one budget, by API; backends of one
-// account share them (NewSharedBudget).
+// account share them (NewSharedBudget). Retune replaces them all at once.
 type buckets struct {
-	apis map[string]*apiBudget
+	apis atomic.Pointer[map[string]*apiBudget]
+	// key is the NewSharedBudget key they are shared under ("" for none).
+	key string
 }
 
 type apiBudget struct {
@@ -156,7 +159,7 @@ func (b *Budget) bucket(api string, write bool) *bucket {
 	if b == nil || b.buckets == nil {
 		return nil
 	}
-	a := b.apis[api]
+	a := (*b.apis.Load())[api]
 	if a == nil {
 		return nil
 	}
@@ -173,12 +176,55 @@ func NewBudget(backend string, limits, defaults map[string]RateLimit) *Budget {
 }
 
 func newBuckets(limits, defaults map[string]RateLimit) *buckets {
-	b := &buckets{apis: map[string]*apiBudget{}}
+	b := &buckets{}
+	b.apis.Store(newAPIs(limits, defaults))
+	return b
+}
+
+func newAPIs(limits, defaults map[string]RateLimit) *map[string]*apiBudget {
+	apis := map[string]*apiBudget{}
 	for api, def := range defaults {
 		l := limits[api].WithDefaults(def)
-		b.apis[api] = &apiBudget{read: newBucket(l.QPS, l.Bucket, l.Mode), write: newBucket(l.QPSWrite, l.BucketWrite, l.Mode)}
+		apis[api] = &apiBudget{read: newBucket(l.QPS, l.Bucket, l.Mode), write: newBucket(l.QPSWrite, l.BucketWrite, l.Mode)}
 	}
-	return b
+	return &apis
+}
+
+// Retune gives the budget new limits in place (a live reload that changes
+// only a backend's rateLimits): every bucket is replaced at once by a full
+// one of the new limits, as a restart would make it, and a request waits
+// for the new buckets from its next token on (a wait already under way
+// finishes on the old bucket). Every backend sharing the buckets
+// (NewSharedBudget) takes the new limits with them, as they must have the
+// same; key is the shared key of the new limits (the old key is
+// forgotten), "" for a budget of its own.
+func (b *Budget) Retune(key string, limits, defaults map[string]RateLimit) {
+	if b == nil || b.buckets == nil {
+		return
+	}
+	shared.Lock()
+	defer shared.Unlock()
+	b.apis.Store(newAPIs(limits, defaults))
+	if b.key != "" && shared.m[b.key].Value() == b.buckets {
+		delete(shared.m, b.key)
+	}
+	if key != "" {
+		if other := shared.m[key].Value(); other == nil || other == b.buckets {
+			shared.m[key] = weak.Make(b.buckets)
+		}
+	}
+	b.key = key
+	// The rate gauge shows each bucket's new ceiling; a bucket turned off
+	// has none.
+	for api := range defaults {
+		for _, kind := range []string{"read", "write"} {
+			if bk := b.bucket(api, kind == "write"); bk != nil {
+				budgetRate.WithLabelValues(b.backend, api, kind).Set(bk.rate())
+			} else {
+				budgetRate.Delete(map[string]string{"backend": b.backend, "api": api, "kind": kind})
+			}
+		}
+	}
 }
 
 // shared holds the buckets of NewSharedBudget by key, weakly: the buckets
@@ -203,6 +249,7 @@ func NewSharedBudget(backend, key string, limits, defaults map[string]RateLimit)
 		return &Budget{backend: backend, buckets: b}
 	}
 	b := newBuckets(limits, defaults)
+	b.key = key
 	shared.m[key] = weak.Make(b)
 	for k, p := range shared.m {
 		if p.Value() == nil {

@@ -140,3 +140,41 @@ func TestSharedBudget(t *testing.T) {
 		t.Errorf("backends %q, %q", a.Backend(), b.Backend())
 	}
 }
+
+// TestBudgetRetune: a budget turned off, then retuned in place to a bucket
+// of 1, waits after one request; the other backend sharing its buckets
+// waits with it; retuned off again, nothing waits. A budget made later
+// with the new limits' key shares the retuned buckets, one with the old
+// key does not.
+func TestBudgetRetune(t *testing.T) {
+	defaults := map[string]RateLimit{"elbv2": {QPS: 0.001, Bucket: 1, QPSWrite: 0.001, BucketWrite: 1}}
+	off := map[string]RateLimit{"elbv2": {QPS: Off, QPSWrite: Off}}
+	a := NewSharedBudget("retune-a", "retune|off", off, defaults)
+	b := NewSharedBudget("retune-b", "retune|off", off, defaults)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	for i := range 5 {
+		if err := a.Wait(ctx, "elbv2", true); err != nil {
+			t.Fatalf("write %d with the budget off: %v", i, err)
+		}
+	}
+	a.Retune("retune|on", nil, defaults)
+	if err := a.Wait(ctx, "elbv2", true); err != nil {
+		t.Fatalf("the first write after the retune (a full bucket of 1): %v", err)
+	}
+	if err := b.Wait(ctx, "elbv2", true); !errors.Is(err, ErrPastDeadline) {
+		t.Errorf("a write of the backend sharing the retuned buckets = %v, want a wait past the deadline", err)
+	}
+	if c := NewSharedBudget("retune-c", "retune|on", nil, defaults); c.Wait(ctx, "elbv2", true) == nil {
+		t.Error("a budget made with the retuned limits' key did not share the retuned (spent) buckets")
+	}
+	if d := NewSharedBudget("retune-d", "retune|off", off, defaults); d.Wait(ctx, "elbv2", true) != nil {
+		t.Error("a budget made with the old key shares the retuned buckets")
+	}
+	a.Retune("retune|off", off, defaults)
+	for i := range 5 {
+		if err := b.Wait(ctx, "elbv2", true); err != nil {
+			t.Fatalf("write %d retuned off: %v", i, err)
+		}
+	}
+}

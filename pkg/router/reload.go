@@ -54,8 +54,8 @@ type Reloadable struct {
 	// lives holds every backend cloud in use by some generation.
 	lives map[cloudprovider.Interface]*life
 	// fingerprints identify the settings the current generation's backends
-	// were built from, by name.
-	fingerprints map[string]string
+	// were built from, by name; files, the files those settings reference.
+	fingerprints, files map[string]string
 	// caps are the capabilities of the first generation.
 	instances, lbs, routes bool
 
@@ -77,6 +77,19 @@ type Reloadable struct {
 // receives Initialize and SetInformers, which must tolerate that).
 type Reconfigurer interface {
 	PrepareReconfigure(ctx context.Context, o backends.Options) (next cloudprovider.Interface, apply func(), err error)
+}
+
+// Retuner is a backend that can take, in place, a change of settings that
+// concerns none of its load balancers or nodes (the AWS backend's API
+// budget, rateLimits): PrepareRetune reports whether o differs from the
+// backend's settings only so, changing nothing; apply makes the change.
+// The router asks only when the files the settings reference are
+// unchanged. A retuned backend is carried into the next generation as it
+// is (caches, clients, what it last verified of each load balancer) and
+// reported in Changes.Retuned, not Reconfigured: no Service is re-synced
+// for it.
+type Retuner interface {
+	PrepareRetune(ctx context.Context, o backends.Options) (apply func(), ok bool, err error)
 }
 
 // generation is one configuration's router and the calls it serves.
@@ -119,7 +132,7 @@ var (
 // NewReloadable builds every backend cfg lists and returns the provider
 // over them, ready for Apply.
 func NewReloadable(ctx context.Context, cfg *config.CloudConfig) (*Reloadable, error) {
-	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}, st: process.New()}
+	rl := &Reloadable{lives: map[cloudprovider.Interface]*life{}, fingerprints: map[string]string{}, files: map[string]string{}, st: process.New()}
 	rl.st.Current = func() (process.Configuration, func()) {
 		g := rl.acquire()
 		return g.r.lb, g.release
@@ -129,7 +142,7 @@ func NewReloadable(ctx context.Context, cfg *config.CloudConfig) (*Reloadable, e
 		return nil, err
 	}
 	rl.instances, rl.lbs, rl.routes = len(g.r.InstanceBackends) > 0, len(g.r.lbs) > 0, len(g.r.RouteBackends) > 0
-	rl.fingerprints = ch.fingerprints
+	rl.fingerprints, rl.files = ch.fingerprints, ch.files
 	rl.adopt(g)
 	rl.cur.Store(g)
 	return rl, nil
@@ -142,6 +155,10 @@ func (rl *Reloadable) Current() *Router { return rl.cur.Load().r }
 // Changes says what Apply changed, by backend name.
 type Changes struct {
 	Added, Rebuilt, Reconfigured, Removed []string
+	// Retuned are the backends that took a change of settings concerning
+	// none of their load balancers in place (Retuner): none of their
+	// Services needs a sync for it.
+	Retuned []string
 
 	// Rerouted lists the LoadBalancer Services whose target (the backend
 	// or class that should serve them, see lbTarget) the new configuration
@@ -157,13 +174,13 @@ type Changes struct {
 	// set.
 	Rerouted []types.NamespacedName
 
-	applies      []func()
-	fingerprints map[string]string
+	applies             []func()
+	fingerprints, files map[string]string
 }
 
 // Empty reports whether no backend changed.
 func (c Changes) Empty() bool {
-	return len(c.Added)+len(c.Rebuilt)+len(c.Reconfigured)+len(c.Removed) == 0
+	return len(c.Added)+len(c.Rebuilt)+len(c.Reconfigured)+len(c.Retuned)+len(c.Removed) == 0
 }
 
 // Apply makes cfg the configuration in use. Nothing changes when it fails:
@@ -183,7 +200,7 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 	}
 	rl.adopt(g)
 	rl.start(g)
-	rl.fingerprints = ch.fingerprints
+	rl.fingerprints, rl.files = ch.fingerprints, ch.files
 	rl.cur.Store(g)
 	old.retire()
 	backend.ForgetHealth(ch.Removed)
@@ -194,7 +211,7 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 // build makes the generation for cfg, reusing old's backends where their
 // fingerprint is unchanged. It starts and changes nothing.
 func (rl *Reloadable) build(ctx context.Context, cfg *config.CloudConfig, old *generation) (*generation, Changes, error) {
-	ch := Changes{fingerprints: map[string]string{}}
+	ch := Changes{fingerprints: map[string]string{}, files: map[string]string{}}
 	bs := make([]*backend.Member, 0, len(cfg.Backends))
 	for _, bc := range cfg.Backends {
 		b, err := rl.backendFor(ctx, cfg, bc, old, &ch)
@@ -224,8 +241,8 @@ func (rl *Reloadable) build(ctx context.Context, cfg *config.CloudConfig, old *g
 // backendFor returns the backend bc describes: old's when unchanged, old's
 // reconfigured when it can be, else a new one.
 func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, bc config.Backend, old *generation, ch *Changes) (*backend.Member, error) {
-	fp := fingerprint(cfg.ClusterID, bc)
-	ch.fingerprints[bc.Name] = fp
+	fp, files := fingerprint(cfg.ClusterID, bc), filesFingerprint(bc)
+	ch.fingerprints[bc.Name], ch.files[bc.Name] = fp, files
 	reg, ok := backends.Lookup(bc.Type)
 	if !ok {
 		return nil, fmt.Errorf("type %q is not compiled into this binary (known: %v)", bc.Type, backends.Types())
@@ -240,6 +257,17 @@ func (rl *Reloadable) backendFor(ctx context.Context, cfg *config.CloudConfig, b
 	}
 	if prev != nil && rl.fingerprints[bc.Name] == fp {
 		return prev, nil
+	}
+	if rt, ok := cloudOf(prev).(Retuner); ok && rl.files[bc.Name] == files {
+		apply, retune, err := rt.PrepareRetune(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		if retune {
+			ch.applies = append(ch.applies, apply)
+			ch.Retuned = append(ch.Retuned, bc.Name)
+			return prev, nil
+		}
 	}
 	if rc, ok := cloudOf(prev).(Reconfigurer); ok {
 		next, apply, err := rc.PrepareReconfigure(ctx, opts)
@@ -274,7 +302,14 @@ func cloudOf(b *backend.Member) cloudprovider.Interface {
 // written, the cluster ID and the content of every file it references.
 func fingerprint(clusterID string, bc config.Backend) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00", bc.Type, bc.Name, clusterID, bc.Sections[bc.Type])
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00", bc.Type, bc.Name, clusterID, bc.Sections[bc.Type], filesFingerprint(bc))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// filesFingerprint identifies the content of the files bc's settings
+// reference.
+func filesFingerprint(bc config.Backend) string {
+	h := sha256.New()
 	for _, f := range config.ReferencedFiles(bc.Settings) {
 		data, err := os.ReadFile(f) //nolint:gosec // G304: a path from the operator's cloud-config.
 		if err != nil {

@@ -328,7 +328,11 @@ func nodeIP(i int) string { return fmt.Sprintf("10.1.%d.%d", i/250, i%250+1) }
 func awsNodeIP(i int) string { return fmt.Sprintf("10.0.%d.%d", 100+i/250, i%250+1) }
 
 // cloudConfig is the CCM's cloud-config for the cell.
-func (cl *cluster) cloudConfig() string {
+func (cl *cluster) cloudConfig() string { return cl.cloudConfigWith(awsRateLimits()) }
+
+// cloudConfigWith is the cloud-config with the aws section's rateLimits
+// line rateLimits ("" for the backend's default budget).
+func (cl *cluster) cloudConfigWith(rateLimits string) string {
 	if cl.cell.cloud == "aws" {
 		return fmt.Sprintf(`apiVersion: multicloud-ccm.io/v1alpha1
 kind: CloudConfig
@@ -344,7 +348,7 @@ backends:
     credentials:
       accessKeyID: {env: SCALE_AWS_ACCESS_KEY_ID}
       secretAccessKey: {env: SCALE_AWS_SECRET_ACCESS_KEY}
-%[2]s`, cl.fake.URL, awsRateLimits(), clusterID, region)
+%[2]s`, cl.fake.URL, rateLimits, clusterID, region)
 	}
 	var b strings.Builder
 	b.WriteString(`apiVersion: multicloud-ccm.io/v1alpha1
@@ -367,12 +371,26 @@ backends:
 // awsRateLimits is the aws section's rateLimits line from
 // SCALE_AWS_RATE_LIMITS (a YAML flow map, e.g. "{elbv2: {qps: -1,
 // qpsWrite: -1}}"); empty, the backend's default budget.
-func awsRateLimits() string {
-	v := strings.TrimSpace(os.Getenv("SCALE_AWS_RATE_LIMITS"))
-	if v == "" {
+func awsRateLimits() string { return rateLimitsLine(os.Getenv("SCALE_AWS_RATE_LIMITS")) }
+
+func rateLimitsLine(v string) string {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "default" {
 		return ""
 	}
 	return "    rateLimits: " + v + "\n"
+}
+
+// syncRateLimits is SCALE_AWS_RATE_LIMITS_SYNC: the rateLimits the aws
+// cells switch to, by a live reload of the cloud-config, just before the
+// node-sync phase ("default": the backend's default budget; a YAML flow
+// map as SCALE_AWS_RATE_LIMITS), and whether it is set. With
+// SCALE_AWS_RATE_LIMITS off, the NLBs are created at the fake's speed and
+// the node sync runs under the budget: 1,000 NLBs in a minute or two
+// instead of the default budget's hour.
+func syncRateLimits() (string, bool) {
+	v := strings.TrimSpace(os.Getenv("SCALE_AWS_RATE_LIMITS_SYNC"))
+	return rateLimitsLine(v), v != ""
 }
 
 // startCCM runs the built binary with the chart's flags as the CCM's

@@ -29,6 +29,24 @@ func table(rs []*result) string {
 			}
 			return secs(r.syncLatency)
 		}},
+		{"  budget switched before it by a live reload", func(r *result) string {
+			if r.retuned == "" {
+				return "no"
+			}
+			return "yes"
+		}},
+		{"  its requests' waits for the budget", func(r *result) string { return r.syncWaits }},
+		{"  cloud calls / per LB", func(r *result) string {
+			p := r.phase("node sync")
+			if r.syncOf == 0 {
+				return cloud(r, p.cloudAll)
+			}
+			return fmt.Sprintf("%s / %.2f", cloud(r, p.cloudAll), float64(p.cloudAll)/float64(r.syncOf))
+		}},
+		{"  log lines / API requests", func(r *result) string {
+			p := r.phase("node sync")
+			return fmt.Sprintf("%d / %d", p.logLines, p.apiTotal)
+		}},
 		{"  UpdatedLoadBalancer events seen", func(r *result) string { return fmt.Sprint(r.syncEvents) }},
 		{"  target updates (ours) / upstream LB host updates", func(r *result) string {
 			p := r.phase("node sync")

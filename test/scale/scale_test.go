@@ -69,6 +69,11 @@ type result struct {
 	nodeChanges            map[string]map[string]int // phase -> change kind -> count
 	peakRSS                float64
 	load                   string
+	// retuned is the CCM's reload line when SCALE_AWS_RATE_LIMITS_SYNC
+	// switched the budget before the node sync; syncWaits, the time its
+	// requests waited for the budget during the node sync, by api.
+	retuned   string
+	syncWaits string
 }
 
 func (r *result) phase(name string) phase {
@@ -181,7 +186,17 @@ func runCell(t *testing.T, c cell, dir string) *result {
 	r.addrP50, r.addrP99, r.addr = addressServices(ctx, t, cl.client, c.services, cl.serviceTweaks()...)
 	record("services")
 	quiet(t, cl, timeout)
-	// Node sync: one node excluded.
+	// Node sync: one node excluded, under the budget SCALE_AWS_RATE_LIMITS_SYNC
+	// switches to when set.
+	var waits map[string]float64
+	if limits, ok := syncRateLimits(); ok && c.cloud == "aws" {
+		r.retuned = retuneBudget(ctx, t, cl, limits)
+		t.Logf("budget for the node sync: %s", r.retuned)
+		quiet(t, cl, timeout)
+	}
+	if c.cloud == "aws" {
+		waits = budgetWaits(ctx, t, cl)
+	}
 	p.begin()
 	nw.take()
 	// A bare-metal load balancer targets no node (the speakers announce its
@@ -192,6 +207,9 @@ func runCell(t *testing.T, c cell, dir string) *result {
 	}
 	r.syncLatency, r.syncDone, r.syncEvents = excludeOne(ctx, t, cl, timeout, r.syncOf)
 	quiet(t, cl, timeout)
+	if c.cloud == "aws" {
+		r.syncWaits = waitsSince(waits, budgetWaits(ctx, t, cl))
+	}
 	record("node sync")
 	// Churn: 10 % of the nodes deleted and registered again.
 	frac := 0.1

@@ -68,7 +68,12 @@ type Cloud struct {
 	backends.InstancesV2Only
 
 	name      string
+	clusterID string
 	settings  *Settings
+	// budget is the client-side API budget of the clients New built (nil
+	// for clients a test hands newCloud): a reload changing only
+	// rateLimits retunes it in place (PrepareRetune).
+	budget    *cloudapi.Budget
 	instances *Instances
 	lb        *LoadBalancer
 	routes    *Routes
@@ -80,18 +85,21 @@ func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, erro
 	if !ok || s == nil {
 		return nil, fmt.Errorf("settings are %T, want *aws.Settings", o.Settings)
 	}
-	ec2c, elbc, err := newClients(ctx, o.Name, s)
+	budget := cloudapi.NewSharedBudget(o.Name, sharedBudgetKey(s), s.RateLimits, cloudapi.AWSDefaults)
+	ec2c, elbc, err := newClients(ctx, s, budget)
 	if err != nil {
 		return nil, err
 	}
-	return newCloud(o.Name, o.ClusterID, s, ec2c, elbc), nil
+	c := newCloud(o.Name, o.ClusterID, s, ec2c, elbc)
+	c.budget = budget
+	return c, nil
 }
 
 // newCloud assembles a backend around its clients.
 func newCloud(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI) *Cloud {
 	ec2c, elbc = dryRunEC2{ec2c}, dryRunELB{elbc}
 	inst := newInstances(name, s, ec2c)
-	c := &Cloud{name: name, settings: s, instances: inst}
+	c := &Cloud{name: name, clusterID: clusterID, settings: s, instances: inst}
 	c.lb = newLoadBalancer(name, clusterID, s, ec2c, elbc, inst)
 	if s.Routes != nil {
 		c.routes = newRoutes(clusterID, s, ec2c, inst)
@@ -103,8 +111,7 @@ func newCloud(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI) *Cl
 // chain (or static credentials, a profile), an optional assumed role, the
 // instance metadata service only when asked for, endpoint overrides, and a
 // retryer that backs off on throttling and 5xx answers.
-func newClients(ctx context.Context, name string, s *Settings) (EC2API, ELBAPI, error) {
-	budget := cloudapi.NewSharedBudget(name, sharedBudgetKey(s), s.RateLimits, cloudapi.AWSDefaults)
+func newClients(ctx context.Context, s *Settings, budget *cloudapi.Budget) (EC2API, ELBAPI, error) {
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(s.Region),
 		awsconfig.WithAppID(appID),
