@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"regexp"
@@ -153,24 +154,7 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 			out = append(out, w.serviceSettled(ctx, m.cfg, name, shape, svc, s, m.abandoned[name])...)
 		}
 	}
-	for name, lbs := range s.nlbs {
-		if _, ours := m.svcs[name]; ours || m.abandoned[name] {
-			continue
-		}
-		if st := m.strangers[name]; st != nil && !st.protected && s.svcs[name] != nil {
-			continue // adopted by a default since: not judged
-		}
-		out = append(out, violation(vLeak, "%d NLBs tagged for %s, which no live Service wants", len(lbs), name))
-	}
-	for name, lbs := range s.oslbs {
-		if _, ours := m.svcs[name]; ours || m.abandoned[name] {
-			continue
-		}
-		if st := m.strangers[name]; st != nil && !st.protected && s.svcs[name] != nil {
-			continue
-		}
-		out = append(out, violation(vLeak, "%d Octavia load balancers tagged for %s (%v), which no live Service wants", len(lbs), name, lbs))
-	}
+	out = append(out, leftovers(m, s)...)
 	for name, st := range m.strangers {
 		if svc := s.svcs[name]; st.protected && svc != nil && svc.Annotations[annRecord] != "" {
 			out = append(out, violation(vStranger, "%s: another controller's Service got our record %q", name, svc.Annotations[annRecord]))
@@ -184,6 +168,39 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 		out = append(out, violation(vConverge, "the leader has not applied the %s credential %s rotated at step %d (%s ago)", w.rot.cloud, w.rotated(), w.rot.step+1, time.Since(w.rot.at).Round(time.Second)))
 	}
 	return append(out, w.metricSettled(ctx, m.cfg, s)...)
+}
+
+// leftovers: no load balancer tagged for a Service no live Service wants
+// (one the judge deleted, or whose apply met its deletion and so never
+// came back), and no Service the judge deleted still there (stuck
+// Terminating on a finalizer the product did not remove).
+func leftovers(m *model, s *snapshot) []Violation {
+	var out []Violation
+	wanted := func(name string) bool {
+		_, ours := m.svcs[name]
+		if (ours && s.svcs[name] != nil) || m.abandoned[name] {
+			return true
+		}
+		st := m.strangers[name]
+		return st != nil && !st.protected && s.svcs[name] != nil // adopted by a default since: not judged
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.nlbs)) {
+		if lbs := s.nlbs[name]; !wanted(name) {
+			out = append(out, violation(vLeak, "%d NLBs tagged for %s, which no live Service wants", len(lbs), name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.oslbs)) {
+		if lbs := s.oslbs[name]; !wanted(name) {
+			out = append(out, violation(vLeak, "%d Octavia load balancers tagged for %s (%v), which no live Service wants", len(lbs), name, lbs))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.svcs)) {
+		_, ours := m.svcs[name]
+		if svc := s.svcs[name]; !ours && m.strangers[name] == nil {
+			out = append(out, violation(vConverge, "%s was deleted by the judge and is still there (deleting since %v, finalizers %v, status %v)", name, svc.DeletionTimestamp, svc.Finalizers, ingress(svc)))
+		}
+	}
+	return out
 }
 
 // serviceSettled checks one of the judge's Services.

@@ -618,3 +618,45 @@ func TestOpenStackHang(t *testing.T) {
 		t.Fatalf("%d calls, %d held, want 2 and 1", calls, held)
 	}
 }
+
+// TestLeftovers: a Service the judge deleted that stays Terminating is
+// not converged; NLBs and Octavia load balancers tagged for a name no
+// live Service has are leaks, even when the model still lists the name
+// (its apply met the deletion of the Service before and never happened).
+func TestLeftovers(t *testing.T) {
+	m := newModel()
+	shape := Shape{Type: serviceTypeLB, Backends: "aws"}
+	m.svcs["live"] = shape
+	m.svcs["lost"] = shape // applied while being deleted: gone since
+	m.strangers["stranger"] = &strangerModel{addr: "192.0.2.1", protected: true}
+	now := metav1.Now()
+	svc := func(name string, deleting bool) *corev1.Service {
+		s := framework.NewLoadBalancerService(serviceNS, name)
+		if deleting {
+			s.DeletionTimestamp = &now
+			s.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
+		}
+		return s
+	}
+	s := &snapshot{
+		svcs: map[string]*corev1.Service{"live": svc("live", false), "stranger": svc("stranger", false), "stuck": svc("stuck", true)},
+		nlbs: map[string][]awsfake.LoadBalancerView{"live": {{DNSName: "live.elb"}}, "lost": {{DNSName: "lost.elb"}}},
+		oslbs: map[string][]osLB{"lost": {{ID: "o1"}}},
+	}
+	var got []string
+	for _, v := range leftovers(m, s) {
+		got = append(got, v.String())
+	}
+	want := []string{"lost", "lost", "stuck"}
+	if len(got) != len(want) {
+		t.Fatalf("violations %q, want one each about %v", got, want)
+	}
+	for i, name := range want {
+		if !strings.Contains(got[i], name) {
+			t.Errorf("violation %d %q, want one about %s", i, got[i], name)
+		}
+	}
+	if !strings.HasPrefix(got[2], vConverge) || !strings.HasPrefix(got[0], vLeak) || !strings.HasPrefix(got[1], vLeak) {
+		t.Errorf("violations %q: want two %s then one %s", got, vLeak, vConverge)
+	}
+}
