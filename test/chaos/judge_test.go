@@ -639,8 +639,8 @@ func TestLeftovers(t *testing.T) {
 		return s
 	}
 	s := &snapshot{
-		svcs: map[string]*corev1.Service{"live": svc("live", false), "stranger": svc("stranger", false), "stuck": svc("stuck", true)},
-		nlbs: map[string][]awsfake.LoadBalancerView{"live": {{DNSName: "live.elb"}}, "lost": {{DNSName: "lost.elb"}}},
+		svcs:  map[string]*corev1.Service{"live": svc("live", false), "stranger": svc("stranger", false), "stuck": svc("stuck", true)},
+		nlbs:  map[string][]awsfake.LoadBalancerView{"live": {{DNSName: "live.elb"}}, "lost": {{DNSName: "lost.elb"}}},
 		oslbs: map[string][]osLB{"lost": {{ID: "o1"}}},
 	}
 	var got []string
