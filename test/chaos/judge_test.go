@@ -660,3 +660,75 @@ func TestLeftovers(t *testing.T) {
 		t.Errorf("violations %q: want two %s then one %s", got, vLeak, vConverge)
 	}
 }
+
+// TestGenerateCoversTransitions: a few hundred steps draw each change the
+// issue lists, as a change from what was in force: a pool grown and
+// shrunk, metal2 added and removed, each class removed and added back,
+// drainPeriod changed, defaultBackend set and unset, a Service made
+// ClusterIP and LoadBalancer again, its class, drain or requested
+// address changed, and a Service with a status recreated (finalizer
+// removed by hand).
+func TestGenerateCoversTransitions(t *testing.T) {
+	seen := map[string]int{}
+	for seed := range uint64(5) {
+		cfg := Features{}.initialConfig()
+		shapes := map[string]Shape{}
+		for _, op := range Generate(seed, 200) {
+			if op.Config != nil {
+				next := *op.Config
+				for what, changed := range map[string]bool{
+					"pool grown":            (cfg.MetalSmall && !next.MetalSmall) || (cfg.Metal2Small && !next.Metal2Small),
+					"pool shrunk":           (!cfg.MetalSmall && next.MetalSmall) || (!cfg.Metal2Small && next.Metal2Small),
+					"metal2 added":          !cfg.Metal2 && next.Metal2,
+					"metal2 removed":        cfg.Metal2 && !next.Metal2,
+					"class removed":         (!cfg.NoMetalClass && next.NoMetalClass) || (!cfg.NoBothClass && next.NoBothClass),
+					"class added":           (cfg.NoMetalClass && !next.NoMetalClass) || (cfg.NoBothClass && !next.NoBothClass),
+					"drainPeriod changed":   cfg.Drain != next.Drain,
+					"defaultBackend set":    cfg.Default == "" && next.Default != "",
+					"defaultBackend unset":  cfg.Default != "" && next.Default == "",
+					"defaultBackend change": cfg.Default != "" && next.Default != "" && cfg.Default != next.Default,
+				} {
+					if changed {
+						seen[what]++
+					}
+				}
+				cfg = next
+			}
+			if op.Shape == nil {
+				if op.Kind == SvcDelete {
+					delete(shapes, op.Name)
+				}
+				continue
+			}
+			prev, had := shapes[op.Name]
+			next := *op.Shape
+			shapes[op.Name] = next
+			if op.Kind == SvcRecreate {
+				seen["recreated"]++
+			}
+			if !had || op.Kind != SvcApply {
+				continue
+			}
+			for what, changed := range map[string]bool{
+				"to ClusterIP":        prev.Type == serviceTypeLB && next.Type == serviceTypeCIP,
+				"back to LB":          prev.Type == serviceTypeCIP && next.Type == serviceTypeLB,
+				"class changed":       prev.Type == serviceTypeLB && next.Type == serviceTypeLB && prev.Class != next.Class,
+				"backends changed":    prev.Backends != next.Backends,
+				"drain changed":       prev.Drain != next.Drain,
+				"requested IP change": prev.IPs != next.IPs,
+			} {
+				if changed {
+					seen[what]++
+				}
+			}
+		}
+	}
+	t.Logf("in 1,000 steps: %v", seen)
+	for _, what := range []string{"pool grown", "pool shrunk", "metal2 added", "metal2 removed", "class removed", "class added",
+		"drainPeriod changed", "defaultBackend set", "defaultBackend unset", "defaultBackend change", "recreated",
+		"to ClusterIP", "back to LB", "class changed", "backends changed", "drain changed", "requested IP change"} {
+		if seen[what] == 0 {
+			t.Errorf("no %s in 1,000 steps", what)
+		}
+	}
+}
