@@ -208,7 +208,7 @@ func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, sha
 	record := splitList(svc.Annotations[annRecord])
 	for _, b := range record {
 		if !cfg.configured(b) {
-			return w.unknownBackend(ctx, name, b)
+			return append(w.unknownBackend(ctx, name, b), stillServed(cfg, name, shape, svc, s)...)
 		}
 	}
 	if svc.DeletionTimestamp != nil {
@@ -224,7 +224,7 @@ func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, sha
 	for _, b := range want {
 		n := 0
 		for i, a := range addrs {
-			if w.gaveIt(cfg, b, a, name, s) {
+			if gaveIt(cfg, b, a, name, s) {
 				used[i] = true
 				n++
 				if shape.IPs != "" && isMetal(b) && a != shape.IPs {
@@ -299,6 +299,39 @@ func conditionsSettled(name string, want []string, svc *corev1.Service) []Violat
 	return nil
 }
 
+// stillServed: a record naming a backend a reload removed blocks nothing
+// else (docs/routing.md, "the write-ahead record"): every backend the
+// Service wants under the configuration in force gives it one address in
+// its status (one NLB, one Octavia load balancer); the record still names
+// them; it keeps its cleanup finalizer. What the removed backend left (its
+// address, its drain, its condition) is not judged.
+func stillServed(cfg Config, name string, shape Shape, svc *corev1.Service, s *snapshot) []Violation {
+	want, known := cfg.wanted(shape)
+	if !known || svc.DeletionTimestamp != nil || requestedElsewhere(name, shape, want, s) {
+		return nil
+	}
+	var out []Violation
+	addrs, record := ingress(svc), splitList(svc.Annotations[annRecord])
+	for _, b := range want {
+		n := 0
+		for _, a := range addrs {
+			if gaveIt(cfg, b, a, name, s) {
+				n++
+			}
+		}
+		if n != 1 || !slices.Contains(record, b) {
+			out = append(out, violation(vConverge, "%s (%s) wants %v, its record names a removed backend (%v): %d addresses from %s in its status %v", name, shape, want, record, n, b, addrs))
+		}
+	}
+	if slices.Contains(want, "aws") && len(s.nlbs[name]) != 1 {
+		out = append(out, violation(vLeak, "%s (%s) wants %v: %d NLBs", name, shape, want, len(s.nlbs[name])))
+	}
+	if len(want) > 0 && !framework.HasCleanupFinalizer(svc) {
+		out = append(out, violation(vConverge, "%s wants %v and has no cleanup finalizer %s (finalizers %v)", name, want, framework.CleanupFinalizer(svc), svc.Finalizers))
+	}
+	return out
+}
+
 // requestedElsewhere: the Service requests an address another Service
 // shows: it cannot have it, and the judge does not judge it.
 func requestedElsewhere(name string, shape Shape, want []string, s *snapshot) bool {
@@ -315,7 +348,7 @@ func requestedElsewhere(name string, shape Shape, want []string, s *snapshot) bo
 
 // gaveIt reports whether backend b gave the status entry a: an address of
 // its pool, or an NLB's name.
-func (w *World) gaveIt(cfg Config, b, a, name string, s *snapshot) bool {
+func gaveIt(cfg Config, b, a, name string, s *snapshot) bool {
 	switch b {
 	case "aws":
 		return slices.ContainsFunc(s.nlbs[name], func(lb awsfake.LoadBalancerView) bool { return lb.DNSName == a })

@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
@@ -729,6 +730,57 @@ func TestGenerateCoversTransitions(t *testing.T) {
 		"to ClusterIP", "back to LB", "class changed", "backends changed", "drain changed", "requested IP change"} {
 		if seen[what] == 0 {
 			t.Errorf("no %s in 1,000 steps", what)
+		}
+	}
+}
+
+// TestRemovedBackendStillJudged: a Service whose record names a backend a
+// reload removed has its Warning, and is still judged where it is served
+// now (docs/routing.md: such a record blocks nothing else): no address
+// of metal in its status, or no NLB for aws, is not-converged, though
+// the Warning is there.
+func TestRemovedBackendStillJudged(t *testing.T) {
+	cfg := Features{}.initialConfig()
+	cfg.Metal2 = false
+	svc := framework.NewLoadBalancerService(serviceNS, "s0")
+	svc.Annotations = map[string]string{annRecord: "metal,metal2"}
+	svc.Finalizers = []string{framework.CleanupFinalizer(svc)}
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: serviceNS}, Type: corev1.EventTypeWarning, Reason: reasonUnknown,
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: serviceNS, Name: "s0"}}
+	w := &World{c: k8sfake.NewClientset(ev)}
+	metal, aws := Shape{Type: serviceTypeLB, Backends: "metal"}, Shape{Type: serviceTypeLB, Backends: "aws"}
+	nlb := []awsfake.LoadBalancerView{{DNSName: "s0.elb"}}
+	for _, tc := range []struct {
+		shape   Shape
+		record  string
+		ingress []string
+		nlbs    []awsfake.LoadBalancerView
+		want    int
+	}{
+		{metal, "metal,metal2", []string{"203.0.113.5", "192.0.2.3"}, nil, 0}, // metal2's old address not judged
+		{metal, "metal,metal2", []string{"203.0.113.5"}, nil, 1},
+		{metal, "metal,metal2", nil, nil, 1},
+		{metal, "metal2", []string{"192.0.2.3"}, nil, 1}, // metal not in the record
+		{aws, "aws,metal2", []string{"s0.elb"}, nlb, 0},
+		{aws, "aws,metal2", []string{"s0.elb"}, nil, 2}, // no NLB: not in the status, none at all
+	} {
+		svc := svc.DeepCopy()
+		svc.Annotations[annRecord] = tc.record
+		svc.Status.LoadBalancer.Ingress = nil
+		for _, a := range tc.ingress {
+			if strings.HasSuffix(a, ".elb") {
+				svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{Hostname: a})
+			} else {
+				svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: a})
+			}
+		}
+		s := &snapshot{svcs: map[string]*corev1.Service{"s0": svc}, nlbs: map[string][]awsfake.LoadBalancerView{}}
+		if tc.nlbs != nil {
+			s.nlbs["s0"] = tc.nlbs
+		}
+		v := w.serviceSettled(context.Background(), cfg, "s0", tc.shape, svc, s, false)
+		if len(v) != tc.want || slices.ContainsFunc(v, func(v Violation) bool { return v.Class == vWarning }) {
+			t.Errorf("%s with status %v, record %s: %v, want %d violations and no %s", tc.shape, tc.ingress, svc.Annotations[annRecord], v, tc.want, vWarning)
 		}
 	}
 }
