@@ -784,3 +784,49 @@ func TestRemovedBackendStillJudged(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeSeedArchiveInsideCheckout: a source archive unpacked inside
+// another git checkout (its _output, a CI workspace) draws its seed from
+// its own sources, not from the enclosing repository's HEAD: two archives
+// of different trees there draw different seeds, and the same seed as
+// unpacked anywhere else.
+func TestTreeSeedArchiveInsideCheckout(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git binary: an enclosing checkout cannot be made")
+	}
+	outer := t.TempDir()
+	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m", "one"}} {
+		if out, err := exec.Command("git", append([]string{"-C", outer}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	unpack := func(parent, text string) string {
+		t.Helper()
+		dir, err := os.MkdirTemp(parent, "archive")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	seed := func(dir string) uint64 {
+		t.Helper()
+		s, from, err := treeSeed(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(from, "not a git checkout") {
+			t.Errorf("%s drew %d from %q, want the checksum of its sources", dir, s, from)
+		}
+		return s
+	}
+	a, b := seed(unpack(outer, "package main // a\n")), seed(unpack(outer, "package main // b\n"))
+	if a == b {
+		t.Errorf("two different archives inside a checkout drew the same seed %d", a)
+	}
+	if elsewhere := seed(unpack(t.TempDir(), "package main // a\n")); elsewhere != a {
+		t.Errorf("the same archive drew %d inside a checkout, %d elsewhere", a, elsewhere)
+	}
+}
