@@ -98,12 +98,14 @@ func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
 	return out
 }
 
-// doubles reports addresses shown by two Services.
+// doubles reports addresses (or NLB names) shown by two Services.
 func doubles(s *snapshot) []Violation {
 	holders := map[string][]string{}
 	for name, svc := range s.svcs {
-		for _, a := range ips(svc) {
-			holders[a.String()] = append(holders[a.String()], name)
+		for _, a := range ingress(svc) {
+			if a != "" {
+				holders[a] = append(holders[a], name)
+			}
 		}
 	}
 	var out []Violation

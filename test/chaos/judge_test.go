@@ -830,3 +830,17 @@ func TestTreeSeedArchiveInsideCheckout(t *testing.T) {
 		t.Errorf("the same archive drew %d inside a checkout, %d elsewhere", a, elsewhere)
 	}
 }
+
+// TestDoublesHostname: an NLB's name in the status of two Services is an
+// address held twice, as an IP is, at every step (not only at quiescence).
+func TestDoublesHostname(t *testing.T) {
+	svc := func(name, host string) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: host}}
+		return s
+	}
+	s := &snapshot{svcs: map[string]*corev1.Service{"s0": svc("s0", "a.elb"), "s1": svc("s1", "a.elb"), "s2": svc("s2", "b.elb")}}
+	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble || !strings.Contains(v[0].What, "a.elb") {
+		t.Fatalf("one NLB name in two statuses: %v, want one %s", v, vDouble)
+	}
+}
