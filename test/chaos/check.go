@@ -175,7 +175,8 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 // leftovers: no load balancer tagged for a Service no live Service wants
 // (one the judge deleted, or whose apply met its deletion and so never
 // came back), and no Service the judge deleted still there (stuck
-// Terminating on a finalizer the product did not remove).
+// Terminating on a finalizer the product did not remove), but one whose
+// record names a backend a reload removed (it waits for the backend).
 func leftovers(m *model, s *snapshot) []Violation {
 	var out []Violation
 	wanted := func(name string) bool {
@@ -198,7 +199,13 @@ func leftovers(m *model, s *snapshot) []Violation {
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.svcs)) {
 		_, ours := m.svcs[name]
-		if svc := s.svcs[name]; !ours && m.strangers[name] == nil {
+		svc := s.svcs[name]
+		// docs/routing.md: a record naming a removed backend keeps the
+		// finalizer until the backend comes back.
+		if slices.ContainsFunc(splitList(svc.Annotations[annRecord]), func(b string) bool { return !m.cfg.configured(b) }) {
+			continue
+		}
+		if !ours && m.strangers[name] == nil {
 			out = append(out, violation(vConverge, "%s was deleted by the judge and is still there (deleting since %v, finalizers %v, status %v)", name, svc.DeletionTimestamp, svc.Finalizers, ingress(svc)))
 		}
 	}

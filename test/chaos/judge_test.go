@@ -640,10 +640,11 @@ func TestLeftovers(t *testing.T) {
 		return s
 	}
 	s := &snapshot{
-		svcs:  map[string]*corev1.Service{"live": svc("live", false), "stranger": svc("stranger", false), "stuck": svc("stuck", true)},
+		svcs:  map[string]*corev1.Service{"live": svc("live", false), "stranger": svc("stranger", false), "stuck": svc("stuck", true), "waits": svc("waits", true)},
 		nlbs:  map[string][]awsfake.LoadBalancerView{"live": {{DNSName: "live.elb"}}, "lost": {{DNSName: "lost.elb"}}},
 		oslbs: map[string][]osLB{"lost": {{ID: "o1"}}},
 	}
+	s.svcs["waits"].Annotations = map[string]string{annRecord: "metal2"} // metal2 not configured: waits for it
 	var got []string
 	for _, v := range leftovers(m, s) {
 		got = append(got, v.String())
