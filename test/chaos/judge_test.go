@@ -644,6 +644,7 @@ func TestLeftovers(t *testing.T) {
 		nlbs:  map[string][]awsfake.LoadBalancerView{"live": {{DNSName: "live.elb"}}, "lost": {{DNSName: "lost.elb"}}},
 		oslbs: map[string][]osLB{"lost": {{ID: "o1"}}},
 	}
+	m.cfg.Metal2 = false
 	s.svcs["waits"].Annotations = map[string]string{annRecord: "metal2"} // metal2 not configured: waits for it
 	var got []string
 	for _, v := range leftovers(m, s) {
