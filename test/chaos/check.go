@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"regexp"
@@ -97,12 +98,14 @@ func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
 	return out
 }
 
-// doubles reports addresses shown by two Services.
+// doubles reports addresses (or NLB names) shown by two Services.
 func doubles(s *snapshot) []Violation {
 	holders := map[string][]string{}
 	for name, svc := range s.svcs {
-		for _, a := range ips(svc) {
-			holders[a.String()] = append(holders[a.String()], name)
+		for _, a := range ingress(svc) {
+			if a != "" {
+				holders[a] = append(holders[a], name)
+			}
 		}
 	}
 	var out []Violation
@@ -153,24 +156,7 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 			out = append(out, w.serviceSettled(ctx, m.cfg, name, shape, svc, s, m.abandoned[name])...)
 		}
 	}
-	for name, lbs := range s.nlbs {
-		if _, ours := m.svcs[name]; ours || m.abandoned[name] {
-			continue
-		}
-		if st := m.strangers[name]; st != nil && !st.protected && s.svcs[name] != nil {
-			continue // adopted by a default since: not judged
-		}
-		out = append(out, violation(vLeak, "%d NLBs tagged for %s, which no live Service wants", len(lbs), name))
-	}
-	for name, lbs := range s.oslbs {
-		if _, ours := m.svcs[name]; ours || m.abandoned[name] {
-			continue
-		}
-		if st := m.strangers[name]; st != nil && !st.protected && s.svcs[name] != nil {
-			continue
-		}
-		out = append(out, violation(vLeak, "%d Octavia load balancers tagged for %s (%v), which no live Service wants", len(lbs), name, lbs))
-	}
+	out = append(out, leftovers(m, s)...)
 	for name, st := range m.strangers {
 		if svc := s.svcs[name]; st.protected && svc != nil && svc.Annotations[annRecord] != "" {
 			out = append(out, violation(vStranger, "%s: another controller's Service got our record %q", name, svc.Annotations[annRecord]))
@@ -186,12 +172,52 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 	return append(out, w.metricSettled(ctx, m.cfg, s)...)
 }
 
+// leftovers: no load balancer tagged for a Service no live Service wants
+// (one the judge deleted, or whose apply met its deletion and so never
+// came back), and no Service the judge deleted still there (stuck
+// Terminating on a finalizer the product did not remove), but one whose
+// record names a backend a reload removed (it waits for the backend).
+func leftovers(m *model, s *snapshot) []Violation {
+	var out []Violation
+	wanted := func(name string) bool {
+		_, ours := m.svcs[name]
+		if (ours && s.svcs[name] != nil) || m.abandoned[name] {
+			return true
+		}
+		st := m.strangers[name]
+		return st != nil && !st.protected && s.svcs[name] != nil // adopted by a default since: not judged
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.nlbs)) {
+		if lbs := s.nlbs[name]; !wanted(name) {
+			out = append(out, violation(vLeak, "%d NLBs tagged for %s, which no live Service wants", len(lbs), name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.oslbs)) {
+		if lbs := s.oslbs[name]; !wanted(name) {
+			out = append(out, violation(vLeak, "%d Octavia load balancers tagged for %s (%v), which no live Service wants", len(lbs), name, lbs))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.svcs)) {
+		_, ours := m.svcs[name]
+		svc := s.svcs[name]
+		// docs/routing.md: a record naming a removed backend keeps the
+		// finalizer until the backend comes back.
+		if slices.ContainsFunc(splitList(svc.Annotations[annRecord]), func(b string) bool { return !m.cfg.configured(b) }) {
+			continue
+		}
+		if !ours && m.strangers[name] == nil {
+			out = append(out, violation(vConverge, "%s was deleted by the judge and is still there (deleting since %v, finalizers %v, status %v)", name, svc.DeletionTimestamp, svc.Finalizers, ingress(svc)))
+		}
+	}
+	return out
+}
+
 // serviceSettled checks one of the judge's Services.
 func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, shape Shape, svc *corev1.Service, s *snapshot, abandoned bool) []Violation {
 	record := splitList(svc.Annotations[annRecord])
 	for _, b := range record {
 		if !cfg.configured(b) {
-			return w.unknownBackend(ctx, name, b)
+			return append(w.unknownBackend(ctx, name, b), stillServed(cfg, name, shape, svc, s)...)
 		}
 	}
 	if svc.DeletionTimestamp != nil {
@@ -207,7 +233,7 @@ func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, sha
 	for _, b := range want {
 		n := 0
 		for i, a := range addrs {
-			if w.gaveIt(cfg, b, a, name, s) {
+			if gaveIt(cfg, b, a, name, s) {
 				used[i] = true
 				n++
 				if shape.IPs != "" && isMetal(b) && a != shape.IPs {
@@ -282,6 +308,39 @@ func conditionsSettled(name string, want []string, svc *corev1.Service) []Violat
 	return nil
 }
 
+// stillServed: a record naming a backend a reload removed blocks nothing
+// else (docs/routing.md, "the write-ahead record"): every backend the
+// Service wants under the configuration in force gives it one address in
+// its status (one NLB, one Octavia load balancer); the record still names
+// them; it keeps its cleanup finalizer. What the removed backend left (its
+// address, its drain, its condition) is not judged.
+func stillServed(cfg Config, name string, shape Shape, svc *corev1.Service, s *snapshot) []Violation {
+	want, known := cfg.wanted(shape)
+	if !known || svc.DeletionTimestamp != nil || requestedElsewhere(name, shape, want, s) {
+		return nil
+	}
+	var out []Violation
+	addrs, record := ingress(svc), splitList(svc.Annotations[annRecord])
+	for _, b := range want {
+		n := 0
+		for _, a := range addrs {
+			if gaveIt(cfg, b, a, name, s) {
+				n++
+			}
+		}
+		if n != 1 || !slices.Contains(record, b) {
+			out = append(out, violation(vConverge, "%s (%s) wants %v, its record names a removed backend (%v): %d addresses from %s in its status %v", name, shape, want, record, n, b, addrs))
+		}
+	}
+	if slices.Contains(want, "aws") && len(s.nlbs[name]) != 1 {
+		out = append(out, violation(vLeak, "%s (%s) wants %v: %d NLBs", name, shape, want, len(s.nlbs[name])))
+	}
+	if len(want) > 0 && !framework.HasCleanupFinalizer(svc) {
+		out = append(out, violation(vConverge, "%s wants %v and has no cleanup finalizer %s (finalizers %v)", name, want, framework.CleanupFinalizer(svc), svc.Finalizers))
+	}
+	return out
+}
+
 // requestedElsewhere: the Service requests an address another Service
 // shows: it cannot have it, and the judge does not judge it.
 func requestedElsewhere(name string, shape Shape, want []string, s *snapshot) bool {
@@ -298,7 +357,7 @@ func requestedElsewhere(name string, shape Shape, want []string, s *snapshot) bo
 
 // gaveIt reports whether backend b gave the status entry a: an address of
 // its pool, or an NLB's name.
-func (w *World) gaveIt(cfg Config, b, a, name string, s *snapshot) bool {
+func gaveIt(cfg Config, b, a, name string, s *snapshot) bool {
 	switch b {
 	case "aws":
 		return slices.ContainsFunc(s.nlbs[name], func(lb awsfake.LoadBalancerView) bool { return lb.DNSName == a })

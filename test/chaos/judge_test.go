@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/test/e2e/framework"
@@ -616,5 +617,232 @@ func TestOpenStackHang(t *testing.T) {
 	_ = resp.Body.Close()
 	if calls, held := p.counts(); calls != 2 || held != 1 {
 		t.Fatalf("%d calls, %d held, want 2 and 1", calls, held)
+	}
+}
+
+// TestLeftovers: a Service the judge deleted that stays Terminating is
+// not converged; NLBs and Octavia load balancers tagged for a name no
+// live Service has are leaks, even when the model still lists the name
+// (its apply met the deletion of the Service before and never happened).
+func TestLeftovers(t *testing.T) {
+	m := newModel()
+	shape := Shape{Type: serviceTypeLB, Backends: "aws"}
+	m.svcs["live"] = shape
+	m.svcs["lost"] = shape // applied while being deleted: gone since
+	m.strangers["stranger"] = &strangerModel{addr: "192.0.2.1", protected: true}
+	now := metav1.Now()
+	svc := func(name string, deleting bool) *corev1.Service {
+		s := framework.NewLoadBalancerService(serviceNS, name)
+		if deleting {
+			s.DeletionTimestamp = &now
+			s.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
+		}
+		return s
+	}
+	s := &snapshot{
+		svcs:  map[string]*corev1.Service{"live": svc("live", false), "stranger": svc("stranger", false), "stuck": svc("stuck", true), "waits": svc("waits", true)},
+		nlbs:  map[string][]awsfake.LoadBalancerView{"live": {{DNSName: "live.elb"}}, "lost": {{DNSName: "lost.elb"}}},
+		oslbs: map[string][]osLB{"lost": {{ID: "o1"}}},
+	}
+	m.cfg.Metal2 = false
+	s.svcs["waits"].Annotations = map[string]string{annRecord: "metal2"} // metal2 not configured: waits for it
+	var got []string
+	for _, v := range leftovers(m, s) {
+		got = append(got, v.String())
+	}
+	want := []string{"lost", "lost", "stuck"}
+	if len(got) != len(want) {
+		t.Fatalf("violations %q, want one each about %v", got, want)
+	}
+	for i, name := range want {
+		if !strings.Contains(got[i], name) {
+			t.Errorf("violation %d %q, want one about %s", i, got[i], name)
+		}
+	}
+	if !strings.HasPrefix(got[2], vConverge) || !strings.HasPrefix(got[0], vLeak) || !strings.HasPrefix(got[1], vLeak) {
+		t.Errorf("violations %q: want two %s then one %s", got, vLeak, vConverge)
+	}
+}
+
+// TestGenerateCoversTransitions: a few hundred steps draw each change the
+// issue lists, as a change from what was in force: a pool grown and
+// shrunk, metal2 added and removed, each class removed and added back,
+// drainPeriod changed, defaultBackend set and unset, a Service made
+// ClusterIP and LoadBalancer again, its class, drain or requested
+// address changed, and a Service with a status recreated (finalizer
+// removed by hand).
+func TestGenerateCoversTransitions(t *testing.T) {
+	seen := map[string]int{}
+	for seed := range uint64(5) {
+		cfg := Features{}.initialConfig()
+		shapes := map[string]Shape{}
+		for _, op := range Generate(seed, 200) {
+			if op.Config != nil {
+				next := *op.Config
+				for what, changed := range map[string]bool{
+					"pool grown":            (cfg.MetalSmall && !next.MetalSmall) || (cfg.Metal2Small && !next.Metal2Small),
+					"pool shrunk":           (!cfg.MetalSmall && next.MetalSmall) || (!cfg.Metal2Small && next.Metal2Small),
+					"metal2 added":          !cfg.Metal2 && next.Metal2,
+					"metal2 removed":        cfg.Metal2 && !next.Metal2,
+					"class removed":         (!cfg.NoMetalClass && next.NoMetalClass) || (!cfg.NoBothClass && next.NoBothClass),
+					"class added":           (cfg.NoMetalClass && !next.NoMetalClass) || (cfg.NoBothClass && !next.NoBothClass),
+					"drainPeriod changed":   cfg.Drain != next.Drain,
+					"defaultBackend set":    cfg.Default == "" && next.Default != "",
+					"defaultBackend unset":  cfg.Default != "" && next.Default == "",
+					"defaultBackend change": cfg.Default != "" && next.Default != "" && cfg.Default != next.Default,
+				} {
+					if changed {
+						seen[what]++
+					}
+				}
+				cfg = next
+			}
+			if op.Shape == nil {
+				if op.Kind == SvcDelete {
+					delete(shapes, op.Name)
+				}
+				continue
+			}
+			prev, had := shapes[op.Name]
+			next := *op.Shape
+			shapes[op.Name] = next
+			if op.Kind == SvcRecreate {
+				seen["recreated"]++
+			}
+			if !had || op.Kind != SvcApply {
+				continue
+			}
+			for what, changed := range map[string]bool{
+				"to ClusterIP":        prev.Type == serviceTypeLB && next.Type == serviceTypeCIP,
+				"back to LB":          prev.Type == serviceTypeCIP && next.Type == serviceTypeLB,
+				"class changed":       prev.Type == serviceTypeLB && next.Type == serviceTypeLB && prev.Class != next.Class,
+				"backends changed":    prev.Backends != next.Backends,
+				"drain changed":       prev.Drain != next.Drain,
+				"requested IP change": prev.IPs != next.IPs,
+			} {
+				if changed {
+					seen[what]++
+				}
+			}
+		}
+	}
+	t.Logf("in 1,000 steps: %v", seen)
+	for _, what := range []string{"pool grown", "pool shrunk", "metal2 added", "metal2 removed", "class removed", "class added",
+		"drainPeriod changed", "defaultBackend set", "defaultBackend unset", "defaultBackend change", "recreated",
+		"to ClusterIP", "back to LB", "class changed", "backends changed", "drain changed", "requested IP change"} {
+		if seen[what] == 0 {
+			t.Errorf("no %s in 1,000 steps", what)
+		}
+	}
+}
+
+// TestRemovedBackendStillJudged: a Service whose record names a backend a
+// reload removed has its Warning, and is still judged where it is served
+// now (docs/routing.md: such a record blocks nothing else): no address
+// of metal in its status, or no NLB for aws, is not-converged, though
+// the Warning is there.
+func TestRemovedBackendStillJudged(t *testing.T) {
+	cfg := Features{}.initialConfig()
+	cfg.Metal2 = false
+	svc := framework.NewLoadBalancerService(serviceNS, "s0")
+	svc.Annotations = map[string]string{annRecord: "metal,metal2"}
+	svc.Finalizers = []string{framework.CleanupFinalizer(svc)}
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: serviceNS}, Type: corev1.EventTypeWarning, Reason: reasonUnknown,
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: serviceNS, Name: "s0"}}
+	w := &World{c: k8sfake.NewClientset(ev)}
+	metal, aws := Shape{Type: serviceTypeLB, Backends: "metal"}, Shape{Type: serviceTypeLB, Backends: "aws"}
+	nlb := []awsfake.LoadBalancerView{{DNSName: "s0.elb"}}
+	for _, tc := range []struct {
+		shape   Shape
+		record  string
+		ingress []string
+		nlbs    []awsfake.LoadBalancerView
+		want    int
+	}{
+		{metal, "metal,metal2", []string{"203.0.113.5", "192.0.2.3"}, nil, 0}, // metal2's old address not judged
+		{metal, "metal,metal2", []string{"203.0.113.5"}, nil, 1},
+		{metal, "metal,metal2", nil, nil, 1},
+		{metal, "metal2", []string{"192.0.2.3"}, nil, 1}, // metal not in the record
+		{aws, "aws,metal2", []string{"s0.elb"}, nlb, 0},
+		{aws, "aws,metal2", []string{"s0.elb"}, nil, 2}, // no NLB: not in the status, none at all
+	} {
+		svc := svc.DeepCopy()
+		svc.Annotations[annRecord] = tc.record
+		svc.Status.LoadBalancer.Ingress = nil
+		for _, a := range tc.ingress {
+			if strings.HasSuffix(a, ".elb") {
+				svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{Hostname: a})
+			} else {
+				svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: a})
+			}
+		}
+		s := &snapshot{svcs: map[string]*corev1.Service{"s0": svc}, nlbs: map[string][]awsfake.LoadBalancerView{}}
+		if tc.nlbs != nil {
+			s.nlbs["s0"] = tc.nlbs
+		}
+		v := w.serviceSettled(context.Background(), cfg, "s0", tc.shape, svc, s, false)
+		if len(v) != tc.want || slices.ContainsFunc(v, func(v Violation) bool { return v.Class == vWarning }) {
+			t.Errorf("%s with status %v, record %s: %v, want %d violations and no %s", tc.shape, tc.ingress, svc.Annotations[annRecord], v, tc.want, vWarning)
+		}
+	}
+}
+
+// TestTreeSeedArchiveInsideCheckout: a source archive unpacked inside
+// another git checkout (its _output, a CI workspace) draws its seed from
+// its own sources, not from the enclosing repository's HEAD: two archives
+// of different trees there draw different seeds, and the same seed as
+// unpacked anywhere else.
+func TestTreeSeedArchiveInsideCheckout(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git binary: an enclosing checkout cannot be made")
+	}
+	outer := t.TempDir()
+	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m", "one"}} {
+		if out, err := exec.Command("git", append([]string{"-C", outer}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	unpack := func(parent, text string) string {
+		t.Helper()
+		dir, err := os.MkdirTemp(parent, "archive")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	seed := func(dir string) uint64 {
+		t.Helper()
+		s, from, err := treeSeed(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(from, "not a git checkout") {
+			t.Errorf("%s drew %d from %q, want the checksum of its sources", dir, s, from)
+		}
+		return s
+	}
+	a, b := seed(unpack(outer, "package main // a\n")), seed(unpack(outer, "package main // b\n"))
+	if a == b {
+		t.Errorf("two different archives inside a checkout drew the same seed %d", a)
+	}
+	if elsewhere := seed(unpack(t.TempDir(), "package main // a\n")); elsewhere != a {
+		t.Errorf("the same archive drew %d inside a checkout, %d elsewhere", a, elsewhere)
+	}
+}
+
+// TestDoublesHostname: an NLB's name in the status of two Services is an
+// address held twice, as an IP is, at every step (not only at quiescence).
+func TestDoublesHostname(t *testing.T) {
+	svc := func(name, host string) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: host}}
+		return s
+	}
+	s := &snapshot{svcs: map[string]*corev1.Service{"s0": svc("s0", "a.elb"), "s1": svc("s1", "a.elb"), "s2": svc("s2", "b.elb")}}
+	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble || !strings.Contains(v[0].What, "a.elb") {
+		t.Fatalf("one NLB name in two statuses: %v, want one %s", v, vDouble)
 	}
 }

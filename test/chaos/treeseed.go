@@ -22,12 +22,12 @@ import (
 // again).
 
 // treeSeed is the fresh seed of the tree at root, and where it came from:
-// in a git checkout the hash of HEAD's tree (and of the uncommitted changes
+// in a git checkout (root its top level) the hash of HEAD's tree (and of the uncommitted changes
 // to tracked files, if any: a dirty tree is another tree); elsewhere (a
 // source archive) the hash of every source file's path and contents.
 func treeSeed(root string) (seed uint64, from string, err error) {
 	h := sha256.New()
-	if tree, err := git(root, "rev-parse", "HEAD^{tree}"); err == nil {
+	if tree, err := git(root, "rev-parse", "HEAD^{tree}"); err == nil && isTopLevel(root) {
 		from = "git tree " + strings.TrimSpace(string(tree))
 		h.Write(tree)
 		diff, err := git(root, "diff", "HEAD", "--no-ext-diff", "--binary")
@@ -46,6 +46,19 @@ func treeSeed(root string) (seed uint64, from string, err error) {
 		from = fmt.Sprintf("the checksum of %d source files (not a git checkout)", n)
 	}
 	return seedOf(h.Sum(nil)), from, nil
+}
+
+// isTopLevel reports whether root is its git checkout's top level: a
+// source archive unpacked inside another checkout (its _output, a CI
+// workspace) is not that checkout's tree.
+func isTopLevel(root string) bool {
+	top, err := git(root, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return false
+	}
+	a, errA := filepath.EvalSymlinks(strings.TrimSpace(string(top)))
+	b, errB := filepath.EvalSymlinks(root)
+	return errA == nil && errB == nil && a == b
 }
 
 // seedOf folds a digest into a seed of the size freshSeed draws (nine
