@@ -488,6 +488,14 @@ func (c *Controller) ourAddresses(ctx context.Context, key string, svc *corev1.S
 //   - no class: when the controller serves, or served, it (shared), unless
 //     the status shows an address of another controller's (upstream's,
 //     serving it since it was turned classless while our CCM was down).
+//     An address none of our load balancers has is not another
+//     controller's when the router's record was made for no class and
+//     our Finalizer is absent (servedClassless): our controller put the
+//     shared finalizer with that record, and the address is that of a
+//     load balancer of ours already deleted (by a replica that lost the
+//     lease, or was killed, before it could remove the finalizer: chaos
+//     seed 586911784). A Service turned classless while our CCM was down
+//     carries our Finalizer, or a record made for its class.
 func (c *Controller) sharedIsOurs(svc *corev1.Service, shared, moved bool, ours []corev1.LoadBalancerIngress) bool {
 	theirs := othersAddress(svc.Status.LoadBalancer.Ingress, ours)
 	switch class := svc.Spec.LoadBalancerClass; {
@@ -496,8 +504,18 @@ func (c *Controller) sharedIsOurs(svc *corev1.Service, shared, moved bool, ours 
 	case class != nil:
 		return !theirs && !moved && !hasFinalizer(svc, Finalizer)
 	default:
-		return shared && !theirs
+		return shared && (!theirs || servedClassless(svc))
 	}
+}
+
+// servedClassless reports whether the router's record on the Service was
+// made for no class (annotation.LoadBalancerRecordClass written empty with
+// it) and the Service does not carry our Finalizer: our controller served
+// it classless and put the shared finalizer itself, with that record
+// (withWanted), and nobody served it under a class since.
+func servedClassless(svc *corev1.Service) bool {
+	class, ok := svc.Annotations[string(annotation.LoadBalancerRecordClass)]
+	return ok && class == "" && svc.Annotations[string(annotation.LoadBalancerBackends)] != "" && !hasFinalizer(svc, Finalizer)
 }
 
 // othersAddress reports whether shown holds an address that is not one of

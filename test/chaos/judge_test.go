@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
@@ -844,5 +845,70 @@ func TestDoublesHostname(t *testing.T) {
 	s := &snapshot{svcs: map[string]*corev1.Service{"s0": svc("s0", "a.elb"), "s1": svc("s1", "a.elb"), "s2": svc("s2", "b.elb")}}
 	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble || !strings.Contains(v[0].What, "a.elb") {
 		t.Fatalf("one NLB name in two statuses: %v, want one %s", v, vDouble)
+	}
+}
+
+// TestMetricOrphanHeld (chaos seed 417057956): s4, of the class aws-metal,
+// showed 192.0.2.2 when a reload shrank metal's pool below it; its next
+// Ensure replaced it with 192.0.2.18 and made its NLB, then retried on
+// Octavia's pending delete of the backend it left, and a reload removed
+// its class before the retry: the controller wrote nothing on it since
+// (no longer its class) and left its load balancers alone, the address
+// included. The leader's addresses_in_use (3: s5's, s2's and s4's
+// unshown one) is then one above what the statuses show in the pool (2),
+// which the judge allows for such an orphan only: not for a Service of a
+// class still configured, not once its status shows an address of the
+// pool, nor two above.
+func TestMetricOrphanHeld(t *testing.T) {
+	svc := func(name, uid, record string, ips ...string) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid), Annotations: map[string]string{annRecord: record}}}
+		for _, ip := range ips {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+		}
+		return s
+	}
+	s4 := svc("s4", "u4", "aws,metal", "192.0.2.2")
+	snap := &snapshot{at: time.Now(), svcs: map[string]*corev1.Service{
+		"s4": s4, "s5": svc("s5", "u5", "metal", "192.0.2.20"), "s2": svc("s2", "u2", "metal,metal2", "192.0.2.19", "203.0.113.19"),
+	}}
+	classed := Shape{Type: serviceTypeLB, Class: classBoth, Ports: []int32{80}}
+	m := newModel()
+	m.record(Op{Kind: SvcApply, Name: "s4", Shape: &classed}, snap, 0)
+	small := InitialConfig()
+	small.MetalSmall, small.Metal2 = true, true
+	m.record(Op{Kind: Reload, Config: &small}, snap, 1)
+	const name = "in_use"
+	if held := orphanHeld(m, "metal", snap); len(held) != 0 || inUseAgrees(name, "ccm-3", 3, 2, held) == nil {
+		t.Fatalf("class still configured: held %v; 3 against 2 must be a violation", held)
+	}
+	removed := small
+	removed.NoBothClass = true
+	m.record(Op{Kind: Reload, Config: &removed}, snap, 2)
+	held := orphanHeld(m, "metal", snap)
+	if !slices.Equal(held, []string{"s4"}) {
+		t.Fatalf("orphans holding a metal address no status shows: %v, want [s4]", held)
+	}
+	if v := inUseAgrees(name, "ccm-3", 3, 2, held); v != nil {
+		t.Errorf("s4's unshown address: %v", v)
+	}
+	for _, got := range []int{1, 4} {
+		if inUseAgrees(name, "ccm-3", got, 2, held) == nil {
+			t.Errorf("%d against 2 with one orphan: no violation", got)
+		}
+	}
+	if held := orphanHeld(m, "metal2", snap); len(held) != 0 {
+		t.Errorf("metal2, which s4's record does not name: %v", held)
+	}
+	shown := s4.DeepCopy()
+	shown.Status.LoadBalancer.Ingress = append(shown.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: "192.0.2.18"})
+	snap.svcs["s4"] = shown
+	if held := orphanHeld(m, "metal", snap); len(held) != 0 {
+		t.Errorf("s4 showing 192.0.2.18: %v", held)
+	}
+	recreated := s4.DeepCopy()
+	recreated.UID = "u4b"
+	snap.svcs["s4"] = recreated
+	if held := orphanHeld(m, "metal", snap); len(held) != 0 {
+		t.Errorf("s4 re-created: %v", held)
 	}
 }
