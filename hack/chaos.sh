@@ -53,11 +53,14 @@ to_seconds() {
 timeout=$(( $(to_seconds "${DURATION:-0}") + $(to_seconds "${SHRINK:-20m}") + 1800 ))
 
 cd "$ROOT"
+# Every test of the package runs (the judge's own unit tests: the
+# generator, the model, the invariants' checkers), but the one run of
+# the other kind: a new unit test needs no entry here.
 if [ -n "${SLICE:-}" ]; then
-  run=TestChaosSlice
+  skip=TestChaos
   timeout=900
 else
-  run=TestChaos
+  skip=TestChaosSlice
   export CHAOS_RUN=1
 fi
-go test ${TESTVET:+-vet=$TESTVET} -count=1 -timeout "${timeout}s" -v -run "^(TestGenerate.*|TestWanted|TestShrink.*|TestModel.*|TestRender.*|TestGrowth.*|TestRotation.*|TestTreeSeed|TestDoubles.*|TestVSphere.*|TestOpenStack.*|$run)\$" ./test/chaos/ 2>&1 | tee "$OUT/last.log"
+go test ${TESTVET:+-vet=$TESTVET} -count=1 -timeout "${timeout}s" -v -skip "^${skip}\$" ./test/chaos/ 2>&1 | tee "$OUT/last.log"
