@@ -2,6 +2,7 @@ package openstack
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -32,8 +33,13 @@ func (l *LoadBalancer) lostKey(svc *corev1.Service) lostKey {
 // answerLost reports whether a failed create may have been made all the
 // same: no HTTP answer came (a timeout, a reset, a canceled context), or a
 // 500, 502 or 504 (a server or gateway failing after the request reached
-// Octavia). A 503 or a 4xx is Octavia (or the gateway) refusing it.
+// Octavia). A 503 or a 4xx is Octavia (or the gateway) refusing it, and a
+// connection never made (refused, no such host) sent nothing.
 func answerLost(err error) bool {
+	var dial *net.OpError
+	if errors.As(err, &dial) && dial.Op == "dial" {
+		return false
+	}
 	var code gophercloud.ErrUnexpectedResponseCode
 	if !errors.As(err, &code) {
 		return true

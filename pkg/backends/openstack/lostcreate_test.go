@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -181,5 +185,33 @@ func TestLostCreateNoSecond(t *testing.T) {
 	}
 	if len(found) != 1 {
 		t.Fatalf("%d load balancers for the Service after a lost create, want 1", len(found))
+	}
+}
+
+// TestAnswerLost: which failed creates may have been made all the same.
+func TestAnswerLost(t *testing.T) {
+	t.Parallel()
+	code := func(n int) error {
+		return fmt.Errorf("creating load balancer: %w", gophercloud.ErrUnexpectedResponseCode{Actual: n})
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"timeout", &url.Error{Op: "Post", URL: "http://octavia", Err: context.DeadlineExceeded}, true},
+		{"held", &url.Error{Op: "Post", URL: "http://octavia", Err: errHeld}, true},
+		{"connection refused", &url.Error{Op: "Post", URL: "http://octavia", Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}}, false},
+		{"reset after sending", &url.Error{Op: "Post", URL: "http://octavia", Err: &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}}, true},
+		{"500", code(http.StatusInternalServerError), true},
+		{"502", code(http.StatusBadGateway), true},
+		{"504", code(http.StatusGatewayTimeout), true},
+		{"503", code(http.StatusServiceUnavailable), false},
+		{"409", code(http.StatusConflict), false},
+		{"403 quota", code(http.StatusForbidden), false},
+	} {
+		if got := answerLost(tc.err); got != tc.want {
+			t.Errorf("%s: answerLost = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
