@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -72,8 +73,11 @@ func (f *faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if resp, err := f.next.RoundTrip(r); err == nil {
 			_ = resp.Body.Close()
 		}
+		return nil, errInjected
 	}
-	return nil, errInjected
+	// Never sent: a connection that could not be made, which the backend
+	// can tell from an answer lost (answerLost).
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errInjected}
 }
 
 // Mutations returns how many mutating calls passed.

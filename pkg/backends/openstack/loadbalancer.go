@@ -50,6 +50,9 @@ type LoadBalancer struct {
 	// building holds the IDs of load balancers this process created and
 	// has not yet converged: their changes are not drift.
 	building sync.Map
+	// lostWindow is how long a create whose answer was lost may still
+	// land (0: lostCreateWindow; see lostCreates).
+	lostWindow time.Duration
 	// subnets caches the Neutron subnets a dual-stack VIP is chosen from.
 	subnets subnetCache
 	// events records the backend's own Warning events.
@@ -148,6 +151,9 @@ func occmName(clusterName string, svc *corev1.Service) string {
 func (l *LoadBalancer) lookup(ctx context.Context, sc *serviceClients, clusterName string, svc *corev1.Service) (found []loadbalancers.LoadBalancer, adopt, shared bool, err error) {
 	found, err = l.find(ctx, sc, svc)
 	if err != nil || len(found) > 0 {
+		if len(found) > 0 {
+			l.createLanded(svc)
+		}
 		return found, false, false, err
 	}
 	if id, _ := AnnotationLoadBalancerID.Get(svc.Annotations); id != "" {
@@ -212,6 +218,11 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, 
 		return l.getShared(ctx, sc, svc, &found[0])
 	}
 	if len(found) == 0 {
+		if !l.pendingCreate(svc).IsZero() {
+			// A create whose answer was lost may still make it: upstream
+			// must not skip the delete.
+			return nil, true, nil
+		}
 		left, err := l.leftoverFloatingIPs(ctx, sc, svc, "")
 		if err != nil {
 			return nil, false, l.wrap("getting", svc, err)
@@ -300,6 +311,10 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 		}
 		if backends.DryRun(ctx) {
 			return dryRunCreate(ctx, backends.IntentCreate, l.lbName(svc), want, o), nil
+		}
+		if until := l.pendingCreate(svc); !until.IsZero() {
+			// Not a second create while the first may still land.
+			return nil, l.waitLostCreate(svc, until)
 		}
 		return nil, l.create(ctx, sc, svc, o)
 	}
@@ -407,6 +422,9 @@ func (l *LoadBalancer) create(ctx context.Context, sc *serviceClients, svc *core
 			AnnotationFlavorID, AnnotationAvailabilityZone, AnnotationPortID, AnnotationVIPSubnetID, AnnotationVIPNetworkID, err))
 	}
 	if err != nil {
+		if answerLost(err) {
+			l.createLost(svc)
+		}
 		return fmt.Errorf("creating load balancer: %w", err)
 	}
 	l.building.Store(lb.ID, true)
@@ -464,6 +482,9 @@ func (l *LoadBalancer) ensureDeleted(ctx context.Context, clusterName string, sv
 		return nil
 	case len(found) > 0:
 		return l.deleteOne(ctx, sc, svc, &found[0], o, "")
+	}
+	if until := l.pendingCreate(svc); !until.IsZero() && !backends.DryRun(ctx) {
+		return l.waitLostCreate(svc, until)
 	}
 	return l.releaseLeftovers(ctx, sc, svc, "", o, nil)
 }
