@@ -18,7 +18,7 @@ import (
 // backend in place ("retuned" in its "Applied the changed cloud-config"
 // line; a rebuild would drop the backend's verified views and re-sync
 // every Service). It returns that line.
-func retuneBudget(ctx context.Context, t *testing.T, cl *cluster, rateLimits string) string {
+func retuneBudget(_ context.Context, t *testing.T, cl *cluster, rateLimits string) string {
 	t.Helper()
 	off := fileSize(cl.ccm.LogPath())
 	tmp := cl.ccm.CloudConfigPath + ".new"
