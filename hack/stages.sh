@@ -40,6 +40,10 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/_output}
+# Not handed on: the makes below would export it to their recipes, and
+# hack/gobgp/build.sh and hack/metallb/build.sh read OUT as their own
+# folder (_output/gobgp, _output/metallb): they would build into _output.
+export -n OUT
 MAKE=${MAKE:-make}
 [ $# -gt 0 ] || { echo "usage: hack/stages.sh STAGE..." >&2; exit 2; }
 
