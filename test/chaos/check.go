@@ -111,8 +111,14 @@ func doubles(s *snapshot) []Violation {
 	var out []Violation
 	for a, names := range holders {
 		// Octavia's noop network driver gives every load balancer the
-		// same VIP: the judge cannot judge the uniqueness of os's.
+		// same VIP: the judge cannot judge the uniqueness of os's. A
+		// Service being deleted keeps its last status until its finalizer
+		// goes, while its load balancer is already PENDING_DELETE (which
+		// s.oslbs leaves out): its noop VIP is os's too.
 		osVIP := func(name string) bool {
+			if a == osNoopVIP && s.svcs[name].DeletionTimestamp != nil {
+				return true
+			}
 			return slices.ContainsFunc(s.oslbs[name], func(lb osLB) bool { return lb.VIP == a })
 		}
 		if len(names) > 1 && !slices.ContainsFunc(names, func(n string) bool { return !osVIP(n) }) {

@@ -433,6 +433,23 @@ func TestDoublesOctaviaVIP(t *testing.T) {
 	if v := doubles(s); len(v) != 0 {
 		t.Fatalf("two Services served by os: %v", v)
 	}
+	// Seed 238802771 (6 steps): s1, of metal and os, deleted; its
+	// Octavia load balancer PENDING_DELETE (not listed), its status kept
+	// until its finalizer goes.
+	delete(s.oslbs, "s1")
+	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble {
+		t.Fatalf("the VIP in the status of a live Service os does not serve: %v, want one %s", v, vDouble)
+	}
+	s.svcs["s1"].DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	if v := doubles(s); len(v) != 0 {
+		t.Fatalf("a Service being deleted, its load balancer PENDING_DELETE: %v", v)
+	}
+	s.svcs["s1"].Status.LoadBalancer.Ingress = append(s.svcs["s1"].Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: "192.0.2.7"})
+	s.svcs["s3"] = svc("s3", "192.0.2.7")
+	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble {
+		t.Fatalf("a pool address in the status of a Service being deleted and of another: %v, want one %s", v, vDouble)
+	}
+	delete(s.svcs, "s3")
 	s.svcs["s2"] = svc("s2", osNoopVIP)
 	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble {
 		t.Fatalf("the VIP in a Service os does not serve: %v, want one %s", v, vDouble)
