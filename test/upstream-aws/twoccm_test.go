@@ -78,10 +78,13 @@ backends:
 // upstreamCloudConfig is upstream's cloud-config for the fake at url: every
 // service endpoint overridden, the control plane declared outside AWS (VPC,
 // subnet and cluster ID given) so that nothing asks the instance metadata
-// service.
-func upstreamCloudConfig(url, vpc, subnet string) string {
+// service; global are more lines of its [Global] section.
+func upstreamCloudConfig(url, vpc, subnet string, global ...string) string {
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "[Global]\nRegion = %s\nVPC = %s\nSubnetID = %s\nKubernetesClusterID = %s\n", region, vpc, subnet, clusterID)
+	for _, line := range global {
+		fmt.Fprintln(&cfg, line)
+	}
 	// Service is the SDK's service ID, as upstream's resolvers compare it.
 	for i, svc := range [][2]string{{"EC2", "ec2"}, {"Elastic Load Balancing", "elasticloadbalancing"},
 		{"Elastic Load Balancing v2", "elasticloadbalancing"}, {"KMS", "kms"}} {

@@ -25,12 +25,13 @@ const (
 // does (the registered "aws" factory reading a cloud-config), with every service
 // endpoint overridden to url and the control plane declared outside AWS (VPC,
 // subnet and cluster ID given), so that nothing asks the instance metadata service.
-func upstreamCloud(t testing.TB, url, vpc, subnet string) *awsv1.Cloud {
+// global are more lines of its [Global] section.
+func upstreamCloud(t testing.TB, url, vpc, subnet string, global ...string) *awsv1.Cloud {
 	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDUPSTREAM")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	cloud, err := cloudprovider.GetCloudProvider(awsv1.ProviderName, strings.NewReader(upstreamCloudConfig(url, vpc, subnet)))
+	cloud, err := cloudprovider.GetCloudProvider(awsv1.ProviderName, strings.NewReader(upstreamCloudConfig(url, vpc, subnet, global...)))
 	if err != nil {
 		t.Fatalf("upstream provider: %v", err)
 	}
