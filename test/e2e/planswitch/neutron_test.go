@@ -316,10 +316,27 @@ func (w *world) strangersKept() {
 	}
 }
 
+// osFloatingIPs lists the floating IPs of the world's external network by
+// address (none in a world without OpenStack).
+func (w *world) osFloatingIPs() map[string]floatingips.FloatingIP {
+	w.t.Helper()
+	if w.os == nil {
+		return nil
+	}
+	fips, err := w.os.floatingIPs(w.ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return fips
+}
+
 // floatingIPsAsPlanned checks where the floating IPs the plan releases
 // end: one it deletes is gone from Neutron, one it disassociates (kept, or
-// not the Service's) is there on no port.
-func (w *world) floatingIPsAsPlanned(rep *plan.Report) {
+// not the Service's) is there on no port. before is the external network's
+// floating IPs as the switch began: Neutron may hand a released address
+// to the next floating IP the switch allocates (another Service's), so a
+// deleted one is found by its ID, not by its address.
+func (w *world) floatingIPsAsPlanned(rep *plan.Report, before map[string]floatingips.FloatingIP) {
 	w.t.Helper()
 	if w.os == nil {
 		return
@@ -335,7 +352,7 @@ func (w *world) floatingIPsAsPlanned(rep *plan.Report) {
 			got, ok := now[addr]
 			switch in.Call {
 			case "openstack: DELETE floating IP":
-				if ok {
+				if was, known := before[addr]; ok && (!known || got.ID == was.ID) {
 					w.t.Errorf("%s/%s: the plan releases floating IP %s (%s); the switch left it: %+v", s.Namespace, s.Name, addr, in.What, got)
 				}
 			case "openstack: PUT floating IP":

@@ -105,6 +105,7 @@ func (w *world) switchAndCompare(rep *plan.Report, code int) {
 	w.t.Helper()
 	before := w.snapshot()
 	w.vips = w.osVIPs(before)
+	fipsBefore := w.osFloatingIPs()
 	start := time.Now()
 	w.startCCM("switch", false)
 	w.t.Logf("switch started in %v", time.Since(start))
@@ -125,7 +126,7 @@ func (w *world) switchAndCompare(rep *plan.Report, code int) {
 	w.compareCalls(rep)
 	w.compareTargets(rep)
 	w.strangersKept()
-	w.floatingIPsAsPlanned(rep)
+	w.floatingIPsAsPlanned(rep, fipsBefore)
 	w.t.Logf("calls and targets compared at %v; the first AWS node %v old then (the aws backend's grace for new nodes: 2m)", time.Since(start), time.Since(w.firstAWSNode).Round(time.Second))
 	// A node gone but Ready is deleted the first time it is not Ready: the
 	// plan counts it, so check that the switch does it.
