@@ -90,6 +90,11 @@ backends:
     endpoints: {ec2: %q, elbv2: %q, sts: %q}
     credentials: {accessKeyID: {env: PLAN_AWS_KEY}, secretAccessKey: {env: PLAN_AWS_SECRET}}
     retry: {maxAttempts: 2, maxBackoff: 5ms}
+    # No test here is about the API budget: one no call waits on (the
+    # default paced the switch and plan tests' hundreds of calls).
+    rateLimits:
+      ec2: {qps: 10000, bucket: 10000, qpsWrite: 10000, bucketWrite: 10000}
+      elbv2: {qps: 10000, bucket: 10000, qpsWrite: 10000, bucketWrite: 10000}
 - name: metal
   type: baremetal
   baremetal:
