@@ -36,6 +36,12 @@ type conformance struct {
 }
 
 func newConformanceFixture(t *testing.T) *backendtest.Fixture {
+	// Each clause (a subtest of backendtest.Run, which calls this first)
+	// has a simulator and a backend of its own; the clauses run side by
+	// side, most of their time waiting (the outage clause on its request
+	// timeouts, the others on the inventory's refresh), 80 s one after
+	// the other under -race.
+	t.Parallel()
 	s := startSim(t)
 	c := &conformance{s: s, base: s.vms(t, "DC0")[0], vms: map[string]vm{}}
 	c.cloud = newCloud(t, []*sim{s}, fastRefresh)

@@ -90,10 +90,19 @@ func withClusters(clusters, hostsPerCluster, vmsPerCluster int) simOption {
 // withTLS serves the simulator over HTTPS with a self-signed certificate.
 func withTLS() simOption { return func(s *simSetup) { s.tls = true } }
 
+// simCreate serialises the simulators' creation: govmomi's simulator
+// builds each model from package-level state (the esx package's template
+// objects, which NewHostSystem can write to; the list of registered vAPI
+// endpoints), not made for two creations at once; so tests running side
+// by side (t.Parallel) start their simulators one at a time. Each
+// simulator then has a registry of its own.
+var simCreate sync.Mutex
+
 // startSim starts a VPX simulator (by default one datacenter, two clusters
 // of two hosts, three VMs per cluster) and logs a client in.
 func startSim(t testing.TB, opts ...simOption) *sim {
 	t.Helper()
+	simCreate.Lock()
 	m := simulator.VPX()
 	m.Datacenter, m.Cluster, m.ClusterHost, m.Host, m.Machine = 1, 2, 2, 0, 3
 	setup := &simSetup{model: m}
@@ -101,6 +110,7 @@ func startSim(t testing.TB, opts ...simOption) *sim {
 		o(setup)
 	}
 	if err := m.Create(); err != nil {
+		simCreate.Unlock()
 		t.Fatalf("creating the simulator: %v", err)
 	}
 	if setup.tls {
@@ -109,6 +119,7 @@ func startSim(t testing.TB, opts ...simOption) *sim {
 	m.Service.Listen = &url.URL{User: url.UserPassword(simUser, simPassword)}
 	m.Service.RegisterEndpoints = true
 	s := &sim{model: m, server: m.Service.NewServer()}
+	simCreate.Unlock()
 	t.Cleanup(func() {
 		s.server.Close()
 		m.Remove()
