@@ -127,6 +127,23 @@ var budgetOff = map[string]cloudapi.RateLimit{
 // TestDriftRepairedAndReported, 5 s without).
 func noBudget(s *Settings) { s.RateLimits = budgetOff }
 
+// testBudget gives the backend a budget no test waits on: both APIs'
+// reads and mutations at 10,000 a second, 10,000 at once, adaptive (the
+// default mode), so a test's calls still go through the budget (its
+// waits, its throttling cuts, its metrics) without pacing. buildCloud
+// applies it before a test's own tweaks: the tests not about the budget
+// waited on the default one (pkg/backends/aws took 509 s under -race, most
+// of it in the budget's waits), and a test about the budget sets its
+// rateLimits, or the defaults with defaultBudget.
+func testBudget(s *Settings) {
+	fast := cloudapi.RateLimit{QPS: 10000, Bucket: 10000, QPSWrite: 10000, BucketWrite: 10000}
+	s.RateLimits = map[string]cloudapi.RateLimit{cloudapi.APIEC2: fast, cloudapi.APIELBv2: fast}
+}
+
+// defaultBudget gives the backend the default budget (no rateLimits:
+// cloudapi.AWSDefaults), for the tests of that default.
+func defaultBudget(s *Settings) { s.RateLimits = nil }
+
 // TestBudgetOnByDefault: a backend whose section has no rateLimits paces
 // its reads at half of AWS's buckets: 30 DescribeLoadBalancers in a row
 // spend the default ELBv2 read bucket of 20 and wait for the rest at 5 a
@@ -142,7 +159,7 @@ func TestBudgetOnByDefault(t *testing.T) {
 		}
 		return testutil.CounterSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "aws-1", "api": "elbv2"}) - before
 	}
-	e := newEnv(t)
+	e := newEnv(t, defaultBudget)
 	if def := cloudapi.AWSDefaults[cloudapi.APIELBv2]; def.QPS != 5 || def.Bucket != 20 {
 		t.Fatalf("the ELBv2 default is %+v, want half of AWS's 40 tokens at 10 a second", def)
 	}

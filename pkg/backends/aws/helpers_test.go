@@ -48,7 +48,8 @@ func newEnv(t testing.TB, tweaks ...func(*Settings)) *env {
 	return &env{fake: fake, cloud: buildCloud(t, srv.URL, tweaks...), url: srv.URL}
 }
 
-// buildCloud builds a backend for a fake at url, as the CCM would.
+// buildCloud builds a backend for a fake at url, as the CCM would, with
+// the fast test budget (testBudget) unless a tweak sets rateLimits.
 func buildCloud(t testing.TB, url string, tweaks ...func(*Settings)) *Cloud {
 	t.Helper()
 	t.Setenv("TEST_AWS_KEY", "AKIDFAKE")
@@ -61,6 +62,8 @@ func buildCloud(t testing.TB, url string, tweaks ...func(*Settings)) *Cloud {
 		t.Fatalf("settings: %v", errs.ToAggregate())
 	}
 	s := settings.(*Settings)
+	// A test's own rateLimits (a tweak) replace the fast test budget.
+	testBudget(s)
 	for _, tw := range tweaks {
 		tw(s)
 	}
