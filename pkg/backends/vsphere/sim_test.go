@@ -91,11 +91,12 @@ func withClusters(clusters, hostsPerCluster, vmsPerCluster int) simOption {
 func withTLS() simOption { return func(s *simSetup) { s.tls = true } }
 
 // simCreate serialises the simulators' creation: govmomi's simulator
-// builds each model from package-level state (the esx package's template
-// objects, which NewHostSystem can write to; the list of registered vAPI
-// endpoints), not made for two creations at once; so tests running side
-// by side (t.Parallel) start their simulators one at a time. Each
-// simulator then has a registry of its own.
+// builds each model from package-level state, not made for two creations
+// at once (without the lock, -race reported the conformance clauses run
+// side by side: LicenseManager.init appends to the package's EvalLicense
+// while another creation's add-host task reads it, govmomi v0.52.0); so
+// tests running side by side (t.Parallel) start their simulators one at a
+// time. Each simulator then has a registry of its own.
 var simCreate sync.Mutex
 
 // startSim starts a VPX simulator (by default one datacenter, two clusters
