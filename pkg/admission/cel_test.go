@@ -162,6 +162,7 @@ func TestPolicyAgreesWithReaders(t *testing.T) {
 			continue
 		}
 		t.Run(string(s.Name), func(t *testing.T) {
+			t.Parallel() // the compiled programs are only read, as in TestAdmissionDifferential
 			for _, c := range clusters(s, known) {
 				for _, with := range contexts(s) {
 					for _, v := range Samples(s) {
