@@ -127,7 +127,9 @@ func TestTransportRefusedSendsNothing(t *testing.T) {
 	}
 	for _, req := range []func() (*http.Response, error){
 		func() (*http.Response, error) { return c.Get(srv.URL + "/loadbalancers") },
-		func() (*http.Response, error) { return c.Post(srv.URL+"/session", "application/json", strings.NewReader(`{}`)) },
+		func() (*http.Response, error) {
+			return c.Post(srv.URL+"/session", "application/json", strings.NewReader(`{}`))
+		},
 	} {
 		resp, err := req()
 		if err != nil {
