@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 const migrationName = "mccm-migration"
@@ -129,4 +131,29 @@ func TestHeldMigrationLeaseBoundsToo(t *testing.T) {
 			t.Fatalf("migration lease read with another holder: %v, want refused", err)
 		}
 	})
+}
+
+// TestCloudRefusalLoggedBesideWrites: the refused cloud mutations' log
+// line is rate-limited apart from the refused API writes': a replica
+// whose API writes were just refused (and logged) still logs its first
+// refused cloud mutation (the e2e test found it hidden behind a refused
+// event's line).
+func TestCloudRefusalLoggedBesideWrites(t *testing.T) {
+	var buf syncBuffer
+	klog.LogToStderr(false)
+	klog.SetOutput(&buf)
+	t.Cleanup(func() { klog.SetOutput(io.Discard); klog.LogToStderr(true) })
+	f, _, _, rt := setup(t)
+	if err := do(t, rt, http.MethodPost, eventsPath, []byte(`{}`)); !errors.Is(err, ErrFenced) {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := f.CheckCloud(context.Background()); !errors.Is(err, ErrFenced) {
+			t.Fatal(err)
+		}
+	}
+	klog.Flush()
+	if w, c := strings.Count(buf.String(), "Refused a write"), strings.Count(buf.String(), "Refused a cloud mutation"); w != 1 || c != 1 {
+		t.Fatalf("a refused write then 3 refused cloud mutations logged %d and %d lines, want 1 and 1:\n%s", w, c, buf.String())
+	}
 }

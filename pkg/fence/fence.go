@@ -89,7 +89,14 @@ type Fence struct {
 	// main is the followed Lease (Options.Name), migration leader
 	// migration's (Options.Migration).
 	main, migration held
-	// lastLog and unlogged rate-limit the refusals' log lines.
+	// writeLog and cloudLog rate-limit the log lines of refused API
+	// writes and of refused cloud mutations, each apart.
+	writeLog, cloudLog logLimit
+}
+
+// logLimit rate-limits one kind of refusal's log lines: the last line's
+// time, and how many refusals were not logged since.
+type logLimit struct {
 	lastLog  time.Time
 	unlogged int
 }
@@ -219,7 +226,7 @@ func (f *Fence) CheckCloud(context.Context) error {
 	default:
 		return nil
 	}
-	f.logRefusal("Refused a cloud mutation: this replica cannot be sure it still leads", err)
+	f.logRefusal(&f.cloudLog, "Refused a cloud mutation: this replica cannot be sure it still leads", err)
 	return err
 }
 
@@ -314,22 +321,22 @@ func (f *Fence) refusal(req *http.Request, age time.Duration, held bool) error {
 	} else {
 		err = fmt.Errorf("%w: %s %s: this replica does not hold the leader-election lease %s", ErrFenced, req.Method, req.URL.Path, lease)
 	}
-	f.logRefusal("Refused a write: this replica cannot be sure it still leads", err)
+	f.logRefusal(&f.writeLog, "Refused a write: this replica cannot be sure it still leads", err)
 	return err
 }
 
-// logRefusal logs a refusal, at most one line every logInterval; the
-// line counts the refusals not logged since the last.
-func (f *Fence) logRefusal(msg string, err error) {
+// logRefusal logs a refusal, at most one line of its kind (l) every
+// logInterval; the line counts the refusals not logged since the last.
+func (f *Fence) logRefusal(l *logLimit, msg string, err error) {
 	f.mu.Lock()
 	now := f.opts.Clock.Now()
-	if !f.lastLog.IsZero() && now.Sub(f.lastLog) < logInterval {
-		f.unlogged++
+	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < logInterval {
+		l.unlogged++
 		f.mu.Unlock()
 		return
 	}
-	n := f.unlogged
-	f.lastLog, f.unlogged = now, 0
+	n := l.unlogged
+	l.lastLog, l.unlogged = now, 0
 	f.mu.Unlock()
 	klog.InfoS(msg, "err", err, "refusedSinceLastLine", n)
 }
