@@ -135,7 +135,9 @@ func pauseAndResumeCloud(t *testing.T, cp *framework.ControlPlane, config, name,
 	if _, err := framework.CreateService(ctx, cp.Client, framework.NewLoadBalancerService("default", served, framework.WithPort("http", 80, corev1.ProtocolTCP))); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cp.Client.CoreV1().Services("default").Delete(context.Background(), served, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cp.Client.CoreV1().Services("default").Delete(context.Background(), served, metav1.DeleteOptions{})
+	})
 	framework.Eventually(t, time.Minute, "A serves "+served+" with an NLB", framework.ServiceMatches(cp.Client, "default", served, func(s *corev1.Service) (bool, string) {
 		return len(s.Status.LoadBalancer.Ingress) > 0 && s.Status.LoadBalancer.Ingress[0].Hostname != "", fmt.Sprintf("status %+v", s.Status.LoadBalancer)
 	}))
@@ -161,7 +163,9 @@ func pauseAndResumeCloud(t *testing.T, cp *framework.ControlPlane, config, name,
 	if _, err := framework.CreateService(ctx, cp.Client, framework.NewLoadBalancerService("default", svcName, framework.WithPort("http", 80, corev1.ProtocolTCP))); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cp.Client.CoreV1().Services("default").Delete(context.Background(), svcName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cp.Client.CoreV1().Services("default").Delete(context.Background(), svcName, metav1.DeleteOptions{})
+	})
 	framework.Eventually(t, 4*leaseDuration, "replica B takes the lease", func(ctx context.Context) (bool, string, error) {
 		h, err := framework.LeaseHolder(ctx, cp.Client, "kube-system", lease)
 		if err != nil {
