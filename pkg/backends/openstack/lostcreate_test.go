@@ -18,6 +18,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
@@ -244,11 +245,22 @@ func TestMutationGateRealStack(t *testing.T) {
 		return nil
 	})
 	t.Cleanup(func() { cloudapi.SetMutationGate(old) })
+	writes := func() float64 {
+		v, err := testutil.GetCounterMetricValue(apiRequests.WithLabelValues("os", "load-balancer", "write"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	writesBefore := writes()
 	_, err := c.cloud.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
 	if !errors.Is(err, cloudapi.ErrMutationRefused) {
 		t.Fatalf("EnsureLoadBalancer with the gate closed: %v, want ErrMutationRefused", err)
 	}
 	t.Logf("refused: %v", err)
+	if n := writes() - writesBefore; n != 0 {
+		t.Errorf("openstack_api_requests_total{kind=write} counted %v refused writes, want 0: nothing was sent", n)
+	}
 	if found, err := c.cloud.lb.find(ctx, c.direct, svc); err != nil || len(found) != 0 {
 		t.Fatalf("Octavia holds %d load balancers for the Service after a refused Ensure (%v), want none", len(found), err)
 	}
