@@ -13,6 +13,7 @@ import (
 	"k8s.io/controller-manager/pkg/leadermigration"
 	"k8s.io/klog/v2"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/fence"
 )
 
@@ -21,12 +22,15 @@ var fenceWrites = true
 
 func addFenceFlag(fs *pflag.FlagSet) {
 	fs.BoolVar(&fenceWrites, "leader-elect-fence", true,
-		"With --leader-elect: refuse every write to the API server but the leader-election lease's own once this replica's last successful renewal of the lease was sent --leader-elect-lease-duration (less a tenth) ago, so that a leader paused past its lease never writes beside the new one. false turns the fence off.")
+		"With --leader-elect: refuse every write to the API server but the leader-election lease's own, and every mutating cloud call, once this replica's last successful renewal of the lease was sent --leader-elect-lease-duration (less a tenth) ago, so that a leader paused past its lease never writes beside the new one. false turns the fence off.")
 }
 
 // installFence puts the writes of every client the controller manager
 // builds from c behind a fence on the leader-election lease (pkg/fence),
-// when leader election is on. It runs before upstream's Run, which builds
+// when leader election is on, and makes the fence the cloud's mutation
+// gate (cloudapi.SetMutationGate: every backend's mutating cloud calls
+// pass only while this replica can be sure it leads; it is set before
+// the cloud is built, and this is the gate's one owner). It runs before upstream's Run, which builds
 // the elector's client and the controllers' client builder from
 // c.Kubeconfig: wrapping that config (shared by pointer with the
 // client builder without service-account credentials) reaches them; the
@@ -45,6 +49,7 @@ func installFence(c *config.CompletedConfig) error {
 	}
 	if leadermigration.Enabled(generic) {
 		opts.Exempt = []string{generic.LeaderMigration.LeaderName}
+		opts.Migration = generic.LeaderMigration.LeaderName
 	}
 	f, err := fence.New(opts)
 	if err != nil {
@@ -53,6 +58,7 @@ func installFence(c *config.CompletedConfig) error {
 	if err := fence.CheckTimings(opts.LeaseDuration, generic.LeaderElection.RenewDeadline.Duration, generic.LeaderElection.RetryPeriod.Duration); err != nil {
 		klog.Warning(err.Error())
 	}
+	cloudapi.SetMutationGate(f.CheckCloud)
 	c.Kubeconfig.Wrap(f.Wrap)
 	c.ClientBuilder = fencedClientBuilder{next: c.ClientBuilder, wrap: f.Wrap}
 	client, err := clientset.NewForConfig(restclient.AddUserAgent(c.Kubeconfig, options.CloudControllerManagerUserAgent))

@@ -22,6 +22,7 @@ import (
 	"k8s.io/cloud-provider/options"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/fence"
 )
 
@@ -82,7 +83,8 @@ func completedConfig(t *testing.T, url string, leaderElect bool) *config.Complet
 // builder, the one Run builds from the kubeconfig, the events' client)
 // refuse writes until the elector's own client (built from the kubeconfig,
 // as Run does) acquired the lease; without leader election (or with
-// --leader-elect-fence=false) nothing is fenced.
+// --leader-elect-fence=false) nothing is fenced. The cloud's mutations
+// (cloudapi's mutation gate) are fenced alike.
 func TestFenceReachesEveryClient(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -101,10 +103,16 @@ func TestFenceReachesEveryClient(t *testing.T) {
 			c := completedConfig(t, ts.URL, tc.leaderElect)
 			fenceWrites = tc.fenceFlag
 			t.Cleanup(func() { fenceWrites = true })
+			t.Cleanup(func() { cloudapi.SetMutationGate(nil) })
 			if err := installFence(c); err != nil {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
+			budget := cloudapi.NewBudget("fence-"+tc.name, nil, cloudapi.AWSDefaults)
+			cloudWrite := func() error { return budget.Wait(ctx, cloudapi.APIELBv2, true) }
+			if err := cloudWrite(); tc.fenced != errors.Is(err, cloudapi.ErrMutationRefused) || tc.fenced != errors.Is(err, fence.ErrFenced) {
+				t.Errorf("a cloud mutation before the lease was acquired: %v, want refused %v", err, tc.fenced)
+			}
 			runBuilder := clientbuilder.SimpleControllerClientBuilder{ClientConfig: c.Kubeconfig}
 			clients := map[string]clientset.Interface{
 				"controllers' client builder": c.ClientBuilder.ClientOrDie("multicloud-load-balancer"),
@@ -142,6 +150,9 @@ func TestFenceReachesEveryClient(t *testing.T) {
 				if err := write("after", client); err != nil {
 					t.Errorf("%s: a write after the lease was acquired: %v", name, err)
 				}
+			}
+			if err := cloudWrite(); err != nil {
+				t.Errorf("a cloud mutation after the lease was acquired: %v", err)
 			}
 			leases := 0
 			for _, w := range srv.reached() {

@@ -25,8 +25,8 @@
 // subnets. AddVPC, AddSubnet, AddInstance, SetInstanceState and
 // RemoveInstance shape anything else (SetSubnetTag tags a subnet, as
 // someone in the console would); LoadBalancers, TargetGroups,
-// SecurityGroups, SecurityGroupIngress, ResourceCount, CallCounts and
-// MutatingCalls show what the backend did; SetRateLimits (AWS's token
+// SecurityGroups, SecurityGroupIngress, ResourceCount, CallCounts,
+// MutatingCalls and MutatingRequests show what the backend did; SetRateLimits (AWS's token
 // buckets), Throttle, SetOutage, FailNext,
 // FailMutationsAfter, SetProvisioningPolls and SetSecurityGroupReleasePolls
 // make AWS misbehave; SetTargetsPerTargetGroup moves AWS's quota of 1,000
@@ -87,6 +87,9 @@ type Server struct {
 	// params are the parameters each action was sent, list indexes as N.
 	params map[string]map[string]bool
 	keys   map[string]string
+	// mutating are the mutating requests that arrived, each attempt
+	// (MutatingRequests).
+	mutating []Request
 	// validKeys are the access keys accepted (nil: any); rejected counts
 	// the requests refused for theirs.
 	validKeys map[string]bool
@@ -184,6 +187,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.keys[action] = key
+	if IsMutating(action) {
+		s.mutating = append(s.mutating, Request{At: time.Now(), Action: action, AccessKey: key})
+	}
 	if e := s.authError(key, version); e != nil {
 		writeError(w, version, e)
 		return
@@ -366,6 +372,28 @@ func (s *Server) MutatingCalls() []string {
 	return out
 }
 
+// Request is one request that reached the fake.
+type Request struct {
+	// At is when it arrived.
+	At time.Time
+	// Action is its action (CreateLoadBalancer).
+	Action string
+	// AccessKey is the access key ID that signed it: which client sent it.
+	AccessKey string
+}
+
+// MutatingRequests returns the requests, in order of arrival, whose
+// action changes state: every attempt, retries included, with the access
+// key that signed it and when it arrived, so that a test can tell that a
+// client sent none after a point (a replica that lost its lease). Only
+// signed requests are recorded (an unsigned one is refused before any
+// action).
+func (s *Server) MutatingRequests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.mutating...)
+}
+
 // ResetCalls forgets the recorded calls.
 func (s *Server) ResetCalls() {
 	s.mu.Lock()
@@ -373,6 +401,7 @@ func (s *Server) ResetCalls() {
 	s.calls = map[string]int{}
 	s.attempts = map[string]int{}
 	s.log = nil
+	s.mutating = nil
 }
 
 // firstAttempt tells whether a request is an SDK invocation's first

@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // ErrorClass is the kind of a failed backend call. Each backend type
@@ -60,6 +62,15 @@ func ErrorClasses() []ErrorClass {
 		out[c] = ErrorClass(c)
 	}
 	return out
+}
+
+// Refused reports whether err is a call this replica refused itself
+// before sending it (cloudapi.ErrMutationRefused: the leader-election
+// fence's mutation gate, closed because the replica may no longer lead).
+// Nothing reached the cloud: it says nothing about the cloud's health,
+// and a create it refused was not made.
+func Refused(err error) bool {
+	return errors.Is(err, cloudapi.ErrMutationRefused)
 }
 
 // ErrorClassifier classes the errors of one backend type's SDK: it returns

@@ -12,12 +12,19 @@
 // anyway is retried with backoff and jitter by the backend's client, never
 // surfaced as "not found".
 //
+// A leader paused past its leader-election lease must not write to the
+// cloud beside the replica that leads now: every mutation is first put to
+// the process's mutation gate (SetMutationGate, set from the fence of
+// pkg/fence), which refuses it, before anything is sent, with an error
+// wrapping ErrMutationRefused. Reads pass.
+//
 // The names follow the one upstream precedent for client-side cloud rate
 // limits, cloud-provider-azure's cloudProviderRateLimitQPS/Bucket and
 // QPSWrite/BucketWrite: qps and bucket for reads, qpsWrite and bucketWrite
 // for mutations.
 //
 //	request ──▶ Budget.Wait(api, write?) ──▶ cloud ──▶ outcome
+//	              │ mutation gate (writes)    │
 //	              │ token bucket per          │
 //	              │ (api, read|write)         └─▶ calls_total{backend,api,action,outcome}
 //	              └─▶ wait_seconds_total          throttled_total{backend,api}
@@ -259,8 +266,13 @@ func NewSharedBudget(backend, key string, limits, defaults map[string]RateLimit)
 	return &Budget{backend: backend, buckets: b}
 }
 
-// Backend is the name the budget counts under.
-func (b *Budget) Backend() string { return b.backend }
+// Backend is the name the budget counts under ("" for a nil budget).
+func (b *Budget) Backend() string {
+	if b == nil {
+		return ""
+	}
+	return b.backend
+}
 
 // Observe records one request to api (a mutation or not) and its
 // outcome, and adapts the bucket it took its token from to the answer
@@ -287,26 +299,57 @@ func (b *Budget) Observe(api, action string, write bool, outcome string, took ti
 // error wrapping ctx's error; one that would pass ctx's deadline (Wait
 // then returns at once) wraps ErrPastDeadline: the caller's own end,
 // never the cloud's answer.
+//
+// A mutation (write) is put to the process's mutation gate
+// (SetMutationGate) before its token, and again after a wait for it (the
+// lease may run out while it waits): a refusal returns an error wrapping
+// ErrMutationRefused, and the call must not be sent. Reads are not gated.
 func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
+	if !write {
+		_, err := b.take(ctx, api, false)
+		return err
+	}
+	if err := checkGate(ctx, b.Backend(), api); err != nil {
+		return err
+	}
+	waited, err := b.take(ctx, api, true)
+	if err != nil || !waited {
+		return err
+	}
+	return checkGate(ctx, b.Backend(), api)
+}
+
+// WaitSession is Wait for a mutation that changes only the client's own
+// session with the cloud (a login, a logout): it takes a token of api's
+// write bucket but is not gated, so that a standby replica can keep the
+// session its reads need.
+func (b *Budget) WaitSession(ctx context.Context, api string) error {
+	_, err := b.take(ctx, api, true)
+	return err
+}
+
+// take takes one token of api's read or write bucket (see Wait), and
+// reports whether it had to wait for it.
+func (b *Budget) take(ctx context.Context, api string, write bool) (bool, error) {
 	bk := b.bucket(api, write)
 	if bk == nil {
-		return nil
+		return false, nil
 	}
 	l := bk.lim
 	if l.Allow() {
-		return nil
+		return false, nil
 	}
 	start := time.Now()
 	err := l.Wait(ctx)
 	waitSeconds.WithLabelValues(b.backend, api).Add(time.Since(start).Seconds())
 	if err == nil {
-		return nil
+		return true, nil
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("waiting for the %s API budget of backend %q: %w", api, b.backend, ctxErr)
+		return true, fmt.Errorf("waiting for the %s API budget of backend %q: %w", api, b.backend, ctxErr)
 	}
 	// rate.Limiter refuses at once a wait that would pass the deadline.
-	return fmt.Errorf("waiting for the %s API budget of backend %q: %w (%w)", api, b.backend, err, ErrPastDeadline)
+	return true, fmt.Errorf("waiting for the %s API budget of backend %q: %w (%w)", api, b.backend, err, ErrPastDeadline)
 }
 
 // ErrPastDeadline is the error a Budget's Wait wraps when the caller's

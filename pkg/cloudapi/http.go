@@ -44,6 +44,10 @@ type Transport struct {
 	// Mutating overrides the method rule (SOAP, where every call is a
 	// POST); nil: every method but GET and HEAD mutates.
 	Mutating func(*http.Request) bool
+	// Session tells the mutating requests that only open or close the
+	// client's session (a login): they take a write token but are not
+	// put to the mutation gate (Budget.WaitSession). nil: none.
+	Session func(*http.Request) bool
 	// Action names a request for calls_total; nil: its method.
 	Action func(*http.Request) string
 	// Retries and MaxBackoff bound the retries of throttling answers;
@@ -101,7 +105,10 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
-		if err := t.Budget.Wait(ctx, api, write); err != nil {
+		if err := t.wait(ctx, r, api, write); err != nil {
+			if r.Body != nil {
+				_ = r.Body.Close() // a RoundTripper closes the body, even on errors
+			}
 			return nil, err
 		}
 		req := r
@@ -136,6 +143,14 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("%s %s throttled (HTTP %d), and %w while backing off", r.Method, r.URL.Redacted(), resp.StatusCode, err)
 		}
 	}
+}
+
+// wait takes r's token: a session's request is not gated.
+func (t *Transport) wait(ctx context.Context, r *http.Request, api string, write bool) error {
+	if write && t.Session != nil && t.Session(r) {
+		return t.Budget.WaitSession(ctx, api)
+	}
+	return t.Budget.Wait(ctx, api, write)
 }
 
 // rewind returns r with a fresh copy of its body, for another attempt.

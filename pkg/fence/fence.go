@@ -19,6 +19,12 @@
 // time (minus a margin for its transit) reaches the API server while the
 // replica still holds the lease. Times are read from the monotonic clock,
 // so a wall-clock jump does not move the bound.
+//
+// The same bound closes the cloud to the replica: [Fence.CheckCloud] is the
+// gate pkg/cloudapi puts every mutating cloud call to (an NLB created, a
+// target registered), so a leader resumed after its pause sends none of
+// the calls it had queued, and leader migration's Lease, once this
+// process has held it, bounds them too.
 package fence
 
 import (
@@ -54,8 +60,14 @@ type Options struct {
 	// (--leader-elect-resource-namespace, --leader-elect-resource-name).
 	Namespace, Name string
 	// Exempt are other Leases in Namespace written by electors of this
-	// process (leader migration's): passed through, not followed.
+	// process (leader migration's): their writes are passed through.
 	Exempt []string
+	// Migration is leader migration's Lease in Namespace ("" for none),
+	// also written by an elector of this process (list it in Exempt
+	// too): followed as Name is, it bounds the cloud's mutations
+	// (CheckCloud) once this process has held it, for the controllers
+	// it runs migrate with it.
+	Migration string
 	// LeaseDuration is --leader-elect-lease-duration.
 	LeaseDuration time.Duration
 	// Margin is taken off LeaseDuration for a write's way to the API
@@ -74,6 +86,23 @@ type Fence struct {
 	decode runtime.Decoder
 
 	mu sync.Mutex
+	// main is the followed Lease (Options.Name), migration leader
+	// migration's (Options.Migration).
+	main, migration held
+	// writeLog and cloudLog rate-limit the log lines of refused API
+	// writes and of refused cloud mutations, each apart.
+	writeLog, cloudLog logLimit
+}
+
+// logLimit rate-limits one kind of refusal's log lines: the last line's
+// time, and how many refusals were not logged since.
+type logLimit struct {
+	lastLog  time.Time
+	unlogged int
+}
+
+// held is what the fence knows of one followed Lease.
+type held struct {
 	// held: the last write of the Lease that succeeded named identity as
 	// holder, sent at renewed, and no read of the Lease since named
 	// another holder.
@@ -84,9 +113,18 @@ type Fence struct {
 	// when the Lease the elector wrote says a shorter duration (it writes
 	// whole seconds, rounded down, and standbys go by what it says).
 	limit time.Duration
-	// lastLog and unlogged rate-limit the refusals' log lines.
-	lastLog  time.Time
-	unlogged int
+	// ever: the Lease was held once (held may have ended since).
+	ever bool
+}
+
+// open reports how long ago the Lease's last renewal was sent and
+// whether it still bounds writes in (now before renewed plus limit).
+func (h *held) open(clk clock.PassiveClock) (time.Duration, bool) {
+	if !h.held {
+		return 0, false
+	}
+	age := clk.Since(h.renewed)
+	return age, age < h.limit
 }
 
 // New returns a Fence for the Lease opts names; it is closed (every write
@@ -152,55 +190,111 @@ func (f *Fence) Holds() bool {
 	return open
 }
 
+// CheckCloud is the cloud's mutation gate (cloudapi.SetMutationGate): it
+// returns nil while this replica can be sure it holds the leader-election
+// Lease, by the same bound as the API server's writes (its last renewal
+// sent less than the lease duration less the margin ago, and no read since
+// naming another holder), and, once it has held leader migration's Lease
+// (Options.Migration), that Lease too by the same rule; else an error
+// wrapping ErrFenced, logged at most once every 10 s. A deposed leader's
+// cloud calls so stop before another replica can start making its own:
+// the bound is the earliest time a standby may take the Lease over.
+func (f *Fence) CheckCloud(context.Context) error {
+	f.mu.Lock()
+	clk := f.opts.Clock
+	age, open := f.main.open(clk)
+	mainHeld, limit := f.main.held, f.main.limit
+	migAge, migOpen, migHeld, migLimit := time.Duration(0), true, true, time.Duration(0)
+	if f.opts.Migration != "" && f.migration.ever {
+		migAge, migOpen = f.migration.open(clk)
+		migHeld, migLimit = f.migration.held, f.migration.limit
+	}
+	f.mu.Unlock()
+	lease := f.opts.Namespace + "/" + f.opts.Name
+	var err error
+	switch {
+	case !mainHeld:
+		err = fmt.Errorf("%w: this replica does not hold the leader-election lease %s", ErrFenced, lease)
+	case !open:
+		err = fmt.Errorf("%w: this replica sent its last renewal of the leader-election lease %s %s ago, and cloud mutations stop %s after it (less a margin of %s for the lease's duration): another replica may lead now",
+			ErrFenced, lease, age.Round(time.Millisecond), limit, f.opts.Margin)
+	case !migHeld:
+		err = fmt.Errorf("%w: this replica held leader migration's lease %s/%s and holds it no more", ErrFenced, f.opts.Namespace, f.opts.Migration)
+	case !migOpen:
+		err = fmt.Errorf("%w: this replica sent its last renewal of leader migration's lease %s/%s %s ago, and cloud mutations stop %s after it: another replica may run its controllers now",
+			ErrFenced, f.opts.Namespace, f.opts.Migration, migAge.Round(time.Millisecond), migLimit)
+	default:
+		return nil
+	}
+	f.logRefusal(&f.cloudLog, "Refused a cloud mutation: this replica cannot be sure it still leads", err)
+	return err
+}
+
 // check returns how long ago the last renewal was sent, whether the Lease
 // was held then, and whether writes may pass now.
 func (f *Fence) check() (age time.Duration, held, open bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.held {
-		return 0, false, false
-	}
-	age = f.opts.Clock.Since(f.renewed)
-	return age, true, age < f.limit
+	age, open = f.main.open(f.opts.Clock)
+	return age, f.main.held, open
 }
 
 // remaining is how long writes still pass, 0 when they do not.
 func (f *Fence) remaining() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.held {
+	if !f.main.held {
 		return 0
 	}
-	return max(f.limit-f.opts.Clock.Since(f.renewed), 0)
+	return max(f.main.limit-f.opts.Clock.Since(f.main.renewed), 0)
 }
 
-// wrote records a successful write of the Lease sent at sent.
-func (f *Fence) wrote(sent time.Time, lease *coordinationv1.Lease) {
+// followed is the state of the followed Lease named name, or nil.
+func (f *Fence) followed(name string) *held {
+	switch {
+	case name == "":
+		return nil
+	case name == f.opts.Name:
+		return &f.main
+	case name == f.opts.Migration:
+		return &f.migration
+	}
+	return nil
+}
+
+// wrote records a successful write of the followed Lease name sent at
+// sent.
+func (f *Fence) wrote(name string, sent time.Time, lease *coordinationv1.Lease) {
 	holder := holderOf(lease)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if holder == "" {
-		f.held = false // released
+	h := f.followed(name)
+	if h == nil {
 		return
 	}
-	if !f.held || f.identity != holder || sent.After(f.renewed) {
-		f.renewed = sent
+	if holder == "" {
+		h.held = false // released
+		return
 	}
-	f.held, f.identity = true, holder
-	f.limit = f.bound
+	if !h.held || h.identity != holder || sent.After(h.renewed) {
+		h.renewed = sent
+	}
+	h.held, h.identity, h.ever = true, holder, true
+	h.limit = f.bound
 	if d := lease.Spec.LeaseDurationSeconds; d != nil {
-		f.limit = min(f.limit, time.Duration(*d)*time.Second-f.opts.Margin)
+		h.limit = min(h.limit, time.Duration(*d)*time.Second-f.opts.Margin)
 	}
 }
 
-// read records a read of the Lease: another holder closes the fence at
-// once.
-func (f *Fence) read(lease *coordinationv1.Lease) {
+// read records a read of the followed Lease name: another holder closes
+// the fence at once (for the migration Lease: to the cloud's mutations).
+func (f *Fence) read(name string, lease *coordinationv1.Lease) {
 	holder := holderOf(lease)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.held && holder != f.identity {
-		f.held = false
+	h := f.followed(name)
+	if h != nil && h.held && holder != h.identity {
+		h.held = false
 		klog.InfoS("The leader-election lease has another holder: writes are refused from now on", "lease", klog.KObj(lease), "holder", holder)
 	}
 }
@@ -218,7 +312,7 @@ func (f *Fence) refusal(req *http.Request, age time.Duration, held bool) error {
 	refusedRequests.WithLabelValues(req.Method).Inc()
 	lease := f.opts.Namespace + "/" + f.opts.Name
 	f.mu.Lock()
-	limit := f.limit
+	limit := f.main.limit
 	f.mu.Unlock()
 	var err error
 	if held {
@@ -227,18 +321,24 @@ func (f *Fence) refusal(req *http.Request, age time.Duration, held bool) error {
 	} else {
 		err = fmt.Errorf("%w: %s %s: this replica does not hold the leader-election lease %s", ErrFenced, req.Method, req.URL.Path, lease)
 	}
+	f.logRefusal(&f.writeLog, "Refused a write: this replica cannot be sure it still leads", err)
+	return err
+}
+
+// logRefusal logs a refusal, at most one line of its kind (l) every
+// logInterval; the line counts the refusals not logged since the last.
+func (f *Fence) logRefusal(l *logLimit, msg string, err error) {
 	f.mu.Lock()
 	now := f.opts.Clock.Now()
-	if !f.lastLog.IsZero() && now.Sub(f.lastLog) < logInterval {
-		f.unlogged++
+	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < logInterval {
+		l.unlogged++
 		f.mu.Unlock()
-		return err
+		return
 	}
-	n := f.unlogged
-	f.lastLog, f.unlogged = now, 0
+	n := l.unlogged
+	l.lastLog, l.unlogged = now, 0
 	f.mu.Unlock()
-	klog.InfoS("Refused a write: this replica cannot be sure it still leads", "err", err, "refusedSinceLastLine", n)
-	return err
+	klog.InfoS(msg, "err", err, "refusedSinceLastLine", n)
 }
 
 // transport is a RoundTripper behind a Fence.
@@ -252,11 +352,12 @@ type transport struct {
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	f := t.f
 	if name, ok := f.leaseTarget(req.URL.Path); ok {
+		followed := f.followed(name) != nil
 		switch {
-		case req.Method == http.MethodGet && name == f.opts.Name:
-			return t.leaseRead(req)
-		case req.Method == http.MethodPut && name == f.opts.Name, req.Method == http.MethodPost && name == "":
-			return t.leaseWrite(req)
+		case req.Method == http.MethodGet && followed:
+			return t.leaseRead(req, name)
+		case req.Method == http.MethodPut && followed, req.Method == http.MethodPost && name == "":
+			return t.leaseWrite(req, name)
 		case name == f.opts.Name || slices.Contains(f.opts.Exempt, name):
 			return t.next.RoundTrip(req)
 		}
@@ -317,31 +418,38 @@ func (b *cancelOnClose) Close() error {
 	return err
 }
 
-// leaseWrite passes a create or an update of a Lease of the lease
-// namespace, and follows the followed Lease's: a success sent at time T
-// naming a holder opens the fence until T plus the bound.
-func (t *transport) leaseWrite(req *http.Request) (*http.Response, error) {
+// leaseWrite passes a create or an update (of name) of a Lease of the
+// lease namespace, and follows the followed Leases': a success sent at
+// time T naming a holder opens the fence until T plus the bound.
+func (t *transport) leaseWrite(req *http.Request, name string) (*http.Response, error) {
 	body, err := readBody(req)
 	if err != nil {
 		return nil, err
 	}
 	lease := t.f.decodeLease(body)
-	if req.Method == http.MethodPost && (lease == nil || lease.Name != t.f.opts.Name) {
-		if lease != nil && slices.Contains(t.f.opts.Exempt, lease.Name) {
-			return t.next.RoundTrip(req)
+	if req.Method == http.MethodPost {
+		name = ""
+		if lease != nil {
+			name = lease.Name
 		}
-		return t.gate(req) // another Lease: a write as any
+		if t.f.followed(name) == nil {
+			if slices.Contains(t.f.opts.Exempt, name) {
+				return t.next.RoundTrip(req)
+			}
+			return t.gate(req) // another Lease: a write as any
+		}
 	}
 	sent := t.f.opts.Clock.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && lease != nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated) {
-		t.f.wrote(sent, lease)
+		t.f.wrote(name, sent, lease)
 	}
 	return resp, err
 }
 
-// leaseRead passes a read of the followed Lease and looks at its holder.
-func (t *transport) leaseRead(req *http.Request) (*http.Response, error) {
+// leaseRead passes a read of the followed Lease name and looks at its
+// holder.
+func (t *transport) leaseRead(req *http.Request, name string) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	if err != nil || resp.StatusCode != http.StatusOK || resp.Body == nil {
 		return resp, err
@@ -353,7 +461,7 @@ func (t *transport) leaseRead(req *http.Request) (*http.Response, error) {
 		return resp, nil // the caller's read of the body fails as it would have
 	}
 	if lease := t.f.decodeLease(data); lease != nil {
-		t.f.read(lease)
+		t.f.read(name, lease)
 	}
 	return resp, nil
 }

@@ -69,16 +69,21 @@ func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if services := t.services.Load(); services != nil {
 		u := r.URL.String()
 		for _, s := range *services {
-			if strings.HasPrefix(u, s.endpoint) {
-				if r.Method == http.MethodGet || r.Method == http.MethodHead {
-					s.reads.Inc()
-				} else if err := backends.RefuseInDryRun(r.Context(), r.Method+" "+r.URL.Path); err != nil {
-					return nil, err
-				} else {
-					s.writes.Inc()
-				}
+			if !strings.HasPrefix(u, s.endpoint) {
+				continue
+			}
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				s.reads.Inc()
 				break
 			}
+			if err := backends.RefuseInDryRun(r.Context(), r.Method+" "+r.URL.Path); err != nil {
+				return nil, err
+			}
+			resp, err := t.next.RoundTrip(r)
+			if !backends.Refused(err) { // a write the mutation gate refused was not sent
+				s.writes.Inc()
+			}
+			return resp, err
 		}
 	}
 	return t.next.RoundTrip(r)

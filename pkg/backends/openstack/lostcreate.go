@@ -9,6 +9,8 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // lostCreateWindow is how long after a create whose answer was lost the
@@ -34,8 +36,13 @@ func (l *LoadBalancer) lostKey(svc *corev1.Service) lostKey {
 // same: no HTTP answer came (a timeout, a reset, a canceled context), or a
 // 500, 502 or 504 (a server or gateway failing after the request reached
 // Octavia). A 503 or a 4xx is Octavia (or the gateway) refusing it, and a
-// connection never made (refused, no such host) sent nothing.
+// connection never made (refused, no such host) sent nothing; nor did a
+// create the mutation gate refused (cloudapi.ErrMutationRefused: this
+// replica may no longer lead).
 func answerLost(err error) bool {
+	if errors.Is(err, cloudapi.ErrMutationRefused) {
+		return false
+	}
 	var dial *net.OpError
 	if errors.As(err, &dial) && dial.Op == "dial" {
 		return false

@@ -11,12 +11,16 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // errHeld is what lateTransport answers for a call it holds: the client
@@ -209,9 +213,74 @@ func TestAnswerLost(t *testing.T) {
 		{"503", code(http.StatusServiceUnavailable), false},
 		{"409", code(http.StatusConflict), false},
 		{"403 quota", code(http.StatusForbidden), false},
+		{"refused by the mutation gate", &url.Error{Op: "Post", URL: "http://octavia", Err: fmt.Errorf("backend %q, load-balancer API: %w: %w", "os", cloudapi.ErrMutationRefused, errors.New("deposed"))}, false},
 	} {
 		if got := answerLost(tc.err); got != tc.want {
 			t.Errorf("%s: answerLost = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestMutationGateRealStack: against the real Octavia, with the mutation
+// gate closed (a replica that lost its leader-election lease), Ensure is
+// refused with cloudapi.ErrMutationRefused and sends nothing: Octavia has
+// no load balancer for the Service, and the refused create is not taken
+// for a create whose answer was lost (which would have GetLoadBalancer
+// report one and the delete wait for it to land). Once the gate opens,
+// Ensure converges. Not parallel: the gate is the process's.
+func TestMutationGateRealStack(t *testing.T) {
+	if !haveRealOctavia() {
+		realOctavia(t) // skips, or fails under CI
+	}
+	c, _, svc := newLateConformance(t)
+	ctx := context.Background()
+	nodes := []*corev1.Node{newNode("vm-a", withInternalIP("10.0.0.11"))}
+	var closed atomic.Bool
+	closed.Store(true)
+	deposed := errors.New("deposed")
+	old := cloudapi.SetMutationGate(func(context.Context) error {
+		if closed.Load() {
+			return deposed
+		}
+		return nil
+	})
+	t.Cleanup(func() { cloudapi.SetMutationGate(old) })
+	writes := func() float64 {
+		v, err := testutil.GetCounterMetricValue(apiRequests.WithLabelValues("os", "load-balancer", "write"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	writesBefore := writes()
+	_, err := c.cloud.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
+	if !errors.Is(err, cloudapi.ErrMutationRefused) {
+		t.Fatalf("EnsureLoadBalancer with the gate closed: %v, want ErrMutationRefused", err)
+	}
+	t.Logf("refused: %v", err)
+	if n := writes() - writesBefore; n != 0 {
+		t.Errorf("openstack_api_requests_total{kind=write} counted %v refused writes, want 0: nothing was sent", n)
+	}
+	if found, err := c.cloud.lb.find(ctx, c.direct, svc); err != nil || len(found) != 0 {
+		t.Fatalf("Octavia holds %d load balancers for the Service after a refused Ensure (%v), want none", len(found), err)
+	}
+	if until := c.cloud.lb.pendingCreate(svc); !until.IsZero() {
+		t.Errorf("the refused create was taken for a lost one (may land until %s): it sent nothing", until.Format(time.RFC3339))
+	}
+	if _, exists, err := c.cloud.lb.GetLoadBalancer(ctx, "kubernetes", svc.DeepCopy()); err != nil || exists {
+		t.Errorf("GetLoadBalancer after a refused create: exists=%v, %v; want none", exists, err)
+	}
+	if err := c.cloud.lb.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc.DeepCopy()); err != nil {
+		t.Errorf("EnsureLoadBalancerDeleted after a refused create: %v, want nothing to delete", err)
+	}
+	closed.Store(false)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(c.cloud.lb.retryDelay) {
+		_, err := c.cloud.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with the gate open, the load balancer did not converge: %v", err)
 		}
 	}
 }

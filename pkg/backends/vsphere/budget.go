@@ -65,7 +65,7 @@ func (t *soapBudget) Call(ctx context.Context, action string, write bool, call f
 // long to wait before the next attempt: negative for none (a success, an
 // error that is no throttling, a 503 of a change, or no attempts left).
 func (t *soapBudget) attempt(ctx context.Context, action string, write bool, attempt int, call func(context.Context) error) (time.Duration, error) {
-	if err := t.Budget.Wait(ctx, cloudapi.APIVCenter, write); err != nil {
+	if err := t.wait(ctx, action, write); err != nil {
 		return -1, err
 	}
 	hint := &retryAfterHint{}
@@ -88,6 +88,35 @@ func (t *soapBudget) attempt(ctx context.Context, action string, write bool, att
 		return -1, err
 	}
 	return cloudapi.RetryWait(attempt, hint.get(), cloudapi.DefaultHTTPMaxBackoff), err
+}
+
+// wait takes the call's token; a login or logout changes only the
+// session's own state and is not put to the mutation gate (a standby
+// keeps the session its reads need).
+func (t *soapBudget) wait(ctx context.Context, action string, write bool) error {
+	if write && soapSession(action) {
+		return t.Budget.WaitSession(ctx, cloudapi.APIVCenter)
+	}
+	return t.Budget.Wait(ctx, cloudapi.APIVCenter, write)
+}
+
+// soapSession tells whether a vSphere method only opens or closes the
+// client's own session: Login*, Logout, CloneSession,
+// AcquireCloneTicket, AcquireGenericServiceTicket.
+func soapSession(method string) bool {
+	switch method {
+	case "Logout", "CloneSession", "AcquireCloneTicket", "AcquireGenericServiceTicket":
+		return true
+	}
+	return strings.HasPrefix(method, "Login")
+}
+
+// vapiSession tells whether a vAPI request opens or closes the client's
+// session (POST or DELETE of /rest/com/vmware/cis/session or
+// /api/session): not put to the mutation gate.
+func vapiSession(r *http.Request) bool {
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	return strings.HasSuffix(p, "/rest/com/vmware/cis/session") || strings.HasSuffix(p, "/api/session")
 }
 
 // retryAfterKey is the context key of a SOAP call's retryAfterHint.

@@ -140,3 +140,31 @@ func TestAPIBudgetSlowsBurst(t *testing.T) {
 		t.Errorf("6 reads under the default budget waited %.2fs", waited)
 	}
 }
+
+// TestStandbyKeepsSession: with the mutation gate closed (a standby, or a
+// replica that lost its lease), the vCenter session's logins (SOAP Login,
+// the tagging service's session) and reads still pass: Login counts as a
+// change for the budget, but only of the session's own state. Not
+// parallel: the gate is the process's.
+func TestStandbyKeepsSession(t *testing.T) {
+	s := startSim(t)
+	vms := guestAll(t, s, 1)
+	s.tag(t, "k8s-zone", "zone-a", "/DC0")
+	s.tag(t, "k8s-region", "region-1", "/DC0")
+	old := cloudapi.SetMutationGate(func(context.Context) error { return errors.New("standby") })
+	t.Cleanup(func() { cloudapi.SetMutationGate(old) })
+	c := newCloud(t, []*sim{s}, withZones())
+	if md, err := c.InstanceMetadata(context.Background(), newNode("a", withVM(vms[0]))); err != nil || md.Zone != "zone-a" {
+		t.Fatalf("InstanceMetadata with the gate closed = %+v, %v; want the zone read through a session logged in", md, err)
+	}
+	for _, m := range []string{"Login", "LoginByToken", "Logout", "CloneSession"} {
+		if !soapSession(m) {
+			t.Errorf("soapSession(%q) = false", m)
+		}
+	}
+	for _, m := range []string{"ReconfigVM_Task", "TerminateSession", "RetrievePropertiesEx"} {
+		if soapSession(m) {
+			t.Errorf("soapSession(%q) = true", m)
+		}
+	}
+}

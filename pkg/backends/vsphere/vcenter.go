@@ -199,7 +199,7 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 	if v.tags.enabled() {
 		c.rest = rest.NewClient(vim)
 		c.rest.Transport = replayable{Next: &cloudapi.Transport{Next: c.rest.Transport, Budget: v.budget,
-			DefaultAPI: cloudapi.APIVCenter, Mutating: vapiMutating, Action: vapiActionName}}
+			DefaultAPI: cloudapi.APIVCenter, Mutating: vapiMutating, Session: vapiSession, Action: vapiActionName}}
 		c.tagErr = v.loginTags(ctx, c)
 	}
 	return c, nil
