@@ -69,8 +69,8 @@ func ForgetHealth(removed []string) {
 
 // Observe records the outcome of one call of operation op.
 func (h *health) Observe(ctx context.Context, op operation, err error) {
-	if ctx.Err() != nil {
-		return // the caller gave up: that says nothing about the cloud
+	if ctx.Err() != nil || backends.Refused(err) {
+		return // the caller gave up, or this replica refused the call itself: that says nothing about the cloud
 	}
 	now := time.Now()
 	h.mu.Lock()
