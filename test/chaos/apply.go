@@ -107,7 +107,7 @@ func setShape(svc *corev1.Service, s Shape) {
 	if svc.Annotations == nil {
 		svc.Annotations = map[string]string{}
 	}
-	for k, v := range map[string]string{annBackend: s.Backends, annDrain: s.Drain, annIPs: s.IPs} {
+	for k, v := range map[string]string{annBackend: s.Backends, annDrain: s.Drain, annIPs: s.IPs, annShare: s.Share} {
 		if v == "" {
 			delete(svc.Annotations, k)
 		} else {

@@ -45,6 +45,15 @@ type model struct {
 	// class stays removed and the Service keeps it (docs/routing.md: a
 	// class removed leaves its Services' load balancers alone).
 	orphans map[string]orphan
+	// keys are the allow-shared-ip keys each Service carried since it was
+	// created, refused the requests of an address the model predicts
+	// bare metal refuses, and sharing the addresses the judge saw
+	// Services share (share.go).
+	keys    map[string]map[string]bool
+	refused map[string]refusal
+	sharing map[string]shareSeen
+	// last is the step last recorded.
+	last int
 }
 
 type orphan struct {
@@ -73,7 +82,8 @@ type drainExpect struct {
 func newModel() *model { return newModelFor(Features{}) }
 
 func newModelFor(f Features) *model {
-	m := &model{cfg: f.initialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}, abandoned: map[string]bool{}, orphans: map[string]orphan{}}
+	m := &model{cfg: f.initialConfig(), svcs: map[string]Shape{}, strangers: map[string]*strangerModel{}, nodes: map[string]string{}, abandoned: map[string]bool{}, orphans: map[string]orphan{},
+		keys: map[string]map[string]bool{}, refused: map[string]refusal{}, sharing: map[string]shareSeen{}}
 	maps.Copy(m.nodes, baseNodes)
 	return m
 }
@@ -151,6 +161,8 @@ func (s *snapshot) holds(cfg Config, name, b string) bool {
 // record updates the model with op, about to be applied at step i; s is
 // the world just before.
 func (m *model) record(op Op, s *snapshot, i int) {
+	m.last = i
+	m.recordShare(op, s, i)
 	switch op.Kind {
 	case SvcApply:
 		if o, ok := m.orphans[op.Name]; ok && (op.Shape.Class != o.class || op.Shape.Type != serviceTypeLB) {
