@@ -47,6 +47,7 @@ func (w *World) apply(ctx context.Context, op Op) error {
 	case NodeTerminate:
 		return w.terminate(ctx, op)
 	case Reload:
+		w.cfgPending = w.replicaHashes(ctx)
 		return w.writeConfig(*op.Config)
 	case KillLeader:
 		return w.killLeader(ctx)

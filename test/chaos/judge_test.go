@@ -1197,3 +1197,40 @@ func TestInUseCountsSharedOnce(t *testing.T) {
 		t.Fatal("4 in use, 3 taken: no violation")
 	}
 }
+
+// TestModelDrainOffRemovedBackend (chaos seed 989441631): a Service on
+// metal,metal2 whose status still shows metal2's address after a reload
+// removed metal2, moved to aws with a drain period, is expected to keep
+// metal's address that long, not metal2's: a removed backend's load
+// balancer cannot be reached, and what it left is not judged.
+func TestModelDrainOffRemovedBackend(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "u1"}}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.3"}, {IP: "203.0.113.4"}}
+	now := time.Now()
+	snap := &snapshot{at: now, svcs: map[string]*corev1.Service{"s1": svc}}
+	both := Shape{Type: serviceTypeLB, Backends: "metal,metal2", Ports: []int32{80}, Drain: "6s"}
+	onAWS := both
+	onAWS.Backends = "aws"
+	m := newModel()
+	m.record(Op{Kind: SvcApply, Name: "s1", Shape: &both}, snap, 0)
+	noMetal2 := m.cfg
+	noMetal2.Metal2 = false
+	m.record(Op{Kind: Reload, Config: &noMetal2}, snap, 1)
+	m.record(Op{Kind: SvcApply, Name: "s1", Shape: &onAWS}, snap, 2)
+	if len(m.drains) != 1 || m.drains[0].backend != "metal" {
+		t.Fatalf("after metal,metal2 (metal2 removed) to aws with 6s: drains %+v, want metal's alone", m.drains)
+	}
+}
+
+// TestSharesSettledOctaviaVIP: Octavia's noop VIP in the status of two
+// os Services is no bare-metal address two Services hold.
+func TestSharesSettledOctaviaVIP(t *testing.T) {
+	onOS := Shape{Type: serviceTypeLB, Backends: "os", Ports: []int32{80}}
+	m := newModel()
+	m.svcs["s0"], m.svcs["s1"] = onOS, onOS
+	s := &snapshot{svcs: map[string]*corev1.Service{"s0": sharingSvc("s0", onOS, osNoopVIP), "s1": sharingSvc("s1", onOS, osNoopVIP)}}
+	w := &World{c: k8sfake.NewClientset()}
+	if v := w.sharesSettled(context.Background(), m, s); len(v) != 0 {
+		t.Fatalf("two os Services showing Octavia's noop VIP: %v", v)
+	}
+}

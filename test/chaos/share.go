@@ -21,7 +21,7 @@ import (
 // served and which refused, and the checks below hold the product to it.
 
 // shareChance is the percentage of the steps the share stream draws.
-const shareChance = 25
+const shareChance = 30
 
 // The sharing Services' names, keys, port sets and requested addresses:
 // two keys (k1 drawn twice as often, so that most pairs share one) and no
@@ -52,7 +52,8 @@ func NewShareRand(seed uint64) *Rand {
 // bare-metal backend, its type).
 func (g *generator) share() Op {
 	r := g.srnd
-	name := pick(r, shareNames)
+	// sh0 and sh1 twice as often as sh2: a pair meets often.
+	name := pick(r, []string{"sh0", "sh1", "sh0", "sh1", "sh2"})
 	cur := g.shared[name]
 	if cur == nil {
 		s := Shape{Type: serviceTypeLB, Backends: "metal", Ports: slices.Clone(pick(r, sharePorts)), Share: pick(r, shareKeys)}
@@ -259,12 +260,14 @@ func (m *model) seeShares(s *snapshot, i int) {
 	}
 }
 
-// sharedAddrs are the IP addresses shown by more than one Service.
+// sharedAddrs are the bare-metal addresses (of any pool metal or metal2
+// ever has) shown by more than one Service: Octavia's noop VIP, which
+// every os load balancer shows, is not one.
 func sharedAddrs(s *snapshot) []string {
 	n := map[string]int{}
 	for _, svc := range s.svcs {
 		for _, a := range ingress(svc) {
-			if _, err := netip.ParseAddr(a); err == nil {
+			if ip, err := netip.ParseAddr(a); err == nil && (metalBig.Contains(ip) || metal2Big.Contains(ip) || reserved.Contains(ip)) {
 				n[a]++
 			}
 		}
