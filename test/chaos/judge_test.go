@@ -1234,3 +1234,24 @@ func TestSharesSettledOctaviaVIP(t *testing.T) {
 		t.Fatalf("two os Services showing Octavia's noop VIP: %v", v)
 	}
 }
+
+// TestDoublesSharerDeleted (chaos seed 7022, CHAOS_SHARE=1): a Service
+// deleted while it shares an address keeps showing it until its finalizer
+// goes: not address-held-twice.
+func TestDoublesSharerDeleted(t *testing.T) {
+	const a = "192.0.2.20"
+	k1p80 := Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{80}, Share: "k1", IPs: a}
+	k1p443 := k1p80
+	k1p443.Ports = []int32{443}
+	m := newModel()
+	s := &snapshot{svcs: map[string]*corev1.Service{}}
+	m.record(Op{Kind: SvcApply, Name: "sh0", Shape: &k1p80}, s, 0)
+	m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &k1p443}, s, 1)
+	s.svcs["sh0"], s.svcs["sh1"] = sharingSvc("sh0", k1p80, a), sharingSvc("sh1", k1p443, a)
+	m.record(Op{Kind: SvcDelete, Name: "sh1"}, s, 2)
+	now := metav1.Now()
+	s.svcs["sh1"].DeletionTimestamp = &now
+	if v := doubles(m, s); len(v) != 0 {
+		t.Fatalf("sh1, deleted while sharing %s with sh0, still shows it: %v", a, v)
+	}
+}
