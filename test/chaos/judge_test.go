@@ -1186,15 +1186,16 @@ func TestInUseCountsSharedOnce(t *testing.T) {
 		"s1":  sharingSvc("s1", cip),
 		"s2":  sharingSvc("s2", Shape{Type: serviceTypeLB, Ports: []int32{80}}, "192.0.2.2", "203.0.113.4"),
 		"s3":  sharingSvc("s3", req, "192.0.2.21"),
+		"s4":  sharingSvc("s4", Shape{Type: serviceTypeLB, Backends: "aws", Ports: []int32{80}, IPs: "192.0.2.23"}),
 	}}
-	if got := inUse(pool, s); got != 3 {
-		t.Fatalf("in use: %d, want 3 (192.0.2.1 shared, .2 shown, .21 requested and shown)", got)
+	if got := inUse(pool, s); got != 4 {
+		t.Fatalf("in use: %d, want 4 (192.0.2.1 shared, .2 shown, .21 requested and shown, .23 requested by a LoadBalancer Service of aws, shown by none)", got)
 	}
-	if v := inUseAgrees("m", "ccm-1", 3, inUse(pool, s), nil); v != nil {
+	if v := inUseAgrees("m", "ccm-1", 4, inUse(pool, s), nil); v != nil {
 		t.Fatal(v)
 	}
-	if v := inUseAgrees("m", "ccm-1", 4, inUse(pool, s), nil); v == nil {
-		t.Fatal("4 in use, 3 taken: no violation")
+	if v := inUseAgrees("m", "ccm-1", 5, inUse(pool, s), nil); v == nil {
+		t.Fatal("5 in use, 4 taken: no violation")
 	}
 }
 
