@@ -1256,3 +1256,35 @@ func TestDoublesSharerDeleted(t *testing.T) {
 		t.Fatalf("sh1, deleted while sharing %s with sh0, still shows it: %v", a, v)
 	}
 }
+
+// TestSafetyRefusedShareHeld (chaos seed 7022, CHAOS_SHARE=1): a Service
+// whose request was refused and that still shows the address beside its
+// holder refusedBound later is refused-share-held at once, not only at
+// quiescence (a later step may resolve it before then); sooner, or in a
+// failover, it is not judged.
+func TestSafetyRefusedShareHeld(t *testing.T) {
+	const a = "192.0.2.20"
+	k1p443 := Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{443}, Share: "k1", IPs: a}
+	k1p80 := k1p443
+	k1p80.Ports = []int32{80}
+	keyless := k1p80
+	keyless.Share = ""
+	now := time.Now()
+	m := newModel()
+	s := &snapshot{at: now, svcs: map[string]*corev1.Service{}}
+	m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &k1p443}, s, 0)
+	m.record(Op{Kind: SvcApply, Name: "sh0", Shape: &k1p80}, s, 1)
+	s.svcs["sh0"], s.svcs["sh1"] = sharingSvc("sh0", k1p80, a), sharingSvc("sh1", k1p443, a)
+	m.record(Op{Kind: SvcApply, Name: "sh0", Shape: &keyless}, s, 2)
+	soon := &snapshot{at: now.Add(refusedBound / 2), svcs: s.svcs}
+	if v := m.refusedHeld(soon, false); len(v) != 0 {
+		t.Fatalf("%s after the refusal: %v", refusedBound/2, v)
+	}
+	late := &snapshot{at: now.Add(refusedBound + time.Second), svcs: s.svcs}
+	if v := m.refusedHeld(late, true); len(v) != 0 {
+		t.Fatalf("in a failover: %v", v)
+	}
+	if v := m.refusedHeld(late, false); len(v) != 1 || v[0].Class != vShareHeld || !strings.Contains(v[0].What, "step 3") {
+		t.Fatalf("%s after the refusal, both showing %s: %v, want one %s naming step 3", refusedBound+time.Second, a, v, vShareHeld)
+	}
+}

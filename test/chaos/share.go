@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -151,6 +152,41 @@ func showing(s *snapshot, a, skip string) []string {
 type refusal struct {
 	addr, by, why string
 	step          int
+	// at is when the judge made the request (its snapshot's time).
+	at time.Time
+}
+
+// refusedBound is how long after a refused request the Service may still
+// show the address beside its holder before the safety check calls it
+// refused-share-held: bare metal answers at once, and the controller's
+// next sync of the Service comes within seconds (a failover, whose new
+// leader syncs everything again, is not judged: failoverWindow).
+const refusedBound = 20 * time.Second
+
+// refusedHeld is the safety check of the refusals: a Service whose
+// request was refused refusedBound ago still shows the address beside
+// the Service that held it, both unchanged since (chaos seed 7022 with
+// CHAOS_SHARE=1: sh0 dropped the key it shared 192.0.2.20 with sh1 by,
+// still requesting it, and kept it in its status beside sh1's for 23
+// steps, until sh1 was deleted; at quiescence nothing showed it).
+func (m *model) refusedHeld(s *snapshot, inFailover bool) []Violation {
+	if inFailover {
+		return nil
+	}
+	var out []Violation
+	for _, name := range slices.Sorted(maps.Keys(m.refused)) {
+		r := m.refused[name]
+		svc, by := s.svcs[name], s.svcs[r.by]
+		if svc == nil || by == nil || s.at.Sub(r.at) < refusedBound || !slices.Contains(ingress(svc), r.addr) || !slices.Contains(ingress(by), r.addr) {
+			continue
+		}
+		if why := whyNotShare(m.shapeOf(name, s), m.shapeOf(r.by, s)); why != "" {
+			out = append(out, violation(vShareHeld, "%s's request of %s at step %d was refused (%s held it: %s); %s later both still show it",
+				name, r.addr, r.step+1, r.by, why, s.at.Sub(r.at).Round(100*time.Millisecond)))
+			delete(m.refused, name)
+		}
+	}
+	return out
 }
 
 // shareSeen is an address the judge saw a Service share with others,
@@ -209,7 +245,7 @@ func (m *model) recordShare(op Op, s *snapshot, i int) {
 	}
 	for _, other := range showing(s, a, name) {
 		if why := whyNotShare(*op.Shape, m.shapeOf(other, s)); why != "" {
-			m.refused[name] = refusal{addr: a, by: other, why: why, step: i}
+			m.refused[name] = refusal{addr: a, by: other, why: why, step: i, at: s.at}
 			return
 		}
 	}
