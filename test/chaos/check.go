@@ -70,7 +70,7 @@ func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
 		out = append(out, violation(vCrash, "%v", err))
 	}
 	out = append(out, doubles(m, s)...)
-	out = append(out, m.refusedHeld(s, w.inFailover())...)
+	out = append(out, m.refusedHeld(s, w.inFailover() || time.Since(w.lastWatch) < failoverWindow)...)
 	m.seeShares(s, m.last)
 	if w.os != nil {
 		out = append(out, w.os.strangersTouched(ctx)...)

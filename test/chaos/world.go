@@ -91,8 +91,9 @@ type World struct {
 	proxies map[*framework.CCM]*watchProxy
 	// ignore are the violation classes only logged (RunOptions.Ignore).
 	ignore []string
-	// lastKill is when the judge last killed or paused a leader.
-	lastKill time.Time
+	// lastKill is when the judge last killed or paused a leader;
+	// lastWatch when it last held back or cut the leader's watches.
+	lastKill, lastWatch time.Time
 	// outage is whether the AWS fake answers 503 (AWSOutage);
 	// throttleEnd the fake's TotalAttempts once the throttled calls
 	// (AWSThrottle) are spent.
@@ -245,6 +246,7 @@ func (w *World) watchFault(d time.Duration) {
 		return
 	}
 	p := w.proxies[l]
+	w.lastWatch = time.Now().Add(d)
 	if d > 0 {
 		w.logf("holding back the watch events of the leader %s for %s", l.Name(), d)
 		p.hold(d)
