@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -475,9 +476,8 @@ func inUse(pool netip.Prefix, s *snapshot) int {
 // lastAddr is the highest address of an IPv4 prefix (its broadcast).
 func lastAddr(p netip.Prefix) netip.Addr {
 	b := p.Masked().Addr().As4()
-	host := uint32(1)<<(32-p.Bits()) - 1
-	v := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) | host
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	binary.BigEndian.PutUint32(b[:], binary.BigEndian.Uint32(b[:])|(uint32(1)<<(32-p.Bits())-1))
+	return netip.AddrFrom4(b)
 }
 
 // inUseAgrees judges the leader's addresses_in_use of one pool, got,

@@ -1288,3 +1288,12 @@ func TestSafetyRefusedShareHeld(t *testing.T) {
 		t.Fatalf("%s after the refusal, both showing %s: %v, want one %s naming step 3", refusedBound+time.Second, a, v, vShareHeld)
 	}
 }
+
+// TestLastAddr: the broadcast address of the judge's pools.
+func TestLastAddr(t *testing.T) {
+	for p, want := range map[string]string{"192.0.2.0/27": "192.0.2.31", "192.0.2.16/28": "192.0.2.31", "203.0.113.0/27": "203.0.113.31", "192.0.2.64/29": "192.0.2.71"} {
+		if got := lastAddr(netip.MustParsePrefix(p)).String(); got != want {
+			t.Errorf("lastAddr(%s) = %s, want %s", p, got, want)
+		}
+	}
+}
