@@ -19,6 +19,11 @@
 # out unless CHAOS_OS=1). A seed draws another sequence with os: the
 # replay commands printed say which.
 #
+# CHAOS_SHARE=1 adds the share stream (Services sharing bare-metal
+# addresses by allow-shared-ip keys, drawn from a second random stream),
+# CHAOS_SHARE=0 leaves it out; by default fresh seeds (no SEED, the
+# slice's fresh seed) draw it and a seed given draws as before.
+#
 # SHRINK bounds the shrinker (default 20m; 0: none), SETTLE the wait for
 # convergence at quiescence (default 150s), IGNORE lists violation classes
 # only logged (a known defect, while hunting others), KEEP=1 keeps the

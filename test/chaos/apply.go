@@ -47,6 +47,7 @@ func (w *World) apply(ctx context.Context, op Op) error {
 	case NodeTerminate:
 		return w.terminate(ctx, op)
 	case Reload:
+		w.cfgPending = w.replicaHashes(ctx)
 		return w.writeConfig(*op.Config)
 	case KillLeader:
 		return w.killLeader(ctx)
@@ -107,7 +108,7 @@ func setShape(svc *corev1.Service, s Shape) {
 	if svc.Annotations == nil {
 		svc.Annotations = map[string]string{}
 	}
-	for k, v := range map[string]string{annBackend: s.Backends, annDrain: s.Drain, annIPs: s.IPs} {
+	for k, v := range map[string]string{annBackend: s.Backends, annDrain: s.Drain, annIPs: s.IPs, annShare: s.Share} {
 		if v == "" {
 			delete(svc.Annotations, k)
 		} else {

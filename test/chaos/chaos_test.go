@@ -32,6 +32,7 @@ const (
 	envFreshS = "CHAOS_FRESH_SEED" // the slice's fresh seed (default: drawn from the tree under test)
 	envOS     = "CHAOS_OS"         // 1: OpenStack required; 0: left out; default: make chaos uses it when the stack is up, the slice leaves it out
 	envKeep   = "CHAOS_KEEP"       // set: keep every run's folder, passing ones too
+	envShare  = "CHAOS_SHARE"      // 1: the share stream draws (Features.Share); 0: not; default: for fresh seeds only (a seed given draws as before)
 )
 
 // sliceSeeds are the fixed seeds of the slice make test runs (with one
@@ -70,6 +71,7 @@ func TestChaos(t *testing.T) {
 		return
 	}
 	j.features.OS = useOpenStack(t, true)
+	j.features.Share = useShare(t, os.Getenv(envSeed) == "")
 	seed := envUint(t, envSeed, freshSeed())
 	steps := int(envUint(t, envSteps, 40))
 	duration := envDuration(t, envDur, 0)
@@ -102,14 +104,34 @@ func TestChaosSlice(t *testing.T) {
 	j := newJudge(t)
 	j.shrink = 0
 	j.features.OS = useOpenStack(t, false)
+	// The fixed seeds draw as they always drew; the fresh one draws the
+	// sharing Services too.
+	share := useShare(t, true)
 	seeds := slices.Clone(sliceSeeds)
-	if fresh, ok := sliceFreshSeed(t, j.osWord()); ok {
+	fresh, withFresh := sliceFreshSeed(t, j.featuresWord(Features{OS: j.features.OS, Share: share}))
+	if withFresh {
 		seeds = append(seeds, fresh)
 	}
 	t.Logf("chaos slice: seeds %v, %d steps each", seeds, sliceSteps)
 	for _, seed := range seeds {
+		j.features.Share = withFresh && seed == fresh && share
 		j.judge(seed, sliceSteps, GenerateFor(seed, sliceSteps, j.features))
 	}
+}
+
+// useShare decides whether the share stream draws (CHAOS_SHARE; byDefault
+// when unset) and logs it.
+func useShare(t *testing.T, byDefault bool) bool {
+	on := byDefault
+	switch v := os.Getenv(envShare); v {
+	case "":
+	case "0", "1":
+		on = v == "1"
+	default:
+		t.Fatalf("%s=%q: want 1 (the share stream draws), 0 (it does not) or nothing (fresh seeds: it does; a seed given: as drawn before it)", envShare, v)
+	}
+	t.Logf("chaos: the share stream (Services sharing bare-metal addresses by allow-shared-ip keys) is %s", map[bool]string{true: "on", false: "off"}[on])
+	return on
 }
 
 // useOpenStack decides whether the world has the OpenStack backend
@@ -197,7 +219,7 @@ func (j *judge) judge(seed uint64, steps int, ops []Op) (failed bool) {
 	t := j.t
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute+j.shrink)
 	defer cancel()
-	t.Logf("chaos: seed %d, %d steps (make chaos SEED=%d STEPS=%d%s)", seed, len(ops), seed, steps, j.osWord())
+	t.Logf("chaos: seed %d, %d steps (make chaos SEED=%d STEPS=%d%s)", seed, len(ops), seed, steps, j.featuresWord(j.features))
 	res, err := j.run(ctx, fmt.Sprintf("seed-%d", seed), ops, false)
 	if errors.Is(err, ErrMissingBinaries) {
 		framework.MissingBinaries(t, err)
@@ -211,7 +233,7 @@ func (j *judge) judge(seed uint64, steps int, ops []Op) (failed bool) {
 		return false
 	}
 	t.Errorf("seed %d broke invariants after %d of %d steps (found in %s); logs kept in %s:\n%s\nreplay: make chaos SEED=%d STEPS=%d%s",
-		seed, res.Step, len(ops), res.Found.Round(time.Second), res.Dir, describeViolations(res.Violations), seed, steps, j.osWord())
+		seed, res.Step, len(ops), res.Found.Round(time.Second), res.Dir, describeViolations(res.Violations), seed, steps, j.featuresWord(j.features))
 	if j.shrink <= 0 {
 		return true
 	}
@@ -244,13 +266,18 @@ func (j *judge) shrinkOps(ctx context.Context, seed uint64, ops []Op, res *Resul
 	return s.Shrink(ctx, ops)
 }
 
-// osWord is what a replay command adds to draw the same sequence: the
-// sequence depends on whether the world has OpenStack.
-func (j *judge) osWord() string {
-	if j.features.OS {
-		return " CHAOS_OS=1"
+// featuresWord is what a replay command adds to draw the same sequence:
+// the sequence depends on whether the world has OpenStack and whether the
+// share stream draws.
+func (j *judge) featuresWord(f Features) string {
+	w := " CHAOS_OS=0"
+	if f.OS {
+		w = " CHAOS_OS=1"
 	}
-	return " CHAOS_OS=0"
+	if f.Share {
+		return w + " CHAOS_SHARE=1"
+	}
+	return w + " CHAOS_SHARE=0"
 }
 
 func describeViolations(vs []Violation) string {

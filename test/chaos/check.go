@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -48,6 +49,13 @@ const (
 	vGrowth   = "goroutine-or-memory-growth"
 	vDeposed  = "deposed-leader-running"
 	vOrphan   = "removed-class-touched"
+	// vShareHeld: at quiescence, an address in the status of two Services
+	// that may not share it (a request refused, a key lost, a port
+	// clashing): share.go.
+	vShareHeld = "refused-share-held"
+	// vShareLost: at quiescence, a Service allowed to share an address
+	// others show does not show it.
+	vShareLost = "shared-address-lost"
 )
 
 func violation(class, format string, args ...any) Violation {
@@ -62,7 +70,9 @@ func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
 	if err := w.replicasAlive(ctx); err != nil {
 		out = append(out, violation(vCrash, "%v", err))
 	}
-	out = append(out, doubles(s)...)
+	out = append(out, doubles(m, s)...)
+	out = append(out, m.refusedHeld(s, w.inFailover() || time.Since(w.lastWatch) < failoverWindow)...)
+	m.seeShares(s, m.last)
 	if w.os != nil {
 		out = append(out, w.os.strangersTouched(ctx)...)
 	}
@@ -98,8 +108,11 @@ func (w *World) safety(ctx context.Context, m *model, s *snapshot) []Violation {
 	return out
 }
 
-// doubles reports addresses (or NLB names) shown by two Services.
-func doubles(s *snapshot) []Violation {
+// doubles reports addresses (or NLB names) shown by two Services, but an
+// address shown by Services that carried a common allow-shared-ip key
+// (mayHaveShared): whether they may share it now is judged at quiescence
+// (sharesSettled), once the product caught up with their changes.
+func doubles(m *model, s *snapshot) []Violation {
 	holders := map[string][]string{}
 	for name, svc := range s.svcs {
 		for _, a := range ingress(svc) {
@@ -124,7 +137,7 @@ func doubles(s *snapshot) []Violation {
 		if len(names) > 1 && !slices.ContainsFunc(names, func(n string) bool { return !osVIP(n) }) {
 			continue
 		}
-		if len(names) > 1 {
+		if len(names) > 1 && !m.sharers(names) {
 			sort.Strings(names)
 			out = append(out, violation(vDouble, "%s is in the status of %v", a, names))
 		}
@@ -159,9 +172,10 @@ func (w *World) settled(ctx context.Context, m *model, s *snapshot) []Violation 
 	var out []Violation
 	for name, shape := range m.svcs {
 		if svc := s.svcs[name]; svc != nil {
-			out = append(out, w.serviceSettled(ctx, m.cfg, name, shape, svc, s, m.abandoned[name])...)
+			out = append(out, w.serviceSettled(ctx, m, name, shape, svc, s)...)
 		}
 	}
+	out = append(out, w.sharesSettled(ctx, m, s)...)
 	out = append(out, leftovers(m, s)...)
 	for name, st := range m.strangers {
 		if svc := s.svcs[name]; st.protected && svc != nil && svc.Annotations[annRecord] != "" {
@@ -219,18 +233,19 @@ func leftovers(m *model, s *snapshot) []Violation {
 }
 
 // serviceSettled checks one of the judge's Services.
-func (w *World) serviceSettled(ctx context.Context, cfg Config, name string, shape Shape, svc *corev1.Service, s *snapshot, abandoned bool) []Violation {
+func (w *World) serviceSettled(ctx context.Context, m *model, name string, shape Shape, svc *corev1.Service, s *snapshot) []Violation {
+	cfg, abandoned := m.cfg, m.abandoned[name]
 	record := splitList(svc.Annotations[annRecord])
 	for _, b := range record {
 		if !cfg.configured(b) {
-			return append(w.unknownBackend(ctx, name, b), stillServed(cfg, name, shape, svc, s)...)
+			return append(w.unknownBackend(ctx, name, b), stillServed(m, name, shape, svc, s)...)
 		}
 	}
 	if svc.DeletionTimestamp != nil {
 		return []Violation{violation(vConverge, "%s is still being deleted (record %v, finalizers %v)", name, record, svc.Finalizers)}
 	}
 	want, known := cfg.wanted(shape)
-	if !known || requestedElsewhere(name, shape, want, s) {
+	if !known || requestedElsewhere(m, name, shape, want, s) {
 		return nil
 	}
 	var out []Violation
@@ -320,9 +335,10 @@ func conditionsSettled(name string, want []string, svc *corev1.Service) []Violat
 // its status (one NLB, one Octavia load balancer); the record still names
 // them; it keeps its cleanup finalizer. What the removed backend left (its
 // address, its drain, its condition) is not judged.
-func stillServed(cfg Config, name string, shape Shape, svc *corev1.Service, s *snapshot) []Violation {
+func stillServed(m *model, name string, shape Shape, svc *corev1.Service, s *snapshot) []Violation {
+	cfg := m.cfg
 	want, known := cfg.wanted(shape)
-	if !known || svc.DeletionTimestamp != nil || requestedElsewhere(name, shape, want, s) {
+	if !known || svc.DeletionTimestamp != nil || requestedElsewhere(m, name, shape, want, s) {
 		return nil
 	}
 	var out []Violation
@@ -348,13 +364,15 @@ func stillServed(cfg Config, name string, shape Shape, svc *corev1.Service, s *s
 }
 
 // requestedElsewhere: the Service requests an address another Service
-// shows: it cannot have it, and the judge does not judge it.
-func requestedElsewhere(name string, shape Shape, want []string, s *snapshot) bool {
+// shows, one it may not share it with: it cannot have it, and the judge
+// does not judge it here (sharesSettled does). One it may share with
+// does not excuse it.
+func requestedElsewhere(m *model, name string, shape Shape, want []string, s *snapshot) bool {
 	if shape.IPs == "" || !slices.Equal(want, []string{"metal"}) {
 		return false
 	}
-	for other, svc := range s.svcs {
-		if other != name && slices.Contains(ingress(svc), shape.IPs) {
+	for _, other := range showing(s, shape.IPs, name) {
+		if whyNotShare(shape, m.shapeOf(other, s)) != "" {
 			return true
 		}
 	}
@@ -414,28 +432,57 @@ func (w *World) metricSettled(ctx context.Context, m *model, s *snapshot) []Viol
 		pools["metal2"] = "edge"
 	}
 	for b, pool := range pools {
-		shown := map[netip.Addr]bool{}
-		for _, svc := range s.svcs {
-			for _, a := range ips(svc) {
-				if cfg.metalPool(b).Contains(a) {
-					shown[a] = true
-				}
-			}
-		}
 		name := fmt.Sprintf(`multicloud_ccm_baremetal_addresses_in_use_total{backend=%q,family="IPv4",pool=%q}`, b, pool)
 		got, err := metric(ctx, l, name)
 		if err != nil {
 			out = append(out, violation(vConverge, "%v", err))
-		} else if v := inUseAgrees(name, l.Name(), got, len(shown), orphanHeld(m, b, s)); v != nil {
+		} else if v := inUseAgrees(name, l.Name(), got, inUse(cfg.metalPool(b), s), orphanHeld(m, b, s)); v != nil {
 			out = append(out, *v)
 		}
 	}
 	return out
 }
 
+// inUse counts the usable addresses of pool that are taken as bare
+// metal's addresses_in_use counts them (pkg/backends/baremetal: an
+// address is counted once, however many hold it: shown in a status,
+// shared by several, or requested by a LoadBalancer Service through
+// load-balancer-ips, whichever backend serves it): the addresses of pool
+// the statuses show or the LoadBalancer Services request, each once. The
+// network and broadcast addresses are never handed out, nor counted.
+func inUse(pool netip.Prefix, s *snapshot) int {
+	taken := map[netip.Addr]bool{}
+	usable := func(a netip.Addr) bool {
+		return pool.Contains(a) && a != pool.Masked().Addr() && a != lastAddr(pool)
+	}
+	for _, svc := range s.svcs {
+		for _, a := range ips(svc) {
+			if usable(a) {
+				taken[a] = true
+			}
+		}
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		for _, f := range strings.Split(svc.Annotations[annIPs], ",") {
+			if a, err := netip.ParseAddr(strings.TrimSpace(f)); err == nil && usable(a) {
+				taken[a] = true
+			}
+		}
+	}
+	return len(taken)
+}
+
+// lastAddr is the highest address of an IPv4 prefix (its broadcast).
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().As4()
+	binary.BigEndian.PutUint32(b[:], binary.BigEndian.Uint32(b[:])|(uint32(1)<<(32-p.Bits())-1))
+	return netip.AddrFrom4(b)
+}
+
 // inUseAgrees judges the leader's addresses_in_use of one pool, got,
-// against the addresses the statuses show in it and the orphans that may
-// hold one more each (orphanHeld).
+// against the addresses taken in it (inUse: shown or requested, each
+// once) and the orphans that may hold one more each (orphanHeld).
 func inUseAgrees(name, leader string, got, shown int, held []string) *Violation {
 	if got >= shown && got <= shown+len(held) {
 		return nil
@@ -444,7 +491,7 @@ func inUseAgrees(name, leader string, got, shown int, held []string) *Violation 
 	if len(held) > 0 {
 		also = fmt.Sprintf(" (and up to %d more for %v, whose class a reload removed)", len(held), held)
 	}
-	v := violation(vMetric, "%s = %d on the leader %s, the statuses show %d%s", name, got, leader, shown, also)
+	v := violation(vMetric, "%s = %d on the leader %s, the statuses show or the Services request %d%s", name, got, leader, shown, also)
 	return &v
 }
 

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -430,28 +431,28 @@ func TestDoublesOctaviaVIP(t *testing.T) {
 	}
 	s := &snapshot{svcs: map[string]*corev1.Service{"s0": svc("s0", osNoopVIP), "s1": svc("s1", "192.0.2.1", osNoopVIP)},
 		oslbs: map[string][]osLB{"s0": {{ID: "a", VIP: osNoopVIP}}, "s1": {{ID: "b", VIP: osNoopVIP}}}}
-	if v := doubles(s); len(v) != 0 {
+	if v := doubles(newModel(), s); len(v) != 0 {
 		t.Fatalf("two Services served by os: %v", v)
 	}
 	// Seed 238802771 (6 steps): s1, of metal and os, deleted; its
 	// Octavia load balancer PENDING_DELETE (not listed), its status kept
 	// until its finalizer goes.
 	delete(s.oslbs, "s1")
-	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble {
+	if v := doubles(newModel(), s); len(v) != 1 || v[0].Class != vDouble {
 		t.Fatalf("the VIP in the status of a live Service os does not serve: %v, want one %s", v, vDouble)
 	}
 	s.svcs["s1"].DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	if v := doubles(s); len(v) != 0 {
+	if v := doubles(newModel(), s); len(v) != 0 {
 		t.Fatalf("a Service being deleted, its load balancer PENDING_DELETE: %v", v)
 	}
 	s.svcs["s1"].Status.LoadBalancer.Ingress = append(s.svcs["s1"].Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: "192.0.2.7"})
 	s.svcs["s3"] = svc("s3", "192.0.2.7")
-	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble {
+	if v := doubles(newModel(), s); len(v) != 1 || v[0].Class != vDouble {
 		t.Fatalf("a pool address in the status of a Service being deleted and of another: %v, want one %s", v, vDouble)
 	}
 	delete(s.svcs, "s3")
 	s.svcs["s2"] = svc("s2", osNoopVIP)
-	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble {
+	if v := doubles(newModel(), s); len(v) != 1 || v[0].Class != vDouble {
 		t.Fatalf("the VIP in a Service os does not serve: %v, want one %s", v, vDouble)
 	}
 	vip := netip.MustParseAddr(osNoopVIP)
@@ -798,7 +799,9 @@ func TestRemovedBackendStillJudged(t *testing.T) {
 		if tc.nlbs != nil {
 			s.nlbs["s0"] = tc.nlbs
 		}
-		v := w.serviceSettled(context.Background(), cfg, "s0", tc.shape, svc, s, false)
+		m := newModel()
+		m.cfg = cfg
+		v := w.serviceSettled(context.Background(), m, "s0", tc.shape, svc, s)
 		if len(v) != tc.want || slices.ContainsFunc(v, func(v Violation) bool { return v.Class == vWarning }) {
 			t.Errorf("%s with status %v, record %s: %v, want %d violations and no %s", tc.shape, tc.ingress, svc.Annotations[annRecord], v, tc.want, vWarning)
 		}
@@ -860,7 +863,7 @@ func TestDoublesHostname(t *testing.T) {
 		return s
 	}
 	s := &snapshot{svcs: map[string]*corev1.Service{"s0": svc("s0", "a.elb"), "s1": svc("s1", "a.elb"), "s2": svc("s2", "b.elb")}}
-	if v := doubles(s); len(v) != 1 || v[0].Class != vDouble || !strings.Contains(v[0].What, "a.elb") {
+	if v := doubles(newModel(), s); len(v) != 1 || v[0].Class != vDouble || !strings.Contains(v[0].What, "a.elb") {
 		t.Fatalf("one NLB name in two statuses: %v, want one %s", v, vDouble)
 	}
 }
@@ -927,5 +930,370 @@ func TestMetricOrphanHeld(t *testing.T) {
 	snap.svcs["s4"] = recreated
 	if held := orphanHeld(m, "metal", snap); len(held) != 0 {
 		t.Errorf("s4 re-created: %v", held)
+	}
+}
+
+// TestGenerateShareKeepsBase: the share stream leaves the main stream's
+// draws alone. Without it, the fixed seeds, seed 6190 and the four seeds
+// of the 60-minute run of 2026-12-03 (with os) draw exactly what they drew
+// before it existed (their sequences' SHA-256, from the generator of
+// 1abc73e); with it, a seed draws the same steps with the sharing
+// Services' between them.
+func TestGenerateShareKeepsBase(t *testing.T) {
+	for _, c := range []struct {
+		seed  uint64
+		steps int
+		os    bool
+		sum   string
+	}{
+		{853, 25, false, "68767a33449dabb375db2b45b4e2eb84385939a6281dbb01e9abbd6042be37f3"},
+		{946, 25, false, "337d6d43e6b023a6f28668c874840ec77984409ce1e4041c3f3f341f5a8507bc"},
+		{6190, 25, false, "2608a5f275da22676e9eebbf053a296de968c46c329d7a90cbca152aee9f355e"},
+		{1019, 40, false, "23dae21eccede08f86bf67be23a39ebe207ec8e0586485ee2b38e737060e1153"},
+		{556087352, 40, true, "5bf50d831415193d4b0ddcbe45afb8ea67bc53b1713a72c8c50778cb5317d354"},
+		{989441631, 40, true, "c5d2b4ed9b6cfca33d2f659d3e864e086ef5ea1e32354829b66fddf8d54d3d1d"},
+		{989441637, 40, true, "ca7230e14c1cd3812d4bd25b4627aad2f6853f5c6c5de232d88f68b7ebe48f45"},
+		{989441643, 40, true, "6faae3399d0858d354ccb9265f2e8771d23e48c1f9bad4be0ce6fa7bc6c4bcb4"},
+	} {
+		base := GenerateFor(c.seed, c.steps, Features{OS: c.os})
+		data, err := json.Marshal(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%x", sha256.Sum256(data)); got != c.sum {
+			t.Errorf("seed %d (%d steps, os %v) draws another sequence than before the share stream: SHA-256 %s, was %s:\n%s", c.seed, c.steps, c.os, got, c.sum, Describe(base))
+		}
+		shared := GenerateFor(c.seed, c.steps, Features{OS: c.os, Share: true})
+		var rest []Op
+		n := 0
+		for _, op := range shared {
+			if slices.Contains(shareNames, op.Name) {
+				n++
+				continue
+			}
+			rest = append(rest, op)
+		}
+		if n == 0 || !reflect.DeepEqual(rest, base[:len(rest)]) {
+			t.Errorf("seed %d with the share stream: %d sharing steps; the others are not the first %d steps drawn without it:\n%s", c.seed, n, len(rest), Describe(shared))
+		}
+	}
+}
+
+// TestGenerateShareCovers: in a few hundred steps the share stream draws
+// the cases the model predicts: two Services of one key requesting one
+// address (served both, or one refused for a clashing port), a sharing
+// Service's key dropped or changed while it requests an address, and one
+// moved to metal2 or to ClusterIP.
+func TestGenerateShareCovers(t *testing.T) {
+	var sameKeyRequests, keyLostRequesting, metal2, clusterIP, deletes int
+	for seed := range uint64(5) {
+		cur := map[string]Shape{}
+		for _, op := range GenerateFor(seed, 200, Features{Share: true}) {
+			if !slices.Contains(shareNames, op.Name) {
+				continue
+			}
+			if op.Kind == SvcDelete {
+				deletes++
+				delete(cur, op.Name)
+				continue
+			}
+			s := *op.Shape
+			if was, ok := cur[op.Name]; ok && was.Share != "" && s.Share != was.Share && s.IPs != "" {
+				keyLostRequesting++
+			}
+			for other, o := range cur {
+				if other != op.Name && s.IPs != "" && o.IPs == s.IPs && s.Share != "" && o.Share == s.Share {
+					sameKeyRequests++
+				}
+			}
+			if s.Backends == "metal2" {
+				metal2++
+			}
+			if s.Type == serviceTypeCIP {
+				clusterIP++
+			}
+			cur[op.Name] = s
+		}
+	}
+	t.Logf("1,000 steps: %d requests of an address a Service of the same key requests, %d keys changed while requesting, %d on metal2, %d ClusterIP, %d deletes",
+		sameKeyRequests, keyLostRequesting, metal2, clusterIP, deletes)
+	if sameKeyRequests < 5 || keyLostRequesting < 5 || metal2 == 0 || clusterIP == 0 || deletes == 0 {
+		t.Fatal("the share stream draws too few of the cases the model predicts")
+	}
+}
+
+// sharingSvc is a Service of shape sh showing addrs, for the sharing
+// checks.
+func sharingSvc(name string, sh Shape, addrs ...string) *corev1.Service {
+	svc := newService(name, sh)
+	svc.UID = types.UID("uid-" + name)
+	for _, a := range addrs {
+		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: a})
+	}
+	return svc
+}
+
+// TestModelRefusedStep: a request of an address that a Service it may not
+// share with shows is recorded as refused at its step (a clashing port, no
+// key, another key; seed 6190's: a requester that drops the key it shared
+// with), one it may share is not, and a later step of the Service
+// forgets the refusal.
+func TestModelRefusedStep(t *testing.T) {
+	const a = "192.0.2.20"
+	holder := Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{80}, Share: "k1", IPs: a}
+	for _, tc := range []struct {
+		name    string
+		req     Shape
+		refused bool
+	}{
+		{"another port, same key", Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{443}, Share: "k1", IPs: a}, false},
+		{"the same port", Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{80, 8080}, Share: "k1", IPs: a}, true},
+		{"no key", Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{443}, IPs: a}, true},
+		{"another key", Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{443}, Share: "k2", IPs: a}, true},
+		{"another address", Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{80}, IPs: "192.0.2.21"}, false},
+		{"not served by metal alone", Shape{Type: serviceTypeLB, Backends: "metal,aws", Ports: []int32{80}, IPs: a}, false},
+	} {
+		m := newModel()
+		s := &snapshot{svcs: map[string]*corev1.Service{}}
+		m.record(Op{Kind: SvcApply, Name: "sh0", Shape: &holder}, s, 0)
+		s.svcs["sh0"] = sharingSvc("sh0", holder, a)
+		m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &tc.req}, s, 1)
+		r, refused := m.refused["sh1"]
+		if refused != tc.refused || (refused && (r.step != 1 || r.by != "sh0" || r.addr != a)) {
+			t.Errorf("%s: refused %v %+v, want refused %v at step 1 by sh0", tc.name, refused, r, tc.refused)
+		}
+	}
+	// Seed 6190's: sh1 shares a with sh0, then drops its key.
+	m := newModel()
+	s := &snapshot{svcs: map[string]*corev1.Service{}}
+	other := holder
+	other.Ports = []int32{443}
+	m.record(Op{Kind: SvcApply, Name: "sh0", Shape: &holder}, s, 0)
+	s.svcs["sh0"] = sharingSvc("sh0", holder, a)
+	m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &other}, s, 1)
+	s.svcs["sh1"] = sharingSvc("sh1", other, a)
+	if _, ok := m.refused["sh1"]; ok || !m.mayHaveShared("sh0", "sh1") {
+		t.Fatalf("sh1 sharing sh0's key: refused %v, may have shared %v", m.refused, m.mayHaveShared("sh0", "sh1"))
+	}
+	keyless := other
+	keyless.Share = ""
+	m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &keyless}, s, 2)
+	if r, ok := m.refused["sh1"]; !ok || r.step != 2 || r.by != "sh0" {
+		t.Fatalf("sh1 dropped its key while it shares %s with sh0: refused %+v", a, m.refused)
+	}
+	if !m.mayHaveShared("sh0", "sh1") || len(doubles(m, s)) != 0 {
+		t.Fatalf("sh0 and sh1 shared a key: their common address is judged at quiescence, not at once: %v", doubles(m, s))
+	}
+	unrequested := keyless
+	unrequested.IPs = ""
+	m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &unrequested}, s, 3)
+	if _, ok := m.refused["sh1"]; ok {
+		t.Fatalf("sh1 no longer requests %s: still refused %+v", a, m.refused)
+	}
+}
+
+// TestSharesSettled: at quiescence an address shown by two Services that
+// may not share it is refused-share-held (naming the refused request), a
+// request the model predicts refused has its Warning, and a Service
+// allowed to share an address others show, that does not show it, is
+// shared-address-lost; Services sharing as allowed pass; two Services
+// that never carried one key showing one address are address-held-twice
+// at once.
+func TestSharesSettled(t *testing.T) {
+	const a = "192.0.2.20"
+	k1p80 := Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{80}, Share: "k1", IPs: a}
+	k1p443 := Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{443}, Share: "k1", IPs: a}
+	keyless := k1p443
+	keyless.Share = ""
+	warned := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: serviceNS}, Type: corev1.EventTypeWarning, Reason: reasonIPInUse,
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: serviceNS, Name: "sh1"}}
+	setup := func(sh1 Shape, sh1Addrs ...string) (*model, *snapshot) {
+		m := newModel()
+		s := &snapshot{svcs: map[string]*corev1.Service{}}
+		m.record(Op{Kind: SvcApply, Name: "sh0", Shape: &k1p80}, s, 0)
+		s.svcs["sh0"] = sharingSvc("sh0", k1p80, a)
+		m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &k1p443}, s, 1)
+		s.svcs["sh1"] = sharingSvc("sh1", k1p443, a)
+		m.seeShares(s, 1)
+		m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &sh1}, s, 2)
+		s.svcs["sh1"] = sharingSvc("sh1", sh1, sh1Addrs...)
+		return m, s
+	}
+	classes := func(vs []Violation) []string {
+		var out []string
+		for _, v := range vs {
+			out = append(out, v.Class)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		sh1    Shape
+		addrs  []string
+		events bool
+		want   []string
+	}{
+		{"both share as allowed", k1p443, []string{a}, false, nil},
+		{"sh1 dropped its key and still shows it (seed 6190)", keyless, []string{a}, true, []string{vShareHeld}},
+		{"sh1 dropped its key and still shows it, no Warning", keyless, []string{a}, false, []string{vShareHeld, vWarning}},
+		{"sh1 dropped its key, refused, shows nothing", keyless, nil, true, nil},
+		{"sh1 lost the address it may share", k1p443, []string{"192.0.2.5"}, false, []string{vShareLost}},
+		{"sh1 stopped requesting and was moved off the address it may keep", func() Shape { s := k1p443; s.IPs = ""; return s }(), []string{"192.0.2.5"}, false, nil},
+	} {
+		m, s := setup(tc.sh1, tc.addrs...)
+		w := &World{c: k8sfake.NewClientset()}
+		if tc.events {
+			w.c = k8sfake.NewClientset(warned)
+		}
+		got := classes(w.sharesSettled(context.Background(), m, s))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, w.sharesSettled(context.Background(), m, s), tc.want)
+		}
+	}
+	// A Service that shared an address and, nothing changed, lost it.
+	m, s := setup(k1p443, a)
+	kept := k1p443
+	kept.IPs = ""
+	m.svcs["sh1"] = kept
+	m.sharing["sh1"] = shareSeen{addr: a, partners: []string{"sh0"}, step: 1}
+	s.svcs["sh1"] = sharingSvc("sh1", kept, "192.0.2.5")
+	w := &World{c: k8sfake.NewClientset()}
+	if got := classes(w.sharesSettled(context.Background(), m, s)); !slices.Equal(got, []string{vShareLost}) {
+		t.Errorf("sh1 shared %s and lost it with nothing changed: %v", a, w.sharesSettled(context.Background(), m, s))
+	}
+	// Two Services that never carried one key: at once.
+	m = newModel()
+	s = &snapshot{svcs: map[string]*corev1.Service{"s0": sharingSvc("s0", keyless, a), "sh1": sharingSvc("sh1", k1p80, a)}}
+	m.svcs["s0"], m.svcs["sh1"] = keyless, k1p80
+	if v := doubles(m, s); len(v) != 1 || v[0].Class != vDouble {
+		t.Errorf("a keyless Service and a keyed one showing %s: %v, want %s", a, v, vDouble)
+	}
+}
+
+// TestInUseCountsSharedOnce: addresses_in_use counts an address once
+// however many Services show it, and counts an address a LoadBalancer
+// Service requests that no status shows (a ClusterIP Service's request is
+// none), as bare metal's allocator does; nothing outside the pool.
+func TestInUseCountsSharedOnce(t *testing.T) {
+	pool := netip.MustParsePrefix("192.0.2.0/27")
+	req := Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{80}, IPs: "192.0.2.21"}
+	cip := req
+	cip.Type, cip.IPs = serviceTypeCIP, "192.0.2.22"
+	s := &snapshot{svcs: map[string]*corev1.Service{
+		"sh0": sharingSvc("sh0", Shape{Type: serviceTypeLB, Ports: []int32{80}, Share: "k1"}, "192.0.2.1"),
+		"sh1": sharingSvc("sh1", Shape{Type: serviceTypeLB, Ports: []int32{443}, Share: "k1"}, "192.0.2.1"),
+		"s0":  sharingSvc("s0", req),
+		"s1":  sharingSvc("s1", cip),
+		"s2":  sharingSvc("s2", Shape{Type: serviceTypeLB, Ports: []int32{80}}, "192.0.2.2", "203.0.113.4"),
+		"s3":  sharingSvc("s3", req, "192.0.2.21"),
+		"s4":  sharingSvc("s4", Shape{Type: serviceTypeLB, Backends: "aws", Ports: []int32{80}, IPs: "192.0.2.23"}),
+	}}
+	if got := inUse(pool, s); got != 4 {
+		t.Fatalf("in use: %d, want 4 (192.0.2.1 shared, .2 shown, .21 requested and shown, .23 requested by a LoadBalancer Service of aws, shown by none)", got)
+	}
+	if v := inUseAgrees("m", "ccm-1", 4, inUse(pool, s), nil); v != nil {
+		t.Fatal(v)
+	}
+	if v := inUseAgrees("m", "ccm-1", 5, inUse(pool, s), nil); v == nil {
+		t.Fatal("5 in use, 4 taken: no violation")
+	}
+}
+
+// TestModelDrainOffRemovedBackend (chaos seed 989441631): a Service on
+// metal,metal2 whose status still shows metal2's address after a reload
+// removed metal2, moved to aws with a drain period, is expected to keep
+// metal's address that long, not metal2's: a removed backend's load
+// balancer cannot be reached, and what it left is not judged.
+func TestModelDrainOffRemovedBackend(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "u1"}}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.3"}, {IP: "203.0.113.4"}}
+	now := time.Now()
+	snap := &snapshot{at: now, svcs: map[string]*corev1.Service{"s1": svc}}
+	both := Shape{Type: serviceTypeLB, Backends: "metal,metal2", Ports: []int32{80}, Drain: "6s"}
+	onAWS := both
+	onAWS.Backends = "aws"
+	m := newModel()
+	m.record(Op{Kind: SvcApply, Name: "s1", Shape: &both}, snap, 0)
+	noMetal2 := m.cfg
+	noMetal2.Metal2 = false
+	m.record(Op{Kind: Reload, Config: &noMetal2}, snap, 1)
+	m.record(Op{Kind: SvcApply, Name: "s1", Shape: &onAWS}, snap, 2)
+	if len(m.drains) != 1 || m.drains[0].backend != "metal" {
+		t.Fatalf("after metal,metal2 (metal2 removed) to aws with 6s: drains %+v, want metal's alone", m.drains)
+	}
+}
+
+// TestSharesSettledOctaviaVIP: Octavia's noop VIP in the status of two
+// os Services is no bare-metal address two Services hold.
+func TestSharesSettledOctaviaVIP(t *testing.T) {
+	onOS := Shape{Type: serviceTypeLB, Backends: "os", Ports: []int32{80}}
+	m := newModel()
+	m.svcs["s0"], m.svcs["s1"] = onOS, onOS
+	s := &snapshot{svcs: map[string]*corev1.Service{"s0": sharingSvc("s0", onOS, osNoopVIP), "s1": sharingSvc("s1", onOS, osNoopVIP)}}
+	w := &World{c: k8sfake.NewClientset()}
+	if v := w.sharesSettled(context.Background(), m, s); len(v) != 0 {
+		t.Fatalf("two os Services showing Octavia's noop VIP: %v", v)
+	}
+}
+
+// TestDoublesSharerDeleted (chaos seed 7022, CHAOS_SHARE=1): a Service
+// deleted while it shares an address keeps showing it until its finalizer
+// goes: not address-held-twice.
+func TestDoublesSharerDeleted(t *testing.T) {
+	const a = "192.0.2.20"
+	k1p80 := Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{80}, Share: "k1", IPs: a}
+	k1p443 := k1p80
+	k1p443.Ports = []int32{443}
+	m := newModel()
+	s := &snapshot{svcs: map[string]*corev1.Service{}}
+	m.record(Op{Kind: SvcApply, Name: "sh0", Shape: &k1p80}, s, 0)
+	m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &k1p443}, s, 1)
+	s.svcs["sh0"], s.svcs["sh1"] = sharingSvc("sh0", k1p80, a), sharingSvc("sh1", k1p443, a)
+	m.record(Op{Kind: SvcDelete, Name: "sh1"}, s, 2)
+	now := metav1.Now()
+	s.svcs["sh1"].DeletionTimestamp = &now
+	if v := doubles(m, s); len(v) != 0 {
+		t.Fatalf("sh1, deleted while sharing %s with sh0, still shows it: %v", a, v)
+	}
+}
+
+// TestSafetyRefusedShareHeld (chaos seed 7022, CHAOS_SHARE=1): a Service
+// whose request was refused and that still shows the address beside its
+// holder refusedBound later is refused-share-held at once, not only at
+// quiescence (a later step may resolve it before then); sooner, or in a
+// failover, it is not judged.
+func TestSafetyRefusedShareHeld(t *testing.T) {
+	const a = "192.0.2.20"
+	k1p443 := Shape{Type: serviceTypeLB, Backends: "metal", Ports: []int32{443}, Share: "k1", IPs: a}
+	k1p80 := k1p443
+	k1p80.Ports = []int32{80}
+	keyless := k1p80
+	keyless.Share = ""
+	now := time.Now()
+	m := newModel()
+	s := &snapshot{at: now, svcs: map[string]*corev1.Service{}}
+	m.record(Op{Kind: SvcApply, Name: "sh1", Shape: &k1p443}, s, 0)
+	m.record(Op{Kind: SvcApply, Name: "sh0", Shape: &k1p80}, s, 1)
+	s.svcs["sh0"], s.svcs["sh1"] = sharingSvc("sh0", k1p80, a), sharingSvc("sh1", k1p443, a)
+	m.record(Op{Kind: SvcApply, Name: "sh0", Shape: &keyless}, s, 2)
+	soon := &snapshot{at: now.Add(refusedBound / 2), svcs: s.svcs}
+	if v := m.refusedHeld(soon, false); len(v) != 0 {
+		t.Fatalf("%s after the refusal: %v", refusedBound/2, v)
+	}
+	late := &snapshot{at: now.Add(refusedBound + time.Second), svcs: s.svcs}
+	if v := m.refusedHeld(late, true); len(v) != 0 {
+		t.Fatalf("in a failover: %v", v)
+	}
+	if v := m.refusedHeld(late, false); len(v) != 1 || v[0].Class != vShareHeld || !strings.Contains(v[0].What, "step 3") {
+		t.Fatalf("%s after the refusal, both showing %s: %v, want one %s naming step 3", refusedBound+time.Second, a, v, vShareHeld)
+	}
+}
+
+// TestLastAddr: the broadcast address of the judge's pools.
+func TestLastAddr(t *testing.T) {
+	for p, want := range map[string]string{"192.0.2.0/27": "192.0.2.31", "192.0.2.16/28": "192.0.2.31", "203.0.113.0/27": "203.0.113.31", "192.0.2.64/29": "192.0.2.71"} {
+		if got := lastAddr(netip.MustParsePrefix(p)).String(); got != want {
+			t.Errorf("lastAddr(%s) = %s, want %s", p, got, want)
+		}
 	}
 }

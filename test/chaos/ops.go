@@ -103,6 +103,7 @@ const (
 	annDraining  = "multicloud-ccm.io/load-balancer-draining"
 	annDNSMark   = "multicloud-ccm.io/load-balancer-dns-target"
 	annIPs       = "multicloud-ccm.io/load-balancer-ips"
+	annShare     = "multicloud-ccm.io/allow-shared-ip"
 	labelExclude = "node.kubernetes.io/exclude-from-external-load-balancers"
 	// lbFinalizer is upstream's shared cleanup finalizer (classless
 	// Services); classed ones carry lbcontroller.Finalizer.
@@ -131,6 +132,10 @@ type Shape struct {
 	Drain string `json:"drain,omitempty"`
 	// IPs is the load-balancer-ips annotation ("" for none).
 	IPs string `json:"ips,omitempty"`
+	// Share is the allow-shared-ip key ("" for none): bare metal lets
+	// Services of one key share an address when no port clashes
+	// (docs/baremetal.md, "Sharing"). Only the share stream draws it.
+	Share string `json:"share,omitempty"`
 }
 
 func (s Shape) String() string {
@@ -147,6 +152,9 @@ func (s Shape) String() string {
 	}
 	if s.IPs != "" {
 		parts = append(parts, "ips="+s.IPs)
+	}
+	if s.Share != "" {
+		parts = append(parts, "share="+s.Share)
 	}
 	return strings.Join(parts, " ")
 }
@@ -263,6 +271,12 @@ type Features struct {
 	// OS: the OpenStack stack is up; the backend os is configured, and
 	// Services, several-backend Services and faults draw on it.
 	OS bool `json:"os,omitempty"`
+	// Share: a second random stream (NewShareRand) inserts steps on the
+	// sharing Services (shareNames): bare-metal Services carrying
+	// allow-shared-ip keys, their ports and requested addresses. Without
+	// it a seed draws what it always drew; with it, the same steps with
+	// the sharing ones between them (TestGenerateShareKeepsBase).
+	Share bool `json:"share,omitempty"`
 }
 
 // initialConfig is InitialConfig with the backends f adds.
@@ -299,6 +313,11 @@ type generator struct {
 	osOutage    int // the same, of Octavia
 	keyGen      int // the credentials' generation (0: the first)
 	os          bool
+	// srnd is the share stream (nil: Features.Share off) and shared the
+	// sharing Services' shapes: nothing the main stream draws reads
+	// them, so its draws are the same with sharing or without.
+	srnd   *Rand
+	shared map[string]*Shape
 }
 
 // Generate draws steps operations from seed, for the world without
@@ -310,7 +329,10 @@ func Generate(seed uint64, steps int) []Op { return GenerateFor(seed, steps, Fea
 // do not change.
 func GenerateFor(seed uint64, steps int, f Features) []Op {
 	g := &generator{rnd: NewRand(seed), shapes: map[string]*Shape{}, prevRouting: map[string][2]string{}, strangers: map[string]bool{},
-		nodes: map[string]*nodeState{}, cfg: f.initialConfig(), os: f.OS}
+		nodes: map[string]*nodeState{}, cfg: f.initialConfig(), os: f.OS, shared: map[string]*Shape{}}
+	if f.Share {
+		g.srnd = NewShareRand(seed)
+	}
 	for _, n := range metalNodes {
 		g.nodes[n] = &nodeState{cloud: "metal"}
 	}
@@ -324,6 +346,14 @@ func GenerateFor(seed uint64, steps int, f Features) []Op {
 	}
 	ops := make([]Op, 0, steps)
 	for len(ops) < steps {
+		// A step on a sharing Service, drawn from the share stream alone:
+		// the main stream draws on as it would without it.
+		if g.srnd != nil && g.srnd.IntN(100) < shareChance {
+			op := g.share()
+			op.Gap = time.Duration(100+g.srnd.IntN(1400)) * time.Millisecond
+			ops = append(ops, op)
+			continue
+		}
 		op, ok := g.next()
 		if !ok {
 			continue

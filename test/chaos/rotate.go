@@ -294,11 +294,11 @@ func (w *World) stable(ctx context.Context, m *model, s *snapshot) stableFacts {
 	for name, shape := range m.svcs {
 		svc := s.svcs[name]
 		want, known := m.cfg.wanted(shape)
-		if svc == nil || !known || m.abandoned[name] || requestedElsewhere(name, shape, want, s) || slices.ContainsFunc(m.drains, func(e drainExpect) bool { return e.svc == name }) ||
+		if svc == nil || !known || m.abandoned[name] || requestedElsewhere(m, name, shape, want, s) || slices.ContainsFunc(m.drains, func(e drainExpect) bool { return e.svc == name }) ||
 			slices.ContainsFunc(splitList(svc.Annotations[annRecord]), func(b string) bool { return !m.cfg.configured(b) }) {
 			continue
 		}
-		if len(w.serviceSettled(ctx, m.cfg, name, shape, svc, s, false)) == 0 {
+		if len(w.serviceSettled(ctx, m, name, shape, svc, s)) == 0 {
 			f.svcs[name] = serviceFacts(svc, s, true)
 		}
 	}

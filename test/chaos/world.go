@@ -91,13 +91,17 @@ type World struct {
 	proxies map[*framework.CCM]*watchProxy
 	// ignore are the violation classes only logged (RunOptions.Ignore).
 	ignore []string
-	// lastKill is when the judge last killed or paused a leader.
-	lastKill time.Time
+	// lastKill is when the judge last killed or paused a leader;
+	// lastWatch when it last held back or cut the leader's watches.
+	lastKill, lastWatch time.Time
 	// outage is whether the AWS fake answers 503 (AWSOutage);
 	// throttleEnd the fake's TotalAttempts once the throttled calls
 	// (AWSThrottle) are spent.
 	outage      bool
 	throttleEnd int
+	// cfgPending are the replicas' configuration hashes when the judge
+	// last wrote a reload, until the leader applied it (nil: applied).
+	cfgPending map[*framework.CCM]int
 	// paused is the replica PauseLeader stopped, until resumeAt.
 	paused   *framework.CCM
 	resumeAt time.Time
@@ -242,6 +246,7 @@ func (w *World) watchFault(d time.Duration) {
 		return
 	}
 	p := w.proxies[l]
+	w.lastWatch = time.Now().Add(d)
 	if d > 0 {
 		w.logf("holding back the watch events of the leader %s for %s", l.Name(), d)
 		p.hold(d)
@@ -474,6 +479,54 @@ func (w *World) stop() {
 	if w.cp != nil {
 		if err := w.cp.Stop(true); err != nil && !errors.Is(err, os.ErrNotExist) {
 			w.logf("stop control plane: %v", err)
+		}
+	}
+}
+
+// replicaHashes are the configuration hashes (hashMetric) of the replicas
+// running and not paused.
+func (w *World) replicaHashes(ctx context.Context) map[*framework.CCM]int {
+	out := map[*framework.CCM]int{}
+	for _, r := range w.replicas {
+		if exited, _ := r.Exited(); exited || r == w.paused {
+			continue
+		}
+		if h, err := metric(ctx, r, hashMetric); err == nil {
+			out[r] = h
+		}
+	}
+	return out
+}
+
+// configWait bounds awaitConfig: a reload is read within 500 ms
+// (--cloud-config-reload-period) and applied at once.
+const configWait = 15 * time.Second
+
+// awaitConfig waits, up to configWait, until the leader applied the
+// configuration the judge last wrote (its hash changed since the write,
+// or it started after it), and reports whether it did.
+func (w *World) awaitConfig(ctx context.Context) bool {
+	if w.cfgPending == nil {
+		return true
+	}
+	start := time.Now()
+	for {
+		if l := w.leader(); l != nil {
+			h0, ok := w.cfgPending[l]
+			h, err := metric(ctx, l, hashMetric)
+			if !ok || (err == nil && h != h0) {
+				w.cfgPending = nil
+				w.logf("  %s applied the configuration written last (%s waited)", l.Name(), time.Since(start).Round(time.Millisecond))
+				return true
+			}
+		}
+		if time.Since(start) > configWait {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
