@@ -352,6 +352,28 @@ func TestRecordNamingRemovedBackendIsAnError(t *testing.T) {
 	checkErr(t, r.EnsureLoadBalancerDeleted(context.Background(), cluster, svc), `backend "gone"`)
 }
 
+// TestDeleteWithRemovedBackendDeletesTheRest: a Service whose record names
+// a backend a reload removed is deleted from the backends still configured
+// (their load balancers are ours, paid for, and reachable) and dropped from
+// their record, while the delete keeps failing, and the finalizer stays,
+// for the removed one alone (chaos seed 989441643: the NLB stayed as long
+// as the Service was Terminating).
+func TestDeleteWithRemovedBackendDeletesTheRest(t *testing.T) {
+	r, a, _ := twoClouds(t)
+	svc := newService("s", withLBBackend("a"))
+	ensure(t, r, svc)
+	if !a.holds(svc) {
+		t.Fatal("a does not hold the load balancer it was asked to ensure")
+	}
+	svc.Annotations[string(annotation.LoadBalancerBackends)] = "a,gone"
+	now := metav1.Now()
+	svc.DeletionTimestamp = &now
+	checkErr(t, r.EnsureLoadBalancerDeleted(context.Background(), cluster, svc), `backend "gone"`)
+	if a.holds(svc) {
+		t.Error("the load balancer in the configured backend a stayed while the record names the removed backend gone")
+	}
+}
+
 // userErrLB is an lbCloud whose every call fails with a user error.
 type userErrLB struct {
 	*lbCloud

@@ -329,7 +329,9 @@ func sameBackends(a, b []*backend.Member) bool {
 // backend that may hold one; each backend's delete is idempotent, and each
 // that succeeded leaves the record. It fails, keeping the Service's
 // finalizer, until every one of them succeeded. A record naming a backend
-// that is not configured fails it too, unless the Service is gone
+// that is not configured fails it too, after the configured ones deleted
+// theirs (their load balancers are reachable, and would otherwise stay for
+// as long as the Service is Terminating), unless the Service is gone
 // (ServiceGone, or goneFromAPI: upstream's controller cleaning up after a
 // Service deleted without its finalizer, or re-created under its name):
 // then the others are deleted, and the unconfigured one is warned about.
@@ -337,20 +339,21 @@ func (r *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
 	targets, _ := r.lbTargets(service)
-	asked, err := r.mayHold(service, targets...)
-	if err != nil && (serviceGone(ctx) || r.goneFromAPI(ctx, service)) {
-		// No record left to edit: what can be deleted is.
-		asked, err = r.mayHoldGone(ctx, service), nil
-	}
-	if err != nil {
-		r.recordServiceError(ctx, service, err)
-		return err
+	asked, gone := r.reachable(service, targets...)
+	var unreachable error
+	if len(gone) > 0 {
+		if serviceGone(ctx) || r.goneFromAPI(ctx, service) {
+			// No record left to edit: what can be deleted is.
+			asked = r.mayHoldGone(ctx, service)
+		} else {
+			unreachable = r.unreachableErr(service, gone[0])
+		}
 	}
 	var (
 		mu   sync.Mutex
 		done []string
 	)
-	err = backend.Ask(ctx, asked, func(ctx context.Context, b *backend.Member) (struct{}, error) {
+	err := backend.Ask(ctx, asked, func(ctx context.Context, b *backend.Member) (struct{}, error) {
 		return struct{}{}, b.EnsureLoadBalancerDeleted(ctx, clusterName, service)
 	}, func(b *backend.Member, _ struct{}) {
 		mu.Lock()
@@ -363,6 +366,7 @@ func (r *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 	// deletion its own finalizer removal caused, fails with NotFound and a
 	// Warning SyncLoadBalancerFailed. Its next sync, if any, finds no load
 	// balancer in the recorded backends.
+	err = errors.Join(err, unreachable)
 	if service.DeletionTimestamp == nil || err != nil || len(done) < len(asked) {
 		err = errors.Join(err, r.dropFromRecord(ctx, service, done))
 	}
