@@ -368,10 +368,19 @@ func TestDeleteWithRemovedBackendDeletesTheRest(t *testing.T) {
 	svc.Annotations[string(annotation.LoadBalancerBackends)] = "a,gone"
 	now := metav1.Now()
 	svc.DeletionTimestamp = &now
+	// The cleanup asks first whether the load balancer exists (ours and
+	// upstream's controller both do), then deletes it.
+	if _, exists, err := r.GetLoadBalancer(context.Background(), cluster, svc); err != nil || !exists {
+		t.Fatalf("GetLoadBalancer = exists %v, %v; want the load balancer a holds to exist", exists, err)
+	}
 	checkErr(t, r.EnsureLoadBalancerDeleted(context.Background(), cluster, svc), `backend "gone"`)
 	if a.holds(svc) {
 		t.Error("the load balancer in the configured backend a stayed while the record names the removed backend gone")
 	}
+	// Nothing configured holds anything now: whether gone holds its load
+	// balancer is unknown, an error that keeps the finalizer.
+	_, _, err := r.GetLoadBalancer(context.Background(), cluster, svc)
+	checkErr(t, err, `records a load balancer in backend "gone", which is not configured`)
 }
 
 // userErrLB is an lbCloud whose every call fails with a user error.

@@ -24,19 +24,22 @@ const (
 // GetLoadBalancer asks the backends that may hold the Service's load
 // balancer (see mayHold): it exists if any of them holds any part of it, so
 // a delete is never skipped while something is left (one backend that
-// cannot answer makes it an error only when no other holds anything: then
+// cannot answer, or a recorded one that is not configured, makes it an
+// error only when no other holds anything: then
 // the delete proceeds in those that answered, and waits for it), and a
 // backend that never held it is not asked, so its outage blocks nothing. The status is
 // the target backends' (in their order) if they have one.
 func (r *Balancer) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	service = r.withClassDefaults(service)
 	targets, _ := r.lbTargets(service)
-	asked, err := r.mayHold(service, targets...)
-	if err != nil {
-		r.recordServiceError(ctx, service, err)
-		return nil, false, err
-	}
+	asked, gone := r.reachable(service, targets...)
 	found, err := r.holders(ctx, clusterName, service, asked)
+	if len(gone) > 0 {
+		// A recorded backend a reload removed cannot answer either: the
+		// load balancer exists while a configured one holds part of it
+		// (so the delete runs there), and is unknown once none does.
+		err = errors.Join(err, r.unreachableErr(service, gone[0]))
+	}
 	if err != nil && len(found) == 0 {
 		r.recordServiceError(ctx, service, err)
 		return nil, false, err
