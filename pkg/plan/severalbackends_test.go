@@ -41,9 +41,9 @@ func TestPlanSeveralBackendsAddressShown(t *testing.T) {
 
 // TestPlanDrainingLoadBalancerUpdated: a Service moving from aws to metal
 // with a drain period keeps its NLB serving until the drain ends, and the
-// switch's node sync keeps it reconciled (Router.UpdateLoadBalancer hands
-// the draining backend its nodes): a node gone since the NLB was made has
-// its target deregistered. The plan lists that call, named by backend and
+// switch's sync that starts the drain hands the draining backend the nodes
+// of the sync (Balancer.retargetDraining; the node syncs after it keep it
+// so): a node gone since the NLB was made has its target deregistered. The plan lists that call, named by backend and
 // as happening while it drains, besides the drain itself (before: the
 // drain only).
 func TestPlanDrainingLoadBalancerUpdated(t *testing.T) {
