@@ -67,6 +67,11 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settl
 				sp.RefusedBy = append(sp.RefusedBy, s.Backend)
 			}
 		}
+		kept, err := p.whileRefused(ctx, svc, d, nodes)
+		if err != nil {
+			sp.Error += "; updating the load balancers kept meanwhile: " + errText(err)
+		}
+		sp.Changes = append(sp.Changes, kept...)
 		sp.Targets = p.settledTargets(afterSync(svc, d), settledNodes, slices.Concat(d.HandedOver, sp.RefusedBy))
 		return sp
 	}
@@ -156,6 +161,36 @@ func whileDraining(calls []lbCall, b string) ([]backends.Intent, error) {
 		}
 		for _, in := range c.intents {
 			in.What = "in backend " + b + ", while it drains: " + in.What
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
+// whileRefused is what the switch does to the load balancers a refused
+// Service keeps outside its targets (the backend it moves away from while
+// the one it moves to refuses it): its failing sync hands them the nodes
+// as they are (pkg/lbcontroller's retargetFailed: Router.UpdateLoadBalancer,
+// for a Service the router served before), as its targets get theirs from
+// the sync itself. That update under the dry run: the intents of the
+// backends that are not targets, named by backend.
+func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *router.Decision, nodes []*corev1.Node) ([]backends.Intent, error) {
+	if svc.Annotations[string(annotation.LoadBalancerServedBy)] == "" {
+		return nil, nil
+	}
+	ctx, log := withCallLog(ctx)
+	ctx, _ = backends.WithDryRun(ctx)
+	_ = p.r.UpdateLoadBalancer(ctx, p.cluster, svc.DeepCopy(), nodes) // the backends' own failures are in the log
+	var out []backends.Intent
+	for _, c := range log.all() {
+		if c.op != "update" || slices.Contains(d.Targets, c.backend) {
+			continue
+		}
+		if c.err != nil {
+			return out, c.err
+		}
+		for _, in := range c.intents {
+			in.What = "in backend " + c.backend + ", kept while the sync fails: " + in.What
 			out = append(out, in)
 		}
 	}

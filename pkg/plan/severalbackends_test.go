@@ -98,6 +98,34 @@ func TestPlanPartialRefusal(t *testing.T) {
 	}
 }
 
+// TestPlanKeptLoadBalancerUpdatedWhileRefused: a Service served by aws
+// moving to metal, which refuses it (load-balancer-ips 0.0.0.0), keeps its
+// NLB serving (make before break), and the switch's failing sync hands it
+// the nodes as they are (pkg/lbcontroller's retargetFailed): a node gone
+// since the NLB was made has its target deregistered. The plan lists that
+// call, named by backend and as made while the sync fails (before: no
+// change of the kept NLB).
+func TestPlanKeptLoadBalancerUpdatedWhileRefused(t *testing.T) {
+	w := newWorld(t)
+	svc := lbService("kept", testutil.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "aws"))
+	w.ensureForReal(t, svc)
+	svc.Annotations["multicloud-ccm.io/load-balancer-backends"] = "aws"
+	svc.Annotations["multicloud-ccm.io/load-balancer-served-by"] = "aws"
+	svc.Annotations["multicloud-ccm.io/load-balancer-backend"] = "metal"
+	svc.Annotations["multicloud-ccm.io/load-balancer-ips"] = "0.0.0.0"
+	w.nodes = w.nodes[:2] // the third node is gone: its target is stale
+	_, got := w.planOf(t, nil, svc)
+	s := got["kept"]
+	if s.Outcome != plan.LBRefused || fmt.Sprint(s.RefusedBy) != "[metal]" {
+		t.Fatalf("kept: %s (%q), refused by %v; want REFUSED by metal", s.Outcome, s.Error, s.RefusedBy)
+	}
+	if !slices.ContainsFunc(s.Changes, func(in backends.Intent) bool {
+		return strings.HasSuffix(in.Call, ":DeregisterTargets") && strings.HasPrefix(in.What, "in backend aws, kept while the sync fails: ")
+	}) {
+		t.Errorf("changes %v: want the stale target deregistered from the NLB kept in aws", kinds(s.Changes))
+	}
+}
+
 // TestPlanHandedOverInSeveral: of a Service's backends, aws leaves it to
 // another controller (aws-load-balancer-type: external): it is served by
 // metal only, as the switch marks it. One served by aws and metal before
