@@ -195,6 +195,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		c.failed(key, repair && !specChanged, changes(), backends.ChangedBackends(ectx))
 		c.event(svc, corev1.EventTypeWarning, reasonSyncFailed, "Error syncing load balancer: failed to ensure load balancer: "+err.Error())
 		c.publishFailure(ctx, svc, err)
+		c.retargetFailed(ctx, key, svc, nodes, gen)
 		return changed, err
 	}
 	status = dec.Status
@@ -278,6 +279,41 @@ func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Servi
 	klog.FromContext(ctx).V(2).Info("Updated the load balancer's targets", "targets", set.len())
 	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", set.len()))
 	return true, nil
+}
+
+// retargetFailed hands the nodes to the load balancers of a Service whose
+// sync failed (nodes were listed at gen) when the nodes they target
+// changed since they were last handed some: one UpdateLoadBalancer per
+// change of the targets, not one per retry of the failing sync. A full
+// sync hands nodes only to its targets, and a failing one may keep load
+// balancers that are not among them and still serve: the backend the
+// Service moves away from while the one it moves to refuses it (make
+// before break). Every node sync of such a Service was its failing full
+// sync: the kept load balancer never got a node change (the OpenStack
+// planswitch worlds). Only a Service the router served before
+// (multicloud-ccm.io/load-balancer-served-by) has load balancers to
+// update; the router sends the update where they are
+// (Router.UpdateLoadBalancer: the backends serving it while its targets
+// moved). An update that fails is tried again with the sync's next retry.
+func (c *Controller) retargetFailed(ctx context.Context, key string, svc *corev1.Service, nodes []*corev1.Node, gen uint64) {
+	st := c.stateOf(key)
+	if st == nil || st.svc.UID != svc.UID || svc.Annotations[string(annotation.LoadBalancerServedBy)] == "" {
+		return
+	}
+	set := c.targetsOf(svc, nodes)
+	if set.equal(st.nodes) {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	if err := c.cloud.UpdateLoadBalancer(ctx, c.opts.ClusterName, svc, nodes); err != nil {
+		if !errors.Is(err, cloudprovider.ImplementedElsewhere) {
+			logger.V(2).Info("Cannot yet update the targets of the load balancers the Service keeps while its sync fails", "err", err)
+		}
+		return
+	}
+	c.recordTargets(key, set, gen)
+	logger.V(2).Info("Updated the targets of the load balancers the Service keeps while its sync fails", "targets", set.len())
+	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", set.len()))
 }
 
 // describe names the backend and the cloud's load-balancer ID, as the

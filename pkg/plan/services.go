@@ -55,7 +55,8 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settl
 	if d.Status != nil {
 		sp.NewAddress = addresses(d.Status)
 	}
-	sp.Adoption, sp.Changes = splitIntents(calls, served)
+	drained := d.Backends(router.StepDrain)
+	sp.Adoption, sp.Changes = splitIntents(slices.DeleteFunc(slices.Clone(calls), func(c lbCall) bool { return drainUpdate(c, drained) }), served)
 	if d.Err != nil {
 		// Refused by some targets (or by the router): the others serve
 		// it all the same, their changes made and their addresses shown
@@ -66,6 +67,11 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settl
 				sp.RefusedBy = append(sp.RefusedBy, s.Backend)
 			}
 		}
+		kept, err := p.whileRefused(ctx, svc, d, nodes)
+		if err != nil {
+			sp.Error += "; updating the load balancers kept meanwhile: " + errText(err)
+		}
+		sp.Changes = append(sp.Changes, kept...)
 		sp.Targets = p.settledTargets(afterSync(svc, d), settledNodes, slices.Concat(d.HandedOver, sp.RefusedBy))
 		return sp
 	}
@@ -74,8 +80,8 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settl
 	}
 	sp.DeletedFrom = d.Backends(router.StepDelete)
 	sp.Forgotten = d.Backends(router.StepForget)
-	for _, b := range d.Backends(router.StepDrain) {
-		in, err := p.whileDraining(ctx, svc, d, b, nodes)
+	for _, b := range drained {
+		in, err := whileDraining(calls, b)
 		if err != nil && sp.Error == "" {
 			sp.Error = fmt.Sprintf("updating the load balancer draining in backend %s: %s", b, errText(err))
 		}
@@ -138,24 +144,18 @@ func afterSync(svc *corev1.Service, d *router.Decision) *corev1.Service {
 }
 
 // whileDraining is what the switch does to the load balancer draining in
-// backend b until the drain ends: it keeps it serving, and each update of
-// the Service's load balancers (the node sync: Router.UpdateLoadBalancer)
-// hands it the nodes as they are, so it is reconciled (a gone instance's
-// target deregistered). That update, on the Service as the sync leaves it
-// (the decision's annotations), under the dry run: b's intents, named by
-// backend.
-func (p *planner) whileDraining(ctx context.Context, svc *corev1.Service, d *router.Decision, b string, nodes []*corev1.Node) ([]backends.Intent, error) {
-	after := afterSync(svc, d)
-	ctx, log := withCallLog(ctx)
-	ctx, _ = backends.WithDryRun(ctx)
-	err := p.r.UpdateLoadBalancer(ctx, p.cluster, after, nodes)
+// backend b until the drain ends: it keeps it serving, and the sync hands
+// it the nodes as they are, as it hands its targets theirs
+// (Balancer.retargetDraining: an UpdateLoadBalancer of b in the decision's
+// calls), so it is reconciled (a gone instance's target deregistered);
+// the node syncs after it keep it so. b's intents in that update, named
+// by backend.
+func whileDraining(calls []lbCall, b string) ([]backends.Intent, error) {
 	var out []backends.Intent
-	asked := false
-	for _, c := range log.all() {
-		if c.op != "update" || c.backend != b {
+	for _, c := range calls {
+		if !drainUpdate(c, []string{b}) {
 			continue
 		}
-		asked = true
 		if c.err != nil {
 			return nil, c.err
 		}
@@ -164,10 +164,43 @@ func (p *planner) whileDraining(ctx context.Context, svc *corev1.Service, d *rou
 			out = append(out, in)
 		}
 	}
-	if !asked {
-		return nil, err // the router failed before asking b
+	return out, nil
+}
+
+// whileRefused is what the switch does to the load balancers a refused
+// Service keeps outside its targets (the backend it moves away from while
+// the one it moves to refuses it): its failing sync hands them the nodes
+// as they are (pkg/lbcontroller's retargetFailed: Router.UpdateLoadBalancer,
+// for a Service the router served before), as its targets get theirs from
+// the sync itself. That update under the dry run: the intents of the
+// backends that are not targets, named by backend.
+func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *router.Decision, nodes []*corev1.Node) ([]backends.Intent, error) {
+	if svc.Annotations[string(annotation.LoadBalancerServedBy)] == "" {
+		return nil, nil
+	}
+	ctx, log := withCallLog(ctx)
+	ctx, _ = backends.WithDryRun(ctx)
+	_ = p.r.UpdateLoadBalancer(ctx, p.cluster, svc.DeepCopy(), nodes) // the backends' own failures are in the log
+	var out []backends.Intent
+	for _, c := range log.all() {
+		if c.op != "update" || slices.Contains(d.Targets, c.backend) {
+			continue
+		}
+		if c.err != nil {
+			return out, c.err
+		}
+		for _, in := range c.intents {
+			in.What = "in backend " + c.backend + ", kept while the sync fails: " + in.What
+			out = append(out, in)
+		}
 	}
 	return out, nil
+}
+
+// drainUpdate reports whether c is the update of a load balancer draining
+// in one of drained (see whileDraining).
+func drainUpdate(c lbCall, drained []string) bool {
+	return c.op == "update" && slices.Contains(drained, c.backend)
 }
 
 // splitIntents separates the adoption from the changes: the targets'

@@ -41,9 +41,9 @@ func TestPlanSeveralBackendsAddressShown(t *testing.T) {
 
 // TestPlanDrainingLoadBalancerUpdated: a Service moving from aws to metal
 // with a drain period keeps its NLB serving until the drain ends, and the
-// switch's node sync keeps it reconciled (Router.UpdateLoadBalancer hands
-// the draining backend its nodes): a node gone since the NLB was made has
-// its target deregistered. The plan lists that call, named by backend and
+// switch's sync that starts the drain hands the draining backend the nodes
+// of the sync (Balancer.retargetDraining; the node syncs after it keep it
+// so): a node gone since the NLB was made has its target deregistered. The plan lists that call, named by backend and
 // as happening while it drains, besides the drain itself (before: the
 // drain only).
 func TestPlanDrainingLoadBalancerUpdated(t *testing.T) {
@@ -95,6 +95,34 @@ func TestPlanPartialRefusal(t *testing.T) {
 	}
 	if !rep.Summary.Failed() || rep.Summary.LBRefused != 1 {
 		t.Errorf("summary %q: want 1 refused, the plan failing", rep.Summary)
+	}
+}
+
+// TestPlanKeptLoadBalancerUpdatedWhileRefused: a Service served by aws
+// moving to metal, which refuses it (load-balancer-ips 0.0.0.0), keeps its
+// NLB serving (make before break), and the switch's failing sync hands it
+// the nodes as they are (pkg/lbcontroller's retargetFailed): a node gone
+// since the NLB was made has its target deregistered. The plan lists that
+// call, named by backend and as made while the sync fails (before: no
+// change of the kept NLB).
+func TestPlanKeptLoadBalancerUpdatedWhileRefused(t *testing.T) {
+	w := newWorld(t)
+	svc := lbService("kept", testutil.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "aws"))
+	w.ensureForReal(t, svc)
+	svc.Annotations["multicloud-ccm.io/load-balancer-backends"] = "aws"
+	svc.Annotations["multicloud-ccm.io/load-balancer-served-by"] = "aws"
+	svc.Annotations["multicloud-ccm.io/load-balancer-backend"] = "metal"
+	svc.Annotations["multicloud-ccm.io/load-balancer-ips"] = "0.0.0.0"
+	w.nodes = w.nodes[:2] // the third node is gone: its target is stale
+	_, got := w.planOf(t, nil, svc)
+	s := got["kept"]
+	if s.Outcome != plan.LBRefused || fmt.Sprint(s.RefusedBy) != "[metal]" {
+		t.Fatalf("kept: %s (%q), refused by %v; want REFUSED by metal", s.Outcome, s.Error, s.RefusedBy)
+	}
+	if !slices.ContainsFunc(s.Changes, func(in backends.Intent) bool {
+		return strings.HasSuffix(in.Call, ":DeregisterTargets") && strings.HasPrefix(in.What, "in backend aws, kept while the sync fails: ")
+	}) {
+		t.Errorf("changes %v: want the stale target deregistered from the NLB kept in aws", kinds(s.Changes))
 	}
 }
 

@@ -2,12 +2,14 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
@@ -126,6 +128,41 @@ func (r *Balancer) retireFrom(ctx context.Context, clusterName string, svc *core
 		kept = append(kept, started...)
 	}
 	return kept, r.finishDrain(ctx, clusterName, svc, due, draining)
+}
+
+// retargetDraining hands every load balancer still draining after the
+// sync's retire (a drain under way, or one the sync started) the nodes
+// its backend can target among the sync's nodes, as the sync hands its
+// targets theirs: a draining load balancer still serves, and
+// pkg/lbcontroller records, once the sync succeeded, that every backend an
+// update goes to (draining ones included: LoadBalancerTargetsByBackend)
+// targets those nodes. Before, the sync that started a drain (a Service
+// moved, or the first sync after a restart) handed the draining load
+// balancer nothing: it kept the targets of before (a deleted node, none
+// that joined), and the node syncs, comparing the nodes with those
+// recorded, never updated it (the OpenStack planswitch worlds, seeds
+// 1796239464041781550, 1796240106670247103, 1796240686284718747). A
+// backend whose load balancers ignore their nodes (bare metal) is not
+// asked. One failing fails the sync, which is retried, as a draining
+// backend that cannot be asked whether it holds its load balancer does
+// (retire).
+func (r *Balancer) retargetDraining(ctx context.Context, clusterName string, svc *corev1.Service, targets []*backend.Member, nodes []*corev1.Node) error {
+	var errs []error
+	for _, b := range r.drainingBackends(svc, targets) {
+		if b.IgnoresNodes() {
+			continue
+		}
+		err := b.UpdateLoadBalancer(ctx, clusterName, svc, r.Targetable(b, svc, nodes))
+		if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
+			continue
+		}
+		r.Warn(ctx, svcstate.ServiceRef(svc), ReasonBackendFailed, fmt.Sprintf("Cannot yet update the nodes of the load balancer draining in backend %s: %v", b.Name, err))
+		errs = append(errs, fmt.Errorf("backend %s (draining): updating its nodes: %w", b.Name, err))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, errors.Join(errs...))
+	}
+	return nil
 }
 
 // ingressOf lists the holders' addresses, in order, each once.

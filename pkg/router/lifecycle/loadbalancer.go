@@ -134,6 +134,9 @@ func (r *Balancer) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 	if err != nil {
 		return nil, err
 	}
+	if err := r.retargetDraining(ctx, clusterName, service, named, nodes); err != nil {
+		return nil, err
+	}
 	if err := r.markServed(ctx, service, targets, answers); err != nil {
 		return nil, err
 	}

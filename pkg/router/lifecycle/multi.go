@@ -185,13 +185,85 @@ func (r *Balancer) partialFailure(ctx context.Context, service *corev1.Service, 
 		}
 		errs = append(errs, fmt.Errorf("backend %s: %w", targets[i].Name, a.err))
 	}
-	if ok := mergeStatus(answers); len(ok.Ingress) > 0 {
-		decisionOf(ctx).show(&corev1.LoadBalancerStatus{Ingress: withAdded(service.Status.LoadBalancer.Ingress, ok.Ingress)})
-		if err := r.addToStatus(ctx, service, ok.Ingress); err != nil {
+	ok, refused := mergeStatus(answers), r.refusedShown(service, targets, answers)
+	if len(ok.Ingress) > 0 || len(refused) > 0 {
+		decisionOf(ctx).show(&corev1.LoadBalancerStatus{Ingress: withoutRefused(withAdded(service.Status.LoadBalancer.Ingress, ok.Ingress), refused)})
+		if err := r.showPartial(ctx, service, ok.Ingress, refused); err != nil {
 			errs = append(errs, fmt.Errorf("showing the other backends' addresses: %w", err))
 		}
 	}
 	return fmt.Errorf("service %s/%s: %d of %d backends failed: %w", service.Namespace, service.Name, len(errs), len(targets), errors.Join(errs...))
+}
+
+// refusedShown returns the addresses (svcstate.IngressKey) the status
+// shows for the failed targets that refuse what the Service asks (a user
+// error) and announce their addresses from the status (bare metal): the
+// backend positively will not give the Service what it shows (a requester
+// whose allow-shared-ip key was removed or changed, so that it may no
+// longer share the address another Service holds: LoadBalancerIPInUse),
+// and its speaker announces whatever the status shows, so they leave it,
+// as MetalLB clears the address of a Service its config no longer allows.
+// A failure of another kind keeps them: the backend may be down and its
+// load balancer still serving. A backend's addresses are those it last
+// answered (shown.go); before any answer of this process, the whole
+// status when it alone serves the Service. Addresses another target
+// answered stay.
+func (r *Balancer) refusedShown(svc *corev1.Service, targets []*backend.Member, answers []ensured) map[string]bool {
+	mem, _ := r.st.ShownOf(svc.UID)
+	out := map[string]bool{}
+	for i, a := range answers {
+		if _, user := backends.AsUserError(a.err); !user || !targets[i].AnnouncedFromStatus() {
+			continue
+		}
+		keys, known := mem[targets[i].Name]
+		if !known && r.servesAlone(svc, targets[i]) {
+			for _, in := range svc.Status.LoadBalancer.Ingress {
+				keys = append(keys, svcstate.IngressKey(in))
+			}
+		}
+		for _, k := range keys {
+			out[k] = true
+		}
+	}
+	for _, in := range mergeStatus(answers).Ingress {
+		delete(out, svcstate.IngressKey(in))
+	}
+	return out
+}
+
+// servesAlone reports whether b is the one backend serving the Service
+// (multicloud-ccm.io/load-balancer-served-by).
+func (r *Balancer) servesAlone(svc *corev1.Service, b *backend.Member) bool {
+	serving := r.servingOf(svc)
+	return len(serving) == 1 && serving[0] == b
+}
+
+// withoutRefused is cur without the addresses in refused.
+func withoutRefused(cur []corev1.LoadBalancerIngress, refused map[string]bool) []corev1.LoadBalancerIngress {
+	return slices.DeleteFunc(slices.Clone(cur), func(in corev1.LoadBalancerIngress) bool { return refused[svcstate.IngressKey(in)] })
+}
+
+// showPartial writes a partial failure's status: the addresses of the
+// targets that answered added, those refused (refusedShown) taken out,
+// emptying it if none is left; and forgets the refused ones as shown.
+func (r *Balancer) showPartial(ctx context.Context, svc *corev1.Service, add []corev1.LoadBalancerIngress, refused map[string]bool) error {
+	if len(refused) == 0 {
+		return r.addToStatus(ctx, svc, add)
+	}
+	if mem, ok := r.st.ShownOf(svc.UID); ok {
+		for name, keys := range mem {
+			r.st.SetShown(svc.UID, name, slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return refused[k] }))
+		}
+	}
+	if r.Client == nil {
+		return nil
+	}
+	return r.writeIngress(ctx, svc, func(cur []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, bool) {
+		next := withoutRefused(withAdded(cur, add), refused)
+		return next, len(next) != len(cur) || !slices.EqualFunc(next, cur, func(a, b corev1.LoadBalancerIngress) bool {
+			return svcstate.IngressKey(a) == svcstate.IngressKey(b)
+		})
+	})
 }
 
 // servedChanges are the annotations naming the backends serving the
