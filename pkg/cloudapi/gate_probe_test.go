@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
@@ -65,5 +66,61 @@ func TestMutationGateBudgetOff(t *testing.T) {
 		if err := b.Wait(ctx, APIELBv2, false); err != nil {
 			t.Errorf("%s budget, gate closed: a read got %v, want it to pass", name, err)
 		}
+	}
+}
+
+// TestRefusedWriteKeepsItsToken: a write refused when the token it waited
+// for came sent nothing, and gives the token back: the next write (the
+// gate open again: a slow renewal that succeeded) takes it at once
+// instead of waiting a token's time more.
+func TestRefusedWriteKeepsItsToken(t *testing.T) {
+	var closed atomic.Bool
+	calls := setGate(t, &closed)
+	b := NewBudget("gate-token", map[string]RateLimit{APIELBv2: {QPSWrite: 4, BucketWrite: 1, Mode: ModeFixed}}, AWSDefaults)
+	ctx := context.Background()
+	if err := b.Wait(ctx, APIELBv2, true); err != nil { // the bucket's one token
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctx, APIELBv2, true) }()
+	for calls.Load() < 2 { // the second write passed the gate and waits for its token
+		time.Sleep(time.Millisecond)
+	}
+	closed.Store(true)
+	if err := <-done; !errors.Is(err, ErrMutationRefused) {
+		t.Fatalf("a write whose lease ran out while it waited: %v, want ErrMutationRefused", err)
+	}
+	if tok := b.bucket(APIELBv2, true).lim.Tokens(); tok < 0.5 {
+		t.Errorf("after a write refused when its token came, the bucket holds %.2f tokens, want 1: the refused call spent one", tok)
+	}
+	closed.Store(false)
+	if !b.bucket(APIELBv2, true).lim.Allow() {
+		t.Error("the gate open again, the next write has no token at once")
+	}
+}
+
+// TestWriteWaitEndsWithCtx: a write waiting for its token returns when
+// its context ends (wrapping the context's error) and gives the
+// reservation back; one whose token comes after its deadline is refused
+// at once with ErrPastDeadline.
+func TestWriteWaitEndsWithCtx(t *testing.T) {
+	var closed atomic.Bool
+	setGate(t, &closed)
+	b := NewBudget("gate-ctx", map[string]RateLimit{APIELBv2: {QPSWrite: 1, BucketWrite: 1, Mode: ModeFixed}}, AWSDefaults)
+	if err := b.Wait(context.Background(), APIELBv2, true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := b.Wait(ctx, APIELBv2, true); !errors.Is(err, ErrPastDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a write whose token comes after its deadline: %v, want ErrPastDeadline", err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctx2, APIELBv2, true) }()
+	time.Sleep(20 * time.Millisecond)
+	cancel2()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("a write whose context ended while it waited: %v, want context.Canceled", err)
 	}
 }
