@@ -3,7 +3,9 @@ package cloudapi
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,5 +124,43 @@ func TestWriteWaitEndsWithCtx(t *testing.T) {
 	cancel2()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("a write whose context ended while it waited: %v, want context.Canceled", err)
+	}
+}
+
+// TestTransportUnknownAPIMutationGated: a mutating request under no
+// endpoint the Transport knows (no DefaultAPI; a service missing from the
+// catalog) is still put to the mutation gate and sends nothing; a
+// session's request (a Keystone login) and a read under no endpoint pass.
+func TestTransportUnknownAPIMutationGated(t *testing.T) {
+	var closed atomic.Bool
+	closed.Store(true)
+	setGate(t, &closed)
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { got.Add(1) }))
+	defer srv.Close()
+	tr := &Transport{Budget: NewBudget("gate-unknown", nil, nil), Session: func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/auth/tokens") }}
+	tr.SetEndpoints([]Endpoint{{Prefix: srv.URL + "/compute/", API: "compute"}})
+	c := &http.Client{Transport: tr}
+	resp, err := c.Post(srv.URL+"/v2/lbaas/loadbalancers", "application/json", strings.NewReader(`{}`))
+	if err == nil {
+		_ = resp.Body.Close()
+	}
+	if !errors.Is(err, ErrMutationRefused) || got.Load() != 0 {
+		t.Fatalf("a POST under no known endpoint with the gate closed: %v, server got %d requests; want ErrMutationRefused and none", err, got.Load())
+	}
+	for _, req := range []func() (*http.Response, error){
+		func() (*http.Response, error) { return c.Get(srv.URL + "/v3") },
+		func() (*http.Response, error) {
+			return c.Post(srv.URL+"/v3/auth/tokens", "application/json", strings.NewReader(`{}`))
+		},
+	} {
+		resp, err := req()
+		if err != nil {
+			t.Fatalf("a read or a login under no known endpoint with the gate closed: %v", err)
+		}
+		_ = resp.Body.Close()
+	}
+	if n := got.Load(); n != 2 {
+		t.Errorf("the server got %d requests, want 2 (the read and the login)", n)
 	}
 }
