@@ -302,7 +302,8 @@ func (b *Budget) Observe(api, action string, write bool, outcome string, took ti
 //
 // A mutation (write) is put to the process's mutation gate
 // (SetMutationGate) before its token, and again after a wait for it (the
-// lease may run out while it waits): a refusal returns an error wrapping
+// lease may run out while it waits; the token it waited for then goes
+// back to the bucket): a refusal returns an error wrapping
 // ErrMutationRefused, and the call must not be sent. Reads are not gated.
 func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
 	if !write {
@@ -312,11 +313,37 @@ func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
 	if err := checkGate(ctx, b.Backend(), api); err != nil {
 		return err
 	}
-	waited, err := b.take(ctx, api, true)
-	if err != nil || !waited {
+	bk := b.bucket(api, true)
+	if bk == nil {
+		return nil
+	}
+	l := bk.lim
+	if l.Allow() {
+		return nil
+	}
+	// Reserved rather than waited for, so that a refusal once the token
+	// is due gives it back: the refused call sends nothing.
+	start := time.Now()
+	r := l.ReserveN(start, 1)
+	if !r.OK() {
+		return fmt.Errorf("waiting for the %s API budget of backend %q: rate: Wait(n=1) exceeds the limiter's burst (%w)", api, b.backend, ErrPastDeadline)
+	}
+	due := start.Add(r.DelayFrom(start))
+	if d, ok := ctx.Deadline(); ok && d.Before(due) {
+		r.CancelAt(start)
+		return fmt.Errorf("waiting for the %s API budget of backend %q: rate: Wait(n=1) would exceed context deadline (%w)", api, b.backend, ErrPastDeadline)
+	}
+	err := Sleep(ctx, due.Sub(start))
+	waitSeconds.WithLabelValues(b.backend, api).Add(time.Since(start).Seconds())
+	if err != nil {
+		r.Cancel()
+		return fmt.Errorf("waiting for the %s API budget of backend %q: %w", api, b.backend, err)
+	}
+	if err := checkGate(ctx, b.Backend(), api); err != nil {
+		r.CancelAt(due) // the token it was due, back to the bucket
 		return err
 	}
-	return checkGate(ctx, b.Backend(), api)
+	return nil
 }
 
 // WaitSession is Wait for a mutation that changes only the client's own

@@ -39,7 +39,9 @@ type Transport struct {
 	Next   http.RoundTripper
 	Budget *Budget
 	// DefaultAPI names requests under no endpoint; "" leaves them
-	// unlimited and uncounted (an identity service, version documents).
+	// unlimited and uncounted (an identity service, version documents),
+	// though their mutations, but for Session's, are still put to the
+	// mutation gate (refusals count under api APIUnknown).
 	DefaultAPI string
 	// Mutating overrides the method rule (SOAP, where every call is a
 	// POST); nil: every method but GET and HEAD mutates.
@@ -85,12 +87,23 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		next = http.DefaultTransport
 	}
 	api := t.api(r)
-	if api == "" {
-		return next.RoundTrip(r)
-	}
 	write := r.Method != http.MethodGet && r.Method != http.MethodHead
 	if t.Mutating != nil {
 		write = t.Mutating(r)
+	}
+	if api == "" {
+		// Unlimited and uncounted, but a mutation under no known
+		// endpoint (a service missing from the catalog, a request
+		// before it is known) is still put to the mutation gate.
+		if write && (t.Session == nil || !t.Session(r)) {
+			if err := checkGate(r.Context(), t.Budget.Backend(), APIUnknown); err != nil {
+				if r.Body != nil {
+					_ = r.Body.Close()
+				}
+				return nil, err
+			}
+		}
+		return next.RoundTrip(r)
 	}
 	action := r.Method
 	if t.Action != nil {
@@ -152,6 +165,10 @@ func (t *Transport) wait(ctx context.Context, r *http.Request, api string, write
 	}
 	return t.Budget.Wait(ctx, api, write)
 }
+
+// APIUnknown is the api a Transport's refused mutation under no known
+// endpoint is counted under in multicloud_ccm_fence_refused_cloud_calls_total.
+const APIUnknown = "unknown"
 
 // rewind returns r with a fresh copy of its body, for another attempt.
 func rewind(r *http.Request) (*http.Request, error) {

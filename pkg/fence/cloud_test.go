@@ -157,3 +157,38 @@ func TestCloudRefusalLoggedBesideWrites(t *testing.T) {
 		t.Fatalf("a refused write then 3 refused cloud mutations logged %d and %d lines, want 1 and 1:\n%s", w, c, buf.String())
 	}
 }
+
+// TestCloudGateReopensAfterReacquire: a leader deposed (a read names
+// another holder, then its own lease runs out) that acquires the Lease
+// again has its cloud mutations let through again; a replica that never
+// held the Lease (a standby) stays closed however long it follows it.
+func TestCloudGateReopensAfterReacquire(t *testing.T) {
+	f, clk, api, rt := setup(t)
+	ctx := context.Background()
+	acquire(t, api, rt, http.MethodPost, ourID, http.StatusCreated, true)
+	if err := f.CheckCloud(ctx); err != nil {
+		t.Fatalf("leader: %v", err)
+	}
+	readLease(t, api, rt, leaseName, otherID)
+	if err := f.CheckCloud(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("deposed: %v, want refused", err)
+	}
+	clk.SetTime(clk.Now().Add(time.Minute)) // the other holder's lease ran out
+	acquire(t, api, rt, http.MethodPut, ourID, http.StatusOK, true)
+	if err := f.CheckCloud(ctx); err != nil {
+		t.Fatalf("leader again: %v, want the gate open", err)
+	}
+	clk.SetTime(clk.Now().Add(wantBound))
+	if err := f.CheckCloud(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("leader again, then paused past its lease: %v, want refused", err)
+	}
+
+	standby, sclk, sapi, srt := setup(t)
+	for range 5 {
+		readLease(t, sapi, srt, leaseName, otherID)
+		sclk.SetTime(sclk.Now().Add(time.Second))
+		if err := standby.CheckCloud(ctx); !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "does not hold") {
+			t.Fatalf("standby: %v, want refused (does not hold)", err)
+		}
+	}
+}

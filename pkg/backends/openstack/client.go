@@ -136,9 +136,18 @@ func newConnector(backend string, s *Settings) (*connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	budget := &cloudapi.Transport{Next: tr, Budget: cloudapi.NewBudget(backend, s.RateLimits, openstackBudgetDefaults)}
+	budget := &cloudapi.Transport{Next: tr, Budget: cloudapi.NewBudget(backend, s.RateLimits, openstackBudgetDefaults), Session: keystoneSession}
 	counter := &countingTransport{next: budget, backend: backend, budget: budget}
 	return &connector{settings: s, counter: counter, http: &http.Client{Timeout: requestTimeout, Transport: counter}}, nil
+}
+
+// keystoneSession tells Keystone's token requests (a login, v3's
+// /auth/tokens or v2.0's /tokens; a token's revocation): they change only
+// the client's own session, and pass the mutation gate closed, so that a
+// standby replica logs in for its reads.
+func keystoneSession(r *http.Request) bool {
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	return strings.HasSuffix(p, "/auth/tokens") || strings.HasSuffix(p, "/v2.0/tokens")
 }
 
 // openstackBudgetDefaults: OpenStack publishes no API rate (a deployment
