@@ -71,36 +71,6 @@ func TestMutationGateBudgetOff(t *testing.T) {
 	}
 }
 
-// TestRefusedWriteKeepsItsToken: a write refused when the token it waited
-// for came sent nothing, and gives the token back: the next write (the
-// gate open again: a slow renewal that succeeded) takes it at once
-// instead of waiting a token's time more.
-func TestRefusedWriteKeepsItsToken(t *testing.T) {
-	var closed atomic.Bool
-	calls := setGate(t, &closed)
-	b := NewBudget("gate-token", map[string]RateLimit{APIELBv2: {QPSWrite: 4, BucketWrite: 1, Mode: ModeFixed}}, AWSDefaults)
-	ctx := context.Background()
-	if err := b.Wait(ctx, APIELBv2, true); err != nil { // the bucket's one token
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- b.Wait(ctx, APIELBv2, true) }()
-	for calls.Load() < 2 { // the second write passed the gate and waits for its token
-		time.Sleep(time.Millisecond)
-	}
-	closed.Store(true)
-	if err := <-done; !errors.Is(err, ErrMutationRefused) {
-		t.Fatalf("a write whose lease ran out while it waited: %v, want ErrMutationRefused", err)
-	}
-	if tok := b.bucket(APIELBv2, true).lim.Tokens(); tok < 0.5 {
-		t.Errorf("after a write refused when its token came, the bucket holds %.2f tokens, want 1: the refused call spent one", tok)
-	}
-	closed.Store(false)
-	if !b.bucket(APIELBv2, true).lim.Allow() {
-		t.Error("the gate open again, the next write has no token at once")
-	}
-}
-
 // TestWriteWaitEndsWithCtx: a write waiting for its token returns when
 // its context ends (wrapping the context's error) and gives the
 // reservation back; one whose token comes after its deadline is refused

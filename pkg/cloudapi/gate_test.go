@@ -76,7 +76,8 @@ func TestMutationGateRefusesWritesOnly(t *testing.T) {
 }
 
 // TestMutationGateAfterTokenWait: a write that waits for its token is put
-// to the gate again once it has it: the lease may have run out meanwhile.
+// to the gate again once it has it: the lease may have run out meanwhile;
+// refused then, it keeps its token (TestRefusedWriteKeepsItsToken before).
 func TestMutationGateAfterTokenWait(t *testing.T) {
 	var closed atomic.Bool
 	calls := setGate(t, &closed)
@@ -96,6 +97,16 @@ func TestMutationGateAfterTokenWait(t *testing.T) {
 	}
 	if got := calls.Load(); got != 3 {
 		t.Errorf("gate asked %d times, want 3 (once for the first write, before and after the second's wait)", got)
+	}
+	// The refused write sent nothing and gives its token back: the next
+	// write (the gate open again: a slow renewal that succeeded) takes it
+	// at once instead of waiting a token's time more.
+	if tok := b.bucket(APIELBv2, true).lim.Tokens(); tok < 0.5 {
+		t.Errorf("after a write refused when its token came, the bucket holds %.2f tokens, want 1: the refused call spent one", tok)
+	}
+	closed.Store(false)
+	if !b.bucket(APIELBv2, true).lim.Allow() {
+		t.Error("the gate open again, the next write has no token at once")
 	}
 }
 
