@@ -53,3 +53,13 @@ func NewClientset(objs ...runtime.Object) *fake.Clientset {
 	}
 	return client
 }
+
+// PrependReactor adds a reactor to a fake clientset that may already be in
+// use: client-go's Fake.PrependReactor writes the reaction chain without
+// the lock Invokes reads it under, so a reactor added while an informer,
+// a controller or the event broadcaster calls the client is a data race.
+func PrependReactor(client *fake.Clientset, verb, resource string, reaction clienttesting.ReactionFunc) {
+	client.Fake.Lock()
+	defer client.Fake.Unlock()
+	client.PrependReactor(verb, resource, reaction)
+}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/lifecycle"
 )
@@ -47,7 +48,7 @@ type routerWrites struct {
 func countServiceWrites(c *fakeCluster) *routerWrites {
 	w := &routerWrites{}
 	for _, verb := range []string{"create", "update", "patch"} {
-		c.client.PrependReactor(verb, "services", func(a clienttesting.Action) (bool, runtimeObject, error) {
+		testutil.PrependReactor(c.client, verb, "services", func(a clienttesting.Action) (bool, runtimeObject, error) {
 			w.see(a)
 			return false, nil, nil
 		})

@@ -11,6 +11,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
 )
 
@@ -66,7 +67,7 @@ func TestPlatformLabelPatchedOnce(t *testing.T) {
 			}
 			c := startCluster(t, r, objects(nodes)...)
 			p := &nodePatches{n: map[string]int{}, forbid: tc.forbid}
-			c.client.PrependReactor("patch", "nodes", p.react)
+			testutil.PrependReactor(c.client, "patch", "nodes", p.react)
 			asked := newAsked(r)
 			c.runNodeController(t, asked)
 			for _, name := range []string{"bm-1", "rule-1"} {

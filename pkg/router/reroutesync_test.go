@@ -9,6 +9,7 @@ import (
 
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/lifecycle"
 )
@@ -125,7 +126,7 @@ func TestRerouteRefusedWriteCreatesNothing(t *testing.T) {
 	refusing, refused := false, 0
 	errRefused := errors.New("refused by the leader-election fence")
 	for _, verb := range []string{"update", "patch"} {
-		c.client.PrependReactor(verb, "services", func(clienttesting.Action) (bool, runtimeObject, error) {
+		testutil.PrependReactor(c.client, verb, "services", func(clienttesting.Action) (bool, runtimeObject, error) {
 			buf := make([]byte, 1<<20)
 			if !strings.Contains(string(buf[:runtime.Stack(buf, false)]), "/pkg/router/lifecycle.") {
 				return false, nil, nil

@@ -56,7 +56,7 @@ func TestServiceControllerServedAnnotations(t *testing.T) {
 	// started from an informer copy older than its predecessor's status
 	// patch repeats that patch, with the same value).
 	var writes atomic.Int64
-	c.client.PrependReactor("*", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	mcctestutil.PrependReactor(c.client, "*", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if v := a.GetVerb(); (v == "patch" || v == "update") && a.GetSubresource() == "" {
 			writes.Add(1)
 		}

@@ -207,7 +207,7 @@ func TestRemovedBackendDoesNotBlockTheServingOne(t *testing.T) {
 	})
 
 	var routerSynced atomic.Int64
-	e.client.PrependReactor("*", "services", func(clienttesting.Action) (bool, k8sruntime.Object, error) {
+	testutil.PrependReactor(e.client, "*", "services", func(clienttesting.Action) (bool, k8sruntime.Object, error) {
 		buf := make([]byte, 1<<20)
 		if strings.Contains(string(buf[:runtime.Stack(buf, false)]), "process.(*AddressResync).fullSync") {
 			routerSynced.Add(1)

@@ -74,7 +74,7 @@ func placedIn(scheme string, subnets ...string) func(*env) error {
 func lbSeenByEvents(a *annotated, reason, arn string) func() []bool {
 	var mu sync.Mutex
 	var seen []bool
-	a.client.PrependReactor("create", "events", func(action k8stesting.Action) (bool, runtime.Object, error) {
+	testutil.PrependReactor(a.client, "create", "events", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if ev, ok := action.(k8stesting.CreateAction).GetObject().(*corev1.Event); ok && ev.Reason == reason {
 			there := slices.ContainsFunc(a.e.fake.LoadBalancers(), func(lb awsfake.LoadBalancerView) bool { return lb.ARN == arn })
 			mu.Lock()
