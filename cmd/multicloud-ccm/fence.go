@@ -30,7 +30,8 @@ func addFenceFlag(fs *pflag.FlagSet) {
 // when leader election is on, and makes the fence the cloud's mutation
 // gate (cloudapi.SetMutationGate: every backend's mutating cloud calls
 // pass only while this replica can be sure it leads; it is set before
-// the cloud is built, and this is the gate's one owner). It runs before upstream's Run, which builds
+// the cloud is built, and this is the gate's one owner), and its TookOver
+// the takeover clock (cloudapi.SetTakeover). It runs before upstream's Run, which builds
 // the elector's client and the controllers' client builder from
 // c.Kubeconfig: wrapping that config (shared by pointer with the
 // client builder without service-account credentials) reaches them; the
@@ -59,6 +60,7 @@ func installFence(c *config.CompletedConfig) error {
 		klog.Warning(err.Error())
 	}
 	cloudapi.SetMutationGate(f.CheckCloud)
+	cloudapi.SetTakeover(f.TookOver)
 	c.Kubeconfig.Wrap(f.Wrap)
 	c.ClientBuilder = fencedClientBuilder{next: c.ClientBuilder, wrap: f.Wrap}
 	client, err := clientset.NewForConfig(restclient.AddUserAgent(c.Kubeconfig, options.CloudControllerManagerUserAgent))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/metric"
 )
@@ -66,4 +67,50 @@ func checkGate(ctx context.Context, backend, api string) error {
 		return fmt.Errorf("backend %q, %s API: %w", backend, api, err)
 	}
 	return fmt.Errorf("backend %q, %s API: %w: %w", backend, api, ErrMutationRefused, err)
+}
+
+// takeover is the process's takeover clock (SetTakeover).
+var takeover atomic.Pointer[func() time.Time]
+
+// SetTakeover installs f as the process's takeover clock and returns the
+// one it replaces (nil: none). f returns when this replica took the
+// leader-election lease over from a previous leader, while it leads (zero
+// otherwise). Its one owner is the program's main, beside the mutation
+// gate (cmd/multicloud-ccm sets it from the leader-election fence).
+func SetTakeover(f func() time.Time) func() time.Time {
+	var old *func() time.Time
+	if f == nil {
+		old = takeover.Swap(nil)
+	} else {
+		old = takeover.Swap(&f)
+	}
+	if old == nil {
+		return nil
+	}
+	return *old
+}
+
+// LandingAfterTakeover returns until when a cloud change the previous
+// leader sent may still land, for a change that may land up to window
+// after it was sent: the takeover plus window, when that is still ahead
+// (zero otherwise, and without a takeover clock). The previous leader's
+// calls all left before its hold of the lease ended, so before this
+// replica took over: a backend whose create takes no idempotency key
+// (Octavia's) treats a load balancer it does not find as one that may
+// still appear until then, as it does after a create of its own whose
+// answer was lost.
+func LandingAfterTakeover(window time.Duration) time.Time {
+	f := takeover.Load()
+	if f == nil {
+		return time.Time{}
+	}
+	since := (*f)()
+	if since.IsZero() {
+		return time.Time{}
+	}
+	until := since.Add(window)
+	if !time.Now().Before(until) {
+		return time.Time{}
+	}
+	return until
 }

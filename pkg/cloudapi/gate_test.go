@@ -191,3 +191,30 @@ func TestAWSRefusedSendsNothing(t *testing.T) {
 		t.Errorf("open gate: the fake recorded %+v, want one CreateTargetGroup signed by AKIDFAKE", m)
 	}
 }
+
+// TestLandingAfterTakeover: a change the previous leader sent may land up
+// to window after the takeover; without a takeover clock, or while the
+// clock says none (created the lease, or not leading), nothing may.
+func TestLandingAfterTakeover(t *testing.T) {
+	var since atomic.Pointer[time.Time]
+	zero := time.Time{}
+	since.Store(&zero)
+	old := SetTakeover(func() time.Time { return *since.Load() })
+	t.Cleanup(func() { SetTakeover(old) })
+
+	if got := LandingAfterTakeover(30 * time.Second); !got.IsZero() {
+		t.Errorf("no takeover: %v, want zero", got)
+	}
+	took := time.Now().Add(-10 * time.Second)
+	since.Store(&took)
+	if got, want := LandingAfterTakeover(30*time.Second), took.Add(30*time.Second); !got.Equal(want) {
+		t.Errorf("10 s after a takeover, window 30 s: %v, want %v", got, want)
+	}
+	if got := LandingAfterTakeover(5 * time.Second); !got.IsZero() {
+		t.Errorf("10 s after a takeover, window 5 s: %v, want zero (passed)", got)
+	}
+	SetTakeover(nil)
+	if got := LandingAfterTakeover(30 * time.Second); !got.IsZero() {
+		t.Errorf("without a takeover clock: %v, want zero", got)
+	}
+}

@@ -115,6 +115,12 @@ type held struct {
 	limit time.Duration
 	// ever: the Lease was held once (held may have ended since).
 	ever bool
+	// since is when the write that made this replica the holder was
+	// sent, and tookOver whether that write updated a Lease that already
+	// existed (another holder, or this process's own before its hold
+	// ended, may have had cloud calls on their way then).
+	since    time.Time
+	tookOver bool
 }
 
 // open reports how long ago the Lease's last renewal was sent and
@@ -190,6 +196,22 @@ func (f *Fence) Holds() bool {
 	return open
 }
 
+// TookOver returns when this replica became the holder of the
+// leader-election Lease by updating a Lease that existed already, while it
+// holds it (zero otherwise: it does not hold it, or it created the Lease).
+// Another replica led before it then (or this one, before its hold
+// ended), and cloud calls that replica sent before its hold ended may
+// still land after this time: a create held on its way is the one that
+// matters (cloudapi.SetTakeover).
+func (f *Fence) TookOver() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.main.held || !f.main.tookOver {
+		return time.Time{}
+	}
+	return f.main.since
+}
+
 // CheckCloud is the cloud's mutation gate (cloudapi.SetMutationGate): it
 // returns nil while this replica can be sure it holds the leader-election
 // Lease, by the same bound as the API server's writes (its last renewal
@@ -263,8 +285,8 @@ func (f *Fence) followed(name string) *held {
 }
 
 // wrote records a successful write of the followed Lease name sent at
-// sent.
-func (f *Fence) wrote(name string, sent time.Time, lease *coordinationv1.Lease) {
+// sent; update: the write updated an existing Lease (not a create).
+func (f *Fence) wrote(name string, sent time.Time, lease *coordinationv1.Lease, update bool) {
 	holder := holderOf(lease)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -275,6 +297,9 @@ func (f *Fence) wrote(name string, sent time.Time, lease *coordinationv1.Lease) 
 	if holder == "" {
 		h.held = false // released
 		return
+	}
+	if !h.held || h.identity != holder {
+		h.since, h.tookOver = sent, update
 	}
 	if !h.held || h.identity != holder || sent.After(h.renewed) {
 		h.renewed = sent
@@ -442,7 +467,7 @@ func (t *transport) leaseWrite(req *http.Request, name string) (*http.Response, 
 	sent := t.f.opts.Clock.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && lease != nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated) {
-		t.f.wrote(name, sent, lease)
+		t.f.wrote(name, sent, lease, req.Method != http.MethodPost)
 	}
 	return resp, err
 }

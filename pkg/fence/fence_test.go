@@ -338,3 +338,52 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestTookOver: a replica that becomes the holder by updating a Lease that
+// existed took over (another replica may have led before it, with cloud
+// calls on their way): TookOver is when its winning write was sent, kept
+// across its renewals; one that created the Lease took nothing over; a
+// lost hold reads zero, and holding again is a new takeover.
+func TestTookOver(t *testing.T) {
+	f, clk, api, rt := setup(t)
+	if got := f.TookOver(); !got.IsZero() {
+		t.Fatalf("TookOver before any acquisition: %v", got)
+	}
+	acquire(t, api, rt, http.MethodPost, ourID, http.StatusCreated, false)
+	if got := f.TookOver(); !got.IsZero() {
+		t.Errorf("TookOver after creating the Lease: %v, want zero", got)
+	}
+
+	f, clk, api, rt = setup(t)
+	won := clk.Now()
+	acquire(t, api, rt, http.MethodPut, ourID, http.StatusOK, true)
+	clk.SetTime(clk.Now().Add(2 * time.Second))
+	acquire(t, api, rt, http.MethodPut, ourID, http.StatusOK, true) // a renewal
+	if got := f.TookOver(); !got.Equal(won) {
+		t.Errorf("TookOver after updating an existing Lease and renewing it: %v, want %v (the winning write)", got, won)
+	}
+
+	body := encoded(t, newLease(leaseName, otherID), false)
+	api.answer = func(*http.Request) (int, []byte) { return http.StatusOK, body }
+	if err := do(t, rt, http.MethodGet, leasePath+"/"+leaseName, nil); err != nil {
+		t.Fatal(err)
+	}
+	api.answer = nil
+	if got := f.TookOver(); !got.IsZero() {
+		t.Errorf("TookOver after another holder was read: %v, want zero", got)
+	}
+	clk.SetTime(clk.Now().Add(30 * time.Second))
+	again := clk.Now()
+	acquire(t, api, rt, http.MethodPut, ourID, http.StatusOK, false)
+	if got := f.TookOver(); !got.Equal(again) {
+		t.Errorf("TookOver after holding it again: %v, want %v", got, again)
+	}
+
+	// An answer that is not a success does not make this replica the
+	// holder, nor a takeover.
+	f, _, api, rt = setup(t)
+	acquire(t, api, rt, http.MethodPut, ourID, http.StatusConflict, false)
+	if got := f.TookOver(); !got.IsZero() {
+		t.Errorf("TookOver after a refused update: %v, want zero", got)
+	}
+}

@@ -218,7 +218,7 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, 
 		return l.getShared(ctx, sc, svc, &found[0])
 	}
 	if len(found) == 0 {
-		if !l.pendingCreate(svc).IsZero() {
+		if !l.mayStillLand(svc).IsZero() {
 			// A create whose answer was lost may still make it: upstream
 			// must not skip the delete.
 			return nil, true, nil
@@ -483,7 +483,7 @@ func (l *LoadBalancer) ensureDeleted(ctx context.Context, clusterName string, sv
 	case len(found) > 0:
 		return l.deleteOne(ctx, sc, svc, &found[0], o, "")
 	}
-	if until := l.pendingCreate(svc); !until.IsZero() && !backends.DryRun(ctx) {
+	if until := l.mayStillLand(svc); !until.IsZero() && !backends.DryRun(ctx) {
 		return l.waitLostCreate(svc, until)
 	}
 	return l.releaseLeftovers(ctx, sc, svc, "", o, nil)

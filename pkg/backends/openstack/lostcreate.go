@@ -60,16 +60,37 @@ func answerLost(err error) bool {
 
 // createLost remembers that the Service's create may still land.
 func (l *LoadBalancer) createLost(svc *corev1.Service) {
-	window := l.lostWindow
-	if window == 0 {
-		window = lostCreateWindow
-	}
-	lostCreates.Store(l.lostKey(svc), time.Now().Add(window))
+	lostCreates.Store(l.lostKey(svc), time.Now().Add(l.window()))
 }
 
 // createLanded forgets a lost create: the Service's load balancer is seen.
 func (l *LoadBalancer) createLanded(svc *corev1.Service) {
 	lostCreates.Delete(l.lostKey(svc))
+}
+
+// mayStillLand returns until when a load balancer of the Service not found
+// may still appear (zero: it may not): a lost create of this process's
+// (pendingCreate), or, for a replica that took over from another leader
+// a moment ago, one the previous leader sent before its hold of the lease
+// ended (cloudapi.LandingAfterTakeover: this process cannot know of it,
+// chaos seed 556087352). A get and a delete that find nothing ask it: saying
+// "none" there ends the Service's record in this backend, and nothing
+// would look again. Ensure asks pendingCreate alone: a second load
+// balancer made beside a create of the previous leader's is seen by the
+// next Ensure, which deletes the duplicate.
+func (l *LoadBalancer) mayStillLand(svc *corev1.Service) time.Time {
+	if until := l.pendingCreate(svc); !until.IsZero() {
+		return until
+	}
+	return cloudapi.LandingAfterTakeover(l.window())
+}
+
+// window is how long a create whose answer was lost may still land.
+func (l *LoadBalancer) window() time.Duration {
+	if l.lostWindow == 0 {
+		return lostCreateWindow
+	}
+	return l.lostWindow
 }
 
 // pendingCreate returns until when a lost create of the Service may still
@@ -93,5 +114,5 @@ func (l *LoadBalancer) pendingCreate(svc *corev1.Service) time.Time {
 // converge) could leave the load balancer the create makes later behind,
 // paid for and unknown, or make a second one.
 func (l *LoadBalancer) waitLostCreate(svc *corev1.Service, until time.Time) error {
-	return l.retry("the create of load balancer %s lost its answer and may still land in Octavia; looking again until %s", l.lbName(svc), until.UTC().Format(time.RFC3339))
+	return l.retry("a create of load balancer %s whose answer was lost (by this replica, or by the leader before a takeover) may still land in Octavia; looking again until %s", l.lbName(svc), until.UTC().Format(time.RFC3339))
 }

@@ -284,3 +284,53 @@ func TestMutationGateRealStack(t *testing.T) {
 		}
 	}
 }
+
+// TestLostCreateAcrossTakeover: the leader's create is held on its way,
+// the leader is deposed, and the replica that takes over (which never
+// saw the create, so has nothing in lostCreates) deletes the Service's
+// load balancer: the delete must not report nothing left while a create
+// the previous leader sent may still land, and deletes it once it landed
+// (chaos seed 556087352). Not parallel: the takeover clock is the
+// process's, and the other tests' deletes would wait on it.
+func TestLostCreateAcrossTakeover(t *testing.T) {
+	if !haveRealOctavia() {
+		realOctavia(t) // skips, or fails under CI
+	}
+	c, late, svc := newLateConformance(t)
+	c.cloud.lb.lostWindow = 45 * time.Second
+	ctx := context.Background()
+	nodes := []*corev1.Node{newNode("vm-a", withInternalIP("10.0.0.11"))}
+	late.mu.Lock()
+	late.hold = 1
+	late.mu.Unlock()
+	if _, err := c.cloud.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes); !errors.Is(err, errHeld) {
+		t.Fatalf("EnsureLoadBalancer with its create held: %v, want the held call's error", err)
+	}
+	// The new leader is another process: it knows nothing of the create.
+	lostCreates.Delete(c.cloud.lb.lostKey(svc))
+	tookOver := time.Now()
+	old := cloudapi.SetTakeover(func() time.Time { return tookOver })
+	t.Cleanup(func() { cloudapi.SetTakeover(old) })
+
+	if _, exists, err := c.cloud.lb.GetLoadBalancer(ctx, "kubernetes", svc.DeepCopy()); err != nil || !exists {
+		t.Errorf("GetLoadBalancer right after a takeover, nothing found: exists=%v, %v; want exists (the previous leader's create may land)", exists, err)
+	}
+	if err := c.cloud.lb.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc.DeepCopy()); err == nil {
+		t.Fatal("EnsureLoadBalancerDeleted right after a takeover reported nothing left while the previous leader's create may still land")
+	} else if !strings.Contains(err.Error(), "by the leader before a takeover") {
+		t.Errorf("the delete's retry does not say why: %v", err)
+	}
+	late.release(t)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(c.cloud.lb.retryDelay) {
+		err := c.cloud.lb.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc.DeepCopy())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the delete did not finish: %v", err)
+		}
+	}
+	if lbs, parts := c.parts(t, svc); lbs != 0 {
+		t.Fatalf("after the delete: %d load balancers (%d parts) left, want none: the previous leader's create leaked", lbs, parts)
+	}
+}
