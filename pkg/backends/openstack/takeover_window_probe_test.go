@@ -24,7 +24,13 @@ import (
 // it (it lands 5 s after the client's timeout) lands 33.5 s after the
 // takeover: this test stands at that moment, with the previous leader's
 // create held, and asks the new leader (which never saw the create) for
-// the Service's load balancer and to delete it.
+// the Service's load balancer and to delete it. (Upstream's elector gives
+// up about 12 s after the last renewal, retry period plus renew deadline,
+// and the CCM exits: a create sent then is 3 s before the takeover and
+// lands 32 s after it, past the window all the same. A leader paused right
+// after a renewal sent its last create about 13 s before the takeover:
+// the window covers a hold of 13 + 30 s, not the 60 s from its send that
+// lostCreateWindow allows a create of this process's.)
 func TestProbeTakeoverWindowCoversAHeldCreate(t *testing.T) {
 	if !haveRealOctavia() {
 		realOctavia(t) // skips, or fails under CI
