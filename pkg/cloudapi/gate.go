@@ -91,14 +91,16 @@ func SetTakeover(f func() time.Time) func() time.Time {
 }
 
 // LandingAfterTakeover returns until when a cloud change the previous
-// leader sent may still land, for a change that may land up to window
-// after it was sent: the takeover plus window, when that is still ahead
-// (zero otherwise, and without a takeover clock). The previous leader's
-// calls all left before its hold of the lease ended, so before this
-// replica took over: a backend whose create takes no idempotency key
-// (Octavia's) treats a load balancer it does not find as one that may
-// still appear until then, as it does after a create of its own whose
-// answer was lost.
+// leader made may still land: the takeover plus window, when that is still
+// ahead (zero otherwise, and without a takeover clock). The previous
+// leader's mutations all passed its gate before its hold of the lease
+// ended, so before this replica took over; the gate is a check, not a
+// deadline, so each was sent (or given up) within its client's request
+// timeout of that check, and may land some time after. window must cover
+// both: a backend passes its request timeout plus the time it gives a
+// create of its own whose answer was lost. A backend whose create takes
+// no idempotency key (Octavia's) treats a load balancer it does not find
+// as one that may still appear until then.
 func LandingAfterTakeover(window time.Duration) time.Time {
 	f := takeover.Load()
 	if f == nil {

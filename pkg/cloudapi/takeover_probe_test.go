@@ -11,19 +11,15 @@ import (
 	"time"
 )
 
-// TestProbeGatedMutationLeavesBeforeHoldEnds: LandingAfterTakeover counts
-// the previous leader's changes from the takeover because "its calls all
-// left before its hold of the lease ended". The gate is a check, not a
+// TestGatedMutationBoundedByClientTimeout: the gate is a check, not a
 // deadline: a create that passes it just before the hold ends and then
-// waits in the transport below (a connection being dialled to an API
-// that is slow to accept, SYNs retransmitted; the process paused between
-// the check and the socket) is sent after the hold ended, after the other
-// replica may have taken over (the fence's margin, 1.5 s by default,
-// after the gate closed), bounded only by the client's timeout (30 s for
-// OpenStack). The
-// fence gives the API server's writes a deadline at the end of the
-// window for this reason (pkg/fence, deadlined); cloud mutations get none.
-func TestProbeGatedMutationLeavesBeforeHoldEnds(t *testing.T) {
+// waits in the transport below (a connection slow to come, the process
+// paused between the check and the socket) is sent after the hold ended
+// (review probe of the takeover wait). What bounds it is the client's
+// timeout, which the Transport keeps: the call is sent within it of the
+// gate's check or not at all, so LandingAfterTakeover's callers count the
+// request timeout on top of their landing window.
+func TestGatedMutationBoundedByClientTimeout(t *testing.T) {
 	var arrived atomic.Pointer[time.Time]
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		now := time.Now()
@@ -39,24 +35,46 @@ func TestProbeGatedMutationLeavesBeforeHoldEnds(t *testing.T) {
 		return errors.New("this replica may no longer lead")
 	})
 	t.Cleanup(func() { SetMutationGate(old) })
-	dialling := roundTripper(func(r *http.Request) (*http.Response, error) {
-		time.Sleep(time.Until(holdEnd) + 500*time.Millisecond) // the connection is slow to come
-		return http.DefaultTransport.RoundTrip(r)
-	})
-	tr := &Transport{Next: dialling, Budget: NewBudget("probe", nil, nil), DefaultAPI: "load-balancer"}
-	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	resp, err := client.Post(srv.URL+"/v2/lbaas/loadbalancers", "application/json", strings.NewReader(`{"loadbalancer":{}}`))
-	if err != nil {
-		t.Fatalf("the create, gated while the hold was on: %v", err)
-	}
-	_ = resp.Body.Close()
-	at := arrived.Load()
-	if at == nil {
-		t.Fatal("the create never reached the server")
-	}
-	if at.After(holdEnd) {
-		t.Errorf("a mutation that passed the gate reached the cloud %s after the hold ended (the gate closed then): a previous leader's call may leave after the takeover, which LandingAfterTakeover assumes it does not",
-			at.Sub(holdEnd).Round(time.Millisecond))
+	const timeout = time.Second
+	for _, tc := range []struct {
+		name   string
+		slow   time.Duration
+		landed bool
+	}{
+		{"sent after the hold ended, within the timeout", time.Until(holdEnd) + 300*time.Millisecond, true},
+		{"slower than the timeout", 2 * timeout, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			arrived.Store(nil)
+			slow := roundTripper(func(r *http.Request) (*http.Response, error) {
+				select { // the connection is slow to come
+				case <-time.After(tc.slow):
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+				return http.DefaultTransport.RoundTrip(r)
+			})
+			tr := &Transport{Next: slow, Budget: NewBudget("probe", nil, nil), DefaultAPI: "load-balancer"}
+			client := &http.Client{Transport: tr, Timeout: timeout}
+			checked := time.Now()
+			resp, err := client.Post(srv.URL+"/v2/lbaas/loadbalancers", "application/json", strings.NewReader(`{"loadbalancer":{}}`))
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			time.Sleep(100 * time.Millisecond)
+			at := arrived.Load()
+			switch {
+			case tc.landed && (err != nil || at == nil):
+				t.Fatalf("the create: %v (arrived %v), want it sent", err, at)
+			case tc.landed && at.Sub(checked) >= timeout:
+				t.Errorf("sent %s after the gate's check, past the client's timeout %s", at.Sub(checked), timeout)
+			case !tc.landed && at != nil:
+				t.Errorf("a create the client gave up on reached the cloud %s after the gate's check (timeout %s): the Transport dropped the request's deadline",
+					at.Sub(checked).Round(time.Millisecond), timeout)
+			case !tc.landed && err == nil:
+				t.Errorf("the create slower than the client's timeout succeeded")
+			}
+		})
 	}
 }
 

@@ -73,7 +73,8 @@ func (l *LoadBalancer) createLanded(svc *corev1.Service) {
 // (pendingCreate), or, for a replica that took over from another leader
 // a moment ago, one the previous leader sent before its hold of the lease
 // ended (cloudapi.LandingAfterTakeover: this process cannot know of it,
-// chaos seed 556087352). A get and a delete that find nothing ask it: saying
+// chaos seed 556087352; sent or given up within requestTimeout of its
+// gate's check, before the takeover, then landing up to window later). A get and a delete that find nothing ask it: saying
 // "none" there ends the Service's record in this backend, and nothing
 // would look again. Ensure asks pendingCreate alone: a second load
 // balancer made beside a create of the previous leader's is seen by the
@@ -82,7 +83,7 @@ func (l *LoadBalancer) mayStillLand(svc *corev1.Service) time.Time {
 	if until := l.pendingCreate(svc); !until.IsZero() {
 		return until
 	}
-	return cloudapi.LandingAfterTakeover(l.window())
+	return cloudapi.LandingAfterTakeover(requestTimeout + l.window())
 }
 
 // window is how long a create whose answer was lost may still land.
