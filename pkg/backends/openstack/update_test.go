@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -153,5 +154,50 @@ func updateConverged(t *testing.T, lb *LoadBalancer, svc *corev1.Service, nodes 
 			t.Fatalf("UpdateLoadBalancer still asks to retry: %v", err)
 		}
 		time.Sleep(lb.retryDelay)
+	}
+}
+
+// TestUpdateLeavesAdoptionToEnsure: UpdateLoadBalancer of a Service whose
+// load balancer cloud-provider-openstack made and this backend has not
+// adopted yet changes nothing, members included, and its dry run lists
+// nothing: only an Ensure adopts (then converges the members). Before,
+// the update adopted it (tagged it as this Service's).
+func TestUpdateLeavesAdoptionToEnsure(t *testing.T) {
+	t.Parallel()
+	s := realOctavia(t)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	ctx := context.Background()
+	sc, err := c.lb.clients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, n2, n3 := newNode("n1", withInternalIP("10.4.8.1")), newNode("n2", withInternalIP("10.4.8.2")), newNode("n3", withInternalIP("10.4.8.3"))
+	svc := newService("occm-upd-" + randomID(t))
+	made := createLikeOCCM(t, sc.loadBalancer, svc, []*corev1.Node{n1, n2})
+	t.Cleanup(func() { deleteConverged(t, c.lb, svc) })
+	nodes := []*corev1.Node{n2, n3}
+
+	dctx, intents := backends.WithDryRun(ctx)
+	if err := c.lb.UpdateLoadBalancer(dctx, "kubernetes", svc.DeepCopy(), nodes); err != nil || len(intents()) != 0 {
+		t.Errorf("dry-run update of a load balancer not adopted: %v, intents %+v; want nil and none", err, intents())
+	}
+	_, w0 := apiCalls(t, c)
+	if err := c.lb.UpdateLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes); err != nil {
+		t.Errorf("update of a load balancer not adopted: %v, want nil", err)
+	}
+	if _, w := apiCalls(t, c); w != w0 {
+		t.Errorf("the update of a load balancer not adopted made %v mutating calls, want none", w-w0)
+	}
+	lb, err := loadbalancers.Get(ctx, sc.loadBalancer, made.ID).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(lb.Tags, made.Tags) {
+		t.Errorf("tags after the update %q, want OCCM's %q alone (not adopted)", lb.Tags, made.Tags)
+	}
+
+	ensureConverged(t, c.lb, svc, nodes)
+	if got := lbShape(t, c, svc); got.id != made.ID || got.members != "n2 10.4.8.2:30080 monitor 0; n3 10.4.8.3:30080 monitor 0" {
+		t.Errorf("after Ensure: load balancer %s, members %q; want OCCM's %s adopted, members n2 and n3", got.id, got.members, made.ID)
 	}
 }
