@@ -201,3 +201,43 @@ func TestUpdateLeavesAdoptionToEnsure(t *testing.T) {
 		t.Errorf("after Ensure: load balancer %s, members %q; want OCCM's %s adopted, members n2 and n3", got.id, got.members, made.ID)
 	}
 }
+
+// TestUpdateSharedChangesOnlyItsMembers: on a load balancer two Services
+// share (load-balancer-id), UpdateLoadBalancer of the sharing Service,
+// whose health-check annotation changed, with a new node set changes the
+// members of its own pool alone: the owner's pool, every monitor and
+// listener stay as they were; the owner's update then changes the owner's
+// members alone. Before, the sharer's update also updated its monitor.
+func TestUpdateSharedChangesOnlyItsMembers(t *testing.T) {
+	t.Parallel()
+	s := realOctavia(t)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	n1, n2 := newNode("n1", withInternalIP("10.4.9.1")), newNode("n2", withInternalIP("10.4.9.2"))
+	owner := newService("owner")
+	t.Cleanup(func() { deleteConverged(t, c.lb, owner) })
+	ensureConverged(t, c.lb, owner, []*corev1.Node{n1})
+	lb := theLB(t, c, owner)
+	sharer := newService("sharer", withAnnotation(AnnotationLoadBalancerID, lb.ID), func(s *corev1.Service) {
+		s.Spec.Ports = []corev1.ServicePort{{Name: "alt", Protocol: corev1.ProtocolTCP, Port: 8080, NodePort: 30081}}
+	})
+	t.Cleanup(func() { deleteConverged(t, c.lb, sharer) })
+	ensureConverged(t, c.lb, sharer, []*corev1.Node{n1})
+	before := lbShape(t, c, owner)
+	if want := "n1 10.4.9.1:30080 monitor 0; n1 10.4.9.1:30081 monitor 0"; before.members != want || strings.Count(before.monitors, ";") != 1 {
+		t.Fatalf("shared load balancer before the updates: %+v, want members %q and two monitors", before, want)
+	}
+
+	changed := sharer.DeepCopy()
+	changed.Annotations[string(AnnotationHealthMonitorDelay)] = "9"
+	updateConverged(t, c.lb, changed, []*corev1.Node{n2})
+	want := before
+	want.members = "n1 10.4.9.1:30080 monitor 0; n2 10.4.9.2:30081 monitor 0"
+	if got := lbShape(t, c, owner); got != want {
+		t.Errorf("after the sharer's update:\n  %+v\nwant only the sharer's members changed:\n  %+v", got, want)
+	}
+	updateConverged(t, c.lb, owner, []*corev1.Node{n1, n2})
+	want.members = "n1 10.4.9.1:30080 monitor 0; n2 10.4.9.2:30080 monitor 0; n2 10.4.9.2:30081 monitor 0"
+	if got := lbShape(t, c, owner); got != want {
+		t.Errorf("after the owner's update:\n  %+v\nwant only the owner's members changed:\n  %+v", got, want)
+	}
+}
