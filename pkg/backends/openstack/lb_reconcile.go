@@ -148,7 +148,12 @@ func (l *LoadBalancer) converge(ctx context.Context, sc *serviceClients, svc *co
 		}
 		return nil
 	}
-	s := nextStep(sc.loadBalancer, lb, st, want)
+	return l.makeStep(ctx, sc, svc, lb, nextStep(sc.loadBalancer, lb, st, want))
+}
+
+// makeStep makes one change to the load balancer and asks to retry while
+// Octavia applies it; nil makes none and returns nil.
+func (l *LoadBalancer) makeStep(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, s *step) error {
 	if s == nil {
 		return nil
 	}
@@ -418,10 +423,8 @@ func listenerSteps(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbS
 			return pools.Update(ctx, c, p.pool.ID, pools.UpdateOpts{Persistence: &pools.SessionPersistence{Type: w.persistence}}).Err
 		}, "spec.sessionAffinity", ""})
 	}
-	if !sameMembers(p.members, w.members) {
-		out = append(out, &step{name + ":", memberChanges(p.members, w.members), func(ctx context.Context) error {
-			return pools.BatchUpdateMembers(ctx, c, p.pool.ID, batchMembers(w.members)).ExtractErr()
-		}, string(AnnotationMemberSubnetID), ""})
+	if s := membersStep(c, name, p, w.members); s != nil {
+		out = append(out, s)
 	}
 	if s := monitorStep(c, p, name, w.monitor); s != nil {
 		out = append(out, s)
@@ -432,6 +435,16 @@ func listenerSteps(c *gophercloud.ServiceClient, ls *listeners.Listener, st *lbS
 		}
 	}
 	return out
+}
+
+// membersStep sets a pool's members to want, or is nil when they are.
+func membersStep(c *gophercloud.ServiceClient, listener string, p *poolState, want []memberSpec) *step {
+	if sameMembers(p.members, want) {
+		return nil
+	}
+	return &step{listener + ":", memberChanges(p.members, want), func(ctx context.Context) error {
+		return pools.BatchUpdateMembers(ctx, c, p.pool.ID, batchMembers(want)).ExtractErr()
+	}, string(AnnotationMemberSubnetID), ""}
 }
 
 func createListenerStep(c *gophercloud.ServiceClient, lbID string, w *listenerSpec) *step {

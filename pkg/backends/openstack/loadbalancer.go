@@ -259,27 +259,24 @@ func status(addrs []string, o *lbOptions) *corev1.LoadBalancerStatus {
 // EnsureLoadBalancer creates or converges the Service's load balancer, one
 // change per call, and returns its address once nothing is left to change.
 func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	st, err := l.ensure(ctx, clusterName, svc, nodes, true)
+	st, err := l.ensure(ctx, clusterName, svc, nodes)
 	if err != nil {
 		return nil, l.wrap("ensuring", svc, err)
 	}
 	return st, nil
 }
 
-// UpdateLoadBalancer converges the members (and everything else) of the
-// Service's load balancer.
+// UpdateLoadBalancer sets the pool members of the Service's load balancer
+// to the nodes, one pool per call, and changes nothing else (see update).
 func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
-	if _, err := l.ensure(ctx, clusterName, svc, nodes, false); err != nil {
+	if err := l.update(ctx, clusterName, svc, nodes); err != nil {
 		return l.wrap("updating", svc, err)
 	}
 	return nil
 }
 
-// ensure converges the Service's load balancer, creating it when create is
-// set. UpdateLoadBalancer never creates one: upstream's node sync calls it
-// for Services whose delete may have just finished, and a load balancer made
-// then would be left behind.
-func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node, create bool) (*corev1.LoadBalancerStatus, error) {
+// ensure creates or converges the Service's load balancer.
+func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	o, err := parseOptions(svc, l.settings)
 	if err != nil {
 		return nil, err
@@ -298,11 +295,9 @@ func (l *LoadBalancer) ensure(ctx context.Context, clusterName string, svc *core
 	}
 	switch {
 	case shared:
-		return l.ensureShared(ctx, sc, clusterName, svc, &found[0], want, o, create)
+		return l.ensureShared(ctx, sc, clusterName, svc, &found[0], want, o)
 	case adopt && !dryRun(ctx, backends.IntentAdopt, "PUT load balancer tags", "load balancer "+found[0].Name+" ("+found[0].ID+") adopted in place: tagged as this Service's"):
 		return nil, l.adoptLB(ctx, sc, svc, &found[0])
-	case len(found) == 0 && !create:
-		return nil, nil
 	case len(found) == 0:
 		// A Service whose load-balancer-id was removed while it shared
 		// another Service's load balancer leaves it before it gets its own.

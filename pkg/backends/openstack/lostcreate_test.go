@@ -227,7 +227,8 @@ func TestAnswerLost(t *testing.T) {
 // no load balancer for the Service, and the refused create is not taken
 // for a create whose answer was lost (which would have GetLoadBalancer
 // report one and the delete wait for it to land). Once the gate opens,
-// Ensure converges. Not parallel: the gate is the process's.
+// Ensure converges; closed again, UpdateLoadBalancer's member change is
+// refused too. Not parallel: the gate is the process's.
 func TestMutationGateRealStack(t *testing.T) {
 	if !haveRealOctavia() {
 		realOctavia(t) // skips, or fails under CI
@@ -283,6 +284,17 @@ func TestMutationGateRealStack(t *testing.T) {
 			t.Fatalf("with the gate open, the load balancer did not converge: %v", err)
 		}
 	}
+	// The members-only update goes through the same gate.
+	closed.Store(true)
+	writesBefore = writes()
+	more := []*corev1.Node{nodes[0], newNode("vm-b", withInternalIP("10.0.0.12"))}
+	if err := c.cloud.lb.UpdateLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), more); !errors.Is(err, cloudapi.ErrMutationRefused) {
+		t.Errorf("UpdateLoadBalancer with a new node and the gate closed: %v, want ErrMutationRefused", err)
+	}
+	if n := writes() - writesBefore; n != 0 {
+		t.Errorf("the refused update counted %v writes, want 0", n)
+	}
+	closed.Store(false)
 }
 
 // TestLostCreateAcrossTakeover: the leader's create is held on its way,

@@ -117,11 +117,8 @@ func (l *LoadBalancer) checkShare(lb *loadbalancers.LoadBalancer, svc *corev1.Se
 
 // ensureShared converges a sharing Service's part of a load balancer:
 // its tag, then its listeners. It never changes the floating IP.
-func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clusterName string, svc *corev1.Service, lb *loadbalancers.LoadBalancer, want []listenerSpec, o *lbOptions, create bool) (*corev1.LoadBalancerStatus, error) {
+func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clusterName string, svc *corev1.Service, lb *loadbalancers.LoadBalancer, want []listenerSpec, o *lbOptions) (*corev1.LoadBalancerStatus, error) {
 	attached := slices.Contains(lb.Tags, l.sharedTag(svc))
-	if !attached && !create {
-		return nil, nil
-	}
 	if err := l.checkShare(lb, svc, clusterName, o); err != nil {
 		return nil, err
 	}
