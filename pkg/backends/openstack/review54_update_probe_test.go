@@ -1,0 +1,110 @@
+package openstack
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// TestReview54UpdateIgnoresAnnotationsItDoesNotUse (review probe of
+// s54-osupdate): the members-only UpdateLoadBalancer reads only the nodes
+// and the node selector of the Service's spec, yet it still parses and
+// validates every OpenStack annotation (parseOptions). A Service that
+// moves to bare metal and, valid there, gains a UDP port while it keeps
+// loadbalancer.openstack.org/proxy-protocol (or X-Forwarded-For, which
+// OpenStack allows on TCP ports only) cannot have the members of its
+// draining or kept Octavia load balancer updated: the update fails with
+// an annotation error about a listener it will never make, and the
+// router's retargetDraining fails the Service's whole sync for it (drain.go:
+// "One failing fails the sync"). The update should set the TCP:80 pool's
+// members, as it does for a valid spec.
+func TestReview54UpdateIgnoresAnnotationsItDoesNotUse(t *testing.T) {
+	t.Parallel()
+	s := realOctavia(t)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	n1, n2 := newNode("n1", withInternalIP("10.4.11.1")), newNode("n2", withInternalIP("10.4.11.2"))
+	svc := newService("moved")
+	t.Cleanup(func() { deleteConverged(t, c.lb, svc) })
+	ensureConverged(t, c.lb, svc, []*corev1.Node{n1})
+	before := lbShape(t, c, svc)
+
+	moved := svc.DeepCopy()
+	moved.Annotations[string(AnnotationProxyProtocol)] = "true" // for metal's own proxy; OpenStack: TCP ports only
+	withPort(corev1.ProtocolUDP, 53, 30053)(moved)
+
+	deadline := 60
+	var err error
+	for i := 0; i < deadline; i++ {
+		err = c.lb.UpdateLoadBalancer(context.Background(), "kubernetes", moved.DeepCopy(), []*corev1.Node{n1, n2})
+		if err == nil || !isRetry(err) {
+			break
+		}
+		waitRetry(c)
+	}
+	if err != nil {
+		t.Errorf("UpdateLoadBalancer of a Service whose OpenStack annotations no longer fit its new spec: %v; want the members updated (the update uses none of them)", err)
+	}
+	want := before
+	want.members = "n1 10.4.11.1:30080 monitor 0; n2 10.4.11.2:30080 monitor 0"
+	if got := lbShape(t, c, svc); got != want {
+		t.Errorf("after the update:\n  %+v\nwant only the members changed:\n  %+v", got, want)
+	}
+}
+
+// TestReview54EnsureAndUpdateAgreeOnMembers (review probe): the members
+// Update makes are those Ensure wants for the same Service and nodes, or
+// the two fight on every node change (Update sets them, the next Ensure or
+// repair pass sets them back). A Service with externalTrafficPolicy Local
+// (HTTP monitor, members with a monitor port) and two ports (two pools):
+// after Ensure converged, the dry run of an update with new nodes (one
+// added, one whose InternalIP changed) lists one member change per pool,
+// the real update makes exactly as many mutating calls, and then neither
+// Ensure nor Update makes any.
+func TestReview54EnsureAndUpdateAgreeOnMembers(t *testing.T) {
+	t.Parallel()
+	s := realOctavia(t)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	ctx := context.Background()
+	n1, n2 := newNode("n1", withInternalIP("10.4.12.1")), newNode("n2", withInternalIP("10.4.12.2"))
+	svc := newService("agree", withLocalTraffic(32111), withPort(corev1.ProtocolTCP, 8443, 30443))
+	t.Cleanup(func() { deleteConverged(t, c.lb, svc) })
+	ensureConverged(t, c.lb, svc, []*corev1.Node{n1, n2})
+
+	n2b := newNode("n2", withInternalIP("10.4.12.22")) // its address changed
+	n3 := newNode("n3", withInternalIP("10.4.12.3"))
+	nodes := []*corev1.Node{n1, n2b, n3}
+	dctx, intents := backends.WithDryRun(ctx)
+	if err := c.lb.UpdateLoadBalancer(dctx, "kubernetes", svc.DeepCopy(), nodes); err != nil {
+		t.Fatalf("dry-run update: %v", err)
+	}
+	planned := len(intents())
+	for _, in := range intents() {
+		t.Logf("planned: %s: %s", in.Call, in.What)
+	}
+	_, w0 := apiCalls(t, c)
+	updateConverged(t, c.lb, svc, nodes)
+	_, w1 := apiCalls(t, c)
+	if planned != 2 || int(w1-w0) != planned {
+		t.Errorf("update with new nodes: planned %d member changes, made %v mutating calls; want 2 and 2", planned, w1-w0)
+	}
+	shape := lbShape(t, c, svc)
+	t.Logf("members after the update: %s", shape.members)
+	ensureConverged(t, c.lb, svc, nodes)
+	_, w2 := apiCalls(t, c)
+	if w2 != w1 {
+		t.Errorf("Ensure after the update made %v mutating calls, want none (Update's members are not Ensure's): members now %s, were %s", w2-w1, lbShape(t, c, svc).members, shape.members)
+	}
+	updateConverged(t, c.lb, svc, nodes)
+	if _, w3 := apiCalls(t, c); w3 != w2 {
+		t.Errorf("Update after Ensure made %v mutating calls, want none", w3-w2)
+	}
+}
+
+// waitRetry sleeps the backend's retry delay.
+func waitRetry(c *Cloud) {
+	time.Sleep(c.lb.retryDelay)
+}
