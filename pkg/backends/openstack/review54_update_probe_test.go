@@ -108,3 +108,58 @@ func TestReview54EnsureAndUpdateAgreeOnMembers(t *testing.T) {
 func waitRetry(c *Cloud) {
 	time.Sleep(c.lb.retryDelay)
 }
+
+// TestReview54UpdateFailingHalfWay (review probe): a two-pool member
+// update whose second batch update fails, never sent (a connection that
+// could not be made) or sent with its answer lost, is an error that is
+// not a retry nor a user error; the update called again converges both
+// pools, with one batch update per pool in all (the lost answer's call
+// landed: it is not made again).
+func TestReview54UpdateFailingHalfWay(t *testing.T) {
+	if !haveRealOctavia() {
+		realOctavia(t)
+	}
+	for _, lose := range []bool{false, true} {
+		t.Run(map[bool]string{false: "never sent", true: "answer lost"}[lose], func(t *testing.T) {
+			c := newConformance(t, true)
+			lb := c.cloud.lb
+			n1, n2 := newNode("n1", withInternalIP("10.4.13.1")), newNode("n2", withInternalIP("10.4.13.2"))
+			svc := newService("half"+randomID(t)[:4], withPort(corev1.ProtocolTCP, 8443, 30443))
+			t.Cleanup(func() { deleteConverged(t, lb, svc) })
+			ensureConverged(t, lb, svc, []*corev1.Node{n1})
+			nodes := []*corev1.Node{n1, n2}
+			m0 := c.fault.Mutations()
+			restore := c.fault.failAfter(1, lose)
+			var failed error
+			for i := 0; i < 200 && failed == nil; i++ {
+				err := lb.UpdateLoadBalancer(context.Background(), "kubernetes", svc.DeepCopy(), nodes)
+				switch {
+				case err == nil:
+					t.Fatalf("the update converged with its second batch update failing")
+				case isRetry(err) || sqliteLocked(err):
+					time.Sleep(lb.retryDelay)
+				default:
+					failed = err
+				}
+			}
+			restore()
+			if failed == nil {
+				t.Fatal("the second batch update never failed")
+			}
+			if _, ok := backends.AsUserError(failed); ok {
+				t.Errorf("a failed member update is a user error: %v", failed)
+			}
+			t.Logf("the failing call: %v", failed)
+			updateConverged(t, lb, svc, nodes)
+			if got, want := lbShape(t, c.cloud, svc).members, "n1 10.4.13.1:30080 monitor 0; n1 10.4.13.1:30443 monitor 0; n2 10.4.13.2:30080 monitor 0; n2 10.4.13.2:30443 monitor 0"; got != want {
+				t.Errorf("members after the update: %q, want %q", got, want)
+			}
+			// The fault transport counts the call whose answer it lost as
+			// failed, though it landed: it must not be made again.
+			want := map[bool]int{false: 2, true: 1}[lose]
+			if n := c.fault.Mutations() - m0; n != want {
+				t.Errorf("%d mutating calls passed after the fault, want %d (one batch update per pool)", n, want)
+			}
+		})
+	}
+}
