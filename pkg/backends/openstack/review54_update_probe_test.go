@@ -163,3 +163,51 @@ func TestReview54UpdateFailingHalfWay(t *testing.T) {
 		})
 	}
 }
+
+// TestReview54UpdateOfPoolInErrorIsNoSuccess (review probe): a pool a
+// failed change left in ERROR, then a node change. The members-only
+// update skips the pool and answers nil: success, though the pool's
+// members are not the nodes given. pkg/lbcontroller's retarget then
+// records those nodes as handed (recordTargets) and calls no update again
+// for them, and it does not fall back to a full sync as upstream's node
+// sync does on a failed update (its failed Services go to the service
+// queue, an EnsureLoadBalancer): the pool keeps its ERROR and stale
+// members until the next repair pass (never with repairs off). Before the
+// members-only update, the update (a whole ensure) replaced the pool with
+// the nodes as members. A load balancer in ERROR is an error (update);
+// a pool in ERROR should be too, or be replaced by the update.
+func TestReview54UpdateOfPoolInErrorIsNoSuccess(t *testing.T) {
+	t.Parallel()
+	s := realOctavia(t)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	n1, n2 := newNode("n1", withInternalIP("10.4.14.1")), newNode("n2", withInternalIP("10.4.14.2"))
+	svc := newService("pool-err")
+	t.Cleanup(func() { deleteConverged(t, c.lb, svc) })
+	ensureConverged(t, c.lb, svc, []*corev1.Node{n1})
+	ctx := context.Background()
+	sc, err := c.lb.clients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := readState(ctx, sc.loadBalancer, theLB(t, c, svc).ID)
+	if err != nil || len(st.pools) != 1 {
+		t.Fatalf("state %+v, %v: want one pool", st, err)
+	}
+	for id := range st.pools {
+		setError(t, "pool", id)
+	}
+	nodes := []*corev1.Node{n1, n2}
+	var uerr error
+	for i := 0; i < 200; i++ {
+		uerr = c.lb.UpdateLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
+		if uerr == nil || (!isRetry(uerr) && !sqliteLocked(uerr)) {
+			break
+		}
+		time.Sleep(c.lb.retryDelay)
+	}
+	members := lbShape(t, c, svc).members
+	if want := "n1 10.4.14.1:30080 monitor 0; n2 10.4.14.2:30080 monitor 0"; uerr == nil && members != want {
+		t.Errorf("UpdateLoadBalancer with a pool in ERROR answered success, members %q; want an error or the members %q", members, want)
+	}
+	t.Logf("update: %v; members %q", uerr, members)
+}
