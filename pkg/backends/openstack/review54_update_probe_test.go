@@ -211,3 +211,24 @@ func TestReview54UpdateOfPoolInErrorIsNoSuccess(t *testing.T) {
 	}
 	t.Logf("update: %v; members %q", uerr, members)
 }
+
+// TestReview54ConvergedUpdateReads (review probe, the docs' claim): with
+// nothing changed, the members-only update makes no mutating call and at
+// most the 4 reads docs/openstack.md gives for Ensure and Update of a
+// one-port load balancer.
+func TestReview54ConvergedUpdateReads(t *testing.T) {
+	t.Parallel()
+	s := realOctavia(t)
+	c := newRealCloud(t, s, "t"+randomID(t))
+	nodes := []*corev1.Node{newNode("n1", withInternalIP("10.4.15.1")), newNode("n2", withInternalIP("10.4.15.2"))}
+	svc := newService("reads-upd")
+	t.Cleanup(func() { deleteConverged(t, c.lb, svc) })
+	ensureConverged(t, c.lb, svc, nodes)
+	r0, w0 := apiCalls(t, c)
+	if err := c.lb.UpdateLoadBalancer(context.Background(), "kubernetes", svc.DeepCopy(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	if r1, w1 := apiCalls(t, c); r1-r0 > 4 || w1 != w0 {
+		t.Errorf("converged Update: %v reads, %v writes; want at most 4 and 0", r1-r0, w1-w0)
+	}
+}
