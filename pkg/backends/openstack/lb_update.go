@@ -39,7 +39,7 @@ import (
 // balancer is not found, a lost create pending included, has nothing to
 // update (the create's Ensure sets the members once it lands).
 func (l *LoadBalancer) update(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
-	o, err := parseOptions(svc, l.settings)
+	o, err := l.updateOptions(svc)
 	if err != nil {
 		return err
 	}
@@ -70,6 +70,9 @@ func (l *LoadBalancer) update(ctx context.Context, clusterName string, svc *core
 	if err != nil {
 		return err
 	}
+	if err := poolsInError(svc, st, owns); err != nil {
+		return err
+	}
 	steps := memberSteps(sc.loadBalancer, svc, selectNodes(nodes, o.nodeSelector), lb, st, owns, o)
 	if backends.DryRun(ctx) {
 		for _, s := range steps {
@@ -81,6 +84,51 @@ func (l *LoadBalancer) update(ctx context.Context, clusterName string, svc *core
 		return nil
 	}
 	return l.makeStep(ctx, sc, svc, lb, steps[0])
+}
+
+// updateAnnotations are the annotations the update reads: the nodes it
+// selects and the subnet of the members of a pool that has none yet
+// (and the class, whose config gives that subnet's defaults).
+var updateAnnotations = []string{
+	string(AnnotationNodeSelector), string(AnnotationMemberSubnetID), string(AnnotationPortID),
+	string(AnnotationVIPSubnetID), string(AnnotationVIPNetworkID), string(AnnotationClass),
+}
+
+// updateOptions are the options the update needs, read from those of the
+// Service's annotations alone: an annotation it does not read (a
+// proxy-protocol the Service's new UDP port no longer allows, once it
+// moved to another backend and this load balancer only drains) must not
+// keep its nodes from it (review probe
+// TestReview54UpdateIgnoresAnnotationsItDoesNotUse). A bad value of one it
+// reads is the update's error, naming the annotation.
+func (l *LoadBalancer) updateOptions(svc *corev1.Service) (*lbOptions, error) {
+	only := svc.DeepCopy()
+	only.Annotations = map[string]string{}
+	for _, k := range updateAnnotations {
+		if v, ok := svc.Annotations[k]; ok {
+			only.Annotations[k] = v
+		}
+	}
+	return parseOptions(only, l.settings)
+}
+
+// poolsInError is an error naming the first of the Service's pools in
+// ERROR whose members the update would set: Octavia changes nothing in it,
+// and an update that skipped it would report the nodes handed over while
+// the pool keeps its old members (review probe
+// TestReview54UpdateOfPoolInErrorIsNoSuccess). The Service's next Ensure
+// replaces it.
+func poolsInError(svc *corev1.Service, st *lbState, owns func(*listeners.Listener) bool) error {
+	for _, p := range svc.Spec.Ports {
+		ls := portListener(st, owns, p)
+		if ls == nil || p.NodePort == 0 {
+			continue
+		}
+		if pool := st.pools[ls.DefaultPoolID]; pool != nil && pool.pool.ProvisioningStatus == lbError {
+			return fmt.Errorf("pool %s of listener %s is in ERROR: its members cannot change (the Service's next ensure replaces it)", pool.pool.ID, listenerName(ls.Protocol, ls.ProtocolPort))
+		}
+	}
+	return nil
 }
 
 // memberSteps are the member changes of the Service's pools, in the
