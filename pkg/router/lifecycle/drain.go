@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/backend"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/svcstate"
 )
@@ -145,7 +146,10 @@ func (r *Balancer) retireFrom(ctx context.Context, clusterName string, svc *core
 // backend whose load balancers ignore their nodes (bare metal) is not
 // asked. One failing fails the sync, which is retried, as a draining
 // backend that cannot be asked whether it holds its load balancer does
-// (retire).
+// (retire); but a user error (a bad annotation the backend reads) is only
+// a Warning: retrying cannot fix it, the user's fix syncs the Service
+// again, and failing the sync would keep the new backend's address out of
+// the status for the whole drain.
 func (r *Balancer) retargetDraining(ctx context.Context, clusterName string, svc *corev1.Service, targets []*backend.Member, nodes []*corev1.Node) error {
 	var errs []error
 	for _, b := range r.drainingBackends(svc, targets) {
@@ -154,6 +158,13 @@ func (r *Balancer) retargetDraining(ctx context.Context, clusterName string, svc
 		}
 		err := b.UpdateLoadBalancer(ctx, clusterName, svc, r.Targetable(b, svc, nodes))
 		if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
+			continue
+		}
+		if _, user := backends.AsUserError(err); user {
+			// The user fixes it, and that change syncs the Service again;
+			// a retry until then would hold back the move the drain is for
+			// (review probe TestReview54DrainingUpdateFailureHoldsBackTheMove).
+			r.Warn(ctx, svcstate.ServiceRef(svc), ReasonBackendFailed, fmt.Sprintf("Cannot update the nodes of the load balancer draining in backend %s: %v; it drains with the nodes it had", b.Name, err))
 			continue
 		}
 		r.Warn(ctx, svcstate.ServiceRef(svc), ReasonBackendFailed, fmt.Sprintf("Cannot yet update the nodes of the load balancer draining in backend %s: %v", b.Name, err))
