@@ -84,6 +84,8 @@ type hookedCloud struct {
 	lbs map[types.UID]bool
 	// ensured is the last Service EnsureLoadBalancer was called with.
 	ensured *corev1.Service
+	// failUpdate, when set, is the next UpdateLoadBalancer's error (once).
+	failUpdate error
 }
 
 // held returns the UIDs holding a load balancer.
@@ -147,6 +149,13 @@ func (h *hookedCloud) EnsureLoadBalancer(ctx context.Context, clusterName string
 
 func (h *hookedCloud) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
 	h.updates.Add(1)
+	h.mu.Lock()
+	fail := h.failUpdate
+	h.failUpdate = nil
+	h.mu.Unlock()
+	if fail != nil {
+		return fail
+	}
 	return h.routerCloud.UpdateLoadBalancer(ctx, clusterName, svc, nodes)
 }
 
@@ -498,6 +507,37 @@ func TestNodeChangesRetarget(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if u := e.cloud.updates.Load(); u != 2 {
 		t.Errorf("%d updates, want 2", u)
+	}
+}
+
+// TestFailedNodeUpdateRetriesInFull: a node update that fails (an
+// OpenStack pool in ERROR, whose members the update cannot change) is
+// retried as a full sync, an EnsureLoadBalancer that can replace what
+// failed, as upstream's controller puts a failed node sync back on its
+// Service queue; not as the same update until the repair pass (review of
+// the members-only update, session 54).
+func TestFailedNodeUpdateRetriesInFull(t *testing.T) {
+	e := start(t, false, service("web", ptrTo(ourClass)))
+	eventually(t, "the Service's address", addressed(e, t, "web"))
+	e.cloud.mu.Lock()
+	e.cloud.failUpdate = errors.New("pool p1 of listener TCP:80 is in ERROR: its members cannot change")
+	e.cloud.mu.Unlock()
+	ensures := e.cloud.ensures.Load()
+	n := utilt.NewNode("worker-1", utilt.WithProviderID("baremetal://worker-1"), utilt.WithInternalIP("10.0.0.11"))
+	if _, err := e.client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "an EnsureLoadBalancer after the failed update", func() error {
+		if u := e.cloud.updates.Load(); u < 1 {
+			return fmt.Errorf("%d updates", u)
+		}
+		if got := e.cloud.ensures.Load() - ensures; got < 1 {
+			return fmt.Errorf("%d ensures since the node joined, %d updates", got, e.cloud.updates.Load())
+		}
+		return nil
+	})
+	if ev := hasEvent(e.events(t, "web"), "UpdateLoadBalancerFailed"); !strings.Contains(ev, "in ERROR") {
+		t.Errorf("no Warning for the failed update: %v", e.events(t, "web"))
 	}
 }
 

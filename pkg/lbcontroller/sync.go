@@ -273,6 +273,11 @@ func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Servi
 			return false, nil
 		}
 		c.event(svc, corev1.EventTypeWarning, "UpdateLoadBalancerFailed", fmt.Sprintf("Error updating load balancer with new hosts %d: %v", set.len(), err))
+		// The retry is a full sync, as upstream's controller puts a
+		// failed node sync back on its Service queue: an update changes
+		// members only, and what made it fail (an OpenStack pool in
+		// ERROR) only an Ensure replaces (TestFailedNodeUpdateRetriesInFull).
+		c.failed(key, false, nil, nil)
 		return false, err
 	}
 	c.recordTargets(key, set, gen)
