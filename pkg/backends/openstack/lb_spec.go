@@ -165,6 +165,13 @@ func membersFor(svc *corev1.Service, nodes []*corev1.Node, nodePort int, m *moni
 	if subnet == "" {
 		subnet = o.vipSubnetID
 	}
+	return nodeMembers(svc, nodes, nodePort, monitorPort, subnet)
+}
+
+// nodeMembers are the members for the nodes, each address once, at the
+// node port, with the monitor port and on the subnet given, in key order:
+// Ensure's (membersFor) and the update's (updatedMembers) alike.
+func nodeMembers(svc *corev1.Service, nodes []*corev1.Node, nodePort, monitorPort int, subnet string) []memberSpec {
 	var out []memberSpec
 	seen := map[string]bool{}
 	for _, n := range nodes {

@@ -195,19 +195,7 @@ func sameTransport(a, b string) bool {
 // checks (updateMonitorPort), on the subnet its members are on (none yet:
 // the subnet Ensure puts them on).
 func updatedMembers(svc *corev1.Service, nodes []*corev1.Node, lb *loadbalancers.LoadBalancer, p *poolState, nodePort int, o *lbOptions) []memberSpec {
-	monitorPort, subnet := updateMonitorPort(svc, p), membersSubnet(svc, lb, p, o)
-	var out []memberSpec
-	seen := map[string]bool{}
-	for _, n := range nodes {
-		addr := memberAddress(svc, n)
-		if addr == "" || seen[addr] {
-			continue
-		}
-		seen[addr] = true
-		out = append(out, memberSpec{name: n.Name, address: addr, port: nodePort, monitorPort: monitorPort, subnetID: subnet})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].key() < out[j].key() })
-	return out
+	return nodeMembers(svc, nodes, nodePort, updateMonitorPort(svc, p), membersSubnet(svc, lb, p, o))
 }
 
 // updateMonitorPort is the members' monitor port under the pool's monitor
