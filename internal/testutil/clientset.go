@@ -59,7 +59,7 @@ func NewClientset(objs ...runtime.Object) *fake.Clientset {
 // the lock Invokes reads it under, so a reactor added while an informer,
 // a controller or the event broadcaster calls the client is a data race.
 func PrependReactor(client *fake.Clientset, verb, resource string, reaction clienttesting.ReactionFunc) {
-	client.Fake.Lock()
-	defer client.Fake.Unlock()
+	client.Lock()
+	defer client.Unlock()
 	client.PrependReactor(verb, resource, reaction)
 }

@@ -119,7 +119,7 @@ func TestTransportRefusedSendsNothing(t *testing.T) {
 	setGate(t, &closed)
 	var mu sync.Mutex
 	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		got = append(got, r.Method+" "+r.URL.Path)
 		mu.Unlock()

@@ -273,12 +273,13 @@ func (f *Fence) remaining() time.Duration {
 
 // followed is the state of the followed Lease named name, or nil.
 func (f *Fence) followed(name string) *held {
-	switch {
-	case name == "":
+	if name == "" {
 		return nil
-	case name == f.opts.Name:
+	}
+	switch name {
+	case f.opts.Name:
 		return &f.main
-	case name == f.opts.Migration:
+	case f.opts.Migration:
 		return &f.migration
 	}
 	return nil

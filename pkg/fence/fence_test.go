@@ -345,7 +345,7 @@ func TestNewRejects(t *testing.T) {
 // across its renewals; one that created the Lease took nothing over; a
 // lost hold reads zero, and holding again is a new takeover.
 func TestTookOver(t *testing.T) {
-	f, clk, api, rt := setup(t)
+	f, _, api, rt := setup(t)
 	if got := f.TookOver(); !got.IsZero() {
 		t.Fatalf("TookOver before any acquisition: %v", got)
 	}
@@ -354,7 +354,7 @@ func TestTookOver(t *testing.T) {
 		t.Errorf("TookOver after creating the Lease: %v, want zero", got)
 	}
 
-	f, clk, api, rt = setup(t)
+	f, clk, api, rt := setup(t)
 	won := clk.Now()
 	acquire(t, api, rt, http.MethodPut, ourID, http.StatusOK, true)
 	clk.SetTime(clk.Now().Add(2 * time.Second))

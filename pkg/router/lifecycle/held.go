@@ -9,7 +9,7 @@ import (
 
 // HeldAddresses returns the addresses of every load balancer the router
 // holds for the Service, as the backends holding them report them: each
-// backend that may hold one (mayHold: the record, draining backends
+// backend that may hold one (reachable: the record, draining backends
 // included, or, without a record, the Service's targets) is asked for its
 // own, whatever the Service's spec says now (a class that is not, or no
 // longer, ours; a Service no longer of type LoadBalancer). Unlike

@@ -22,7 +22,7 @@ const (
 )
 
 // GetLoadBalancer asks the backends that may hold the Service's load
-// balancer (see mayHold): it exists if any of them holds any part of it, so
+// balancer (see reachable): it exists if any of them holds any part of it, so
 // a delete is never skipped while something is left (one backend that
 // cannot answer, or a recorded one that is not configured, makes it an
 // error only when no other holds anything: then

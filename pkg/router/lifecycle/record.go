@@ -294,22 +294,10 @@ func (r *Balancer) patchAnnotations(ctx context.Context, svc *corev1.Service, go
 	})
 }
 
-// mayHold returns the backends that may hold the Service's load balancer:
-// the recorded ones (every one for a Service an older version gave an
-// address, see baseline); without a record, its targets. A recorded
-// backend that is no longer configured is an error: its load balancer
-// cannot be reached, and forgetting it would leak it.
-func (r *Balancer) mayHold(svc *corev1.Service, targets ...*backend.Member) ([]*backend.Member, error) {
-	out, gone := r.reachable(svc, targets...)
-	if len(gone) > 0 {
-		return nil, r.unreachableErr(svc, gone[0])
-	}
-	return out, nil
-}
-
-// reachable is mayHold without the error: the backends that may hold the
-// Service's load balancer and are configured, and the names of the
-// recorded ones that are not (a reload removed them while they held, or
+// reachable returns the backends that may hold the Service's load
+// balancer and are configured: the recorded ones (every one for a Service
+// an older version gave an address, see baseline); without a record, its
+// targets. And the names of the recorded ones that are not configured (a reload removed them while they held, or
 // drained, its load balancer), which stay in the record.
 func (r *Balancer) reachable(svc *corev1.Service, targets ...*backend.Member) (out []*backend.Member, gone []string) {
 	rec := r.current(svc)
@@ -347,7 +335,7 @@ func (r *Balancer) warnUnreachableOnce(ctx context.Context, svc *corev1.Service,
 	}
 }
 
-// mayHoldGone is mayHold for a Service that is gone (ServiceGone): the
+// mayHoldGone is reachable for a Service that is gone (ServiceGone): the
 // recorded backends that are configured; each one that is not gets a
 // Warning naming it and what to do, as its load balancer is left there.
 func (r *Balancer) mayHoldGone(ctx context.Context, svc *corev1.Service) []*backend.Member {
