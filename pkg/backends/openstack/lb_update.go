@@ -70,10 +70,10 @@ func (l *LoadBalancer) update(ctx context.Context, clusterName string, svc *core
 	if err != nil {
 		return err
 	}
-	if err := poolsInError(svc, st, owns); err != nil {
+	steps, err := memberSteps(sc.loadBalancer, svc, selectNodes(nodes, o.nodeSelector), lb, st, owns, o)
+	if err != nil {
 		return err
 	}
-	steps := memberSteps(sc.loadBalancer, svc, selectNodes(nodes, o.nodeSelector), lb, st, owns, o)
 	if backends.DryRun(ctx) {
 		for _, s := range steps {
 			dryRun(ctx, backends.IntentChange, "octavia", s.what(false))
@@ -112,33 +112,17 @@ func (l *LoadBalancer) updateOptions(svc *corev1.Service) (*lbOptions, error) {
 	return parseOptions(only, l.settings)
 }
 
-// poolsInError is an error naming the first of the Service's pools in
-// ERROR whose members the update would set: Octavia changes nothing in it,
-// and an update that skipped it would report the nodes handed over while
-// the pool keeps its old members (review probe
-// TestReview54UpdateOfPoolInErrorIsNoSuccess). The Service's next Ensure
-// replaces it.
-func poolsInError(svc *corev1.Service, st *lbState, owns func(*listeners.Listener) bool) error {
-	for _, p := range svc.Spec.Ports {
-		ls := portListener(st, owns, p)
-		if ls == nil || p.NodePort == 0 {
-			continue
-		}
-		if pool := st.pools[ls.DefaultPoolID]; pool != nil && pool.pool.ProvisioningStatus == lbError {
-			return fmt.Errorf("pool %s of listener %s is in ERROR: its members cannot change (the Service's next ensure replaces it)", pool.pool.ID, listenerName(ls.Protocol, ls.ProtocolPort))
-		}
-	}
-	return nil
-}
-
 // memberSteps are the member changes of the Service's pools, in the
 // order of their listeners (protocol, then port): per Service port, the
 // pool of the listener owns says is the Service's on that port and
 // transport (whatever its protocol now: the annotations that chose it are
 // Ensure's), its members the nodes at the port's node port. A port with no
-// such listener, or no node port, and a pool missing or in ERROR are left
-// to Ensure.
-func memberSteps(c *gophercloud.ServiceClient, svc *corev1.Service, nodes []*corev1.Node, lb *loadbalancers.LoadBalancer, st *lbState, owns func(*listeners.Listener) bool, o *lbOptions) []*step {
+// such listener, or no node port, and a missing pool are left to Ensure. A
+// pool in ERROR is the error: Octavia changes nothing in it, and an update
+// that skipped it would report the nodes handed over while the pool keeps
+// its old members (review probe TestReview54UpdateOfPoolInErrorIsNoSuccess);
+// the Service's next Ensure replaces it.
+func memberSteps(c *gophercloud.ServiceClient, svc *corev1.Service, nodes []*corev1.Node, lb *loadbalancers.LoadBalancer, st *lbState, owns func(*listeners.Listener) bool, o *lbOptions) ([]*step, error) {
 	type target struct {
 		ls   *listeners.Listener
 		pool *poolState
@@ -150,7 +134,11 @@ func memberSteps(c *gophercloud.ServiceClient, svc *corev1.Service, nodes []*cor
 		if ls == nil || p.NodePort == 0 {
 			continue
 		}
-		if pool := st.pools[ls.DefaultPoolID]; pool != nil && pool.pool.ProvisioningStatus != lbError {
+		switch pool := st.pools[ls.DefaultPoolID]; {
+		case pool == nil:
+		case pool.pool.ProvisioningStatus == lbError:
+			return nil, fmt.Errorf("pool %s of listener %s is in ERROR: its members cannot change (the Service's next ensure replaces it)", pool.pool.ID, listenerName(ls.Protocol, ls.ProtocolPort))
+		default:
 			targets = append(targets, target{ls, pool, p})
 		}
 	}
@@ -165,7 +153,7 @@ func memberSteps(c *gophercloud.ServiceClient, svc *corev1.Service, nodes []*cor
 			out = append(out, s)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // portListener is the Service's listener (owns) serving a Service port:
