@@ -34,6 +34,17 @@
 #    the later waits. The background build is stopped when make test
 #    stops before e2e (a failed stage, Ctrl-C).
 #
+#  - When fuzz or upstream-aws is to come too, the background build goes
+#    on, after e2e-deps, with make later-deps (the fuzz targets'
+#    instrumented packages, upstream-aws's compile and upstream's CCM),
+#    log _output/later-deps.log; the first of those stages waits for it
+#    (recorded as later-deps (background) and STAGE (wait)). A failure
+#    there fails nothing: the stage builds again and shows why.
+#
+#  - Each stage's line and its stages.tsv status give the share of the
+#    machine's CPU that was busy during it (/proc/stat): where it is low,
+#    more can be built beside it.
+#
 # Under make -n test the stages' commands are printed (make -n STAGE),
 # nothing is run, timed or built in the background.
 set -euo pipefail
@@ -61,7 +72,12 @@ tsv=$OUT/stages.tsv
 bglog=$OUT/e2e-deps.log
 bgstatus=$OUT/e2e-deps.status
 bglock=$OUT/.locks/e2e-deps-background
+bg2log=$OUT/later-deps.log
+bg2status=$OUT/later-deps.status
+bg2lock=$OUT/.locks/later-deps-background
 bgpid=
+e2e_waited=
+later_waited=
 start=$(date +%s)
 [ -n "$dry" ] || : > "$tsv"
 
@@ -71,30 +87,44 @@ record() { [ -n "$dry" ] || printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$tsv"; }
 # group of its own (setsid) so that stopping it stops its builds. The
 # bash around make holds the lock bglock (fd 9, inherited; make and its
 # builds do not get it, so nothing they leave running holds it) until it
-# has written the status; bg_wait takes the lock to wait for it.
+# has written the status; bg_wait takes the lock to wait for it. When the
+# fuzz or upstream-aws stage is to come, the same bash then builds what
+# they build (make later-deps: the fuzz targets' instrumented test
+# binaries, upstream's CCM and the upstream-aws test), holding bg2lock (fd
+# 8) until it has written bg2status; bg2_wait waits for that before the
+# first of those stages. Each go build started there would otherwise start
+# cold in its stage, after the tests, on an idle machine.
 bg_start() {
+  local later=$1
   mkdir -p "$OUT/.locks"
-  rm -f "$bgstatus"
+  rm -f "$bgstatus" "$bg2status"
   exec 9> "$bglock"
   flock 9
+  exec 8> "$bg2lock"
+  flock 8
   echo "stage: e2e-deps: building e2e's prerequisites in the background (nice 10) while the unit tests run; log: $bglog"
+  [ -z "$later" ] || echo "stage: later-deps: then the fuzz and upstream-aws builds, in the background too; log: $bg2log"
   # shellcheck disable=SC2016 # expanded by the inner bash
   setsid nice -n 10 bash -c '
-    log=$1 status=$2
-    shift 2
+    log=$1 status=$2 log2=$3 status2=$4 later=$5 make=$6
     t0=$(date +%s) rc=0
-    "$@" > "$log" 2>&1 < /dev/null 9>&- || rc=$?
-    echo "$rc $(( $(date +%s) - t0 ))" > "$status"' e2e-deps "$bglog" "$bgstatus" \
-    "$MAKE" --no-print-directory e2e-deps &
+    "$make" --no-print-directory e2e-deps > "$log" 2>&1 < /dev/null 9>&- 8>&- || rc=$?
+    echo "$rc $(( $(date +%s) - t0 ))" > "$status"
+    exec 9>&-
+    if [ -n "$later" ]; then
+      t0=$(date +%s) rc=0
+      "$make" --no-print-directory later-deps > "$log2" 2>&1 < /dev/null 8>&- || rc=$?
+      echo "$rc $(( $(date +%s) - t0 ))" > "$status2"
+    fi' bg "$bglog" "$bgstatus" "$bg2log" "$bg2status" "$later" "$MAKE" &
   bgpid=$!
-  exec 9>&-
+  exec 9>&- 8>&-
 }
 
 # bg_stop: stops the background build if it still runs (make test ending
 # before the e2e stage).
 bg_stop() {
   if [ -n "$bgpid" ] && kill -0 "$bgpid" 2>/dev/null; then
-    echo "stage: e2e-deps: stopping the background build (make test ends before e2e)"
+    echo "stage: e2e-deps: stopping the background build (make test ends before the stages it builds for)"
     kill -TERM -- "-$bgpid" 2>/dev/null || true
     wait "$bgpid" 2>/dev/null || true
   fi
@@ -112,8 +142,7 @@ bg_wait() {
   exec 9> "$bglock"
   flock 9
   exec 9>&-
-  wait "$bgpid" 2>/dev/null || true
-  bgpid=
+  e2e_waited=1
   if ! read -r rc secs < "$bgstatus"; then
     echo "stage: e2e: the background build of e2e's prerequisites left no status ($bgstatus); its log's tail:" >&2
     tail -n 40 "$bglog" >&2 || true
@@ -131,6 +160,34 @@ bg_wait() {
   echo "stage: e2e: the background build of e2e's prerequisites had passed in $secs s; waited $(( $(date +%s) - t0 )) s for it"
 }
 
+# bg2_wait: waits for the background build of the fuzz and upstream-aws
+# stages' binaries and records it. It never fails the stage: a build that
+# failed there fails again, with its own output, in the stage that needs
+# it. It reaps the background bash.
+bg2_wait() {
+  local t0 rc secs
+  t0=$(date +%s)
+  exec 8> "$bg2lock"
+  flock 8
+  exec 8>&-
+  wait "$bgpid" 2>/dev/null || true
+  bgpid=
+  later_waited=1
+  if read -r rc secs < "$bg2status"; then
+    record "later-deps (background)" "$secs" "$([ "$rc" = 0 ] && echo passed || echo failed)"
+    [ "$rc" = 0 ] || echo "stage: later-deps: the background build FAILED (exit $rc) after $secs s (log: $bg2log); the stage builds again and shows why"
+  fi
+  record "$1 (wait)" "$(( $(date +%s) - t0 ))" passed
+  echo "stage: $1: waited $(( $(date +%s) - t0 )) s for the background build of the fuzz and upstream-aws binaries"
+}
+
+# cpu_ticks prints the machine's busy and total CPU ticks since boot
+# (/proc/stat's first line; idle and iowait are not busy): a stage's busy
+# share tells whether background builds beside it would find idle cores.
+cpu_ticks() {
+  awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat 2>/dev/null || echo "0 0"
+}
+
 stages=" $* "
 vetted=
 for stage in "$@"; do
@@ -141,6 +198,10 @@ for stage in "$@"; do
     if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]]; then
       echo "stage: e2e-deps: in the background (nice 10) while unit runs:"
       "$MAKE" --no-print-directory e2e-deps
+      if [[ $stages == *" fuzz "* || $stages == *" upstream-aws "* ]]; then
+        echo "stage: later-deps: then, in the background too:"
+        "$MAKE" --no-print-directory later-deps
+      fi
     fi
     "$MAKE" --no-print-directory "$stage" "${args[@]}"
     [ "$stage" != vet ] || vetted=1
@@ -149,23 +210,32 @@ for stage in "$@"; do
   t0=$(date +%s)
   echo "stage: $stage: start ($(date -u +%H:%M:%S) UTC, $(( t0 - start )) s into make test)"
   if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]] && [ -z "$bgpid" ]; then
-    bg_start
+    later=
+    [[ $stages != *" fuzz "* && $stages != *" upstream-aws "* ]] || later=1
+    bg_start "$later"
   fi
+  read -r busy0 total0 < <(cpu_ticks)
   rc=0
-  if [ "$stage" = e2e ] && [ -n "$bgpid" ]; then
+  if [ "$stage" = e2e ] && [ -n "$bgpid" ] && [ -z "$e2e_waited" ]; then
     bg_wait || rc=$?
+  fi
+  if { [ "$stage" = fuzz ] || [ "$stage" = upstream-aws ]; } && [ -n "$bgpid" ] && [ -n "$e2e_waited" ] && [ -z "$later_waited" ]; then
+    bg2_wait "$stage"
   fi
   if [ "$rc" = 0 ]; then
     "$MAKE" --no-print-directory "$stage" "${args[@]}" || rc=$?
   fi
   secs=$(( $(date +%s) - t0 ))
+  read -r busy1 total1 < <(cpu_ticks)
+  cpu=
+  [ $(( total1 - total0 )) -le 0 ] || cpu=", CPU $(( 100 * (busy1 - busy0) / (total1 - total0) ))% busy"
   if [ "$rc" != 0 ]; then
     record "$stage" "$secs" failed
-    echo "stage: $stage: FAILED (exit $rc) after $secs s"
+    echo "stage: $stage: FAILED (exit $rc) after $secs s$cpu"
     exit "$rc"
   fi
-  record "$stage" "$secs" passed
-  echo "stage: $stage: passed in $secs s"
+  record "$stage" "$secs" "passed$cpu"
+  echo "stage: $stage: passed in $secs s$cpu"
   [ "$stage" != vet ] || vetted=1
 done
 [ -n "$dry" ] || echo "stage: all $# stages passed in $(( $(date +%s) - start )) s"
