@@ -133,7 +133,7 @@ upstream-aws: build control-plane
 # What the fuzz and upstream-aws stages build before their first test, built
 # ahead: make test builds it in the background (nice 10) after e2e-deps,
 # while the unit and e2e tests run (hack/stages.sh). fuzz-deps: each fuzz
-# target's package compiled with the fuzzer's instrumentation (hack/fuzz.sh
+# target's instrumented test binary, kept in _output/fuzz-bin (hack/fuzz.sh
 # --build-only); upstream-aws-deps: go vet's and go test's compile of
 # test/upstream-aws (upstream's dependency tree) and upstream's CCM binary,
 # where the two-CCM test looks for it (_output/upstream-aws/VERSION/).

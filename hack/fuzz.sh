@@ -14,9 +14,9 @@
 # test2json_interrupt.txt). `go test -fuzz` rebuilt and relinked the binary
 # for every target.
 #
-# hack/fuzz.sh --build-only compiles each package's instrumented test
-# binary and runs nothing (make fuzz-deps: make test builds it in the
-# background while other stages run, so the fuzz stage finds it cached).
+# hack/fuzz.sh --build-only builds each package's instrumented test binary
+# and runs nothing (make fuzz-deps: make test builds them in the background
+# while other stages run, so the fuzz stage finds them built).
 set -euo pipefail
 buildonly=
 if [ "${1:-}" = --build-only ]; then
@@ -28,6 +28,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 tmp=$(mktemp -d)
 log=$tmp/log
 trap 'rm -rf "$tmp"' EXIT
+# The instrumented test binaries are kept here: go test -c relinks one only
+# when its build ID changed, so a binary --build-only made (or the last run)
+# is reused as it is.
+bindir=$PWD/_output/fuzz-bin
+mkdir -p "$bindir"
 fuzzcache=$(go env GOCACHE)/fuzz
 
 # inputs lists the failing inputs saved for a target.
@@ -77,13 +82,13 @@ count=0
 all=$SECONDS
 for pkg in $(cut -d' ' -f1 <<<"$targets" | uniq); do
   t=$SECONDS
+  exe=$bindir/$(tr / _ <<<"${pkg#./}").test
   if [ -n "$buildonly" ]; then
-    echo "fuzz: compiling $pkg with fuzzing instrumentation"
-    go test -c -fuzz=. -vet=off -o /dev/null "$pkg"
-    echo "fuzz: compiled $pkg in $((SECONDS - t)) s"
+    echo "fuzz: building $pkg's test binary with fuzzing instrumentation"
+    go test -c -fuzz=. -vet=off -o "$exe" "$pkg"
+    echo "fuzz: built $pkg in $((SECONDS - t)) s"
     continue
   fi
-  exe=$tmp/$(tr / _ <<<"${pkg#./}").test
   importpath=$(go list -f '{{.ImportPath}}' "$pkg")
   echo "fuzz: building $pkg's test binary with fuzzing instrumentation"
   # TESTVET=off (make test, after its vet stage ran go vet, a superset of
@@ -103,7 +108,7 @@ for pkg in $(cut -d' ' -f1 <<<"$targets" | uniq); do
   done
 done
 if [ -n "$buildonly" ]; then
-  echo "fuzz: compiled every fuzz target's package in $((SECONDS - all)) s"
+  echo "fuzz: built every fuzz target's test binary in $((SECONDS - all)) s"
   exit 0
 fi
 echo "fuzz: $count targets ran without a crash in $((SECONDS - all)) s"
