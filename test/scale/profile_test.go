@@ -3,6 +3,7 @@ package scale
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"maps"
@@ -14,8 +15,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"crypto/tls"
 )
 
 // SCALE_CCM_PROFILE names the phases (comma-separated: init, services,
