@@ -405,7 +405,12 @@ func (cl *cluster) startCCM(t *testing.T) {
 	}
 	// SCALE_CCM_ARGS adds or overrides flags, e.g. --controllers=*,service
 	// to serve classless Services with upstream's service controller.
-	args := append(slices.Clone(chartFlags), strings.Fields(os.Getenv("SCALE_CCM_ARGS"))...)
+	args := slices.Clone(chartFlags)
+	if len(profilePhases()) > 0 {
+		// The upstream default, said: SCALE_CCM_PROFILE reads /debug/pprof.
+		args = append(args, "--profiling=true")
+	}
+	args = append(args, strings.Fields(os.Getenv("SCALE_CCM_ARGS"))...)
 	cl.ccm = cl.cp.StartCCMT(t, framework.CCMOptions{
 		CloudConfig: cl.cloudConfig(), Kubeconfig: kc, ExtraArgs: args, ReadyTimeout: 2 * time.Minute,
 		Env: []string{"SCALE_AWS_ACCESS_KEY_ID=AKIDSCALE", "SCALE_AWS_SECRET_ACCESS_KEY=scale-secret", "AWS_EC2_METADATA_DISABLED=true"},

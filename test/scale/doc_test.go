@@ -26,5 +26,8 @@
 //	SCALE_AWS_TARGET_TYPE=      instance (default) or ip: the NLBs' target type (aws-load-balancer-nlb-target-type);
 //	                            with ip, a churn re-targets every NLB by address (the router's batched re-targets),
 //	                            and the churn rows count each NLB's target updates and re-targets
+//	SCALE_CCM_PROFILE=          phases (init,services,node sync,churn,steady) to record the CCM's CPU profile in,
+//	                            from its /debug/pprof; the cell's table.txt splits the phase's CPU per Service by package
+//	SCALE_STOP_AFTER=           services: end each cell after its Services phase
 //	SCALE_OUT=_output/scale     where the table and each run's logs are kept
 package scale

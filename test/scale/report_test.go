@@ -149,6 +149,9 @@ func details(r *result) string {
 			fmt.Fprintf(&b, "  cloud: %s\n", top(p.cloud, 10))
 		}
 		fmt.Fprintf(&b, "  Node changes seen: %s\n", top(r.nodeChanges[p.name], 10))
+		if s, ok := r.profiles[p.name]; ok {
+			fmt.Fprintf(&b, "  CCM CPU by package: %s", s)
+		}
 	}
 	return b.String()
 }

@@ -74,6 +74,9 @@ type result struct {
 	// requests waited for the budget during the node sync, by api.
 	retuned   string
 	syncWaits string
+	// profiles is, by phase, the CCM's CPU split by package from the
+	// profiles SCALE_CCM_PROFILE asked for.
+	profiles map[string]string
 }
 
 func (r *result) phase(name string) phase {
@@ -162,8 +165,9 @@ func runCell(t *testing.T, c cell, dir string) *result {
 	cl := startCluster(t, c, dir)
 	cl.startCCM(t)
 	ctx := context.Background()
-	r := &result{cell: c, nodeChanges: map[string]map[string]int{}}
+	r := &result{cell: c, nodeChanges: map[string]map[string]int{}, profiles: map[string]string{}}
 	p := newProbe(cl)
+	var prof *ccmProfiler
 	nw := watchNodes(ctx, t, cl.client)
 	defer nw.stop()
 	steady := envDuration(t, "SCALE_STEADY", time.Minute)
@@ -174,18 +178,36 @@ func runCell(t *testing.T, c cell, dir string) *result {
 		r.phases = append(r.phases, ph)
 		r.nodeChanges[name] = nw.take()
 		t.Logf("%s: %s", name, describe(ph))
+		if files, err := prof.end(); err != nil {
+			t.Logf("%s: the CCM's CPU profile: %v", name, err)
+		} else if len(files) > 0 {
+			per := map[string]int{"init": c.nodes, "services": c.services, "node sync": max(r.syncOf, 1), "churn": max(r.churned, 1), "steady": 1}[name]
+			by, incl, total, err := profileSplit(files)
+			if err != nil {
+				t.Logf("%s: the CCM's CPU profile: %v", name, err)
+			} else {
+				r.profiles[name] = formatSplit(by, incl, total, ph.cpu, per)
+				t.Logf("%s: the CCM's CPU (%d profiles in %s):\n%s", name, len(files), dir, r.profiles[name])
+			}
+		}
+		prof = nil
 	}
 	// Node initialisation.
 	p.begin()
+	prof = profileCCM(cl, dir, "init")
 	nw.take()
 	r.initTime = createNodes(ctx, t, cl, allIndexes(c.nodes))
 	record("init")
 	quiet(t, cl, timeout)
 	// Services: time to address.
 	p.begin()
+	prof = profileCCM(cl, dir, "services")
 	r.addrP50, r.addrP99, r.addr = addressServices(ctx, t, cl.client, c.services, cl.serviceTweaks()...)
 	record("services")
 	quiet(t, cl, timeout)
+	if os.Getenv("SCALE_STOP_AFTER") == "services" {
+		return finishCell(cl, r)
+	}
 	// Node sync: one node excluded, under the budget SCALE_AWS_RATE_LIMITS_SYNC
 	// switches to when set.
 	var waits map[string]float64
@@ -198,6 +220,7 @@ func runCell(t *testing.T, c cell, dir string) *result {
 		waits = budgetWaits(ctx, t, cl)
 	}
 	p.begin()
+	prof = profileCCM(cl, dir, "node sync")
 	nw.take()
 	// A bare-metal load balancer targets no node (the speakers announce its
 	// address): an excluded node must update none of them.
@@ -221,6 +244,7 @@ func runCell(t *testing.T, c cell, dir string) *result {
 		frac = f
 	}
 	p.begin()
+	prof = profileCCM(cl, dir, "churn")
 	nw.take()
 	r.churned, r.churnInit = churn(ctx, t, cl, frac)
 	churnStart := p.start
@@ -229,9 +253,15 @@ func runCell(t *testing.T, c cell, dir string) *result {
 	record("churn")
 	// Steady state.
 	p.begin()
+	prof = profileCCM(cl, dir, "steady")
 	nw.take()
 	time.Sleep(steady)
 	record("steady")
+	return finishCell(cl, r)
+}
+
+// finishCell records the CCM's peak RSS and the machine's load.
+func finishCell(cl *cluster, r *result) *result {
 	r.peakRSS = peakRSSMiB(cl.ccm.PID())
 	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
 		r.load = strings.Join(strings.Fields(string(raw))[:3], " ")

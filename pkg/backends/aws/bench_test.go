@@ -264,8 +264,19 @@ func BenchmarkCanTarget5000(b *testing.B) {
 	nodes := make([]*corev1.Node, 0, 5000)
 	for i := range 5000 {
 		n := newNode(fmt.Sprintf("n%d", i), testutil.WithProviderID(fmt.Sprintf("aws:///eu-west-1a/i-%012d", i)), testutil.WithInternalIP("10.0.1.1"))
+		// The labels an initialised node of the 5,000-node cell carries:
+		// the kubelet's, the node controller's and the router's; each
+		// node's map its own, as the informer's objects.
+		n.Labels = map[string]string{
+			"kubernetes.io/hostname": n.Name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+			"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+			"node.kubernetes.io/instance-type": "m5.large", "beta.kubernetes.io/instance-type": "m5.large",
+			"topology.kubernetes.io/region": "eu-west-1", "failure-domain.beta.kubernetes.io/region": "eu-west-1",
+			"topology.kubernetes.io/zone": "eu-west-1a", "failure-domain.beta.kubernetes.io/zone": "eu-west-1a",
+			"node.cloudprovider.kubernetes.io/platform": "aws",
+		}
 		if i < 1000 {
-			n.Labels = map[string]string{"scale.example/target": "yes"}
+			n.Labels["scale.example/target"] = "yes"
 		}
 		nodes = append(nodes, n)
 	}
