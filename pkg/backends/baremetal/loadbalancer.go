@@ -411,10 +411,14 @@ func (lb *LoadBalancer) refused(ctx context.Context, service *corev1.Service, er
 		return
 	}
 	lb.mu.Lock()
-	released := lb.alloc.releaseAssigned(serviceKey(service))
+	var dropped []netip.Addr
+	if h := lb.alloc.holdingOf(serviceKey(service)); h != nil {
+		dropped = slices.Clone(h.addrs)
+	}
+	lb.alloc.releaseAssigned(serviceKey(service))
 	lb.mu.Unlock()
-	if released {
-		klog.FromContext(ctx).V(2).Info("Released the load-balancer addresses of a refused Service", "service", klog.KObj(service), "reason", err)
+	if len(dropped) > 0 {
+		klog.FromContext(ctx).V(2).Info("Dropped the load-balancer addresses assigned to a refused Service; those its status shows stay taken until it no longer does", "service", klog.KObj(service), "addresses", dropped)
 	}
 }
 
