@@ -230,7 +230,7 @@ func TestEnsureLoadBalancer(t *testing.T) {
 			del(newService("a")),
 			ensure(newService("c"), "192.0.2.2"),
 			del(newService("b")),
-			ensure(newService("d", withIPs("192.0.2.1")), "192.0.2.1"),
+			ensure(newService("d"), "192.0.2.1"),
 		}},
 		{name: "changed key moves a Service off a shared address", steps: []step{
 			ensure(newService("a", withShared("k"), withPorts(80)), "192.0.2.1"),
