@@ -14,8 +14,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -256,4 +258,83 @@ func informedLB(t *testing.T, objs ...runtime.Object) (*fake.Clientset, *LoadBal
 	t.Cleanup(func() { close(stop) })
 	factory.Start(stop)
 	return client, lb
+}
+
+// TestRefusedRequestReleasesAssignment (chaos seeds 265027605 and
+// 657511863): a sharer that requests an address it may not share (held by
+// a keyless Service) is refused, and the router takes the address it had
+// out of its status; the allocator then holds that address no longer:
+// addresses_in_use counts only what the statuses show or the Services
+// request, and another Service may get it. While the status still shows
+// it, it stays taken.
+func TestRefusedRequestReleasesAssignment(t *testing.T) {
+	ctx := context.Background()
+	keyless := newService("s1", withStatus("192.0.2.1"))
+	sharer := newService("sh0", withShared("k1"), withPorts(8080), withIPs("192.0.2.2"))
+	client, lb := informedLB(t, keyless, sharer)
+	services := client.CoreV1().Services("default")
+
+	if st, err := lb.EnsureLoadBalancer(ctx, "c1", keyless, nil); err != nil || ingressIPs(st) != "192.0.2.1" {
+		t.Fatalf("EnsureLoadBalancer(s1) = %q, %v; want 192.0.2.1", ingressIPs(st), err)
+	}
+	st, err := lb.EnsureLoadBalancer(ctx, "c1", sharer, nil)
+	if err != nil || ingressIPs(st) != "192.0.2.2" {
+		t.Fatalf("EnsureLoadBalancer(sh0) = %q, %v; want 192.0.2.2", ingressIPs(st), err)
+	}
+	sharer.Status.LoadBalancer = *st
+	if _, err := services.UpdateStatus(ctx, sharer, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "sh0's status 192.0.2.2 followed", func() bool {
+		lb.mu.Lock()
+		defer lb.mu.Unlock()
+		h := lb.alloc.holdingOf("default/sh0")
+		return h != nil && len(h.status) == 1 && h.status[0].String() == "192.0.2.2"
+	})
+
+	// sh0 asks for s1's address, keeping its key: refused.
+	sharer.Annotations[string(annotation.LoadBalancerIPs)] = "192.0.2.1"
+	if _, err := services.Update(ctx, sharer, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lb.EnsureLoadBalancer(ctx, "c1", sharer, nil)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != ReasonIPInUse {
+		t.Fatalf("EnsureLoadBalancer(sh0 requesting 192.0.2.1) = %v; want %s", err, ReasonIPInUse)
+	}
+	// Its status still shows 192.0.2.2: nobody else gets it.
+	if st, err := lb.EnsureLoadBalancer(ctx, "c1", newService("other"), nil); err == nil {
+		t.Fatalf("EnsureLoadBalancer(other) = %q while sh0's status shows 192.0.2.2 and s1 holds 192.0.2.1; want the pool exhausted", ingressIPs(st))
+	}
+
+	// The router takes the refused address out of sh0's status.
+	sharer.Status.LoadBalancer.Ingress = nil
+	if _, err := services.UpdateStatus(ctx, sharer, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var used uint64
+	if !poll(func() bool { used = lb.poolUsage()[0].Used; return used == 1 }) {
+		t.Fatalf("addresses in use = %d after sh0 was refused and its status cleared; want 1 (192.0.2.1: s1's status, sh0's request)", used)
+	}
+	if got, _ := testutil.GetGaugeMetricValue(addressesInUse.WithLabelValues("metal", "auto", "IPv4")); got != 1 {
+		t.Errorf("addresses_in_use_total{pool=auto,family=IPv4} = %v; want 1", got)
+	}
+	if st, err := lb.EnsureLoadBalancer(ctx, "c1", newService("other"), nil); err != nil || ingressIPs(st) != "192.0.2.2" {
+		t.Errorf("EnsureLoadBalancer(other) = %q, %v; want 192.0.2.2, which no Service shows, requests or was given", ingressIPs(st), err)
+	}
+}
+
+// poll reports whether cond holds within 5 s.
+func poll(cond func() bool) bool {
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	return err == nil
+}
+
+// waitFor fails the test unless cond holds within 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !poll(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
 }

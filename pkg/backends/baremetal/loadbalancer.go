@@ -341,6 +341,7 @@ func (lb *LoadBalancer) AnnouncedFromStatus() bool { return true }
 func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, service *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	req, err := newRequest(service, lb.kubeVIP.Load())
 	if err != nil {
+		lb.refused(ctx, service, err)
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
 	if err := lb.ready(ctx); err != nil {
@@ -351,6 +352,7 @@ func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, servic
 	}
 	ips, before, err := lb.assign(ctx, req)
 	if err != nil {
+		lb.refused(ctx, service, err)
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
 	if backends.DryRun(ctx) && !slices.Equal(before, ips) && !sameAddrs(statusIPs(service), ips) {
@@ -387,6 +389,37 @@ func (lb *LoadBalancer) assign(ctx context.Context, req *request) (ips, before [
 		}
 	}
 	return nil, before, fmt.Errorf("the addresses chosen kept turning up in other Services' statuses; retrying")
+}
+
+// refused releases, when err refuses the Service what it asks (a user
+// error: a requested address in use or outside the pools, a pool
+// exhausted or not allowed, a malformed annotation), the addresses
+// assigned to it before. The Service holds no address it was refused
+// for: the router takes the addresses a refused Service showed out of its
+// status (pkg/router/lifecycle, refusedShown), as MetalLB clears the
+// assignment and the status of a Service it cannot allocate for; kept
+// assigned, an address would be withheld from every other Service and
+// counted in addresses_in_use though no status shows it (chaos seeds
+// 265027605 and 657511863: a sharer refused the address it requested
+// kept the one it had). What its status still shows stays taken until
+// the status no longer shows it, and what it requests stays reserved: no
+// address is handed out while a Service shows it. Other failures (the
+// informer not synced, a namespace unreadable) keep the assignment: they
+// pass. A dry run releases nothing.
+func (lb *LoadBalancer) refused(ctx context.Context, service *corev1.Service, err error) {
+	if _, user := backends.AsUserError(err); !user || backends.DryRun(ctx) {
+		return
+	}
+	lb.mu.Lock()
+	var dropped []netip.Addr
+	if h := lb.alloc.holdingOf(serviceKey(service)); h != nil {
+		dropped = slices.Clone(h.addrs)
+	}
+	lb.alloc.releaseAssigned(serviceKey(service))
+	lb.mu.Unlock()
+	if len(dropped) > 0 {
+		klog.FromContext(ctx).V(2).Info("Dropped the load-balancer addresses assigned to a refused Service; those its status shows stay taken until it no longer does", "service", klog.KObj(service), "addresses", dropped)
+	}
 }
 
 // UpdateLoadBalancer only validates the Service: node changes do not concern

@@ -179,10 +179,17 @@ func TestEnsureLoadBalancer(t *testing.T) {
 			ensure(newService("b"), "192.0.2.2"),
 			ensure(newService("c"), "192.0.2.1"),
 		}},
-		{name: "failed change keeps what was held", steps: []step{
+		// A refused change releases what was assigned (the router takes
+		// it out of the status, as MetalLB does); what a status still shows
+		// stays taken (TestRefusedRequestReleasesAssignment). No status
+		// here: Seed(nil).
+		{name: "refused change releases what was assigned", steps: []step{
 			ensure(newService("a", withIPs("198.51.100.10")), "198.51.100.10"),
 			ensureErr(newService("a", withIPs("10.0.0.1")), ReasonIPNotInPool, "none of the address pools"),
-			ensureErr(newService("b", withIPs("198.51.100.10")), ReasonIPInUse, "default/a"),
+			ensure(newService("b", withIPs("198.51.100.10")), "198.51.100.10"),
+			ensure(newService("c"), "192.0.2.1"),
+			ensureErr(newService("c", withShared("a b")), ReasonInvalidAllowSharedIP, string(annotation.AllowSharedIP)),
+			ensure(newService("d", withIPs("192.0.2.1")), "192.0.2.1"),
 		}},
 		{name: "namespace pools", steps: []step{
 			ensure(newService("a", withNamespace("team-a"), withPool("team")), "203.0.113.1"),
