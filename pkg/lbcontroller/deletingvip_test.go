@@ -104,10 +104,11 @@ func withSlowDelete(slow *slowDeleteLB) func(*config.CloudConfig) (routerCloud, 
 }
 
 // TestMovedOffKeepsNoAddressOfLoadBalancerBeingDeleted (chaos seed
-// 657511868, open-octavia-vip-twice): a Service moved off a backend whose
-// delete takes a while (Octavia: the load balancer goes PENDING_DELETE,
-// the backend answers "being deleted, retry") with no drain period must
-// not show that load balancer's address while it is being deleted: the
+// 657511868, test/chaos/testdata/new-octavia-vip-twice-657511868.json): a
+// Service moved off a backend whose delete takes a while (Octavia: the
+// load balancer goes PENDING_DELETE, the backend answers "being deleted,
+// retry") with no drain period must not show that load balancer's
+// address while it is being deleted: the
 // address is on its way back to the cloud (Octavia's noop driver gives
 // every load balancer the same VIP, so another Service showed it too),
 // and the backend it moved to serves it already (make before break).
