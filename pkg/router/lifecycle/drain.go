@@ -128,7 +128,7 @@ func (r *Balancer) retireFrom(ctx context.Context, clusterName string, svc *core
 		}
 		kept = append(kept, started...)
 	}
-	return kept, r.finishDrain(ctx, clusterName, svc, due, draining)
+	return kept, r.finishDrain(ctx, clusterName, svc, due, draining, serving)
 }
 
 // retargetDraining hands every load balancer still draining after the
@@ -263,9 +263,16 @@ func (r *Balancer) startDrain(ctx context.Context, clusterName string, svc *core
 // draining entry (and, with the last drain announced from the status, the
 // router's external-dns target annotation); a LoadBalancerDrained event
 // for each that was draining (whether it still held something or not).
-// A draining load balancer announced from the status has its addresses
-// taken out of the status first, so none is released while shown.
-func (r *Balancer) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, draining svcstate.Draining) error {
+// The addresses of the load balancers it deletes leave the status first,
+// the serving ones (the targets') put in, in the same write (make before
+// break; see showInstead): none is released while shown. Not only those
+// announced from the status: a cloud's delete may take a while, and a
+// backend answers "being deleted, retry" meanwhile (Octavia's
+// PENDING_DELETE), which fails the sync before the controller writes the
+// status; the Service showed, for as long as the delete took, the address
+// of a load balancer that was going, and not the new backend's (chaos
+// seed 657511868: Octavia's noop VIP, which another Service showed too).
+func (r *Balancer) finishDrain(ctx context.Context, clusterName string, svc *corev1.Service, bs []*backend.Member, draining svcstate.Draining, serving []corev1.LoadBalancerIngress) error {
 	if len(bs) == 0 {
 		return nil
 	}
@@ -273,14 +280,8 @@ func (r *Balancer) finishDrain(ctx context.Context, clusterName string, svc *cor
 	if err != nil {
 		return err
 	}
-	var shown []holder
-	for _, h := range found {
-		if _, ok := draining[h.b.Name]; ok && h.b.AnnouncedFromStatus() {
-			shown = append(shown, h)
-		}
-	}
-	if err := r.withdrawFromStatus(ctx, svc, ingressOf(shown)); err != nil {
-		return fmt.Errorf("taking the drained addresses out of the Service's status: %w", err)
+	if err := r.showInstead(ctx, svc, ingressOf(found), serving); err != nil {
+		return fmt.Errorf("taking the addresses of the load balancers to delete out of the Service's status: %w", err)
 	}
 	if err := r.deleteFrom(ctx, clusterName, svc, found); err != nil {
 		return err

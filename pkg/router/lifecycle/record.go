@@ -411,26 +411,44 @@ func withAdded(cur, add []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngre
 	return next
 }
 
-// withdrawFromStatus removes the addresses in drop from the Service's
-// status, through the status subresource, guarded by the resourceVersion:
-// a drained load balancer announced from the status stops being announced
-// before it is deleted. It never empties the status: the addresses are
-// then left to the Service's next sync, which writes the serving ones.
-func (r *Balancer) withdrawFromStatus(ctx context.Context, svc *corev1.Service, drop []corev1.LoadBalancerIngress) error {
-	if r.Client == nil || len(drop) == 0 {
-		return nil
-	}
+// showInstead takes the addresses in drop out of the Service's status and
+// puts those in serving first, in one write through the status
+// subresource, guarded by the resourceVersion: the load balancers whose
+// addresses drop lists are about to be deleted (finishDrain), and those
+// of serving, the targets', already serve (make before break). An
+// address serving lists stays. Nothing is written when the status shows
+// none of drop; it never empties the status: the addresses are then left
+// to the Service's next sync, which writes the serving ones. The status
+// the sync then shows is recorded in ctx's decision (a delete that fails
+// after it leaves it so).
+func (r *Balancer) showInstead(ctx context.Context, svc *corev1.Service, drop, serving []corev1.LoadBalancerIngress) error {
 	gone := map[string]bool{}
 	for _, in := range drop {
-		gone[in.IP+"|"+in.Hostname] = true
+		gone[svcstate.IngressKey(in)] = true
 	}
-	return r.patchIngress(ctx, svc, func(cur []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
-		kept := slices.DeleteFunc(slices.Clone(cur), func(in corev1.LoadBalancerIngress) bool { return gone[in.IP+"|"+in.Hostname] })
-		if len(kept) == 0 {
-			return cur
+	for _, in := range serving {
+		delete(gone, svcstate.IngressKey(in))
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	instead := func(cur []corev1.LoadBalancerIngress) ([]corev1.LoadBalancerIngress, bool) {
+		if !slices.ContainsFunc(cur, func(in corev1.LoadBalancerIngress) bool { return gone[svcstate.IngressKey(in)] }) {
+			return cur, false
 		}
-		return kept
-	})
+		next := withAdded(slices.Clone(serving), slices.DeleteFunc(slices.Clone(cur), func(in corev1.LoadBalancerIngress) bool { return gone[svcstate.IngressKey(in)] }))
+		if len(next) == 0 {
+			return cur, false
+		}
+		return next, true
+	}
+	if next, changed := instead(svc.Status.LoadBalancer.Ingress); changed {
+		decisionOf(ctx).show(&corev1.LoadBalancerStatus{Ingress: next})
+	}
+	if r.Client == nil {
+		return nil
+	}
+	return r.writeIngress(ctx, svc, instead)
 }
 
 // patchIngress sets the Service's status.loadBalancer.ingress to what
