@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,8 +46,22 @@ func (h *holdingTargets) UpdateLoadBalancer(ctx context.Context, clusterName str
 // and another from the router's stale-list re-sync: from the backend's
 // verified view the two changes cost exactly two cloud calls (the held
 // one's DeregisterTargets, worker-2's RegisterTargets); an update made
-// twice, or one that read the NLB again, costs more.
+// twice, or one that read the NLB again, costs more. The same for a
+// classless Service the controller serves: the router's stale-list check
+// re-synced it too (a third update), until the controller's calls told
+// the router it queues the Service itself (router.RequeuesOnNodeChange).
 func TestNodeAddedDuringUpdateUpdatesTheNLBOnce(t *testing.T) {
+	t.Run("classed", func(t *testing.T) {
+		nodeAddedDuringUpdate(t, awsConfig, false, utilt.NewService("web", utilt.WithClass(awsIPClass)))
+	})
+	t.Run("classless", func(t *testing.T) {
+		doc := strings.Replace(awsConfig, "loadBalancer:\n", "loadBalancer:\n  defaultBackend: aws\n", 1)
+		nodeAddedDuringUpdate(t, doc, true, utilt.NewService("web",
+			utilt.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-nlb-target-type", "ip")))
+	})
+}
+
+func nodeAddedDuringUpdate(t *testing.T, doc string, classless bool, svc *corev1.Service) {
 	h := &holdingTargets{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	fake := awsfake.New("eu-west-1")
 	seeded := fake.Seed(awsfake.SeedSpec{ClusterID: "test"})
@@ -57,14 +72,14 @@ func TestNodeAddedDuringUpdateUpdatesTheNLBOnce(t *testing.T) {
 	t.Cleanup(func() { _ = f.Close() })
 	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
 	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	e := startEnv(t, envOptions{doc: fmt.Sprintf(awsConfig, f.URL, seeded.VPCID), nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
+	e := startEnv(t, envOptions{doc: fmt.Sprintf(doc, f.URL, seeded.VPCID), classless: classless, nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
 		wrap: func(hc *hookedCloud) Cloud { h.routerTargets = routerTargets{hc}; return h }})
 	nodes := e.client.CoreV1().Nodes()
 	n1 := utilt.NewNode("worker-1", utilt.WithProviderID("baremetal://worker-1"), utilt.WithInternalIP("10.0.0.11"))
 	if _, err := nodes.Create(context.Background(), n1, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.create(t, utilt.NewService("web", utilt.WithClass(awsIPClass)))
+	e.create(t, svc)
 	targets := func(want ...string) func() error {
 		return func() error {
 			if got := ipTargets(f); !slices.Equal(got, want) {

@@ -173,7 +173,10 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	// call) and writes the Service once, from the decision: the status
 	// and the annotation changes it holds. plan prints the same decision
 	// (router.Decide).
-	ectx, dec := router.DecisionForWrite(router.PreparedFrom(ctx, before))
+	// It queues the Service again itself when a node changed meanwhile
+	// (requeueIfNodesChanged below): the router need not compare the
+	// nodes (router.RequeuesOnNodeChange).
+	ectx, dec := router.DecisionForWrite(router.PreparedFrom(router.RequeuesOnNodeChange(ctx), before))
 	ectx, changes := backends.WithChangeReport(ectx)
 	status, err := c.cloud.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
 	dec.End(status, err)
@@ -268,7 +271,7 @@ func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Servi
 	if set.equal(st.nodes) {
 		return false, nil
 	}
-	if err := c.cloud.UpdateLoadBalancer(ctx, c.opts.ClusterName, svc, nodes); err != nil {
+	if err := c.cloud.UpdateLoadBalancer(router.RequeuesOnNodeChange(ctx), c.opts.ClusterName, svc, nodes); err != nil {
 		if errors.Is(err, cloudprovider.ImplementedElsewhere) {
 			return false, nil
 		}
@@ -310,7 +313,7 @@ func (c *Controller) retargetFailed(ctx context.Context, key string, svc *corev1
 		return
 	}
 	logger := klog.FromContext(ctx)
-	if err := c.cloud.UpdateLoadBalancer(ctx, c.opts.ClusterName, svc, nodes); err != nil {
+	if err := c.cloud.UpdateLoadBalancer(router.RequeuesOnNodeChange(ctx), c.opts.ClusterName, svc, nodes); err != nil {
 		if !errors.Is(err, cloudprovider.ImplementedElsewhere) {
 			logger.V(2).Info("Cannot yet update the targets of the load balancers the Service keeps while its sync fails", "err", err)
 		}

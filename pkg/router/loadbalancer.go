@@ -70,6 +70,14 @@ func PreparedFrom(ctx context.Context, before *corev1.Service) context.Context {
 	return lifecycle.PreparedFrom(ctx, before)
 }
 
+// RequeuesOnNodeChange returns a context telling EnsureLoadBalancer and
+// UpdateLoadBalancer that the caller queues the Service again itself when
+// a node changed while the call was in flight (see
+// lifecycle.RequeuesOnNodeChange).
+func RequeuesOnNodeChange(ctx context.Context) context.Context {
+	return lifecycle.RequeuesOnNodeChange(ctx)
+}
+
 // ServiceGone returns a context telling EnsureLoadBalancerDeleted that the
 // Service it is handed is gone (see lifecycle.ServiceGone).
 func ServiceGone(ctx context.Context) context.Context { return lifecycle.ServiceGone(ctx) }

@@ -144,3 +144,33 @@ func TestStaleCheckWithoutInformers(t *testing.T) {
 		t.Errorf("without informers: re-sync %v, targets %q", r.st.Resync.Load() != nil, other.targetsOf(svc))
 	}
 }
+
+// TestStaleCheckSkippedForCallerThatRequeues: a call whose caller queues
+// the Service again itself on a node change (RequeuesOnNodeChange:
+// pkg/lbcontroller) is not compared with the lister's nodes, stale or
+// not: the comparison, two passes over every node, found nothing the
+// caller would not (TestNodeAddedDuringUpdateUpdatesTheNLBOnce in
+// pkg/lbcontroller counts the updates). The same stale calls without the
+// mark queue the re-sync.
+func TestStaleCheckSkippedForCallerThatRequeues(t *testing.T) {
+	r, _ := metalAndOther(t)
+	svc := newService("shop", withLBBackend("other"), withIngress)
+	_, nodes := staleCluster(t, r, svc)
+	ctx := RequeuesOnNodeChange(context.Background())
+
+	if _, err := r.EnsureLoadBalancer(ctx, cluster, svc, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.UpdateLoadBalancer(ctx, cluster, svc, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.staleQueued(); got != 0 {
+		t.Fatalf("stale re-syncs queued for a caller that requeues itself = %d, want 0", got)
+	}
+	if err := r.UpdateLoadBalancer(context.Background(), cluster, svc, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.staleQueued(); got != 1 {
+		t.Errorf("stale re-syncs queued for the service controller's stale update = %d, want 1", got)
+	}
+}

@@ -55,6 +55,29 @@ func PreparedFrom(ctx context.Context, before *corev1.Service) context.Context {
 	return context.WithValue(ctx, preparedFromKey{}, before)
 }
 
+type requeuesOnNodeChangeKey struct{}
+
+// RequeuesOnNodeChange returns a context telling EnsureLoadBalancer and
+// UpdateLoadBalancer that their caller queues the Service again itself
+// when a node changed while the call was in flight (pkg/lbcontroller:
+// requeueIfNodesChanged, with its count of the node changes that move
+// targets; a node's address change is the router's address re-sync's,
+// which waits for the Service's lock): the router's own check of the
+// node list handed (requeueIfStale) is then skipped. That check compares
+// the list handed with the current one for each target, two passes over
+// every node asking the backend of each, and found nothing the caller
+// would not: at 5,000 nodes it was a quarter of the CCM's CPU per
+// Service created (docs/scale.md). Upstream's service controller, which
+// cannot queue a Service on a node change, keeps the check.
+func RequeuesOnNodeChange(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requeuesOnNodeChangeKey{}, true)
+}
+
+func requeuesOnNodeChange(ctx context.Context) bool {
+	self, _ := ctx.Value(requeuesOnNodeChangeKey{}).(bool)
+	return self
+}
+
 type serviceGoneKey struct{}
 
 // ServiceGone returns a context telling EnsureLoadBalancerDeleted that the

@@ -21,9 +21,11 @@ import (
 // queues such a Service again itself when a node changed while its call
 // was in flight; the re-sync made a second update of the same load
 // balancer with the same nodes (TestNodeAddedDuringUpdateUpdatesTheNLBOnce).
+// Nor for a call whose caller queues the Service again itself
+// (RequeuesOnNodeChange: pkg/lbcontroller, classless Services too).
 func (r *Balancer) requeueIfStale(ctx context.Context, svc *corev1.Service, target *backend.Member, handed []*corev1.Node) {
 	a := r.st.Resync.Load()
-	if a == nil || svc.DeletionTimestamp != nil || target.IgnoresNodes() || svc.Spec.LoadBalancerClass != nil {
+	if a == nil || svc.DeletionTimestamp != nil || target.IgnoresNodes() || svc.Spec.LoadBalancerClass != nil || requeuesOnNodeChange(ctx) {
 		return
 	}
 	current, err := a.StableNodes()
