@@ -15,7 +15,6 @@ import (
 	fakecloud "k8s.io/cloud-provider/fake"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
@@ -92,15 +91,7 @@ func (c *slowDeleteLB) finish() {
 }
 
 func withSlowDelete(slow *slowDeleteLB) func(*config.CloudConfig) (routerCloud, error) {
-	return func(cfg *config.CloudConfig) (routerCloud, error) {
-		reg, _ := backends.Lookup("baremetal")
-		metal, err := reg.New(context.Background(), backends.Options{Name: "metal", ClusterID: "test", Settings: cfg.Backends[0].Settings})
-		if err != nil {
-			return nil, err
-		}
-		return router.New(cfg, []router.Backend{{Name: "metal", Type: "baremetal", Scheme: "baremetal", Cloud: metal},
-			{Name: "os", Type: "openstack", Scheme: "openstack", Cloud: slow}})
-	}
+	return beside(router.Backend{Name: "os", Type: "openstack", Scheme: "openstack", Cloud: slow})
 }
 
 // TestMovedOffKeepsNoAddressOfLoadBalancerBeingDeleted (chaos seed

@@ -515,14 +515,19 @@ func (c *flakyLB) setDown(err error) {
 }
 
 func withFlaky(flaky *flakyLB) func(*config.CloudConfig) (routerCloud, error) {
+	return beside(router.Backend{Name: "flaky", Type: "aws", Scheme: "aws", Cloud: flaky})
+}
+
+// beside builds the router over the config's first backend, bare metal
+// named metal, and other, a test's own cloud.
+func beside(other router.Backend) func(*config.CloudConfig) (routerCloud, error) {
 	return func(cfg *config.CloudConfig) (routerCloud, error) {
 		reg, _ := backends.Lookup("baremetal")
 		metal, err := reg.New(context.Background(), backends.Options{Name: "metal", ClusterID: "test", Settings: cfg.Backends[0].Settings})
 		if err != nil {
 			return nil, err
 		}
-		return router.New(cfg, []router.Backend{{Name: "metal", Type: "baremetal", Scheme: "baremetal", Cloud: metal},
-			{Name: "flaky", Type: "aws", Scheme: "aws", Cloud: flaky}})
+		return router.New(cfg, []router.Backend{{Name: "metal", Type: "baremetal", Scheme: "baremetal", Cloud: metal}, other})
 	}
 }
 

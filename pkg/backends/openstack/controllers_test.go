@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gophercloud/gophercloud/v2"
-	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,20 +182,7 @@ func tainted(n *corev1.Node) bool {
 func octaviaLBs(t *testing.T, s *openstack.Settings, name string) int {
 	t.Helper()
 	ctx := context.Background()
-	pw, err := s.Auth.Password.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := gcopenstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{IdentityEndpoint: s.Auth.AuthURL, Username: s.Auth.Username, Password: pw,
-		DomainName: "Default", Scope: &gophercloud.AuthScope{ProjectName: s.Auth.ProjectName, DomainName: "Default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lbc, err := gcopenstack.NewLoadBalancerV2(p, gophercloud.EndpointOpts{Region: s.Region})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pages, err := loadbalancers.List(lbc, loadbalancers.ListOpts{Name: name}).AllPages(ctx)
+	pages, err := loadbalancers.List(octaviaClient(t, s), loadbalancers.ListOpts{Name: name}).AllPages(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
