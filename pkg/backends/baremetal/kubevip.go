@@ -80,6 +80,24 @@ func (lb *LoadBalancer) announce(ctx context.Context, svc *corev1.Service, ips [
 	return nil
 }
 
+// kubeVIPAnnounced returns the addresses of the Service's
+// kube-vip.io/loadbalancerIPs value when the backend wrote it
+// (KubeVIPAnnouncedAnnotation): kube-vip announces them until withdraw
+// removes it, whatever the announce setting is now.
+func kubeVIPAnnounced(svc *corev1.Service) []netip.Addr {
+	v, ok := svc.Annotations[kubeVIPLoadBalancerIPs]
+	if !ok || svc.Annotations[KubeVIPAnnouncedAnnotation] != "true" {
+		return nil
+	}
+	var out []netip.Addr
+	for _, f := range strings.Split(v, ",") {
+		if ip, err := netip.ParseAddr(strings.TrimSpace(f)); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
 // withdraw removes the kube-vip.io/loadbalancerIPs annotation on release
 // when the backend wrote it (KubeVIPAnnouncedAnnotation); a value the user
 // wrote is a request, and stays. A Service already gone needs nothing.
