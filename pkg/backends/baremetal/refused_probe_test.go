@@ -31,6 +31,13 @@ func kubeVIPLB(t *testing.T, objs ...*corev1.Service) (*fake.Clientset, *LoadBal
 		ros = append(ros, o)
 	}
 	client := fake.NewClientset(ros...)
+	return client, kubeVIPLBOver(t, client)
+}
+
+// kubeVIPLBOver is kubeVIPLB over an existing clientset: a new process
+// (a restart, a new leader) learning the assignments from the statuses.
+func kubeVIPLBOver(t *testing.T, client *fake.Clientset) *LoadBalancer {
+	t.Helper()
 	cloud := newTestCloud(t, kubeVIPProbeSection)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
@@ -38,7 +45,7 @@ func kubeVIPLB(t *testing.T, objs ...*corev1.Service) (*fake.Clientset, *LoadBal
 	factory := informers.NewSharedInformerFactory(client, 0)
 	cloud.lb.SetInformers(factory)
 	factory.Start(stop)
-	return client, cloud.lb
+	return cloud.lb
 }
 
 // TestProbeRefusedKubeVIPAnnouncedAddressNotHandedOut: under announce:
@@ -185,5 +192,46 @@ func TestProbeRefusedSharerLeavesPartnerHolding(t *testing.T) {
 	}
 	if st, err := lb.EnsureLoadBalancer(ctx, "c1", newService("d", withShared("k"), withPorts(80)), nil); err != nil || ingressIPs(st) != "192.0.2.1" {
 		t.Errorf("EnsureLoadBalancer(d, key k, port 80) = %q, %v; want 192.0.2.1, shared with b (a's port is free)", ingressIPs(st), err)
+	}
+}
+
+// TestProbeRefusedKubeVIPAddressAfterRestart: as
+// TestProbeRefusedKubeVIPAnnouncedAddressNotHandedOut, across a restart
+// (or a new leader): the new process learns the assignments from the
+// statuses, and the refused Service's status no longer shows the address
+// kube-vip still announces for it (its backend-written
+// kube-vip.io/loadbalancerIPs): the address is only reserved, and a
+// Service requesting it is given it. Fails before and after a1ca2c9 (which
+// keeps the address assigned in the process that refused): the
+// announced address is not taken from the annotation.
+func TestProbeRefusedKubeVIPAddressAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	client, lb := kubeVIPLB(t, newService("a"))
+	services := client.CoreV1().Services("default")
+	st, err := lb.EnsureLoadBalancer(ctx, "c1", newService("a"), nil)
+	if err != nil || ingressIPs(st) != "10.0.0.1" {
+		t.Fatalf("EnsureLoadBalancer(a) = %q, %v; want 10.0.0.1", ingressIPs(st), err)
+	}
+	a, err := services.Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Annotations[kubeVIPLoadBalancerIPs] != "10.0.0.1" || a.Annotations[KubeVIPAnnouncedAnnotation] != "true" {
+		t.Fatalf("a's annotations %v; want the backend's kube-vip value 10.0.0.1", a.Annotations)
+	}
+	// a asks for an address outside the pools (refused), and the router
+	// leaves its status empty; its kube-vip value stays.
+	a.Annotations[string(annotation.LoadBalancerIPs)] = "10.9.9.9"
+	if _, err := services.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	restarted := kubeVIPLBOver(t, client)
+	b, err := services.Create(ctx, newService("b", withIPs("10.0.0.1")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := restarted.EnsureLoadBalancer(ctx, "c1", b, nil); err == nil {
+		t.Fatalf("after a restart, EnsureLoadBalancer(b requesting 10.0.0.1) = %q; want it refused: kube-vip still announces 10.0.0.1 for default/a (its kube-vip.io/loadbalancerIPs, written by the backend)", ingressIPs(st))
 	}
 }
