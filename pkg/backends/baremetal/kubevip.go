@@ -80,13 +80,14 @@ func (lb *LoadBalancer) announce(ctx context.Context, svc *corev1.Service, ips [
 	return nil
 }
 
-// kubeVIPAnnounced returns the addresses of the Service's
-// kube-vip.io/loadbalancerIPs value when the backend wrote it
-// (KubeVIPAnnouncedAnnotation): kube-vip announces them until withdraw
-// removes it, whatever the announce setting is now.
-func kubeVIPAnnounced(svc *corev1.Service) []netip.Addr {
+// kubeVIPAnnounced returns, under announce: kube-vip, the addresses of
+// the Service's kube-vip.io/loadbalancerIPs value when the backend wrote
+// it (KubeVIPAnnouncedAnnotation): kube-vip announces them until withdraw
+// removes it. Without announce: kube-vip (a reload turned it off) the
+// value is only a reservation, as withdraw no longer removes it.
+func (lb *LoadBalancer) kubeVIPAnnounced(svc *corev1.Service) []netip.Addr {
 	v, ok := svc.Annotations[kubeVIPLoadBalancerIPs]
-	if !ok || svc.Annotations[KubeVIPAnnouncedAnnotation] != "true" {
+	if !lb.kubeVIP.Load() || !ok || svc.Annotations[KubeVIPAnnouncedAnnotation] != "true" {
 		return nil
 	}
 	var out []netip.Addr

@@ -184,13 +184,21 @@ func (lb *LoadBalancer) Seed(services []*corev1.Service) {
 // requests. Only a Service of type LoadBalancer requests one, as every
 // allocator reads it (MetalLB ignores other types): a ClusterIP Service
 // that kept its annotation after a type change holds nothing back from
-// auto-assignment, nor counts in addresses_in_use. lb.mu must be held.
+// auto-assignment, nor counts in addresses_in_use. What kube-vip announces
+// for a LoadBalancer Service from the kube-vip.io/loadbalancerIPs value
+// the backend wrote (kubeVIPAnnounced) is held as what its status shows:
+// the router may have cleared the status of a refused Service
+// (refusedShown) while only a release withdraws that value, and a new
+// process learns the assignments from what the Services show (review
+// probe TestProbeRefusedKubeVIPAddressAfterRestart). lb.mu must be held.
 func (lb *LoadBalancer) observe(svc *corev1.Service) bool {
-	shown := lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true), lb.recordedAlone(svc))
+	shownIPs := statusIPs(svc)
 	var want []netip.Addr
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		want = requestedAnywhere(svc)
+		shownIPs = append(shownIPs, lb.kubeVIPAnnounced(svc)...)
 	}
+	shown := lb.alloc.observe(serviceKey(svc), svc.UID, shownIPs, shareOf(svc, true), lb.recordedAlone(svc))
 	requested := lb.alloc.reserve(serviceKey(svc), svc.UID, want)
 	return shown || requested
 }
@@ -415,7 +423,7 @@ func (lb *LoadBalancer) refused(ctx context.Context, service *corev1.Service, er
 	if _, user := backends.AsUserError(err); !user || backends.DryRun(ctx) {
 		return
 	}
-	announced := kubeVIPAnnounced(service)
+	announced := lb.kubeVIPAnnounced(service)
 	lb.mu.Lock()
 	var dropped []netip.Addr
 	if h := lb.alloc.holdingOf(serviceKey(service)); h != nil {

@@ -3,6 +3,7 @@ package baremetal
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,12 +114,14 @@ func TestProbeRefusedKubeVIPAnnouncedAddressNotHandedOut(t *testing.T) {
 	if _, err := services.UpdateStatus(ctx, a, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a's cleared status followed", func() bool {
-		lb.mu.Lock()
-		defer lb.mu.Unlock()
-		h := lb.alloc.holdingOf("default/a")
-		return h == nil || len(h.status) == 0
+	waitFor(t, "a's cleared status in the informer", func() bool {
+		lb.srcMu.Lock()
+		idx := lb.byStatus
+		lb.srcMu.Unlock()
+		obj, ok, _ := idx.GetByKey("default/a")
+		return ok && len(obj.(*corev1.Service).Status.LoadBalancer.Ingress) == 0
 	})
+	time.Sleep(100 * time.Millisecond) // the handler after the index
 	if v := get("a").Annotations[kubeVIPLoadBalancerIPs]; v != "10.0.0.1" {
 		t.Fatalf("a's kube-vip.io/loadbalancerIPs = %q; the probe expects 10.0.0.1 still (nothing withdraws it on a refusal)", v)
 	}
