@@ -559,14 +559,19 @@ func (a *allocator) reserve(name string, uid types.UID, ips []netip.Addr) bool {
 }
 
 // releaseAssigned frees the addresses assigned to the Service that its
-// status does not show. It reports whether it freed any.
-func (a *allocator) releaseAssigned(name string) bool {
+// status does not show, but those in keep, which stay assigned. It
+// reports whether it freed any.
+func (a *allocator) releaseAssigned(name string, keep ...netip.Addr) bool {
 	h := a.services[name]
 	if h == nil || len(h.addrs) == 0 {
 		return false
 	}
+	kept := slices.DeleteFunc(slices.Clone(h.addrs), func(ip netip.Addr) bool { return !slices.Contains(keep, ip) })
+	if len(kept) == len(h.addrs) {
+		return false
+	}
 	before := len(a.leases)
-	a.change(h, func() { h.addrs = nil })
+	a.change(h, func() { h.addrs = kept })
 	return len(a.leases) < before
 }
 

@@ -80,6 +80,25 @@ func (lb *LoadBalancer) announce(ctx context.Context, svc *corev1.Service, ips [
 	return nil
 }
 
+// kubeVIPAnnounced returns, under announce: kube-vip, the addresses of
+// the Service's kube-vip.io/loadbalancerIPs value when the backend wrote
+// it (KubeVIPAnnouncedAnnotation): kube-vip announces them until withdraw
+// removes it. Without announce: kube-vip (a reload turned it off) the
+// value is only a reservation, as withdraw no longer removes it.
+func (lb *LoadBalancer) kubeVIPAnnounced(svc *corev1.Service) []netip.Addr {
+	v, ok := svc.Annotations[kubeVIPLoadBalancerIPs]
+	if !lb.kubeVIP.Load() || !ok || svc.Annotations[KubeVIPAnnouncedAnnotation] != "true" {
+		return nil
+	}
+	var out []netip.Addr
+	for _, f := range strings.Split(v, ",") {
+		if ip, err := netip.ParseAddr(strings.TrimSpace(f)); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
 // withdraw removes the kube-vip.io/loadbalancerIPs annotation on release
 // when the backend wrote it (KubeVIPAnnouncedAnnotation); a value the user
 // wrote is a request, and stays. A Service already gone needs nothing.

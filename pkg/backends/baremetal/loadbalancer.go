@@ -184,13 +184,21 @@ func (lb *LoadBalancer) Seed(services []*corev1.Service) {
 // requests. Only a Service of type LoadBalancer requests one, as every
 // allocator reads it (MetalLB ignores other types): a ClusterIP Service
 // that kept its annotation after a type change holds nothing back from
-// auto-assignment, nor counts in addresses_in_use. lb.mu must be held.
+// auto-assignment, nor counts in addresses_in_use. What kube-vip announces
+// for a LoadBalancer Service from the kube-vip.io/loadbalancerIPs value
+// the backend wrote (kubeVIPAnnounced) is held as what its status shows:
+// the router may have cleared the status of a refused Service
+// (refusedShown) while only a release withdraws that value, and a new
+// process learns the assignments from what the Services show (review
+// probe TestProbeRefusedKubeVIPAddressAfterRestart). lb.mu must be held.
 func (lb *LoadBalancer) observe(svc *corev1.Service) bool {
-	shown := lb.alloc.observe(serviceKey(svc), svc.UID, statusIPs(svc), shareOf(svc, true), lb.recordedAlone(svc))
+	shownIPs := statusIPs(svc)
 	var want []netip.Addr
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		want = requestedAnywhere(svc)
+		shownIPs = append(shownIPs, lb.kubeVIPAnnounced(svc)...)
 	}
+	shown := lb.alloc.observe(serviceKey(svc), svc.UID, shownIPs, shareOf(svc, true), lb.recordedAlone(svc))
 	requested := lb.alloc.reserve(serviceKey(svc), svc.UID, want)
 	return shown || requested
 }
@@ -403,19 +411,25 @@ func (lb *LoadBalancer) assign(ctx context.Context, req *request) (ips, before [
 // 265027605 and 657511863: a sharer refused the address it requested
 // kept the one it had). What its status still shows stays taken until
 // the status no longer shows it, and what it requests stays reserved: no
-// address is handed out while a Service shows it. Other failures (the
-// informer not synced, a namespace unreadable) keep the assignment: they
-// pass. A dry run releases nothing.
+// address is handed out while a Service shows it. What kube-vip still
+// announces for it (the kube-vip.io/loadbalancerIPs value the backend
+// wrote, which only a release withdraws) stays assigned too: reserved
+// only, a Service requesting it would be given it, and kube-vip would
+// announce it for both (review probe
+// TestProbeRefusedKubeVIPAnnouncedAddressNotHandedOut). Other failures
+// (the informer not synced, a namespace unreadable) keep the assignment:
+// they pass. A dry run releases nothing.
 func (lb *LoadBalancer) refused(ctx context.Context, service *corev1.Service, err error) {
 	if _, user := backends.AsUserError(err); !user || backends.DryRun(ctx) {
 		return
 	}
+	announced := lb.kubeVIPAnnounced(service)
 	lb.mu.Lock()
 	var dropped []netip.Addr
 	if h := lb.alloc.holdingOf(serviceKey(service)); h != nil {
-		dropped = slices.Clone(h.addrs)
+		dropped = slices.DeleteFunc(slices.Clone(h.addrs), func(ip netip.Addr) bool { return slices.Contains(announced, ip) })
 	}
-	lb.alloc.releaseAssigned(serviceKey(service))
+	lb.alloc.releaseAssigned(serviceKey(service), announced...)
 	lb.mu.Unlock()
 	if len(dropped) > 0 {
 		klog.FromContext(ctx).V(2).Info("Dropped the load-balancer addresses assigned to a refused Service; those its status shows stay taken until it no longer does", "service", klog.KObj(service), "addresses", dropped)
