@@ -44,10 +44,10 @@ func (c *noAddressCloud) EnsureLoadBalancer(ctx context.Context, cl string, s *c
 // TestProbeRetiredAddressWithTargetWithoutAddress: a Service moved with no
 // drain from b (a delete that takes a while, as Octavia's PENDING_DELETE)
 // to a, whose load balancer has no address yet (its EnsureLoadBalancer
-// succeeds with an empty status). showInstead writes nothing: the status
-// would be empty, and it "never empties the status". b's delete then
-// fails the sync ("being deleted, retry") before the controller writes
-// the (empty) status, and the Service shows the address of b's load
+// succeeds with an empty status). showInstead wrote nothing: the status
+// would be empty, and it "never emptied the status" (fixed: it empties
+// it, as the passing sync would). b's delete then failed the sync ("being deleted, retry") before the controller writes
+// the (empty) status, and the Service showed the address of b's load
 // balancer while it is being deleted, for as long as the delete takes:
 // the case of chaos seed 657511868 that 7514778 fixes when the target has
 // an address. Either is right: the status emptied (what the sync writes

@@ -417,10 +417,14 @@ func withAdded(cur, add []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngre
 // addresses drop lists are about to be deleted (finishDrain), and those
 // of serving, the targets', already serve (make before break). An
 // address serving lists stays. Nothing is written when the status shows
-// none of drop; it never empties the status: the addresses are then left
-// to the Service's next sync, which writes the serving ones. The status
-// the sync then shows is recorded in ctx's decision (a delete that fails
-// after it leaves it so).
+// none of drop. With no serving address (a target whose load balancer has
+// none yet) the status is emptied: what the sync writes anyway once it
+// passes, where kept it showed, for as long as the delete took, the
+// address of a load balancer being deleted (Octavia's PENDING_DELETE
+// answers "retry", which fails the sync before its write;
+// TestProbeRetiredAddressWithTargetWithoutAddress). The status the sync
+// then shows is recorded in ctx's decision (a delete that fails after it
+// leaves it so).
 func (r *Balancer) showInstead(ctx context.Context, svc *corev1.Service, drop, serving []corev1.LoadBalancerIngress) error {
 	gone := map[string]bool{}
 	for _, in := range drop {
@@ -436,11 +440,7 @@ func (r *Balancer) showInstead(ctx context.Context, svc *corev1.Service, drop, s
 		if !slices.ContainsFunc(cur, func(in corev1.LoadBalancerIngress) bool { return gone[svcstate.IngressKey(in)] }) {
 			return cur, false
 		}
-		next := withAdded(slices.Clone(serving), slices.DeleteFunc(slices.Clone(cur), func(in corev1.LoadBalancerIngress) bool { return gone[svcstate.IngressKey(in)] }))
-		if len(next) == 0 {
-			return cur, false
-		}
-		return next, true
+		return withAdded(slices.Clone(serving), slices.DeleteFunc(slices.Clone(cur), func(in corev1.LoadBalancerIngress) bool { return gone[svcstate.IngressKey(in)] })), true
 	}
 	if next, changed := instead(svc.Status.LoadBalancer.Ingress); changed {
 		decisionOf(ctx).show(&corev1.LoadBalancerStatus{Ingress: next})
