@@ -49,6 +49,10 @@ func (r *Balancer) EnsuredIn(svc *corev1.Service) []*backend.Member { return r.e
 // ensured but its status is not written yet (see ensuredUnpublished).
 func (r *Balancer) EnsuredUnpublished(svc *corev1.Service) bool { return r.ensuredUnpublished(svc) }
 
+// UnpublishedIn returns the backends the Service's load balancer is
+// recorded in while its status is not written yet (see unpublishedIn).
+func (r *Balancer) UnpublishedIn(svc *corev1.Service) []*backend.Member { return r.unpublishedIn(svc) }
+
 // Rerouting reports whether a classless Service's target moved, with no
 // change of the Service, to backends its record does not name as serving:
 // it needs a full sync (see rerouting).

@@ -72,11 +72,21 @@ func (r *Balancer) ensuredIn(svc *corev1.Service) []*backend.Member {
 // ensuredUnpublished reports whether the Service would be re-synced
 // (ensuredIn) but for its status, not written yet.
 func (r *Balancer) ensuredUnpublished(svc *corev1.Service) bool {
+	return len(r.unpublishedIn(svc)) > 0
+}
+
+// unpublishedIn returns the backends the Service's load balancer is
+// recorded in when it would be re-synced (ensuredIn) but for its status,
+// not written yet: its first sync may still be in flight.
+func (r *Balancer) unpublishedIn(svc *corev1.Service) []*backend.Member {
 	if len(svc.Status.LoadBalancer.Ingress) > 0 || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !r.ownClass(svc) || svc.DeletionTimestamp != nil {
-		return false
+		return nil
 	}
 	targets, err := r.lbTargets(svc)
-	return err == nil && len(targets) > 0 && len(r.notRecorded(svc, targets)) == 0
+	if err != nil || len(r.notRecorded(svc, targets)) > 0 {
+		return nil
+	}
+	return targets
 }
 
 // ownClass reports whether the Service has no loadBalancerClass or one of

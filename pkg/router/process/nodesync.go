@@ -193,7 +193,15 @@ func (a *AddressResync) EnqueueFor(oldNode, node *corev1.Node) {
 	defer a.pendingMu.Unlock()
 	for _, svc := range svcs {
 		svc = r.WithClassDefaults(svc)
-		for _, b := range r.EnsuredIn(svc) {
+		bs := r.EnsuredIn(svc)
+		if len(bs) == 0 {
+			// Its first sync may be in flight, handed the old address, and
+			// pkg/lbcontroller's calls are not checked for a stale node
+			// list (RequeuesOnNodeChange): the re-sync waits for the
+			// Service's lock, then for its status (errNotPublished).
+			bs = r.UnpublishedIn(svc)
+		}
+		for _, b := range bs {
 			if b.RetargetsOn(svc, oldNode, node) {
 				a.AddressQueued.Add(1)
 				a.Pending[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = struct{}{}

@@ -56,6 +56,9 @@ type Configuration interface {
 	// EnsuredUnpublished reports whether the Service's load balancer was
 	// ensured but its status is not published yet.
 	EnsuredUnpublished(svc *corev1.Service) bool
+	// UnpublishedIn returns the backends the Service's load balancer is
+	// recorded in while its status is not written yet.
+	UnpublishedIn(svc *corev1.Service) []*backend.Member
 	// Rerouting reports whether a classless Service's target moved, with
 	// no change of the Service (a reload), to backends its record does not
 	// name as serving: it needs a full sync (Sync).
