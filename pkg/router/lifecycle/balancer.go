@@ -45,9 +45,6 @@ func (r *Balancer) WithClassDefaults(svc *corev1.Service) *corev1.Service {
 // the Service wants it (see ensuredIn).
 func (r *Balancer) EnsuredIn(svc *corev1.Service) []*backend.Member { return r.ensuredIn(svc) }
 
-// EnsuredUnpublished reports whether the Service's load balancer was
-// ensured but its status is not written yet (see ensuredUnpublished).
-func (r *Balancer) EnsuredUnpublished(svc *corev1.Service) bool { return r.ensuredUnpublished(svc) }
 
 // UnpublishedIn returns the backends the Service's load balancer is
 // recorded in while its status is not written yet (see unpublishedIn).

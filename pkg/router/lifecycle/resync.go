@@ -69,12 +69,6 @@ func (r *Balancer) ensuredIn(svc *corev1.Service) []*backend.Member {
 	return append(out, r.drainingBackends(svc, out)...)
 }
 
-// ensuredUnpublished reports whether the Service would be re-synced
-// (ensuredIn) but for its status, not written yet.
-func (r *Balancer) ensuredUnpublished(svc *corev1.Service) bool {
-	return len(r.unpublishedIn(svc)) > 0
-}
-
 // unpublishedIn returns the backends the Service's load balancer is
 // recorded in when it would be re-synced (ensuredIn) but for its status,
 // not written yet: its first sync may still be in flight.

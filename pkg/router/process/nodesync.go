@@ -364,7 +364,7 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 	// with its class's default annotations (the target type, say).
 	svc = r.WithClassDefaults(svc)
 	bs := r.EnsuredIn(svc)
-	if len(bs) == 0 && r.EnsuredUnpublished(svc) {
+	if len(bs) == 0 && len(r.UnpublishedIn(svc)) > 0 {
 		return errNotPublished
 	}
 	if len(bs) == 0 || clusterName == "" {

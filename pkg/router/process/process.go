@@ -53,9 +53,6 @@ type Configuration interface {
 	// EnsuredIn returns the backends holding the Service's load balancer
 	// where the Service wants it.
 	EnsuredIn(svc *corev1.Service) []*backend.Member
-	// EnsuredUnpublished reports whether the Service's load balancer was
-	// ensured but its status is not published yet.
-	EnsuredUnpublished(svc *corev1.Service) bool
 	// UnpublishedIn returns the backends the Service's load balancer is
 	// recorded in while its status is not written yet.
 	UnpublishedIn(svc *corev1.Service) []*backend.Member
