@@ -45,7 +45,6 @@ func (r *Balancer) WithClassDefaults(svc *corev1.Service) *corev1.Service {
 // the Service wants it (see ensuredIn).
 func (r *Balancer) EnsuredIn(svc *corev1.Service) []*backend.Member { return r.ensuredIn(svc) }
 
-
 // UnpublishedIn returns the backends the Service's load balancer is
 // recorded in while its status is not written yet (see unpublishedIn).
 func (r *Balancer) UnpublishedIn(svc *corev1.Service) []*backend.Member { return r.unpublishedIn(svc) }
