@@ -101,6 +101,32 @@ type BackendTargeter interface {
 	LoadBalancerTargetsByBackend(svc *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node
 }
 
+// EnsuredTargeter is a BackendTargeter that answers for the Service a
+// successful EnsureLoadBalancer just served, with the nodes handed to it,
+// from what that call handed each backend (the router): the answer of
+// LoadBalancerTargetsByBackend for that Service and those nodes, without
+// asking each backend about each node a second time (one pass over the
+// nodes per backend instead of two, per Service synced: about 3 ms of CPU
+// per Service created at 5,000 nodes, issue 42).
+type EnsuredTargeter interface {
+	LoadBalancerTargetsEnsured(dec *router.Decision, svc *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node
+}
+
+// ensuredTargets is targetsOf(svc, nodes) after a successful
+// EnsureLoadBalancer of svc with nodes whose decision is dec: the same
+// fingerprint, from what the call handed each backend when the cloud
+// keeps it (EnsuredTargeter), else targetsOf's.
+func (c *Controller) ensuredTargets(dec *router.Decision, svc *corev1.Service, nodes []*corev1.Node) nodeSet {
+	t, ok := c.cloud.(EnsuredTargeter)
+	if !ok {
+		return c.targetsOf(svc, nodes)
+	}
+	if by := t.LoadBalancerTargetsEnsured(dec, svc, nodes); by != nil {
+		return setOfByBackend(by)
+	}
+	return setOf(nodes)
+}
+
 // targetsOf is the set of nodes the Service's load balancer targets among
 // nodes, and, with a BackendTargeter, which backend targets each.
 func (c *Controller) targetsOf(svc *corev1.Service, nodes []*corev1.Node) nodeSet {

@@ -14,6 +14,7 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	_ "github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws" // the AWS backend type.
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
 // awsIPClass is a class served by the AWS backend with IP targets, by its
@@ -88,6 +89,10 @@ func (c routerTargets) LoadBalancerTargets(svc *corev1.Service, nodes []*corev1.
 
 func (c routerTargets) LoadBalancerTargetsByBackend(svc *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
 	return c.routerCloud.(BackendTargeter).LoadBalancerTargetsByBackend(svc, nodes) //nolint:forcetypeassert // the router is a BackendTargeter.
+}
+
+func (c routerTargets) LoadBalancerTargetsEnsured(dec *router.Decision, svc *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
+	return c.routerCloud.(EnsuredTargeter).LoadBalancerTargetsEnsured(dec, svc, nodes) //nolint:forcetypeassert // the router is an EnsuredTargeter.
 }
 
 // ipTargets lists the IP addresses registered in every target group,

@@ -235,7 +235,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 			defer c.queue.Add(key)
 		}
 	}
-	c.remember(key, svc, seen, c.targetsOf(svc, nodes))
+	c.remember(key, svc, seen, c.ensuredTargets(dec, svc, nodes))
 	c.requeueIfNodesChanged(key, gen)
 
 	what, from := changes(), backends.ChangedBackends(ectx)

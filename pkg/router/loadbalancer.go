@@ -56,6 +56,15 @@ func (r *Router) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*
 	return r.lb.LoadBalancerTargetsByBackend(service, nodes)
 }
 
+// LoadBalancerTargetsEnsured is LoadBalancerTargetsByBackend for the
+// Service and nodes of a successful EnsureLoadBalancer whose decision is
+// dec (DecisionForWrite), answered from the nodes that call handed each
+// backend where they are certainly the same answer (see
+// lifecycle.Balancer.LoadBalancerTargetsEnsured).
+func (r *Router) LoadBalancerTargetsEnsured(dec *Decision, service *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
+	return r.lb.LoadBalancerTargetsEnsured(dec, service, nodes)
+}
+
 // PrepareLoadBalancer returns the annotation changes the router would
 // write on service before ensuring its load balancer (see
 // lifecycle.Balancer.PrepareLoadBalancer).

@@ -556,6 +556,15 @@ func (rl *Reloadable) LoadBalancerTargetsByBackend(service *corev1.Service, node
 	return g.r.LoadBalancerTargetsByBackend(service, nodes)
 }
 
+// LoadBalancerTargetsEnsured answers on the configuration in use: what
+// an EnsureLoadBalancer on a configuration since replaced handed its
+// backends is not used.
+func (rl *Reloadable) LoadBalancerTargetsEnsured(dec *Decision, service *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.LoadBalancerTargetsEnsured(dec, service, nodes)
+}
+
 // EnsureLoadBalancerDeleted runs on the configuration in use.
 func (rl *Reloadable) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	g := rl.acquire()

@@ -96,6 +96,10 @@ type Decision struct {
 	// (ForWrite), nil when none.
 	served func() *ServedWrite
 
+	// handed are the nodes the call handed each backend, by name (see
+	// hand).
+	handed map[string]handedNodes
+
 	mu sync.Mutex
 }
 

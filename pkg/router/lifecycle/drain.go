@@ -156,7 +156,9 @@ func (r *Balancer) retargetDraining(ctx context.Context, clusterName string, svc
 		if b.IgnoresNodes() {
 			continue
 		}
-		err := b.UpdateLoadBalancer(ctx, clusterName, svc, r.Targetable(b, svc, nodes))
+		targets := r.Targetable(b, svc, nodes)
+		decisionOf(ctx).hand(r, b.Name, svc, nodes, targets)
+		err := b.UpdateLoadBalancer(ctx, clusterName, svc, targets)
 		if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
 			continue
 		}

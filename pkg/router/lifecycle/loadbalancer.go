@@ -268,6 +268,20 @@ func (r *Balancer) LoadBalancerTargets(service *corev1.Service, nodes []*corev1.
 // (LoadBalancerTargets) does not change, the targets do, and
 // pkg/lbcontroller compares these (its BackendTargeter).
 func (r *Balancer) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
+	return r.LoadBalancerTargetsEnsured(nil, service, nodes)
+}
+
+// LoadBalancerTargetsEnsured is LoadBalancerTargetsByBackend(service,
+// nodes) for the Service as the successful EnsureLoadBalancer whose
+// decision is d (ForWrite, WithDecision) left it, with the same nodes:
+// for each backend the call handed nodes to (its targets, the load
+// balancers still draining), the nodes it handed, without asking the
+// backend again; the others' (none after a success, but the call may have
+// run on a configuration a reload replaced since, or for a Service that
+// changed since in what a backend targets by) are asked. The same answer,
+// with one CanTarget per node and backend fewer. A nil d asks every
+// backend.
+func (r *Balancer) LoadBalancerTargetsEnsured(d *Decision, service *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
 	service = r.withClassDefaults(service)
 	bs, _, err := r.updateTargets(service)
 	if err != nil || len(bs) == 0 {
@@ -276,9 +290,14 @@ func (r *Balancer) LoadBalancerTargetsByBackend(service *corev1.Service, nodes [
 	bs = append(bs, r.drainingBackends(service, bs)...)
 	out := make(map[string][]*corev1.Node, len(bs))
 	for _, b := range bs {
-		if !b.IgnoresNodes() {
-			out[b.Name] = r.Targetable(b, service, nodes)
+		if b.IgnoresNodes() {
+			continue
 		}
+		if ts, ok := d.handedTo(r, b.Name, service, nodes); ok {
+			out[b.Name] = ts
+			continue
+		}
+		out[b.Name] = r.Targetable(b, service, nodes)
 	}
 	return out
 }
