@@ -135,6 +135,12 @@ type Controller struct {
 	// nodeGen counts the node changes that matter (nodesChanged); see
 	// requeueIfNodesChanged.
 	nodeGen atomic.Uint64
+	// addrGen counts the changes of included nodes' target addresses
+	// (addressesChanged); addrStale holds the Services a call was in
+	// flight for meanwhile (see requeueIfNodesChanged), until a sync takes
+	// the mark.
+	addrGen   atomic.Uint64
+	addrStale map[string]bool
 }
 
 // served is what the controller knows of a Service it serves.
@@ -188,8 +194,9 @@ func New(cloud Cloud, opts Options) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryMin, opts.RetryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
-		state: map[string]*served{},
-		full:  map[string]bool{},
+		state:     map[string]*served{},
+		full:      map[string]bool{},
+		addrStale: map[string]bool{},
 	}
 	c.nodeBatch = &batch.Timer{Quiet: opts.NodeBatchQuiet, Max: opts.NodeBatchMax, Flush: c.flushNodes}
 	if s, ok := cloud.(ServiceSyncer); ok {

@@ -3,6 +3,7 @@ package lbcontroller
 import (
 	"hash/maphash"
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,9 +32,35 @@ func nodeChangeMatters(old, cur *corev1.Node) bool {
 func (c *Controller) nodeUpdated(old, cur any) {
 	o, ok1 := old.(*corev1.Node)
 	n, ok2 := cur.(*corev1.Node)
+	if ok1 && ok2 && (nodeIncluded(o) || nodeIncluded(n)) && addressesChanged(o, n) {
+		c.addrGen.Add(1)
+	}
 	if ok1 && ok2 && (nodeChangeMatters(o, n) || c.labelsMoveTargets(o, n)) {
 		c.nodesChanged()
 	}
+}
+
+// addressesChanged reports whether a node's InternalIP or ExternalIP
+// addresses changed, in any order: those a load balancer reaching the
+// node by address (AWS IP targets, Octavia members) targets.
+func addressesChanged(old, cur *corev1.Node) bool {
+	if slices.Equal(old.Status.Addresses, cur.Status.Addresses) {
+		return false // the common case (a heartbeat): no allocation.
+	}
+	return !slices.Equal(targetAddresses(old), targetAddresses(cur))
+}
+
+// targetAddresses are the node's InternalIP and ExternalIP addresses,
+// sorted.
+func targetAddresses(n *corev1.Node) []string {
+	var out []string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
+			out = append(out, string(a.Type)+"/"+a.Address)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // labelsMoveTargets reports whether a change of an included node's labels
@@ -150,18 +177,23 @@ func (c *Controller) nodesChanged() {
 	c.nodeBatch.Changed()
 }
 
-// listTargets lists the targets (see targets) with the count of node
-// changes seen before the list was taken: a sync hands that list to the
-// cloud and, once it recorded what it handed, calls
-// requeueIfNodesChanged with the count.
-func (c *Controller) listTargets() ([]*corev1.Node, uint64, error) {
-	gen := c.nodeGen.Load()
+// listedAt is when a sync listed the nodes it hands the cloud: the
+// counts of node changes (nodeGen) and of address changes (addrGen) seen
+// before the list was taken.
+type listedAt struct{ nodes, addrs uint64 }
+
+// listTargets lists the targets (see targets) with the counts of node
+// and address changes seen before the list was taken: a sync hands that
+// list to the cloud and, once it recorded what it handed, calls
+// requeueIfNodesChanged with them.
+func (c *Controller) listTargets() ([]*corev1.Node, listedAt, error) {
+	at := listedAt{nodes: c.nodeGen.Load(), addrs: c.addrGen.Load()}
 	nodes, err := c.targets()
-	return nodes, gen, err
+	return nodes, at, err
 }
 
 // requeueIfNodesChanged queues the Service again when a node changed
-// since its sync listed the nodes (gen, from listTargets). It is called
+// since its sync listed the nodes (at, from listTargets). It is called
 // after the sync recorded the targets it handed the cloud. A flush that
 // ran while the call was in flight compared the nodes with the targets
 // recorded before the call: a node excluded meanwhile, back to what was
@@ -171,22 +203,51 @@ func (c *Controller) listTargets() ([]*corev1.Node, uint64, error) {
 // queued sync compares the recorded targets with the nodes now and
 // updates the load balancer only if they differ. A change counted after
 // this check is flushed later, against the targets just recorded.
-func (c *Controller) requeueIfNodesChanged(key string, gen uint64) {
-	if c.nodeGen.Load() != gen {
+//
+// A node's address that changed while the call was in flight may have
+// reached the load balancer as it was (AWS IP targets, Octavia members):
+// the router, told that the controller queues the Service again itself
+// (router.RequeuesOnNodeChange), does not compare the addresses handed,
+// and its address re-sync queues only Services whose record its
+// informer has seen, which may lag the controller's own write of it
+// (TestProbeAddressChangeDuringFirstEnsure, under load: the address
+// never reached the NLB). The queued sync then updates the load balancer
+// with the nodes now even though the set of targets is the same
+// (addrStale, retarget); the backend's update changes nothing if the
+// address did reach it.
+func (c *Controller) requeueIfNodesChanged(key string, at listedAt) {
+	if c.addrGen.Load() != at.addrs {
+		c.mu.Lock()
+		c.addrStale[key] = true
+		c.mu.Unlock()
+		c.queue.Add(key)
+		return
+	}
+	if c.nodeGen.Load() != at.nodes {
 		c.queue.Add(key)
 	}
 }
 
+// takeAddrStale takes the Service's mark that a node's address changed
+// while a call for it was in flight (requeueIfNodesChanged).
+func (c *Controller) takeAddrStale(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stale := c.addrStale[key]
+	delete(c.addrStale, key)
+	return stale
+}
+
 // recordTargets records set as the targets the Service's load balancer was
-// given by an update that listed the nodes at gen, then queues the Service
+// given by an update that listed the nodes at at, then queues the Service
 // again if a node changed since (requeueIfNodesChanged).
-func (c *Controller) recordTargets(key string, set nodeSet, gen uint64) {
+func (c *Controller) recordTargets(key string, set nodeSet, at listedAt) {
 	c.mu.Lock()
 	if cur, ok := c.state[key]; ok {
 		cur.nodes = set
 	}
 	c.mu.Unlock()
-	c.requeueIfNodesChanged(key, gen)
+	c.requeueIfNodesChanged(key, at)
 }
 
 // flushNodes closes the batch and queues the Services whose targets differ

@@ -138,8 +138,9 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 		return false, err
 	}
 	same := unchanged(st, svc)
+	stale := c.takeAddrStale(key)
 	if full := c.takeFull(key); same && !repair && !st.retry && !full {
-		return c.retarget(ctx, key, svc, st, nodes, gen)
+		return c.retarget(ctx, key, svc, st, nodes, gen, stale)
 	}
 	if same && st.drift != nil {
 		repair = true // completing a repair that needed more than one sync
@@ -263,12 +264,13 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 }
 
 // retarget updates the load balancer of an unchanged Service when the
-// nodes it targets changed: one call and one event, whatever the number of
-// node changes since its last sync. nodes were listed at gen
-// (listTargets).
-func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Service, st *served, nodes []*corev1.Node, gen uint64) (bool, error) {
+// nodes it targets changed, or when stale (a node's address changed while
+// its last call was in flight, see requeueIfNodesChanged): one call and
+// one event, whatever the number of node changes since its last sync.
+// nodes were listed at gen (listTargets).
+func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Service, st *served, nodes []*corev1.Node, gen listedAt, stale bool) (bool, error) {
 	set := c.targetsOf(svc, nodes)
-	if set.equal(st.nodes) {
+	if set.equal(st.nodes) && !stale {
 		return false, nil
 	}
 	if err := c.cloud.UpdateLoadBalancer(router.RequeuesOnNodeChange(ctx), c.opts.ClusterName, svc, nodes); err != nil {
@@ -303,7 +305,7 @@ func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Servi
 // update; the router sends the update where they are
 // (Router.UpdateLoadBalancer: the backends serving it while its targets
 // moved). An update that fails is tried again with the sync's next retry.
-func (c *Controller) retargetFailed(ctx context.Context, key string, svc *corev1.Service, nodes []*corev1.Node, gen uint64) {
+func (c *Controller) retargetFailed(ctx context.Context, key string, svc *corev1.Service, nodes []*corev1.Node, gen listedAt) {
 	st := c.stateOf(key)
 	if st == nil || st.svc.UID != svc.UID || svc.Annotations[string(annotation.LoadBalancerServedBy)] == "" {
 		return
@@ -706,4 +708,5 @@ func (c *Controller) forget(key string) {
 	defer c.mu.Unlock()
 	delete(c.state, key)
 	delete(c.full, key)
+	delete(c.addrStale, key)
 }

@@ -1,0 +1,114 @@
+package lbcontroller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+)
+
+// holdingPrepare is the router with its Targeter whose next
+// PrepareLoadBalancer, once armed, is held until release: the
+// controller's first sync has listed the nodes, and has not yet written
+// the router's record on the Service.
+type holdingPrepare struct {
+	routerTargets
+	mu      sync.Mutex
+	armed   bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *holdingPrepare) PrepareLoadBalancer(svc *corev1.Service) map[string]*string {
+	h.mu.Lock()
+	hold := h.armed
+	h.armed = false
+	h.mu.Unlock()
+	if hold {
+		h.entered <- struct{}{}
+		<-h.release
+	}
+	return h.routerTargets.PrepareLoadBalancer(svc)
+}
+
+// TestAddressChangeBeforeTheRecordReachesTheNLB: a node's address changes
+// after the controller's first sync of an IP-target NLB listed the nodes
+// and before the router's informer saw the record that sync writes. The
+// router's address re-sync queues only Services whose record it sees (its
+// first sync may be in flight); the controller counted no change
+// (addresses are not a change of the set of targets) and the router does
+// not compare the nodes of its calls (RequeuesOnNodeChange): the NLB kept
+// the old address for ever (TestProbeAddressChangeDuringFirstEnsure
+// failed so under load, its Service informer lagging the controller's
+// write). The controller now updates the load balancer of a Service
+// whose call was in flight while an address changed.
+func TestAddressChangeBeforeTheRecordReachesTheNLB(t *testing.T) {
+	t.Run("classless", func(t *testing.T) {
+		doc := strings.Replace(awsConfig, "loadBalancer:\n", "loadBalancer:\n  defaultBackend: aws\n", 1)
+		addressChangeBeforeRecord(t, doc, true, utilt.NewService("web",
+			utilt.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-nlb-target-type", "ip")))
+	})
+	t.Run("classed", func(t *testing.T) {
+		addressChangeBeforeRecord(t, awsConfig, false, utilt.NewService("web", utilt.WithClass(awsIPClass)))
+	})
+}
+
+func addressChangeBeforeRecord(t *testing.T, doc string, classless bool, svc *corev1.Service) {
+	h := &holdingPrepare{armed: true, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	fake := awsfake.New("eu-west-1")
+	seeded := fake.Seed(awsfake.SeedSpec{ClusterID: "test"})
+	f, err := fake.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
+	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
+	e := startEnv(t, envOptions{doc: fmt.Sprintf(doc, f.URL, seeded.VPCID), classless: classless, versioned: true,
+		nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
+		wrap: func(hc *hookedCloud) Cloud { h.routerTargets = routerTargets{hc}; return h }})
+	nodes := e.client.CoreV1().Nodes()
+	n1 := utilt.NewNode("worker-1", utilt.WithProviderID("baremetal://worker-1"), utilt.WithInternalIP("10.0.0.11"))
+	n1, err = nodes.Create(context.Background(), n1, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "worker-1 listed", func() error {
+		_, err := e.ctrl.nodes.Get("worker-1")
+		return err
+	})
+	e.create(t, svc)
+	receive(t, h.entered, "the first PrepareLoadBalancer")
+	n1 = n1.DeepCopy()
+	n1.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.21"}}
+	if _, err := nodes.UpdateStatus(context.Background(), n1, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "worker-1's new address listed", func() error {
+		n, err := e.ctrl.nodes.Get("worker-1")
+		if err != nil {
+			return err
+		}
+		if len(n.Status.Addresses) == 0 || n.Status.Addresses[0].Address != "10.0.0.21" {
+			return fmt.Errorf("addresses %v", n.Status.Addresses)
+		}
+		return nil
+	})
+	close(h.release)
+	want := []string{"10.0.0.10", "10.0.0.21"}
+	waitFor(t, 20*time.Second, "worker-1's new address registered", func() error {
+		if got := ipTargets(f); !slices.Equal(got, want) {
+			return fmt.Errorf("IP targets %v, want %v; status %v", got, want, e.get(t, "web").Status.LoadBalancer.Ingress)
+		}
+		return nil
+	})
+}
