@@ -156,9 +156,9 @@ func (r *Balancer) retargetDraining(ctx context.Context, clusterName string, svc
 		if b.IgnoresNodes() {
 			continue
 		}
-		targets := r.Targetable(b, svc, nodes)
-		decisionOf(ctx).hand(r, b.Name, svc, nodes, targets)
-		err := b.UpdateLoadBalancer(ctx, clusterName, svc, targets)
+		targetable := r.Targetable(b, svc, nodes)
+		decisionOf(ctx).hand(r, b.Name, svc, nodes, targetable)
+		err := b.UpdateLoadBalancer(ctx, clusterName, svc, targetable)
 		if err == nil || err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
 			continue
 		}

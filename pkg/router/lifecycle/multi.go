@@ -105,9 +105,9 @@ func (r *Balancer) ensureAll(ctx context.Context, clusterName string, service *c
 		handed := r.handedTo(service, b, targets, drain)
 		wg.Go(func() {
 			idCtx, reportedID := backends.WithLoadBalancerIDReport(ctx)
-			targets := r.Targetable(b, handed, nodes)
-			decisionOf(ctx).hand(r, b.Name, handed, nodes, targets)
-			status, err := b.EnsureLoadBalancer(idCtx, clusterName, handed, targets)
+			targetable := r.Targetable(b, handed, nodes)
+			decisionOf(ctx).hand(r, b.Name, handed, nodes, targetable)
+			status, err := b.EnsureLoadBalancer(idCtx, clusterName, handed, targetable)
 			out[i] = ensured{status: status, id: reportedID(), reported: backends.ReportedServiceAnnotations(idCtx), err: err}
 		})
 	}
