@@ -277,6 +277,22 @@ def report(d, root=None, top=12):
             p = q
             seen += 1
 
+    def service(comm, me):
+        """The stack's service a process belongs to: uwsgi's app, python's script."""
+        w = (me["cmd"] if me else "").split()
+        if "--wsgi-file" in w and w.index("--wsgi-file") + 1 < len(w):
+            svc = os.path.basename(w[w.index("--wsgi-file") + 1])
+            if "octavia-neutron.conf" in " ".join(w):
+                svc += " (neutron's)"
+            return svc + " (uwsgi)"
+        for x in w[:3]:
+            b = os.path.basename(x)
+            if b.startswith(("nova-", "octavia-", "neutron-", "glance-", "keystone", "placement")):
+                return b
+        if "nova-compute" in " ".join(w):
+            return "nova-compute"
+        return comm
+
     def is_stack(comm, me):
         cmd = me["cmd"] if me else ""
         if "cpuacct.py" in cmd:
@@ -307,6 +323,7 @@ def report(d, root=None, top=12):
     kinds = {}
     tests = {}
     bygo = {}
+    stack = {}
     total = 0.0
     for comm, cpu, me, parent, ppid in procs:
         if cpu <= 0:
@@ -315,6 +332,7 @@ def report(d, root=None, top=12):
             kind = "this accounting's sampler"
         elif is_stack(comm, me):
             kind = "OpenStack stack (python, uwsgi, mariadb, rabbitmq)"
+            stack[service(comm, me)] = stack.get(service(comm, me), 0.0) + cpu
         elif not ours(me, parent, ppid):
             continue
         elif comm in TOOLS or comm in CC:
@@ -374,6 +392,10 @@ def report(d, root=None, top=12):
         cap = (total1 - total0) / CLK
         print("  %8.0f s of the machine's CPU busy (/proc/stat), of %.0f s (%.0f%% busy)"
               % (mach, cap, 100 * mach / cap if cap else 0))
+    if stack:
+        print("the OpenStack stack's CPU by service:")
+        for k, v in sorted(stack.items(), key=lambda kv: -kv[1])[:top]:
+            print("  %8.0f s  %s" % (v, k))
     if bygo:
         print("the go toolchain's CPU (compile, link, vet, cgo) by the go command that ran it:")
         for k, v in sorted(bygo.items(), key=lambda kv: -kv[1])[:top]:
