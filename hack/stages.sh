@@ -3,6 +3,7 @@
 # stopping at the first that fails, and times them.
 #
 #   hack/stages.sh vet openstack-up unit chaos-slice e2e promrules fuzz upstream-aws
+#   hack/stages.sh fuzz+upstream-aws       (side by side: see below)
 #
 # (make test passes its TEST_STAGES). Each stage prints
 #   stage: NAME: start (HH:MM:SS UTC, N s into make test)
@@ -44,6 +45,15 @@
 #  - Each stage's line and its stages.tsv status give the share of the
 #    machine's CPU that was busy during it (/proc/stat): where it is low,
 #    more can be built beside it.
+#
+#  - A stage given as A+B (+C...) runs its stages side by side: A in the
+#    foreground, its output as it comes; B (and C) started with it, each
+#    in a process group of its own, its output in _output/stage-B.log,
+#    printed when A has ended and B has too. Each keeps its own start,
+#    passed/FAILED line, seconds (from the group's start) and stages.tsv
+#    row (B's as "B (beside A)", out of the table's total). When A fails, B is stopped (recorded as stopped): make test
+#    stops at the first stage that fails, as before; when B fails, A runs
+#    to its end. The FAILED line(s) come last.
 #
 # Under make -n test the stages' commands are printed (make -n STAGE),
 # nothing is run, timed or built in the background.
@@ -120,9 +130,22 @@ bg_start() {
   exec 9>&- 8>&-
 }
 
+# side_stop: stops the side stages still running (their process groups).
+sidepids=()
+side_stop() {
+  local p
+  for p in "${sidepids[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then
+      kill -TERM -- "-$p" 2>/dev/null || true
+      wait "$p" 2>/dev/null || true
+    fi
+  done
+}
+
 # bg_stop: stops the background build if it still runs (make test ending
-# before the e2e stage).
+# before the e2e stage), and any side stage still running.
 bg_stop() {
+  side_stop
   if [ -n "$bgpid" ] && kill -0 "$bgpid" 2>/dev/null; then
     echo "stage: e2e-deps: stopping the background build (make test ends before the stages it builds for)"
     kill -TERM -- "-$bgpid" 2>/dev/null || true
@@ -188,54 +211,121 @@ cpu_ticks() {
   awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat 2>/dev/null || echo "0 0"
 }
 
-stages=" $* "
+# A+B counts as A and B where the stages to come are looked at.
+stages=" ${*//+/ } "
 vetted=
-for stage in "$@"; do
+nstages=0
+for group in "$@"; do
+  IFS=+ read -ra members <<< "$group"
+  nstages=$(( nstages + ${#members[@]} ))
   args=()
   [ -z "$vetted" ] || args+=(TESTVET=off)
   if [ -n "$dry" ]; then
-    echo "stage: $stage${args[*]:+ (${args[*]})}"
-    if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]]; then
-      echo "stage: e2e-deps: in the background (nice 10) while unit runs:"
-      "$MAKE" --no-print-directory e2e-deps
-      if [[ $stages == *" fuzz "* || $stages == *" upstream-aws "* ]]; then
-        echo "stage: later-deps: then, in the background too:"
-        "$MAKE" --no-print-directory later-deps
+    [ ${#members[@]} -eq 1 ] || echo "stage: $group: side by side:"
+    for stage in "${members[@]}"; do
+      echo "stage: $stage${args[*]:+ (${args[*]})}"
+      if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]]; then
+        echo "stage: e2e-deps: in the background (nice 10) while unit runs:"
+        "$MAKE" --no-print-directory e2e-deps
+        if [[ $stages == *" fuzz "* || $stages == *" upstream-aws "* ]]; then
+          echo "stage: later-deps: then, in the background too:"
+          "$MAKE" --no-print-directory later-deps
+        fi
       fi
-    fi
-    "$MAKE" --no-print-directory "$stage" "${args[@]}"
-    [ "$stage" != vet ] || vetted=1
+      "$MAKE" --no-print-directory "$stage" "${args[@]}"
+    done
+    [[ " ${members[*]} " != *" vet "* ]] || vetted=1
     continue
   fi
   t0=$(date +%s)
-  echo "stage: $stage: start ($(date -u +%H:%M:%S) UTC, $(( t0 - start )) s into make test)"
-  if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]] && [ -z "$bgpid" ]; then
-    later=
-    [[ $stages != *" fuzz "* && $stages != *" upstream-aws "* ]] || later=1
-    bg_start "$later"
-  fi
+  [ ${#members[@]} -eq 1 ] || echo "stage: $group: ${members[0]} with ${members[*]:1} beside it ($(date -u +%H:%M:%S) UTC, $(( t0 - start )) s into make test); the others' output when they end"
+  for stage in "${members[@]}"; do
+    echo "stage: $stage: start ($(date -u +%H:%M:%S) UTC, $(( t0 - start )) s into make test)"
+    if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]] && [ -z "$bgpid" ]; then
+      later=
+      [[ $stages != *" fuzz "* && $stages != *" upstream-aws "* ]] || later=1
+      bg_start "$later"
+    fi
+  done
   read -r busy0 total0 < <(cpu_ticks)
-  rc=0
-  if [ "$stage" = e2e ] && [ -n "$bgpid" ] && [ -z "$e2e_waited" ]; then
-    bg_wait || rc=$?
-  fi
-  if { [ "$stage" = fuzz ] || [ "$stage" = upstream-aws ]; } && [ -n "$bgpid" ] && [ -n "$e2e_waited" ] && [ -z "$later_waited" ]; then
-    bg2_wait "$stage"
-  fi
+  rc=0 failed=
+  for stage in "${members[@]}"; do
+    if [ "$stage" = e2e ] && [ -n "$bgpid" ] && [ -z "$e2e_waited" ]; then
+      bg_wait || { rc=$?; failed=e2e; }
+    fi
+    if { [ "$stage" = fuzz ] || [ "$stage" = upstream-aws ]; } && [ -n "$bgpid" ] && [ -n "$e2e_waited" ] && [ -z "$later_waited" ]; then
+      bg2_wait "$stage"
+    fi
+  done
+  # The side stages: each in a process group of its own (setsid), its
+  # output in its log, its exit status, end time and CPU ticks in its
+  # status file when it ends.
+  sidepids=()
   if [ "$rc" = 0 ]; then
-    "$MAKE" --no-print-directory "$stage" "${args[@]}" || rc=$?
+    for stage in "${members[@]:1}"; do
+      : > "$OUT/stage-$stage.log"
+      rm -f "$OUT/stage-$stage.status"
+      # shellcheck disable=SC2016 # expanded by the inner bash
+      setsid bash -c '
+        make=$1 stage=$2 log=$3 status=$4; shift 4
+        rc=0
+        "$make" --no-print-directory "$stage" "$@" > "$log" 2>&1 < /dev/null || rc=$?
+        echo "$rc $(date +%s) $(awk '"'"'/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }'"'"' /proc/stat)" > "$status"
+      ' side "$MAKE" "$stage" "$OUT/stage-$stage.log" "$OUT/stage-$stage.status" "${args[@]}" &
+      sidepids+=($!)
+    done
+    "$MAKE" --no-print-directory "${members[0]}" "${args[@]}" || { rc=$?; failed=${members[0]}; }
   fi
   secs=$(( $(date +%s) - t0 ))
   read -r busy1 total1 < <(cpu_ticks)
-  cpu=
-  [ $(( total1 - total0 )) -le 0 ] || cpu=", CPU $(( 100 * (busy1 - busy0) / (total1 - total0) ))% busy"
+  lines=()
+  line() { # stage rc secs busy1 total1
+    local cpu= name=$1
+    # A side stage's row names the stage it ran beside (hack/stages-table.sh
+    # leaves rows with " (" out of the total: their time was A's too).
+    [ "$1" = "${members[0]}" ] || name="$1 (beside ${members[0]})"
+    [ $(( $5 - total0 )) -le 0 ] || cpu=", CPU $(( 100 * ($4 - busy0) / ($5 - total0) ))% busy"
+    if [ "$2" = stopped ]; then
+      record "$name" "$3" "stopped (${members[0]} failed)"
+      lines+=("stage: $1: stopped after $3 s (${members[0]} beside it failed)")
+    elif [ "$2" != 0 ]; then
+      record "$name" "$3" failed
+      lines+=("stage: $1: FAILED (exit $2) after $3 s$cpu")
+    else
+      record "$name" "$3" "passed$cpu"
+      lines+=("stage: $1: passed in $3 s$cpu")
+    fi
+  }
+  if [ -n "$failed" ]; then line "$failed" "$rc" "$secs" "$busy1" "$total1"; else line "${members[0]}" 0 "$secs" "$busy1" "$total1"; fi
+  # The foreground stage's line first, as soon as it ended.
+  echo "${lines[0]}"
+  [ "$rc" = 0 ] || side_stop
+  k=0
+  for stage in "${members[@]:1}"; do
+    p=${sidepids[$k]:-}
+    k=$(( k + 1 ))
+    [ -n "$p" ] || continue
+    wait "$p" 2>/dev/null || true
+    echo "stage: $stage: its output (it ran beside ${members[0]}; log: $OUT/stage-$stage.log):"
+    cat "$OUT/stage-$stage.log"
+    if [ -s "$OUT/stage-$stage.status" ] && read -r src send sbusy stotal < "$OUT/stage-$stage.status"; then
+      line "$stage" "$src" "$(( send - t0 ))" "$sbusy" "$stotal"
+      if [ "$src" != 0 ] && [ "$rc" = 0 ]; then rc=$src; failed=$stage; fi
+    else
+      line "$stage" stopped "$(( $(date +%s) - t0 ))" 0 0
+    fi
+    echo "${lines[-1]}"
+  done
+  sidepids=()
   if [ "$rc" != 0 ]; then
-    record "$stage" "$secs" failed
-    echo "stage: $stage: FAILED (exit $rc) after $secs s$cpu"
+    # What failed, last (each FAILED line again when there were several stages).
+    if [ ${#members[@]} -gt 1 ]; then
+      for l in "${lines[@]}"; do
+        [[ $l != *": FAILED "* ]] || echo "$l"
+      done
+    fi
     exit "$rc"
   fi
-  record "$stage" "$secs" "passed$cpu"
-  echo "stage: $stage: passed in $secs s$cpu"
-  [ "$stage" != vet ] || vetted=1
+  [[ " ${members[*]} " != *" vet "* ]] || vetted=1
 done
-[ -n "$dry" ] || echo "stage: all $# stages passed in $(( $(date +%s) - start )) s"
+[ -n "$dry" ] || echo "stage: all $nstages stages passed in $(( $(date +%s) - start )) s"
