@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	cloudprovider "k8s.io/cloud-provider"
 
+	mcctestutil "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
@@ -134,7 +135,7 @@ func TestProbeRetiredStatusWriteConflicts(t *testing.T) {
 	// From now on every status write conflicts, until allowed.
 	var allow atomic.Bool
 	var conflicts atomic.Int32
-	c.client.PrependReactor("patch", "services", func(action k8stesting.Action) (bool, runtime.Object, error) {
+	mcctestutil.PrependReactor(c.client, "patch", "services", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if action.GetSubresource() != "status" || allow.Load() {
 			return false, nil, nil
 		}
