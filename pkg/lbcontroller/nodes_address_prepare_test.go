@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,21 +21,11 @@ import (
 // the router's record on the Service.
 type holdingPrepare struct {
 	routerTargets
-	mu      sync.Mutex
-	armed   bool
-	entered chan struct{}
-	release chan struct{}
+	*gate
 }
 
 func (h *holdingPrepare) PrepareLoadBalancer(svc *corev1.Service) map[string]*string {
-	h.mu.Lock()
-	hold := h.armed
-	h.armed = false
-	h.mu.Unlock()
-	if hold {
-		h.entered <- struct{}{}
-		<-h.release
-	}
+	h.pass()
 	return h.routerTargets.PrepareLoadBalancer(svc)
 }
 
@@ -63,7 +52,27 @@ func TestAddressChangeBeforeTheRecordReachesTheNLB(t *testing.T) {
 }
 
 func addressChangeBeforeRecord(t *testing.T, doc string, classless bool, svc *corev1.Service) {
-	h := &holdingPrepare{armed: true, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h := &holdingPrepare{gate: newGate(true)}
+	addressChangeWhileHeld(t, heldCall{doc: doc, classless: classless, versioned: true, svc: svc, what: "the first PrepareLoadBalancer", gate: h.gate,
+		wrap: func(rt routerTargets) Cloud { h.routerTargets = rt; return h }})
+}
+
+// heldCall is a call of the controller's first sync of svc, held by gate
+// (wrap puts it around the router) while worker-1's address changes.
+type heldCall struct {
+	doc                  string
+	classless, versioned bool
+	svc                  *corev1.Service
+	what                 string
+	gate                 *gate
+	wrap                 func(routerTargets) Cloud
+	settle               time.Duration // waited once the new address is listed, before release
+}
+
+// addressChangeWhileHeld changes worker-1's address while the call is
+// held, releases it, and wants the IP-target NLB to register the new
+// address.
+func addressChangeWhileHeld(t *testing.T, c heldCall) {
 	fake := awsfake.New("eu-west-1")
 	seeded := fake.Seed(awsfake.SeedSpec{ClusterID: "test"})
 	f, err := fake.Start("127.0.0.1:0")
@@ -73,9 +82,9 @@ func addressChangeBeforeRecord(t *testing.T, doc string, classless bool, svc *co
 	t.Cleanup(func() { _ = f.Close() })
 	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
 	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	e := startEnv(t, envOptions{doc: fmt.Sprintf(doc, f.URL, seeded.VPCID), classless: classless, versioned: true,
+	e := startEnv(t, envOptions{doc: fmt.Sprintf(c.doc, f.URL, seeded.VPCID), classless: c.classless, versioned: c.versioned,
 		nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
-		wrap: func(hc *hookedCloud) Cloud { h.routerTargets = routerTargets{hc}; return h }})
+		wrap: func(hc *hookedCloud) Cloud { return c.wrap(routerTargets{hc}) }})
 	nodes := e.client.CoreV1().Nodes()
 	n1 := utilt.NewNode("worker-1", utilt.WithProviderID("baremetal://worker-1"), utilt.WithInternalIP("10.0.0.11"))
 	n1, err = nodes.Create(context.Background(), n1, metav1.CreateOptions{})
@@ -86,8 +95,8 @@ func addressChangeBeforeRecord(t *testing.T, doc string, classless bool, svc *co
 		_, err := e.ctrl.nodes.Get("worker-1")
 		return err
 	})
-	e.create(t, svc)
-	receive(t, h.entered, "the first PrepareLoadBalancer")
+	e.create(t, c.svc)
+	receive(t, c.gate.entered, c.what)
 	n1 = n1.DeepCopy()
 	n1.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.21"}}
 	if _, err := nodes.UpdateStatus(context.Background(), n1, metav1.UpdateOptions{}); err != nil {
@@ -103,7 +112,8 @@ func addressChangeBeforeRecord(t *testing.T, doc string, classless bool, svc *co
 		}
 		return nil
 	})
-	close(h.release)
+	time.Sleep(c.settle)
+	close(c.gate.release)
 	want := []string{"10.0.0.10", "10.0.0.21"}
 	waitFor(t, 20*time.Second, "worker-1's new address registered", func() error {
 		if got := ipTargets(f); !slices.Equal(got, want) {

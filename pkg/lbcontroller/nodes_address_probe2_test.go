@@ -2,17 +2,12 @@ package lbcontroller
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
@@ -20,21 +15,11 @@ import (
 // EnsureLoadBalancer, once armed, is held until release.
 type holdingEnsure struct {
 	routerTargets
-	mu      sync.Mutex
-	armed   bool
-	entered chan struct{}
-	release chan struct{}
+	*gate
 }
 
 func (h *holdingEnsure) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	h.mu.Lock()
-	hold := h.armed
-	h.armed = false
-	h.mu.Unlock()
-	if hold {
-		h.entered <- struct{}{}
-		<-h.release
-	}
+	h.pass()
 	return h.routerTargets.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
 }
 
@@ -61,53 +46,9 @@ func TestProbeAddressChangeDuringFirstEnsure(t *testing.T) {
 }
 
 func addressChangeDuringFirstEnsure(t *testing.T, doc string, classless bool, svc *corev1.Service) {
-	h := &holdingEnsure{armed: true, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	fake := awsfake.New("eu-west-1")
-	seeded := fake.Seed(awsfake.SeedSpec{ClusterID: "test"})
-	f, err := fake.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
-	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	e := startEnv(t, envOptions{doc: fmt.Sprintf(doc, f.URL, seeded.VPCID), classless: classless, nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
-		wrap: func(hc *hookedCloud) Cloud { h.routerTargets = routerTargets{hc}; return h }})
-	nodes := e.client.CoreV1().Nodes()
-	n1 := utilt.NewNode("worker-1", utilt.WithProviderID("baremetal://worker-1"), utilt.WithInternalIP("10.0.0.11"))
-	n1, err = nodes.Create(context.Background(), n1, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, "worker-1 listed", func() error {
-		_, err := e.ctrl.nodes.Get("worker-1")
-		return err
-	})
-	e.create(t, svc)
-	receive(t, h.entered, "the first EnsureLoadBalancer")
-	n1 = n1.DeepCopy()
-	n1.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.21"}}
-	if _, err := nodes.UpdateStatus(context.Background(), n1, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, "worker-1's new address listed", func() error {
-		n, err := e.ctrl.nodes.Get("worker-1")
-		if err != nil {
-			return err
-		}
-		if len(n.Status.Addresses) == 0 || n.Status.Addresses[0].Address != "10.0.0.21" {
-			return fmt.Errorf("addresses %v", n.Status.Addresses)
-		}
-		return nil
-	})
-	// Let the router's address batch flush while the call is held.
-	time.Sleep(1500 * time.Millisecond)
-	close(h.release)
-	want := []string{"10.0.0.10", "10.0.0.21"}
-	waitFor(t, 20*time.Second, "worker-1's new address registered", func() error {
-		if got := ipTargets(f); !slices.Equal(got, want) {
-			return fmt.Errorf("IP targets %v, want %v; status %v", got, want, e.get(t, "web").Status.LoadBalancer.Ingress)
-		}
-		return nil
-	})
+	h := &holdingEnsure{gate: newGate(true)}
+	addressChangeWhileHeld(t, heldCall{doc: doc, classless: classless, svc: svc, what: "the first EnsureLoadBalancer", gate: h.gate,
+		// Let the router's address batch flush while the call is held.
+		settle: 1500 * time.Millisecond,
+		wrap:   func(rt routerTargets) Cloud { h.routerTargets = rt; return h }})
 }

@@ -17,25 +17,46 @@ import (
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
-// holdingTargets is the router with its Targeter whose next
-// UpdateLoadBalancer, once armed, is held until release.
-type holdingTargets struct {
-	routerTargets
+// gate holds, once armed, the first call that passes it until release.
+type gate struct {
 	mu      sync.Mutex
 	armed   bool
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (h *holdingTargets) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
-	h.mu.Lock()
-	hold := h.armed
-	h.armed = false
-	h.mu.Unlock()
+func newGate(armed bool) *gate {
+	return &gate{armed: armed, entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (g *gate) arm() {
+	g.mu.Lock()
+	g.armed = true
+	g.mu.Unlock()
+}
+
+// pass returns at once unless the gate is armed; then it disarms it,
+// signals entered and waits for release.
+func (g *gate) pass() {
+	g.mu.Lock()
+	hold := g.armed
+	g.armed = false
+	g.mu.Unlock()
 	if hold {
-		h.entered <- struct{}{}
-		<-h.release
+		g.entered <- struct{}{}
+		<-g.release
 	}
+}
+
+// holdingTargets is the router with its Targeter whose next
+// UpdateLoadBalancer, once armed, is held until release.
+type holdingTargets struct {
+	routerTargets
+	*gate
+}
+
+func (h *holdingTargets) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
+	h.pass()
 	return h.routerTargets.UpdateLoadBalancer(ctx, clusterName, svc, nodes)
 }
 
@@ -62,7 +83,7 @@ func TestNodeAddedDuringUpdateUpdatesTheNLBOnce(t *testing.T) {
 }
 
 func nodeAddedDuringUpdate(t *testing.T, doc string, classless bool, svc *corev1.Service) {
-	h := &holdingTargets{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h := &holdingTargets{gate: newGate(false)}
 	fake := awsfake.New("eu-west-1")
 	seeded := fake.Seed(awsfake.SeedSpec{ClusterID: "test"})
 	f, err := fake.Start("127.0.0.1:0")
@@ -104,9 +125,7 @@ func nodeAddedDuringUpdate(t *testing.T, doc string, classless bool, svc *corev1
 	}
 	settle()
 
-	h.mu.Lock()
-	h.armed = true
-	h.mu.Unlock()
+	h.arm()
 	n1.Labels[corev1.LabelNodeExcludeBalancers] = "true"
 	if _, err := nodes.Update(context.Background(), n1, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
