@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
 
@@ -17,16 +16,8 @@ import (
 // controller starts (a new leader's first look at them).
 func startAWSWith(t *testing.T, objs ...*corev1.Service) *env {
 	t.Helper()
-	f := awsfake.New("eu-west-1")
-	seeded := f.Seed(awsfake.SeedSpec{ClusterID: "test"})
-	running, err := f.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = running.Close() })
-	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
-	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	o := envOptions{doc: fmt.Sprintf(awsConfig, running.URL, seeded.VPCID), classless: true, versioned: true}
+	running, vpcID := runAWSFake(t)
+	o := envOptions{doc: fmt.Sprintf(awsConfig, running.URL, vpcID), classless: true, versioned: true}
 	o.wrap = func(h *hookedCloud) Cloud { return routerTargets{h} }
 	list := make([]runtime.Object, 0, len(objs))
 	for _, s := range objs {

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
@@ -314,16 +313,8 @@ func TestEnsuredFingerprintOfADrainingService(t *testing.T) {
 // The fingerprint, taken from what the sync handed each, is targetsOf's.
 func TestEnsuredFingerprintWithTargetNodeLabels(t *testing.T) {
 	registerCountType()
-	f := awsfake.New("eu-west-1")
-	seeded := f.Seed(awsfake.SeedSpec{ClusterID: "test"})
-	running, err := f.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = running.Close() })
-	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
-	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	doc := countConfig("0s") + fmt.Sprintf(awsSection, running.URL, seeded.VPCID)
+	running, vpcID := runAWSFake(t)
+	doc := countConfig("0s") + fmt.Sprintf(awsSection, running.URL, vpcID)
 	e := startCounting(t, doc)
 	a := countBackend(t, countAIP)
 	e.create(t, utilt.NewService("web",

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
@@ -73,21 +72,13 @@ type heldCall struct {
 // held, releases it, and wants the IP-target NLB to register the new
 // address.
 func addressChangeWhileHeld(t *testing.T, c heldCall) {
-	fake := awsfake.New("eu-west-1")
-	seeded := fake.Seed(awsfake.SeedSpec{ClusterID: "test"})
-	f, err := fake.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
-	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	e := startEnv(t, envOptions{doc: fmt.Sprintf(c.doc, f.URL, seeded.VPCID), classless: c.classless, versioned: c.versioned,
+	f, vpcID := runAWSFake(t)
+	e := startEnv(t, envOptions{doc: fmt.Sprintf(c.doc, f.URL, vpcID), classless: c.classless, versioned: c.versioned,
 		nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
 		wrap: func(hc *hookedCloud) Cloud { return c.wrap(routerTargets{hc}) }})
 	nodes := e.client.CoreV1().Nodes()
 	n1 := utilt.NewNode("worker-1", utilt.WithProviderID("baremetal://worker-1"), utilt.WithInternalIP("10.0.0.11"))
-	n1, err = nodes.Create(context.Background(), n1, metav1.CreateOptions{})
+	n1, err := nodes.Create(context.Background(), n1, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,22 @@ backends:
 // production.
 func startAWS(t *testing.T, o envOptions, objs ...corev1.Service) (*env, *awsfake.Running) {
 	t.Helper()
+	running, vpcID := runAWSFake(t)
+	o.doc = fmt.Sprintf(awsConfig, running.URL, vpcID)
+	o.wrap = func(h *hookedCloud) Cloud { return routerTargets{h} }
+	e := startEnv(t, o)
+	for i := range objs {
+		e.create(t, &objs[i])
+	}
+	return e, running
+}
+
+// runAWSFake serves the AWS backend's ELBv2 and EC2 with a fake
+// (internal/awsfake) seeded for cluster "test" until the test ends, with
+// the credentials the tests' configs name; it returns the fake and its
+// VPC.
+func runAWSFake(t *testing.T) (*awsfake.Running, string) {
+	t.Helper()
 	f := awsfake.New("eu-west-1")
 	seeded := f.Seed(awsfake.SeedSpec{ClusterID: "test"})
 	running, err := f.Start("127.0.0.1:0")
@@ -70,13 +86,7 @@ func startAWS(t *testing.T, o envOptions, objs ...corev1.Service) (*env, *awsfak
 	t.Cleanup(func() { _ = running.Close() })
 	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
 	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	o.doc = fmt.Sprintf(awsConfig, running.URL, seeded.VPCID)
-	o.wrap = func(h *hookedCloud) Cloud { return routerTargets{h} }
-	e := startEnv(t, o)
-	for i := range objs {
-		e.create(t, &objs[i])
-	}
-	return e, running
+	return running, seeded.VPCID
 }
 
 // routerTargets is the hooked router with the router's Targeter, as the

@@ -14,7 +14,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	fakecloud "k8s.io/cloud-provider/fake"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
@@ -128,18 +127,10 @@ backends:
 // both after does not change: the label change updated nothing.
 func TestTargetNodeLabelChangeReachesEachBackend(t *testing.T) {
 	registerMemberType()
-	f := awsfake.New("eu-west-1")
-	seeded := f.Seed(awsfake.SeedSpec{ClusterID: "test"})
-	running, err := f.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = running.Close() })
-	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
-	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
+	running, vpcID := runAWSFake(t)
 	const memberIP = "203.0.113.77"
 	e := startEnv(t, envOptions{
-		doc: fmt.Sprintf(awsAndMembersConfig, running.URL, seeded.VPCID, memberIP), classless: true,
+		doc: fmt.Sprintf(awsAndMembersConfig, running.URL, vpcID, memberIP), classless: true,
 		nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
 		wrap: func(h *hookedCloud) Cloud { return routerTargets{h} },
 	})

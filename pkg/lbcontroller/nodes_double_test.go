@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
@@ -84,16 +83,8 @@ func TestNodeAddedDuringUpdateUpdatesTheNLBOnce(t *testing.T) {
 
 func nodeAddedDuringUpdate(t *testing.T, doc string, classless bool, svc *corev1.Service) {
 	h := &holdingTargets{gate: newGate(false)}
-	fake := awsfake.New("eu-west-1")
-	seeded := fake.Seed(awsfake.SeedSpec{ClusterID: "test"})
-	f, err := fake.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
-	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	e := startEnv(t, envOptions{doc: fmt.Sprintf(doc, f.URL, seeded.VPCID), classless: classless, nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
+	f, vpcID := runAWSFake(t)
+	e := startEnv(t, envOptions{doc: fmt.Sprintf(doc, f.URL, vpcID), classless: classless, nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
 		wrap: func(hc *hookedCloud) Cloud { h.routerTargets = routerTargets{hc}; return h }})
 	nodes := e.client.CoreV1().Nodes()
 	n1 := utilt.NewNode("worker-1", utilt.WithProviderID("baremetal://worker-1"), utilt.WithInternalIP("10.0.0.11"))

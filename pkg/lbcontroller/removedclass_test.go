@@ -9,8 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 )
 
 // TestRemovedClassServiceDeletedByHand (chaos seed 631642364): a Service
@@ -23,16 +21,8 @@ import (
 // the Service (not served any more), so its deletion found nothing to
 // delete, and the NLB was left, tagged for a Service nobody has.
 func TestRemovedClassServiceDeletedByHand(t *testing.T) {
-	f := awsfake.New("eu-west-1")
-	seeded := f.Seed(awsfake.SeedSpec{ClusterID: "test"})
-	running, err := f.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = running.Close() })
-	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
-	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	doc := fmt.Sprintf(awsConfig, running.URL, seeded.VPCID)
+	running, vpcID := runAWSFake(t)
+	doc := fmt.Sprintf(awsConfig, running.URL, vpcID)
 	e := startEnv(t, envOptions{doc: doc, reloadable: true, versioned: true,
 		wrap: func(h *hookedCloud) Cloud { return routerTargets{h} }})
 
@@ -42,7 +32,7 @@ func TestRemovedClassServiceDeletedByHand(t *testing.T) {
 		if s.Status.LoadBalancer.Ingress == nil || len(s.Status.Conditions) == 0 || !e.ctrl.known("default/web") {
 			return fmt.Errorf("%s, conditions %v", state(s), s.Status.Conditions)
 		}
-		if n := len(f.LoadBalancers()); n != 1 {
+		if n := len(running.LoadBalancers()); n != 1 {
 			return fmt.Errorf("%d NLBs", n)
 		}
 		return nil
@@ -66,7 +56,7 @@ func TestRemovedClassServiceDeletedByHand(t *testing.T) {
 		}
 		return nil
 	})
-	if n := len(f.LoadBalancers()); n != 1 {
+	if n := len(running.LoadBalancers()); n != 1 {
 		t.Fatalf("removing the class and the finalizer changed the NLBs: %d", n)
 	}
 
@@ -78,7 +68,7 @@ func TestRemovedClassServiceDeletedByHand(t *testing.T) {
 	e.create(t, fresh)
 
 	eventually(t, "the deleted Service's NLB deleted", func() error {
-		if lbs := f.LoadBalancers(); len(lbs) > 0 {
+		if lbs := running.LoadBalancers(); len(lbs) > 0 {
 			return fmt.Errorf("NLBs left: %s", lbs[0].Name)
 		}
 		if e.cloud.held()[old.UID] {
