@@ -1,0 +1,39 @@
+package lbcontroller
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
+	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+)
+
+// TestProbe57EnsuredFingerprintWithAHandedOverBackend (review of 58d491a,
+// ImplementedElsewhere): a Service named to aws and counta with
+// aws-load-balancer-type: external; the aws backend leaves its load
+// balancer to the AWS Load Balancer Controller (ImplementedElsewhere,
+// handed nodes all the same), counta serves. The fingerprint taken from
+// what the sync handed is targetsOf's, and counta was asked once per node.
+func TestProbe57EnsuredFingerprintWithAHandedOverBackend(t *testing.T) {
+	registerCountType()
+	f := awsfake.New("eu-west-1")
+	seeded := f.Seed(awsfake.SeedSpec{ClusterID: "test"})
+	running, err := f.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = running.Close() })
+	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
+	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
+	doc := countConfig("0s") + fmt.Sprintf(awsSection, running.URL, seeded.VPCID)
+	e := startCounting(t, doc)
+	a := countBackend(t, countAIP)
+	e.create(t, utilt.NewService("web",
+		utilt.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "aws,counta"),
+		utilt.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-type", "external"),
+		utilt.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-nlb-target-type", "ip")))
+	waitFor(t, time.Minute, "web served by counta", synced(e, t, "web", 1))
+	onePass(t, a, "counta", "web", 0)
+	sameFingerprint(t, e, "web")
+}
