@@ -1,11 +1,9 @@
 package lbcontroller
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
@@ -16,18 +14,7 @@ import (
 // handed nodes all the same), counta serves. The fingerprint taken from
 // what the sync handed is targetsOf's, and counta was asked once per node.
 func TestProbe57EnsuredFingerprintWithAHandedOverBackend(t *testing.T) {
-	registerCountType()
-	f := awsfake.New("eu-west-1")
-	seeded := f.Seed(awsfake.SeedSpec{ClusterID: "test"})
-	running, err := f.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = running.Close() })
-	t.Setenv("LBCONTROLLER_TEST_AWS_KEY", "AKIDLBCONTROLLER")
-	t.Setenv("LBCONTROLLER_TEST_AWS_SECRET", "secret")
-	doc := countConfig("0s") + fmt.Sprintf(awsSection, running.URL, seeded.VPCID)
-	e := startCounting(t, doc)
+	e, _ := startCountingWithAWS(t)
 	a := countBackend(t, countAIP)
 	e.create(t, utilt.NewService("web",
 		utilt.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "aws,counta"),

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
@@ -176,6 +177,14 @@ func countNodeObjects() []k8sruntime.Object {
 	return out
 }
 
+// startCountingWithAWS is startCounting with the aws backend beside the
+// counting ones, served by the AWS fake (returned).
+func startCountingWithAWS(t *testing.T) (*env, *awsfake.Running) {
+	t.Helper()
+	running, vpcID := runAWSFake(t)
+	return startCounting(t, countConfig("0s")+fmt.Sprintf(awsSection, running.URL, vpcID)), running
+}
+
 // startCounting runs the controller over the router itself (as in
 // production: its Targeter, and whatever else it offers), with node
 // batches that never flush during the test (a flush fingerprints every
@@ -312,10 +321,7 @@ func TestEnsuredFingerprintOfADrainingService(t *testing.T) {
 // pool=web are NLB targets) and by counta (every node with an address).
 // The fingerprint, taken from what the sync handed each, is targetsOf's.
 func TestEnsuredFingerprintWithTargetNodeLabels(t *testing.T) {
-	registerCountType()
-	running, vpcID := runAWSFake(t)
-	doc := countConfig("0s") + fmt.Sprintf(awsSection, running.URL, vpcID)
-	e := startCounting(t, doc)
+	e, running := startCountingWithAWS(t)
 	a := countBackend(t, countAIP)
 	e.create(t, utilt.NewService("web",
 		utilt.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "aws,counta"),
