@@ -235,7 +235,7 @@ func generate(root string) ([]byte, error) {
 	fmt.Fprintf(&b, "\n## Other controllers' annotations\n\n%s\n", othersIntro)
 	for _, s := range annotation.Registry {
 		if !seen[string(s.Name)] {
-			fmt.Fprintf(&b, "\n### `%s`\n\nRead by the `%s` backend.\n%s", s.Name, s.ReadBy, admissionText(string(s.Name)))
+			fmt.Fprintf(&b, "\n### `%s`\n\nRead by the `%s` backend.\n%s", s.Name, strings.Join(s.Readers(), "` and `"), admissionText(string(s.Name)))
 		}
 	}
 	return b.Bytes(), nil

@@ -262,6 +262,22 @@ func (r *Reader) CIDRs(n Name, out *[]netip.Prefix) bool {
 	return true
 }
 
+// LoadBalancerIPs reads the LoadBalancerIPs annotation as
+// ParseLoadBalancerIPs does: at most one usable address per IP family.
+func (r *Reader) LoadBalancerIPs(out *[]netip.Addr) bool {
+	v, ok := r.values[string(LoadBalancerIPs)]
+	if !ok {
+		return false
+	}
+	ips, err := ParseLoadBalancerIPs(v)
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return false
+	}
+	*out = ips
+	return true
+}
+
 // ID reads one ID of the given format.
 func (r *Reader) ID(n Name, f IDFormat, out *string) bool {
 	var id string

@@ -89,8 +89,8 @@ const (
 type Spec struct {
 	Name Name
 	Kind Kind
-	// ReadBy is who reads it: "router", or a backend type (aws,
-	// openstack, baremetal).
+	// ReadBy is who reads it: "router", or the backend types that do
+	// (aws, openstack, baremetal), comma-separated (Readers).
 	ReadBy string
 	// Min and Max bound a KindInt; Except is a value inside them that is
 	// refused when ExceptSet.
@@ -182,7 +182,7 @@ var Registry = []Spec{
 	{Name: LoadBalancerBackend, Kind: KindBackends, ReadBy: "router", Replaces: "moves the load balancer: it is created in the new backend and deleted from the old one"},
 	{Name: LoadBalancerDrain, Kind: KindDuration, ReadBy: "router"},
 	{Name: LoadBalancerDraining, Kind: KindUnchecked, ReadBy: "router"},
-	{Name: LoadBalancerIPs, Kind: KindLoadBalancerIPs, ReadBy: "baremetal"},
+	{Name: LoadBalancerIPs, Kind: KindLoadBalancerIPs, ReadBy: "baremetal,openstack"},
 	{Name: AllowSharedIP, Kind: KindSharingKey, ReadBy: "baremetal"},
 	{Name: "multicloud-ccm.io/address-pool", Kind: KindString, ReadBy: "baremetal"},
 	{Name: "multicloud-ccm.io/kube-vip-announced", Kind: KindUnchecked, ReadBy: "baremetal"},
@@ -290,6 +290,9 @@ func HTTPHealthCheck(annotations map[string]string, local bool) bool {
 	}
 	return local
 }
+
+// Readers are the readers ReadBy names: "router", or backend types.
+func (s Spec) Readers() []string { return strings.Split(s.ReadBy, ",") }
 
 // Lookup returns the registry's spec of n.
 func Lookup(n Name) (Spec, bool) {

@@ -376,8 +376,8 @@ func (p *planner) annotationIssues(svc *corev1.Service, targets []string) []Anno
 		switch {
 		case !known:
 			out = append(out, AnnotationIssue{k, v, AnnotationUnknown, "multicloud-ccm does not read it: it has no effect (docs/annotations.md lists those it reads)"})
-		case len(types) > 0 && spec.ReadBy != "router" && !slices.Contains(types, spec.ReadBy):
-			out = append(out, AnnotationIssue{k, v, AnnotationNotHonoured, notHonoured(spec.ReadBy, targets, types)})
+		case len(types) > 0 && spec.ReadBy != "router" && !slices.ContainsFunc(spec.Readers(), func(r string) bool { return slices.Contains(types, r) }):
+			out = append(out, AnnotationIssue{k, v, AnnotationNotHonoured, notHonoured(strings.Join(spec.Readers(), " and "), targets, types)})
 		default:
 			// As the readers do: a value the backend does not read for
 			// this Service (an HTTP health check's path on a TCP check) is

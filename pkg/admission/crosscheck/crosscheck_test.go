@@ -130,26 +130,28 @@ backends:
 func TestRegistryAgreesWithBackends(t *testing.T) {
 	lbs := cloudBackends(t)
 	for _, s := range annotation.Registry {
-		lb, ok := lbs[s.ReadBy]
-		if !ok || s.Kind == annotation.KindUnchecked || afterCloud[s.Name] {
-			continue
-		}
-		t.Run(string(s.Name), func(t *testing.T) {
-			for _, v := range admission.Samples(s) {
-				anns := map[string]string{string(s.Name): v}
-				if s.HTTPHealthCheckOnly {
-					anns[string(annotation.AWSHealthCheckProtocol)] = "HTTP"
-				}
-				want := s.CheckService(anns, false, nil)
-				got := ensureProblems(t, lb, anns)
-				switch {
-				case want != nil && !strings.Contains(got, want.Error()):
-					t.Errorf("%q: the registry says %q, the backend %q", v, want, got)
-				case want == nil && got != "" && !crossRule(got) && !stricter[s.Name]:
-					t.Errorf("%q: the registry accepts it, the backend says %q", v, got)
-				}
+		for _, reader := range s.Readers() {
+			lb, ok := lbs[reader]
+			if !ok || s.Kind == annotation.KindUnchecked || afterCloud[s.Name] {
+				continue
 			}
-		})
+			t.Run(string(s.Name)+"/"+reader, func(t *testing.T) {
+				for _, v := range admission.Samples(s) {
+					anns := map[string]string{string(s.Name): v}
+					if s.HTTPHealthCheckOnly {
+						anns[string(annotation.AWSHealthCheckProtocol)] = "HTTP"
+					}
+					want := s.CheckService(anns, false, nil)
+					got := ensureProblems(t, lb, anns)
+					switch {
+					case want != nil && !strings.Contains(got, want.Error()):
+						t.Errorf("%q: the registry says %q, the backend %q", v, want, got)
+					case want == nil && got != "" && !crossRule(got) && !stricter[s.Name]:
+						t.Errorf("%q: the registry accepts it, the backend says %q", v, got)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package openstack
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // Service annotations of the OpenStack backend. They are those of
@@ -277,10 +279,31 @@ func parseOptions(svc *corev1.Service, d *LoadBalancerSettings) (*lbOptions, err
 	readFloatingSubnet(r, o)
 	readClass(r, d, o)
 	crossChecks(r, svc, o)
+	var ips []netip.Addr // requestedIP and requestedIPOf read them.
+	r.LoadBalancerIPs(&ips)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
+	if err := checkSpecLoadBalancerIP(svc); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// checkSpecLoadBalancerIP refuses a spec.loadBalancerIP that cannot be a
+// load balancer's address (0.0.0.0, loopback, multicast, link-local):
+// Neutron would refuse the floating IP, or Octavia the VIP, on every
+// retry, after the load balancer was made. The annotation, when set,
+// wins, and parseOptions checked it.
+func checkSpecLoadBalancerIP(svc *corev1.Service) error {
+	v := svc.Spec.LoadBalancerIP
+	if v == "" || svc.Annotations[string(annotation.LoadBalancerIPs)] != "" {
+		return nil
+	}
+	if ips, err := annotation.ParseLoadBalancerIPs(v); err != nil || len(ips) != 1 {
+		return backends.NewUserError(annotation.ReasonInvalid, fmt.Errorf("spec.loadBalancerIP %q is not one usable IP address (not 0.0.0.0, loopback, multicast or link-local); fix it, or clear it and use annotation %s", v, annotation.LoadBalancerIPs))
+	}
+	return nil
 }
 
 // readIDs reads the ID annotations, in a fixed order.

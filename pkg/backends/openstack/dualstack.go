@@ -71,7 +71,7 @@ func memberAddress(svc *corev1.Service, n *corev1.Node) string {
 }
 
 // requestedIPOf is the requested address of a family: the first of
-// service.beta.kubernetes.io/load-balancer-ips of that family, else
+// multicloud-ccm.io/load-balancer-ips of that family, else
 // spec.loadBalancerIP when it is of that family.
 func requestedIPOf(svc *corev1.Service, f corev1.IPFamily) string {
 	for _, a := range strings.Split(svc.Annotations[string(annotation.LoadBalancerIPs)], ",") {

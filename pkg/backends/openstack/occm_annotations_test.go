@@ -229,10 +229,42 @@ func TestParseOCCMAnnotations(t *testing.T) {
 		{AnnotationConnectionLimit, "0"}, {AnnotationConnectionLimit, "-2"}, {AnnotationTimeoutMemberData, "86400001"},
 		{AnnotationHealthMonitorMaxRetriesDown, "0"}, {AnnotationProxyProtocol, "yes"}, {AnnotationNodeSelector, "a=b=c"},
 		{AnnotationLoadBalancerID, "lb-1"}, {AnnotationXForwardedFor, "on"},
+		// Neutron refuses these floating IPs (Octavia these VIPs) on every
+		// retry, after the load balancer is made: refused before.
+		{annotation.LoadBalancerIPs, "0.0.0.0"}, {annotation.LoadBalancerIPs, "127.0.0.1"},
+		{annotation.LoadBalancerIPs, "lb.example.com"}, {annotation.LoadBalancerIPs, "192.0.2.1,192.0.2.2"},
+		{annotation.LoadBalancerIPs, ""},
 	} {
 		_, err := parseOptions(newService("x", withAnnotation(tt.key, tt.value)), d)
 		if err == nil || !strings.Contains(err.Error(), string(tt.key)) {
 			t.Errorf("%s=%q: error %v, want one naming the annotation", tt.key, tt.value, err)
+		}
+	}
+}
+
+// TestUnusableSpecLoadBalancerIP: spec.loadBalancerIP 0.0.0.0 (which the
+// API server accepts) is a user error naming the field; the annotation,
+// when set, wins over it.
+func TestUnusableSpecLoadBalancerIP(t *testing.T) {
+	d := defaultSettingsForTest()
+	for _, tt := range []struct {
+		spec, ann string
+		bad       bool
+	}{
+		{spec: "0.0.0.0", bad: true},
+		{spec: "224.0.0.1", bad: true},
+		{spec: "192.0.2.10"},
+		{spec: "0.0.0.0", ann: "192.0.2.10"},
+	} {
+		svc := newService("x")
+		svc.Spec.LoadBalancerIP = tt.spec
+		if tt.ann != "" {
+			svc.Annotations = map[string]string{string(annotation.LoadBalancerIPs): tt.ann}
+		}
+		_, err := parseOptions(svc, d)
+		_, user := backends.AsUserError(err)
+		if tt.bad != (err != nil) || (err != nil && (!user || !strings.Contains(err.Error(), "spec.loadBalancerIP"))) {
+			t.Errorf("spec %q, annotation %q: error %v; want bad=%v, a user error naming spec.loadBalancerIP", tt.spec, tt.ann, err, tt.bad)
 		}
 	}
 }

@@ -130,6 +130,10 @@ func tableServices() []svcCase {
 		// address, the floating IP, goes for the VIP).
 		{name: "os-kept-fip", served: "os", ann: map[string]string{backendAnn: "metal", keepFIPAnn: "true"}, want: plan.LBCreated, wantGone: []string{"os"}},
 		{name: "os-internal", served: "os", ann: map[string]string{internalAnn: "true"}, want: plan.LBReplaced},
+		// A floating IP Neutron refuses on every retry (seed
+		// 1796339824651718218): refused before anything is made, bare
+		// metal keeps serving it.
+		{name: "os-bad-ip", served: "metal", ann: map[string]string{backendAnn: "os", string(annotation.LoadBalancerIPs): "0.0.0.0"}, want: plan.LBRefused},
 	}
 }
 
