@@ -324,6 +324,7 @@ func TestForeignRegionIsNotOurs(t *testing.T) {
 	for _, node := range []*corev1.Node{
 		newNode("n", testutil.WithProviderID("aws:///us-east-1a/i-0123456789abcdef0")),
 		newNode("n", testutil.WithProviderID("aws://us-east-1b/i-0123456789abcdef0")),
+		newNode("n", testutil.WithProviderID("aws://us-east-1/i-0123456789abcdef0")),
 		newNode("n", testutil.WithProviderID("aws:///us-west-2-lax-1a/i-0123456789abcdef0")),
 		newNode("n", testutil.WithProviderID("aws:///us-east-1a/"+here.ID)),
 		newNode("n", testutil.WithProviderID("aws:///i-0123456789abcdef0"), testutil.WithLabel(corev1.LabelTopologyRegion, "us-east-1")),
@@ -342,6 +343,14 @@ func TestForeignRegionIsNotOurs(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a providerID naming this region, not a zone, is looked up", func(t *testing.T) {
+		// aws://<region>/<id>: the upstream provider ignores the first
+		// token; it names no zone, and the region is this one.
+		node := newNode("n", testutil.WithProviderID("aws://"+testRegion+"/"+here.ID))
+		if exists, err := inst.InstanceExists(ctx, node); err != nil || !exists {
+			t.Errorf("InstanceExists = %v, %v; want true", exists, err)
+		}
+	})
 	t.Run("a zone-less providerID with this region's labels is looked up", func(t *testing.T) {
 		node := newNode("n", testutil.WithProviderID("aws:///i-0123456789abcdef0"), testutil.WithLabel(corev1.LabelTopologyRegion, testRegion), testutil.WithLabel(corev1.LabelTopologyZone, "eu-west-1a"))
 		if exists, err := inst.InstanceExists(ctx, node); err != nil || exists {

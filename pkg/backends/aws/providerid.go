@@ -130,8 +130,12 @@ func zoneInRegion(zone, region string) bool {
 // region's instance answers "does not exist": that must never delete the
 // node of a region this backend does not serve (its backend removed from
 // the config, or never there).
+//
+// A providerID's first token that is the region itself
+// (aws://eu-west-1/i-...: the upstream provider ignores that token) names
+// no zone: the labels decide, as without one.
 func checkRegion(node *corev1.Node, zone, region string) error {
-	if zone != "" {
+	if zone != "" && zone != region {
 		if !zoneInRegion(zone, region) {
 			return outsideRegion(fmt.Errorf("spec.providerID %q names zone %s, which is not in region %s", node.Spec.ProviderID, zone, region))
 		}
