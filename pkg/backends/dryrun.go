@@ -78,6 +78,26 @@ func WithDryRun(ctx context.Context) (context.Context, func() []Intent) {
 	}
 }
 
+type carryOnKey struct{}
+
+// WithCarryOn marks the dry runs under ctx as steps of one plan that goes
+// on from Service to Service (pkg/plan). A backend whose automatic choices
+// follow from its own earlier ones (bare metal's pool cursors: it hands
+// out the next free address after the last it gave) lets each such dry
+// run move them on, as each sync of the switch would, so that the next
+// Service planned is given what the switch would give it. A lone dry run
+// (the router's own, in a running CCM) leaves them where they were.
+func WithCarryOn(ctx context.Context) context.Context {
+	return context.WithValue(ctx, carryOnKey{}, true)
+}
+
+// CarriesOn reports whether ctx's dry runs are steps of one plan
+// (WithCarryOn).
+func CarriesOn(ctx context.Context) bool {
+	v, _ := ctx.Value(carryOnKey{}).(bool)
+	return v
+}
+
 // DryRun reports whether ctx is a dry run's (WithDryRun).
 func DryRun(ctx context.Context) bool {
 	_, ok := ctx.Value(dryRunKey{}).(*dryRun)

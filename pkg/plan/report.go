@@ -124,7 +124,9 @@ type ServicePlan struct {
 	Forgotten []string `json:"forgotten,omitempty"`
 	// RefusedBy names, for a REFUSED Service, the backends that refuse it
 	// (Error says why); the others in Backend serve it all the same:
-	// Changes are theirs too, and NewAddress what the status shows.
+	// Changes are theirs too, and NewAddress what the status shows (the
+	// refusing backends' addresses taken out; Address when the sync
+	// shows nothing, the status kept as it is).
 	RefusedBy []string `json:"refusedBy,omitempty"`
 	// Targets are, by backend whose load balancer sends traffic to nodes
 	// (bare metal's announces an address and targets none), the names of

@@ -27,7 +27,12 @@ import (
 func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settledNodes []*corev1.Node) ServicePlan {
 	sp := ServicePlan{Namespace: svc.Namespace, Name: svc.Name, Address: addresses(&svc.Status.LoadBalancer), ChosenBy: p.lbChosenBy(svc)}
 	ctx, log := withCallLog(ctx)
-	ctx, _ = backends.WithDryRun(ctx)
+	// One step of the switch: bare metal hands out the next free address
+	// after the last it gave, the Services planned before this one's
+	// included (the switch's allocator does so, whichever order it syncs
+	// them in; an address freed behind it is not handed out again before
+	// the pool wraps round).
+	ctx, _ = backends.WithDryRun(backends.WithCarryOn(ctx))
 	svc = svc.DeepCopy()
 	_, _, getErr := p.r.GetLoadBalancer(ctx, p.cluster, svc)
 	held := map[string]bool{}
@@ -62,6 +67,11 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settl
 		// it all the same, their changes made and their addresses shown
 		// (the sync fails, and is retried, until every target serves).
 		sp.Outcome, sp.Error = LBRefused, errText(d.Err)
+		if d.Status == nil {
+			// Nothing shown: the status stays as it is (an empty one
+			// shown clears it: the refusing backends' addresses leave).
+			sp.NewAddress = sp.Address
+		}
 		for _, s := range d.Steps {
 			if s.Kind == router.StepEnsure && s.Err != nil {
 				sp.RefusedBy = append(sp.RefusedBy, s.Backend)

@@ -379,7 +379,9 @@ func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, servic
 // assign assigns the request its addresses, again while they turn out to be
 // in a status the allocator had not seen. It returns the addresses and
 // those assigned before. Under a dry run (backends.WithDryRun) it decides
-// the same addresses and assigns nothing.
+// the same addresses and assigns nothing; its pools' cursors move on only
+// when the dry run is a step of a plan (backends.WithCarryOn), as the
+// switch's sync would move them.
 func (lb *LoadBalancer) assign(ctx context.Context, req *request) (ips, before []netip.Addr, err error) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
@@ -387,7 +389,10 @@ func (lb *LoadBalancer) assign(ctx context.Context, req *request) (ips, before [
 		before = slices.Clone(h.addrs)
 	}
 	decide := lb.alloc.assign
-	if backends.DryRun(ctx) {
+	switch {
+	case backends.DryRun(ctx) && backends.CarriesOn(ctx):
+		decide = lb.alloc.decide
+	case backends.DryRun(ctx):
 		decide = lb.alloc.dryDecide
 	}
 	for range maxCatchUps {
