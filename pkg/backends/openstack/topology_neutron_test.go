@@ -82,8 +82,12 @@ func (f *neutronFixture) topology(name string) *topology {
 	name = "mccm-test-" + name + "-" + randomID(t)
 	tp := &topology{}
 	tp.External = f.network(name+"-ext", true)
-	tp.ExternalSubnet = f.subnet(tp.External, name+"-ext", externalCIDR, gophercloud.IPv4)
-	tp.ExternalSubnet2 = f.subnet(tp.External, name+"-ext2", externalCIDR2, gophercloud.IPv4)
+	// Neutron gives the router's gateway and every floating IP allocated
+	// without an address a random one of the pool; tests that request an
+	// address by hand take it above the pool (.200 and up), where nothing
+	// random lands first.
+	tp.ExternalSubnet = f.subnet(tp.External, name+"-ext", externalCIDR, gophercloud.IPv4, randomPool(externalCIDR)...)
+	tp.ExternalSubnet2 = f.subnet(tp.External, name+"-ext2", externalCIDR2, gophercloud.IPv4, randomPool(externalCIDR2)...)
 	tp.Internal = f.network(name+"-int", false)
 	tp.SubnetV4 = f.subnet(tp.Internal, name+"-v4", internalCIDR4, gophercloud.IPv4)
 	tp.SubnetV6 = f.subnet(tp.Internal, name+"-v6", internalCIDR6, gophercloud.IPv6)
@@ -116,11 +120,17 @@ func (f *neutronFixture) network(name string, externalNet bool) string {
 	return n.ID
 }
 
-func (f *neutronFixture) subnet(network, name, cidr string, v gophercloud.IPVersion) string {
+// randomPool is the allocation pool of an external /24: .2 to .199.
+func randomPool(cidr string) []subnets.AllocationPool {
+	base := strings.TrimSuffix(cidr, "0/24")
+	return []subnets.AllocationPool{{Start: base + "2", End: base + "199"}}
+}
+
+func (f *neutronFixture) subnet(network, name, cidr string, v gophercloud.IPVersion, pool ...subnets.AllocationPool) string {
 	t := f.t
 	t.Helper()
 	dhcp := false
-	s, err := subnets.Create(context.Background(), f.nc, subnets.CreateOpts{NetworkID: network, Name: name, CIDR: cidr, IPVersion: v, EnableDHCP: &dhcp}).Extract()
+	s, err := subnets.Create(context.Background(), f.nc, subnets.CreateOpts{NetworkID: network, Name: name, CIDR: cidr, IPVersion: v, EnableDHCP: &dhcp, AllocationPools: pool}).Extract()
 	if err != nil {
 		t.Fatalf("creating subnet %s (%s): %v", name, cidr, err)
 	}
