@@ -29,16 +29,16 @@ func (t compactingTargeter) EnsureLoadBalancer(ctx context.Context, clusterName 
 	return t.targeter.EnsureLoadBalancer(ctx, clusterName, svc, kept)
 }
 
-// TestProbe57HandedSliceReusedByTheBackend (review of 58d491a, latent):
-// the decision keeps the very slice the call handed the backend, and
-// LoadBalancerTargetsEnsured answers with it. A backend that reuses its
-// argument (filters or rewrites it in place) changes the fingerprint:
+// TestHandedSliceReusedByTheBackend (review probe s57 of 58d491a, latent):
+// the decision kept the very slice the call handed the backend, and
+// LoadBalancerTargetsEnsured answered with it. A backend that reuses its
+// argument (filters or rewrites it in place) changed the fingerprint:
 // here [a b c] handed, compacted to [b c c] by the backend, remembered as
 // {b, c}, while LoadBalancerTargetsByBackend (targetsOf) says {a, b, c}.
 // No backend of this repository does so today (grep: none reuses its
 // nodes); before 58d491a the fingerprint never read a slice a backend
-// was handed.
-func TestProbe57HandedSliceReusedByTheBackend(t *testing.T) {
+// was handed. The decision now keeps a copy (lifecycle's Decision.hand).
+func TestHandedSliceReusedByTheBackend(t *testing.T) {
 	r := mustRouter(t, testConfig(), Backend{Name: "ips", Scheme: "aws", Cloud: compactingTargeter{targeter{newLBCloud("ips", "198.51.100.1")}}})
 	nodes := []*corev1.Node{
 		newNode("a", withInternalIP("10.0.0.1")),
