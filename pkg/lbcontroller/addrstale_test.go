@@ -13,19 +13,21 @@ import (
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 )
 
-// TestProbe57AddressChangeOfAnUntargetedNodeUpdatesNothing (review of
+// TestAddressChangeOfAnUntargetedNodeUpdatesNothing (review probe s57 of
 // 5344a28): while a Service's first ensure is in flight, the address of
 // a node its load balancer does not target changes (a node with only an
 // ExternalIP: the counttest backend takes only nodes with an InternalIP,
 // as Octavia does). No load balancer of the Service holds that node, so
 // nothing about the Service's load balancer is stale; the router's own
 // address re-sync, which asks each backend (RetargetsOn), queues nothing.
-// The controller's addrGen counts the change of any included node,
-// marks the Service stale, and its next sync calls UpdateLoadBalancer
+// The controller's addrGen counted the change of any included node,
+// marked the Service stale, and its next sync called UpdateLoadBalancer
 // with the same targets: one needless cloud update per Service whose
 // call was in flight during any node's address change (at scale: every
-// Service being created during a rolling node re-addressing).
-func TestProbe57AddressChangeOfAnUntargetedNodeUpdatesNothing(t *testing.T) {
+// Service being created during a rolling node re-addressing). Now only a
+// Service whose load balancers the call handed the re-addressed node is
+// marked (requeueIfNodesChanged: targetLists.readdressed).
+func TestAddressChangeOfAnUntargetedNodeUpdatesNothing(t *testing.T) {
 	registerCountType()
 	objs := append(countNodeObjects(),
 		k8sruntime.Object(utilt.NewNode("ext-only", utilt.WithProviderID(countType+"://ext-only"),
