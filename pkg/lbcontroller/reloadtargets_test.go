@@ -58,17 +58,19 @@ func TestReloadChangingOwnNodesRetargets(t *testing.T) {
 	reloadProbe(t, false)
 }
 
-// TestProbe57ReloadBetweenEnsureAndRemember (review of 58d491a, live
+// TestReloadBetweenEnsureAndRemember (review probe s57 of 58d491a, live
 // reload): the same reload lands after the Service's EnsureLoadBalancer
 // handed counta its nodes on the old configuration and before the
-// controller remembered the targets. The controller then remembers the
-// new configuration's answer (LoadBalancerTargetsEnsured asks again when
-// the Balancer is another: what the call handed is "not used"), which is
-// not what the load balancer was handed. The reload's node change
-// (Reloaded) re-queues the Service, but the fingerprint already equals
-// targetsOf's: the load balancer keeps the old configuration's nodes
-// until this Service's set of targets changes.
-func TestProbe57ReloadBetweenEnsureAndRemember(t *testing.T) {
+// controller remembered the targets. The controller remembered the new
+// configuration's answer (LoadBalancerTargetsEnsured asked again when the
+// Balancer was another: what the call handed was "not used"), which is
+// not what the load balancer was handed: even with a node sync after the
+// reload the fingerprint already equalled targetsOf's, and the load
+// balancer kept the old configuration's nodes until this Service's set
+// of targets changed. The configuration the call ran on now answers, from
+// what it handed; the reload's node change (Reloaded) re-queues the
+// Service, whose sync finds the difference: one UpdateLoadBalancer.
+func TestReloadBetweenEnsureAndRemember(t *testing.T) {
 	reloadProbe(t, true)
 }
 

@@ -73,6 +73,20 @@ func (d *Decision) handedTo(r *Balancer, name string, svc *corev1.Service, nodes
 	return h.targets, true
 }
 
+// handedBy returns the Balancer that chose what the call handed (the
+// configuration it ran on), nil when it handed nothing.
+func (d *Decision) handedBy() *Balancer {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, h := range d.handed {
+		return h.r
+	}
+	return nil
+}
+
 // sameList reports whether a and b are the same list of nodes: the same
 // slice (the nodes the caller handed the call), not merely equal ones.
 func sameList(a, b []*corev1.Node) bool {
