@@ -13,7 +13,9 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/router"
 )
 
 // reloadAfterEnsure is the hooked router whose next EnsureLoadBalancer,
@@ -183,4 +185,45 @@ func TestReloadKeepingTargetsUpdatesNothing(t *testing.T) {
 	ensures, updates, gen = e.cloud.ensures.Load(), e.cloud.updates.Load(), e.ctrl.nodeGen.Load()
 	e.reload(t, withOtherCCMsNodes(countConfig("30s")))
 	quiet("the same config again, after")
+}
+
+// TestNodeTargetsChanged: which reloads count as a node change. The
+// rules compare by what they say, not by their compiled expressions
+// (each Parse compiles its own: reflect.DeepEqual would call every
+// reload with a nodeNameRegex rule a change).
+func TestNodeTargetsChanged(t *testing.T) {
+	registerCountType()
+	parse := func(doc string) *config.CloudConfig {
+		t.Helper()
+		cfg, err := config.Parse([]byte(doc), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	withNodes := func(section string) string { return countConfig("0s") + "nodes:\n" + section }
+	rules := withNodes("  rules:\n  - {backend: counta, nodeNameRegex: '^count-'}\n")
+	for _, tc := range []struct {
+		name       string
+		prev, next string
+		ch         router.Changes
+		want       bool
+	}{
+		{name: "the same config", prev: countConfig("0s"), next: countConfig("0s")},
+		{name: "the drain period", prev: countConfig("0s"), next: countConfig("30s")},
+		{name: "the same rules", prev: rules, next: rules},
+		{name: "nodes.unmanaged", prev: countConfig("0s"), next: withNodes("  unmanaged: ignore\n")},
+		{name: "a backend retuned", prev: countConfig("0s"), next: countConfig("0s"), ch: router.Changes{Retuned: []string{"counta"}}},
+		{name: "targetOtherCCMsNodes", prev: countConfig("0s"), next: withOtherCCMsNodes(countConfig("0s")), want: true},
+		{name: "nodes.platforms set", prev: countConfig("0s"), next: withNodes("  platforms: [" + countType + "]\n"), want: true},
+		{name: "a rule's expression", prev: rules, next: withNodes("  rules:\n  - {backend: counta, nodeNameRegex: '^worker-'}\n"), want: true},
+		{name: "a backend added", prev: countConfig("0s"), next: countConfig("0s"), ch: router.Changes{Added: []string{"countc"}}, want: true},
+		{name: "a backend rebuilt", prev: countConfig("0s"), next: countConfig("0s"), ch: router.Changes{Rebuilt: []string{"counta"}}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nodeTargetsChanged(parse(tc.prev), parse(tc.next), tc.ch); got != tc.want {
+				t.Errorf("nodeTargetsChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
