@@ -137,7 +137,8 @@ type Controller struct {
 	nodeGen atomic.Uint64
 	// addrGen counts the changes of included nodes' target addresses
 	// (addressesChanged); addrStale holds the Services a call was in
-	// flight for meanwhile (see requeueIfNodesChanged), until a sync takes
+	// flight for meanwhile whose load balancers it handed a node whose
+	// addresses changed (see requeueIfNodesChanged), until a sync takes
 	// the mark.
 	addrGen   atomic.Uint64
 	addrStale map[string]bool

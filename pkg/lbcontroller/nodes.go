@@ -141,32 +141,88 @@ type EnsuredTargeter interface {
 
 // ensuredTargets is targetsOf(svc, nodes) after a successful
 // EnsureLoadBalancer of svc with nodes whose decision is dec: the same
-// fingerprint, from what the call handed each backend when the cloud
-// keeps it (EnsuredTargeter), else targetsOf's.
-func (c *Controller) ensuredTargets(dec *router.Decision, svc *corev1.Service, nodes []*corev1.Node) nodeSet {
+// targets, from what the call handed each backend when the cloud keeps
+// it (EnsuredTargeter), else targetsOf's.
+func (c *Controller) ensuredTargets(dec *router.Decision, svc *corev1.Service, nodes []*corev1.Node) targetLists {
 	t, ok := c.cloud.(EnsuredTargeter)
 	if !ok {
-		return c.targetsOf(svc, nodes)
+		return c.targetListsOf(svc, nodes)
 	}
 	if by := t.LoadBalancerTargetsEnsured(dec, svc, nodes); by != nil {
-		return setOfByBackend(by)
+		return targetLists{by: by}
 	}
-	return setOf(nodes)
+	return targetLists{all: nodes}
 }
 
 // targetsOf is the set of nodes the Service's load balancer targets among
 // nodes, and, with a BackendTargeter, which backend targets each.
 func (c *Controller) targetsOf(svc *corev1.Service, nodes []*corev1.Node) nodeSet {
+	return c.targetListsOf(svc, nodes).set()
+}
+
+// targetListsOf lists the nodes the Service's load balancer targets
+// among nodes (see targetsOf).
+func (c *Controller) targetListsOf(svc *corev1.Service, nodes []*corev1.Node) targetLists {
 	if t, ok := c.cloud.(BackendTargeter); ok {
 		if by := t.LoadBalancerTargetsByBackend(svc, nodes); by != nil {
-			return setOfByBackend(by)
+			return targetLists{by: by}
 		}
-		return setOf(nodes)
+		return targetLists{all: nodes}
 	}
 	if t, ok := c.cloud.(Targeter); ok {
-		return setOf(t.LoadBalancerTargets(svc, nodes))
+		return targetLists{all: t.LoadBalancerTargets(svc, nodes)}
 	}
-	return setOf(nodes)
+	return targetLists{all: nodes}
+}
+
+// targetLists are the nodes a Service's load balancers target among a
+// list of nodes: by backend (a BackendTargeter's answer), else as one
+// list. They hold the node objects as listed: the addresses the load
+// balancers were handed.
+type targetLists struct {
+	by  map[string][]*corev1.Node
+	all []*corev1.Node
+}
+
+// set is the lists' fingerprint.
+func (t targetLists) set() nodeSet {
+	if t.by != nil {
+		return setOfByBackend(t.by)
+	}
+	return setOf(t.all)
+}
+
+// readdressed reports whether a node among the targets has, in the
+// lister now (current), other target addresses than the copy listed. A
+// target since deleted, or no longer included, is no address change: the
+// set of targets changed, which the fingerprint compares.
+func (t targetLists) readdressed(current func(name string) *corev1.Node) bool {
+	changed := func(nodes []*corev1.Node) bool {
+		for _, n := range nodes {
+			if cur := current(n.Name); cur != nil && cur != n && addressesChanged(n, cur) {
+				return true
+			}
+		}
+		return false
+	}
+	if t.by == nil {
+		return changed(t.all)
+	}
+	for _, nodes := range t.by {
+		if changed(nodes) {
+			return true
+		}
+	}
+	return false
+}
+
+// currentNode is the lister's copy of the node, nil when it has none.
+func (c *Controller) currentNode(name string) *corev1.Node {
+	n, err := c.nodes.Get(name)
+	if err != nil {
+		return nil
+	}
+	return n
 }
 
 // nodesChanged counts a node change and opens a batch of node changes, or
@@ -194,15 +250,16 @@ func (c *Controller) listTargets() ([]*corev1.Node, listedAt, error) {
 
 // requeueIfNodesChanged queues the Service again when a node changed
 // since its sync listed the nodes (at, from listTargets). It is called
-// after the sync recorded the targets it handed the cloud. A flush that
-// ran while the call was in flight compared the nodes with the targets
-// recorded before the call: a node excluded meanwhile, back to what was
-// recorded then, looked like no change, and the call then recorded the
-// list it took before the exclusion, so the load balancer kept the node
-// until the next repair pass (for ever with a resync period of 0). The
-// queued sync compares the recorded targets with the nodes now and
-// updates the load balancer only if they differ. A change counted after
-// this check is flushed later, against the targets just recorded.
+// after the sync recorded the targets it handed the cloud (handed). A
+// flush that ran while the call was in flight compared the nodes with
+// the targets recorded before the call: a node excluded meanwhile, back
+// to what was recorded then, looked like no change, and the call then
+// recorded the list it took before the exclusion, so the load balancer
+// kept the node until the next repair pass (for ever with a resync
+// period of 0). The queued sync compares the recorded targets with the
+// nodes now and updates the load balancer only if they differ. A change
+// counted after this check is flushed later, against the targets just
+// recorded.
 //
 // A node's address that changed while the call was in flight may have
 // reached the load balancer as it was (AWS IP targets, Octavia members):
@@ -211,15 +268,25 @@ func (c *Controller) listTargets() ([]*corev1.Node, listedAt, error) {
 // and its address re-sync queues only Services whose record its
 // informer has seen, which may lag the controller's own write of it
 // (TestProbeAddressChangeDuringFirstEnsure, under load: the address
-// never reached the NLB). The queued sync then updates the load balancer
-// with the nodes now even though the set of targets is the same
-// (addrStale, retarget); the backend's update changes nothing if the
-// address did reach it.
-func (c *Controller) requeueIfNodesChanged(key string, at listedAt) {
+// never reached the NLB). When a node the call handed one of the
+// Service's load balancers has other addresses now (handed.readdressed),
+// the queued sync updates the load balancer with the nodes now even
+// though the set of targets is the same (addrStale, retarget); the
+// backend's update changes nothing if the address did reach it. The
+// address change of a node none of its load balancers was handed marks
+// nothing: the queued sync compares the targets (the node may have
+// become one) and updates nothing when they are the same (before, any
+// included node's address change during the call cost the Service an
+// UpdateLoadBalancer: TestAddressChangeOfAnUntargetedNodeUpdatesNothing).
+// The check is a lister lookup per target, made only when an address
+// changed during the call.
+func (c *Controller) requeueIfNodesChanged(key string, at listedAt, handed targetLists) {
 	if c.addrGen.Load() != at.addrs {
-		c.mu.Lock()
-		c.addrStale[key] = true
-		c.mu.Unlock()
+		if handed.readdressed(c.currentNode) {
+			c.mu.Lock()
+			c.addrStale[key] = true
+			c.mu.Unlock()
+		}
 		c.queue.Add(key)
 		return
 	}
@@ -238,16 +305,16 @@ func (c *Controller) takeAddrStale(key string) bool {
 	return stale
 }
 
-// recordTargets records set as the targets the Service's load balancer was
+// recordTargets records ts as the targets the Service's load balancer was
 // given by an update that listed the nodes at at, then queues the Service
 // again if a node changed since (requeueIfNodesChanged).
-func (c *Controller) recordTargets(key string, set nodeSet, at listedAt) {
+func (c *Controller) recordTargets(key string, ts targetLists, at listedAt) {
 	c.mu.Lock()
 	if cur, ok := c.state[key]; ok {
-		cur.nodes = set
+		cur.nodes = ts.set()
 	}
 	c.mu.Unlock()
-	c.requeueIfNodesChanged(key, at)
+	c.requeueIfNodesChanged(key, at, ts)
 }
 
 // flushNodes closes the batch and queues the Services whose targets differ

@@ -30,11 +30,27 @@ import (
 // sync). The Services the router names in ch.Rerouted are re-synced too
 // when the controller serves them. A full sync of a Service whose load
 // balancer is already right makes no mutating cloud call.
+//
+// A reload that may change which nodes a backend targets (configDiff's
+// nodeTargets: loadBalancer.targetOtherCCMsNodes, the nodes section, a
+// backend added, removed, rebuilt or reconfigured) is a node change too
+// (nodesChanged): the batch's flush compares every served Service's
+// targets, on the configuration now in use, with those its load
+// balancers were given, and updates those that differ, once each; a
+// call in flight meanwhile re-queues its Service (requeueIfNodesChanged).
+// Before, no load balancer was re-targeted until some node changed
+// (TestReloadChangingOwnNodesRetargets: gce-1, another CCM's node, never
+// joined after targetOtherCCMsNodes was turned on). A reload that changes
+// none of those is no node change: no pass over the Services, no cloud
+// call (TestReloadKeepingTargetsUpdatesNothing).
 func (c *Controller) Reloaded(prev, next *config.CloudConfig, ch router.Changes) {
 	if prev == nil || next == nil {
 		return
 	}
 	d := diffConfigs(prev, next, ch)
+	if d.nodeTargets {
+		c.nodesChanged()
+	}
 	all, err := c.services.List(labels.Everything())
 	if err != nil {
 		return
@@ -69,6 +85,9 @@ type configDiff struct {
 	// defaultChanged: loadBalancer.defaultBackend names another backend.
 	defaultChanged bool
 	defaultBackend string
+	// nodeTargets: the reload may change which nodes a backend targets
+	// (see nodeTargetsChanged).
+	nodeTargets bool
 }
 
 func diffConfigs(prev, next *config.CloudConfig, ch router.Changes) configDiff {
@@ -77,6 +96,7 @@ func diffConfigs(prev, next *config.CloudConfig, ch router.Changes) configDiff {
 		backends:       sets.New(ch.Added...).Insert(ch.Rebuilt...).Insert(ch.Reconfigured...),
 		defaultChanged: prev.LoadBalancer.DefaultBackend != next.LoadBalancer.DefaultBackend,
 		defaultBackend: next.LoadBalancer.DefaultBackend,
+		nodeTargets:    nodeTargetsChanged(prev, next, ch),
 	}
 	for _, nc := range next.LoadBalancer.Classes {
 		pc, ok := prev.LoadBalancer.Class(nc.Name)
@@ -85,6 +105,27 @@ func diffConfigs(prev, next *config.CloudConfig, ch router.Changes) configDiff {
 		}
 	}
 	return d
+}
+
+// nodeTargetsChanged reports whether a reload may change which nodes a
+// backend's load balancers target (the router's OwnNodes and Targetable):
+// loadBalancer.targetOtherCCMsNodes, the platforms served (nodes.platforms,
+// nodes.schemes, and the backends configured, whose types are platforms),
+// whose node a node without providerID is (nodes.rules), or a backend's
+// own settings (rebuilt or reconfigured; a retuned backend's change
+// concerns none of its load balancers). nodes.unmanaged changes no
+// target.
+func nodeTargetsChanged(prev, next *config.CloudConfig, ch router.Changes) bool {
+	if len(ch.Added)+len(ch.Removed)+len(ch.Rebuilt)+len(ch.Reconfigured) > 0 {
+		return true
+	}
+	p, n := prev.Nodes, next.Nodes
+	return prev.LoadBalancer.TargetOtherCCMsNodes != next.LoadBalancer.TargetOtherCCMsNodes ||
+		!slices.Equal(p.Platforms, n.Platforms) || (p.Platforms == nil) != (n.Platforms == nil) ||
+		!slices.Equal(p.Schemes, n.Schemes) ||
+		!slices.EqualFunc(p.Rules, n.Rules, func(a, b config.NodeRule) bool {
+			return a.Backend == b.Backend && a.NodeNameRegex == b.NodeNameRegex && maps.Equal(a.MatchLabels, b.MatchLabels)
+		})
 }
 
 // concerns reports whether the reload changed the Service's routing.

@@ -556,9 +556,11 @@ func (rl *Reloadable) LoadBalancerTargetsByBackend(service *corev1.Service, node
 	return g.r.LoadBalancerTargetsByBackend(service, nodes)
 }
 
-// LoadBalancerTargetsEnsured answers on the configuration in use: what
-// an EnsureLoadBalancer on a configuration since replaced handed its
-// backends is not used.
+// LoadBalancerTargetsEnsured answers on the configuration in use, except
+// for an EnsureLoadBalancer that ran on a configuration since replaced:
+// that configuration answers, from what the call handed its backends
+// (lifecycle.Balancer.LoadBalancerTargetsEnsured), which is what the load
+// balancers hold.
 func (rl *Reloadable) LoadBalancerTargetsEnsured(dec *Decision, service *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
 	g := rl.acquire()
 	defer g.release()

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"maps"
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -31,16 +32,28 @@ type handedNodes struct {
 
 // hand records that the sync handed backend name targets, chosen among
 // nodes for svc by r.
+//
+// The rule: the decision never keeps a slice a backend is handed. A
+// backend owns the nodes argument of its call (upstream's service
+// controller builds one for each call, and nothing in the cloudprovider
+// contract forbids a provider filtering or reordering it in place), so
+// hand keeps a copy of targets, taken before the call: one slice of
+// pointers per backend and sync, against the fingerprint reading
+// whatever the backend left in its argument (TestHandedSliceReusedByTheBackend).
+// nodes, the caller's list, is never handed to a backend (each is handed
+// its own Targetable list), so it is kept as it is: sameList compares it
+// by identity.
 func (d *Decision) hand(r *Balancer, name string, svc *corev1.Service, nodes, targets []*corev1.Node) {
 	if d == nil {
 		return
 	}
+	kept := slices.Clone(targets)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.handed == nil {
 		d.handed = map[string]handedNodes{}
 	}
-	d.handed[name] = handedNodes{r: r, svc: svc, nodes: nodes, targets: targets}
+	d.handed[name] = handedNodes{r: r, svc: svc, nodes: nodes, targets: kept}
 }
 
 // handedTo returns the nodes the sync handed backend name when they are
@@ -58,6 +71,20 @@ func (d *Decision) handedTo(r *Balancer, name string, svc *corev1.Service, nodes
 		return nil, false
 	}
 	return h.targets, true
+}
+
+// handedBy returns the Balancer that chose what the call handed (the
+// configuration it ran on), nil when it handed nothing.
+func (d *Decision) handedBy() *Balancer {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, h := range d.handed {
+		return h.r
+	}
+	return nil
 }
 
 // sameList reports whether a and b are the same list of nodes: the same

@@ -281,7 +281,19 @@ func (r *Balancer) LoadBalancerTargetsByBackend(service *corev1.Service, nodes [
 // changed since in what a backend targets by) are asked. The same answer,
 // with one CanTarget per node and backend fewer. A nil d asks every
 // backend.
+//
+// A call that ran on another configuration (a reload replaced it while
+// the call was in flight, before its caller asked this) is answered by
+// that configuration, from what the call handed: the load balancers
+// hold what it chose, not what this one would. Before, the answer was
+// this configuration's, the caller recorded targets no load balancer was
+// handed, and its comparison with the targets now (a node sync after the
+// reload) found nothing to update (TestReloadBetweenEnsureAndRemember).
+// Now that comparison finds the difference and updates them.
 func (r *Balancer) LoadBalancerTargetsEnsured(d *Decision, service *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
+	if ran := d.handedBy(); ran != nil && ran != r {
+		return ran.LoadBalancerTargetsEnsured(d, service, nodes)
+	}
 	service = r.withClassDefaults(service)
 	bs, _, err := r.updateTargets(service)
 	if err != nil || len(bs) == 0 {
