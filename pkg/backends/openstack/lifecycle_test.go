@@ -29,8 +29,11 @@ func uninitialised(n *corev1.Node) {
 // region label InstanceMetadata had set, are never deleted though this
 // region's Nova answers 404 for their servers; nor is the Node of a server
 // Nova reports UNKNOWN. The Node of a RegionOne server Nova answers 404 for
-// is deleted, which shows the controller ran.
+// is deleted, which shows the controller ran. Beside the other tests (its
+// fake, backend and API server are its own): it waits on the
+// controllers' rounds for seconds.
 func TestNodeLifecycleKeepsOtherRegionsNodes(t *testing.T) {
+	t.Parallel()
 	f := NewFakeOpenStack(t)
 	standardServers(f)
 	f.AddServer(FakeNovaServer{ID: uuidU, Name: "vm-u", Zone: "az-1", Flavor: "m1.small", Status: statusUnknown})

@@ -48,8 +48,12 @@ func octaviaClient(t *testing.T, s *openstack.Settings) *gophercloud.ServiceClie
 // PENDING_DELETE was shown while it was being deleted. Before, the
 // router's sync failed on the delete's "being deleted, retry" before the
 // status was written, and the Service showed the VIP for as long as the
-// delete took, and until the retry after it.
+// delete took, and until the retry after it. Beside the other tests: its
+// cluster ID (so its load balancer), proxies and fake API server are its
+// own, and no outage makes upstream's controller back off (a retry from
+// the backend comes back after its retry delay).
 func TestMovedOffOctaviaShowsNoVIPBeingDeleted(t *testing.T) {
+	t.Parallel()
 	bm := node("bm-1", "baremetal://bm-1", true, false)
 	bm.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.41"}}
 	e := newEnv(t, bm)

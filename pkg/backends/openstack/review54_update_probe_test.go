@@ -114,13 +114,17 @@ func waitRetry(c *Cloud) {
 // could not be made) or sent with its answer lost, is an error that is
 // not a retry nor a user error; the update called again converges both
 // pools, with one batch update per pool in all (the lost answer's call
-// landed: it is not made again).
+// landed: it is not made again). Both cases side by side, beside the
+// other tests: each has its own backend, fault transport (its counts are
+// its own client's) and Service.
 func TestReview54UpdateFailingHalfWay(t *testing.T) {
+	t.Parallel()
 	if !haveRealOctavia() {
 		realOctavia(t)
 	}
 	for _, lose := range []bool{false, true} {
 		t.Run(map[bool]string{false: "never sent", true: "answer lost"}[lose], func(t *testing.T) {
+			t.Parallel()
 			c := newConformance(t, true)
 			lb := c.cloud.lb
 			n1, n2 := newNode("n1", withInternalIP("10.4.13.1")), newNode("n2", withInternalIP("10.4.13.2"))
