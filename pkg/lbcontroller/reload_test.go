@@ -88,11 +88,18 @@ func TestReloadServesAddedClass(t *testing.T) {
 		if ip := ingress(s); !strings.HasPrefix(ip, "198.51.100.") {
 			return fmt.Errorf("address %q", ip)
 		}
+		// The address shows before the move is done: served-by names
+		// the new backend in the sync after (write 2).
+		if by := s.Annotations[string(annotation.LoadBalancerServedBy)]; by != "metal2" {
+			return fmt.Errorf("served by %q", by)
+		}
 		return nil
 	})
 
+	// The move's last sync (its conditions naming metal2 alone) may still
+	// ensure: count from when the ensures stop.
+	ensures := quietEnsures(t, e)
 	webIP := ingress(e.get(t, "web"))
-	ensures := e.cloud.ensures.Load()
 	e.reload(t, twoMetals(`[{name: `+addedClass+`, backend: metal2}]`))
 	time.Sleep(300 * time.Millisecond) // nothing may happen: no condition to wait for
 	if n := e.cloud.ensures.Load(); n != ensures {
@@ -101,6 +108,23 @@ func TestReloadServesAddedClass(t *testing.T) {
 	if s := e.get(t, "web"); ingress(s) != webIP {
 		t.Errorf("removing its class changed web's address from %s to %q", webIP, ingress(s))
 	}
+}
+
+// quietEnsures waits until the controller has made no EnsureLoadBalancer
+// for 300 ms, and returns how many it made.
+func quietEnsures(t *testing.T, e *env) int32 {
+	t.Helper()
+	last, since := e.cloud.ensures.Load(), time.Now()
+	eventually(t, "the ensures stopped", func() error {
+		if n := e.cloud.ensures.Load(); n != last {
+			last, since = n, time.Now()
+		}
+		if time.Since(since) < 300*time.Millisecond {
+			return fmt.Errorf("%d ensures, still moving", last)
+		}
+		return nil
+	})
+	return last
 }
 
 // TestReloadConcernsOnlyItsServices: a reload that changes nothing a
