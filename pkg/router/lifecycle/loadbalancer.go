@@ -223,7 +223,7 @@ func (r *Balancer) UpdateLoadBalancer(ctx context.Context, clusterName string, s
 				continue
 			}
 			r.recordServiceError(ctx, service, err)
-			errs = append(errs, fmt.Errorf("backend %s: %w", b.Name, err))
+			errs = append(errs, err) // the member named its backend and call (backend.Member.wrap)
 			continue
 		}
 		r.requeueIfStale(ctx, service, b, nodes)

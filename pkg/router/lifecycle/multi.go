@@ -185,7 +185,7 @@ func (r *Balancer) partialFailure(ctx context.Context, service *corev1.Service, 
 		} else {
 			r.Warn(ctx, svcstate.ServiceRef(service), ReasonBackendFailed, msg)
 		}
-		errs = append(errs, fmt.Errorf("backend %s: %w", targets[i].Name, a.err))
+		errs = append(errs, a.err) // the member named its backend and call (backend.Member.wrap)
 	}
 	ok, refused := mergeStatus(answers), r.refusedShown(service, targets, answers)
 	if len(ok.Ingress) > 0 || len(refused) > 0 {
