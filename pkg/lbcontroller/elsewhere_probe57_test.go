@@ -21,6 +21,7 @@ func TestProbe57EnsuredFingerprintWithAHandedOverBackend(t *testing.T) {
 		utilt.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-type", "external"),
 		utilt.WithAnnotation("service.beta.kubernetes.io/aws-load-balancer-nlb-target-type", "ip")))
 	waitFor(t, time.Minute, "web served by counta", synced(e, t, "web", 1))
+	quietFor(t, "web", a)
 	onePass(t, a, "counta", "web", 0)
 	sameFingerprint(t, e, "web")
 }

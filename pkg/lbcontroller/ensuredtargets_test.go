@@ -124,6 +124,44 @@ func (c *countCloud) ensured(svc string) int {
 	return c.ensures[svc]
 }
 
+// activity counts the questions and ensures the backend had for the
+// Service since its counts were last taken.
+func (c *countCloud) activity(svc string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.ensures[svc]
+	for k, v := range c.asked {
+		if strings.HasPrefix(k, svc+"/") {
+			n += v
+		}
+	}
+	return n
+}
+
+// quietFor waits until none of cs was asked about svc, or ensured it, for
+// 500 ms: a sync the last one queued (its own write's event) may be asking
+// when the Service already shows it was synced.
+func quietFor(t *testing.T, svc string, cs ...*countCloud) {
+	t.Helper()
+	total := func() int {
+		n := 0
+		for _, c := range cs {
+			n += c.activity(svc)
+		}
+		return n
+	}
+	last, since := total(), time.Now()
+	waitFor(t, 30*time.Second, svc+"'s syncs done", func() error {
+		if n := total(); n != last {
+			last, since = n, time.Now()
+		}
+		if time.Since(since) < 500*time.Millisecond {
+			return fmt.Errorf("%d questions and ensures, still moving", last)
+		}
+		return nil
+	})
+}
+
 func countBackend(t *testing.T, ip string) *countCloud {
 	t.Helper()
 	v, ok := countClouds.Load(ip)
@@ -272,6 +310,9 @@ func TestEnsureAsksEachBackendAboutEachNodeOnce(t *testing.T) {
 	waitFor(t, 30*time.Second, "one served", synced(e, t, "one", 1))
 	waitFor(t, 30*time.Second, "both served", synced(e, t, "both", 2))
 	waitFor(t, 30*time.Second, "classed served", synced(e, t, "classed", 2))
+	for _, svc := range []string{"one", "both", "classed"} {
+		quietFor(t, svc, a, b)
+	}
 	onePass(t, a, "counta", "one", 0)
 	if got, _ := b.passes("one", countNodes); slices.Max(got) != 0 {
 		t.Errorf("one: countb, which does not serve it, was asked %v times", got)
@@ -294,6 +335,7 @@ func TestEnsuredFingerprintOfADrainingService(t *testing.T) {
 	a, b := countBackend(t, countAIP), countBackend(t, countBIP)
 	e.create(t, utilt.NewService("web"))
 	waitFor(t, 30*time.Second, "web served by counta", synced(e, t, "web", 1))
+	quietFor(t, "web", a, b)
 	onePass(t, a, "counta", "web", 0)
 	sameFingerprint(t, e, "web")
 	e.edit(t, "web", map[string]*string{"multicloud-ccm.io/load-balancer-backend": ptrTo("countb")})
@@ -309,7 +351,9 @@ func TestEnsuredFingerprintOfADrainingService(t *testing.T) {
 	})
 	// The move's full sync (and, once it wrote the drain's start, another:
 	// the conditions) hands countb its targets and the draining counta
-	// its own.
+	// its own. The second may still be asking when the first shows
+	// synced: count once both are done.
+	quietFor(t, "web", a, b)
 	syncs := b.ensured("web")
 	onePass(t, a, "counta", "web", syncs)
 	onePass(t, b, "countb", "web", syncs)
@@ -331,6 +375,7 @@ func TestEnsuredFingerprintWithTargetNodeLabels(t *testing.T) {
 	if got, want := ipTargets(running), []string{"10.0.1.1", "10.0.1.3"}; !slices.Equal(got, want) {
 		t.Errorf("NLB targets %v, want %v (the nodes labelled pool=web)", got, want)
 	}
+	quietFor(t, "web", a)
 	onePass(t, a, "counta", "web", 0)
 	sameFingerprint(t, e, "web")
 }
