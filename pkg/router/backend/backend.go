@@ -132,6 +132,13 @@ func (b *Member) wrap(op operation, err error) error {
 	return fmt.Errorf("backend %s: %s: %w", b.Name, op, err)
 }
 
+// Unnamed is err's message without the "backend <name>: " wrap puts
+// first, for a message that names the backend itself ("Backend a cannot
+// serve ...: EnsureLoadBalancer: connection refused").
+func (b *Member) Unnamed(err error) string {
+	return strings.TrimPrefix(err.Error(), "backend "+b.Name+": ")
+}
+
 // Owns reports whether node is one of this backend's own nodes: its
 // backend label names this backend, or it has no such label and its
 // providerID carries the backend's scheme.

@@ -166,11 +166,11 @@ func (r *Balancer) retargetDraining(ctx context.Context, clusterName string, svc
 			// The user fixes it, and that change syncs the Service again;
 			// a retry until then would hold back the move the drain is for
 			// (review probe TestReview54DrainingUpdateFailureHoldsBackTheMove).
-			r.Warn(ctx, svcstate.ServiceRef(svc), ReasonBackendFailed, fmt.Sprintf("Cannot update the nodes of the load balancer draining in backend %s: %v; it drains with the nodes it had", b.Name, err))
+			r.Warn(ctx, svcstate.ServiceRef(svc), ReasonBackendFailed, fmt.Sprintf("Cannot update the nodes of the load balancer draining in backend %s: %s; it drains with the nodes it had", b.Name, b.Unnamed(err)))
 			continue
 		}
-		r.Warn(ctx, svcstate.ServiceRef(svc), ReasonBackendFailed, fmt.Sprintf("Cannot yet update the nodes of the load balancer draining in backend %s: %v", b.Name, err))
-		errs = append(errs, fmt.Errorf("backend %s (draining): updating its nodes: %w", b.Name, err))
+		r.Warn(ctx, svcstate.ServiceRef(svc), ReasonBackendFailed, fmt.Sprintf("Cannot yet update the nodes of the load balancer draining in backend %s: %s", b.Name, b.Unnamed(err)))
+		errs = append(errs, fmt.Errorf("updating the nodes of the load balancer draining: %w", err)) // err names the backend (backend.Member.wrap)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, errors.Join(errs...))

@@ -172,7 +172,7 @@ func (r *Balancer) partialFailure(ctx context.Context, service *corev1.Service, 
 			continue
 		}
 		r.recordServiceError(ctx, service, a.err)
-		msg := fmt.Sprintf("Backend %s cannot serve the load balancer yet (the other backends' addresses stay in the status): %v", targets[i].Name, a.err)
+		msg := fmt.Sprintf("Backend %s cannot serve the load balancer yet (the other backends' addresses stay in the status): %s", targets[i].Name, targets[i].Unnamed(a.err))
 		var pending *api.RetryError
 		if errors.As(a.err, &pending) {
 			// Still provisioning (Octavia's PENDING_CREATE, an NLB
