@@ -90,6 +90,14 @@ type reloadingCloud struct {
 // load balancers target, to re-sync only those whose targets change.
 var _ lbcontroller.Targeter = reloadingCloud{}
 
+// And which backends target which nodes, what an ensure handed each, and
+// whether a node's address change changes a backend's load balancer.
+var (
+	_ lbcontroller.BackendTargeter   = reloadingCloud{}
+	_ lbcontroller.EnsuredTargeter   = reloadingCloud{}
+	_ lbcontroller.AddressRetargeter = reloadingCloud{}
+)
+
 // Initialize initialises the provider and starts watching the files.
 func (c reloadingCloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.Reloadable.Initialize(clientBuilder, stop)

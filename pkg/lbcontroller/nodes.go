@@ -128,6 +128,15 @@ type BackendTargeter interface {
 	LoadBalancerTargetsByBackend(svc *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node
 }
 
+// AddressRetargeter says whether a node's address change, from old to
+// node, changes the Service's load balancer in the named backend (the
+// router: the backend can target the node and reaches it by address; an
+// NLB of instance targets does not). Without it every address change of
+// a target counts.
+type AddressRetargeter interface {
+	RetargetsOnAddressChange(svc *corev1.Service, backend string, old, node *corev1.Node) bool
+}
+
 // EnsuredTargeter is a BackendTargeter that answers for the Service a
 // successful EnsureLoadBalancer just served, with the nodes handed to it,
 // from what that call handed each backend (the router): the answer of
@@ -193,27 +202,44 @@ func (t targetLists) set() nodeSet {
 }
 
 // readdressed reports whether a node among the targets has, in the
-// lister now (current), other target addresses than the copy listed. A
-// target since deleted, or no longer included, is no address change: the
-// set of targets changed, which the fingerprint compares.
-func (t targetLists) readdressed(current func(name string) *corev1.Node) bool {
-	changed := func(nodes []*corev1.Node) bool {
+// lister now (current), other target addresses than the copy listed, that
+// its backend reaches it by (retargets; nil: every backend). A target
+// since deleted, or no longer included, is no address change: the set of
+// targets changed, which the fingerprint compares.
+func (t targetLists) readdressed(current func(name string) *corev1.Node, retargets func(backend string, old, node *corev1.Node) bool) bool {
+	changed := func(backend string, nodes []*corev1.Node) bool {
 		for _, n := range nodes {
-			if cur := current(n.Name); cur != nil && cur != n && addressesChanged(n, cur) {
+			cur := current(n.Name)
+			if cur == nil || cur == n || !addressesChanged(n, cur) {
+				continue
+			}
+			if backend == "" || retargets == nil || retargets(backend, n, cur) {
 				return true
 			}
 		}
 		return false
 	}
 	if t.by == nil {
-		return changed(t.all)
+		return changed("", t.all)
 	}
-	for _, nodes := range t.by {
-		if changed(nodes) {
+	for backend, nodes := range t.by {
+		if changed(backend, nodes) {
 			return true
 		}
 	}
 	return false
+}
+
+// retargetsOf is readdressed's question for svc: the cloud's
+// AddressRetargeter, nil without one.
+func (c *Controller) retargetsOf(svc *corev1.Service) func(backend string, old, node *corev1.Node) bool {
+	t, ok := c.cloud.(AddressRetargeter)
+	if !ok || svc == nil {
+		return nil
+	}
+	return func(backend string, old, node *corev1.Node) bool {
+		return t.RetargetsOnAddressChange(svc, backend, old, node)
+	}
 }
 
 // currentNode is the lister's copy of the node, nil when it has none.
@@ -277,12 +303,15 @@ func (c *Controller) listTargets() ([]*corev1.Node, listedAt, error) {
 // nothing: the queued sync compares the targets (the node may have
 // become one) and updates nothing when they are the same (before, any
 // included node's address change during the call cost the Service an
-// UpdateLoadBalancer: TestAddressChangeOfAnUntargetedNodeUpdatesNothing).
+// UpdateLoadBalancer: TestAddressChangeOfAnUntargetedNodeUpdatesNothing),
+// nor does one of a node its backend reaches by providerID, not address
+// (an NLB's instance targets: the router's AddressRetargeter says so;
+// TestProbe59AddressChangeOfAnInstanceTargetUpdatesNothing failed before).
 // The check is a lister lookup per target, made only when an address
 // changed during the call.
-func (c *Controller) requeueIfNodesChanged(key string, at listedAt, handed targetLists) {
+func (c *Controller) requeueIfNodesChanged(key string, svc *corev1.Service, at listedAt, handed targetLists) {
 	if c.addrGen.Load() != at.addrs {
-		if handed.readdressed(c.currentNode) {
+		if handed.readdressed(c.currentNode, c.retargetsOf(svc)) {
 			c.mu.Lock()
 			c.addrStale[key] = true
 			c.mu.Unlock()
@@ -308,13 +337,13 @@ func (c *Controller) takeAddrStale(key string) bool {
 // recordTargets records ts as the targets the Service's load balancer was
 // given by an update that listed the nodes at at, then queues the Service
 // again if a node changed since (requeueIfNodesChanged).
-func (c *Controller) recordTargets(key string, ts targetLists, at listedAt) {
+func (c *Controller) recordTargets(key string, svc *corev1.Service, ts targetLists, at listedAt) {
 	c.mu.Lock()
 	if cur, ok := c.state[key]; ok {
 		cur.nodes = ts.set()
 	}
 	c.mu.Unlock()
-	c.requeueIfNodesChanged(key, at, ts)
+	c.requeueIfNodesChanged(key, svc, at, ts)
 }
 
 // flushNodes closes the batch and queues the Services whose targets differ

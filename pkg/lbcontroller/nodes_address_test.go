@@ -157,3 +157,7 @@ func TestAddressAfterProviderIDReachesClassedIPTargets(t *testing.T) {
 		return fmt.Errorf("IP targets %v", ipTargets(f))
 	})
 }
+
+func (c routerTargets) RetargetsOnAddressChange(svc *corev1.Service, backend string, old, node *corev1.Node) bool {
+	return c.routerCloud.(AddressRetargeter).RetargetsOnAddressChange(svc, backend, old, node) //nolint:forcetypeassert // the router is an AddressRetargeter.
+}

@@ -238,7 +238,7 @@ func (c *Controller) ensure(ctx context.Context, key string, svc *corev1.Service
 	}
 	handed := c.ensuredTargets(dec, svc, nodes)
 	c.remember(key, svc, seen, handed.set())
-	c.requeueIfNodesChanged(key, gen, handed)
+	c.requeueIfNodesChanged(key, svc, gen, handed)
 
 	what, from := changes(), backends.ChangedBackends(ectx)
 	if prior && same {
@@ -300,7 +300,7 @@ func (c *Controller) retarget(ctx context.Context, key string, svc *corev1.Servi
 		c.failed(key, false, nil, nil)
 		return false, err
 	}
-	c.recordTargets(key, ts, gen)
+	c.recordTargets(key, svc, ts, gen)
 	klog.FromContext(ctx).V(2).Info("Updated the load balancer's targets", "targets", set.len())
 	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", set.len()))
 	return true, nil
@@ -337,7 +337,7 @@ func (c *Controller) retargetFailed(ctx context.Context, key string, svc *corev1
 		}
 		return
 	}
-	c.recordTargets(key, ts, gen)
+	c.recordTargets(key, svc, ts, gen)
 	logger.V(2).Info("Updated the targets of the load balancers the Service keeps while its sync fails", "targets", set.len())
 	c.event(svc, corev1.EventTypeNormal, "UpdatedLoadBalancer", fmt.Sprintf("Updated load balancer with new hosts (%d)", set.len()))
 }

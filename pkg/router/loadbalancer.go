@@ -56,6 +56,13 @@ func (r *Router) LoadBalancerTargetsByBackend(service *corev1.Service, nodes []*
 	return r.lb.LoadBalancerTargetsByBackend(service, nodes)
 }
 
+// RetargetsOnAddressChange reports whether a node's address change
+// changes the Service's load balancer in the named backend (see
+// lifecycle.Balancer.RetargetsOnAddressChange).
+func (r *Router) RetargetsOnAddressChange(service *corev1.Service, backendName string, old, node *corev1.Node) bool {
+	return r.lb.RetargetsOnAddressChange(service, backendName, old, node)
+}
+
 // LoadBalancerTargetsEnsured is LoadBalancerTargetsByBackend for the
 // Service and nodes of a successful EnsureLoadBalancer whose decision is
 // dec (DecisionForWrite), answered from the nodes that call handed each

@@ -556,6 +556,13 @@ func (rl *Reloadable) LoadBalancerTargetsByBackend(service *corev1.Service, node
 	return g.r.LoadBalancerTargetsByBackend(service, nodes)
 }
 
+// RetargetsOnAddressChange answers on the configuration in use.
+func (rl *Reloadable) RetargetsOnAddressChange(service *corev1.Service, backendName string, old, node *corev1.Node) bool {
+	g := rl.acquire()
+	defer g.release()
+	return g.r.RetargetsOnAddressChange(service, backendName, old, node)
+}
+
 // LoadBalancerTargetsEnsured answers on the configuration in use, except
 // for an EnsureLoadBalancer that ran on a configuration since replaced:
 // that configuration answers, from what the call handed its backends

@@ -271,6 +271,21 @@ func (r *Balancer) LoadBalancerTargetsByBackend(service *corev1.Service, nodes [
 	return r.LoadBalancerTargetsEnsured(nil, service, nodes)
 }
 
+// RetargetsOnAddressChange reports whether a node's address change, from
+// old to node, changes the Service's load balancer in the backend named
+// backendName: the backend can target the node, before or after, and
+// reaches it by address (backend.Member.RetargetsOn, as the router's own
+// address re-sync asks). True for a backend this configuration does not
+// have: it cannot say no.
+func (r *Balancer) RetargetsOnAddressChange(service *corev1.Service, backendName string, old, node *corev1.Node) bool {
+	for _, b := range r.lbs {
+		if b.Name == backendName {
+			return b.RetargetsOn(r.withClassDefaults(service), old, node)
+		}
+	}
+	return true
+}
+
 // LoadBalancerTargetsEnsured is LoadBalancerTargetsByBackend(service,
 // nodes) for the Service as the successful EnsureLoadBalancer whose
 // decision is d (ForWrite, WithDecision) left it, with the same nodes:
