@@ -380,7 +380,7 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 		err = b.UpdateLoadBalancer(ctx, clusterName, svc, r.Targetable(b, svc, nodes))
 		if err != nil {
 			r.Warn(ctx, svcstate.ServiceRef(svc), reasonNodeResyncFailed,
-				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after a node address change: %v", b.Name, err))
+				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after a node address change: %s", b.Name, b.Unnamed(err)))
 			errs = append(errs, err)
 			continue
 		}
