@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	cloudprovider "k8s.io/cloud-provider"
@@ -94,37 +93,10 @@ func TestProbe59AddressChangeOfAnInstanceTargetUpdatesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	nodes := e.client.CoreV1().Nodes()
-	e.cloud.mu.Lock()
-	e.cloud.during = func(*corev1.Service) {
-		n, err := nodes.Get(context.Background(), "inst-0", metav1.GetOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.3.9"}}
-		before := e.ctrl.addrGen.Load()
-		if _, err := nodes.UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
-			t.Error(err)
-			return
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for e.ctrl.addrGen.Load() == before && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	e.cloud.mu.Unlock()
+	readdressDuringEnsure(t, e, "inst-0", corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.3.9"})
 	e.create(t, utilt.NewService("web"))
 	waitFor(t, 30*time.Second, "web served by inst", synced(e, t, "web", 1))
-	waitFor(t, 10*time.Second, "the stale mark taken", func() error {
-		e.ctrl.mu.Lock()
-		defer e.ctrl.mu.Unlock()
-		if e.ctrl.addrStale["default/web"] {
-			return fmt.Errorf("still marked")
-		}
-		return nil
-	})
-	time.Sleep(500 * time.Millisecond)
+	staleMarkTaken(t, e, "default/web")
 	if n := e.cloud.updates.Load(); n != 0 {
 		t.Errorf("%d UpdateLoadBalancer calls for a Service whose load balancer registers its targets by instance, after an address change of one (the same targets: %v); events %v",
 			n, e.ctrl.stateOf("default/web").nodes, e.events(t, "web"))

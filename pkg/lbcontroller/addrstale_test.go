@@ -42,15 +42,30 @@ func TestAddressChangeOfAnUntargetedNodeUpdatesNothing(t *testing.T) {
 		}
 		return nil
 	})
+	readdressDuringEnsure(t, e, "ext-only", corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "198.51.100.8"})
+	e.create(t, utilt.NewService("web"))
+	waitFor(t, 30*time.Second, "web served by counta", synced(e, t, "web", 1))
+	staleMarkTaken(t, e, "default/web")
+	if n := e.cloud.updates.Load(); n != 0 {
+		t.Errorf("%d UpdateLoadBalancer calls for a Service none of whose load balancers targets the node whose address changed (targets unchanged: %v)", n, e.ctrl.stateOf("default/web").nodes)
+	}
+}
+
+// readdressDuringEnsure gives the node the one address addr inside the
+// next EnsureLoadBalancer, and returns from there once the controller
+// counted the address change.
+func readdressDuringEnsure(t *testing.T, e *env, node string, addr corev1.NodeAddress) {
+	t.Helper()
 	nodes := e.client.CoreV1().Nodes()
 	e.cloud.mu.Lock()
+	defer e.cloud.mu.Unlock()
 	e.cloud.during = func(*corev1.Service) {
-		n, err := nodes.Get(context.Background(), "ext-only", metav1.GetOptions{})
+		n, err := nodes.Get(context.Background(), node, metav1.GetOptions{})
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "198.51.100.8"}}
+		n.Status.Addresses = []corev1.NodeAddress{addr}
 		before := e.ctrl.addrGen.Load()
 		if _, err := nodes.UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 			t.Error(err)
@@ -61,20 +76,19 @@ func TestAddressChangeOfAnUntargetedNodeUpdatesNothing(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	e.cloud.mu.Unlock()
-	e.create(t, utilt.NewService("web"))
-	waitFor(t, 30*time.Second, "web served by counta", synced(e, t, "web", 1))
-	// Let the sync the stale mark (or anything else) queued run.
+}
+
+// staleMarkTaken waits until the Service's stale mark, if any, was taken,
+// then lets the sync it (or anything else) queued run.
+func staleMarkTaken(t *testing.T, e *env, key string) {
+	t.Helper()
 	waitFor(t, 10*time.Second, "the stale mark taken", func() error {
 		e.ctrl.mu.Lock()
 		defer e.ctrl.mu.Unlock()
-		if e.ctrl.addrStale["default/web"] {
+		if e.ctrl.addrStale[key] {
 			return fmt.Errorf("still marked")
 		}
 		return nil
 	})
 	time.Sleep(500 * time.Millisecond)
-	if n := e.cloud.updates.Load(); n != 0 {
-		t.Errorf("%d UpdateLoadBalancer calls for a Service none of whose load balancers targets the node whose address changed (targets unchanged: %v)", n, e.ctrl.stateOf("default/web").nodes)
-	}
 }

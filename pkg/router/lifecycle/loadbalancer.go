@@ -278,12 +278,11 @@ func (r *Balancer) LoadBalancerTargetsByBackend(service *corev1.Service, nodes [
 // address re-sync asks). True for a backend this configuration does not
 // have: it cannot say no.
 func (r *Balancer) RetargetsOnAddressChange(service *corev1.Service, backendName string, old, node *corev1.Node) bool {
-	for _, b := range r.lbs {
-		if b.Name == backendName {
-			return b.RetargetsOn(r.withClassDefaults(service), old, node)
-		}
+	b, ok := r.ByName[backendName]
+	if !ok {
+		return true
 	}
-	return true
+	return b.RetargetsOn(r.withClassDefaults(service), old, node)
 }
 
 // LoadBalancerTargetsEnsured is LoadBalancerTargetsByBackend(service,
