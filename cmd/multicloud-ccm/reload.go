@@ -96,6 +96,8 @@ var (
 	_ lbcontroller.BackendTargeter   = reloadingCloud{}
 	_ lbcontroller.EnsuredTargeter   = reloadingCloud{}
 	_ lbcontroller.AddressRetargeter = reloadingCloud{}
+	_ lbcontroller.ServiceSyncer     = reloadingCloud{}
+	_ lbcontroller.ServedReporter    = reloadingCloud{}
 )
 
 // Initialize initialises the provider and starts watching the files.

@@ -203,6 +203,9 @@ func New(cloud Cloud, opts Options) (*Controller, error) {
 	if s, ok := cloud.(ServiceSyncer); ok {
 		s.SetServiceSync(c.syncFull)
 	}
+	if s, ok := cloud.(ServedReporter); ok {
+		s.SetServed(c.servesLB)
+	}
 	if _, err := opts.Services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.serviceAdded,
 		UpdateFunc: c.serviceUpdated,

@@ -86,7 +86,7 @@ type configDiff struct {
 	defaultChanged bool
 	defaultBackend string
 	// nodeTargets: the reload may change which nodes a backend targets
-	// (see nodeTargetsChanged).
+	// (router.Changes.NodeTargetsChanged).
 	nodeTargets bool
 }
 
@@ -96,7 +96,7 @@ func diffConfigs(prev, next *config.CloudConfig, ch router.Changes) configDiff {
 		backends:       sets.New(ch.Added...).Insert(ch.Rebuilt...).Insert(ch.Reconfigured...),
 		defaultChanged: prev.LoadBalancer.DefaultBackend != next.LoadBalancer.DefaultBackend,
 		defaultBackend: next.LoadBalancer.DefaultBackend,
-		nodeTargets:    nodeTargetsChanged(prev, next, ch),
+		nodeTargets:    ch.NodeTargetsChanged(prev, next),
 	}
 	for _, nc := range next.LoadBalancer.Classes {
 		pc, ok := prev.LoadBalancer.Class(nc.Name)
@@ -105,27 +105,6 @@ func diffConfigs(prev, next *config.CloudConfig, ch router.Changes) configDiff {
 		}
 	}
 	return d
-}
-
-// nodeTargetsChanged reports whether a reload may change which nodes a
-// backend's load balancers target (the router's OwnNodes and Targetable):
-// loadBalancer.targetOtherCCMsNodes, the platforms served (nodes.platforms,
-// nodes.schemes, and the backends configured, whose types are platforms),
-// whose node a node without providerID is (nodes.rules), or a backend's
-// own settings (rebuilt or reconfigured; a retuned backend's change
-// concerns none of its load balancers). nodes.unmanaged changes no
-// target.
-func nodeTargetsChanged(prev, next *config.CloudConfig, ch router.Changes) bool {
-	if len(ch.Added)+len(ch.Removed)+len(ch.Rebuilt)+len(ch.Reconfigured) > 0 {
-		return true
-	}
-	p, n := prev.Nodes, next.Nodes
-	return prev.LoadBalancer.TargetOtherCCMsNodes != next.LoadBalancer.TargetOtherCCMsNodes ||
-		!slices.Equal(p.Platforms, n.Platforms) || (p.Platforms == nil) != (n.Platforms == nil) ||
-		!slices.Equal(p.Schemes, n.Schemes) ||
-		!slices.EqualFunc(p.Rules, n.Rules, func(a, b config.NodeRule) bool {
-			return a.Backend == b.Backend && a.NodeNameRegex == b.NodeNameRegex && maps.Equal(a.MatchLabels, b.MatchLabels)
-		})
 }
 
 // concerns reports whether the reload changed the Service's routing.
@@ -168,11 +147,26 @@ type ServiceSyncer interface {
 	SetServiceSync(sync func(*corev1.Service) bool)
 }
 
+// ServedReporter is a cloud told which Services the controller serves
+// (router.Router.SetServed): after a reload that changes which nodes the
+// load balancers target, the router re-targets the others (upstream's
+// service controller's) and leaves these to the controller's node sync
+// (Reloaded).
+type ServedReporter interface {
+	SetServed(served func(*corev1.Service) bool)
+}
+
+// servesLB reports whether svc is a LoadBalancer Service the controller
+// serves; it changes nothing.
+func (c *Controller) servesLB(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && c.serves(svc)
+}
+
 // syncFull queues a Service the controller serves for a full sync (a
 // drain's end: its EnsureLoadBalancer retires the drained load balancer),
 // and reports whether it did.
 func (c *Controller) syncFull(svc *corev1.Service) bool {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !c.serves(svc) {
+	if !c.servesLB(svc) {
 		return false
 	}
 	key := keyOf(svc)

@@ -221,8 +221,8 @@ func TestNodeTargetsChanged(t *testing.T) {
 		{name: "a backend rebuilt", prev: countConfig("0s"), next: countConfig("0s"), ch: router.Changes{Rebuilt: []string{"counta"}}, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := nodeTargetsChanged(parse(tc.prev), parse(tc.next), tc.ch); got != tc.want {
-				t.Errorf("nodeTargetsChanged = %v, want %v", got, tc.want)
+			if got := tc.ch.NodeTargetsChanged(parse(tc.prev), parse(tc.next)); got != tc.want {
+				t.Errorf("NodeTargetsChanged = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -58,3 +58,14 @@ func (r *Router) SetServiceSync(sync func(*corev1.Service) bool) { r.st.ServiceS
 func (rl *Reloadable) SetServiceSync(sync func(*corev1.Service) bool) {
 	rl.st.ServiceSync.Store(&sync)
 }
+
+// SetServed is for a controller that syncs Services itself
+// (pkg/lbcontroller): served reports, changing nothing, whether it serves
+// a LoadBalancer Service. A reload that changes which nodes the load
+// balancers target leaves those Services to that controller's node sync
+// and re-targets the others, upstream's service controller's, itself
+// (lifecycle.Retarget). It lives for the process.
+func (r *Router) SetServed(served func(*corev1.Service) bool) { r.st.Served.Store(&served) }
+
+// SetServed is the process's (see Router.SetServed).
+func (rl *Reloadable) SetServed(served func(*corev1.Service) bool) { rl.st.Served.Store(&served) }

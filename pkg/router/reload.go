@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -173,6 +175,11 @@ type Changes struct {
 	// classed ones re-syncs those itself. Empty before the informers are
 	// set.
 	Rerouted []types.NamespacedName
+	// Retargeted is how many LoadBalancer Services Apply queued for the
+	// router's re-sync because the configuration may change which nodes
+	// their load balancers target (NodeTargetsChanged): those the
+	// controller that syncs Services itself does not serve (SetServed).
+	Retargeted int
 
 	applies             []func()
 	fingerprints, files map[string]string
@@ -205,7 +212,35 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 	old.retire()
 	backend.ForgetHealth(ch.Removed)
 	ch.Rerouted = lifecycle.Rerouted(rl.st, old.r.lb, g.r.lb)
+	if ch.NodeTargetsChanged(old.r.Cfg, cfg) {
+		ch.Retargeted = lifecycle.Retarget(rl.st)
+	}
 	return ch, nil
+}
+
+// NodeTargetsChanged reports whether a reload from prev to next, which
+// made these changes to the backends, may change which nodes a backend's
+// load balancers target (the router's OwnNodes and Targetable):
+// loadBalancer.targetOtherCCMsNodes, the platforms served (nodes.platforms,
+// nodes.schemes, and the backends configured, whose types are platforms),
+// whose node a node without providerID is (nodes.rules), or a backend's
+// own settings (rebuilt or reconfigured; a retuned backend's change
+// concerns none of its load balancers). nodes.unmanaged changes no
+// target. Such a reload is a node change for every load balancer: Apply
+// queues the router's re-sync of the Services upstream's service
+// controller serves (lifecycle.Retarget), pkg/lbcontroller runs its node
+// sync for its own.
+func (c Changes) NodeTargetsChanged(prev, next *config.CloudConfig) bool {
+	if len(c.Added)+len(c.Removed)+len(c.Rebuilt)+len(c.Reconfigured) > 0 {
+		return true
+	}
+	p, n := prev.Nodes, next.Nodes
+	return prev.LoadBalancer.TargetOtherCCMsNodes != next.LoadBalancer.TargetOtherCCMsNodes ||
+		!slices.Equal(p.Platforms, n.Platforms) || (p.Platforms == nil) != (n.Platforms == nil) ||
+		!slices.Equal(p.Schemes, n.Schemes) ||
+		!slices.EqualFunc(p.Rules, n.Rules, func(a, b config.NodeRule) bool {
+			return a.Backend == b.Backend && a.NodeNameRegex == b.NodeNameRegex && maps.Equal(a.MatchLabels, b.MatchLabels)
+		})
 }
 
 // build makes the generation for cfg, reusing old's backends where their

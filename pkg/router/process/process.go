@@ -29,6 +29,10 @@ type Shared struct {
 	// ServiceSync, when set, queues a Service for a full sync by the
 	// controller serving it (see the router's SetServiceSync).
 	ServiceSync atomic.Pointer[func(*corev1.Service) bool]
+	// Served reports, without queueing anything, whether the controller
+	// that syncs Services itself serves the Service (see the router's
+	// SetServed); nil without such a controller.
+	Served atomic.Pointer[func(*corev1.Service) bool]
 	drainOnce   sync.Once
 	// Current returns the configuration's router in use and a function
 	// ending its use; the node-address re-sync runs on it.
