@@ -32,8 +32,8 @@ type Shared struct {
 	// Served reports, without queueing anything, whether the controller
 	// that syncs Services itself serves the Service (see the router's
 	// SetServed); nil without such a controller.
-	Served atomic.Pointer[func(*corev1.Service) bool]
-	drainOnce   sync.Once
+	Served    atomic.Pointer[func(*corev1.Service) bool]
+	drainOnce sync.Once
 	// Current returns the configuration's router in use and a function
 	// ending its use; the node-address re-sync runs on it.
 	Current func() (Configuration, func())
