@@ -311,6 +311,15 @@ for group in "$@"; do
     if [ -s "$OUT/stage-$stage.status" ] && read -r src send sbusy stotal < "$OUT/stage-$stage.status"; then
       line "$stage" "$src" "$(( send - t0 ))" "$sbusy" "$stotal"
       if [ "$src" != 0 ] && [ "$rc" = 0 ]; then rc=$src; failed=$stage; fi
+    elif [ "$rc" = 0 ]; then
+      # The foreground stage passed and did not stop this one: a side
+      # stage that left no status died without a verdict (killed, its
+      # wrapper failed). That is no pass: before, it read "stopped" and
+      # the run passed without it.
+      echo "stage: $stage: ended without a status (its wrapper killed?): counted as failed"
+      line "$stage" 1 "$(( $(date +%s) - t0 ))" 0 0
+      rc=1
+      failed=$stage
     else
       line "$stage" stopped "$(( $(date +%s) - t0 ))" 0 0
     fi
