@@ -234,3 +234,64 @@ func TestProbe60ReloadJoinsPendingAddressBatch(t *testing.T) {
 		t.Errorf("a updated web %d times for one address change and a reload arriving together, want 1", got)
 	}
 }
+
+// TestProbe60RetargetSkipsForeignClasses (review s60): a Service with a
+// loadBalancerClass the config does not list is another controller's
+// (MetalLB's, say): "a class we do not list never is" re-synced
+// (process/nodesync.go), and upstream's service controller never serves
+// a classed Service. Retarget still queues it and counts it in
+// Changes.Retargeted, and logs it among "the Services upstream's service
+// controller serves": in a cluster with 2,000 MetalLB Services, every
+// node-target reload reports 2,000 re-targets and runs 2,000 re-syncs
+// (lister reads and a lock each) that can do nothing. Fix idea: skip a
+// classed Service unless the configuration in use serves its class
+// (ownClass), as EnsuredIn does.
+func TestProbe60RetargetSkipsForeignClasses(t *testing.T) {
+	c, _, _, _ := reloadFixture(t)
+	c.createService(t, newService("metallb", func(s *corev1.Service) { class := "metallb.io/metallb"; s.Spec.LoadBalancerClass = &class }))
+	eventually(t, "metallb in the lister", func() bool {
+		_, err := c.rl.st.Resync.Load().Services.Services("default").Get("metallb")
+		return err == nil
+	})
+	ch := c.apply(t, heldConfig(t, "defaultBackend: a, targetOtherCCMsNodes: true", heldBackend{"a", t.Name() + "/a", "198.51.100.1"}))
+	if ch.Retargeted != 1 {
+		t.Errorf("Changes.Retargeted = %d, want 1 (web; metallb's class is not ours and upstream's controller never serves a classed Service)", ch.Retargeted)
+	}
+}
+
+// TestProbe60ReloadDuringUpstreamNodeSync (review s60): upstream's node
+// sync is updating web's load balancer (n1 joined; the call held) on the
+// old configuration when a reload turns targetOtherCCMsNodes on. The
+// reload's re-sync waits for the Service's lock, then updates web with
+// the new configuration's targets: hc-1 joins. Expected to pass.
+func TestProbe60ReloadDuringUpstreamNodeSync(t *testing.T) {
+	c, a, _, reload := reloadFixture(t)
+	web := c.service(t, "web")
+	c.createNode(t, newNode("hc-1", withPlatformAnnotation("hcloud")))
+	settleResync(t, c)
+	a.hold("update")
+	c.createNode(t, newNode("n1"))
+	a.awaitEntered(t, "update")
+	reload("defaultBackend: a, targetOtherCCMsNodes: true", false)
+	a.releaseOne()
+	eventually(t, "hc-1 and n1 targeted", func() bool { return a.targetsOf(web) == "hc-1=,n1=" })
+}
+
+// TestProbe60TwoReloadsInARow (review s60): targetOtherCCMsNodes turned
+// on and off again at once: the re-syncs both queue run on the
+// configuration in use when they run; the targets end as the last
+// configuration has them, hc-1 out. Expected to pass.
+func TestProbe60TwoReloadsInARow(t *testing.T) {
+	c, a, _, reload := reloadFixture(t)
+	web := c.service(t, "web")
+	c.createNode(t, newNode("n1"))
+	c.createNode(t, newNode("hc-1", withPlatformAnnotation("hcloud")))
+	eventually(t, "n1 alone targeted", func() bool { return a.targetsOf(web) == "n1=" })
+	settleResync(t, c)
+	reload("defaultBackend: a, targetOtherCCMsNodes: true", false)
+	reload("defaultBackend: a", false)
+	settleResync(t, c)
+	if got := a.targetsOf(web); got != "n1=" {
+		t.Errorf("web's targets after turning targetOtherCCMsNodes on and off = %q, want n1=", got)
+	}
+}
