@@ -295,3 +295,48 @@ func TestProbe60TwoReloadsInARow(t *testing.T) {
 		t.Errorf("web's targets after turning targetOtherCCMsNodes on and off = %q, want n1=", got)
 	}
 }
+
+// TestProbe60RetargetDrainingAndRetired (review s60, drain): web moved
+// from a to b with a drain period: while a drains, a reload turning
+// targetOtherCCMsNodes on re-targets both load balancers (a's still
+// carries traffic); once a's drain ended and its load balancer was
+// deleted, another such reload updates b alone: nothing is updated, nor
+// recreated, in a. Expected to pass.
+func TestProbe60RetargetDrainingAndRetired(t *testing.T) {
+	ca, cb := t.Name()+"/a", t.Name()+"/b"
+	a, b := heldCloudState(ca, "198.51.100.1"), heldCloudState(cb, "198.51.100.2")
+	a.reset()
+	b.reset()
+	bs := []heldBackend{{"a", ca, "198.51.100.1"}, {"b", cb, "198.51.100.2"}}
+	c := startReloadCluster(t, heldConfig(t, "defaultBackend: a, drainPeriod: 4s", bs...), newService("web"))
+	c.runServiceController(t)
+	c.createNode(t, newNode("n1"))
+	c.createNode(t, newNode("hc-1", withPlatformAnnotation("hcloud")))
+	eventually(t, "web on a targeting n1", func() bool { return a.targetsOf(c.service(t, "web")) == "n1=" })
+	web := c.service(t, "web")
+
+	c.apply(t, heldConfig(t, "defaultBackend: b, drainPeriod: 4s", bs...))
+	eventually(t, "web on b, a draining", func() bool { return b.has(web) && a.has(web) && ingressIPs(c.service(t, "web")) == "198.51.100.2" })
+	c.apply(t, heldConfig(t, "defaultBackend: b, drainPeriod: 4s, targetOtherCCMsNodes: true", bs...))
+	eventually(t, "hc-1 in b's load balancer", func() bool { return b.targetsOf(web) == "hc-1=,n1=" })
+	if a.has(web) {
+		eventually(t, "hc-1 in a's draining load balancer", func() bool { return !a.has(web) || a.targetsOf(web) == "hc-1=,n1=" })
+	}
+	eventually(t, "a's drain over, its load balancer deleted", func() bool { return !a.has(web) })
+	settleResync(t, c)
+	fails := a.count(&a.updateFails)
+	c.apply(t, heldConfig(t, "defaultBackend: b, drainPeriod: 4s", bs...))
+	eventually(t, "hc-1 out of b's load balancer", func() bool { return b.targetsOf(web) == "n1=" })
+	settleResync(t, c)
+	if a.has(web) {
+		t.Error("a reload after a's drain recreated web's load balancer in a")
+	}
+	if got := a.count(&a.updateFails) - fails; got != 0 {
+		t.Errorf("%d failed updates in a after its load balancer was retired", got)
+	}
+	for _, e := range c.eventsOn(t, "web") {
+		if e.Reason == reasonNodeResyncFailedProbe60 {
+			t.Errorf("Warning after the retire: %s", e.Message)
+		}
+	}
+}
