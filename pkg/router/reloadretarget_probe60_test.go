@@ -340,3 +340,44 @@ func TestProbe60RetargetDrainingAndRetired(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe60FailingBackendRepeatsUpdatesOfTheOther (review s60,
+// faults): web is served by a and b; b cannot update (down). A reload
+// turning targetOtherCCMsNodes on re-targets web: a is updated (hc-1
+// joins), b fails, and the re-sync is retried as a whole
+// (AddressResync.next: AddRateLimited on the joined error), so every
+// retry while b is down updates a again, with the same nodes: a cloud
+// call to a healthy backend per retry of the broken one (the rate
+// limiter's backoff: about ten in the first few seconds, one every 16
+// minutes at most after), for every Service in both. An operator
+// expects a updated once and b retried. Fix idea: retry only the
+// backends that failed (a key per backend, or remember per Service
+// which backends the re-sync still owes).
+func TestProbe60FailingBackendRepeatsUpdatesOfTheOther(t *testing.T) {
+	ca, cb := t.Name()+"/a", t.Name()+"/b"
+	a, b := heldCloudState(ca, "198.51.100.1"), heldCloudState(cb, "198.51.100.2")
+	a.reset()
+	b.reset()
+	bs := []heldBackend{{"a", ca, "198.51.100.1"}, {"b", cb, "198.51.100.2"}}
+	c := startReloadCluster(t, heldConfig(t, "defaultBackend: a", bs...), newService("web", withLBBackend("a,b")))
+	c.runServiceController(t)
+	c.createNode(t, newNode("n1"))
+	c.createNode(t, newNode("hc-1", withPlatformAnnotation("hcloud")))
+	eventually(t, "web in a and b targeting n1", func() bool {
+		web := c.service(t, "web")
+		return a.targetsOf(web) == "n1=" && b.targetsOf(web) == "n1="
+	})
+	settleResync(t, c)
+	web := c.service(t, "web")
+	beforeA := a.count(&a.updates)
+
+	b.setFail(errHeldDown, nil)
+	c.apply(t, heldConfig(t, "defaultBackend: a, targetOtherCCMsNodes: true", bs...))
+	eventually(t, "b's update failed a few times", func() bool { return b.count(&b.updateFails) >= 4 })
+	b.setFail(nil, nil)
+	eventually(t, "hc-1 in both", func() bool { return a.targetsOf(web) == "hc-1=,n1=" && b.targetsOf(web) == "hc-1=,n1=" })
+	settleResync(t, c)
+	if got := a.count(&a.updates) - beforeA; got != 1 {
+		t.Errorf("a, which answered, was updated %d times with the same nodes while b was retried (%d failed updates in b); want 1", got, b.count(&b.updateFails))
+	}
+}
