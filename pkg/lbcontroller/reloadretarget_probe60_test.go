@@ -23,13 +23,15 @@ func (s servedProbe60) SetServed(f func(*corev1.Service) bool) {
 	s.routerCloud.(ServedReporter).SetServed(f) //nolint:forcetypeassert // the Reloadable is one.
 }
 
-func reloadEnvProbe60(t *testing.T, served bool) *env {
+func reloadEnvProbe60(t *testing.T, served bool) *env { return reloadEnvProbe60Mode(t, served, true) }
+
+func reloadEnvProbe60Mode(t *testing.T, served, classless bool) *env {
 	var (
 		mu   sync.Mutex
 		hook func()
 	)
 	registerCountType()
-	return startEnv(t, envOptions{doc: countConfig("0s"), classless: true, versioned: true, reloadable: true,
+	return startEnv(t, envOptions{doc: countConfig("0s"), classless: classless, versioned: true, reloadable: true,
 		nodeQuiet: 10 * time.Millisecond, nodeMax: 50 * time.Millisecond,
 		wrap: func(h *hookedCloud) Cloud {
 			r := reloadAfterEnsure{routerTargets{h}, &mu, &hook}
@@ -102,5 +104,39 @@ func TestProbe60TestEnvLeavesServedUnset(t *testing.T) {
 	got, n := oneBackendUpdatePerService(t, e)
 	if got != float64(n) {
 		t.Errorf("%v backend UpdateLoadBalancer calls after the reload in the package's test env, want %d (one per Service): the router re-targeted the controller's own Services too (Served unset)", got, n)
+	}
+}
+
+// TestProbe60ClassedServedOnceBesideUpstream (review s60): the controller
+// serving only its classes (upstream's service controller runs:
+// --controllers=*,service), wired as the binary wires it: a reload
+// changing node targets updates each load balancer of a classed Service
+// (class counted: counta and countb) once, by the controller's node sync;
+// the router's Retarget leaves them to it. Expected to pass.
+func TestProbe60ClassedServedOnceBesideUpstream(t *testing.T) {
+	e := reloadEnvProbe60Mode(t, true, false)
+	a, b := countBackend(t, countAIP), countBackend(t, countBIP)
+	names := []string{"web", "api"}
+	for _, n := range names {
+		e.create(t, service(n, ptrTo("multicloud-ccm.io/counted")))
+	}
+	for _, n := range names {
+		waitFor(t, 30*time.Second, n+" served by both", synced(e, t, n, 2))
+	}
+	time.Sleep(500 * time.Millisecond)
+	before := backendUpdates(t)
+	e.reload(t, withOtherCCMsNodes(countConfig("0s")))
+	for _, n := range names {
+		uid := string(e.get(t, n).UID)
+		waitFor(t, 5*time.Second, n+"'s load balancers target gce-1", func() error {
+			if ga, gb := a.membersOf(uid), b.membersOf(uid); !slices.Contains(ga, "gce-1") || !slices.Contains(gb, "gce-1") {
+				return fmt.Errorf("members a %v, b %v", ga, gb)
+			}
+			return nil
+		})
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if got := backendUpdates(t) - before; got != float64(2*len(names)) {
+		t.Errorf("%v backend UpdateLoadBalancer calls after the reload, want %d (one per load balancer)", got, 2*len(names))
 	}
 }
