@@ -167,6 +167,16 @@ func (h *hookedCloud) SetServiceSync(sync func(*corev1.Service) bool) {
 	}
 }
 
+// SetServed tells the router which Services the controller serves, as
+// the binary's wiring does (TestProbe60TestEnvLeavesServedUnset: without
+// it the router re-targeted the controller's own Services too after a
+// reload, beside its node sync).
+func (h *hookedCloud) SetServed(served func(*corev1.Service) bool) {
+	if s, ok := h.routerCloud.(ServedReporter); ok {
+		s.SetServed(served)
+	}
+}
+
 func (h *hookedCloud) set(fail error, report ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

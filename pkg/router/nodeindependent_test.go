@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/batch"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
@@ -51,7 +50,7 @@ func TestNodeChangesSkipNodeIndependent(t *testing.T) {
 	changed := nodes[0].DeepCopy()
 	changed.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.9.0.1"}}
 	// The watcher's decision, on a queue no worker takes from.
-	probe := &process.AddressResync{St: a.St, Services: a.Services, Pending: map[types.NamespacedName]struct{}{},
+	probe := &process.AddressResync{St: a.St, Services: a.Services,
 		Batch: &batch.Timer{Quiet: time.Hour, Max: time.Hour, Flush: func() {}}}
 	probe.EnqueueFor(nodes[0], changed)
 	if n := len(probe.Pending); n != 0 {

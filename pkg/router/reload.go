@@ -213,7 +213,7 @@ func (rl *Reloadable) Apply(ctx context.Context, cfg *config.CloudConfig) (Chang
 	backend.ForgetHealth(ch.Removed)
 	ch.Rerouted = lifecycle.Rerouted(rl.st, old.r.lb, g.r.lb)
 	if ch.NodeTargetsChanged(old.r.Cfg, cfg) {
-		ch.Retargeted = lifecycle.Retarget(rl.st)
+		ch.Retargeted = lifecycle.Retarget(rl.st, old.r.lb, g.r.lb, ch.Rerouted)
 	}
 	return ch, nil
 }

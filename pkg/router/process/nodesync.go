@@ -109,7 +109,11 @@ type AddressResync struct {
 	// once per node.
 	Batch     *batch.Timer
 	pendingMu sync.Mutex
-	Pending   map[types.NamespacedName]struct{}
+	// Pending maps each Service waiting for the flush to its key: a node
+	// address change's (a plain re-sync) or a reload's re-target (from
+	// set); the plain one wins, as it updates every load balancer. Made
+	// on first use.
+	Pending map[types.NamespacedName]resyncKey
 	// StaleQueued counts the Services queued because their load balancer
 	// was ensured or updated with a stale node list.
 	StaleQueued atomic.Int64
@@ -148,7 +152,6 @@ func (st *Shared) startAddressResync(factory informers.SharedInformerFactory, st
 		Queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[resyncKey](),
 			workqueue.TypedRateLimitingQueueConfig[resyncKey]{Name: "multicloud_node_address_resync"}),
-		Pending: map[types.NamespacedName]struct{}{},
 	}
 	a.Batch = &batch.Timer{Quiet: AddressBatchQuiet, Max: AddressBatchMax, Flush: a.flush}
 	reg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -191,6 +194,9 @@ func (a *AddressResync) EnqueueFor(oldNode, node *corev1.Node) {
 	defer done()
 	a.pendingMu.Lock()
 	defer a.pendingMu.Unlock()
+	if a.Pending == nil {
+		a.Pending = map[types.NamespacedName]resyncKey{}
+	}
 	for _, svc := range svcs {
 		svc = r.WithClassDefaults(svc)
 		bs := r.EnsuredIn(svc)
@@ -204,7 +210,8 @@ func (a *AddressResync) EnqueueFor(oldNode, node *corev1.Node) {
 		for _, b := range bs {
 			if b.RetargetsOn(svc, oldNode, node) {
 				a.AddressQueued.Add(1)
-				a.Pending[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = struct{}{}
+				name := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+				a.Pending[name] = resyncKey{NamespacedName: name}
 				break
 			}
 		}
@@ -219,11 +226,29 @@ func (a *AddressResync) EnqueueFor(oldNode, node *corev1.Node) {
 func (a *AddressResync) flush() {
 	a.pendingMu.Lock()
 	keys := a.Pending
-	a.Pending = map[types.NamespacedName]struct{}{}
+	a.Pending = nil
 	a.pendingMu.Unlock()
-	for key := range keys {
-		a.Queue.Add(resyncKey{NamespacedName: key})
+	for _, key := range keys {
+		a.Queue.Add(key)
 	}
+}
+
+// AddRetarget puts the Service in the batch for a re-target after a
+// reload that may change which nodes the load balancers target (from is
+// the configuration it replaced): a load balancer whose targets from and
+// the configuration in use agree on is not updated (see sync). A node
+// address change pending for it, or coming before the flush, covers it.
+func (a *AddressResync) AddRetarget(svc *corev1.Service, from Configuration) {
+	name := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	a.pendingMu.Lock()
+	if a.Pending == nil {
+		a.Pending = map[types.NamespacedName]resyncKey{}
+	}
+	if _, ok := a.Pending[name]; !ok {
+		a.Pending[name] = resyncKey{NamespacedName: name, from: from}
+	}
+	a.pendingMu.Unlock()
+	a.Batch.Changed()
 }
 
 // resyncKey is a Service queued for the re-sync. reroute is set when only
@@ -239,11 +264,20 @@ func (a *AddressResync) flush() {
 // full is set for a full sync of the Service (Configuration.Sync): the
 // drain timer's, at a drain's end, and a reload's for a Service whose
 // record names a backend it added back.
+//
+// from is set for a re-target after a reload that may change which nodes
+// the load balancers target (AddRetarget): the configuration the reload
+// replaced. A backend's load balancer is updated only when the nodes it
+// and the configuration in use have it target differ.
 type resyncKey struct {
 	types.NamespacedName
 	reroute bool
 	full    bool
 	uid     types.UID
+	from    Configuration
+	// only names the one backend a re-sync still owes an update: the
+	// others of the Service answered (partialFailure).
+	only string
 }
 
 // Add queues the Service for a re-sync with the current nodes.
@@ -304,6 +338,18 @@ func (a *AddressResync) next(ctx context.Context) bool {
 		a.Queue.AddRateLimited(key) // quietly: the status is on its way
 		return true
 	case errors.Is(err, errNotPublished):
+	case errors.As(err, new(*partialFailure)):
+		// Retry only the backends that failed: before, every retry while
+		// one backend was down updated the others again with the same
+		// nodes (TestProbe60FailingBackendRepeatsUpdatesOfTheOther).
+		var pf *partialFailure
+		errors.As(err, &pf)
+		klog.ErrorS(err, "Re-syncing a load balancer failed in some backends; will retry those", "service", key.NamespacedName, "backends", pf.failed)
+		for _, name := range pf.failed {
+			k := key
+			k.only = name
+			a.Queue.AddRateLimited(k)
+		}
 	case err != nil:
 		klog.ErrorS(err, "Re-syncing a load balancer failed; will retry", "service", key.NamespacedName, "full", key.full, "reroute", key.reroute)
 		a.Queue.AddRateLimited(key)
@@ -322,6 +368,16 @@ func (a *AddressResync) next(ctx context.Context) bool {
 var errNotPublished = errors.New("load balancer ensured but its status not published yet")
 
 const maxUnpublishedRetries = 10
+
+// partialFailure is a re-sync whose update failed in the backends failed
+// and succeeded in others: only those are retried.
+type partialFailure struct {
+	failed []string
+	err    error
+}
+
+func (e *partialFailure) Error() string { return e.err.Error() }
+func (e *partialFailure) Unwrap() error { return e.err }
 
 // errNoClusterName is a full sync queued before any call of the service
 // controller told the router the cluster's name: it is retried a second
@@ -362,6 +418,7 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 	}
 	// The backend sees a classed Service as UpdateLoadBalancer hands it:
 	// with its class's default annotations (the target type, say).
+	orig := svc
 	svc = r.WithClassDefaults(svc)
 	bs := r.EnsuredIn(svc)
 	if len(bs) == 0 && len(r.UnpublishedIn(svc)) > 0 {
@@ -374,18 +431,36 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 	if err != nil {
 		return err
 	}
+	cause := "a node address change"
+	if key.from != nil {
+		cause = "a cloud-config reload that changes the nodes load balancers target"
+	}
 	var errs []error
+	var failed []string
+	updated := false
 	for _, b := range bs {
-		start := time.Now()
-		err = b.UpdateLoadBalancer(ctx, clusterName, svc, r.Targetable(b, svc, nodes))
-		if err != nil {
-			r.Warn(ctx, svcstate.ServiceRef(svc), reasonNodeResyncFailed,
-				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after a node address change: %s", b.Name, b.Unnamed(err)))
-			errs = append(errs, err)
+		if key.only != "" && b.Name != key.only {
 			continue
 		}
-		klog.FromContext(ctx).V(2).Info("Re-targeted load balancer after a node address change",
+		targets := r.Targetable(b, svc, nodes)
+		if key.from != nil && key.from.TargetsUnchanged(b.Name, orig, nodes, targets) {
+			continue
+		}
+		start := time.Now()
+		err = b.UpdateLoadBalancer(ctx, clusterName, svc, targets)
+		if err != nil {
+			r.Warn(ctx, svcstate.ServiceRef(svc), reasonNodeResyncFailed,
+				fmt.Sprintf("Cannot update the load balancer's targets in backend %s after %s: %s", b.Name, cause, b.Unnamed(err)))
+			errs = append(errs, err)
+			failed = append(failed, b.Name)
+			continue
+		}
+		klog.FromContext(ctx).V(2).Info("Re-targeted load balancer after "+cause,
 			"service", key.NamespacedName, "backend", b.Name, "duration", time.Since(start))
+		updated = true
+	}
+	if updated && len(failed) > 0 {
+		return &partialFailure{failed: failed, err: errors.Join(errs...)}
 	}
 	return errors.Join(errs...)
 }

@@ -67,6 +67,11 @@ type Configuration interface {
 	// Targetable returns the nodes b's load balancer can send the
 	// Service's traffic to.
 	Targetable(b *backend.Member, svc *corev1.Service, nodes []*corev1.Node) []*corev1.Node
+	// TargetsUnchanged reports whether this configuration has the backend
+	// named backendName target exactly targets of nodes for the Service
+	// (as the API server has it; its class's defaults are this
+	// configuration's): false for a backend it does not have.
+	TargetsUnchanged(backendName string, svc *corev1.Service, nodes, targets []*corev1.Node) bool
 	// Warn records a Warning event on obj and logs it.
 	Warn(ctx context.Context, obj *corev1.ObjectReference, reason, msg string)
 	// Sync is a sync of the Service by the router itself, for a change no
