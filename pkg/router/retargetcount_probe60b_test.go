@@ -2,6 +2,8 @@ package router
 
 import (
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // TestProbe60bRetargetCountsServicesLeftToOthers (review s60b,
@@ -34,5 +36,37 @@ func TestProbe60bRetargetCountsServicesLeftToOthers(t *testing.T) {
 	ch := c.apply(t, heldConfig(t, "targetOtherCCMsNodes: true", bs))
 	if ch.Retargeted != 1 {
 		t.Errorf("Changes.Retargeted = %d, want 1 (web; other has no target under this configuration, it is left to others)", ch.Retargeted)
+	}
+}
+
+// TestProbe60bRetargetCountsOurClassWithoutController (review s60b,
+// classed Services of a class we serve, no controller of ours running):
+// under upstream's service controller alone (no SetServed: pkg/lbcontroller
+// is not running), a Service of our class example.com/x has no load
+// balancer: upstream's controller never serves a classed Service, and
+// nothing else here does. Retarget (ownClass: the class is ours) still
+// queues it and counts it among "the Services upstream's service
+// controller serves". Same cause and fix idea as
+// TestProbe60bRetargetCountsServicesLeftToOthers: count only Services
+// with a load balancer recorded under cur.
+func TestProbe60bRetargetCountsOurClassWithoutController(t *testing.T) {
+	ca := t.Name() + "/a"
+	a := heldCloudState(ca, "198.51.100.1")
+	a.reset()
+	bs := heldBackend{"a", ca, "198.51.100.1"}
+	routing := "defaultBackend: a, classes: [{name: example.com/x, backend: a}]"
+	c := startReloadCluster(t, heldConfig(t, routing, bs), newService("web"), newService("x", func(s *corev1.Service) {
+		class := "example.com/x"
+		s.Spec.LoadBalancerClass = &class
+	}))
+	c.runServiceController(t)
+	eventually(t, "web's address from a", func() bool { return ingressIP(c.service(t, "web")) == "198.51.100.1" })
+	settleResync(t, c)
+	if a.has(c.service(t, "x")) {
+		t.Fatal("premise: x has a load balancer in a")
+	}
+	ch := c.apply(t, heldConfig(t, routing+", targetOtherCCMsNodes: true", bs))
+	if ch.Retargeted != 1 {
+		t.Errorf("Changes.Retargeted = %d, want 1 (web; x's class is served by no controller running here and x has no load balancer)", ch.Retargeted)
 	}
 }
