@@ -35,7 +35,7 @@ func startTwoBackendWeb(t *testing.T) (c *reloadCluster, a, b *heldState, web *c
 // retry updates a and fails in b, and partialFailure queues a new key
 // (only=b) with AddRateLimited: a key the rate limiter has never seen,
 // so b's backoff restarts at 5 ms, and the backend that has been down
-// all along is called about eight more times in the next second (for
+// all along is called several more times in the next second (5 here; for
 // each Service in it: with 5,000 Services, every one restarts its
 // backoff the moment the other backend answers). An operator expects a
 // backend that keeps failing to keep its backoff. Fix idea: carry the
