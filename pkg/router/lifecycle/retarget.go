@@ -20,8 +20,10 @@ import (
 // only when the set of nodes changes, so that before, their load
 // balancers kept the old targets until some node changed or the CCM
 // restarted. Left out: a Service of a class cur does not serve (another
-// controller's), and one the reload re-routed (rerouted: its full sync
-// hands its load balancers the nodes cur has them target). Each joins the
+// controller's), one with no load balancer of ours under cur (left to
+// others, or never synced: its first sync hands the nodes), and one the
+// reload re-routed (rerouted: its full sync hands its load balancers the
+// nodes cur has them target). Each joins the
 // node-address batch (AddressResync.AddRetarget); its re-sync updates a
 // load balancer where it is (EnsuredIn) only when old and cur have it
 // target different nodes (TargetsUnchanged). The controller's own Services
@@ -46,6 +48,9 @@ func Retarget(st *process.Shared, old, cur *Balancer, rerouted []types.Namespace
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.DeletionTimestamp != nil || !cur.ownClass(svc) ||
 			slices.Contains(rerouted, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}) || served(svc) {
 			continue
+		}
+		if c := cur.withClassDefaults(svc); len(cur.ensuredIn(c)) == 0 && len(cur.unpublishedIn(c)) == 0 {
+			continue // no load balancer of ours: left to others, or not synced yet
 		}
 		a.AddRetarget(svc, old)
 		n++

@@ -120,6 +120,12 @@ type AddressResync struct {
 	// AddressQueued counts the Services queued after a node's address
 	// change.
 	AddressQueued atomic.Int64
+	// owed maps a key whose re-sync failed in some of the Service's
+	// backends and succeeded in the others to the failed ones: its retries
+	// update only those (partialFailure). A fresh queueing of the key (a
+	// new change) clears it.
+	owedMu sync.Mutex
+	owed   map[resyncKey][]string
 }
 
 // StartWatches starts, once for the process, the node-address re-sync and
@@ -229,6 +235,7 @@ func (a *AddressResync) flush() {
 	a.Pending = nil
 	a.pendingMu.Unlock()
 	for _, key := range keys {
+		a.setOwed(key, nil) // a fresh change: every backend again
 		a.Queue.Add(key)
 	}
 }
@@ -237,15 +244,23 @@ func (a *AddressResync) flush() {
 // reload that may change which nodes the load balancers target (from is
 // the configuration it replaced): a load balancer whose targets from and
 // the configuration in use agree on is not updated (see sync). A node
-// address change pending for it, or coming before the flush, covers it.
+// address change pending for it, or coming before the flush, covers it; a
+// second reload before the flush makes it a plain re-sync.
 func (a *AddressResync) AddRetarget(svc *corev1.Service, from Configuration) {
 	name := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	a.pendingMu.Lock()
 	if a.Pending == nil {
 		a.Pending = map[types.NamespacedName]resyncKey{}
 	}
-	if _, ok := a.Pending[name]; !ok {
+	switch k, ok := a.Pending[name]; {
+	case !ok:
 		a.Pending[name] = resyncKey{NamespacedName: name, from: from}
+	case k.from != nil && k.from != from:
+		// A second reload before the flush: the load balancer may hold
+		// either configuration's targets, or targets a sync gave it
+		// between the two (TestProbe60bReloadAndBackBeforeFlushLeavesIntermediateTargets):
+		// no comparison tells, so every backend is updated.
+		a.Pending[name] = resyncKey{NamespacedName: name}
 	}
 	a.pendingMu.Unlock()
 	a.Batch.Changed()
@@ -275,14 +290,13 @@ type resyncKey struct {
 	full    bool
 	uid     types.UID
 	from    Configuration
-	// only names the one backend a re-sync still owes an update: the
-	// others of the Service answered (partialFailure).
-	only string
 }
 
 // Add queues the Service for a re-sync with the current nodes.
 func (a *AddressResync) Add(svc *corev1.Service) {
-	a.Queue.Add(resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}})
+	key := resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}}
+	a.setOwed(key, nil)
+	a.Queue.Add(key)
 }
 
 // AddSync queues the Service for a full sync (see fullSync).
@@ -342,21 +356,45 @@ func (a *AddressResync) next(ctx context.Context) bool {
 		// Retry only the backends that failed: before, every retry while
 		// one backend was down updated the others again with the same
 		// nodes (TestProbe60FailingBackendRepeatsUpdatesOfTheOther).
+		// The key keeps its backoff (a key of its own per backend started
+		// again at 5 ms: TestProbe60bPartialSuccessRestartsTheFailingBackendsBackoff).
 		var pf *partialFailure
 		errors.As(err, &pf)
 		klog.ErrorS(err, "Re-syncing a load balancer failed in some backends; will retry those", "service", key.NamespacedName, "backends", pf.failed)
-		for _, name := range pf.failed {
-			k := key
-			k.only = name
-			a.Queue.AddRateLimited(k)
-		}
+		a.setOwed(key, pf.failed)
+		a.Queue.AddRateLimited(key)
+		return true
 	case err != nil:
 		klog.ErrorS(err, "Re-syncing a load balancer failed; will retry", "service", key.NamespacedName, "full", key.full, "reroute", key.reroute)
 		a.Queue.AddRateLimited(key)
 		return true
 	}
+	a.setOwed(key, nil)
 	a.Queue.Forget(key)
 	return true
+}
+
+// setOwed records the backends a key's re-sync still owes an update
+// (nil: none, or every backend for a fresh key).
+func (a *AddressResync) setOwed(key resyncKey, backends []string) {
+	a.owedMu.Lock()
+	defer a.owedMu.Unlock()
+	if backends == nil {
+		delete(a.owed, key)
+		return
+	}
+	if a.owed == nil {
+		a.owed = map[resyncKey][]string{}
+	}
+	a.owed[key] = backends
+}
+
+// owedBy returns the backends key's re-sync still owes an update, nil for
+// every backend.
+func (a *AddressResync) owedBy(key resyncKey) []string {
+	a.owedMu.Lock()
+	defer a.owedMu.Unlock()
+	return a.owed[key]
 }
 
 // errNotPublished is a re-sync finding the Service's load balancer
@@ -438,8 +476,9 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 	var errs []error
 	var failed []string
 	updated := false
+	owed := a.owedBy(key)
 	for _, b := range bs {
-		if key.only != "" && b.Name != key.only {
+		if owed != nil && !slices.Contains(owed, b.Name) {
 			continue
 		}
 		targets := r.Targetable(b, svc, nodes)
