@@ -123,9 +123,12 @@ type AddressResync struct {
 	// owed maps a key whose re-sync failed in some of the Service's
 	// backends and succeeded in the others to the failed ones: its retries
 	// update only those (partialFailure). A fresh queueing of the key (a
-	// new change) clears it.
+	// new change) clears it and marks the key fresh until a worker takes
+	// it: a partial failure of a re-sync in flight meanwhile owes every
+	// backend again (the others' update predates the change).
 	owedMu sync.Mutex
 	owed   map[resyncKey][]string
+	fresh  map[resyncKey]bool
 }
 
 // StartWatches starts, once for the process, the node-address re-sync and
@@ -235,7 +238,7 @@ func (a *AddressResync) flush() {
 	a.Pending = nil
 	a.pendingMu.Unlock()
 	for _, key := range keys {
-		a.setOwed(key, nil) // a fresh change: every backend again
+		a.markFresh(key)
 		a.Queue.Add(key)
 	}
 }
@@ -295,7 +298,7 @@ type resyncKey struct {
 // Add queues the Service for a re-sync with the current nodes.
 func (a *AddressResync) Add(svc *corev1.Service) {
 	key := resyncKey{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}}
-	a.setOwed(key, nil)
+	a.markFresh(key)
 	a.Queue.Add(key)
 }
 
@@ -361,7 +364,7 @@ func (a *AddressResync) next(ctx context.Context) bool {
 		var pf *partialFailure
 		errors.As(err, &pf)
 		klog.ErrorS(err, "Re-syncing a load balancer failed in some backends; will retry those", "service", key.NamespacedName, "backends", pf.failed)
-		a.setOwed(key, pf.failed)
+		a.owe(key, pf.failed)
 		a.Queue.AddRateLimited(key)
 		return true
 	case err != nil:
@@ -369,17 +372,29 @@ func (a *AddressResync) next(ctx context.Context) bool {
 		a.Queue.AddRateLimited(key)
 		return true
 	}
-	a.setOwed(key, nil)
+	a.owe(key, nil)
 	a.Queue.Forget(key)
 	return true
 }
 
-// setOwed records the backends a key's re-sync still owes an update
-// (nil: none, or every backend for a fresh key).
-func (a *AddressResync) setOwed(key resyncKey, backends []string) {
+// markFresh clears what key's re-sync owed: a new change needs every
+// backend again.
+func (a *AddressResync) markFresh(key resyncKey) {
 	a.owedMu.Lock()
 	defer a.owedMu.Unlock()
-	if backends == nil {
+	delete(a.owed, key)
+	if a.fresh == nil {
+		a.fresh = map[resyncKey]bool{}
+	}
+	a.fresh[key] = true
+}
+
+// owe records the backends key's re-sync still owes an update (nil:
+// none), unless the key was queued fresh while the re-sync ran.
+func (a *AddressResync) owe(key resyncKey, backends []string) {
+	a.owedMu.Lock()
+	defer a.owedMu.Unlock()
+	if backends == nil || a.fresh[key] {
 		delete(a.owed, key)
 		return
 	}
@@ -389,11 +404,12 @@ func (a *AddressResync) setOwed(key resyncKey, backends []string) {
 	a.owed[key] = backends
 }
 
-// owedBy returns the backends key's re-sync still owes an update, nil for
-// every backend.
-func (a *AddressResync) owedBy(key resyncKey) []string {
+// takeOwed starts key's re-sync: it returns the backends it still owes an
+// update, nil for every backend, and ends the key's fresh mark.
+func (a *AddressResync) takeOwed(key resyncKey) []string {
 	a.owedMu.Lock()
 	defer a.owedMu.Unlock()
+	delete(a.fresh, key)
 	return a.owed[key]
 }
 
@@ -433,6 +449,7 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 	case key.reroute:
 		return a.reroute(ctx, key)
 	}
+	owed := a.takeOwed(key)
 	svc, err := a.Services.Services(key.Namespace).Get(key.Name)
 	if err != nil {
 		return ignoreNotFound(err)
@@ -476,7 +493,6 @@ func (a *AddressResync) sync(ctx context.Context, key resyncKey) error {
 	var errs []error
 	var failed []string
 	updated := false
-	owed := a.owedBy(key)
 	for _, b := range bs {
 		if owed != nil && !slices.Contains(owed, b.Name) {
 			continue
