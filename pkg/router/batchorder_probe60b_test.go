@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/router/process"
 )
 
@@ -15,17 +13,7 @@ import (
 // set), then n1's address changes before the flush: the plain key wins
 // and one update hands both changes. Expected to pass.
 func TestProbe60bRetargetThenAddressChangeInOneBatch(t *testing.T) {
-	quiet, maxWait := process.AddressBatchQuiet, process.AddressBatchMax
-	process.AddressBatchQuiet, process.AddressBatchMax = 2*time.Second, time.Minute
-	t.Cleanup(func() { process.AddressBatchQuiet, process.AddressBatchMax = quiet, maxWait })
-	c, a, _, reload := reloadFixture(t)
-	web := c.service(t, "web")
-	n1 := c.createNode(t, newNode("n1", func(n *corev1.Node) { n.Status.Addresses = []corev1.NodeAddress{internalIP("10.0.0.1")} }))
-	c.createNode(t, newNode("hc-1", withPlatformAnnotation("hcloud"), func(n *corev1.Node) {
-		n.Status.Addresses = []corev1.NodeAddress{internalIP("10.0.9.1")}
-	}))
-	eventually(t, "n1 targeted in a", func() bool { return a.targetsOf(web) == "n1=10.0.0.1" })
-	settleResync(t, c)
+	c, a, web, n1, reload := batchFixture(t)
 	before := a.count(&a.updates)
 
 	start := time.Now()

@@ -208,17 +208,7 @@ func TestProbe60RebuildingOneBackendUpdatesOnlyItsLoadBalancers(t *testing.T) {
 // Batch.Changed (one flush for both), or the flush drops keys re-synced
 // since they were batched.
 func TestProbe60ReloadJoinsPendingAddressBatch(t *testing.T) {
-	quiet, maxWait := process.AddressBatchQuiet, process.AddressBatchMax
-	process.AddressBatchQuiet, process.AddressBatchMax = 2*time.Second, time.Minute
-	t.Cleanup(func() { process.AddressBatchQuiet, process.AddressBatchMax = quiet, maxWait })
-	c, a, _, reload := reloadFixture(t)
-	web := c.service(t, "web")
-	n1 := c.createNode(t, newNode("n1", func(n *corev1.Node) { n.Status.Addresses = []corev1.NodeAddress{internalIP("10.0.0.1")} }))
-	c.createNode(t, newNode("hc-1", withPlatformAnnotation("hcloud"), func(n *corev1.Node) {
-		n.Status.Addresses = []corev1.NodeAddress{internalIP("10.0.9.1")}
-	}))
-	eventually(t, "n1 targeted in a", func() bool { return a.targetsOf(web) == "n1=10.0.0.1" })
-	settleResync(t, c)
+	c, a, web, n1, reload := batchFixture(t)
 	before := a.count(&a.updates)
 
 	c.setAddresses(t, n1, internalIP("10.0.0.2"))
@@ -380,4 +370,24 @@ func TestProbe60FailingBackendRepeatsUpdatesOfTheOther(t *testing.T) {
 	if got := a.count(&a.updates) - beforeA; got != 1 {
 		t.Errorf("a, which answered, was updated %d times with the same nodes while b was retried (%d failed updates in b); want 1", got, b.count(&b.updateFails))
 	}
+}
+
+// batchFixture is reloadFixture with the address batch's quiet period at
+// 2 s (at most a minute) and two nodes: n1 (10.0.0.1), targeted by web's
+// load balancer in a, and hc-1 (10.0.9.1), another CCM's node; the
+// re-sync has settled.
+func batchFixture(t *testing.T) (c *reloadCluster, a *heldState, web *corev1.Service, n1 *corev1.Node, reload func(string, bool)) {
+	t.Helper()
+	quiet, maxWait := process.AddressBatchQuiet, process.AddressBatchMax
+	process.AddressBatchQuiet, process.AddressBatchMax = 2*time.Second, time.Minute
+	t.Cleanup(func() { process.AddressBatchQuiet, process.AddressBatchMax = quiet, maxWait })
+	c, a, _, reload = reloadFixture(t)
+	web = c.service(t, "web")
+	n1 = c.createNode(t, newNode("n1", func(n *corev1.Node) { n.Status.Addresses = []corev1.NodeAddress{internalIP("10.0.0.1")} }))
+	c.createNode(t, newNode("hc-1", withPlatformAnnotation("hcloud"), func(n *corev1.Node) {
+		n.Status.Addresses = []corev1.NodeAddress{internalIP("10.0.9.1")}
+	}))
+	eventually(t, "n1 targeted in a", func() bool { return a.targetsOf(web) == "n1=10.0.0.1" })
+	settleResync(t, c)
+	return c, a, web, n1, reload
 }
