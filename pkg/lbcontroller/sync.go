@@ -399,10 +399,21 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 			return err
 		}
 	}
+	was, known := classBefore(c.stateOf(key), svc)
+	var left *corev1.Service
 	drop := func(cur *corev1.Service) []string {
+		left = nil
 		if !needsCleanup(cur) {
-			// Turned back into a LoadBalancer meanwhile: its sync
-			// (queued by the change) ensures it under our finalizer.
+			// A LoadBalancer again meanwhile. Ours: its sync (queued by
+			// the change) ensures it under our finalizer. Another
+			// controller's (a class changed through ClusterIP, as a user
+			// must): it left us, released below as leave releases it; its
+			// sync, with nothing of ours remembered, would not (chaos seed
+			// 290552101: the shared finalizer we put stayed, and the
+			// Service's deletion hung).
+			if !c.serves(cur) {
+				left = cur
+			}
 			return nil
 		}
 		if c.sharedIsOurs(cur, shared, moved, ours) {
@@ -412,6 +423,15 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 	}
 	if err := c.release(ctx, svc, drop, ours); err != nil {
 		return err
+	}
+	if left != nil {
+		// The shared finalizer goes only from a Service we served
+		// classless that has a class now: from one still classless it
+		// is upstream's service controller's, which serves it now.
+		wasClassless := known && was == nil && left.Spec.LoadBalancerClass != nil
+		if err := c.dropOurs(ctx, left, ours, wasClassless); err != nil {
+			return err
+		}
 	}
 	if exists {
 		c.event(svc, corev1.EventTypeNormal, reasonDeleted, "Deleted load balancer")
