@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	rtdebug "runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -27,6 +28,8 @@ type probe61Cloud struct {
 	onDelete, onGet       func() error
 	failDeletes           atomic.Int32
 	errs                  chan error
+	// getInCleanup: the armed GetLoadBalancer was cleanup's.
+	getInCleanup atomic.Bool
 }
 
 func newProbe61Cloud(h *hookedCloud) *probe61Cloud {
@@ -35,6 +38,7 @@ func newProbe61Cloud(h *hookedCloud) *probe61Cloud {
 
 func (p *probe61Cloud) GetLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	if p.armedGet.CompareAndSwap(true, false) {
+		p.getInCleanup.Store(strings.Contains(string(rtdebug.Stack()), "(*Controller).cleanup("))
 		p.errs <- p.onGet()
 	}
 	return p.hookedCloud.GetLoadBalancer(ctx, clusterName, svc)
@@ -54,19 +58,20 @@ func (p *probe61Cloud) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	return err
 }
 
-// toClusterIP turns the Service ClusterIP, its status cleared as
-// kube-apiserver clears it.
+// toClusterIP61 turns the Service ClusterIP, its status and class
+// cleared as kube-apiserver clears them.
 func toClusterIP61(t *testing.T, e *env, name string) {
 	t.Helper()
 	if err := retryUpdate(e, name, func(s *corev1.Service) {
 		s.Spec.Type = corev1.ServiceTypeClusterIP
+		s.Spec.LoadBalancerClass = nil
 		s.Status.LoadBalancer = corev1.LoadBalancerStatus{}
 	}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// classlessOn creates web, classless, with our backend annotation (nil
+// classlessWeb61 creates web, classless, with our backend annotation (nil
 // backend: none, the default backend chooses) and waits until it is
 // served under the shared finalizer.
 func classlessWeb61(t *testing.T, e *env, backend *string) *corev1.Service {
@@ -84,7 +89,7 @@ func classlessWeb61(t *testing.T, e *env, backend *string) *corev1.Service {
 	return s.DeepCopy()
 }
 
-// deleteAndWaitGone deletes the Service and waits for it to be gone.
+// deleteAndWaitGone61 deletes the Service and waits for it to be gone.
 func deleteAndWaitGone61(t *testing.T, e *env, name string) {
 	t.Helper()
 	if err := e.client.CoreV1().Services("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
@@ -422,6 +427,9 @@ func TestProbe61RestartThenCleanupMeetsForeignClass(t *testing.T) {
 	if err := receive(t, second.errs, "the class change during the new leader's cleanup"); err != nil {
 		t.Fatal(err)
 	}
+	if !second.getInCleanup.Load() {
+		t.Fatal("the class change did not land during the new leader's cleanup")
+	}
 	time.Sleep(300 * time.Millisecond)
 	deleteAndWaitGone61(t, e, "web")
 }
@@ -505,4 +513,80 @@ func TestProbe61TwoBackendsDrainingCleanupMeetsForeign(t *testing.T) {
 		return nil
 	})
 	deleteAndWaitGone61(t, e, "web")
+}
+
+// TestProbe61ClassChangeBeforeOurDelete: the user's change to another
+// class lands while our cleanup asks whether the ClusterIP version's
+// load balancer exists, before its delete: the delete (of the version
+// read) and the release still end with nothing of ours, the shared
+// finalizer we put included, and the deletion completes.
+func TestProbe61ClassChangeBeforeOurDelete(t *testing.T) {
+	var p *probe61Cloud
+	var e *env
+	e = startEnv(t, envOptions{doc: classChangeConfig, classless: true, versioned: true, wrap: func(h *hookedCloud) Cloud {
+		p = newProbe61Cloud(h)
+		p.onGet = func() error {
+			return retryUpdate(e, "web", func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeLoadBalancer
+				s.Spec.LoadBalancerClass = ptrTo("example.com/another-controller")
+			})
+		}
+		return p
+	}})
+	old := classlessWeb61(t, e, ptrTo("metal-cc"))
+	p.armedGet.Store(true)
+	toClusterIP61(t, e, "web")
+	if err := receive(t, p.errs, "the class change during our cleanup's GetLoadBalancer"); err != nil {
+		t.Fatal(err)
+	}
+	if !p.getInCleanup.Load() {
+		t.Fatal("the class change did not land during our cleanup")
+	}
+	waitLoadBalancerGone(t, e, "our load balancer gone", old)
+	eventually(t, "our finalizers gone", func() error {
+		if s := e.get(t, "web"); hasCleanupFinalizer(s) || hasRecord(s) {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+	deleteAndWaitGone61(t, e, "web")
+}
+
+// TestProbe61OurClassCleanupMeetsUpstreamClassless: upstream's service
+// controller serves classless Services (our controller without
+// Classless). A Service of our class turned ClusterIP is made, during our
+// cleanup, a classless LoadBalancer, and upstream adds the shared
+// finalizer: ours goes, the shared one (upstream's) stays.
+func TestProbe61OurClassCleanupMeetsUpstreamClassless(t *testing.T) {
+	var p *probe61Cloud
+	var e *env
+	e = startEnv(t, envOptions{doc: oneAddress, versioned: true, wrap: func(h *hookedCloud) Cloud {
+		p = newProbe61Cloud(h)
+		p.onDelete = func() error {
+			return retryUpdate(e, "web", func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeLoadBalancer
+				s.Finalizers = append(s.Finalizers, sharedFinalizer)
+			})
+		}
+		return p
+	}})
+	e.create(t, service("web", ptrTo(ourClass)))
+	eventually(t, "web addressed", addressed(e, t, "web"))
+	old := e.get(t, "web").DeepCopy()
+	p.armedDelete.Store(true)
+	toClusterIP61(t, e, "web")
+	if err := receive(t, p.errs, "the change during our cleanup"); err != nil {
+		t.Fatal(err)
+	}
+	waitLoadBalancerGone(t, e, "our load balancer gone", old)
+	eventually(t, "our Finalizer gone", func() error {
+		if s := e.get(t, "web"); hasFinalizer(s, Finalizer) || hasRecord(s) {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	if s := e.get(t, "web"); !slices.Equal(s.Finalizers, []string{sharedFinalizer}) {
+		t.Errorf("finalizers %v; want upstream's shared one kept", s.Finalizers)
+	}
 }
