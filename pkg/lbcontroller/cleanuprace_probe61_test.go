@@ -12,11 +12,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
+	utilt "github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
+
+// inUse61 is the bare-metal backend's addresses_in_use gauge.
+func inUse61(t *testing.T, backend string) float64 {
+	return utilt.GaugeValue(t, "multicloud_ccm_baremetal_addresses_in_use_total", map[string]string{"backend": backend})
+}
 
 // probe61Cloud is the controller's cloud with hooks for the review s61
 // probes: once armed, onDelete runs right after a delete (its error, if
@@ -451,7 +460,11 @@ func TestProbe61DeleteFailsThenForeignClass(t *testing.T) {
 		}
 		return p
 	}})
+	before := inUse61(t, "metal-cc")
 	old := classlessWeb61(t, e, ptrTo("metal-cc"))
+	if n := inUse61(t, "metal-cc"); n != before+1 {
+		t.Fatalf("addresses_in_use %v after the address (%v before)", n, before)
+	}
 	p.failDeletes.Store(1)
 	p.armedDelete.Store(true)
 	toClusterIP61(t, e, "web")
@@ -466,6 +479,12 @@ func TestProbe61DeleteFailsThenForeignClass(t *testing.T) {
 		return nil
 	})
 	deleteAndWaitGone61(t, e, "web")
+	if n := inUse61(t, "metal-cc"); n != before {
+		t.Errorf("addresses_in_use %v after the deletion; want %v", n, before)
+	}
+	if len(e.cloud.held()) != 0 {
+		t.Errorf("load balancers held after the deletion: %v", e.cloud.held())
+	}
 }
 
 // TestProbe61TwoBackendsDrainingCleanupMeetsForeign: a classless Service
@@ -589,4 +608,58 @@ func TestProbe61OurClassCleanupMeetsUpstreamClassless(t *testing.T) {
 	if s := e.get(t, "web"); !slices.Equal(s.Finalizers, []string{sharedFinalizer}) {
 		t.Errorf("finalizers %v; want upstream's shared one kept", s.Finalizers)
 	}
+}
+
+// TestProbe61ReleaseWriteFailsThenForeignClass: our cleanup deleted the
+// ClusterIP version's load balancer (the router dropped its record), the
+// user made it a LoadBalancer of another class, and our finalizer write
+// then failed (the API server answered 500 once). The retry, from the
+// copy remembered, must release it all the same: our finalizers go and
+// its deletion completes.
+func TestProbe61ReleaseWriteFailsThenForeignClass(t *testing.T) {
+	var failWrite atomic.Bool
+	var p *probe61Cloud
+	var e *env
+	e = startEnv(t, envOptions{doc: classChangeConfig, classless: true, versioned: true,
+		reactors: func(c *fake.Clientset) {
+			c.PrependReactor("patch", "services", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				pa, ok := a.(clienttesting.PatchAction)
+				if !ok || !strings.Contains(string(pa.GetPatch()), `"finalizers"`) || !failWrite.CompareAndSwap(true, false) {
+					return false, nil, nil
+				}
+				return true, nil, apierrors.NewInternalError(errors.New("injected: the finalizer write failed"))
+			})
+		},
+		wrap: func(h *hookedCloud) Cloud {
+			p = newProbe61Cloud(h)
+			p.onDelete = func() error {
+				err := retryUpdate(e, "web", func(s *corev1.Service) {
+					s.Spec.Type = corev1.ServiceTypeLoadBalancer
+					s.Spec.LoadBalancerClass = ptrTo("example.com/another-controller")
+				})
+				failWrite.Store(true)
+				return err
+			}
+			return p
+		}})
+	old := classlessWeb61(t, e, ptrTo("metal-cc"))
+	p.armedDelete.Store(true)
+	toClusterIP61(t, e, "web")
+	if err := receive(t, p.errs, "the class change during our cleanup"); err != nil {
+		t.Fatal(err)
+	}
+	waitLoadBalancerGone(t, e, "our load balancer gone", old)
+	eventually(t, "the failed write made", func() error {
+		if failWrite.Load() {
+			return errors.New("no finalizer write yet")
+		}
+		return nil
+	})
+	eventually(t, "our finalizers gone", func() error {
+		if s := e.get(t, "web"); hasCleanupFinalizer(s) || hasRecord(s) {
+			return fmt.Errorf("finalizers %v, %s", s.Finalizers, state(s))
+		}
+		return nil
+	})
+	deleteAndWaitGone61(t, e, "web")
 }
