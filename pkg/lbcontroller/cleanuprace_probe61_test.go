@@ -350,50 +350,6 @@ func servicesOf61(e *env) ([]runtime.Object, error) {
 	return objs, nil
 }
 
-// TestProbe61RestartBetweenDeleteAndFinalizerWrite: the chaos seed's
-// sequence with a replica killed (or losing its lease) in the one window
-// the fix covers in memory only: our cleanup of the ClusterIP version
-// deleted the load balancer (the router dropped its record, the class it
-// was made for with it), the user made the Service a LoadBalancer of
-// another class, and the replica died before its finalizer write. The new
-// leader starts on that state. The shared finalizer we put on the
-// classless Service must not outlive us: the Service's deletion completes
-// (as in TestClusterIPCleanupMeetsForeignClass).
-func TestProbe61RestartBetweenDeleteAndFinalizerWrite(t *testing.T) {
-	var p *probe61Cloud
-	var first *env
-	snap := make(chan []runtime.Object, 1)
-	first = startEnv(t, envOptions{doc: classChangeConfig, classless: true, versioned: true, wrap: func(h *hookedCloud) Cloud {
-		p = newProbe61Cloud(h)
-		p.onDelete = func() error {
-			if err := retryUpdate(first, "web", func(s *corev1.Service) {
-				s.Spec.Type = corev1.ServiceTypeLoadBalancer
-				s.Spec.LoadBalancerClass = ptrTo("example.com/another-controller")
-			}); err != nil {
-				return err
-			}
-			objs, err := servicesOf61(first) // the replica dies here
-			snap <- objs
-			return err
-		}
-		return p
-	}})
-	classlessWeb61(t, first, ptrTo("metal-cc"))
-	p.armedDelete.Store(true)
-	toClusterIP61(t, first, "web")
-	if err := receive(t, p.errs, "the class change during our cleanup"); err != nil {
-		t.Fatal(err)
-	}
-	objs := receive(t, snap, "the state the replica died in")
-	for _, o := range objs {
-		s := o.(*corev1.Service)
-		t.Logf("the new leader starts on: finalizers %v, class %v, annotations %v", s.Finalizers, ptrString(s.Spec.LoadBalancerClass), s.Annotations)
-	}
-	e := startEnv(t, envOptions{doc: classChangeConfig, classless: true, versioned: true}, objs...)
-	time.Sleep(300 * time.Millisecond)
-	deleteAndWaitGone61(t, e, "web")
-}
-
 // TestProbe61RestartThenCleanupMeetsForeignClass: the replica that
 // deleted the ClusterIP Service's load balancer died before removing the
 // shared finalizer; the new leader's cleanup (which finds no load balancer

@@ -427,8 +427,18 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 	if left != nil {
 		// The shared finalizer goes only from a Service we served
 		// classless that has a class now: from one still classless it
-		// is upstream's service controller's, which serves it now.
-		wasClassless := known && was == nil && left.Spec.LoadBalancerClass != nil
+		// is upstream's service controller's, which serves it now. With
+		// nothing left to say which class we served it under (no record
+		// class, nothing remembered: a new process's cleanup after the
+		// last one deleted its load balancers), the version cleaned
+		// decides, as drop would have for it (sharedIsOurs): classless,
+		// ours to clean, without our Finalizer (which we put on the
+		// Services of our classes instead).
+		wasClassless := known && was == nil
+		if !known {
+			wasClassless = shared && svc.Spec.LoadBalancerClass == nil && !hasFinalizer(svc, Finalizer)
+		}
+		wasClassless = wasClassless && left.Spec.LoadBalancerClass != nil
 		if err := c.dropOurs(ctx, left, ours, wasClassless); err != nil {
 			return err
 		}
