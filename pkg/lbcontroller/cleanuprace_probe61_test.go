@@ -377,10 +377,19 @@ func TestProbe61RestartThenCleanupMeetsForeignClass(t *testing.T) {
 	}
 	objs := receive(t, snap, "the state the replica died in")
 	var second *probe61Cloud
-	var e *env
-	e = startEnv(t, envOptions{doc: classChangeConfig, classless: true, versioned: true, wrap: func(h *hookedCloud) Cloud {
+	// The new leader's first sync may run before startEnv returns: its
+	// hook waits for the env it writes through.
+	started := make(chan *env, 1)
+	e := startEnv(t, envOptions{doc: classChangeConfig, classless: true, versioned: true, wrap: func(h *hookedCloud) Cloud {
 		second = newProbe61Cloud(h)
 		second.onGet = func() error {
+			var e *env
+			select {
+			case e = <-started:
+				started <- e
+			case <-time.After(30 * time.Second):
+				return errors.New("the new leader's env never came")
+			}
 			return retryUpdate(e, "web", func(s *corev1.Service) {
 				s.Spec.Type = corev1.ServiceTypeLoadBalancer
 				s.Spec.LoadBalancerClass = ptrTo("example.com/another-controller")
@@ -389,6 +398,7 @@ func TestProbe61RestartThenCleanupMeetsForeignClass(t *testing.T) {
 		second.armedGet.Store(true)
 		return second
 	}}, objs...)
+	started <- e
 	if err := receive(t, second.errs, "the class change during the new leader's cleanup"); err != nil {
 		t.Fatal(err)
 	}
