@@ -197,7 +197,7 @@ e2e: e2e-deps
 # at quiescence; a violation shrunk to the fewest steps that still fail and
 # written as a replay file. SEED (default fresh), STEPS (40), DURATION
 # (fresh seeds for that long; default one sequence), REPLAY (a replay
-# file), SHRINK (the shrinker's budget, 20m), SETTLE (150s), IGNORE
+# file), SHRINK (the shrinker's budget, 20m), SETTLE (330s), IGNORE
 # (violation classes only logged). With the OpenStack stack up
 # ($(OUT)/openstack.env) it adds the backend os (CHAOS_OS=0: not).
 chaos: build control-plane

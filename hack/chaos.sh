@@ -25,7 +25,7 @@
 # slice's fresh seed) draw it and a seed given draws as before.
 #
 # SHRINK bounds the shrinker (default 20m; 0: none), SETTLE the wait for
-# convergence at quiescence (default 150s), IGNORE lists violation classes
+# convergence at quiescence (default 330s), IGNORE lists violation classes
 # only logged (a known defect, while hunting others), KEEP=1 keeps the
 # folders of passing runs too. Everything a run needs is under
 # _output/chaos (logs of failing runs kept, replay files); the output is

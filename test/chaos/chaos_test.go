@@ -26,7 +26,7 @@ const (
 	envReplay = "CHAOS_REPLAY"     // a replay file to run instead
 	envShrink = "CHAOS_SHRINK"     // the shrinker's budget (default 20m; 0 shrinks nothing)
 	envOut    = "CHAOS_OUT"        // where runs and replay files go (default _output/chaos)
-	envSettle = "CHAOS_SETTLE"     // bound on convergence at quiescence (default 150s)
+	envSettle = "CHAOS_SETTLE"     // bound on convergence at quiescence (default 330s)
 	envIgnore = "CHAOS_IGNORE"     // violation classes only logged (comma-separated)
 	envFresh  = "CHAOS_FRESH"      // 0: the slice runs its fixed seeds alone (default: one fresh seed too)
 	envFreshS = "CHAOS_FRESH_SEED" // the slice's fresh seed (default: drawn from the tree under test)

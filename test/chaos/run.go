@@ -15,9 +15,15 @@ import (
 
 // settleDefault bounds convergence at quiescence: after a fault, the
 // controllers retry a Service with exponential backoff (5 s doubling per
-// failure, upstream's and our controller's), so a Service that failed
-// five times in a row is next tried 80 s later.
-const settleDefault = 150 * time.Second
+// failure up to 300 s, upstream's and our controller's), so a Service
+// that failed five times in a row is next tried 80 s later, and one that
+// failed seven times or more (each change or reload re-syncs it at once,
+// and each failure counts) 300 s later: the bound is that, and 30 s for
+// the retry itself. A sequence that converges is judged as soon as it
+// does; only a Service still unconverged waits it out (seed 698174222:
+// s0 failed 7 times in 6 s during an AWS outage, and the old bound of
+// 150 s ended before its retry).
+const settleDefault = 330 * time.Second
 
 // RunOptions configures one run of a sequence.
 type RunOptions struct {
