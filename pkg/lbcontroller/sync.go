@@ -426,20 +426,23 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 	}
 	if left != nil {
 		// The shared finalizer goes only from a Service we served
-		// classless that has a class now: from one still classless it
-		// is upstream's service controller's, which serves it now. With
+		// classless: one that has a class now, or, when this controller
+		// serves classless Services, one our routing no longer chooses,
+		// as letGo removes it (the other CCM serving it, if any, puts it
+		// back at its next sync); when upstream's service controller in
+		// this CCM serves classless Services, it is that controller's. With
 		// nothing left to say which class we served it under (no record
 		// class, nothing remembered: a new process's cleanup after the
 		// last one deleted its load balancers), the version cleaned
 		// decides, as drop would have for it (sharedIsOurs): classless,
 		// ours to clean, without our Finalizer (which we put on the
 		// Services of our classes instead).
-		wasClassless := known && was == nil
+		dropShared := known && was == nil
 		if !known {
-			wasClassless = shared && svc.Spec.LoadBalancerClass == nil && !hasFinalizer(svc, Finalizer)
+			dropShared = shared && svc.Spec.LoadBalancerClass == nil && !hasFinalizer(svc, Finalizer)
 		}
-		wasClassless = wasClassless && left.Spec.LoadBalancerClass != nil
-		if err := c.dropOurs(ctx, left, ours, wasClassless); err != nil {
+		dropShared = dropShared && (left.Spec.LoadBalancerClass != nil || c.opts.Classless)
+		if err := c.dropOurs(ctx, left, ours, dropShared); err != nil {
 			return err
 		}
 	}
