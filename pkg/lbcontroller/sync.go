@@ -429,17 +429,20 @@ func (c *Controller) cleanup(ctx context.Context, key string, svc *corev1.Servic
 		// classless: one that has a class now, or, when this controller
 		// serves classless Services, one our routing no longer chooses,
 		// as letGo removes it (the other CCM serving it, if any, puts it
-		// back at its next sync); when upstream's service controller in
-		// this CCM serves classless Services, it is that controller's. With
-		// nothing left to say which class we served it under (no record
-		// class, nothing remembered: a new process's cleanup after the
-		// last one deleted its load balancers), the version cleaned
-		// decides, as drop would have for it (sharedIsOurs): classless,
-		// ours to clean, without our Finalizer (which we put on the
-		// Services of our classes instead).
+		// back when it next syncs the Service); when upstream's service
+		// controller in this CCM serves classless Services, it is that
+		// controller's. With nothing left to say which class we served it
+		// under (no record class, nothing remembered: a new process's
+		// cleanup after the last one deleted its load balancers), the
+		// version cleaned decides, as drop would have for it
+		// (sharedIsOurs): one we serve (a ClusterIP has no class; routed
+		// to us) without our Finalizer (which we put on the Services of
+		// our classes instead). A classed Service turned ClusterIP that
+		// we clean up for our default backend loses a shared finalizer of
+		// its class's controller here as it would in drop.
 		dropShared := known && was == nil
 		if !known {
-			dropShared = shared && svc.Spec.LoadBalancerClass == nil && !hasFinalizer(svc, Finalizer)
+			dropShared = shared && !hasFinalizer(svc, Finalizer)
 		}
 		dropShared = dropShared && (left.Spec.LoadBalancerClass != nil || c.opts.Classless)
 		if err := c.dropOurs(ctx, left, ours, dropShared); err != nil {
