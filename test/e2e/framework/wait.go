@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -37,6 +38,11 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, cond Condi
 			observed = seen
 		}
 		switch {
+		case err != nil && ctx.Err() == nil && pastDeadline(err):
+			// A client's rate limiter refuses a wait that would pass the
+			// deadline before the deadline itself: the wait timed out, and
+			// what was last seen says on what (a CI run of session 62 lost it: TestReloadTorture).
+			return fmt.Errorf("timed out after %s waiting for %s; last seen: %s (then: %w)", timeout, what, observed, err)
 		case err != nil && ctx.Err() == nil:
 			return fmt.Errorf("waiting for %s: %w", what, err)
 		case done:
@@ -48,6 +54,14 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, cond Condi
 		case <-tick.C:
 		}
 	}
+}
+
+// pastDeadline tells whether err is a wait refused because it would end
+// after the context's deadline: context.DeadlineExceeded, or the
+// "would exceed context deadline" of golang.org/x/time/rate that client-go's
+// rate limiter returns without wrapping it.
+func pastDeadline(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "would exceed context deadline")
 }
 
 // Eventually fails the test unless cond holds within timeout.
