@@ -40,9 +40,10 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, cond Condi
 		switch {
 		case err != nil && ctx.Err() == nil && pastDeadline(err):
 			// A client's rate limiter refuses a wait that would pass the
-			// deadline before the deadline itself: the wait timed out, and
-			// what was last seen says on what (a CI run of session 62 lost it: TestReloadTorture).
-			return fmt.Errorf("timed out after %s waiting for %s; last seen: %s (then: %w)", timeout, what, observed, err)
+			// deadline before the deadline itself: what was last seen says
+			// what the wait was stuck on (a CI run of session 62 lost it in
+			// TestReloadTorture).
+			return fmt.Errorf("gave up waiting for %s (up to %s): a poll's wait would pass the deadline (%w); last seen: %s", what, timeout, err, observed)
 		case err != nil && ctx.Err() == nil:
 			return fmt.Errorf("waiting for %s: %w", what, err)
 		case done:
