@@ -709,11 +709,16 @@ func (c *Controller) stateOf(key string) *served {
 // upstream caches it before its cloud calls: a Service deleted (or
 // re-created) without the cleanup finalizer after a failed or partial
 // ensure still has its load balancer deleted. A Service the controller
-// already synced keeps its record until the ensure succeeds.
+// already synced keeps the copy it last served until the ensure succeeds,
+// with the record of svc, which prepare wrote, added to that copy's: a
+// move's ensure that fails after making the load balancer in its new
+// backend leaves it there, and the copy's delete, once the Service is
+// gone, must look there (TestGoneMidMoveDeletesWhatTheMoveCreated).
 func (c *Controller) track(key string, svc *corev1.Service, seen sets.Set[string]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.state[key]; ok && st.svc.UID == svc.UID {
+		st.svc = router.WithRecordOf(st.svc, svc)
 		return
 	}
 	c.state[key] = &served{svc: svc, seen: seen.Clone(), retry: true, fresh: true}
