@@ -1,7 +1,10 @@
 package awsfake
 
 import (
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -58,28 +61,85 @@ func (s *Server) Throttled() int {
 	return s.throttled
 }
 
+// bucketKey is the AWS bucket a request of action takes its token from,
+// "" for an API without buckets here: EC2's are per action, ELBv2's
+// one for every Describe* and one per mutating action.
+func bucketKey(action, version string) string {
+	switch version {
+	case ec2Version:
+		return "ec2/" + action
+	case elbv2Version:
+		if IsMutating(action) {
+			return "elbv2/" + action
+		}
+		return "elbv2/describe"
+	}
+	return ""
+}
+
+// bucket is the Bucket of a bucketKey.
+func (l *RateLimits) bucket(key string) Bucket {
+	api, action, _ := strings.Cut(key, "/")
+	switch {
+	case api == "ec2" && IsMutating(action):
+		return l.EC2Write
+	case api == "ec2":
+		return l.EC2Read
+	case action == "describe":
+		return l.ELBv2Read
+	}
+	return l.ELBv2Write
+}
+
+// BucketOf returns the key and the Bucket of l that a request of action
+// to api ("ec2" or "elbv2") takes its token from.
+func (l RateLimits) BucketOf(api, action string) (string, Bucket) {
+	version := map[string]string{"ec2": ec2Version, "elbv2": elbv2Version}[api]
+	key := bucketKey(action, version)
+	return key, l.bucket(key)
+}
+
+// BucketCalls returns the requests (first attempts: the calls) the fake
+// received, by the AWS bucket each takes its token from ("ec2/ACTION",
+// "elbv2/describe", "elbv2/ACTION"), whether the rate limits are on or
+// not.
+func (s *Server) BucketCalls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.bucketCalls)
+}
+
+// Least returns the least time the buckets of l let calls (BucketCalls)
+// through, each bucket full at the start: the busiest bucket's calls
+// beyond its capacity at its refill rate; and that bucket's key. It is
+// the time AWS's own throttling allows for them, whatever the client.
+func (l RateLimits) Least(calls map[string]int) (time.Duration, string) {
+	var least time.Duration
+	var by string
+	for _, key := range slices.Sorted(maps.Keys(calls)) {
+		b := l.bucket(key)
+		if b.Refill <= 0 {
+			continue
+		}
+		d := time.Duration(max(0, float64(calls[key])-b.Capacity) / b.Refill * float64(time.Second))
+		if d > least {
+			least, by = d, key
+		}
+	}
+	return least, by
+}
+
 // rateLimited takes a token for the request, or returns the throttling
 // error when its bucket is empty. The caller holds s.mu.
 func (s *Server) rateLimited(action, version string, now time.Time) *Error {
 	if s.rateLimits == nil {
 		return nil
 	}
-	var key string
-	var b Bucket
-	switch version {
-	case ec2Version:
-		key, b = "ec2/"+action, s.rateLimits.EC2Read
-		if IsMutating(action) {
-			b = s.rateLimits.EC2Write
-		}
-	case elbv2Version:
-		key, b = "elbv2/describe", s.rateLimits.ELBv2Read
-		if IsMutating(action) {
-			key, b = "elbv2/"+action, s.rateLimits.ELBv2Write
-		}
-	default:
+	key := bucketKey(action, version)
+	if key == "" {
 		return nil
 	}
+	b := s.rateLimits.bucket(key)
 	t := s.buckets[key]
 	if t == nil {
 		t = &tokens{left: b.Capacity, at: now}

@@ -83,7 +83,9 @@ type Server struct {
 	// calls counts SDK invocations by action, attempts every request.
 	calls    map[string]int
 	attempts map[string]int
-	log      []string
+	// bucketCalls counts the calls by AWS bucket (BucketCalls).
+	bucketCalls map[string]int
+	log         []string
 	// params are the parameters each action was sent, list indexes as N.
 	params map[string]map[string]bool
 	keys   map[string]string
@@ -126,21 +128,22 @@ type Server struct {
 // New returns an empty fake for region.
 func New(region string) *Server {
 	return &Server{
-		region:    region,
-		instances: map[string]*Instance{},
-		vpcs:      map[string]string{},
-		subnets:   map[string]*Subnet{},
-		sgs:       map[string]*securityGroup{},
-		routes:    map[string]*RouteTable{},
-		lbs:       map[string]*loadBalancer{},
-		tgs:       map[string]*targetGroup{},
-		listeners: map[string]*listener{},
-		idx:       newELBIndex(),
-		calls:     map[string]int{},
-		attempts:  map[string]int{},
-		params:    map[string]map[string]bool{},
-		keys:      map[string]string{},
-		failNext:  map[string]string{},
+		region:      region,
+		instances:   map[string]*Instance{},
+		vpcs:        map[string]string{},
+		subnets:     map[string]*Subnet{},
+		sgs:         map[string]*securityGroup{},
+		routes:      map[string]*RouteTable{},
+		lbs:         map[string]*loadBalancer{},
+		tgs:         map[string]*targetGroup{},
+		listeners:   map[string]*listener{},
+		idx:         newELBIndex(),
+		calls:       map[string]int{},
+		attempts:    map[string]int{},
+		bucketCalls: map[string]int{},
+		params:      map[string]map[string]bool{},
+		keys:        map[string]string{},
+		failNext:    map[string]string{},
 
 		mutationsLeft:       -1,
 		deregistrationDelay: DefaultDeregistrationDelay,
@@ -176,6 +179,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if firstAttempt(r.Header.Get("amz-sdk-request")) {
 		s.calls[action]++
 		s.log = append(s.log, action)
+		if key := bucketKey(action, version); key != "" {
+			s.bucketCalls[key]++
+		}
 	}
 	s.recordParams(action, r.PostForm)
 	key := accessKeyID(r.Header.Get("Authorization"))
@@ -400,6 +406,7 @@ func (s *Server) ResetCalls() {
 	defer s.mu.Unlock()
 	s.calls = map[string]int{}
 	s.attempts = map[string]int{}
+	s.bucketCalls = map[string]int{}
 	s.log = nil
 	s.mutating = nil
 }

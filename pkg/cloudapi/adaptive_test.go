@@ -130,14 +130,14 @@ func TestAdaptiveBudgetFollowsTheCloud(t *testing.T) {
 	if fake.Throttled() == 0 {
 		t.Fatal("the fake throttled nothing: the test proves nothing")
 	}
-	if r := b.bucket(APIELBv2, false).rate(); r >= 40 {
+	if r := b.bucket(APIELBv2, "DescribeLoadBalancers", false).rate(); r >= 40 {
 		t.Errorf("rate %v after %d throttling answers, want under the ceiling of 40", r, fake.Throttled())
 	}
 	got := testutil.GaugeValue(t, "multicloud_ccm_cloud_api_budget_rate", map[string]string{"backend": "adapts", "api": "elbv2", "kind": "read"})
 	if got >= 40 || got <= 0 {
 		t.Errorf("budget_rate = %v, want the slowed rate", got)
 	}
-	if w := b.bucket(APIELBv2, true).rate(); w != AWSDefaults[APIELBv2].QPSWrite {
+	if w := b.bucket(APIELBv2, "CreateLoadBalancer", true).rate(); w != AWSDefaults[APIELBv2].QPSWrite {
 		t.Errorf("the write bucket moved to %v with no write throttled", w)
 	}
 }

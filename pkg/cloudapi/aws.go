@@ -15,22 +15,25 @@ const (
 	APIELBv2 = "elbv2"
 )
 
-// AWSDefaults are the AWS backend's default budgets: half of each bucket
-// AWS documents for an account and region, so the CCM leaves the other
-// half to the account's other tools.
-//   - EC2 (EC2 API reference, "Request throttling"): non-mutating actions
-//     100 tokens refilled at 20 a second; mutating actions 200 tokens
-//     refilled at 5 a second. EC2 buckets are per action; one bucket for
-//     all of the CCM's reads is stricter.
-//   - ELBv2 (ELB user guide, "Request throttling for the ELB API"):
-//     Describe* 40 tokens refilled at 10 a second. Mutations have
-//     buckets of their own, per action group; the default for all of the
-//     CCM's mutations together is a conservative 10 tokens refilled at 1
-//     a second (a load balancer's creation is about ten of them). Raise
-//     it in the backend's rateLimits if Service Quotas shows more.
+// AWSDefaults are the AWS backend's default budgets: AWS's own buckets for
+// an account and region, as ceilings. The default mode (ModeAdaptive)
+// starts there and slows down when AWS throttles the CCM anyway (another
+// tool of the account spends the same bucket), as the AWS SDK's adaptive
+// retry mode does; the buckets are AWS's, so with nobody else spending
+// them the CCM goes as fast as AWS lets it, never slower for a guess.
+//   - EC2 (EC2 API reference, "Request throttling"): one bucket per
+//     action; non-mutating actions 100 tokens refilled at 20 a second,
+//     mutating actions 200 tokens refilled at 5.
+//   - ELBv2 (ELB user guide, "Request throttling for the ELB API"): one
+//     bucket for every Describe* action, 40 tokens refilled at 10 a
+//     second; mutations take buckets of their own, by group of actions,
+//     taken here one per action at 20 tokens refilled at 2 a second (the
+//     AWS fake's, internal/awsfake). Where the account's bucket is
+//     smaller, or one group's actions run together, AWS throttles and the
+//     adaptive bucket slows down.
 var AWSDefaults = map[string]RateLimit{
-	APIEC2:   {QPS: 10, Bucket: 50, QPSWrite: 2.5, BucketWrite: 100},
-	APIELBv2: {QPS: 5, Bucket: 20, QPSWrite: 1, BucketWrite: 10},
+	APIEC2:   {QPS: 20, Bucket: 100, QPSWrite: 5, BucketWrite: 200, PerActionReads: true, PerActionWrites: true},
+	APIELBv2: {QPS: 10, Bucket: 40, QPSWrite: 2, BucketWrite: 20, PerActionWrites: true},
 }
 
 // awsAPIs maps the SDK's service IDs to the API names of the budget.
@@ -73,7 +76,7 @@ func AWSAPIOptions(b *Budget, isThrottle func(error) bool) func(*middleware.Stac
 			api := AWSAPIName(awsmiddleware.GetServiceID(ctx))
 			action := awsmiddleware.GetOperationName(ctx)
 			write := AWSMutating(action)
-			if err := b.Wait(ctx, api, write); err != nil {
+			if err := b.WaitAction(ctx, api, action, write); err != nil {
 				return middleware.FinalizeOutput{}, middleware.Metadata{}, err
 			}
 			start := time.Now()

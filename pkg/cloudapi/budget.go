@@ -65,6 +65,15 @@ type RateLimit struct {
 	// ceilings, and each bucket slows down when the cloud throttles
 	// anyway and climbs back when it stops) or fixed (ModeFixed).
 	Mode string `json:"mode,omitempty"`
+
+	// PerActionReads and PerActionWrites are not configured: a
+	// backend's defaults set them where its cloud keeps one bucket per
+	// action (EC2 for every action, ELBv2 for its mutations), and the
+	// API's rates then apply to each action's bucket, as the cloud's
+	// own do. Otherwise one bucket holds every read (or mutation) of
+	// the API.
+	PerActionReads  bool `json:"-"`
+	PerActionWrites bool `json:"-"`
 }
 
 // WithDefaults returns l with each zero field taken from def.
@@ -87,6 +96,7 @@ func (l RateLimit) WithDefaults(def RateLimit) RateLimit {
 	if l.Mode == "" {
 		l.Mode = ModeAdaptive
 	}
+	l.PerActionReads, l.PerActionWrites = def.PerActionReads, def.PerActionWrites
 	return l
 }
 
@@ -157,23 +167,117 @@ type buckets struct {
 	key string
 }
 
+// apiBudget is one API's buckets: one for its reads and one for its
+// mutations, or, where the cloud keeps one per action (RateLimit's
+// PerActionReads, PerActionWrites), one per action of that kind, made at
+// its first request.
 type apiBudget struct {
 	read, write *bucket
+	limit       RateLimit
+
+	mu      sync.Mutex
+	actions map[actionKey]*bucket
 }
 
-// bucket is api's read or write bucket, nil for none.
-func (b *Budget) bucket(api string, write bool) *bucket {
-	if b == nil || b.buckets == nil {
+type actionKey struct {
+	action string
+	write  bool
+}
+
+func newAPIBudget(l RateLimit) *apiBudget {
+	a := &apiBudget{limit: l}
+	if !l.PerActionReads {
+		a.read = newBucket(l.QPS, l.Bucket, l.Mode)
+	}
+	if !l.PerActionWrites {
+		a.write = newBucket(l.QPSWrite, l.BucketWrite, l.Mode)
+	}
+	return a
+}
+
+func (a *apiBudget) perAction(write bool) bool {
+	if write {
+		return a.limit.PerActionWrites
+	}
+	return a.limit.PerActionReads
+}
+
+// bucket is the bucket of one request: action's own where the API keeps
+// one per action, else the kind's; nil for none (turned off).
+func (a *apiBudget) bucket(action string, write bool) *bucket {
+	if !a.perAction(write) {
+		if write {
+			return a.write
+		}
+		return a.read
+	}
+	qps, burst := a.limit.QPS, a.limit.Bucket
+	if write {
+		qps, burst = a.limit.QPSWrite, a.limit.BucketWrite
+	}
+	if qps < 0 {
 		return nil
 	}
-	a := (*b.apis.Load())[api]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := actionKey{action, write}
+	bk := a.actions[k]
+	if bk == nil {
+		if a.actions == nil {
+			a.actions = map[actionKey]*bucket{}
+		}
+		bk = newBucket(qps, burst, a.limit.Mode)
+		a.actions[k] = bk
+	}
+	return bk
+}
+
+// rate is the current rate of the kind's bucket, the slowest of its
+// actions' where it has one per action (the configured ceiling before
+// any request); false for none.
+func (a *apiBudget) rate(write bool) (float64, bool) {
+	if !a.perAction(write) {
+		bk := a.read
+		if write {
+			bk = a.write
+		}
+		if bk == nil {
+			return 0, false
+		}
+		return bk.rate(), true
+	}
+	r := a.limit.QPS
+	if write {
+		r = a.limit.QPSWrite
+	}
+	if r < 0 {
+		return 0, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, bk := range a.actions {
+		if k.write == write {
+			r = min(r, bk.rate())
+		}
+	}
+	return r, true
+}
+
+// bucket is the bucket a request of api's action takes its token from,
+// nil for none.
+func (b *Budget) bucket(api, action string, write bool) *bucket {
+	a := b.api(api)
 	if a == nil {
 		return nil
 	}
-	if write {
-		return a.write
+	return a.bucket(action, write)
+}
+
+func (b *Budget) api(api string) *apiBudget {
+	if b == nil || b.buckets == nil {
+		return nil
 	}
-	return a.read
+	return (*b.apis.Load())[api]
 }
 
 // NewBudget returns the buckets of backend: for each API of defaults, the
@@ -191,8 +295,7 @@ func newBuckets(limits, defaults map[string]RateLimit) *buckets {
 func newAPIs(limits, defaults map[string]RateLimit) *map[string]*apiBudget {
 	apis := map[string]*apiBudget{}
 	for api, def := range defaults {
-		l := limits[api].WithDefaults(def)
-		apis[api] = &apiBudget{read: newBucket(l.QPS, l.Bucket, l.Mode), write: newBucket(l.QPSWrite, l.BucketWrite, l.Mode)}
+		apis[api] = newAPIBudget(limits[api].WithDefaults(def))
 	}
 	return &apis
 }
@@ -225,8 +328,8 @@ func (b *Budget) Retune(key string, limits, defaults map[string]RateLimit) {
 	// has none.
 	for api := range defaults {
 		for _, kind := range []string{"read", "write"} {
-			if bk := b.bucket(api, kind == "write"); bk != nil {
-				budgetRate.WithLabelValues(b.backend, api, kind).Set(bk.rate())
+			if r, ok := b.api(api).rate(kind == "write"); ok {
+				budgetRate.WithLabelValues(b.backend, api, kind).Set(r)
 			} else {
 				budgetRate.Delete(map[string]string{"backend": b.backend, "api": api, "kind": kind})
 			}
@@ -283,12 +386,18 @@ func (b *Budget) Observe(api, action string, write bool, outcome string, took ti
 		return
 	}
 	Observe(b.backend, api, action, outcome, took)
-	if bk := b.bucket(api, write); bk.answered(outcome == OutcomeThrottled) {
+	a := b.api(api)
+	if a == nil {
+		return
+	}
+	if a.bucket(action, write).answered(outcome == OutcomeThrottled) {
 		kind := "read"
 		if write {
 			kind = "write"
 		}
-		budgetRate.WithLabelValues(b.backend, api, kind).Set(bk.rate())
+		if r, ok := a.rate(write); ok {
+			budgetRate.WithLabelValues(b.backend, api, kind).Set(r)
+		}
 	}
 }
 
@@ -306,14 +415,21 @@ func (b *Budget) Observe(api, action string, write bool, outcome string, took ti
 // back to the bucket): a refusal returns an error wrapping
 // ErrMutationRefused, and the call must not be sent. Reads are not gated.
 func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
+	return b.WaitAction(ctx, api, "", write)
+}
+
+// WaitAction is Wait for a request of a named action: where the API keeps
+// a bucket per action (AWS's EC2, ELBv2's mutations), it takes a token of
+// action's own bucket.
+func (b *Budget) WaitAction(ctx context.Context, api, action string, write bool) error {
 	if !write {
-		_, err := b.take(ctx, api, false)
+		_, err := b.take(ctx, api, action, false)
 		return err
 	}
 	if err := checkGate(ctx, b.Backend(), api); err != nil {
 		return err
 	}
-	bk := b.bucket(api, true)
+	bk := b.bucket(api, action, true)
 	if bk == nil {
 		return nil
 	}
@@ -351,14 +467,14 @@ func (b *Budget) Wait(ctx context.Context, api string, write bool) error {
 // write bucket but is not gated, so that a standby replica can keep the
 // session its reads need.
 func (b *Budget) WaitSession(ctx context.Context, api string) error {
-	_, err := b.take(ctx, api, true)
+	_, err := b.take(ctx, api, "", true)
 	return err
 }
 
 // take takes one token of api's read or write bucket (see Wait), and
 // reports whether it had to wait for it.
-func (b *Budget) take(ctx context.Context, api string, write bool) (bool, error) {
-	bk := b.bucket(api, write)
+func (b *Budget) take(ctx context.Context, api, action string, write bool) (bool, error) {
+	bk := b.bucket(api, action, write)
 	if bk == nil {
 		return false, nil
 	}

@@ -101,11 +101,11 @@ func TestMutationGateAfterTokenWait(t *testing.T) {
 	// The refused write sent nothing and gives its token back: the next
 	// write (the gate open again: a slow renewal that succeeded) takes it
 	// at once instead of waiting a token's time more.
-	if tok := b.bucket(APIELBv2, true).lim.Tokens(); tok < 0.5 {
+	if tok := b.bucket(APIELBv2, "", true).lim.Tokens(); tok < 0.5 {
 		t.Errorf("after a write refused when its token came, the bucket holds %.2f tokens, want 1: the refused call spent one", tok)
 	}
 	closed.Store(false)
-	if !b.bucket(APIELBv2, true).lim.Allow() {
+	if !b.bucket(APIELBv2, "", true).lim.Allow() {
 		t.Error("the gate open again, the next write has no token at once")
 	}
 }

@@ -238,6 +238,10 @@ func (cl *cluster) setupCloud(t *testing.T) {
 		t.Cleanup(func() { _ = fake.Close() })
 		cl.fake = fake
 		fake.SetRulesPerSecurityGroup(awsRulesQuota)
+		if awsThrottle() {
+			limits := awsfake.AWSRateLimits
+			fake.SetRateLimits(&limits)
+		}
 		seeded := fake.Seed(awsfake.SeedSpec{ClusterID: clusterID, NodeSecurityGroup: true})
 		zones := []string{region + "a", region + "b"}
 		ids := make([]string, n)
@@ -367,6 +371,11 @@ backends:
 	}
 	return b.String()
 }
+
+// awsThrottle is SCALE_AWS_THROTTLE=aws: the fake throttles as AWS does,
+// with AWS's documented buckets (awsfake.AWSRateLimits), so the cells
+// measure the CCM against the cloud's own limits, not only its budget.
+func awsThrottle() bool { return strings.TrimSpace(os.Getenv("SCALE_AWS_THROTTLE")) == "aws" }
 
 // awsRateLimits is the aws section's rateLimits line from
 // SCALE_AWS_RATE_LIMITS (a YAML flow map, e.g. "{elbv2: {qps: -1,

@@ -22,6 +22,7 @@
 //	SCALE_SYNC_TIMEOUT=5m       bound on the node-sync and churn waits
 //	SCALE_CCM_ARGS=             more CCM flags (--controllers=*,service: upstream's service controller)
 //	SCALE_AWS_RATE_LIMITS=      the aws backend's rateLimits (YAML flow map); empty: its default budget
+//	SCALE_AWS_THROTTLE=         aws: the AWS fake throttles with AWS's documented buckets (off: it never throttles)
 //	SCALE_AWS_RATE_LIMITS_SYNC= the rateLimits a live reload switches the aws cells to before the node sync ("default": its default budget)
 //	SCALE_AWS_TARGET_TYPE=      instance (default) or ip: the NLBs' target type (aws-load-balancer-nlb-target-type);
 //	                            with ip, a churn re-targets every NLB by address (the router's batched re-targets),

@@ -43,6 +43,11 @@ type phase struct {
 	apiTotal   int
 	cloud      map[string]int // action -> calls
 	cloudAll   int
+	// buckets are the cloud calls by the AWS bucket they take a token
+	// from (awsfake's BucketCalls); throttled the requests the fake's
+	// buckets refused (SCALE_AWS_THROTTLE).
+	buckets   map[string]int
+	throttled int
 }
 
 // perMinute scales n over the phase's duration.
@@ -57,6 +62,10 @@ type probe struct {
 	logOff    int64
 	auditOff  int64
 	cloudSeen map[string]int
+	// bucketsSeen and throttledSeen are the fake's BucketCalls and
+	// Throttled at begin.
+	bucketsSeen   map[string]int
+	throttledSeen int
 }
 
 func newProbe(cl *cluster) *probe { return &probe{cl: cl} }
@@ -68,6 +77,8 @@ func (p *probe) begin() {
 	p.auditOff = fileSize(p.cl.audit)
 	if p.cl.fake != nil {
 		p.cloudSeen = p.cl.fake.CallCounts()
+		p.bucketsSeen = p.cl.fake.BucketCalls()
+		p.throttledSeen = p.cl.fake.Throttled()
 	}
 }
 
@@ -91,6 +102,13 @@ func (p *probe) end(name string) phase {
 				ph.cloudAll += d
 			}
 		}
+		ph.buckets = map[string]int{}
+		for k, v := range p.cl.fake.BucketCalls() {
+			if d := v - p.bucketsSeen[k]; d > 0 {
+				ph.buckets[k] = d
+			}
+		}
+		ph.throttled = p.cl.fake.Throttled() - p.throttledSeen
 	}
 	return ph
 }

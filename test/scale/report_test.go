@@ -5,6 +5,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
 )
 
 // table prints one column per cell and one row per figure.
@@ -20,6 +22,20 @@ func table(rs []*result) string {
 		{"Service time-to-address p50 (s)", func(r *result) string { return secs(r.addrP50) }},
 		{"Service time-to-address p99 (s)", func(r *result) string { return secs(r.addrP99) }},
 		{"all Services addressed (s)", func(r *result) string { return secs(r.addr) }},
+		{"  the least AWS's buckets allow their calls (s, busiest bucket)", func(r *result) string {
+			p := r.phase("services")
+			if p.buckets == nil {
+				return "-"
+			}
+			least, by := awsfake.AWSRateLimits.Least(p.buckets)
+			return fmt.Sprintf("%s (%s: %d)", secs(least), by, p.buckets[by])
+		}},
+		{"  requests the fake's AWS buckets throttled", func(r *result) string {
+			if !awsThrottle() || r.cell.cloud != "aws" {
+				return "off"
+			}
+			return fmt.Sprint(r.phase("services").throttled)
+		}},
 		{"node sync: 1 node excluded → all LBs updated (s)", func(r *result) string {
 			if r.syncOf == 0 {
 				return fmt.Sprintf("none to update (%d updated)", r.syncDone)

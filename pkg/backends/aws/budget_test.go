@@ -145,14 +145,14 @@ func testBudget(s *Settings) {
 func defaultBudget(s *Settings) { s.RateLimits = nil }
 
 // TestBudgetOnByDefault: a backend whose section has no rateLimits paces
-// its reads at half of AWS's buckets: 30 DescribeLoadBalancers in a row
-// spend the default ELBv2 read bucket of 20 and wait for the rest at 5 a
-// second (about 2 s, counted in budget_wait_seconds_total{api=elbv2}),
-// and none fails. With qps and qpsWrite -1 the same burst never waits.
+// its reads at AWS's own buckets: 50 DescribeLoadBalancers in a row spend
+// the default ELBv2 read bucket of 40 and wait for the rest at 10 a second
+// (about 1 s, counted in budget_wait_seconds_total{api=elbv2}), and none
+// fails. With qps and qpsWrite -1 the same burst never waits.
 func TestBudgetOnByDefault(t *testing.T) {
 	burst := func(c *Cloud) float64 {
 		before := testutil.CounterSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "aws-1", "api": "elbv2"})
-		for i := range 30 {
+		for i := range 50 {
 			if _, err := c.lb.elb.DescribeLoadBalancers(context.Background(), &elbv2.DescribeLoadBalancersInput{}); err != nil {
 				t.Fatalf("read %d: %v", i, err)
 			}
@@ -160,11 +160,11 @@ func TestBudgetOnByDefault(t *testing.T) {
 		return testutil.CounterSum(t, "multicloud_ccm_cloud_api_budget_wait_seconds_total", map[string]string{"backend": "aws-1", "api": "elbv2"}) - before
 	}
 	e := newEnv(t, defaultBudget)
-	if def := cloudapi.AWSDefaults[cloudapi.APIELBv2]; def.QPS != 5 || def.Bucket != 20 {
-		t.Fatalf("the ELBv2 default is %+v, want half of AWS's 40 tokens at 10 a second", def)
+	if def := cloudapi.AWSDefaults[cloudapi.APIELBv2]; def.QPS != 10 || def.Bucket != 40 {
+		t.Fatalf("the ELBv2 default is %+v, want AWS's 40 tokens at 10 a second", def)
 	}
-	if waited := burst(e.cloud); waited < 1 {
-		t.Errorf("30 reads over the default bucket of 20 at 5 a second waited %.2fs in all, want about 2s", waited)
+	if waited := burst(e.cloud); waited < 0.5 {
+		t.Errorf("50 reads over the default bucket of 40 at 10 a second waited %.2fs in all, want about 1s", waited)
 	}
 	if waited := burst(buildCloud(t, e.url, func(s *Settings) { s.RateLimits = budgetOff })); waited != 0 {
 		t.Errorf("with the budget off the reads waited %.2fs", waited)

@@ -45,8 +45,8 @@ backends:
 // no Service is re-synced for it), with what it last verified of each
 // NLB, so the next node sync still makes its one DeregisterTargets and no
 // read; and the new budget applies at once: with the budget off no ELBv2
-// read is refused for its deadline, retuned to the default (a bucket of
-// 20 reads) one from the 21st on is. The reads' deadlines are each
+// read is refused for its deadline, retuned to the default (AWS's bucket of
+// 40 reads) one from the 41st on is. The reads' deadlines are each
 // read's own (CI's stop 49 failed a total deadline of 50 ms for 25 reads
 // on a loaded machine). Any other change (here the cluster ID) still rebuilds it.
 // Before, every change of rateLimits rebuilt the backend, which lost its
@@ -66,14 +66,14 @@ func TestRateLimitsReloadRetunesInPlace(t *testing.T) {
 	if _, err := lbi.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
 		t.Fatal(err)
 	}
-	// refusedAt sends up to n reads, each with a deadline of 100 ms (half
-	// the default bucket's refill interval of 200 ms), and returns the
+	// refusedAt sends up to n reads, each with a deadline of 50 ms (half
+	// the default bucket's refill interval of 100 ms), and returns the
 	// number of the first the budget refused for its deadline (0: none).
 	// A read's own timeout on a loaded machine is not a refusal: only
 	// ErrPastDeadline, which Wait returns before sending, counts.
 	refusedAt := func(n int) int {
 		for i := range n {
-			rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			_, err := first.lb.elb.DescribeLoadBalancers(rctx, nil)
 			cancel()
 			if errors.Is(err, cloudapi.ErrPastDeadline) {
@@ -82,7 +82,7 @@ func TestRateLimitsReloadRetunesInPlace(t *testing.T) {
 		}
 		return 0
 	}
-	if at := refusedAt(60); at != 0 {
+	if at := refusedAt(100); at != 0 {
 		t.Fatalf("with the budget off, read %d was refused by the budget", at)
 	}
 
@@ -96,11 +96,12 @@ func TestRateLimitsReloadRetunesInPlace(t *testing.T) {
 	if now := rl.Current().ByName["aws-1"].Cloud; now != first {
 		t.Fatal("the retuned backend is another instance: it lost its caches and verified views")
 	}
-	// The default bucket holds 20 reads: the first 20 pass at once, and a
-	// later one is refused; how much later depends on how long the reads
-	// took (5 tokens a second come back meanwhile), so the bound is loose.
-	if at := refusedAt(60); at < 21 || at > 45 {
-		t.Errorf("after the retune to the default budget (a bucket of 20 reads, 5 a second), the first read refused for its deadline was %d, want one from the 21st on (and before the 46th)", at)
+	// The default bucket holds AWS's 40 reads: the first 40 pass at once,
+	// and a later one is refused; how much later depends on how long the
+	// reads took (10 tokens a second come back meanwhile), so the bound is
+	// loose.
+	if at := refusedAt(100); at < 41 || at > 90 {
+		t.Errorf("after the retune to the default budget (a bucket of 40 reads, 10 a second), the first read refused for its deadline was %d, want one from the 41st on (and before the 91st)", at)
 	}
 
 	e.fake.ResetCalls()
