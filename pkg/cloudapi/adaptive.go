@@ -29,10 +29,12 @@ const (
 //     throttled together: one cut for them all);
 //   - the rate never goes under ceiling/adaptFloor, nor under
 //     adaptMinRate (the SDK's minimum) unless the ceiling is lower;
-//   - once adaptWindow has passed since the last cut, each success raises
-//     the rate by ceiling/adaptSteps, at most once per adaptWindow: from
-//     the floor back to the ceiling in about adaptSteps seconds of
-//     successes.
+//   - once adaptWindow has passed since the last cut, the rate climbs by
+//     ceiling/adaptSteps for each adaptWindow without throttling: from
+//     the floor back to the ceiling in about adaptSteps seconds. A bucket
+//     catches up on the windows it sat idle at its next request (or
+//     answer, or rate read): an action throttled once and not used for a
+//     while is back at its ceiling, not still slowed by an old storm.
 const (
 	adaptCut     = 0.5
 	adaptFloor   = 16
@@ -74,10 +76,14 @@ func newBucket(qps float64, burst int, mode string) *bucket {
 	}
 }
 
-// rate is the bucket's current rate, requests a second.
+// rate is the bucket's current rate, requests a second, brought up to
+// date with the time passed without throttling.
 func (b *bucket) rate() float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.adaptive && b.ceiling != 0 {
+		b.climb(b.now())
+	}
 	return b.cur
 }
 
@@ -91,24 +97,51 @@ func (b *bucket) answered(throttled bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	switch {
-	case throttled:
-		if now.Sub(b.lastCut) < adaptWindow {
-			return false
-		}
-		b.lastCut = now
-		floor := min(b.ceiling, max(b.ceiling/adaptFloor, adaptMinRate))
-		next := max(floor, b.cur*adaptCut)
-		if next == b.cur {
-			return false
-		}
-		b.set(next, now)
-	case b.cur < b.ceiling && now.Sub(b.lastCut) >= adaptWindow && now.Sub(b.lastRaise) >= adaptWindow:
-		b.lastRaise = now
-		b.set(min(b.ceiling, b.cur+b.ceiling/adaptSteps), now)
-	default:
+	if !throttled {
+		return b.climb(now)
+	}
+	if now.Sub(b.lastCut) < adaptWindow {
 		return false
 	}
+	b.lastCut = now
+	floor := min(b.ceiling, max(b.ceiling/adaptFloor, adaptMinRate))
+	next := max(floor, b.cur*adaptCut)
+	if next == b.cur {
+		return false
+	}
+	b.set(next, now)
+	return true
+}
+
+// recover brings the rate up to date with the time passed without
+// throttling, before a request takes its token; it reports whether the
+// rate changed.
+func (b *bucket) recover() bool {
+	if b == nil || !b.adaptive || b.ceiling == 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.climb(b.now())
+}
+
+// climb raises the rate by ceiling/adaptSteps for each whole adaptWindow
+// since the last cut or raise, once adaptWindow has passed since the last
+// cut. The caller holds b.mu.
+func (b *bucket) climb(now time.Time) bool {
+	if b.cur >= b.ceiling || now.Sub(b.lastCut) < adaptWindow || now.Sub(b.lastRaise) < adaptWindow {
+		return false
+	}
+	since := b.lastRaise
+	if b.lastCut.After(since) {
+		since = b.lastCut
+	}
+	steps := 1
+	if !since.IsZero() {
+		steps = max(1, int(now.Sub(since)/adaptWindow))
+	}
+	b.lastRaise = now
+	b.set(min(b.ceiling, b.cur+float64(steps)*b.ceiling/adaptSteps), now)
 	return true
 }
 

@@ -35,6 +35,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -165,6 +166,57 @@ type buckets struct {
 	apis atomic.Pointer[map[string]*apiBudget]
 	// key is the NewSharedBudget key they are shared under ("" for none).
 	key string
+
+	// sharers are the live budgets taking tokens from these buckets,
+	// each with its backend's name: a bucket's rate is shown under each
+	// of them (budget_rate).
+	mu      sync.Mutex
+	sharers []weak.Pointer[Budget]
+}
+
+// join makes b one of its buckets' sharers and returns it.
+func (b *Budget) join() *Budget {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sharers = append(b.sharers, weak.Make(b))
+	return b
+}
+
+// backends are the names of the live budgets sharing b's buckets.
+func (b *buckets) backends() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var names []string
+	live := b.sharers[:0]
+	for _, p := range b.sharers {
+		if s := p.Value(); s != nil {
+			live = append(live, p)
+			if !slices.Contains(names, s.backend) {
+				names = append(names, s.backend)
+			}
+		}
+	}
+	clear(b.sharers[len(live):])
+	b.sharers = live
+	return names
+}
+
+// publish sets budget_rate of api's reads or writes, under every backend
+// sharing the buckets, to the kind's current rate, or deletes it for a
+// bucket turned off.
+func (b *Budget) publish(api string, write bool) {
+	kind := "read"
+	if write {
+		kind = "write"
+	}
+	r, ok := b.api(api).rate(write)
+	for _, name := range b.backends() {
+		if ok {
+			budgetRate.WithLabelValues(name, api, kind).Set(r)
+		} else {
+			budgetRate.Delete(map[string]string{"backend": name, "api": api, "kind": kind})
+		}
+	}
 }
 
 // apiBudget is one API's buckets: one for its reads and one for its
@@ -263,6 +315,25 @@ func (a *apiBudget) rate(write bool) (float64, bool) {
 	return r, true
 }
 
+// slowed tells whether one of the kind's per-action buckets is under its
+// ceiling: the kind's rate, the slowest bucket's, may then have climbed
+// since it was shown.
+func (a *apiBudget) slowed(write bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, bk := range a.actions {
+		if k.write == write && bk.adaptive && bk.ceiling != 0 {
+			bk.mu.Lock()
+			below := bk.cur < bk.ceiling
+			bk.mu.Unlock()
+			if below {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // bucket is the bucket a request of api's action takes its token from,
 // nil for none.
 func (b *Budget) bucket(api, action string, write bool) *bucket {
@@ -283,7 +354,7 @@ func (b *Budget) api(api string) *apiBudget {
 // NewBudget returns the buckets of backend: for each API of defaults, the
 // configured limits (limits[api]) over the defaults.
 func NewBudget(backend string, limits, defaults map[string]RateLimit) *Budget {
-	return &Budget{backend: backend, buckets: newBuckets(limits, defaults)}
+	return (&Budget{backend: backend, buckets: newBuckets(limits, defaults)}).join()
 }
 
 func newBuckets(limits, defaults map[string]RateLimit) *buckets {
@@ -324,16 +395,11 @@ func (b *Budget) Retune(key string, limits, defaults map[string]RateLimit) {
 		}
 	}
 	b.key = key
-	// The rate gauge shows each bucket's new ceiling; a bucket turned off
-	// has none.
+	// The rate gauge shows each bucket's new ceiling, under every backend
+	// sharing the buckets; a bucket turned off has none.
 	for api := range defaults {
-		for _, kind := range []string{"read", "write"} {
-			if r, ok := b.api(api).rate(kind == "write"); ok {
-				budgetRate.WithLabelValues(b.backend, api, kind).Set(r)
-			} else {
-				budgetRate.Delete(map[string]string{"backend": b.backend, "api": api, "kind": kind})
-			}
-		}
+		b.publish(api, false)
+		b.publish(api, true)
 	}
 }
 
@@ -356,7 +422,7 @@ func NewSharedBudget(backend, key string, limits, defaults map[string]RateLimit)
 	shared.Lock()
 	defer shared.Unlock()
 	if b := shared.m[key].Value(); b != nil {
-		return &Budget{backend: backend, buckets: b}
+		return (&Budget{backend: backend, buckets: b}).join()
 	}
 	b := newBuckets(limits, defaults)
 	b.key = key
@@ -366,7 +432,7 @@ func NewSharedBudget(backend, key string, limits, defaults map[string]RateLimit)
 			delete(shared.m, k)
 		}
 	}
-	return &Budget{backend: backend, buckets: b}
+	return (&Budget{backend: backend, buckets: b}).join()
 }
 
 // Backend is the name the budget counts under ("" for a nil budget).
@@ -390,14 +456,8 @@ func (b *Budget) Observe(api, action string, write bool, outcome string, took ti
 	if a == nil {
 		return
 	}
-	if a.bucket(action, write).answered(outcome == OutcomeThrottled) {
-		kind := "read"
-		if write {
-			kind = "write"
-		}
-		if r, ok := a.rate(write); ok {
-			budgetRate.WithLabelValues(b.backend, api, kind).Set(r)
-		}
+	if a.bucket(action, write).answered(outcome == OutcomeThrottled) || a.perAction(write) && a.slowed(write) {
+		b.publish(api, write)
 	}
 }
 
@@ -432,6 +492,9 @@ func (b *Budget) WaitAction(ctx context.Context, api, action string, write bool)
 	bk := b.bucket(api, action, true)
 	if bk == nil {
 		return nil
+	}
+	if bk.recover() {
+		b.publish(api, true)
 	}
 	l := bk.lim
 	if l.Allow() {
@@ -477,6 +540,9 @@ func (b *Budget) take(ctx context.Context, api, action string, write bool) (bool
 	bk := b.bucket(api, action, write)
 	if bk == nil {
 		return false, nil
+	}
+	if bk.recover() {
+		b.publish(api, write)
 	}
 	l := bk.lim
 	if l.Allow() {

@@ -118,7 +118,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
-		if err := t.wait(ctx, r, api, write); err != nil {
+		if err := t.wait(ctx, r, api, action, write); err != nil {
 			if r.Body != nil {
 				_ = r.Body.Close() // a RoundTripper closes the body, even on errors
 			}
@@ -159,11 +159,12 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // wait takes r's token: a session's request is not gated.
-func (t *Transport) wait(ctx context.Context, r *http.Request, api string, write bool) error {
+// It takes it from the bucket of the action Observe adapts.
+func (t *Transport) wait(ctx context.Context, r *http.Request, api, action string, write bool) error {
 	if write && t.Session != nil && t.Session(r) {
 		return t.Budget.WaitSession(ctx, api)
 	}
-	return t.Budget.Wait(ctx, api, write)
+	return t.Budget.WaitAction(ctx, api, action, write)
 }
 
 // APIUnknown is the api a Transport's refused mutation under no known

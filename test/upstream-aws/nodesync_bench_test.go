@@ -85,7 +85,7 @@ func (p *budgetProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.counts[form.Get("Action")]++
 	p.mu.Unlock()
 	if api != "" && p.budget != nil {
-		if err := p.budget.Wait(r.Context(), api, cloudapi.AWSMutating(form.Get("Action"))); err != nil {
+		if err := p.budget.WaitAction(r.Context(), api, form.Get("Action"), cloudapi.AWSMutating(form.Get("Action"))); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}

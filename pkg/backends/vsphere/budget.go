@@ -97,7 +97,7 @@ func (t *soapBudget) wait(ctx context.Context, action string, write bool) error 
 	if write && soapSession(action) {
 		return t.Budget.WaitSession(ctx, cloudapi.APIVCenter)
 	}
-	return t.Budget.Wait(ctx, cloudapi.APIVCenter, write)
+	return t.Budget.WaitAction(ctx, cloudapi.APIVCenter, action, write)
 }
 
 // soapSession tells whether a vSphere method only opens or closes the
