@@ -121,8 +121,9 @@ var budgetOff = map[string]cloudapi.RateLimit{
 
 // noBudget turns the backend's API budget off, for tests whose calls are
 // about something else and many: the conformance suites (245 s and 214 s
-// under the default budget, 35 s and 3.5 s without), the 2,500-node
-// sweep (2,500 single DescribeInstances at the default 10 a second) and
+// under the default budget of then, 35 s and 3.5 s without), the
+// 2,500-node sweep (2,500 single DescribeInstances at the default 20 a
+// second) and
 // the drift and repair-pass tests (newDriftEnv: 99 s for
 // TestDriftRepairedAndReported, 5 s without).
 func noBudget(s *Settings) { s.RateLimits = budgetOff }

@@ -54,10 +54,11 @@ type Settings struct {
 	// Retry tunes retries of throttled and failed calls.
 	Retry RetrySettings `json:"retry,omitempty"`
 	// RateLimits are the client-side API budgets, by API (ec2, elbv2): qps
-	// and bucket for reads, qpsWrite and bucketWrite for mutations. On by
-	// default: each field left out (or 0) takes half of AWS's documented
-	// bucket (cloudapi.AWSDefaults); qps or qpsWrite -1 turns that bucket
-	// off (docs/aws.md, "API budget").
+	// and bucket for reads, qpsWrite and bucketWrite for mutations, each
+	// bucket's where AWS keeps one per action (EC2, ELBv2's mutations). On
+	// by default: each field left out (or 0) takes AWS's documented bucket
+	// as an adaptive ceiling (cloudapi.AWSDefaults); qps or qpsWrite -1
+	// turns that bucket off (docs/aws.md, "API budget").
 	RateLimits map[string]cloudapi.RateLimit `json:"rateLimits,omitempty"`
 }
 
