@@ -71,3 +71,40 @@ func TestRateLimitsThrottleAsAWS(t *testing.T) {
 		t.Errorf("rate limits off: %v", err)
 	}
 }
+
+// TestBucketCallsAndLeast: the fake counts calls by the AWS bucket each
+// takes its token from, whether its throttling is on or not (ELBv2's
+// Describe* share one, its mutations and EC2's actions one each), and
+// Least gives the time AWS's buckets need for them: the busiest bucket's
+// calls beyond its size at its refill rate.
+func TestBucketCallsAndLeast(t *testing.T) {
+	c := newClients(t)
+	ctx := context.Background()
+	for range 3 {
+		if _, err := c.elb.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.elb.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := c.fake.BucketCalls()
+	want := map[string]int{"elbv2/describe": 6, "ec2/DescribeInstances": 3}
+	if len(got) != len(want) || got["elbv2/describe"] != 6 || got["ec2/DescribeInstances"] != 3 {
+		t.Errorf("bucket calls %v, want %v", got, want)
+	}
+	least, by := AWSRateLimits.Least(map[string]int{"elbv2/describe": 6040, "elbv2/CreateLoadBalancer": 1000, "ec2/DescribeSecurityGroups": 2000, "ec2/CreateSecurityGroup": 1000})
+	if least != 600*time.Second || by != "elbv2/describe" {
+		t.Errorf("least %v by %s, want 600s by elbv2/describe ((6,040 − 40) / 10)", least, by)
+	}
+	if least, _ := AWSRateLimits.Least(map[string]int{"elbv2/CreateLoadBalancer": 20, "ec2/DescribeInstances": 100}); least != 0 {
+		t.Errorf("calls within the buckets' sizes need %v, want 0", least)
+	}
+	c.fake.ResetCalls()
+	if got := c.fake.BucketCalls(); len(got) != 0 {
+		t.Errorf("after ResetCalls: %v", got)
+	}
+}
