@@ -127,7 +127,12 @@ func (b *bucket) recover() bool {
 
 // climb raises the rate by ceiling/adaptSteps for each whole adaptWindow
 // since the last cut or raise, once adaptWindow has passed since the last
-// cut. The caller holds b.mu.
+// cut. Each step is taken at the end of its own window, in the past when
+// the bucket sat idle: the tokens it earned meanwhile are earned at the
+// rate it had then, so a bucket idle long enough is back at its ceiling
+// with a full burst, as one never slowed; and the part of a window not
+// yet over counts towards the next step, however often climb is called.
+// The caller holds b.mu.
 func (b *bucket) climb(now time.Time) bool {
 	if b.cur >= b.ceiling || now.Sub(b.lastCut) < adaptWindow || now.Sub(b.lastRaise) < adaptWindow {
 		return false
@@ -136,12 +141,15 @@ func (b *bucket) climb(now time.Time) bool {
 	if b.lastCut.After(since) {
 		since = b.lastCut
 	}
-	steps := 1
-	if !since.IsZero() {
-		steps = max(1, int(now.Sub(since)/adaptWindow))
+	if since.IsZero() {
+		b.lastRaise = now
+		b.set(min(b.ceiling, b.cur+b.ceiling/adaptSteps), now)
+		return true
 	}
-	b.lastRaise = now
-	b.set(min(b.ceiling, b.cur+float64(steps)*b.ceiling/adaptSteps), now)
+	for at := since.Add(adaptWindow); !at.After(now) && b.cur < b.ceiling; at = at.Add(adaptWindow) {
+		b.lastRaise = at
+		b.set(min(b.ceiling, b.cur+b.ceiling/adaptSteps), at)
+	}
 	return true
 }
 

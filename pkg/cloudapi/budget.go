@@ -172,6 +172,13 @@ type buckets struct {
 	// of them (budget_rate).
 	mu      sync.Mutex
 	sharers []weak.Pointer[Budget]
+
+	// pubMu orders the gauge's updates (publish reads a rate and sets
+	// it: two at once would leave the older read last); recheck are the
+	// timers that show a slowed kind's climb while nothing is sent, by
+	// "api/kind".
+	pubMu   sync.Mutex
+	recheck map[string]*time.Timer
 }
 
 // join makes b one of its buckets' sharers and returns it.
@@ -204,12 +211,33 @@ func (b *buckets) backends() []string {
 // publish sets budget_rate of api's reads or writes, under every backend
 // sharing the buckets, to the kind's current rate, or deletes it for a
 // bucket turned off.
-func (b *Budget) publish(api string, write bool) {
+//
+// While the kind is under its ceiling, a timer publishes it again when it
+// should have climbed back (adaptSteps windows at most), so that an API
+// nothing is sent to after a throttling storm shows its ceiling again, not
+// the rate of its last request.
+func (b *buckets) publish(api string, write bool) {
+	if b == nil {
+		return
+	}
+	b.pubMu.Lock()
+	defer b.pubMu.Unlock()
+	b.publishLocked(api, write)
+}
+
+// publishLocked is publish with b.pubMu held. The timer it sets holds the
+// buckets, not a Budget: a dropped backend's Budget is still collected,
+// and goes out of the sharers.
+func (b *buckets) publishLocked(api string, write bool) {
 	kind := "read"
 	if write {
 		kind = "write"
 	}
-	r, ok := b.api(api).rate(write)
+	a := b.api(api)
+	if a == nil {
+		return
+	}
+	r, ok := a.rate(write)
 	for _, name := range b.backends() {
 		if ok {
 			budgetRate.WithLabelValues(name, api, kind).Set(r)
@@ -217,6 +245,33 @@ func (b *Budget) publish(api string, write bool) {
 			budgetRate.Delete(map[string]string{"backend": name, "api": api, "kind": kind})
 		}
 	}
+	key := api + "/" + kind
+	if t := b.recheck[key]; t != nil {
+		t.Stop()
+		delete(b.recheck, key)
+	}
+	ceiling := a.ceiling(write)
+	if !ok || r >= ceiling {
+		return
+	}
+	// Until the slowest bucket can be back at its ceiling, and a window
+	// more; again only if it climbed meanwhile (a bucket whose clock does
+	// not move, in a test, is not rechecked forever).
+	windows := math.Ceil((ceiling-r)/(ceiling/adaptSteps)) + 1
+	if b.recheck == nil {
+		b.recheck = map[string]*time.Timer{}
+	}
+	b.recheck[key] = time.AfterFunc(time.Duration(windows)*adaptWindow, func() {
+		b.pubMu.Lock()
+		defer b.pubMu.Unlock()
+		cur := b.api(api)
+		if cur == nil {
+			return
+		}
+		if now, ok := cur.rate(write); ok && now != r {
+			b.publishLocked(api, write)
+		}
+	})
 }
 
 // apiBudget is one API's buckets: one for its reads and one for its
@@ -315,6 +370,14 @@ func (a *apiBudget) rate(write bool) (float64, bool) {
 	return r, true
 }
 
+// ceiling is the kind's configured rate.
+func (a *apiBudget) ceiling(write bool) float64 {
+	if write {
+		return a.limit.QPSWrite
+	}
+	return a.limit.QPS
+}
+
 // slowed tells whether one of the kind's per-action buckets is under its
 // ceiling: the kind's rate, the slowest bucket's, may then have climbed
 // since it was shown.
@@ -345,7 +408,14 @@ func (b *Budget) bucket(api, action string, write bool) *bucket {
 }
 
 func (b *Budget) api(api string) *apiBudget {
-	if b == nil || b.buckets == nil {
+	if b == nil {
+		return nil
+	}
+	return b.buckets.api(api)
+}
+
+func (b *buckets) api(api string) *apiBudget {
+	if b == nil {
 		return nil
 	}
 	return (*b.apis.Load())[api]
@@ -527,10 +597,11 @@ func (b *Budget) WaitAction(ctx context.Context, api, action string, write bool)
 
 // WaitSession is Wait for a mutation that changes only the client's own
 // session with the cloud (a login, a logout): it takes a token of api's
-// write bucket but is not gated, so that a standby replica can keep the
-// session its reads need.
-func (b *Budget) WaitSession(ctx context.Context, api string) error {
-	_, err := b.take(ctx, api, "", true)
+// write bucket (action's, where the API keeps one per action: the bucket
+// Observe adapts for the same action) but is not gated, so that a standby
+// replica can keep the session its reads need.
+func (b *Budget) WaitSession(ctx context.Context, api, action string) error {
+	_, err := b.take(ctx, api, action, true)
 	return err
 }
 

@@ -64,7 +64,7 @@ func TestMutationGateRefusesWritesOnly(t *testing.T) {
 	if err := b.Wait(ctx, APIELBv2, false); err != nil {
 		t.Errorf("closed gate: read refused: %v", err)
 	}
-	if err := b.WaitSession(ctx, APIELBv2); err != nil {
+	if err := b.WaitSession(ctx, APIELBv2, ""); err != nil {
 		t.Errorf("closed gate: session write refused: %v", err)
 	}
 	if err := SetMutationGate(nil); err == nil {

@@ -162,7 +162,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 // It takes it from the bucket of the action Observe adapts.
 func (t *Transport) wait(ctx context.Context, r *http.Request, api, action string, write bool) error {
 	if write && t.Session != nil && t.Session(r) {
-		return t.Budget.WaitSession(ctx, api)
+		return t.Budget.WaitSession(ctx, api, action)
 	}
 	return t.Budget.WaitAction(ctx, api, action, write)
 }

@@ -464,7 +464,7 @@ func TestProbe62EmptyAndUnknownActions(t *testing.T) {
 	var closed atomic.Bool
 	setGate(t, &closed)
 	closed.Store(true)
-	if err := b.WaitSession(probe62Short(t, time.Second), "x"); err != nil {
+	if err := b.WaitSession(probe62Short(t, time.Second), "x", ""); err != nil {
 		t.Errorf("WaitSession with the gate closed: %v", err)
 	}
 	if err := b.WaitAction(probe62Short(t, time.Second), "x", "Other", true); !errors.Is(err, ErrMutationRefused) {

@@ -95,7 +95,7 @@ func (t *soapBudget) attempt(ctx context.Context, action string, write bool, att
 // keeps the session its reads need).
 func (t *soapBudget) wait(ctx context.Context, action string, write bool) error {
 	if write && soapSession(action) {
-		return t.Budget.WaitSession(ctx, cloudapi.APIVCenter)
+		return t.Budget.WaitSession(ctx, cloudapi.APIVCenter, action)
 	}
 	return t.Budget.WaitAction(ctx, cloudapi.APIVCenter, action, write)
 }
