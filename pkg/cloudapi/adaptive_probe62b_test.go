@@ -409,7 +409,7 @@ func TestProbe62bGaugeFollowsIdleRecovery(t *testing.T) {
 // TestProbe62bRateReadRacesAnswered: the gauge's rate read (which now
 // climbs, and so writes the bucket and its limiter) against answers,
 // recovers, Observe and Wait of the same buckets; run with -race.
-func TestProbe62bRateReadRacesAnswered(t *testing.T) {
+func TestProbe62bRateReadRacesAnswered(_ *testing.T) {
 	defs := map[string]RateLimit{
 		"per": {QPS: 1e6, Bucket: 1e6, QPSWrite: 1e6, BucketWrite: 1e6, PerActionReads: true, PerActionWrites: true},
 		"one": {QPS: 1e6, Bucket: 1e6, QPSWrite: 1e6, BucketWrite: 1e6},
@@ -676,7 +676,7 @@ func TestProbe62bDuplicateNames(t *testing.T) {
 // today.
 func TestProbe62bSessionWaitsOnTheBucketObserved(t *testing.T) {
 	var n atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if n.Add(1) <= 2 {
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
@@ -692,7 +692,7 @@ func TestProbe62bSessionWaitsOnTheBucketObserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	// Fixed: WaitSession takes the action's bucket, the one Observe cuts:
 	// no bucket of "" is made beside it, and POST's is the one slowed.
 	if keys := probe62Keys(b.api("x")); !slices.Equal(keys, []string{"write:" + http.MethodPost}) {

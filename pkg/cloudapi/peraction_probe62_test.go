@@ -524,7 +524,7 @@ func TestProbe62MiddlewareNamesActions(t *testing.T) {
 // Transport backend's defaults are per action today.
 func TestProbe62TransportObservesTheBucketItWaitedOn(t *testing.T) {
 	var n atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if n.Add(1) == 1 {
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
@@ -540,7 +540,7 @@ func TestProbe62TransportObservesTheBucketItWaitedOn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 	}
 	// Fixed: the Transport waits on the bucket of the action it observes
 	// (WaitAction), so the throttled answer slows the bucket the request
