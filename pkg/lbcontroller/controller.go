@@ -147,6 +147,10 @@ type Controller struct {
 // served is what the controller knows of a Service it serves.
 type served struct {
 	svc *corev1.Service
+	// ensuring is the version of the Service (of svc's UID) handed to
+	// the ensure begun since svc was served, which has not succeeded yet
+	// (see track); nil when there is none.
+	ensuring *corev1.Service
 	// seen holds the resourceVersions of the Service the last sync read
 	// and wrote: an update to one of them is the controller's own.
 	seen  sets.Set[string]

@@ -663,12 +663,13 @@ func (c *Controller) gone(ctx context.Context, key string) error {
 // Service's UID differs), with upstream's events on the old Service.
 func (c *Controller) replaced(ctx context.Context, key string, st *served) error {
 	klog.FromContext(ctx).Info("The Service was deleted and re-created; deleting the old one's load balancer", "oldUID", st.svc.UID)
-	c.event(st.svc, corev1.EventTypeNormal, reasonDeleting, "Deleting load balancer")
+	old := st.last()
+	c.event(old, corev1.EventTypeNormal, reasonDeleting, "Deleting load balancer")
 	if err := c.deleteLast(ctx, key, st); err != nil {
-		c.event(st.svc, corev1.EventTypeWarning, "DeleteLoadBalancerFailed", "Error deleting load balancer: "+err.Error())
+		c.event(old, corev1.EventTypeWarning, "DeleteLoadBalancerFailed", "Error deleting load balancer: "+err.Error())
 		return err
 	}
-	c.event(st.svc, corev1.EventTypeNormal, reasonDeleted, "Deleted load balancer")
+	c.event(old, corev1.EventTypeNormal, reasonDeleted, "Deleted load balancer")
 	return nil
 }
 
@@ -677,7 +678,7 @@ func (c *Controller) replaced(ctx context.Context, key string, st *served) error
 // is gone (router.ServiceGone): a backend its record names that a reload
 // removed is warned about, not waited for, as nobody can edit the record.
 func (c *Controller) deleteLast(ctx context.Context, key string, st *served) error {
-	svc := st.svc.DeepCopy()
+	svc := st.last().DeepCopy()
 	if svc.DeletionTimestamp == nil {
 		svc.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	}
@@ -686,6 +687,20 @@ func (c *Controller) deleteLast(ctx context.Context, key string, st *served) err
 	}
 	c.forget(key)
 	return nil
+}
+
+// last is the copy of the Service whose load balancer a delete must
+// remove once the Service is gone: the version last handed to an ensure,
+// as upstream's service controller caches it before its cloud calls (what
+// that ensure made, if it failed midway, was made from it: a move's new
+// load balancer, in a backend only its record names), with every backend
+// the served copy's record names as well (what was served before is still
+// there if the move did not complete).
+func (st *served) last() *corev1.Service {
+	if st.ensuring == nil {
+		return st.svc
+	}
+	return router.WithRecordOf(st.ensuring, st.svc)
 }
 
 func (c *Controller) event(svc *corev1.Service, typ, reason, msg string) {
@@ -710,15 +725,14 @@ func (c *Controller) stateOf(key string) *served {
 // re-created) without the cleanup finalizer after a failed or partial
 // ensure still has its load balancer deleted. A Service the controller
 // already synced keeps the copy it last served until the ensure succeeds,
-// with the record of svc, which prepare wrote, added to that copy's: a
-// move's ensure that fails after making the load balancer in its new
-// backend leaves it there, and the copy's delete, once the Service is
-// gone, must look there (TestGoneMidMoveDeletesWhatTheMoveCreated).
+// and svc beside it (ensuring): what the ensure may have made is svc's
+// (a move's new load balancer, made from svc's annotations, in a backend
+// only svc's record names), and deleteLast deletes it.
 func (c *Controller) track(key string, svc *corev1.Service, seen sets.Set[string]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.state[key]; ok && st.svc.UID == svc.UID {
-		st.svc = router.WithRecordOf(st.svc, svc)
+		st.ensuring = svc
 		return
 	}
 	c.state[key] = &served{svc: svc, seen: seen.Clone(), retry: true, fresh: true}
