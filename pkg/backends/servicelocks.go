@@ -34,6 +34,12 @@ func (s *ServiceLocks) Lock(ctx context.Context, svc *corev1.Service) (unlock fu
 	if key == "" {
 		key = svc.Namespace + "/" + svc.Name
 	}
+	return s.LockKey(ctx, key)
+}
+
+// LockKey is Lock for any key: a cloud resource several Services change
+// (a shared load balancer's tags, by its ID).
+func (s *ServiceLocks) LockKey(ctx context.Context, key string) (unlock func(), err error) {
 	s.mu.Lock()
 	if s.locks == nil {
 		s.locks = map[string]*serviceLock{}

@@ -57,6 +57,9 @@ type LoadBalancer struct {
 	subnets subnetCache
 	// events records the backend's own Warning events.
 	events events
+	// tagLocks serialise the changes of a shared load balancer's tags,
+	// by its ID (see retagShared).
+	tagLocks backends.ServiceLocks
 }
 
 var (

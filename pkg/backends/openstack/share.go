@@ -140,7 +140,7 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 		if err := l.leaveOtherShares(ctx, sc, clusterName, svc, lb.ID, o); err != nil {
 			return nil, err
 		}
-		if err := l.retagShared(ctx, sc, svc, lb, append(slices.Clone(lb.Tags), l.sharedTag(svc)), "joined by"); err != nil || !backends.DryRun(ctx) {
+		if _, err := l.retagShared(ctx, sc, svc, lb, append(slices.Clone(lb.Tags), l.sharedTag(svc)), "joined by"); err != nil || !backends.DryRun(ctx) {
 			return nil, err
 		}
 		// A dry run goes on as if the Service had joined: its listeners
@@ -161,21 +161,62 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 	return status(addrs, o), nil
 }
 
-// retagShared sets a shared load balancer's tags and asks to come back.
+// retagShared changes a shared load balancer's tags from lb's to tags
+// and asks to come back; it returns the tags written (nil when it wrote
+// none).
 //
-// Under a dry run it records the change and returns nil: the caller goes
-// on as if it were made.
-func (l *LoadBalancer) retagShared(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, tags []string, what string) error {
+// Octavia replaces the whole list, and two Services leaving (or one
+// joining while another leaves) each read the load balancer before the
+// other's change landed: written from lb, the second change would put
+// back the tag the first removed, and the load balancer, tagged for a
+// Service that is gone, would never be abandoned (a leak; seen in CI as
+// TestServiceControllerSharedOwnerKeepsFloatingIP). So the changes of
+// one load balancer's tags take turns, and each is applied to the tags
+// as they are when its turn comes.
+//
+// Under a dry run it records the change and returns tags and nil: the
+// caller goes on as if it were made.
+func (l *LoadBalancer) retagShared(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, tags []string, what string) ([]string, error) {
 	if dryRun(ctx, backends.IntentChange, "PUT load balancer tags", "shared load balancer "+lb.ID+" "+what+" "+svc.Namespace+"/"+svc.Name) {
-		return nil
+		return tags, nil
 	}
+	unlock, err := l.tagLocks.LockKey(ctx, lb.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cur, err := loadbalancers.Get(ctx, sc.loadBalancer, lb.ID).Extract()
+	if err != nil {
+		return nil, fmt.Errorf("reading shared load balancer %s before tagging it: %w", lb.ID, err)
+	}
+	if cur.ProvisioningStatus != lbActive && cur.ProvisioningStatus != lbError {
+		return nil, l.retry("shared load balancer %s is %s", lb.ID, cur.ProvisioningStatus)
+	}
+	tags = rebaseTags(lb.Tags, tags, cur.Tags)
 	l.mutating(lb.ID)
 	if _, err := loadbalancers.Update(ctx, sc.loadBalancer, lb.ID, loadbalancers.UpdateOpts{Tags: &tags}).Extract(); err != nil {
-		return fmt.Errorf("tagging shared load balancer %s: %w", lb.ID, err)
+		return nil, fmt.Errorf("tagging shared load balancer %s: %w", lb.ID, err)
 	}
 	l.logger(ctx, svc).V(2).Info("Shared load balancer "+what+" Service", "loadBalancerID", lb.ID)
 	l.reportChange(ctx, lb.ID, "load balancer "+what+" "+svc.Namespace+"/"+svc.Name)
-	return l.retry("shared load balancer %s %s %s/%s", lb.ID, what, svc.Namespace, svc.Name)
+	return tags, l.retry("shared load balancer %s %s %s/%s", lb.ID, what, svc.Namespace, svc.Name)
+}
+
+// rebaseTags applies the change from read to want (the tags added, the
+// tags removed) to cur, the tags as they are now.
+func rebaseTags(read, want, cur []string) []string {
+	out := make([]string, 0, len(cur)+len(want))
+	for _, t := range cur {
+		if !slices.Contains(read, t) || slices.Contains(want, t) {
+			out = append(out, t)
+		}
+	}
+	for _, t := range want {
+		if !slices.Contains(read, t) && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // sharedAddress is a shared load balancer's floating IP, else its VIP.
@@ -351,8 +392,10 @@ func (l *LoadBalancer) leaveThen(ctx context.Context, sc *serviceClients, svc *c
 				return err
 			}
 		}
-		left := slices.DeleteFunc(slices.Clone(lb.Tags), func(t string) bool { return t == tag })
-		err := l.retagShared(ctx, sc, svc, lb, left, "left by")
+		left, err := l.retagShared(ctx, sc, svc, lb, slices.DeleteFunc(slices.Clone(lb.Tags), func(t string) bool { return t == tag }), "left by")
+		if left == nil {
+			return err // nothing written
+		}
 		rest := *lb
 		rest.Tags = left
 		if backends.DryRun(ctx) && err == nil {
