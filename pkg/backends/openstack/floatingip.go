@@ -338,9 +338,14 @@ func (l *LoadBalancer) releaseAs(ctx context.Context, sc *serviceClients, svc *c
 }
 
 // ownFloatingIP reports whether the backend (or OCCM before it) allocated
-// the Service's floating IP: release deletes it unless kept.
+// the Service's floating IP: release deletes it unless kept. One the
+// owner of a shared load balancer handed over to it when it left
+// (sharedFIPDescription; only those of the load balancer's VIP are ever
+// asked about) goes with the load balancer, whoever deletes it: its
+// owner's delete too, when the others left before its own turn.
 func (l *LoadBalancer) ownFloatingIP(svc *corev1.Service, fip *floatingips.FloatingIP) bool {
-	return fip.Description == l.lbName(svc) || strings.HasPrefix(fip.Description, occmFloatingIPDescription(svc))
+	return fip.Description == l.lbName(svc) || strings.HasPrefix(fip.Description, occmFloatingIPDescription(svc)) ||
+		strings.HasPrefix(fip.Description, sharedFIPPrefix)
 }
 
 // releaseCall is the call release makes for fip, as a dry run lists it:

@@ -57,9 +57,6 @@ type LoadBalancer struct {
 	subnets subnetCache
 	// events records the backend's own Warning events.
 	events events
-	// tagLocks serialise the changes of a shared load balancer's tags,
-	// by its ID (see retagShared).
-	tagLocks backends.ServiceLocks
 }
 
 var (
@@ -196,7 +193,15 @@ func (l *LoadBalancer) adoptLB(ctx context.Context, sc *serviceClients, svc *cor
 	if strings.HasPrefix(lb.ProvisioningStatus, "PENDING_") {
 		return l.retry("load balancer %s to adopt is %s", lb.ID, lb.ProvisioningStatus)
 	}
-	tags := append(slices.Clone(lb.Tags), l.tags(svc)...)
+	// In the load balancer's turn, on its tags as they are (Services of
+	// cloud-provider-openstack's may share it, and leave meanwhile): see
+	// retagShared.
+	cur, unlock, err := l.inTurn(ctx, sc, lb.ID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	tags := rebaseTags(lb.Tags, append(slices.Clone(lb.Tags), l.tags(svc)...), cur.Tags)
 	l.mutating(lb.ID)
 	if _, err := loadbalancers.Update(ctx, sc.loadBalancer, lb.ID, loadbalancers.UpdateOpts{Tags: &tags}).Extract(); err != nil {
 		return fmt.Errorf("tagging load balancer %s to adopt it: %w", lb.ID, err)

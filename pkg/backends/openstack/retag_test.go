@@ -94,11 +94,11 @@ func TestRetagSharedFromAStaleRead(t *testing.T) {
 
 	t.Run("one after the other", func(t *testing.T) {
 		stale := create(tags)
-		if _, err := c.lb.retagShared(ctx, sc, svcA, stale, without(stale.Tags, "mccm-shared-test-a"), "left by"); asRetry(err) != nil {
+		if _, err := c.lb.retagShared(ctx, sc, svcA, stale, without(stale.Tags, "mccm-shared-test-a"), "left by", nil); asRetry(err) != nil {
 			t.Fatal(err)
 		}
 		waitActive(t, sc.loadBalancer, stale.ID)
-		written, err := c.lb.retagShared(ctx, sc, svcB, stale, without(stale.Tags, "mccm-shared-test-b"), "left by")
+		written, err := c.lb.retagShared(ctx, sc, svcB, stale, without(stale.Tags, "mccm-shared-test-b"), "left by", nil)
 		if asRetry(err) != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestRetagSharedFromAStaleRead(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 60 {
-					_, err := c.lb.retagShared(ctx, sc, leave.svc, stale, without(stale.Tags, leave.tag), "left by")
+					_, err := c.lb.retagShared(ctx, sc, leave.svc, stale, without(stale.Tags, leave.tag), "left by", nil)
 					if err == nil || !strings.Contains(err.Error(), " is PENDING") {
 						errs[i] = asRetry(err)
 						return

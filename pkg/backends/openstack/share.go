@@ -140,7 +140,10 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 		if err := l.leaveOtherShares(ctx, sc, clusterName, svc, lb.ID, o); err != nil {
 			return nil, err
 		}
-		if _, err := l.retagShared(ctx, sc, svc, lb, append(slices.Clone(lb.Tags), l.sharedTag(svc)), "joined by"); err != nil || !backends.DryRun(ctx) {
+		room := func(cur, _ *loadbalancers.LoadBalancer) (bool, error) {
+			return false, l.checkShare(cur, svc, clusterName, o)
+		}
+		if _, err := l.retagShared(ctx, sc, svc, lb, append(slices.Clone(lb.Tags), l.sharedTag(svc)), "joined by", room); err != nil || !backends.DryRun(ctx) {
 			return nil, err
 		}
 		// A dry run goes on as if the Service had joined: its listeners
@@ -161,6 +164,34 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 	return status(addrs, o), nil
 }
 
+// sharedTurns serialise, for the process, the changes of a load
+// balancer's tags and the deletion of a shared one by its last Service,
+// by the load balancer's ID: every backend value of the process takes
+// part (two backends on one Octavia project, the generations of a
+// reload), as the tags they write are the same (see retagShared).
+var sharedTurns backends.ServiceLocks
+
+// inTurn waits for the load balancer's turn (sharedTurns) and reads it
+// as it is then; unlock ends the turn. One that is not ACTIVE (or ERROR)
+// is asked to come back to: Octavia refuses its changes.
+func (l *LoadBalancer) inTurn(ctx context.Context, sc *serviceClients, id string) (cur *loadbalancers.LoadBalancer, unlock func(), err error) {
+	unlock, err = sharedTurns.LockKey(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	cur, err = loadbalancers.Get(ctx, sc.loadBalancer, id).Extract()
+	if err == nil && cur.ProvisioningStatus != lbActive && cur.ProvisioningStatus != lbError {
+		err = l.retry("load balancer %s is %s", id, cur.ProvisioningStatus)
+	} else if err != nil {
+		err = fmt.Errorf("reading load balancer %s before changing its tags: %w", id, err)
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return cur, unlock, nil
+}
+
 // retagShared changes a shared load balancer's tags from lb's to tags
 // and asks to come back; it returns the tags written (nil when it wrote
 // none).
@@ -170,29 +201,35 @@ func (l *LoadBalancer) ensureShared(ctx context.Context, sc *serviceClients, clu
 // other's change landed: written from lb, the second change would put
 // back the tag the first removed, and the load balancer, tagged for a
 // Service that is gone, would never be abandoned (a leak; seen in CI as
-// TestServiceControllerSharedOwnerKeepsFloatingIP). So the changes of
-// one load balancer's tags take turns, and each is applied to the tags
-// as they are when its turn comes.
+// TestServiceControllerSharedOwnerKeepsFloatingIP). So the changes take
+// turns (inTurn), each applied to the tags as they are when its turn
+// comes. check, when set, is asked first, in the same turn, with the
+// load balancer as it is (cur) and as the change would leave it (rest):
+// when it reports done, or an error, nothing is written. A Service
+// joining checks the load balancer's room again (maxSharedLB: two
+// joining at once read the same count); a Service leaving deletes a load
+// balancer its change would leave abandoned (the others left meanwhile),
+// while its tag still finds it.
 //
 // Under a dry run it records the change and returns tags and nil: the
 // caller goes on as if it were made.
-func (l *LoadBalancer) retagShared(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, tags []string, what string) ([]string, error) {
+func (l *LoadBalancer) retagShared(ctx context.Context, sc *serviceClients, svc *corev1.Service, lb *loadbalancers.LoadBalancer, tags []string, what string, check func(cur, rest *loadbalancers.LoadBalancer) (done bool, err error)) ([]string, error) {
 	if dryRun(ctx, backends.IntentChange, "PUT load balancer tags", "shared load balancer "+lb.ID+" "+what+" "+svc.Namespace+"/"+svc.Name) {
 		return tags, nil
 	}
-	unlock, err := l.tagLocks.LockKey(ctx, lb.ID)
+	cur, unlock, err := l.inTurn(ctx, sc, lb.ID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	cur, err := loadbalancers.Get(ctx, sc.loadBalancer, lb.ID).Extract()
-	if err != nil {
-		return nil, fmt.Errorf("reading shared load balancer %s before tagging it: %w", lb.ID, err)
-	}
-	if cur.ProvisioningStatus != lbActive && cur.ProvisioningStatus != lbError {
-		return nil, l.retry("shared load balancer %s is %s", lb.ID, cur.ProvisioningStatus)
-	}
 	tags = rebaseTags(lb.Tags, tags, cur.Tags)
+	if check != nil {
+		rest := *cur
+		rest.Tags = tags
+		if done, err := check(cur, &rest); done || err != nil {
+			return nil, err
+		}
+	}
 	l.mutating(lb.ID)
 	if _, err := loadbalancers.Update(ctx, sc.loadBalancer, lb.ID, loadbalancers.UpdateOpts{Tags: &tags}).Extract(); err != nil {
 		return nil, fmt.Errorf("tagging shared load balancer %s: %w", lb.ID, err)
@@ -306,8 +343,11 @@ func (l *LoadBalancer) leaveOtherShares(ctx context.Context, sc *serviceClients,
 // sharedFIPDescription describes a floating IP whose owner Service left a
 // shared load balancer: it is released with the load balancer.
 func sharedFIPDescription(lbID string) string {
-	return "multicloud-ccm: floating IP of shared load balancer " + lbID
+	return sharedFIPPrefix + lbID
 }
+
+// sharedFIPPrefix starts sharedFIPDescription.
+const sharedFIPPrefix = "multicloud-ccm: floating IP of shared load balancer "
 
 // getShared reports a sharing Service's load balancer: existing while the
 // Service is attached to it, and while it is abandoned (the last Service
@@ -392,7 +432,13 @@ func (l *LoadBalancer) leaveThen(ctx context.Context, sc *serviceClients, svc *c
 				return err
 			}
 		}
-		left, err := l.retagShared(ctx, sc, svc, lb, slices.DeleteFunc(slices.Clone(lb.Tags), func(t string) bool { return t == tag }), "left by")
+		left, err := l.retagShared(ctx, sc, svc, lb, slices.DeleteFunc(slices.Clone(lb.Tags), func(t string) bool { return t == tag }), "left by",
+			func(_, rest *loadbalancers.LoadBalancer) (bool, error) {
+				if !l.abandoned(rest) {
+					return false, nil
+				}
+				return true, l.deleteAbandoned(ctx, sc, svc, rest, o)
+			})
 		if left == nil {
 			return err // nothing written
 		}
@@ -410,7 +456,17 @@ func (l *LoadBalancer) leaveThen(ctx context.Context, sc *serviceClients, svc *c
 		}
 		return err
 	}
-	return l.deleteAbandoned(ctx, sc, svc, lb, o)
+	if !l.abandoned(lb) || backends.DryRun(ctx) {
+		return l.deleteAbandoned(ctx, sc, svc, lb, o)
+	}
+	// Abandoned as read: deleted in its turn, as it is then (a Service
+	// may have joined since).
+	cur, unlock, err := l.inTurn(ctx, sc, lb.ID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return l.deleteAbandoned(ctx, sc, svc, cur, o)
 }
 
 // deleteAbandoned deletes a shared load balancer no Service uses any more
