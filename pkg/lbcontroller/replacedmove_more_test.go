@@ -178,40 +178,11 @@ func TestReloadedDefaultMidEnsureThenReplaced(t *testing.T) {
 func TestFailedMoveAtEachStepLeavesNothing(t *testing.T) {
 	for n := range 6 {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			backendAnn := string(annotation.LoadBalancerBackend)
-			first := utilt.NewService("web", utilt.WithAnnotation(backendAnn, "metal"))
-			first.UID = "uid-web-1"
-			e, f := startAWS(t, envOptions{versioned: true, classless: true}, *first)
-			waitFor(t, 30*time.Second, "web served by metal", synced(e, t, "web", 1))
-			base := f.ResourceCount()
-
-			f.FailMutationsAfter(n)
-			old := e.get(t, "web")
-			old.Annotations[backendAnn] = "aws"
-			if _, err := e.client.CoreV1().Services("default").Update(context.Background(), old, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, 30*time.Second, "the move's sync failed", func() error {
-				for _, ev := range e.events(t, "web") {
-					if strings.HasPrefix(ev, reasonSyncFailed) {
-						return nil
-					}
-				}
-				return fmt.Errorf("no failed sync yet; events %v", e.events(t, "web"))
-			})
-			made := f.ResourceCount() - base
-			e.deleteByHand(t, "web")
-			again := utilt.NewService("web", utilt.WithAnnotation(backendAnn, "metal"))
-			again.UID = "uid-web-2"
-			e.create(t, again)
+			e, f, base := failedMove(t, n, nil)
+			t.Logf("the failed move made %d AWS resources", f.ResourceCount()-base)
+			replaceOnMetal(t, e)
 			f.ClearMutationFailures()
-			waitFor(t, 30*time.Second, "nothing of the old Service left in aws, the new one served by metal", func() error {
-				if got := f.ResourceCount(); got != base {
-					return fmt.Errorf("%d AWS resources, want %d (the failed move made %d); NLBs %v, target groups %d",
-						got, base, made, nlbNames(f.LoadBalancers()), len(f.TargetGroups()))
-				}
-				return synced(e, t, "web", 1)()
-			})
+			waitFor(t, 30*time.Second, "nothing of the old Service left in aws, the new one served by metal", noneLeftServed(e, t, f, base))
 		})
 	}
 }
@@ -226,54 +197,21 @@ func TestFailedMoveAtEachStepLeavesNothing(t *testing.T) {
 // the new one, with a Warning DeleteLoadBalancerFailed; once aws answers
 // again, nothing of the old one is left and the new one is served.
 func TestReplacedAfterFailedMoveWaitsForTheMovesBackend(t *testing.T) {
-	backendAnn := string(annotation.LoadBalancerBackend)
-	first := utilt.NewService("web", utilt.WithAnnotation(backendAnn, "metal"))
-	first.UID = "uid-web-1"
-	e, f := startAWS(t, envOptions{versioned: true, classless: true}, *first)
-	waitFor(t, 30*time.Second, "web served by metal", synced(e, t, "web", 1))
-	base := f.ResourceCount()
-
-	f.FailMutationsAfter(0)
-	old := e.get(t, "web")
-	old.Annotations[backendAnn] = "aws"
-	if _, err := e.client.CoreV1().Services("default").Update(context.Background(), old, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, "the move's sync failed", func() error {
-		for _, ev := range e.events(t, "web") {
-			if strings.HasPrefix(ev, reasonSyncFailed) {
-				return nil
-			}
-		}
-		return fmt.Errorf("no failed sync yet; events %v", e.events(t, "web"))
-	})
+	e, f, base := failedMove(t, 0, nil)
 	if got := f.ResourceCount(); got != base {
 		t.Fatalf("the failed move made %d resources in aws; want none", got-base)
 	}
 	f.ClearMutationFailures()
 	f.SetAccessKeys("AKIDSOMEONEELSE")
-	e.deleteByHand(t, "web")
-	again := utilt.NewService("web", utilt.WithAnnotation(backendAnn, "metal"))
-	again.UID = "uid-web-2"
-	e.create(t, again)
+	replaceOnMetal(t, e)
 	waitFor(t, 30*time.Second, "the old Service's delete waiting for aws", func() error {
-		for _, ev := range e.events(t, "web") {
-			if strings.HasPrefix(ev, "DeleteLoadBalancerFailed") && strings.Contains(ev, "backend aws") {
-				return nil
-			}
+		if strings.Contains(hasEvent(e.events(t, "web"), "DeleteLoadBalancerFailed"), "backend aws") {
+			return nil
 		}
 		return fmt.Errorf("no DeleteLoadBalancerFailed naming aws; events %v", e.events(t, "web"))
 	})
 	f.SetAccessKeys()
-	waitFor(t, 30*time.Second, "the re-created Service served by metal once aws answers", func() error {
-		if s := e.get(t, "web"); s.UID != again.UID {
-			return fmt.Errorf("web is %s", s.UID)
-		}
-		if got := f.ResourceCount(); got != base {
-			return fmt.Errorf("%d AWS resources, want %d", got, base)
-		}
-		return synced(e, t, "web", 1)()
-	})
+	waitFor(t, 30*time.Second, "the re-created Service served by metal once aws answers", noneLeftServed(e, t, f, base))
 }
 
 // TestHandedOverMoveThenGone (review of the fix, probe 63): a Service
@@ -326,42 +264,13 @@ func TestHandedOverMoveThenGone(t *testing.T) {
 // be made with the copy the move ensured, not the one metal served: the
 // aws backend leaves a Service of type external to that controller.
 func TestGoneMidMoveDeletesWithTheCopyEnsured(t *testing.T) {
-	backendAnn := string(annotation.LoadBalancerBackend)
 	typeAnn := "service.beta.kubernetes.io/aws-load-balancer-type"
-	first := utilt.NewService("web", utilt.WithAnnotation(backendAnn, "metal"), utilt.WithAnnotation(typeAnn, "external"))
-	first.UID = "uid-web-1"
-	e, f := startAWS(t, envOptions{versioned: true, classless: true}, *first)
-	waitFor(t, 30*time.Second, "web served by metal", synced(e, t, "web", 1))
-	base := f.ResourceCount()
-
-	f.FailMutationsAfter(3)
-	old := e.get(t, "web")
-	old.Annotations[backendAnn] = "aws"
-	delete(old.Annotations, typeAnn)
-	if _, err := e.client.CoreV1().Services("default").Update(context.Background(), old, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	first := utilt.NewService("web", utilt.WithAnnotation(string(annotation.LoadBalancerBackend), "metal"), utilt.WithAnnotation(typeAnn, "external"))
+	e, f, base := failedMoveOf(t, first, 3, func(ann map[string]string) { delete(ann, typeAnn) })
+	if n := len(f.LoadBalancers()); n != 1 {
+		t.Fatalf("%d NLBs made by the failed move, want 1", n)
 	}
-	waitFor(t, 30*time.Second, "the move's NLB made, its sync failed", func() error {
-		if n := len(f.LoadBalancers()); n != 1 {
-			return fmt.Errorf("%d NLBs", n)
-		}
-		for _, ev := range e.events(t, "web") {
-			if strings.HasPrefix(ev, reasonSyncFailed) {
-				return nil
-			}
-		}
-		return fmt.Errorf("no failed sync yet; events %v", e.events(t, "web"))
-	})
-
-	e.deleteByHand(t, "web")
-	again := utilt.NewService("web", utilt.WithAnnotation(backendAnn, "metal"))
-	again.UID = "uid-web-2"
-	e.create(t, again)
+	replaceOnMetal(t, e)
 	f.ClearMutationFailures()
-	waitFor(t, 15*time.Second, "the old Service's NLB deleted, the new one served by metal", func() error {
-		if n := f.ResourceCount(); n != base {
-			return fmt.Errorf("%d AWS resources, want %d; NLBs left: %v", n, base, nlbNames(f.LoadBalancers()))
-		}
-		return synced(e, t, "web", 1)()
-	})
+	waitFor(t, 15*time.Second, "the old Service's NLB deleted, the new one served by metal", noneLeftServed(e, t, f, base))
 }

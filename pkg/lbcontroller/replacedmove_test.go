@@ -3,7 +3,6 @@ package lbcontroller
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,43 +24,73 @@ import (
 // as written, aws included, or its NLB is left for good (the router keeps
 // no copy of a record the controller wrote).
 func TestGoneMidMoveDeletesWhatTheMoveCreated(t *testing.T) {
-	backendAnn := string(annotation.LoadBalancerBackend)
-	first := utilt.NewService("web", utilt.WithAnnotation(backendAnn, "metal"))
+	// The move: security group, its rule and the NLB are made; the next
+	// mutating call (the target group) and every later one fail.
+	e, f, base := failedMove(t, 3, nil)
+	if n := len(f.LoadBalancers()); n != 1 {
+		t.Fatalf("%d NLBs made by the failed move, want 1", n)
+	}
+	replaceOnMetal(t, e)
+	f.ClearMutationFailures()
+	waitFor(t, 30*time.Second, "the old Service's NLB deleted, the new one served by metal", noneLeftServed(e, t, f, base))
+}
+
+// failedMove serves web from metal, then moves it to aws (moved, when
+// set, edits its annotations further) with every mutating call in aws
+// after the first n failing, and waits for the move's sync to fail. It
+// returns the AWS resources counted before the move.
+func failedMove(t *testing.T, n int, moved func(map[string]string)) (*env, *awsfake.Running, int) {
+	t.Helper()
+	return failedMoveOf(t, utilt.NewService("web", utilt.WithAnnotation(string(annotation.LoadBalancerBackend), "metal")), n, moved)
+}
+
+func failedMoveOf(t *testing.T, first *corev1.Service, n int, moved func(map[string]string)) (*env, *awsfake.Running, int) {
+	t.Helper()
 	first.UID = "uid-web-1"
 	e, f := startAWS(t, envOptions{versioned: true, classless: true}, *first)
 	waitFor(t, 30*time.Second, "web served by metal", synced(e, t, "web", 1))
-
-	// The move: security group, its rule and the NLB are made; the next
-	// mutating call (the target group) and every later one fail.
-	f.FailMutationsAfter(3)
+	base := f.ResourceCount()
+	f.FailMutationsAfter(n)
 	old := e.get(t, "web")
-	old.Annotations[backendAnn] = "aws"
+	old.Annotations[string(annotation.LoadBalancerBackend)] = "aws"
+	if moved != nil {
+		moved(old.Annotations)
+	}
 	if _, err := e.client.CoreV1().Services("default").Update(context.Background(), old, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the move's NLB made, its sync failed", func() error {
-		if n := len(f.LoadBalancers()); n != 1 {
-			return fmt.Errorf("%d NLBs", n)
-		}
-		for _, ev := range e.events(t, "web") {
-			if strings.HasPrefix(ev, reasonSyncFailed) {
-				return nil
-			}
+	waitFor(t, 30*time.Second, "the move's sync failed", func() error {
+		if hasEvent(e.events(t, "web"), reasonSyncFailed) != "" {
+			return nil
 		}
 		return fmt.Errorf("no failed sync yet; events %v", e.events(t, "web"))
 	})
+	return e, f, base
+}
 
+// replaceOnMetal deletes web by hand and creates it again (uid-web-2),
+// routed to metal.
+func replaceOnMetal(t *testing.T, e *env) *corev1.Service {
+	t.Helper()
 	e.deleteByHand(t, "web")
-	again := utilt.NewService("web", utilt.WithAnnotation(backendAnn, "metal"))
+	again := utilt.NewService("web", utilt.WithAnnotation(string(annotation.LoadBalancerBackend), "metal"))
 	again.UID = "uid-web-2"
 	e.create(t, again)
-	f.ClearMutationFailures()
-	waitFor(t, 30*time.Second, "the old Service's NLB deleted, the new one served by metal", func() error {
-		if lbs := f.LoadBalancers(); len(lbs) != 0 {
-			return fmt.Errorf("NLBs left: %v", nlbNames(lbs))
+	return again
+}
+
+// noneLeftServed holds once the AWS fake has base resources again (none
+// of the old Service's) and the new web is served.
+func noneLeftServed(e *env, t *testing.T, f *awsfake.Running, base int) func() error {
+	return func() error {
+		if got := f.ResourceCount(); got != base {
+			return fmt.Errorf("%d AWS resources, want %d; NLBs left %v, target groups %d", got, base, nlbNames(f.LoadBalancers()), len(f.TargetGroups()))
+		}
+		if s := e.get(t, "web"); s.UID != "uid-web-2" {
+			return fmt.Errorf("web is %s", s.UID)
 		}
 		return synced(e, t, "web", 1)()
-	})
+	}
 }
 
 func nlbNames(lbs []awsfake.LoadBalancerView) []string {
@@ -84,25 +113,14 @@ func TestGoneDuringMoveDeletesWhatTheMoveCreated(t *testing.T) {
 	first.UID = "uid-web-1"
 	e, f := startAWS(t, envOptions{versioned: true, classless: true}, *first)
 	waitFor(t, 30*time.Second, "web served by metal", synced(e, t, "web", 1))
+	base := f.ResourceCount()
 
 	again := utilt.NewService("web", utilt.WithAnnotation(backendAnn, "metal"))
 	again.UID = "uid-web-2"
 	replaced := make(chan error, 1)
 	e.cloud.mu.Lock()
 	e.cloud.during = func(*corev1.Service) {
-		services := e.client.CoreV1().Services("default")
-		cur, err := services.Get(context.Background(), "web", metav1.GetOptions{})
-		if err == nil {
-			cur.Finalizers = nil
-			_, err = services.Update(context.Background(), cur, metav1.UpdateOptions{})
-		}
-		if err == nil {
-			err = services.Delete(context.Background(), "web", metav1.DeleteOptions{})
-		}
-		if err == nil {
-			_, err = services.Create(context.Background(), again.DeepCopy(), metav1.CreateOptions{})
-		}
-		replaced <- err
+		replaced <- replaceByHand(e.client.CoreV1().Services("default"), "web", again)
 	}
 	e.cloud.mu.Unlock()
 	old := e.get(t, "web")
@@ -118,13 +136,5 @@ func TestGoneDuringMoveDeletesWhatTheMoveCreated(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the move's ensure never ran")
 	}
-	waitFor(t, 30*time.Second, "the old Service's NLB deleted, the new one served by metal", func() error {
-		if lbs := f.LoadBalancers(); len(lbs) != 0 {
-			return fmt.Errorf("NLBs left: %v", nlbNames(lbs))
-		}
-		if s := e.get(t, "web"); s.UID != again.UID {
-			return fmt.Errorf("web is %s", s.UID)
-		}
-		return synced(e, t, "web", 1)()
-	})
+	waitFor(t, 30*time.Second, "the old Service's NLB deleted, the new one served by metal", noneLeftServed(e, t, f, base))
 }
