@@ -72,23 +72,22 @@ func (r *Router) SetServed(served func(*corev1.Service) bool) { r.st.Served.Stor
 // SetServed is the process's (see Router.SetServed).
 func (rl *Reloadable) SetServed(served func(*corev1.Service) bool) { rl.st.Served.Store(&served) }
 
-// WithRecordOf returns served with every backend the record of written
+// WithRecordOf returns svc with every backend the record of other
 // (multicloud-ccm.io/load-balancer-backends, see lifecycle's record.go)
-// names added to its own record: for a controller that keeps the copy of
-// a Service it last served while a later sync, which wrote a wider record
-// (PrepareLoadBalancer's, with its finalizer), has not succeeded yet. A
-// delete handed that copy once the Service is gone (ServiceGone) must
-// reach every backend the record ever named, or what the failed sync made
-// there is left for good: nobody can read the record of a Service that is
-// gone. served is returned as is when it names them all already; it is
-// never changed in place.
-func WithRecordOf(served, written *corev1.Service) *corev1.Service {
-	have, add := svcstate.ParseRecord(served), svcstate.ParseRecord(written)
+// names added to its own record: for a controller that deletes, once the
+// Service is gone (ServiceGone), with one copy of it (the version its
+// last ensure was handed) while another (the version it served before)
+// names backends that copy's record does not. The delete must reach every
+// backend either record names, or what one left there stays for good:
+// nobody can read the record of a Service that is gone. svc is returned
+// as is when it names them all already; it is never changed in place.
+func WithRecordOf(svc, other *corev1.Service) *corev1.Service {
+	have, add := svcstate.ParseRecord(svc), svcstate.ParseRecord(other)
 	merged := have.With(add.Names...)
 	if len(add.Names) == 0 || have.Known && len(merged.Names) == len(have.Names) {
-		return served
+		return svc
 	}
-	out := served.DeepCopy()
+	out := svc.DeepCopy()
 	if out.Annotations == nil {
 		out.Annotations = map[string]string{}
 	}
