@@ -202,7 +202,7 @@ func runCell(t *testing.T, c cell, dir string) *result {
 	// Services: time to address.
 	p.begin()
 	prof = profileCCM(cl, dir, "services")
-	r.addrP50, r.addrP99, r.addr = addressServices(ctx, t, cl.client, c.services, cl.serviceTweaks()...)
+	r.addrP50, r.addrP99, r.addr = addressServices(ctx, t, cl.client, c.services, envDuration(t, "SCALE_ADDRESS_TIMEOUT", 30*time.Minute), cl.serviceTweaks()...)
 	record("services")
 	quiet(t, cl, timeout)
 	if os.Getenv("SCALE_STOP_AFTER") == "services" {
@@ -364,8 +364,9 @@ func waitNodes(ctx context.Context, t *testing.T, c kubernetes.Interface, timeou
 
 // addressServices creates n LoadBalancer Services and returns the p50 and
 // p99 of each one's time from its create to its address, and the time
-// until the last was addressed.
-func addressServices(ctx context.Context, t *testing.T, c kubernetes.Interface, n int, tweaks ...framework.ServiceTweak) (p50, p99, all time.Duration) {
+// until the last was addressed; it fails the cell when they are not all
+// addressed within bound.
+func addressServices(ctx context.Context, t *testing.T, c kubernetes.Interface, n int, bound time.Duration, tweaks ...framework.ServiceTweak) (p50, p99, all time.Duration) {
 	t.Helper()
 	w, err := c.CoreV1().Services(svcNS).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -386,7 +387,7 @@ func addressServices(ctx context.Context, t *testing.T, c kubernetes.Interface, 
 		}
 	})
 	lat := map[string]time.Duration{}
-	timeout := time.After(30 * time.Minute)
+	timeout := time.After(bound)
 	for len(lat) < n {
 		select {
 		case ev, ok := <-w.ResultChan():
@@ -402,7 +403,7 @@ func addressServices(ctx context.Context, t *testing.T, c kubernetes.Interface, 
 				}
 			}
 		case <-timeout:
-			t.Fatalf("%d of %d Services addressed after 30 minutes", len(lat), n)
+			t.Fatalf("%d of %d Services addressed after %v (SCALE_ADDRESS_TIMEOUT)", len(lat), n, bound)
 		}
 	}
 	all = time.Since(start)

@@ -183,7 +183,7 @@ func (l *LoadBalancer) inTurn(ctx context.Context, sc *serviceClients, id string
 	if err == nil && cur.ProvisioningStatus != lbActive && cur.ProvisioningStatus != lbError {
 		err = l.retry("load balancer %s is %s", id, cur.ProvisioningStatus)
 	} else if err != nil {
-		err = fmt.Errorf("reading load balancer %s before changing its tags: %w", id, err)
+		err = fmt.Errorf("reading shared load balancer %s before changing its tags or deleting it: %w", id, err)
 	}
 	if err != nil {
 		unlock()
