@@ -132,6 +132,11 @@ type Controller struct {
 
 	// nodeBatch coalesces node changes (see nodesChanged).
 	nodeBatch *batch.Timer
+	// flushMu guards flushing (a flush of node changes runs) and
+	// flushAgain (a batch closed while it ran): see flushNodes.
+	flushMu    sync.Mutex
+	flushing   bool
+	flushAgain bool
 	// nodeGen counts the node changes that matter (nodesChanged); see
 	// requeueIfNodesChanged.
 	nodeGen atomic.Uint64
