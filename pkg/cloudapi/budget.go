@@ -462,6 +462,16 @@ func (b *Budget) Retune(key string, limits, defaults map[string]RateLimit) {
 	if key != "" {
 		if other := shared.m[key].Value(); other == nil || other == b.buckets {
 			shared.m[key] = weak.Make(b.buckets)
+		} else {
+			// Another live backend's budget holds the key's buckets: one
+			// the same reload built (added, or rebuilt) before this
+			// retune, with the new limits, while this one still had the
+			// old key. Their tokens are this one's too: backends of one
+			// account take from one set of buckets however the config
+			// got there. Before, each kept its own, and together they
+			// had twice the account's bucket
+			// (TestReview64SharedBudgetAfterRetuneAndNewSharer).
+			b.apis.Store(other.apis.Load())
 		}
 	}
 	b.key = key

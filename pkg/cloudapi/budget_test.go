@@ -178,3 +178,29 @@ func TestBudgetRetune(t *testing.T) {
 		}
 	}
 }
+
+// TestRetuneJoinsTheKeysLiveBuckets: a reload that adds (or rebuilds) a
+// backend of the account with new limits builds it first, under the new
+// limits' key, and retunes the kept backend after: the retune joins the
+// buckets the new one made, so the two take their tokens from one set, as
+// two backends of one account started together do. Before, the kept one
+// kept buckets of its own: together they had twice the account's bucket.
+func TestRetuneJoinsTheKeysLiveBuckets(t *testing.T) {
+	defaults := map[string]RateLimit{"ec2": {QPS: 0.001, Bucket: 5, QPSWrite: 0.001, BucketWrite: 5}}
+	one := map[string]RateLimit{"ec2": {QPS: 0.001, Bucket: 1, QPSWrite: 0.001, BucketWrite: 1}}
+	kept := NewSharedBudget("join-kept", "join|5", nil, defaults)
+	added := NewSharedBudget("join-added", "join|1", one, defaults)
+	kept.Retune("join|1", one, defaults)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := added.Wait(ctx, "ec2", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := kept.Wait(ctx, "ec2", false); !errors.Is(err, ErrPastDeadline) {
+		t.Errorf("the retuned backend's read after the added one spent the account's one token = %v, want a wait past the deadline", err)
+	}
+	later := NewSharedBudget("join-later", "join|1", one, defaults)
+	if err := later.Wait(ctx, "ec2", false); !errors.Is(err, ErrPastDeadline) {
+		t.Errorf("a backend made later with the key: %v, want a wait past the deadline (the same buckets)", err)
+	}
+}

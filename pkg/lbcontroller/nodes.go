@@ -402,23 +402,25 @@ func (c *Controller) flushOne() {
 		nodes nodeSet
 	}
 	c.mu.Lock()
-	var keys []string
+	var fresh []string
 	check := make([]recorded, 0, len(c.state))
 	for key, st := range c.state {
 		if st.fresh {
-			keys = append(keys, key)
+			fresh = append(fresh, key)
 			continue
 		}
 		check = append(check, recorded{key: key, svc: st.svc, nodes: st.nodes})
 	}
 	c.mu.Unlock()
+	for _, k := range fresh {
+		c.queue.Add(k)
+	}
+	// Each Service is queued as soon as it is found to differ: the
+	// first load balancers are updated while the rest are compared.
 	for _, r := range check {
 		if !c.targetsOf(r.svc, nodes).equal(r.nodes) {
-			keys = append(keys, r.key)
+			c.queue.Add(r.key)
 		}
-	}
-	for _, k := range keys {
-		c.queue.Add(k)
 	}
 }
 
