@@ -75,6 +75,15 @@ func table(rs []*result) string {
 		{"churn: nodes replaced", func(r *result) string { return fmt.Sprint(r.churned) }},
 		{"  re-initialised (s)", func(r *result) string { return secs(r.churnInit) }},
 		{"  CCM quiet again (s)", func(r *result) string { return secs(r.churnSettle) }},
+		{"  target groups wrong then / all right (s)", func(r *result) string {
+			switch {
+			case r.cell.cloud != "aws" || r.cell.ipTargets:
+				return "–"
+			case r.churnRight < 0:
+				return fmt.Sprintf("%d / not within the bound", r.churnWrong)
+			}
+			return fmt.Sprintf("%d / %s", r.churnWrong, secs(r.churnRight))
+		}},
 		{"  CPU (s)", func(r *result) string { return fmt.Sprintf("%.1f", r.phase("churn").cpu) }},
 		{"  log lines (MB)", func(r *result) string {
 			p := r.phase("churn")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,11 +65,16 @@ type result struct {
 	syncDone, syncOf       int
 	syncEvents             int // UpdatedLoadBalancer events seen
 	churnInit, churnSettle time.Duration
-	churned                int
-	phases                 []phase
-	nodeChanges            map[string]map[string]int // phase -> change kind -> count
-	peakRSS                float64
-	load                   string
+	// churnWrong: the target groups whose targets were not the nodes'
+	// when the CCM's log was quiet after the churn; churnRight: the time
+	// from the churn's start until every group's were (targetsRight).
+	churnWrong  int
+	churnRight  time.Duration
+	churned     int
+	phases      []phase
+	nodeChanges map[string]map[string]int // phase -> change kind -> count
+	peakRSS     float64
+	load        string
 	// retuned is the CCM's reload line when SCALE_AWS_RATE_LIMITS_SYNC
 	// switched the budget before the node sync; syncWaits, the time its
 	// requests waited for the budget during the node sync, by api.
@@ -250,6 +256,9 @@ func runCell(t *testing.T, c cell, dir string) *result {
 	churnStart := p.start
 	quiet(t, cl, timeout)
 	r.churnSettle = time.Since(churnStart)
+	if cl.fake != nil && !c.ipTargets {
+		r.churnWrong, r.churnRight = targetsRight(ctx, t, cl, churnStart, timeout)
+	}
 	record("churn")
 	// Steady state.
 	p.begin()
@@ -730,4 +739,60 @@ func (nw *nodeWatch) take() map[string]int {
 	out := nw.counts
 	nw.counts = map[string]int{}
 	return out
+}
+
+// targetsRight waits until every target group of the AWS fake holds, as
+// instance targets, exactly the nodes its Service targets now: the nodes
+// not being deleted nor excluded from load balancers and, above AWS's
+// quota of targets, carrying awsTargetLabel. It returns how many groups
+// differed at its first look and the time from start until none did (at
+// most timeout after its first look). A quiet log is no proof that the
+// load balancers caught up: the controller's work can wait where nothing
+// logs (a node flush held its lock for half a minute at 5,000 nodes).
+func targetsRight(ctx context.Context, t *testing.T, cl *cluster, start time.Time, timeout time.Duration) (wrong int, right time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	first := true
+	for {
+		list, err := cl.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{}
+		for _, n := range list.Items {
+			if n.DeletionTimestamp != nil || n.Labels["node.kubernetes.io/exclude-from-external-load-balancers"] != "" {
+				continue
+			}
+			if cl.cell.nodes > awsTargetQuota && n.Labels[awsTargetLabel] != "true" {
+				continue
+			}
+			want[n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:]] = true
+		}
+		bad, example := 0, ""
+		for _, tg := range cl.fake.TargetGroups() {
+			have := map[string]bool{}
+			for _, tgt := range tg.Targets {
+				id, _, _ := strings.Cut(tgt, ":")
+				have[id] = true
+			}
+			if !maps.Equal(have, want) {
+				bad++
+				if example == "" {
+					example = fmt.Sprintf("%s: %d targets, want %d", tg.Name, len(have), len(want))
+				}
+			}
+		}
+		if first {
+			wrong, first = bad, false
+			t.Logf("churn: %d target groups not yet with the nodes' targets when the CCM's log was quiet (%s)", bad, example)
+		}
+		if bad == 0 {
+			return wrong, time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			t.Logf("churn: %d target groups still without the nodes' targets after %v (%s)", bad, timeout, example)
+			return wrong, -1
+		}
+		time.Sleep(5 * time.Second)
+	}
 }
