@@ -112,3 +112,42 @@ func TestReview64ViewAfterAnotherWriterControl(t *testing.T) {
 		t.Errorf("a node sync without a view read nothing")
 	}
 }
+
+// TestReview64NodeSyncWithTheSpecBeforeAPortWasAdded: upstream's service
+// controller (v0.37) takes its node sync's Services from its cache
+// (allServices) and its worker stores a Service's new spec there just
+// before it ensures it, so a node sync that listed the Services before a
+// port was added calls UpdateLoadBalancer with the old spec after the
+// worker's EnsureLoadBalancer made the new port (the backend's Service
+// lock orders them, not their specs). The operator expects a node sync to
+// change targets only ("updates hosts", docs/aws.md: "A node sync
+// changes only targets"), never to delete the listener and target group of
+// a port the Service has: nothing upstream does would put it back before
+// the next repair pass. The verified view does not fit the old spec (one
+// group, not two), the read path finds two of the Service's groups for
+// one port and falls back to the whole reconcile, which deletes port 443.
+func TestReview64NodeSyncWithTheSpecBeforeAPortWasAdded(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 3)
+	before := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	e.ensure(t, before, nodes)
+	after := before.DeepCopy()
+	withPort("tls", corev1.ProtocolTCP, 443, 30443)(after)
+	e.ensure(t, after, nodes) // the worker's Ensure of the new spec
+	if got := listenerTo(t, e, "443"); got == "" {
+		t.Fatalf("setup: no listener on 443 after the Ensure of the new spec: %v", e.onlyLB(t).Listeners)
+	}
+	// The node sync that listed the Service before the edit: node 3
+	// excluded.
+	lbi, _ := e.cloud.LoadBalancer()
+	e.fake.ResetCalls()
+	if err := lbi.UpdateLoadBalancer(context.Background(), testCluster, before, nodes[:2]); err != nil {
+		t.Logf("node sync with the old spec: %v", err)
+	}
+	if got := listenerTo(t, e, "443"); got == "" {
+		t.Errorf("the node sync with the spec before port 443 was added deleted its listener (mutating calls %v); listeners now %v", e.fake.MutatingCalls(), e.onlyLB(t).Listeners)
+	}
+	if got, want := review64Targets(t, e, before), review64Want(1, 2); !slices.Equal(got, want) {
+		t.Errorf("port 80's targets after the node sync %v, want %v", got, want)
+	}
+}
