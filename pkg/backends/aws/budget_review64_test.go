@@ -75,7 +75,7 @@ func TestReview64SharedBudgetAfterRetuneAndNewSharer(t *testing.T) {
 	e := newEnv(t)
 	e.fake.AddVPC("vpc-0b2", "10.1.0.0/16")
 	ctx := context.Background()
-	for _, k := range []string{"KEY_A", "KEY_B", "KEY_C"} {
+	for _, k := range []string{"KEY_A", "KEY_B", "KEY_C", "KEY_D"} {
 		t.Setenv(k, "AKIDREVIEW64")
 	}
 	t.Setenv("TEST_AWS_SECRET", "fake-secret")
@@ -127,5 +127,28 @@ func TestReview64SharedBudgetAfterRetuneAndNewSharer(t *testing.T) {
 		}
 		t.Logf("changes: retuned %v added %v rebuilt %v", ch.Retuned, ch.Added, ch.Rebuilt)
 		shared(t, rl, "after the reload")
+	})
+
+	// One of the two removed by a reload: the other keeps the account's
+	// buckets as they are (AWS's bucket is no fuller for the removal).
+	t.Run("aws-2 removed", func(t *testing.T) {
+		rl, err := router.NewReloadable(ctx, review64Config(t,
+			review64Backend("KEY_D", "aws-1", e.url, testVPC, 1, "1m"), review64Backend("KEY_D", "aws-2", e.url, "vpc-0b2", 1, "1m")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := review64Read(rl, "aws-2"); err != nil {
+			t.Fatalf("aws-2's first read: %v", err)
+		}
+		ch, err := rl.Apply(ctx, review64Config(t, review64Backend("KEY_D", "aws-1", e.url, testVPC, 1, "1m")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ch.Removed) != 1 || len(ch.Retuned)+len(ch.Rebuilt) != 0 {
+			t.Fatalf("changes %+v, want aws-2 removed and aws-1 kept", ch)
+		}
+		if err := review64Read(rl, "aws-1"); !errors.Is(err, cloudapi.ErrPastDeadline) {
+			t.Errorf("aws-1's read after aws-2 spent the account's token and was removed = %v, want refused for its deadline", err)
+		}
 	})
 }
