@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/awsfake"
@@ -45,7 +46,7 @@ func TestReview64MoveBetweenTwoVPCsOfOneRegion(t *testing.T) {
 	var inB []string
 	for _, lb := range e.fake.LoadBalancers() {
 		t.Logf("NLB %s in subnets %v", lb.Name, lb.Subnets)
-		if len(lb.Subnets) > 0 && lb.Subnets[0][:len("subnet-2")] == "subnet-2" {
+		if len(lb.Subnets) > 0 && strings.HasPrefix(lb.Subnets[0], "subnet-2") {
 			inB = append(inB, lb.Name)
 		}
 	}
