@@ -35,10 +35,12 @@ func TestReview64MoveBetweenTwoVPCsOfOneRegion(t *testing.T) {
 	ctx := context.Background()
 
 	e.ensure(t, svc, nodes) // served by the first backend (VPC A)
+	e.fake.ResetCalls()
 	lbB, _ := other.LoadBalancer()
 	if _, err := lbB.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
 		t.Errorf("Ensure in the second backend (VPC B) while the first still holds the NLB (the drain): %v", err)
 	}
+	t.Logf("the second backend's Ensure made %v", e.fake.MutatingCalls())
 	lbA, _ := e.cloud.LoadBalancer()
 	if err := lbA.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
 		t.Fatalf("delete from the first backend at the drain's end: %v", err)
