@@ -42,7 +42,7 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName strin
 	if done, err := l.updateVerified(ctx, svc, nodes); done {
 		return err
 	}
-	gen := l.verified.drop(n)
+	gen := l.dropVerified(n)
 	d, lb, err := l.observe(ctx, svc, nodes)
 	if err != nil || lb == nil {
 		return err

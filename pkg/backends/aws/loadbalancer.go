@@ -171,7 +171,7 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node, create bool) (*elbtypes.LoadBalancer, error) {
 	n := namesFor(l.clusterID, svc)
 	ctx = l.withView(ctx, n)
-	gen := l.verified.drop(n)
+	gen := l.dropVerified(n)
 	d, existing, err := l.observe(ctx, svc, nodes)
 	if err != nil || (existing == nil && !create) {
 		return nil, err
