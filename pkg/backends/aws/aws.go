@@ -173,6 +173,13 @@ func endpoint(u string) *string {
 // exponential backoff and jitter. The client-side retry quota is off: a
 // throttling storm must slow the backend down, not make it give up early;
 // the caller's deadline bounds the whole call.
+//
+// Throttling is what isThrottle says, the definition the errors metric
+// and calls_total use, on top of the SDK's own retryables: the SDK's
+// defaults know throttling only by error code, so a bare HTTP 429 (a
+// proxy or private endpoint answering "Too Many Requests" without an AWS
+// code) was counted throttled yet failed at once
+// (TestReview64HTTP429IsRetriedAsThrottling).
 func newRetryer(r RetrySettings) awssdk.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) {
 		o.MaxAttempts = r.MaxAttempts
@@ -180,7 +187,20 @@ func newRetryer(r RetrySettings) awssdk.Retryer {
 			o.MaxBackoff = r.MaxBackoff.Duration
 		}
 		o.RateLimiter = ratelimit.None
+		o.Retryables = append(o.Retryables, retry.IsErrorRetryableFunc(throttleTernary))
+		o.Throttles = append(o.Throttles, retry.IsErrorThrottleFunc(throttleTernary))
 	})
+}
+
+// throttleTernary is isThrottle as the retryer's checks want it: true for
+// throttling, unknown otherwise, so every other answer stays the SDK's
+// checks' to decide (a canceled context is never retried:
+// NoRetryCanceledError comes first).
+func throttleTernary(err error) awssdk.Ternary {
+	if isThrottle(err) {
+		return awssdk.TrueTernary
+	}
+	return awssdk.UnknownTernary
 }
 
 func staticCredentials(c *StaticCredentials) (awssdk.CredentialsProvider, error) {

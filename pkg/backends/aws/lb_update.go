@@ -24,7 +24,8 @@ import (
 // asks for, an adopted NLB still on the upstream provider's groups, the
 // instances' security-group rules changing with the node set) it runs the
 // whole reconcile instead, without creating anything: a Service with no
-// NLB is left alone.
+// NLB is left alone. An NLB with more of the Service's ports than svc has
+// never takes that fallback (retarget).
 func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
 	if managedElsewhere(svc) {
 		return cloudprovider.ImplementedElsewhere
@@ -41,7 +42,7 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName strin
 	if done, err := l.updateVerified(ctx, svc, nodes); done {
 		return err
 	}
-	gen := l.verified.drop(n)
+	gen := l.dropVerified(n)
 	d, lb, err := l.observe(ctx, svc, nodes)
 	if err != nil || lb == nil {
 		return err
@@ -93,9 +94,19 @@ type groupTargets struct {
 // When it changes the targets, it records the Service's verified view
 // (gen: from the drop before observe): it read the NLB, its groups and
 // their targets, and made them what d asks.
+//
+// The NLB's listeners may use groups of the Service for ports d lacks
+// (extra): upstream's node sync can hand a Service's spec from before a
+// port was added, after the Ensure of the new spec made the port. Then
+// only d's groups' targets change, nothing is recorded (the view would
+// not be the NLB), and the whole reconcile never runs: with the old spec
+// it would delete the port's listener, target group and rules, which
+// nothing puts back before the next repair pass
+// (TestReview64NodeSyncWithTheSpecBeforeAPortWasAdded). The next Ensure or
+// repair pass decides the extra ports and the instances' rules.
 func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, gen uint64) (string, error) {
 	ctx = withExisting(ctx, lb)
-	groups, why, err := l.targetGroupsOf(ctx, d, lb)
+	groups, extra, why, err := l.targetGroupsOf(ctx, d, lb)
 	if err != nil || why != "" {
 		return why, err
 	}
@@ -104,7 +115,8 @@ func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.
 			return "", err
 		}
 	}
-	if why := l.rulesMove(ctx, d, lb, groups); why != "" {
+	why = l.rulesMove(ctx, d, lb, groups)
+	if why != "" && len(extra) == 0 {
 		return why, nil
 	}
 	arns := map[int32]string{}
@@ -115,46 +127,48 @@ func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.
 		}
 		arns[g.port.port] = g.arn
 	}
+	if len(extra) > 0 {
+		klog.FromContext(ctx).V(2).Info("Updated only the targets of the Service's ports: the load balancer has more ports than the Service given; the next Ensure decides them",
+			"extraTargetGroups", extra, "rulesLeft", why)
+		return "", nil
+	}
 	l.recordVerified(ctx, d.names, gen, reconciled(d, lb, arns))
 	return "", nil
 }
 
 // targetGroupsOf returns, for each port of d, the target group the NLB
 // lb's listeners use (one DescribeTargetGroups by the NLB, or a repair
-// pass's snapshot), or why the fast path cannot take them: the groups
-// attached must be exactly the Service's, each as the Service asks for it
-// (name, VPC, protocol, NodePort, target type, IP family). A group found
-// by the Service's name attached to the Service's NLB is the one reconcile
-// would register the targets in too.
-func (l *LoadBalancer) targetGroupsOf(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) ([]groupTargets, string, error) {
+// pass's snapshot), or why the fast path cannot take them: each port's
+// group must be attached as the Service asks for it (name, VPC, protocol,
+// NodePort, target type, IP family). A group found by the Service's name
+// attached to the Service's NLB is the one reconcile would register the
+// targets in too. extra are the other groups of the Service's names the
+// listeners use, by name: ports d lacks (see retarget).
+func (l *LoadBalancer) targetGroupsOf(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) (groups []groupTargets, extra []string, why string, err error) {
 	attached, err := l.attachedTo(ctx, lb)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	if err := l.keepIPTargets(ctx, d, attached); err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	ours := 0 // a hand-made listener's group is a stranger's, left alone
-	for name := range attached {
-		if serviceGroup(d.names, name) {
-			ours++
-		}
-	}
-	if ours != len(d.ports) {
-		return nil, fmt.Sprintf("the load balancer's listeners use %d target groups of the Service, the Service has %d ports", ours, len(d.ports)), nil
-	}
-	out := make([]groupTargets, 0, len(d.ports))
 	for _, p := range d.ports {
 		tg, ok := attached[p.tgName]
 		if !ok {
-			return nil, fmt.Sprintf("target group %s is not attached", p.tgName), nil
+			return nil, nil, fmt.Sprintf("target group %s is not attached", p.tgName), nil
 		}
 		if !groupFits(d, p, tg, l.settings.VPC) {
-			return nil, fmt.Sprintf("target group %s is not as the Service asks", p.tgName), nil
+			return nil, nil, fmt.Sprintf("target group %s is not as the Service asks", p.tgName), nil
 		}
-		out = append(out, groupTargets{port: p, arn: awssdk.ToString(tg.TargetGroupArn)})
+		groups = append(groups, groupTargets{port: p, arn: awssdk.ToString(tg.TargetGroupArn)})
+		delete(attached, p.tgName)
 	}
-	return out, "", nil
+	for name := range attached { // a hand-made listener's group is a stranger's, left alone
+		if serviceGroup(d.names, name) {
+			extra = append(extra, name)
+		}
+	}
+	return groups, sorted(extra), "", nil
 }
 
 // groupFits reports whether tg is port p's group as d asks for it.

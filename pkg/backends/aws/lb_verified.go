@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // The verified view: what the backend last made each Service's NLB into
@@ -98,8 +99,30 @@ type verifiedViews struct {
 	gens  map[string]uint64
 }
 
+// takeoverWindow is how long after this replica took the lease over a
+// write of the previous leader's may still land
+// (cloudapi.LandingAfterTakeover): each attempt of an AWS call passes the
+// mutation gate just before it is sent (cloudapi.AWSAPIOptions, after the
+// retryer) and lasts at most httpTimeout.
+const takeoverWindow = httpTimeout
+
+// dropVerified is verified.drop, except that while the previous leader's
+// writes may still land after a takeover it hands out generation 0, with
+// which no view is recorded: what the caller reads then (targets, groups,
+// rules) may change under it with no write of this process's, and a view
+// of it would keep a node sync from reading AWS until the next repair
+// pass. The first node syncs after a takeover read AWS instead
+// (TestReview64ViewRecordedWhileThePreviousLeadersWritesLand).
+func (l *LoadBalancer) dropVerified(n names) uint64 {
+	gen := l.verified.drop(n)
+	if !cloudapi.LandingAfterTakeover(takeoverWindow).IsZero() {
+		return 0
+	}
+	return gen
+}
+
 // drop forgets the Service's view and returns the generation a view
-// recorded by the caller must carry.
+// recorded by the caller must carry (at least 1).
 func (v *verifiedViews) drop(n names) uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -129,11 +152,12 @@ func (l *LoadBalancer) recordVerified(ctx context.Context, n names, gen uint64, 
 }
 
 // record keeps view as the Service's, unless the Service's view was
-// dropped since gen.
+// dropped since gen or gen is 0 (dropVerified: read while the previous
+// leader's writes may still land).
 func (v *verifiedViews) record(n names, gen uint64, view *verifiedLB) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.gens == nil || v.gens[n.lb] != gen {
+	if gen == 0 || v.gens == nil || v.gens[n.lb] != gen {
 		return
 	}
 	v.views[n.lb] = view

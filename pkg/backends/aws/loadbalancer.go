@@ -31,6 +31,19 @@ var (
 // this cluster's and this Service's.
 var errNotOurs = errors.New("exists but is not tagged as this cluster's and Service's")
 
+// errOtherVPC says the NLB with the Service's name is in another VPC than
+// the backend's: NLB names are unique per account and region, not per
+// VPC, so two backends of one account and region in two VPCs name a
+// Service's NLB alike. Like errNotOurs, nothing of it is changed or
+// deleted.
+var errOtherVPC = errors.New("is not in the backend's VPC")
+
+// notOurs reports whether err is findLB's for an NLB with the Service's
+// name that is not the backend's (errNotOurs, errOtherVPC).
+func notOurs(err error) bool {
+	return errors.Is(err, errNotOurs) || errors.Is(err, errOtherVPC)
+}
+
 // LoadBalancer manages one NLB per Service.
 type LoadBalancer struct {
 	backend   string
@@ -90,7 +103,7 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev
 	}
 	n := namesFor(l.clusterID, svc)
 	lb, err := l.findLB(ctx, n)
-	if err != nil && !errors.Is(err, errNotOurs) {
+	if err != nil && !notOurs(err) {
 		return nil, false, err
 	}
 	if lb != nil {
@@ -171,7 +184,7 @@ func (l *LoadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 func (l *LoadBalancer) reconcile(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node, create bool) (*elbtypes.LoadBalancer, error) {
 	n := namesFor(l.clusterID, svc)
 	ctx = l.withView(ctx, n)
-	gen := l.verified.drop(n)
+	gen := l.dropVerified(n)
 	d, existing, err := l.observe(ctx, svc, nodes)
 	if err != nil || (existing == nil && !create) {
 		return nil, err
@@ -279,7 +292,11 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 		return nil, nil, err
 	}
 	existing, err := l.findLB(ctx, d.names)
-	if errors.Is(err, errNotOurs) {
+	switch {
+	case errors.Is(err, errOtherVPC):
+		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w: an NLB's name is unique per account and region, so a Service cannot have one in two VPCs of a region at once; "+
+			"keep the Service on the backend of that VPC, or move it to a backend of another region or account, or let that backend delete its load balancer first", err))
+	case errors.Is(err, errNotOurs):
 		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w; delete or rename that load balancer", err))
 	}
 	return d, existing, err
@@ -387,8 +404,8 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 // scanTargetGroups does not find) are returned, to be deleted after it.
 func (l *LoadBalancer) deleteLB(ctx context.Context, n names, protect bool) ([]elbtypes.TargetGroup, error) {
 	lb, err := l.findLB(ctx, n)
-	if errors.Is(err, errNotOurs) {
-		klog.FromContext(ctx).Info("Leaving a load balancer with this Service's name alone: it is not tagged as this cluster's")
+	if notOurs(err) {
+		klog.FromContext(ctx).Info("Leaving a load balancer with this Service's name alone: it is not this backend's", "reason", err.Error())
 		return nil, nil
 	}
 	if err != nil || lb == nil {
@@ -459,17 +476,26 @@ func (l *LoadBalancer) unprotectAndDelete(ctx context.Context, lb *elbtypes.Load
 // Without one of our name, an NLB the upstream AWS provider made for the
 // Service (its name, tagged as this cluster's and Service's) is the
 // Service's NLB: it is adopted, not replaced.
+//
+// An NLB in another VPC than the backend's is never the backend's, tags
+// or not (errOtherVPC for one of our name): another backend of the
+// account and region holds it, and a move of the Service to this backend
+// adopted it, then the other backend's delete at the drain's end left the
+// Service with none (TestReview64MoveBetweenTwoVPCsOfOneRegion).
 func (l *LoadBalancer) findLB(ctx context.Context, n names) (*elbtypes.LoadBalancer, error) {
 	lb, owned, err := l.describeLB(ctx, n, n.lb)
 	switch {
 	case err != nil:
 		return nil, err
+	case lb != nil && awssdk.ToString(lb.VpcId) != l.settings.VPC:
+		return nil, fmt.Errorf("backend %q: load balancer %s (%s, VPC %s) %w %s",
+			l.backend, n.lb, awssdk.ToString(lb.LoadBalancerArn), awssdk.ToString(lb.VpcId), errOtherVPC, l.settings.VPC)
 	case lb != nil && !owned:
 		return nil, fmt.Errorf("load balancer %s %w", n.lb, errNotOurs)
 	case lb != nil:
 		return lb, nil
 	}
-	if lb, owned, err = l.describeLB(ctx, n, n.upstream); err != nil || !owned {
+	if lb, owned, err = l.describeLB(ctx, n, n.upstream); err != nil || !owned || awssdk.ToString(lb.VpcId) != l.settings.VPC {
 		return nil, err
 	}
 	return lb, nil
