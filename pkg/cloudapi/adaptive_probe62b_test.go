@@ -436,7 +436,7 @@ func TestProbe62bRateReadRacesAnswered(_ *testing.T) {
 				case 4:
 					_ = b.api(api).slowed(write)
 				case 5:
-					b.publish(api, write)
+					b.buckets().publish(api, write)
 				}
 			}
 		})
@@ -503,7 +503,7 @@ func TestProbe62bConcurrentRetuneShareObserveWait(t *testing.T) {
 				}
 				bb.Observe(api, act, write, out, 0)
 				if i%7 == 0 {
-					bb.publish(api, write)
+					bb.buckets().publish(api, write)
 				}
 			}
 		})
@@ -516,7 +516,7 @@ func TestProbe62bConcurrentRetuneShareObserveWait(t *testing.T) {
 		n := runtime.Stack(buf, true)
 		t.Fatalf("no end after 20 s (deadlock?):\n%s", buf[:n])
 	}
-	if names := root.backends(); len(names) > 5 {
+	if names := root.buckets().backends(); len(names) > 5 {
 		t.Errorf("sharers' names after the churn: %v (at most root and 4 names)", names)
 	}
 }
@@ -624,9 +624,10 @@ func TestProbe62bWeakSharerPruned(t *testing.T) {
 	if g, _ := probe62bSeries(t, "probe62b-weak-a", "x", "read"); g != 10 {
 		t.Errorf("the live sharer's gauge after Retune: %v, want 10", g)
 	}
-	a.mu.Lock()
-	n := len(a.sharers)
-	a.mu.Unlock()
+	as := a.buckets()
+	as.mu.Lock()
+	n := len(as.sharers)
+	as.mu.Unlock()
 	if n != 1 {
 		t.Errorf("sharers after the collection and a publish: %d, want 1", n)
 	}
@@ -642,7 +643,7 @@ func TestProbe62bDuplicateNames(t *testing.T) {
 	defs := map[string]RateLimit{"x": {QPS: 10, Bucket: 20, QPSWrite: 2, BucketWrite: 4}}
 	a := NewSharedBudget(be, key, nil, defs)
 	probe62bDropSharer(be, key, defs)
-	if names := a.backends(); len(names) != 1 || names[0] != be {
+	if names := a.buckets().backends(); len(names) != 1 || names[0] != be {
 		t.Errorf("names: %v, want [%s] once", names, be)
 	}
 	runtime.GC()
@@ -651,7 +652,7 @@ func TestProbe62bDuplicateNames(t *testing.T) {
 	if g, ok := probe62bSeries(t, be, "x", "read"); !ok || g != 10 {
 		t.Errorf("after one of the two was collected: %v %v, want 10", g, ok)
 	}
-	if names := a.backends(); len(names) != 1 {
+	if names := a.buckets().backends(); len(names) != 1 {
 		t.Errorf("names after collection: %v", names)
 	}
 

@@ -157,7 +157,26 @@ func sortedKeys(m map[string]RateLimit) []string {
 // another live backend shares them (NewSharedBudget).
 type Budget struct {
 	backend string
-	*buckets
+	// set are the buckets it takes its tokens from: its own, or those of
+	// the backends of its account (NewSharedBudget); a retune may move it
+	// onto the set its new limits' key holds (Retune).
+	set atomic.Pointer[buckets]
+}
+
+// newBudgetOn is the budget of backend on the buckets s, one of their
+// sharers.
+func newBudgetOn(backend string, s *buckets) *Budget {
+	b := &Budget{backend: backend}
+	b.set.Store(s)
+	return b.join()
+}
+
+// buckets are the buckets the budget takes its tokens from now.
+func (b *Budget) buckets() *buckets {
+	if b == nil {
+		return nil
+	}
+	return b.set.Load()
 }
 
 // buckets are the token buckets of one budget, by API; backends of one
@@ -183,10 +202,19 @@ type buckets struct {
 
 // join makes b one of its buckets' sharers and returns it.
 func (b *Budget) join() *Budget {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sharers = append(b.sharers, weak.Make(b))
+	s := b.buckets()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sharers = append(s.sharers, weak.Make(b))
 	return b
+}
+
+// leave takes b out of s's sharers (b moved onto other buckets).
+func (s *buckets) leave(b *Budget) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	me := weak.Make(b)
+	s.sharers = slices.DeleteFunc(s.sharers, func(p weak.Pointer[Budget]) bool { return p == me })
 }
 
 // backends are the names of the live budgets sharing b's buckets.
@@ -408,10 +436,7 @@ func (b *Budget) bucket(api, action string, write bool) *bucket {
 }
 
 func (b *Budget) api(api string) *apiBudget {
-	if b == nil {
-		return nil
-	}
-	return b.buckets.api(api)
+	return b.buckets().api(api)
 }
 
 func (b *buckets) api(api string) *apiBudget {
@@ -424,7 +449,7 @@ func (b *buckets) api(api string) *apiBudget {
 // NewBudget returns the buckets of backend: for each API of defaults, the
 // configured limits (limits[api]) over the defaults.
 func NewBudget(backend string, limits, defaults map[string]RateLimit) *Budget {
-	return (&Budget{backend: backend, buckets: newBuckets(limits, defaults)}).join()
+	return newBudgetOn(backend, newBuckets(limits, defaults))
 }
 
 func newBuckets(limits, defaults map[string]RateLimit) *buckets {
@@ -450,36 +475,45 @@ func newAPIs(limits, defaults map[string]RateLimit) *map[string]*apiBudget {
 // same; key is the shared key of the new limits (the old key is
 // forgotten), "" for a budget of its own.
 func (b *Budget) Retune(key string, limits, defaults map[string]RateLimit) {
-	if b == nil || b.buckets == nil {
+	s := b.buckets()
+	if s == nil {
 		return
 	}
 	shared.Lock()
 	defer shared.Unlock()
-	b.apis.Store(newAPIs(limits, defaults))
-	if b.key != "" && shared.m[b.key].Value() == b.buckets {
-		delete(shared.m, b.key)
+	s.apis.Store(newAPIs(limits, defaults))
+	if s.key != "" && shared.m[s.key].Value() == s {
+		delete(shared.m, s.key)
 	}
 	if key != "" {
-		if other := shared.m[key].Value(); other == nil || other == b.buckets {
-			shared.m[key] = weak.Make(b.buckets)
+		if other := shared.m[key].Value(); other == nil || other == s {
+			shared.m[key] = weak.Make(s)
 		} else {
 			// Another live backend's budget holds the key's buckets: one
 			// the same reload built (added, or rebuilt) before this
 			// retune, with the new limits, while this one still had the
 			// old key. Their tokens are this one's too: backends of one
 			// account take from one set of buckets however the config
-			// got there. Before, each kept its own, and together they
+			// got there. It moves onto them, one of their sharers (the
+			// rate gauge shows their slow-downs under it, and they live
+			// as long as it does, so a backend of the key added later
+			// finds them). Before, each kept its own, and together they
 			// had twice the account's bucket
-			// (TestReview64SharedBudgetAfterRetuneAndNewSharer).
-			b.apis.Store(other.apis.Load())
+			// (TestReview64SharedBudgetAfterRetuneAndNewSharer,
+			// TestReview64bJoinedThenHolderRemovedThenReadded,
+			// TestReview64bJoinedGaugeShowsTheSharedSlowDown).
+			b.set.Store(other)
+			s.leave(b)
+			b.join()
+			s = other
 		}
 	}
-	b.key = key
+	s.key = key
 	// The rate gauge shows each bucket's new ceiling, under every backend
 	// sharing the buckets; a bucket turned off has none.
 	for api := range defaults {
-		b.publish(api, false)
-		b.publish(api, true)
+		s.publish(api, false)
+		s.publish(api, true)
 	}
 }
 
@@ -502,7 +536,7 @@ func NewSharedBudget(backend, key string, limits, defaults map[string]RateLimit)
 	shared.Lock()
 	defer shared.Unlock()
 	if b := shared.m[key].Value(); b != nil {
-		return (&Budget{backend: backend, buckets: b}).join()
+		return newBudgetOn(backend, b)
 	}
 	b := newBuckets(limits, defaults)
 	b.key = key
@@ -512,7 +546,7 @@ func NewSharedBudget(backend, key string, limits, defaults map[string]RateLimit)
 			delete(shared.m, k)
 		}
 	}
-	return (&Budget{backend: backend, buckets: b}).join()
+	return newBudgetOn(backend, b)
 }
 
 // Backend is the name the budget counts under ("" for a nil budget).
@@ -537,7 +571,7 @@ func (b *Budget) Observe(api, action string, write bool, outcome string, took ti
 		return
 	}
 	if a.bucket(action, write).answered(outcome == OutcomeThrottled) || a.perAction(write) && a.slowed(write) {
-		b.publish(api, write)
+		b.buckets().publish(api, write)
 	}
 }
 
@@ -574,7 +608,7 @@ func (b *Budget) WaitAction(ctx context.Context, api, action string, write bool)
 		return nil
 	}
 	if bk.recover() {
-		b.publish(api, true)
+		b.buckets().publish(api, true)
 	}
 	l := bk.lim
 	if l.Allow() {
@@ -623,7 +657,7 @@ func (b *Budget) take(ctx context.Context, api, action string, write bool) (bool
 		return false, nil
 	}
 	if bk.recover() {
-		b.publish(api, write)
+		b.buckets().publish(api, write)
 	}
 	l := bk.lim
 	if l.Allow() {

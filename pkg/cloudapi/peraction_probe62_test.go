@@ -212,7 +212,7 @@ func TestProbe62SharedBudgetRetuneAppliesToEveryAction(t *testing.T) {
 		}
 	}
 	third := NewSharedBudget("probe62-shared-c", key, nil, defaults)
-	if third.buckets != a.buckets {
+	if third.buckets() != a.buckets() {
 		t.Error("a new backend of the key after the retune has buckets of its own")
 	}
 }
