@@ -230,4 +230,7 @@ func TestReview64bJoinedRacesWaitObserve(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	if kept.buckets() != added.buckets() {
+		t.Error("after the retunes, the two budgets take their tokens from two sets of buckets, want one")
+	}
 }

@@ -209,12 +209,12 @@ func (b *Budget) join() *Budget {
 	return b
 }
 
-// leave takes b out of s's sharers (b moved onto other buckets).
-func (s *buckets) leave(b *Budget) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	me := weak.Make(b)
-	s.sharers = slices.DeleteFunc(s.sharers, func(p weak.Pointer[Budget]) bool { return p == me })
+// leave takes budget out of b's sharers (it moved onto other buckets).
+func (b *buckets) leave(budget *Budget) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	me := weak.Make(budget)
+	b.sharers = slices.DeleteFunc(b.sharers, func(p weak.Pointer[Budget]) bool { return p == me })
 }
 
 // backends are the names of the live budgets sharing b's buckets.
