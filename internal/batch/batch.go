@@ -40,6 +40,14 @@ func (t *Timer) Changed() {
 	}
 }
 
+// Open reports whether a batch is open: a Flush is due that has not begun
+// yet (it will see whatever changed before it begins).
+func (t *Timer) Open() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.timer != nil
+}
+
 // flush closes the batch, then calls Flush.
 func (t *Timer) flush() {
 	t.mu.Lock()

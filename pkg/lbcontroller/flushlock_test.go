@@ -23,12 +23,16 @@ type gatedTargets struct {
 	entered chan struct{}
 	release chan struct{}
 	calls   atomic.Int32
+	single  atomic.Int32 // calls about one node: a node handler's question
 	now     atomic.Int32
 	peak    atomic.Int32
 }
 
 func (g *gatedTargets) LoadBalancerTargetsByBackend(svc *corev1.Service, nodes []*corev1.Node) map[string][]*corev1.Node {
 	g.calls.Add(1)
+	if len(nodes) == 1 {
+		g.single.Add(1)
+	}
 	n := g.now.Add(1)
 	defer g.now.Add(-1)
 	for {
@@ -134,5 +138,78 @@ func TestFlushDoesNotHoldTheControllerLock(t *testing.T) {
 	}
 	if g.calls.Load() <= calls {
 		t.Error("no flush ran after the held one, for the batches that closed meanwhile")
+	}
+}
+
+// TestLabelChangeDuringAFlushAsksNothing: a node's label change asks, per
+// Service served, whether it moves the node into or out of its targets
+// (labelsMoveTargets), unless a flush of node changes is coming that
+// compares every Service's targets anyway: during a churn each node
+// registered again gets its labels in updates of their own, and the
+// questions (about 0.1 s a label update at 1,000 Services, 0.5 s at
+// 5,000) held up the node handler, and every node change behind it.
+func TestLabelChangeDuringAFlushAsksNothing(t *testing.T) {
+	registerCountType()
+	var g *gatedTargets
+	e := startEnv(t, envOptions{doc: countConfig("0s"), classless: true, versioned: true,
+		nodeQuiet: time.Second, nodeMax: 2 * time.Second,
+		wrap: func(h *hookedCloud) Cloud {
+			g = &gatedTargets{routerTargets: routerTargets{h}, entered: make(chan struct{}, 1), release: make(chan struct{})}
+			return g
+		}}, countNodeObjects()...)
+	e.create(t, utilt.NewService("web"))
+	waitFor(t, 30*time.Second, "web served", synced(e, t, "web", 1))
+	time.Sleep(3 * time.Second) // every batch of the set-up flushed
+	nodes := e.client.CoreV1().Nodes()
+	label := func(name, k, v string) {
+		t.Helper()
+		n, err := nodes.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Labels[k] = v
+		if _, err := nodes.Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No flush coming: the handler asks (the control).
+	before := g.single.Load()
+	label("count-0", "unrelated", "a")
+	waitFor(t, 10*time.Second, "the handler's question about the label change", func() error {
+		if g.single.Load() == before {
+			return fmt.Errorf("no question about one node yet")
+		}
+		return nil
+	})
+	// A node added opens a batch; a label change while it is open asks
+	// nothing of its own.
+	n := utilt.NewNode("count-4", utilt.WithProviderID(countType+"://count-4"), utilt.WithInternalIP("10.0.1.5"))
+	if _, err := nodes.Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the batch opened by the node added", func() error {
+		if !e.ctrl.nodeBatch.Open() {
+			return fmt.Errorf("no batch open")
+		}
+		return nil
+	})
+	before = g.single.Load()
+	label("count-1", "unrelated", "b")
+	waitFor(t, 30*time.Second, "web's load balancer given the added node", func() error {
+		st := e.ctrl.stateOf("default/web")
+		all, err := e.ctrl.targets()
+		if err != nil {
+			return err
+		}
+		if st == nil {
+			return fmt.Errorf("web not served")
+		}
+		if want := e.ctrl.targetsOf(st.svc, all); !want.equal(st.nodes) {
+			return fmt.Errorf("recorded %d targets, want %d", st.nodes.len(), want.len())
+		}
+		return nil
+	})
+	if d := g.single.Load() - before; d != 0 {
+		t.Errorf("%d questions about one node for a label change while a flush was coming, want 0", d)
 	}
 }
