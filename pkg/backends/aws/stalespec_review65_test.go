@@ -98,3 +98,36 @@ func review65Ports(t *testing.T, e *env, name string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// TestReview65StaleNodeSyncLeavesAnExcludedNodeOnTheNewPort: the
+// sequence of TestReview64NodeSyncWithTheSpecBeforeAPortWasAdded (the
+// worker's Ensure made port 443 with nodes 1-3; the node sync, listed
+// before the edit, hands the old spec with node 3 excluded), looked at
+// from port 443. The node sync is the only call told that node 3 left
+// (upstream records the nodes as synced once it succeeds; the worker's
+// Ensure listed them before). The operator expects an excluded node (one
+// being drained or deleted) out of every port of the Service's NLB; the
+// fix updates port 80's group only, and port 443 keeps sending traffic to
+// node 3 until the next repair pass.
+func TestReview65StaleNodeSyncLeavesAnExcludedNodeOnTheNewPort(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 3)
+	before := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	e.ensure(t, before, nodes)
+	after := before.DeepCopy()
+	withPort("tls", corev1.ProtocolTCP, 443, 30443)(after)
+	e.ensure(t, after, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	if err := lbi.UpdateLoadBalancer(context.Background(), testCluster, before, nodes[:2]); err != nil {
+		t.Fatalf("node sync with the old spec: %v", err)
+	}
+	if got := listenerTo(t, e, "443"); got == "" {
+		t.Fatalf("the stale node sync deleted port 443 (the review64 fix regressed)")
+	}
+	tg443 := namesFor(testCluster, after).targetGroup(443, "TCP", targetInstance)
+	for _, tgt := range e.targetGroups(t)[tg443].Targets {
+		if strings.HasPrefix(tgt, instanceID(3)+":") {
+			t.Errorf("port 443's group %s still targets node 3 after the node sync that excluded it: targets %v", tg443, e.targetGroups(t)[tg443].Targets)
+		}
+	}
+}
