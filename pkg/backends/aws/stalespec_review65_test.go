@@ -131,3 +131,33 @@ func TestReview65StaleNodeSyncLeavesAnExcludedNodeOnTheNewPort(t *testing.T) {
 		}
 	}
 }
+
+// TestReview65StaleNodeSyncOnAnAdoptedNLB: the review64 case on an NLB
+// adopted from upstream cloud-provider-aws (docs/aws.md: adopted in
+// place, its target group kept while it fits). The Service had port 80
+// (upstream's group); the user added 443 and the worker's Ensure made
+// the backend's group and listener for it beside upstream's. A node sync
+// listed before the edit (node 3 excluded) hands the old spec. The
+// operator expects port 443 kept, as on an NLB the backend made: a node
+// sync changes only targets.
+func TestReview65StaleNodeSyncOnAnAdoptedNLB(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 3)
+	before := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	upstreamNLB(t, e, before, instanceID(1), instanceID(2), instanceID(3))
+	after := before.DeepCopy()
+	withPort("tls", corev1.ProtocolTCP, 443, 30443)(after)
+	e.ensure(t, after, nodes) // the worker's Ensure of the new spec adopts the NLB
+	if listenerTo(t, e, "443") == "" || listenerTo(t, e, "80") != "k8s-default-web-0a1b2c3d4e" {
+		t.Fatalf("setup: listeners %v, want 80 on upstream's group and 443 on the backend's", e.onlyLB(t).Listeners)
+	}
+	lbi, _ := e.cloud.LoadBalancer()
+	e.fake.ResetCalls()
+	if err := lbi.UpdateLoadBalancer(context.Background(), testCluster, before, nodes[:2]); err != nil {
+		t.Logf("node sync with the old spec: %v", err)
+	}
+	if got := listenerTo(t, e, "443"); got == "" {
+		t.Errorf("the node sync with the spec from before port 443 was added deleted its listener on the adopted NLB (mutating calls %v); listeners now %v",
+			e.fake.MutatingCalls(), e.onlyLB(t).Listeners)
+	}
+}
