@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
@@ -18,14 +19,16 @@ import (
 // elsewhere) brings the targets of the Service's NLB in line with the
 // nodes, as upstream's contract asks ("updates hosts"): it finds the NLB
 // and the target groups its listeners use, reads their targets and
-// registers and deregisters only the difference. Anything else that
-// drifted is EnsureLoadBalancer's to repair. When the NLB is not as the
-// fast path expects (a target group missing or not the one the Service
-// asks for, an adopted NLB still on the upstream provider's groups, the
-// instances' security-group rules changing with the node set) it runs the
-// whole reconcile instead, without creating anything: a Service with no
-// NLB is left alone. An NLB with more of the Service's ports than svc has
-// never takes that fallback (retarget).
+// registers and deregisters only the difference. It never changes the
+// NLB's shape (listeners, target groups, attributes, rules revoked):
+// that is EnsureLoadBalancer's and the repair pass's, which also repair
+// anything else that drifted. Upstream's node sync may hand it the
+// Service as it was before an edit, after the Ensure of the edit changed
+// the NLB: when the Service given and the NLB differ in shape, only the
+// targets change, as the NLB has them (retargetKeepingShape). When they
+// agree and the instances' security-group rules change with the node set
+// (rulesMove), it runs the whole reconcile instead, without creating
+// anything: a Service with no NLB is left alone.
 func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
 	if managedElsewhere(svc) {
 		return cloudprovider.ImplementedElsewhere
@@ -91,32 +94,49 @@ type groupTargets struct {
 // before the first change, so a fallback starts from what observe read:
 // d, what the Service asks for, and lb, its NLB.
 //
-// When it changes the targets, it records the Service's verified view
-// (gen: from the drop before observe): it read the NLB, its groups and
-// their targets, and made them what d asks.
-//
-// The NLB's listeners may use groups of the Service for ports d lacks
-// (extra): upstream's node sync can hand a Service's spec from before a
-// port was added, after the Ensure of the new spec made the port. Then
-// only d's groups' targets change, nothing is recorded (the view would
-// not be the NLB), and the whole reconcile never runs: with the old spec
-// it would delete the port's listener, target group and rules, which
-// nothing puts back before the next repair pass
-// (TestReview64NodeSyncWithTheSpecBeforeAPortWasAdded). The next Ensure or
-// repair pass decides the extra ports and the instances' rules.
+// When d is the NLB's shape (fittingGroups: each port's group attached
+// and as d asks, no other group of the Service, the targets registered
+// on d's NodePorts), it makes each group's targets d's, or, when the
+// instances' rules move with them, returns why; after a change it
+// records the Service's verified view (gen: from the drop before
+// observe). Otherwise d may be the Service from before an edit (upstream's
+// node sync hands the spec it listed, after the worker's Ensure of the
+// edit changed the NLB) or the NLB may have drifted:
+// retargetKeepingShape then changes only the targets of the groups the
+// NLB has, and neither the whole reconcile nor the view follow. With the
+// old spec the reconcile would put back a removed port, move the targets
+// back to an old NodePort or delete a port added since
+// (TestReview64NodeSyncWithTheSpecBeforeAPortWasAdded,
+// TestReview65NodeSyncWithTheSpecBeforeAPortWasRemoved,
+// TestReview65NodeSyncWithTheSpecBeforeANodePortChanged,
+// TestReview65StaleNodeSyncOnAnAdoptedNLB).
 func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, gen uint64) (string, error) {
 	ctx = withExisting(ctx, lb)
-	groups, extra, why, err := l.targetGroupsOf(ctx, d, lb)
-	if err != nil || why != "" {
-		return why, err
+	attached, err := l.attachedTo(ctx, lb)
+	if err != nil {
+		return "", err
 	}
+	if err := l.keepIPTargets(ctx, d, attached); err != nil {
+		return "", err
+	}
+	groups, differs := fittingGroups(d, attached, l.settings.VPC)
+	read := map[string]map[string]elbtypes.TargetDescription{}
 	for i := range groups {
 		if groups[i].have, err = l.registered(ctx, groups[i].port, groups[i].arn); err != nil {
 			return "", err
 		}
+		read[groups[i].arn] = groups[i].have
+		if port, ok := commonPort(groups[i].have); differs == "" && ok && port != groups[i].port.nodePort {
+			differs = fmt.Sprintf("the targets of target group %s are on port %d, not NodePort %d", groups[i].port.tgName, port, groups[i].port.nodePort)
+		}
 	}
-	why = l.rulesMove(ctx, d, lb, groups)
-	if why != "" && len(extra) == 0 {
+	if differs != "" {
+		if switched, err := l.nodesSwitchType(ctx, d, attached); err != nil || switched {
+			return "the target type the nodes choose changes", err
+		}
+		return "", l.retargetKeepingShape(ctx, d, lb, attached, read, differs)
+	}
+	if why := l.rulesMove(ctx, d, lb, groups); why != "" {
 		return why, nil
 	}
 	arns := map[int32]string{}
@@ -127,54 +147,104 @@ func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.
 		}
 		arns[g.port.port] = g.arn
 	}
-	if len(extra) > 0 {
-		klog.FromContext(ctx).V(2).Info("Updated only the targets of the Service's ports: the load balancer has more ports than the Service given; the next Ensure decides them",
-			"extraTargetGroups", extra, "rulesLeft", why)
-		return "", nil
-	}
 	l.recordVerified(ctx, d.names, gen, reconciled(d, lb, arns))
 	return "", nil
 }
 
-// targetGroupsOf returns, for each port of d, the target group the NLB
-// lb's listeners use (one DescribeTargetGroups by the NLB, or a repair
-// pass's snapshot), or why the fast path cannot take them: each port's
-// group must be attached as the Service asks for it (name, VPC, protocol,
-// NodePort, target type, IP family). A group found by the Service's name
-// attached to the Service's NLB is the one reconcile would register the
-// targets in too. extra are the other groups of the Service's names the
-// listeners use, by name: ports d lacks (see retarget).
-func (l *LoadBalancer) targetGroupsOf(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) (groups []groupTargets, extra []string, why string, err error) {
-	attached, err := l.attachedTo(ctx, lb)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	if err := l.keepIPTargets(ctx, d, attached); err != nil {
-		return nil, nil, "", err
-	}
+// fittingGroups returns, for each port of d, the target group the NLB's
+// listeners use (attached: one DescribeTargetGroups by the NLB, or a
+// repair pass's snapshot) when it is as the Service asks (groupFits), and
+// why d is not the NLB's shape ("" when it is, the targets' port aside): a
+// port's group not attached (a port removed since, a group deleted behind
+// the backend's back, an adopted NLB still on the upstream provider's
+// groups) or not as d asks, or groups of the Service's names for ports d
+// lacks (a port added since).
+func fittingGroups(d *desiredLB, attached map[string]elbtypes.TargetGroup, vpc string) (groups []groupTargets, differs string) {
+	var why []string
+	mine := map[string]bool{}
 	for _, p := range d.ports {
+		mine[p.tgName] = true
 		tg, ok := attached[p.tgName]
-		if !ok {
-			return nil, nil, fmt.Sprintf("target group %s is not attached", p.tgName), nil
+		switch {
+		case !ok:
+			why = append(why, fmt.Sprintf("target group %s of port %d is not attached", p.tgName, p.port))
+		case !groupFits(d, p, tg, vpc):
+			why = append(why, fmt.Sprintf("target group %s is not as the Service asks", p.tgName))
+		default:
+			groups = append(groups, groupTargets{port: p, arn: awssdk.ToString(tg.TargetGroupArn)})
 		}
-		if !groupFits(d, p, tg, l.settings.VPC) {
-			return nil, nil, fmt.Sprintf("target group %s is not as the Service asks", p.tgName), nil
-		}
-		groups = append(groups, groupTargets{port: p, arn: awssdk.ToString(tg.TargetGroupArn)})
-		delete(attached, p.tgName)
 	}
+	var extra []string
 	for name := range attached { // a hand-made listener's group is a stranger's, left alone
-		if serviceGroup(d.names, name) {
+		if !mine[name] && serviceGroup(d.names, name) {
 			extra = append(extra, name)
 		}
 	}
-	return groups, sorted(extra), "", nil
+	if len(extra) > 0 {
+		why = append(why, "the load balancer has target groups of the Service for other ports: "+strings.Join(sorted(extra), ", "))
+	}
+	return groups, strings.Join(why, "; ")
 }
 
-// groupFits reports whether tg is port p's group as d asks for it.
+// nodesSwitchType reports whether the NLB is d's shape but for the target
+// type, which the node set chose (no annotation sets it): a node that is
+// no instance of the VPC joined (IP targets) or the last one left. That
+// is no edit of the Service a stale spec could be behind: only a node
+// sync sees it, and the whole reconcile moves the listeners to the
+// groups of the new type (TestServiceControllerJoiningNode).
+func (l *LoadBalancer) nodesSwitchType(ctx context.Context, d *desiredLB, attached map[string]elbtypes.TargetGroup) (bool, error) {
+	if !d.targetChosen || d.family == familyIPv6 {
+		return false, nil
+	}
+	was := *d
+	was.targetType = targetIP
+	if d.targetType == targetIP {
+		was.targetType = targetInstance
+	}
+	was.ports = slices.Clone(d.ports)
+	for i, p := range was.ports {
+		was.ports[i].tgName = d.names.targetGroupOf(p.port, p.protocol, was.targetType, d.family)
+	}
+	groups, differs := fittingGroups(&was, attached, l.settings.VPC)
+	if differs != "" {
+		return false, nil
+	}
+	for _, g := range groups {
+		have, err := l.registered(ctx, g.port, g.arn)
+		if err != nil {
+			return false, err
+		}
+		if port, ok := commonPort(have); ok && port != g.port.nodePort {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// groupFits reports whether tg is port p's group as d asks for it. The
+// group's own port is only the default of targets registered without
+// one: reconcile keeps a group when the NodePort changes and registers
+// the targets on the new one, so the targets' port is what counts
+// (commonPort).
 func groupFits(d *desiredLB, p desiredPort, tg elbtypes.TargetGroup, vpc string) bool {
-	return awssdk.ToString(tg.VpcId) == vpc && string(tg.Protocol) == p.protocol && awssdk.ToInt32(tg.Port) == p.nodePort &&
+	return awssdk.ToString(tg.VpcId) == vpc && string(tg.Protocol) == p.protocol &&
 		string(tg.TargetType) == d.targetType && (tg.IpAddressType == elbtypes.TargetGroupIpAddressTypeEnumIpv6) == (d.family == familyIPv6)
+}
+
+// commonPort is the port most targets of have are registered on (the
+// lowest of a tie), false for none.
+func commonPort(have map[string]elbtypes.TargetDescription) (int32, bool) {
+	count := map[int32]int{}
+	for _, td := range have {
+		count[awssdk.ToInt32(td.Port)]++
+	}
+	best, most := int32(0), 0
+	for port, n := range count {
+		if n > most || (n == most && port < best) {
+			best, most = port, n
+		}
+	}
+	return best, most > 0
 }
 
 // rulesMove says why the instances' security-group rules

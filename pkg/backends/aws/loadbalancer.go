@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // provisioningRetry is how soon the service controller asks again about a
@@ -38,10 +40,19 @@ var errNotOurs = errors.New("exists but is not tagged as this cluster's and Serv
 // deleted.
 var errOtherVPC = errors.New("is not in the backend's VPC")
 
+// errOtherBackend says the NLB with the Service's name is tagged
+// (tagBackend) as another aws backend's that is live in this process for
+// the same account and region: the backend's name of a Service's NLB does
+// not depend on the backend, so two backends of one account, region and
+// VPC name it alike. Nothing of it, nor of its target groups and security
+// group (named alike too), is changed or deleted.
+var errOtherBackend = errors.New("is tagged as the load balancer of another backend")
+
 // notOurs reports whether err is findLB's for an NLB with the Service's
-// name that is not the backend's (errNotOurs, errOtherVPC).
+// name that is not the backend's (errNotOurs, errOtherVPC,
+// errOtherBackend).
 func notOurs(err error) bool {
-	return errors.Is(err, errNotOurs) || errors.Is(err, errOtherVPC)
+	return errors.Is(err, errNotOurs) || errors.Is(err, errOtherVPC) || errors.Is(err, errOtherBackend)
 }
 
 // LoadBalancer manages one NLB per Service.
@@ -67,6 +78,10 @@ type LoadBalancer struct {
 	serviceLocks backends.ServiceLocks
 	// verified are the Services' verified views (lb_verified.go).
 	verified verifiedViews
+	// budget is the backend's API budget (nil for clients a test hands
+	// newCloud): its sharers are the live aws backends of the account and
+	// region (liveOther).
+	budget *cloudapi.Budget
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
@@ -108,6 +123,9 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev
 	}
 	if lb != nil {
 		return statusOf(lb), true, nil
+	}
+	if errors.Is(err, errOtherBackend) {
+		return nil, false, nil // its security group and target groups are the other backend's too
 	}
 	sg, err := l.findSG(ctx, n)
 	if err != nil {
@@ -296,6 +314,10 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 	case errors.Is(err, errOtherVPC):
 		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w: an NLB's name is unique per account and region, so a Service cannot have one in two VPCs of a region at once; "+
 			"keep the Service on the backend of that VPC, or move it to a backend of another region or account, or let that backend delete its load balancer first", err))
+	case errors.Is(err, errOtherBackend):
+		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w: an NLB's name is unique per account and region and does not depend on the backend, "+
+			"so a Service cannot move between two aws backends of one account and region (their NLB names collide); "+
+			"route the Service back to that backend, or delete the Service and create it again", err))
 	case errors.Is(err, errNotOurs):
 		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w; delete or rename that load balancer", err))
 	}
@@ -379,6 +401,10 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	l.verified.drop(n)
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
+	if errors.Is(err, errOtherBackend) {
+		klog.FromContext(ctx).Info("Leaving the load balancer with this Service's name, its target groups and security group alone: they are another backend's", "reason", err.Error())
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -398,12 +424,17 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	return l.deleteUpstreamGroups(ctx, n)
 }
 
-// deleteLB deletes the NLB (and so its listeners) if it is ours.
+// deleteLB deletes the NLB (and so its listeners) if it is ours. One
+// tagged as another live backend's is errOtherBackend: the caller then
+// deletes nothing else either.
 //
 // An adopted NLB's target groups (the upstream provider's names, which
 // scanTargetGroups does not find) are returned, to be deleted after it.
 func (l *LoadBalancer) deleteLB(ctx context.Context, n names, protect bool) ([]elbtypes.TargetGroup, error) {
 	lb, err := l.findLB(ctx, n)
+	if errors.Is(err, errOtherBackend) {
+		return nil, err
+	}
 	if notOurs(err) {
 		klog.FromContext(ctx).Info("Leaving a load balancer with this Service's name alone: it is not this backend's", "reason", err.Error())
 		return nil, nil
@@ -481,24 +512,47 @@ func (l *LoadBalancer) unprotectAndDelete(ctx context.Context, lb *elbtypes.Load
 // or not (errOtherVPC for one of our name): another backend of the
 // account and region holds it, and a move of the Service to this backend
 // adopted it, then the other backend's delete at the drain's end left the
-// Service with none (TestReview64MoveBetweenTwoVPCsOfOneRegion).
+// Service with none (TestReview64MoveBetweenTwoVPCsOfOneRegion). Nor is
+// one tagged as another backend's that is live in this process for the
+// same account and region (errOtherBackend, liveOther), in the same VPC
+// (TestReview65MoveBetweenTwoBackendsOfOneVPC); one tagged as a backend
+// that is not (renamed, or removed from the config) is adopted.
 func (l *LoadBalancer) findLB(ctx context.Context, n names) (*elbtypes.LoadBalancer, error) {
-	lb, owned, err := l.describeLB(ctx, n, n.lb)
+	lb, tags, err := l.describeLB(ctx, n.lb)
 	switch {
 	case err != nil:
 		return nil, err
 	case lb != nil && awssdk.ToString(lb.VpcId) != l.settings.VPC:
 		return nil, fmt.Errorf("backend %q: load balancer %s (%s, VPC %s) %w %s",
 			l.backend, n.lb, awssdk.ToString(lb.LoadBalancerArn), awssdk.ToString(lb.VpcId), errOtherVPC, l.settings.VPC)
-	case lb != nil && !owned:
+	case lb != nil && !l.ownedELB(tags, n):
 		return nil, fmt.Errorf("load balancer %s %w", n.lb, errNotOurs)
 	case lb != nil:
-		return lb, nil
+		return l.unlessOtherBackends(lb, tags)
 	}
-	if lb, owned, err = l.describeLB(ctx, n, n.upstream); err != nil || !owned || awssdk.ToString(lb.VpcId) != l.settings.VPC {
+	if lb, tags, err = l.describeLB(ctx, n.upstream); err != nil || lb == nil || !l.ownedELB(tags, n) || awssdk.ToString(lb.VpcId) != l.settings.VPC {
 		return nil, err
 	}
-	return lb, nil
+	return l.unlessOtherBackends(lb, tags)
+}
+
+// unlessOtherBackends returns the NLB lb, tagged tags, or errOtherBackend
+// (naming both backends) when it is another live backend's (liveOther).
+func (l *LoadBalancer) unlessOtherBackends(lb *elbtypes.LoadBalancer, tags map[string]string) (*elbtypes.LoadBalancer, error) {
+	other := tags[tagBackend]
+	if !l.liveOther(other) {
+		return lb, nil
+	}
+	return nil, fmt.Errorf("backend %q: load balancer %s (%s) %w %q, configured in the same AWS account and region",
+		l.backend, awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.LoadBalancerArn), errOtherBackend, other)
+}
+
+// liveOther reports whether name is another backend than this one that is
+// live in this process for the same account and region: one sharing the
+// backend's API budget (cloudapi.Budget.Sharers). A backend without a
+// budget (a test's) knows of none.
+func (l *LoadBalancer) liveOther(name string) bool {
+	return name != "" && name != l.backend && slices.Contains(l.budget.Sharers(), name)
 }
 
 // adopted reports whether lb is an NLB the upstream provider made.
@@ -506,29 +560,29 @@ func adopted(lb *elbtypes.LoadBalancer, n names) bool {
 	return lb != nil && awssdk.ToString(lb.LoadBalancerName) != n.lb
 }
 
-// describeLB returns the NLB called name (nil if there is none) and
-// whether it is tagged as this cluster's and Service's.
-func (l *LoadBalancer) describeLB(ctx context.Context, n names, name string) (*elbtypes.LoadBalancer, bool, error) {
+// describeLB returns the NLB called name (nil if there is none) and its
+// tags.
+func (l *LoadBalancer) describeLB(ctx context.Context, name string) (*elbtypes.LoadBalancer, map[string]string, error) {
 	if v := l.viewOf(ctx); v != nil && v.lbs[name] != nil {
 		lb := v.lbs[name].lb
-		return &lb, l.ownedELB(v.lbs[name].tags, n), nil
+		return &lb, v.lbs[name].tags, nil
 	}
 	out, err := l.elb.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
 	if isNotFound(err) {
-		return nil, false, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("DescribeLoadBalancers: %w", err)
+		return nil, nil, fmt.Errorf("DescribeLoadBalancers: %w", err)
 	}
 	if len(out.LoadBalancers) != 1 {
-		return nil, false, fmt.Errorf("DescribeLoadBalancers %s: %d answers, want 1", name, len(out.LoadBalancers))
+		return nil, nil, fmt.Errorf("DescribeLoadBalancers %s: %d answers, want 1", name, len(out.LoadBalancers))
 	}
 	lb := &out.LoadBalancers[0]
 	tags, err := l.elb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)}})
 	if err != nil {
-		return nil, false, fmt.Errorf("DescribeTags: %w", err)
+		return nil, nil, fmt.Errorf("DescribeTags: %w", err)
 	}
-	return lb, l.ownedELB(tagMaps(tags)[awssdk.ToString(lb.LoadBalancerArn)], n), nil
+	return lb, tagMaps(tags)[awssdk.ToString(lb.LoadBalancerArn)], nil
 }
 
 // ownedELB reports whether a load balancer's tags say it is this
