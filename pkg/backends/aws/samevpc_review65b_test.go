@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"testing"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -74,4 +77,50 @@ func TestReview65bMoveBetweenTwoBackendsOfOneVPCWithOwnCredentials(t *testing.T)
 		t.Errorf("aws-2's delete (the refused move undone) deleted aws-1's NLB: NLBs %+v", got)
 	}
 	runtime.KeepAlive(other)
+}
+
+// TestReview65bAdoptedNLBTurnsForeignWhenItsOldTagComesBack: aws-1
+// adopts an NLB tagged as backend "aws-old", which is not live (renamed
+// to aws-1 by a reload: TestReview65AdoptsTheNLBOfABackendNotLive). The
+// adoption leaves the tag naming "aws-old". Later the operator configures
+// a new backend called "aws-old" in the same account and region (another
+// VPC's, or the name reused). The operator expects aws-1 to keep managing
+// the NLB it serves the Service with: its node syncs change its targets,
+// GetLoadBalancer reports it, and deleting the Service deletes it. With
+// the stale tag, liveOther now calls it the other backend's: every Ensure
+// and node sync fails with LoadBalancerNameConflict, and the delete
+// deletes nothing and reports success, so the router drops aws-1 from the
+// record and the NLB leaks.
+func TestReview65bAdoptedNLBTurnsForeignWhenItsOldTagComesBack(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 3)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	ctx := context.Background()
+	e.ensure(t, svc, nodes)
+	nlb := e.onlyLB(t)
+	if _, err := e.cloud.lb.elb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{nlb.ARN},
+		Tags: []elbtypes.Tag{{Key: awssdk.String(tagBackend), Value: awssdk.String("aws-old")}}}); err != nil {
+		t.Fatal(err)
+	}
+	restarted := buildCloud(t, e.url) // aws-1 after the reload that renamed aws-old: no view
+	if _, err := restarted.lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
+		t.Fatalf("the Ensure adopting the NLB of the backend no longer live: %v", err)
+	}
+	t.Logf("the NLB's backend tag after the adoption: %q", e.onlyLB(t).Tags[tagBackend])
+	// A later reload adds a backend named aws-old, of the same account
+	// and region (it shares aws-1's budget).
+	newcomer := review65Backend(t, e, "aws-old")
+	if err := restarted.lb.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:2]); err != nil {
+		t.Errorf("aws-1's node sync of the NLB it adopted, once a backend named as its old tag is configured: %v", err)
+	}
+	if _, exists, err := restarted.lb.GetLoadBalancer(ctx, testCluster, svc); err != nil || !exists {
+		t.Errorf("aws-1's GetLoadBalancer: exists %v, %v; want the NLB it serves the Service with", exists, err)
+	}
+	if err := restarted.lb.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Fatalf("aws-1's delete: %v", err)
+	}
+	if got := e.fake.LoadBalancers(); len(got) != 0 {
+		t.Errorf("aws-1's delete of the Service succeeded and left its NLB %s (tagged %q): leaked", got[0].Name, got[0].Tags[tagBackend])
+	}
+	runtime.KeepAlive(newcomer)
 }
