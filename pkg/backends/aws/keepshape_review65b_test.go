@@ -200,3 +200,48 @@ func TestReview65bStaleNodeSyncIntoAnEmptyGroupAfterANodePortChange(t *testing.T
 		t.Errorf("after the stale node sync into the empty group, targets %v, want %v (the Service's NodePort now)", got, want)
 	}
 }
+
+// TestReview65bRepairPassConvergesAfterAStaleNodeSync: after a node sync
+// handed the spec from before a NodePort change (kept shape, no view), the
+// next repair pass converges: the group's targets are the nodes on the
+// new NodePort only, and it records a view the next node sync uses (one
+// write, no read). (A passing probe: the repair pass is the fix's stated
+// way back.)
+func TestReview65bRepairPassConvergesAfterAStaleNodeSync(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes := e.awsNodes(1, 3)
+	before := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	e.ensure(t, before, nodes)
+	after := before.DeepCopy()
+	after.Spec.Ports[0].NodePort = 31080
+	e.ensure(t, after, nodes)
+	lbi, _ := e.cloud.LoadBalancer()
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, before, nodes[:2]); err != nil {
+		t.Fatalf("stale node sync: %v", err)
+	}
+	tg := listenerTo(t, e, "80")
+	pctx, end, err := e.cloud.lb.BeginRepairPass(ctx, testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lbi.EnsureLoadBalancer(pctx, testCluster, after, nodes[:2]); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	want := []string{instanceID(1) + ":31080", instanceID(2) + ":31080"}
+	if got := review65bTargets(t, e, tg); !slices.Equal(got, want) {
+		t.Errorf("after the repair pass, targets %v, want %v", got, want)
+	}
+	e.fake.ResetCalls()
+	if err := lbi.UpdateLoadBalancer(ctx, testCluster, after, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if m, r := e.fake.MutatingCalls(), reads(e); strings.Join(m, ",") != "RegisterTargets" || len(r) != 0 {
+		t.Errorf("the node sync after the pass: mutating calls %v, reads %v; want one RegisterTargets from the view, no read", m, r)
+	}
+	want = append(want, instanceID(3)+":31080")
+	if got := review65bTargets(t, e, tg); !slices.Equal(got, want) {
+		t.Errorf("after the node sync, targets %v, want %v", got, want)
+	}
+}
