@@ -549,19 +549,6 @@ func NewSharedBudget(backend, key string, limits, defaults map[string]RateLimit)
 	return newBudgetOn(backend, b)
 }
 
-// Sharers are the names of the live backends whose budgets take their
-// tokens from b's buckets, b's own among them (none for a nil budget):
-// with NewSharedBudget, the backends of one account and region (AWS)
-// configured in this process. A backend removed from the config counts
-// until the process has let go of its budget.
-func (b *Budget) Sharers() []string {
-	s := b.buckets()
-	if s == nil {
-		return nil
-	}
-	return s.backends()
-}
-
 // Backend is the name the budget counts under ("" for a nil budget).
 func (b *Budget) Backend() string {
 	if b == nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,29 +139,6 @@ func TestSharedBudget(t *testing.T) {
 	if a.Backend() != "shared-a" || b.Backend() != "shared-b" {
 		t.Errorf("backends %q, %q", a.Backend(), b.Backend())
 	}
-}
-
-// TestBudgetSharers: a shared budget's sharers are the live backends of
-// its key, itself among them; another key's are not; a nil budget has
-// none.
-func TestBudgetSharers(t *testing.T) {
-	limits := map[string]RateLimit{"ec2": {QPS: 1, Bucket: 1, QPSWrite: 1, BucketWrite: 1}}
-	a := NewSharedBudget("sharers-a", "sharers|account-1", nil, limits)
-	b := NewSharedBudget("sharers-b", "sharers|account-1", nil, limits)
-	c := NewSharedBudget("sharers-c", "sharers|account-2", nil, limits)
-	for _, bu := range []*Budget{a, b} {
-		if got := bu.Sharers(); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"sharers-a", "sharers-b"}) {
-			t.Errorf("%s's sharers %v, want sharers-a and sharers-b", bu.Backend(), got)
-		}
-	}
-	if got := c.Sharers(); !slices.Equal(got, []string{"sharers-c"}) {
-		t.Errorf("sharers of another account's budget %v, want sharers-c alone", got)
-	}
-	if got := (*Budget)(nil).Sharers(); got != nil {
-		t.Errorf("a nil budget's sharers %v, want none", got)
-	}
-	runtime.KeepAlive(a)
-	runtime.KeepAlive(b)
 }
 
 // TestBudgetRetune: a budget turned off, then retuned in place to a bucket

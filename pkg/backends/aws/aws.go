@@ -91,7 +91,7 @@ func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, erro
 		return nil, err
 	}
 	c := newCloud(o.Name, o.ClusterID, s, ec2c, elbc)
-	c.budget, c.lb.budget = budget, budget
+	c.budget = budget
 	return c, nil
 }
 

@@ -327,17 +327,24 @@ func (l *LoadBalancer) syncLBAttributes(ctx context.Context, d *desiredLB, lb *e
 }
 
 // missingTags returns the Service's additional tags the NLB lacks (or has
-// with another value); nil when none. It costs a DescribeTags only while
-// the Service has additional tags; a new NLB was created with them.
+// with another value), and the backend's tag when the NLB names another
+// backend (d.retagBackend); nil when none. It costs a DescribeTags only
+// while the Service has additional tags; a new NLB was created with them.
 func (l *LoadBalancer) missingTags(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, fresh bool) (map[string]string, error) {
+	add := map[string]string{}
+	if d.retagBackend && !fresh {
+		add[tagBackend] = l.backend
+	}
 	if fresh || len(d.extraTags) == 0 {
-		return nil, nil
+		if len(add) == 0 {
+			return nil, nil
+		}
+		return add, nil
 	}
 	have, err := l.lbTags(ctx, lb)
 	if err != nil {
 		return nil, err
 	}
-	add := map[string]string{}
 	for k, v := range d.extraTags {
 		if cur, ok := have[k]; !ok || cur != v {
 			add[k] = v

@@ -54,6 +54,13 @@ type desiredLB struct {
 	lbAttrs map[string]string
 	// extraTags are the Service's additional tags (also in tags).
 	extraTags map[string]string
+	// spec is the Service's specFingerprint; lbSpec the version the NLB
+	// was last reconciled for (observe, specMemory; "" when unknown).
+	spec, lbSpec string
+	// retagBackend: the Service's NLB is tagged as another backend's, one
+	// no longer live (observe, findLB); the reconcile tags it as this
+	// backend's.
+	retagBackend bool
 	// byoSGs are the security groups the Service brings
 	// (AnnotationSecurityGroups), extraSGs those it adds
 	// (AnnotationExtraSecurityGroups).
@@ -127,7 +134,7 @@ func annotationError(n annotation.Name, value, fix string) error {
 // desired computes the Service's load balancer. Bad annotations or ports
 // are user errors; nothing has been changed when it fails.
 func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (*desiredLB, error) {
-	d := &desiredLB{names: namesFor(l.clusterID, svc)}
+	d := &desiredLB{names: namesFor(l.clusterID, svc), spec: specFingerprint(svc)}
 	d.tags = map[string]string{tagClusterPrefix + l.clusterID: "owned", tagService: d.names.service, tagBackend: l.backend}
 	r := newReader(svc.Annotations)
 	if v, ok := AnnotationType.Get(svc.Annotations); ok && v != typeNLB {

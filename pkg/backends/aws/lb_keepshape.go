@@ -11,44 +11,44 @@ import (
 )
 
 // retargetKeepingShape is UpdateLoadBalancer when the Service given (d)
-// is not the shape of its NLB lb (why: fittingGroups says how). A node
-// sync never changes the shape: Ensure and the repair pass do, from the
-// Service as it is now, and d may be the Service from before an edit. So
-// only targets change, on every group of the Service the NLB's listeners
-// use (attached: the backend's by name, and an adopted NLB's upstream
-// groups; a stranger's listener's group is left alone), each as the NLB
-// has it:
-//   - the targets' port is the one the group's targets are registered on
-//     (commonPort; targets on another port are left as they are); in an
-//     empty group, d's NodePort of the group's listener port when d has
-//     that port, else the group's own port;
+// is not the version its NLB lb was last reconciled for (specStale): d may
+// be the Service from before an edit, so nothing is taken from it but the
+// nodes it targets. Only targets change, on every group of the Service
+// the NLB's listeners use (attached: the backend's by name, and an
+// adopted NLB's upstream groups; a stranger's listener's group is left
+// alone), each as the NLB has it:
+//   - on the port the group's targets are registered on (commonPort;
+//     targets on another port are left as they are); an empty group is
+//     left empty, for nothing but d tells its NodePort
+//     (TestReview65bStaleNodeSyncIntoAnEmptyGroupAfterANodePortChange);
 //   - the targets are the nodes d chose, of the group's target type and
 //     IP family;
 //   - the instances registered get the rules they need in their security
 //     groups for the ports in use (allowInstances); no rule is revoked.
 //
 // Nothing else is created, deleted or modified, and no verified view is
-// recorded (the view would not be what d asks). read are the targets
-// already read, by group ARN.
-func (l *LoadBalancer) retargetKeepingShape(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, attached map[string]elbtypes.TargetGroup,
-	read map[string]map[string]elbtypes.TargetDescription, why string) error {
+// recorded: the next Ensure or repair pass, from the Service as it is,
+// brings the rest in line.
+func (l *LoadBalancer) retargetKeepingShape(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, attached map[string]elbtypes.TargetGroup) error {
 	k := &keptShape{l: l, d: d, lb: lb, kinds: map[string][]target{}, rules: map[backendRule]bool{}}
 	var changed []string
 	for _, name := range sorted(mapKeys(attached)) {
 		if !serviceGroup(d.names, name) {
 			continue
 		}
-		tg := attached[name]
-		if err := k.retargetGroup(ctx, tg, read[awssdk.ToString(tg.TargetGroupArn)]); err != nil {
+		ok, err := k.retargetGroup(ctx, attached[name])
+		if err != nil {
 			return err
 		}
-		changed = append(changed, name)
+		if ok {
+			changed = append(changed, name)
+		}
 	}
 	if err := k.allowInstances(ctx); err != nil {
 		return err
 	}
-	klog.FromContext(ctx).V(2).Info("Updated only the targets: the Service given is not the load balancer's shape, which is left to the next Ensure or repair pass",
-		"why", why, "targetGroups", changed)
+	klog.FromContext(ctx).V(2).Info("Updated only the targets: the load balancer was last reconciled for another version of the Service; the next Ensure or repair pass brings the rest in line",
+		"targetGroups", changed)
 	return nil
 }
 
@@ -57,45 +57,38 @@ type keptShape struct {
 	l  *LoadBalancer
 	d  *desiredLB
 	lb *elbtypes.LoadBalancer
-	// listeners are the NLB's, read once when an empty group needs its
-	// listener's port.
-	listeners map[int32]*elbtypes.Listener
 	// kinds are the targets of d's nodes by target type and IP family.
 	kinds map[string][]target
 	// rules are what the instance groups' ports need in the instances'
-	// security groups; instances are the instance targets wanted.
+	// security groups; instances are the instance targets registered.
 	rules     map[backendRule]bool
 	instances []target
 }
 
 // retargetGroup makes the targets of group tg the nodes d chose, on the
-// port its targets use. have are its targets if read already (nil: not).
-func (k *keptShape) retargetGroup(ctx context.Context, tg elbtypes.TargetGroup, have map[string]elbtypes.TargetDescription) error {
+// port its targets use; false for an empty group, left so.
+func (k *keptShape) retargetGroup(ctx context.Context, tg elbtypes.TargetGroup) (bool, error) {
 	name, arn := awssdk.ToString(tg.TargetGroupName), awssdk.ToString(tg.TargetGroupArn)
-	var err error
-	if have == nil {
-		if have, err = k.l.registered(ctx, desiredPort{tgName: name}, arn); err != nil {
-			return err
-		}
+	have, err := k.l.registered(ctx, desiredPort{tgName: name}, arn)
+	if err != nil {
+		return false, err
 	}
 	port, ok := commonPort(have)
 	if !ok {
-		if port, err = k.emptyGroupPort(ctx, tg); err != nil {
-			return err
-		}
+		return false, nil
 	}
 	targets, err := k.targetsOf(ctx, tg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	add, remove := targetDiff(targets, port, onPort(have, port))
 	if err := k.l.changeTargets(ctx, name, arn, add, remove); err != nil {
-		return err
+		return false, err
 	}
-	if tg.TargetType == elbtypes.TargetTypeEnumInstance {
-		k.needRules(tg, port, targets)
+	if tg.TargetType == elbtypes.TargetTypeEnumInstance && len(add) > 0 {
+		k.needRules(tg, port, added(targets, add))
 	}
-	return nil
+	return true, nil
 }
 
 // onPort keeps the targets of have registered on port.
@@ -107,30 +100,6 @@ func onPort(have map[string]elbtypes.TargetDescription, port int32) map[string]e
 		}
 	}
 	return out
-}
-
-// emptyGroupPort is the port targets are registered on in group tg, which
-// has none: d's NodePort of the port whose listener forwards to tg when
-// d has that port, else the group's own port.
-func (k *keptShape) emptyGroupPort(ctx context.Context, tg elbtypes.TargetGroup) (int32, error) {
-	if k.listeners == nil {
-		ls, err := k.l.listeners(ctx, awssdk.ToString(k.lb.LoadBalancerArn))
-		if err != nil {
-			return 0, err
-		}
-		k.listeners = ls
-	}
-	for port, ls := range k.listeners {
-		if forwardsTo(ls) != awssdk.ToString(tg.TargetGroupArn) {
-			continue
-		}
-		for _, p := range k.d.ports {
-			if p.port == port {
-				return p.nodePort, nil
-			}
-		}
-	}
-	return awssdk.ToInt32(tg.Port), nil
 }
 
 // targetsOf returns the targets d's nodes make in group tg: d's when the
@@ -155,18 +124,33 @@ func (k *keptShape) targetsOf(ctx context.Context, tg elbtypes.TargetGroup) ([]t
 
 // needRules notes the rules instance group tg needs in its instances'
 // security groups (its protocol on port, and a numeric health-check
-// port), and its instances.
-func (k *keptShape) needRules(tg elbtypes.TargetGroup, port int32, targets []target) {
+// port), and the instances it registers.
+func (k *keptShape) needRules(tg elbtypes.TargetGroup, port int32, registers []target) {
 	for _, proto := range ipProtocols(string(tg.Protocol)) {
 		k.rules[backendRule{protocol: proto, port: port}] = true
 	}
 	if hc, err := strconv.Atoi(awssdk.ToString(tg.HealthCheckPort)); err == nil {
 		k.rules[backendRule{protocol: "tcp", port: int32(hc)}] = true //nolint:gosec // a port, 1-65535.
 	}
-	k.instances = append(k.instances, targets...) // copied: allowInstances drops repeats in place
+	k.instances = append(k.instances, registers...)
 }
 
-// allowInstances adds the rules the instance targets need in their
+// added are the targets of targets that add registers.
+func added(targets []target, add []elbtypes.TargetDescription) []target {
+	ids := map[string]bool{}
+	for _, td := range add {
+		ids[awssdk.ToString(td.Id)] = true
+	}
+	var out []target
+	for _, t := range targets {
+		if ids[t.id] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// allowInstances adds the rules the instances registered need in their
 // security groups from the backend's own group, when the backend manages
 // them (AnnotationManageBackendSGRules) and the NLB has its group: a node
 // the node sync registers in a security group no target was in before is

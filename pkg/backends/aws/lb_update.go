@@ -19,16 +19,16 @@ import (
 // elsewhere) brings the targets of the Service's NLB in line with the
 // nodes, as upstream's contract asks ("updates hosts"): it finds the NLB
 // and the target groups its listeners use, reads their targets and
-// registers and deregisters only the difference. It never changes the
-// NLB's shape (listeners, target groups, attributes, rules revoked):
-// that is EnsureLoadBalancer's and the repair pass's, which also repair
-// anything else that drifted. Upstream's node sync may hand it the
-// Service as it was before an edit, after the Ensure of the edit changed
-// the NLB: when the Service given and the NLB differ in shape, only the
-// targets change, as the NLB has them (retargetKeepingShape). When they
-// agree and the instances' security-group rules change with the node set
-// (rulesMove), it runs the whole reconcile instead, without creating
-// anything: a Service with no NLB is left alone.
+// registers and deregisters only the difference. Anything else that
+// drifted is EnsureLoadBalancer's to repair. When the NLB is not as the
+// fast path expects (a target group missing or not the one the Service
+// asks for, an adopted NLB still on the upstream provider's groups, the
+// instances' security-group rules changing with the node set) it runs the
+// whole reconcile instead, without creating anything: a Service with no
+// NLB is left alone. Handed another version of the Service than the one
+// the NLB was last reconciled for (upstream's node sync can hand the one
+// from before an edit), it changes only targets, as the NLB has them
+// (retarget, retargetKeepingShape).
 func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
 	if managedElsewhere(svc) {
 		return cloudprovider.ImplementedElsewhere
@@ -94,22 +94,27 @@ type groupTargets struct {
 // before the first change, so a fallback starts from what observe read:
 // d, what the Service asks for, and lb, its NLB.
 //
-// When d is the NLB's shape (fittingGroups: each port's group attached
-// and as d asks, no other group of the Service, the targets registered
-// on d's NodePorts), it makes each group's targets d's, or, when the
-// instances' rules move with them, returns why; after a change it
-// records the Service's verified view (gen: from the drop before
-// observe). Otherwise d may be the Service from before an edit (upstream's
-// node sync hands the spec it listed, after the worker's Ensure of the
-// edit changed the NLB) or the NLB may have drifted:
-// retargetKeepingShape then changes only the targets of the groups the
-// NLB has, and neither the whole reconcile nor the view follow. With the
-// old spec the reconcile would put back a removed port, move the targets
-// back to an old NodePort or delete a port added since
-// (TestReview64NodeSyncWithTheSpecBeforeAPortWasAdded,
+// With another version of the Service than the NLB was last reconciled
+// for (specStale) a node sync changes only targets: upstream's node sync can hand the
+// Service as it was before an edit whose Ensure already changed the NLB,
+// and the whole reconcile with that version would undo the edit (put a
+// removed port back, delete an added one, move the targets back to an old
+// NodePort, reopen narrowed source ranges, switch the target type back:
+// TestReview64NodeSyncWithTheSpecBeforeAPortWasAdded,
 // TestReview65NodeSyncWithTheSpecBeforeAPortWasRemoved,
 // TestReview65NodeSyncWithTheSpecBeforeANodePortChanged,
-// TestReview65StaleNodeSyncOnAnAdoptedNLB).
+// TestReview65bStaleNodeSyncFallbackRevertsSourceRanges,
+// TestReview65bStaleNodeSyncTypeSwitchRevertsSourceRanges), so
+// retargetKeepingShape changes the targets as the NLB has them, and
+// nothing else.
+//
+// Otherwise, when d is the NLB's shape (fittingGroups) it
+// makes each group's targets d's (targets on another port than d's
+// NodePort go: an Ensure that failed half-way through a NodePort change),
+// or returns why the whole reconcile is needed: the shape drifted, the
+// node set switches the target type, or the instances' security-group
+// rules move with the targets (rulesMove). After a change it records the
+// Service's verified view (gen: from the drop before observe).
 func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, gen uint64) (string, error) {
 	ctx = withExisting(ctx, lb)
 	attached, err := l.attachedTo(ctx, lb)
@@ -119,22 +124,17 @@ func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.
 	if err := l.keepIPTargets(ctx, d, attached); err != nil {
 		return "", err
 	}
+	if d.specStale() {
+		return "", l.retargetKeepingShape(ctx, d, lb, attached)
+	}
 	groups, differs := fittingGroups(d, attached, l.settings.VPC)
-	read := map[string]map[string]elbtypes.TargetDescription{}
+	if differs != "" {
+		return differs, nil
+	}
 	for i := range groups {
 		if groups[i].have, err = l.registered(ctx, groups[i].port, groups[i].arn); err != nil {
 			return "", err
 		}
-		read[groups[i].arn] = groups[i].have
-		if port, ok := commonPort(groups[i].have); differs == "" && ok && port != groups[i].port.nodePort {
-			differs = fmt.Sprintf("the targets of target group %s are on port %d, not NodePort %d", groups[i].port.tgName, port, groups[i].port.nodePort)
-		}
-	}
-	if differs != "" {
-		if switched, err := l.nodesSwitchType(ctx, d, attached); err != nil || switched {
-			return "the target type the nodes choose changes", err
-		}
-		return "", l.retargetKeepingShape(ctx, d, lb, attached, read, differs)
 	}
 	if why := l.rulesMove(ctx, d, lb, groups); why != "" {
 		return why, nil
@@ -154,7 +154,7 @@ func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.
 // fittingGroups returns, for each port of d, the target group the NLB's
 // listeners use (attached: one DescribeTargetGroups by the NLB, or a
 // repair pass's snapshot) when it is as the Service asks (groupFits), and
-// why d is not the NLB's shape ("" when it is, the targets' port aside): a
+// why d is not the NLB's shape ("" when it is): a
 // port's group not attached (a port removed since, a group deleted behind
 // the backend's back, an adopted NLB still on the upstream provider's
 // groups) or not as d asks, or groups of the Service's names for ports d
@@ -186,46 +186,11 @@ func fittingGroups(d *desiredLB, attached map[string]elbtypes.TargetGroup, vpc s
 	return groups, strings.Join(why, "; ")
 }
 
-// nodesSwitchType reports whether the NLB is d's shape but for the target
-// type, which the node set chose (no annotation sets it): a node that is
-// no instance of the VPC joined (IP targets) or the last one left. That
-// is no edit of the Service a stale spec could be behind: only a node
-// sync sees it, and the whole reconcile moves the listeners to the
-// groups of the new type (TestServiceControllerJoiningNode).
-func (l *LoadBalancer) nodesSwitchType(ctx context.Context, d *desiredLB, attached map[string]elbtypes.TargetGroup) (bool, error) {
-	if !d.targetChosen || d.family == familyIPv6 {
-		return false, nil
-	}
-	was := *d
-	was.targetType = targetIP
-	if d.targetType == targetIP {
-		was.targetType = targetInstance
-	}
-	was.ports = slices.Clone(d.ports)
-	for i, p := range was.ports {
-		was.ports[i].tgName = d.names.targetGroupOf(p.port, p.protocol, was.targetType, d.family)
-	}
-	groups, differs := fittingGroups(&was, attached, l.settings.VPC)
-	if differs != "" {
-		return false, nil
-	}
-	for _, g := range groups {
-		have, err := l.registered(ctx, g.port, g.arn)
-		if err != nil {
-			return false, err
-		}
-		if port, ok := commonPort(have); ok && port != g.port.nodePort {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
 // groupFits reports whether tg is port p's group as d asks for it. The
 // group's own port is only the default of targets registered without
 // one: reconcile keeps a group when the NodePort changes and registers
 // the targets on the new one, so the targets' port is what counts
-// (commonPort).
+// (targetChanges moves them to d's NodePort).
 func groupFits(d *desiredLB, p desiredPort, tg elbtypes.TargetGroup, vpc string) bool {
 	return awssdk.ToString(tg.VpcId) == vpc && string(tg.Protocol) == p.protocol &&
 		string(tg.TargetType) == d.targetType && (tg.IpAddressType == elbtypes.TargetGroupIpAddressTypeEnumIpv6) == (d.family == familyIPv6)

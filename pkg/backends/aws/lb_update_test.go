@@ -134,13 +134,11 @@ func TestUpdateConvergesLikeReconcile(t *testing.T) {
 	}
 }
 
-// TestUpdateFallsBack: a node sync never changes the NLB's shape. A
-// target group deleted out of band (its listener first, as AWS refuses
-// otherwise) is not made again by the Update, which changes only the
-// targets of the groups the NLB has (here none) and creates nothing; the
-// next Ensure (or repair pass) makes the group again with the nodes as
-// targets and its listener. A Service that no longer has its NLB gets
-// none.
+// TestUpdateFallsBack: when the NLB is not as the fast path expects, the
+// Update runs the whole reconcile (DescribeListeners among its reads) and
+// converges as before: a target group deleted out of band (its listener
+// first, as AWS refuses otherwise) is made again with the nodes as targets
+// and its listener; a Service that no longer has its NLB gets none.
 func TestUpdateFallsBack(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, noBudget)
@@ -164,13 +162,8 @@ func TestUpdateFallsBack(t *testing.T) {
 	if err := e.cloud.lb.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.fake.MutatingCalls(); strings.Join(m, ",") != "RegisterTargets" {
-		t.Errorf("the Update of an NLB whose target group was deleted: mutating calls %v, want only the RegisterTargets of the verified view that found it gone", m)
-	}
-	e.fake.ResetCalls()
-	e.ensure(t, svc, nodes)
-	if e.fake.Calls("CreateTargetGroup") != 1 || e.fake.Calls("CreateListener") != 1 {
-		t.Errorf("calls %v, want the Ensure making the target group and its listener again", e.fake.CallCounts())
+	if e.fake.Calls("DescribeListeners") == 0 || e.fake.Calls("CreateTargetGroup") != 1 || e.fake.Calls("CreateListener") != 1 {
+		t.Errorf("calls %v, want the whole reconcile making the target group and its listener again", e.fake.CallCounts())
 	}
 	if tg := e.targetGroups(t)[tgName]; len(tg.Targets) != 3 {
 		t.Errorf("target group %s: targets %v, want the 3 nodes", tgName, tg.Targets)
@@ -178,6 +171,9 @@ func TestUpdateFallsBack(t *testing.T) {
 	if got := e.onlyLB(t).Listeners; strings.Join(got, ",") != "TCP:80->"+tgName {
 		t.Errorf("listeners %v, want TCP:80->%s", got, tgName)
 	}
+	e.fake.ResetCalls()
+	e.ensure(t, svc, nodes)
+	e.assertNoMutation(t, "Ensure after the fallback")
 
 	other := newService("gone")
 	e.fake.ResetCalls()
@@ -234,10 +230,9 @@ func TestUpdateInstanceRulesFollowNodes(t *testing.T) {
 }
 
 // TestUpdateAdoptedNLB: an NLB the upstream provider made, still on its
-// target group (not of the backend's names), is not the Service's shape
-// as the backend names it: the Update changes only targets, registering
-// the new node in the upstream group, and creates, deletes or modifies
-// nothing else (the Ensure adopts the NLB).
+// target group (not of the backend's names), is beyond the fast path: the
+// Update runs the whole reconcile, which keeps the upstream group and
+// registers the new node in it, creating nothing.
 func TestUpdateAdoptedNLB(t *testing.T) {
 	e := newEnv(t, noBudget)
 	nodes := e.awsNodes(1, 3)
@@ -247,8 +242,8 @@ func TestUpdateAdoptedNLB(t *testing.T) {
 	if err := e.cloud.lb.UpdateLoadBalancer(context.Background(), testCluster, svc, nodes); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.fake.MutatingCalls(); strings.Join(got, ",") != "RegisterTargets" {
-		t.Errorf("mutating calls %v, want RegisterTargets only", got)
+	if e.fake.Calls("DescribeListeners") == 0 || e.fake.Calls("CreateTargetGroup") != 0 || e.fake.Calls("CreateLoadBalancer") != 0 {
+		t.Errorf("calls %v, want the whole reconcile, creating nothing", e.fake.CallCounts())
 	}
 	want := instanceID(1) + ":30080," + instanceID(2) + ":30080," + instanceID(3) + ":30080"
 	if tg := e.targetGroups(t)["k8s-default-web-0a1b2c3d4e"]; strings.Join(tg.Targets, ",") != want {
@@ -257,11 +252,11 @@ func TestUpdateAdoptedNLB(t *testing.T) {
 }
 
 // TestUpdateLeavesOthersGroupsAlone: a listener of the Service's NLB
-// pointed by hand at someone else's target group is left so by the Update
-// (without a verified view), which registers no target in (and deletes
-// nothing of) the other group: a node sync never changes the NLB's shape.
-// The next Ensure points the listener back at the Service's group with
-// the nodes as targets, and leaves the other group alone too. An NLB with the Service's name not tagged as the cluster's is a
+// pointed by hand at someone else's target group makes the Update (without a
+// verified view) fall back
+// to the whole reconcile, which points the listener back at the Service's
+// group and registers no target in (and deletes nothing of) the other
+// group. An NLB with the Service's name not tagged as the cluster's is a
 // LoadBalancerNameConflict, changed in nothing.
 func TestUpdateLeavesOthersGroupsAlone(t *testing.T) {
 	ctx := context.Background()
@@ -291,15 +286,6 @@ func TestUpdateLeavesOthersGroupsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgName := namesFor(testCluster, svc).targetGroup(80, "TCP", targetInstance)
-	if got := e.onlyLB(t).Listeners; strings.Join(got, ",") != "TCP:80->someone-elses" {
-		t.Errorf("after the node sync, listeners %v, want TCP:80->someone-elses left for the next Ensure", got)
-	}
-	if other := e.targetGroups(t)["someone-elses"]; len(other.Targets) != 0 {
-		t.Errorf("the node sync registered targets in the other target group: %+v", other)
-	}
-	if _, err := restarted.lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
-		t.Fatal(err)
-	}
 	tgs := e.targetGroups(t)
 	if other, ok := tgs["someone-elses"]; !ok || len(other.Targets) != 0 {
 		t.Errorf("the other target group: %+v, want it left as it was, without targets", other)

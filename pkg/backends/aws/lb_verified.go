@@ -24,8 +24,7 @@ import (
 // node set needs: one RegisterTargets and/or DeregisterTargets per target
 // group that changes, no read. What changes behind the backend's back is
 // the repair pass's to find (it reads everything again); a write that
-// finds a target group gone makes UpdateLoadBalancer read AWS, which
-// changes only targets then (the shape is the next Ensure's).
+// finds a target group gone falls back to the whole reconcile.
 //
 // A view lives for the process, in the backend instance (one
 // configuration); it is dropped when a reconcile or delete of the Service

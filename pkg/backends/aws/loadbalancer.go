@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 // provisioningRetry is how soon the service controller asks again about a
@@ -41,8 +39,8 @@ var errNotOurs = errors.New("exists but is not tagged as this cluster's and Serv
 var errOtherVPC = errors.New("is not in the backend's VPC")
 
 // errOtherBackend says the NLB with the Service's name is tagged
-// (tagBackend) as another aws backend's that is live in this process for
-// the same account and region: the backend's name of a Service's NLB does
+// (tagBackend) as another aws backend's that is live in this process in
+// the same VPC and region (liveOther): the backend's name of a Service's NLB does
 // not depend on the backend, so two backends of one account, region and
 // VPC name it alike. Nothing of it, nor of its target groups and security
 // group (named alike too), is changed or deleted.
@@ -78,14 +76,13 @@ type LoadBalancer struct {
 	serviceLocks backends.ServiceLocks
 	// verified are the Services' verified views (lb_verified.go).
 	verified verifiedViews
-	// budget is the backend's API budget (nil for clients a test hands
-	// newCloud): its sharers are the live aws backends of the account and
-	// region (liveOther).
-	budget *cloudapi.Budget
+	// specs are the versions of the Services the NLBs were last
+	// reconciled for (specStale).
+	specs specMemory
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
-	return &LoadBalancer{backend: name, clusterID: clusterID, settings: s, ec2: ec2c, elb: elbc, instances: inst, subnetTTL: subnetTTL}
+	return register(&LoadBalancer{backend: name, clusterID: clusterID, settings: s, ec2: ec2c, elb: elbc, instances: inst, subnetTTL: subnetTTL})
 }
 
 // withService puts the Service (and its NLB's name) into ctx's logger, and
@@ -117,7 +114,7 @@ func (l *LoadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev
 		return nil, false, nil
 	}
 	n := namesFor(l.clusterID, svc)
-	lb, err := l.findLB(ctx, n)
+	lb, _, err := l.findLB(ctx, n)
 	if err != nil && !notOurs(err) {
 		return nil, false, err
 	}
@@ -224,6 +221,7 @@ func (l *LoadBalancer) reconcileVerified(ctx context.Context, d *desiredLB, exis
 // for, existing its NLB (nil: none yet).
 func (l *LoadBalancer) reconcileObserved(ctx context.Context, d *desiredLB, existing *elbtypes.LoadBalancer) (*elbtypes.LoadBalancer, error) {
 	ctx = withExisting(ctx, existing)
+	l.specs.begin(ctx, d.names.service, d.spec)
 	// The target groups are read first: one that replaces the NLB leaves
 	// them unattached, and they are reused or deleted below; and IP
 	// targets they have are kept.
@@ -309,7 +307,9 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 	if err := l.checkSSLPolicy(ctx, d); err != nil {
 		return nil, nil, err
 	}
-	existing, err := l.findLB(ctx, d.names)
+	existing, tags, err := l.findLB(ctx, d.names)
+	d.retagBackend = existing != nil && tags[tagBackend] != "" && tags[tagBackend] != l.backend
+	d.lbSpec = l.specs.get(d.names.service)
 	switch {
 	case errors.Is(err, errOtherVPC):
 		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w: an NLB's name is unique per account and region, so a Service cannot have one in two VPCs of a region at once; "+
@@ -399,6 +399,9 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	l.targetTypes.forget(svc)
 	n := namesFor(l.clusterID, svc)
 	l.verified.drop(n)
+	if !backends.DryRun(ctx) {
+		l.specs.forget(n.service)
+	}
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
 	if errors.Is(err, errOtherBackend) {
@@ -431,7 +434,7 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 // An adopted NLB's target groups (the upstream provider's names, which
 // scanTargetGroups does not find) are returned, to be deleted after it.
 func (l *LoadBalancer) deleteLB(ctx context.Context, n names, protect bool) ([]elbtypes.TargetGroup, error) {
-	lb, err := l.findLB(ctx, n)
+	lb, _, err := l.findLB(ctx, n)
 	if errors.Is(err, errOtherBackend) {
 		return nil, err
 	}
@@ -513,46 +516,41 @@ func (l *LoadBalancer) unprotectAndDelete(ctx context.Context, lb *elbtypes.Load
 // account and region holds it, and a move of the Service to this backend
 // adopted it, then the other backend's delete at the drain's end left the
 // Service with none (TestReview64MoveBetweenTwoVPCsOfOneRegion). Nor is
-// one tagged as another backend's that is live in this process for the
-// same account and region (errOtherBackend, liveOther), in the same VPC
+// one tagged as another backend's that is live in this process in the
+// same VPC and region (errOtherBackend, liveOther)
 // (TestReview65MoveBetweenTwoBackendsOfOneVPC); one tagged as a backend
-// that is not (renamed, or removed from the config) is adopted.
-func (l *LoadBalancer) findLB(ctx context.Context, n names) (*elbtypes.LoadBalancer, error) {
+// that is not (renamed, or removed from the config) is adopted, and the
+// reconcile tags it as this backend's (from the tags it returns, the
+// NLB's), so that it is not another's when a backend of that name comes
+// back (TestReview65bAdoptedNLBTurnsForeignWhenItsOldTagComesBack).
+func (l *LoadBalancer) findLB(ctx context.Context, n names) (*elbtypes.LoadBalancer, map[string]string, error) {
 	lb, tags, err := l.describeLB(ctx, n.lb)
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	case lb != nil && awssdk.ToString(lb.VpcId) != l.settings.VPC:
-		return nil, fmt.Errorf("backend %q: load balancer %s (%s, VPC %s) %w %s",
+		return nil, nil, fmt.Errorf("backend %q: load balancer %s (%s, VPC %s) %w %s",
 			l.backend, n.lb, awssdk.ToString(lb.LoadBalancerArn), awssdk.ToString(lb.VpcId), errOtherVPC, l.settings.VPC)
 	case lb != nil && !l.ownedELB(tags, n):
-		return nil, fmt.Errorf("load balancer %s %w", n.lb, errNotOurs)
+		return nil, nil, fmt.Errorf("load balancer %s %w", n.lb, errNotOurs)
 	case lb != nil:
 		return l.unlessOtherBackends(lb, tags)
 	}
 	if lb, tags, err = l.describeLB(ctx, n.upstream); err != nil || lb == nil || !l.ownedELB(tags, n) || awssdk.ToString(lb.VpcId) != l.settings.VPC {
-		return nil, err
+		return nil, nil, err
 	}
 	return l.unlessOtherBackends(lb, tags)
 }
 
 // unlessOtherBackends returns the NLB lb, tagged tags, or errOtherBackend
 // (naming both backends) when it is another live backend's (liveOther).
-func (l *LoadBalancer) unlessOtherBackends(lb *elbtypes.LoadBalancer, tags map[string]string) (*elbtypes.LoadBalancer, error) {
+func (l *LoadBalancer) unlessOtherBackends(lb *elbtypes.LoadBalancer, tags map[string]string) (*elbtypes.LoadBalancer, map[string]string, error) {
 	other := tags[tagBackend]
 	if !l.liveOther(other) {
-		return lb, nil
+		return lb, tags, nil
 	}
-	return nil, fmt.Errorf("backend %q: load balancer %s (%s) %w %q, configured in the same AWS account and region",
+	return nil, nil, fmt.Errorf("backend %q: load balancer %s (%s) %w %q, configured in the same AWS account and region",
 		l.backend, awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.LoadBalancerArn), errOtherBackend, other)
-}
-
-// liveOther reports whether name is another backend than this one that is
-// live in this process for the same account and region: one sharing the
-// backend's API budget (cloudapi.Budget.Sharers). A backend without a
-// budget (a test's) knows of none.
-func (l *LoadBalancer) liveOther(name string) bool {
-	return name != "" && name != l.backend && slices.Contains(l.budget.Sharers(), name)
 }
 
 // adopted reports whether lb is an NLB the upstream provider made.

@@ -130,8 +130,10 @@ func TestReview65NeverDeletesAnotherLiveBackendsNLB(t *testing.T) {
 
 // TestReview65AdoptsTheNLBOfABackendNotLive: an NLB tagged as a backend
 // that is not live (renamed, or removed from the config) is adopted as
-// before: the Ensure keeps it, changes nothing, and the node sync and
-// GetLoadBalancer take it as the Service's.
+// before: the Ensure keeps it and changes nothing but the backend tag,
+// now its own on the NLB and its parts (see
+// TestReview65bAdoptedNLBTurnsForeignWhenItsOldTagComesBack), and the
+// node sync and GetLoadBalancer take it as the Service's.
 func TestReview65AdoptsTheNLBOfABackendNotLive(t *testing.T) {
 	e := newEnv(t)
 	nodes := e.awsNodes(1, 2)
@@ -148,7 +150,12 @@ func TestReview65AdoptsTheNLBOfABackendNotLive(t *testing.T) {
 	if _, err := restarted.lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
 		t.Fatalf("Ensure of an NLB tagged as a backend not live: %v", err)
 	}
-	e.assertNoMutation(t, "Ensure of an NLB tagged as a backend not live")
+	if got := e.fake.MutatingCalls(); !slices.Equal(got, []string{"AddTags", "CreateTags", "AddTags"}) {
+		t.Errorf("Ensure of an NLB tagged as a backend not live made mutating calls %v, want only the retagging (AddTags of the listeners and groups, CreateTags of the security group, AddTags of the NLB)", got)
+	}
+	if got := e.onlyLB(t).Tags[tagBackend]; got != restarted.name {
+		t.Errorf("the adopted NLB's backend tag is %q, want %q", got, restarted.name)
+	}
 	if err := restarted.lb.UpdateLoadBalancer(ctx, testCluster, svc, nodes[:1]); err != nil {
 		t.Fatalf("node sync: %v", err)
 	}

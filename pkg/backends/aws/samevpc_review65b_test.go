@@ -15,7 +15,7 @@ import (
 )
 
 // Review probes (65b) of 20e936d "never take or delete an NLB tagged as
-// another live backend's" (liveOther: cloudapi.Budget.Sharers).
+// another live backend's" (liveOther).
 
 // review65bBackend builds an aws backend named name against the env's
 // fake, in the env's VPC, with its credentials from the environment
@@ -54,7 +54,6 @@ func review65bBackend(t *testing.T, e *env, name, keyVar, secretVar string) *Clo
 func TestReview65bMoveBetweenTwoBackendsOfOneVPCWithOwnCredentials(t *testing.T) {
 	e := newEnv(t)
 	other := review65bBackend(t, e, "aws-2", "TEST_AWS_KEY_2", "TEST_AWS_SECRET_2")
-	t.Logf("aws-1's budget sharers %v, aws-2's %v", e.cloud.lb.budget.Sharers(), other.lb.budget.Sharers())
 	nodes := e.awsNodes(1, 2)
 	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
 	ctx := context.Background()
