@@ -38,6 +38,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsid"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
@@ -45,9 +46,9 @@ const (
 	// Type is the backend type in the cloud-config file.
 	Type = "aws"
 	// Scheme is the providerID scheme of EC2 nodes, as in
-	// aws:///eu-west-1a/i-0123456789abcdef0. It never changes: Nodes and CSI
-	// drivers rely on it.
-	Scheme = "aws"
+	// aws:///eu-west-1a/i-0123456789abcdef0 (awsid.Scheme). It never
+	// changes: Nodes and CSI drivers rely on it.
+	Scheme = awsid.Scheme
 	// appID goes into the SDK's User-Agent.
 	appID = "multicloud-ccm"
 	// httpTimeout bounds one HTTP exchange with AWS.

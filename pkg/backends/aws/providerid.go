@@ -2,12 +2,12 @@ package aws
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/aws/awsid"
 )
 
 // reasonInvalidProviderID is the event reason of a providerID with the aws
@@ -19,11 +19,8 @@ const reasonInvalidProviderID = "InvalidProviderID"
 // the backend's region.
 const reasonOutsideRegion = "NodeOutsideRegion"
 
-var (
-	instanceIDRE = regexp.MustCompile(`^i-[0-9a-f]{8,17}$`)
-	// zoneRE is an Availability Zone or Local Zone name.
-	zoneRE = regexp.MustCompile(`^[a-z0-9-]+$`)
-)
+// instanceIDRE matches an EC2 instance ID (awsid.InstanceIDRE).
+var instanceIDRE = awsid.InstanceIDRE
 
 // parseProviderID returns the instance ID of an AWS providerID (see
 // splitProviderID).
@@ -33,61 +30,15 @@ func parseProviderID(providerID string) (string, error) {
 }
 
 // splitProviderID returns the zone ("" when the providerID names none) and
-// the instance ID of an AWS providerID. It accepts the forms the upstream
-// AWS provider accepts: aws:///<zone>/<id> (what it writes), aws:////<id>,
-// aws:///<id> and aws://<zone>/<id>; the scheme in lower case, as the
-// router dispatches it, and nothing after the ID (no trailing slash, query
-// or fragment). It is parsed by hand: url.Parse lower-cases the scheme,
-// decodes escapes and drops fragments, so it accepted IDs that are not what
-// the node carries. A providerID that does not parse is a user error with
-// reason InvalidProviderID.
+// the instance ID of an AWS providerID, as awsid.SplitProviderID parses it
+// (the forms the upstream AWS provider accepts). A providerID that does not
+// parse is a user error with reason InvalidProviderID.
 func splitProviderID(providerID string) (zone, id string, err error) {
-	rest, ok := strings.CutPrefix(providerID, Scheme+"://")
-	if !ok {
-		return "", "", invalidProviderID(fmt.Errorf("providerID %q is not an AWS providerID: want aws:///<zone>/<instance-id>", providerID))
-	}
-	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "/"), "/")
-	// At most two tokens, <zone>/<id> or <id>, checked without a regexp
-	// or a split: the router and the backend parse every target node's
-	// providerID on every call (5 passes over 1,000 targets per NLB
-	// created), where the regexps and the split cost 0.46 ms a Service.
-	zone, id, two := strings.Cut(rest, "/")
-	if !two {
-		zone, id = "", rest
-	}
-	if strings.Contains(id, "/") || (two && !isZoneName(zone)) || !isInstanceID(id) {
-		return "", "", invalidProviderID(fmt.Errorf("providerID %q names no EC2 instance: want aws:///<zone>/i-<hex>, e.g. aws:///eu-west-1a/i-0123456789abcdef0", providerID))
+	zone, id, err = awsid.SplitProviderID(providerID)
+	if err != nil {
+		return "", "", invalidProviderID(err)
 	}
 	return zone, id, nil
-}
-
-// isInstanceID reports whether s is an EC2 instance ID, as instanceIDRE
-// matches it: i- and 8 to 17 lower-case hex digits.
-func isInstanceID(s string) bool {
-	hex, ok := strings.CutPrefix(s, "i-")
-	if !ok || len(hex) < 8 || len(hex) > 17 {
-		return false
-	}
-	for i := range len(hex) {
-		if c := hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// isZoneName reports whether s is an Availability Zone or Local Zone
-// name, as zoneRE matches it: lower-case letters, digits and dashes.
-func isZoneName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := range len(s) {
-		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
-			return false
-		}
-	}
-	return true
 }
 
 // regionalInstanceID returns the instance ID of node's providerID when the
@@ -107,9 +58,10 @@ func invalidProviderID(err error) error {
 	return backends.NewUserError(reasonInvalidProviderID, fmt.Errorf("spec.providerID: %w", err))
 }
 
-// providerID builds the providerID the upstream AWS provider writes.
+// providerID builds the providerID the upstream AWS provider writes
+// (awsid.ProviderID).
 func providerID(zone, instanceID string) string {
-	return fmt.Sprintf("%s:///%s/%s", Scheme, zone, instanceID)
+	return awsid.ProviderID(zone, instanceID)
 }
 
 // zoneInRegion reports whether zone is one of region's zones: an

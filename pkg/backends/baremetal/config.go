@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/addrpool"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
@@ -276,7 +277,7 @@ func validatePool(c *AddressPool, p *field.Path) (*pool, field.ErrorList) {
 	}
 	pl := &pool{name: c.Name, autoAssign: c.AutoAssign == nil || *c.AutoAssign}
 	for j, a := range c.Addresses {
-		e, err := parsePoolEntry(a)
+		e, err := addrpool.ParseEntry(a)
 		if err != nil {
 			errs = append(errs, field.Invalid(p.Child("addresses").Index(j), a, err.Error()))
 			continue
@@ -319,22 +320,22 @@ func validateNamespaces(nss []string, p *field.Path, pl *pool) field.ErrorList {
 // loop is cheap.
 func checkOverlaps(pools []*pool, p *field.Path) field.ErrorList {
 	type item struct {
-		r          addrRange
+		r          addrpool.Range
 		pool       int
 		entryIndex int
 	}
 	var items []item
 	for pi, pl := range pools {
 		for ei, e := range pl.entries {
-			items = append(items, item{r: e.extent, pool: pi, entryIndex: ei})
+			items = append(items, item{r: e.Extent, pool: pi, entryIndex: ei})
 		}
 	}
-	slices.SortFunc(items, func(a, b item) int { return a.r.first.Compare(b.r.first) })
+	slices.SortFunc(items, func(a, b item) int { return a.r.First.Compare(b.r.First) })
 	var errs field.ErrorList
 	for i := 1; i < len(items); i++ {
 		for j := 0; j < i; j++ {
 			a, b := items[j], items[i]
-			if !a.r.contains(b.r.first) {
+			if !a.r.Contains(b.r.First) {
 				continue
 			}
 			errs = append(errs, field.Invalid(p.Index(b.pool).Child("addresses").Index(b.entryIndex), b.r.String(),
@@ -348,7 +349,7 @@ func checkOverlaps(pools []*pool, p *field.Path) field.ErrorList {
 // poolEntryRef is one pool entry of one backend, for the cross-backend
 // overlap check.
 type poolEntryRef struct {
-	r       addrRange
+	r       addrpool.Range
 	backend string
 	path    *field.Path
 }
@@ -367,7 +368,7 @@ func checkPoolsAcross(sections []config.Section) field.ErrorList {
 		var mine []poolEntryRef
 		for pi, pl := range s.compiled.pools {
 			for ei, e := range pl.entries {
-				ref := poolEntryRef{r: e.extent, backend: sec.Backend, path: sec.Path.Child("addressPools").Index(pi).Child("addresses").Index(ei)}
+				ref := poolEntryRef{r: e.Extent, backend: sec.Backend, path: sec.Path.Child("addressPools").Index(pi).Child("addresses").Index(ei)}
 				errs = append(errs, overlapsWith(ref, seen)...)
 				mine = append(mine, ref)
 			}
@@ -381,7 +382,7 @@ func checkPoolsAcross(sections []config.Section) field.ErrorList {
 func overlapsWith(ref poolEntryRef, earlier []poolEntryRef) field.ErrorList {
 	var errs field.ErrorList
 	for _, o := range earlier {
-		if o.r.contains(ref.r.first) || ref.r.contains(o.r.first) {
+		if o.r.Contains(ref.r.First) || ref.r.Contains(o.r.First) {
 			errs = append(errs, field.Invalid(ref.path, ref.r.String(), fmt.Sprintf(
 				"overlaps %s of backend %q (%s): two baremetal backends would hand out the same addresses; give each backend its own addresses",
 				o.r, o.backend, o.path)))

@@ -8,6 +8,8 @@ import (
 	"sort"
 
 	"k8s.io/component-base/metrics"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/addrpool"
 )
 
 // maxBitmapRange is the largest range tracked with a bitmap (2 MiB of bits).
@@ -30,8 +32,8 @@ type famState struct {
 	inUse metrics.GaugeMetric
 }
 
-func newFamState(ranges []addrRange) famState {
-	slices.SortFunc(ranges, func(a, b addrRange) int { return a.first.Compare(b.first) })
+func newFamState(ranges []addrpool.Range) famState {
+	slices.SortFunc(ranges, func(a, b addrpool.Range) int { return a.First.Compare(b.First) })
 	fs := famState{}
 	for _, r := range ranges {
 		rs := newRangeState(r)
@@ -50,8 +52,8 @@ func (fs *famState) free() uint64 { return fs.size - fs.used }
 
 // find returns the range holding ip, or nil.
 func (fs *famState) find(ip netip.Addr) *rangeState {
-	i := sort.Search(len(fs.ranges), func(i int) bool { return ip.Compare(fs.ranges[i].last) <= 0 })
-	if i < len(fs.ranges) && fs.ranges[i].contains(ip) {
+	i := sort.Search(len(fs.ranges), func(i int) bool { return ip.Compare(fs.ranges[i].Last) <= 0 })
+	if i < len(fs.ranges) && fs.ranges[i].Contains(ip) {
 		return fs.ranges[i]
 	}
 	return nil
@@ -98,7 +100,7 @@ func (fs *famState) pick(taken func(netip.Addr) bool, probes *uint64) (netip.Add
 
 // rangeState is one usable range and which of its addresses are leased.
 type rangeState struct {
-	addrRange
+	addrpool.Range
 	size, used uint64
 	// leased has a bit per address, set when leased; full has a bit per
 	// word of leased, set when that word is all ones. Both are nil for a
@@ -109,8 +111,8 @@ type rangeState struct {
 	nextAddr netip.Addr
 }
 
-func newRangeState(r addrRange) *rangeState {
-	rs := &rangeState{addrRange: r, size: r.size(), nextAddr: r.first}
+func newRangeState(r addrpool.Range) *rangeState {
+	rs := &rangeState{Range: r, size: r.Size(), nextAddr: r.First}
 	if rs.size > maxBitmapRange {
 		return rs
 	}
@@ -127,20 +129,20 @@ func newRangeState(r addrRange) *rangeState {
 // offset is ip's position in a bitmap range (under 2^24, so the low 64
 // bits of the difference are the whole of it).
 func (rs *rangeState) offset(ip netip.Addr) uint64 {
-	_, lo := u128(ip)
-	_, first := u128(rs.first)
+	_, lo := addrpool.U128(ip)
+	_, first := addrpool.U128(rs.First)
 	return lo - first
 }
 
 // at is the address at offset off.
 func (rs *rangeState) at(off uint64) netip.Addr {
-	hi, lo := u128(rs.first)
+	hi, lo := addrpool.U128(rs.First)
 	lo, carry := bits.Add64(lo, off, 0)
 	hi += carry
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], hi)
 	binary.BigEndian.PutUint64(b[8:], lo)
-	if rs.first.Is4() {
+	if rs.First.Is4() {
 		return netip.AddrFrom4([4]byte(b[12:]))
 	}
 	return netip.AddrFrom16(b)
@@ -218,8 +220,8 @@ func (rs *rangeState) probe(taken func(netip.Addr) bool, probes *uint64) (netip.
 	for n := uint64(0); n <= rs.used; n++ {
 		*probes++
 		ip := rs.nextAddr
-		if ip == rs.last {
-			rs.nextAddr = rs.first
+		if ip == rs.Last {
+			rs.nextAddr = rs.First
 		} else {
 			rs.nextAddr = ip.Next()
 		}

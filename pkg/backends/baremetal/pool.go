@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/addrpool"
 )
 
 // pool is a validated address pool from the config. It is immutable; the
@@ -24,7 +26,7 @@ type pool struct {
 	serviceSelectors   []labels.Selector
 	// priority orders pools with a service allocation; 0 is unset.
 	priority int
-	entries  []poolEntry
+	entries  []addrpool.Entry
 }
 
 // restricted reports whether the pool has a service allocation
@@ -143,10 +145,10 @@ type poolState struct {
 
 func newPoolState(p *pool) *poolState {
 	ps := &poolState{pool: p}
-	var byFam [2][]addrRange
+	var byFam [2][]addrpool.Range
 	for _, e := range p.entries {
-		i := familyIndex(familyOf(e.usable.first))
-		byFam[i] = append(byFam[i], e.usable)
+		i := familyIndex(familyOf(e.Usable.First))
+		byFam[i] = append(byFam[i], e.Usable)
 	}
 	for i := range ps.fams {
 		ps.fams[i] = newFamState(byFam[i])
@@ -167,7 +169,7 @@ func (ps *poolState) usable(ip netip.Addr) bool {
 // covers reports whether ip lies in any entry of the pool, usable or not.
 func (ps *poolState) covers(ip netip.Addr) bool {
 	for _, e := range ps.entries {
-		if e.extent.contains(ip) {
+		if e.Extent.Contains(ip) {
 			return true
 		}
 	}

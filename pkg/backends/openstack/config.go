@@ -5,12 +5,12 @@ import (
 	"maps"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/openstack/osid"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
@@ -207,7 +207,8 @@ type RouteSettings struct {
 	RouterID string `json:"routerID,omitempty"`
 }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
+// uuidRE matches an OpenStack resource ID (osid.UUIDRE).
+var uuidRE = osid.UUIDRE
 
 // parseSection is the config.SectionParser of the openstack type.
 func parseSection(raw []byte, path *field.Path, dir string) (any, field.ErrorList) {

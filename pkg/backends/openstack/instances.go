@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/openstack/osid"
 )
 
 // Event reasons of the node errors a user can fix.
@@ -37,16 +37,13 @@ type Instances struct {
 var _ cloudprovider.InstancesV2 = (*Instances)(nil)
 
 // ParseProviderID returns the server UUID and the region (empty for
-// openstack:///<uuid>) of an OpenStack providerID. One that does not parse
-// is a backends.UserError with reason InvalidProviderID.
+// openstack:///<uuid>) of an OpenStack providerID (osid.ParseProviderID).
+// One that does not parse is a backends.UserError with reason
+// InvalidProviderID.
 func ParseProviderID(providerID string) (id, region string, err error) {
-	rest, ok := strings.CutPrefix(providerID, Scheme+"://")
-	if !ok {
-		return "", "", invalidProviderID(fmt.Errorf("providerID %q is not an OpenStack one: want %s:///<server-uuid> or %s://<region>/<server-uuid>", providerID, Scheme, Scheme))
-	}
-	region, id, ok = strings.Cut(rest, "/")
-	if !ok || id == "" || strings.Contains(id, "/") || !uuidRE.MatchString(id) {
-		return "", "", invalidProviderID(fmt.Errorf("providerID %q is malformed: want %s:///<server-uuid> or %s://<region>/<server-uuid>", providerID, Scheme, Scheme))
+	id, region, err = osid.ParseProviderID(providerID)
+	if err != nil {
+		return "", "", invalidProviderID(err)
 	}
 	return id, region, nil
 }
@@ -86,9 +83,9 @@ func regionLabel(node *corev1.Node) (region, from string) {
 // OpenStack provider does.
 func (i *Instances) providerID(id string) string {
 	if i.regional {
-		return fmt.Sprintf("%s://%s/%s", Scheme, i.region, id)
+		return osid.ProviderID(i.region, id)
 	}
-	return fmt.Sprintf("%s:///%s", Scheme, id)
+	return osid.ProviderID("", id)
 }
 
 // lookup finds the node's server: by providerID, or by exact name when the

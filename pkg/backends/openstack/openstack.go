@@ -14,14 +14,15 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/openstack/osid"
 )
 
 const (
 	// Type is the backend type in the cloud-config.
 	Type = "openstack"
 	// Scheme is the providerID scheme of OpenStack nodes, exactly as the
-	// upstream OpenStack provider writes it. Never change it.
-	Scheme = "openstack"
+	// upstream OpenStack provider writes it (osid.Scheme). Never change it.
+	Scheme = osid.Scheme
 )
 
 func init() {

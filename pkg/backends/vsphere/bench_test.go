@@ -16,6 +16,8 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/vsphere/vsid"
 )
 
 // BenchmarkNodeSweep measures a full node sweep (InstanceMetadata for every
@@ -89,7 +91,7 @@ func benchNaive(b *testing.B, s *sim, nodes []*corev1.Node) {
 
 // naiveLookup is what a provider without a cache does per node.
 func naiveLookup(ctx context.Context, b *testing.B, client *govmomi.Client, idx *object.SearchIndex, dc *object.Datacenter, node *corev1.Node) {
-	uuid, err := uuidFromProviderID(node.Spec.ProviderID)
+	uuid, err := vsid.UUIDFromProviderID(node.Spec.ProviderID)
 	if err != nil {
 		b.Fatal(err)
 	}

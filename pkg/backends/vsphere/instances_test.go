@@ -147,8 +147,19 @@ func TestNodeWithoutProviderID(t *testing.T) {
 	})
 }
 
+// swapped is u with its first three fields byte-swapped, as SMBIOS before
+// 2.6 reports a BIOS UUID (written here apart from vsid.SystemUUIDs).
 func swapped(u string) string {
 	return swapBytes(u[0:8]) + "-" + swapBytes(u[9:13]) + "-" + swapBytes(u[14:18]) + u[18:]
+}
+
+// swapBytes reverses the byte order of a hex string.
+func swapBytes(hex string) string {
+	b := make([]byte, 0, len(hex))
+	for i := len(hex) - 2; i >= 0; i -= 2 {
+		b = append(b, hex[i], hex[i+1])
+	}
+	return string(b)
 }
 
 func TestInstanceExistsAndShutdown(t *testing.T) {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/vsphere/vsid"
 )
 
 // Event reasons of lookups.
@@ -271,7 +272,7 @@ func ambiguous(node *corev1.Node, by string, found []match) error {
 // one, by system UUID, then guest DNS name, then address.
 func stagesFor(node *corev1.Node) ([]stage, error) {
 	if node.Spec.ProviderID != "" {
-		uuid, err := uuidFromProviderID(node.Spec.ProviderID)
+		uuid, err := vsid.UUIDFromProviderID(node.Spec.ProviderID)
 		if err != nil {
 			return nil, newUserError(ReasonInvalidProviderID, "node %s: spec.providerID: %w", node.Name, err)
 		}
@@ -279,50 +280,14 @@ func stagesFor(node *corev1.Node) ([]stage, error) {
 	}
 	sys := node.Status.NodeInfo.SystemUUID
 	return []stage{
-		{by: "system UUID", uuids: systemUUIDs(sys), search: bySystemUUID(sys)},
+		{by: "system UUID", uuids: vsid.SystemUUIDs(sys), search: bySystemUUID(sys)},
 		{by: "guest DNS name", weak: true, search: byDNSName(nodeNames(node))},
 		{by: "address", weak: true, search: byAddress(nodeIPs(node))},
 	}, nil
 }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-// uuidFromProviderID returns the BIOS UUID of a vsphere://<uuid> providerID.
-func uuidFromProviderID(providerID string) (string, error) {
-	rest, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
-	uuid := strings.ToLower(strings.TrimSpace(rest))
-	if !ok || !uuidRE.MatchString(uuid) {
-		return "", fmt.Errorf("malformed providerID %q: want %s<bios-uuid>, e.g. %s4237c7d5-3b7e-4c26-9a0e-8f3c1a2b3c4d", providerID, ProviderIDPrefix, ProviderIDPrefix)
-	}
-	return uuid, nil
-}
-
-// systemUUIDs are the BIOS UUIDs a reported system UUID may stand for: as
-// written, and with its first three fields byte-swapped, as SMBIOS before
-// 2.6 (older VM hardware) reports them.
-func systemUUIDs(reported string) []string {
-	u := strings.ToLower(strings.TrimSpace(reported))
-	if !uuidRE.MatchString(u) {
-		return nil
-	}
-	swapped := swapBytes(u[0:8]) + "-" + swapBytes(u[9:13]) + "-" + swapBytes(u[14:18]) + u[18:]
-	if swapped == u {
-		return []string{u}
-	}
-	return []string{u, swapped}
-}
-
-// swapBytes reverses the byte order of a hex string.
-func swapBytes(hex string) string {
-	b := make([]byte, 0, len(hex))
-	for i := len(hex) - 2; i >= 0; i -= 2 {
-		b = append(b, hex[i], hex[i+1])
-	}
-	return string(b)
-}
-
 func bySystemUUID(reported string) func(*snapshot) []*vmInfo {
-	uuids := systemUUIDs(reported)
+	uuids := vsid.SystemUUIDs(reported)
 	return func(s *snapshot) []*vmInfo {
 		var out []*vmInfo
 		for _, u := range uuids {

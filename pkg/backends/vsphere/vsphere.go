@@ -33,17 +33,19 @@ import (
 
 	snapcache "github.com/multicloud-ccm/multicloud-ccm/internal/snapshot"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/vsphere/vsid"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 const (
 	// Type is the backend type in the cloud-config file.
 	Type = "vsphere"
-	// Scheme is the providerID scheme of vSphere nodes. Never change it.
-	Scheme = "vsphere"
+	// Scheme is the providerID scheme of vSphere nodes (vsid.Scheme).
+	// Never change it.
+	Scheme = vsid.Scheme
 	// ProviderIDPrefix starts every vSphere providerID, followed by the
-	// VM's BIOS UUID in lower case. Never change it.
-	ProviderIDPrefix = Scheme + "://"
+	// VM's BIOS UUID in lower case (vsid.ProviderIDPrefix). Never change it.
+	ProviderIDPrefix = vsid.ProviderIDPrefix
 )
 
 func init() {

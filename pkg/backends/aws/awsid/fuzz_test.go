@@ -1,4 +1,4 @@
-package aws
+package awsid
 
 import (
 	"strings"
@@ -13,14 +13,14 @@ func FuzzParseProviderID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		id, err := parseProviderID(in)
+		id, err := ParseProviderID(in)
 		if err != nil {
 			return
 		}
-		if !instanceIDRE.MatchString(id) || !strings.HasSuffix(in, id) {
-			t.Fatalf("parseProviderID(%q) = %q", in, id)
+		if !InstanceIDRE.MatchString(id) || !strings.HasSuffix(in, id) {
+			t.Fatalf("ParseProviderID(%q) = %q", in, id)
 		}
-		if again, err := parseProviderID(providerID("eu-west-1a", id)); err != nil || again != id {
+		if again, err := ParseProviderID(ProviderID("eu-west-1a", id)); err != nil || again != id {
 			t.Fatalf("round trip of %q: %q, %v", id, again, err)
 		}
 	})
