@@ -1,0 +1,116 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+)
+
+// Review probes (65c) of 8b51025's live-backend registry (live.go,
+// liveOther, unlessOtherBackends): an NLB tagged as another aws backend
+// live in the same VPC and region is never taken.
+
+// review65cBackend builds an aws backend named name on the env's fake, in
+// the env's VPC and region, with its endpoints at url (the same fake,
+// spelled as given).
+func review65cBackend(t *testing.T, name, url string) *Cloud {
+	t.Helper()
+	t.Setenv("TEST_AWS_KEY", "AKIDFAKE")
+	t.Setenv("TEST_AWS_SECRET", "fake-secret")
+	raw := fmt.Sprintf(`{"region": %q, "vpc": %q, "endpoints": {"ec2": %q, "elbv2": %q, "sts": %q},
+		"credentials": {"accessKeyID": {"env": "TEST_AWS_KEY"}, "secretAccessKey": {"env": "TEST_AWS_SECRET"}},
+		"retry": {"maxAttempts": 6, "maxBackoff": "5ms"}}`, testRegion, testVPC, url, url, url)
+	settings, errs := ParseSection([]byte(raw), field.NewPath("aws"), t.TempDir())
+	if len(errs) > 0 {
+		t.Fatalf("settings: %v", errs.ToAggregate())
+	}
+	s := settings.(*Settings)
+	testBudget(s)
+	c, err := New(context.Background(), backends.Options{Name: name, ClusterID: testCluster, Settings: s})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c.(*Cloud)
+}
+
+// TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC: the
+// move of TestReview65MoveBetweenTwoBackendsOfOneVPC for a Service whose
+// NLB aws-1 adopted from cloud-provider-aws (named "a"+UID, which does
+// not depend on the backend either). The adoption leaves the NLB without
+// a multicloud-ccm.io/backend tag (missingTags adds it only when another
+// backend's tag is there: d.retagBackend), so liveOther never sees aws-1
+// in it: aws-2 adopts it too, and aws-1's delete at the drain's end
+// deletes the NLB aws-2 now serves the Service with. The operator expects
+// the move refused (LoadBalancerNameConflict) as for an NLB aws-1 made,
+// and in any case the Service left with its NLB.
+func TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC(t *testing.T) {
+	e := newEnv(t)
+	other := review65cBackend(t, "aws-2", e.url)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	ctx := context.Background()
+	dns := upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
+	e.ensure(t, svc, nodes) // aws-1 adopts upstream's NLB
+	if got := e.onlyLB(t); got.DNSName != dns {
+		t.Fatalf("setup: aws-1 serves %s, want the adopted %s", got.DNSName, dns)
+	}
+	t.Logf("the adopted NLB's backend tag: %q", e.onlyLB(t).Tags[tagBackend])
+	lbB, _ := other.LoadBalancer()
+	_, err := lbB.EnsureLoadBalancer(ctx, testCluster, svc, nodes)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonNameConflict {
+		t.Errorf("aws-2's Ensure while aws-1 serves the Service from the NLB it adopted: %v, want a %s user error", err, reasonNameConflict)
+	}
+	// The drain's end: the router deletes the Service's load balancer from
+	// the backend it moved away from.
+	lbA, _ := e.cloud.LoadBalancer()
+	if err := lbA.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Logf("aws-1's delete: %v", err)
+	}
+	if lbs := e.fake.LoadBalancers(); len(lbs) != 1 {
+		t.Errorf("after aws-2's Ensure (%v) and aws-1's delete at the drain's end, %d NLBs are left: the Service has no load balancer", err, len(lbs))
+	}
+	runtime.KeepAlive(other)
+}
+
+// TestReview65cSameVPCBackendWithItsEndpointSpelledOtherwise: two aws
+// backends of one account, region and VPC whose ELBv2 endpoint is spelled
+// differently (one without endpoints, the other through an explicit
+// regional or PrivateLink endpoint: here 127.0.0.1 and localhost of the
+// same fake) reach the same NLBs. liveOther compares the endpoint
+// strings, so aws-2 does not see aws-1: the move is not refused, aws-2
+// adopts and re-tags aws-1's NLB, and aws-1 then finds it tagged as a
+// backend it does not see either and deletes it at the drain's end. The
+// operator expects LoadBalancerNameConflict as in
+// TestReview65MoveBetweenTwoBackendsOfOneVPC, and the NLB kept.
+func TestReview65cSameVPCBackendWithItsEndpointSpelledOtherwise(t *testing.T) {
+	e := newEnv(t)
+	if !strings.HasPrefix(e.url, "http://127.0.0.1:") {
+		t.Fatalf("setup: the fake's URL %s is not on 127.0.0.1", e.url)
+	}
+	other := review65cBackend(t, "aws-2", strings.Replace(e.url, "127.0.0.1", "localhost", 1))
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	ctx := context.Background()
+	e.ensure(t, svc, nodes) // served by aws-1
+	nlb := e.onlyLB(t)
+	lbB, _ := other.LoadBalancer()
+	_, err := lbB.EnsureLoadBalancer(ctx, testCluster, svc, nodes)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonNameConflict {
+		t.Errorf("aws-2's Ensure (same VPC and region, endpoint spelled otherwise) while aws-1 holds the NLB: %v, want a %s user error; NLB's backend tag now %q",
+			err, reasonNameConflict, e.onlyLB(t).Tags[tagBackend])
+	}
+	lbA, _ := e.cloud.LoadBalancer()
+	if err := lbA.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Logf("aws-1's delete: %v", err)
+	}
+	if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || lbs[0].ARN != nlb.ARN {
+		t.Errorf("after aws-2's Ensure and aws-1's delete at the drain's end, NLBs %+v, want %s kept", lbs, nlb.ARN)
+	}
+	runtime.KeepAlive(other)
+}
