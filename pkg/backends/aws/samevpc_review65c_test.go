@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -113,4 +114,43 @@ func TestReview65cSameVPCBackendWithItsEndpointSpelledOtherwise(t *testing.T) {
 		t.Errorf("after aws-2's Ensure and aws-1's delete at the drain's end, NLBs %+v, want %s kept", lbs, nlb.ARN)
 	}
 	runtime.KeepAlive(other)
+}
+
+// review65cRetired builds backend name on e's fake, ensures svc through it
+// and lets go of it, as a reload that renamed or removed the backend does
+// once its last call returned.
+func review65cRetired(t *testing.T, e *env, name string, svc *corev1.Service, nodes []*corev1.Node) {
+	t.Helper()
+	old := review65cBackend(t, name, e.url)
+	lbi, _ := old.LoadBalancer()
+	if _, err := lbi.EnsureLoadBalancer(context.Background(), testCluster, svc, nodes); err != nil {
+		t.Fatalf("Ensure in %s: %v", name, err)
+	}
+}
+
+// TestReview65cRenamedBackendLetGoIsNotLive: the registry holds weak
+// pointers, so a backend a reload renamed stops counting as live once the
+// process lets go of it (docs/aws.md: "the garbage collector, within
+// about two minutes"). Nothing else of the backend (its clients, budget,
+// caches) may keep its LoadBalancer reachable: the Service would then be
+// refused (LoadBalancerNameConflict) by the renamed backend for as long as
+// the process runs. After a collection, the renamed backend (aws-1)
+// adopts and re-tags the NLB aws-old made. Passes when nothing holds it.
+func TestReview65cRenamedBackendLetGoIsNotLive(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	review65cRetired(t, e, "aws-old", svc, nodes)
+	if got := e.onlyLB(t).Tags[tagBackend]; got != "aws-old" {
+		t.Fatalf("setup: the NLB's backend tag is %q, want aws-old", got)
+	}
+	runtime.GC()
+	runtime.GC()
+	lbi, _ := e.cloud.LoadBalancer()
+	if _, err := lbi.EnsureLoadBalancer(context.Background(), testCluster, svc, nodes); err != nil {
+		t.Fatalf("the renamed backend's Ensure after the old one was let go and collected: %v", err)
+	}
+	if got := e.onlyLB(t).Tags[tagBackend]; got != e.cloud.name {
+		t.Errorf("the NLB's backend tag is %q after the adoption, want %q", got, e.cloud.name)
+	}
 }
