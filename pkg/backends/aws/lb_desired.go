@@ -54,12 +54,15 @@ type desiredLB struct {
 	lbAttrs map[string]string
 	// extraTags are the Service's additional tags (also in tags).
 	extraTags map[string]string
-	// spec is the Service's specFingerprint; lbSpec the version the NLB
-	// was last reconciled for (observe, specMemory; "" when unknown).
-	spec, lbSpec string
+	// source is the Service d was made from, spec its specFingerprint
+	// (specMemory).
+	source *corev1.Service
+	spec   string
 	// retagBackend: the Service's NLB is tagged as another backend's, one
-	// no longer live (observe, findLB); the reconcile tags it as this
-	// backend's.
+	// no longer live, or as none (adopted from the upstream provider)
+	// (observe, findLB); the reconcile tags it as this backend's, so that
+	// another backend of its VPC never takes it
+	// (TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC).
 	retagBackend bool
 	// byoSGs are the security groups the Service brings
 	// (AnnotationSecurityGroups), extraSGs those it adds
@@ -134,7 +137,7 @@ func annotationError(n annotation.Name, value, fix string) error {
 // desired computes the Service's load balancer. Bad annotations or ports
 // are user errors; nothing has been changed when it fails.
 func (l *LoadBalancer) desired(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) (*desiredLB, error) {
-	d := &desiredLB{names: namesFor(l.clusterID, svc), spec: specFingerprint(svc)}
+	d := &desiredLB{names: namesFor(l.clusterID, svc), source: svc, spec: specFingerprint(svc)}
 	d.tags = map[string]string{tagClusterPrefix + l.clusterID: "owned", tagService: d.names.service, tagBackend: l.backend}
 	r := newReader(svc.Annotations)
 	if v, ok := AnnotationType.Get(svc.Annotations); ok && v != typeNLB {

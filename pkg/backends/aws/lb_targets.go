@@ -220,22 +220,17 @@ func (l *LoadBalancer) registered(ctx context.Context, p desiredPort, arn string
 // An empty group (a new one) takes every target of d, and no key is made.
 // The targets share one Port value.
 func targetChanges(d *desiredLB, p desiredPort, have map[string]elbtypes.TargetDescription) (add, remove []elbtypes.TargetDescription) {
-	return targetDiff(d.targets, p.nodePort, have)
-}
-
-// targetDiff is targetChanges for targets on port nodePort.
-func targetDiff(targets []target, nodePort int32, have map[string]elbtypes.TargetDescription) (add, remove []elbtypes.TargetDescription) {
-	port := awssdk.Int32(nodePort)
+	port := awssdk.Int32(p.nodePort)
 	if len(have) == 0 {
-		add = make([]elbtypes.TargetDescription, 0, len(targets))
-		for _, t := range targets {
+		add = make([]elbtypes.TargetDescription, 0, len(d.targets))
+		for _, t := range d.targets {
 			add = append(add, targetDescription(t, port))
 		}
 		return add, nil
 	}
-	want := make(map[string]bool, len(targets))
-	for _, t := range targets {
-		k := targetKey(t.id, nodePort)
+	want := make(map[string]bool, len(d.targets))
+	for _, t := range d.targets {
+		k := targetKey(t.id, p.nodePort)
 		want[k] = true
 		if _, ok := have[k]; !ok {
 			add = append(add, targetDescription(t, port))

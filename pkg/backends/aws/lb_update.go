@@ -26,9 +26,10 @@ import (
 // instances' security-group rules changing with the node set) it runs the
 // whole reconcile instead, without creating anything: a Service with no
 // NLB is left alone. Handed another version of the Service than the one
-// the NLB was last reconciled for (upstream's node sync can hand the one
-// from before an edit), it changes only targets, as the NLB has them
-// (retarget, retargetKeepingShape).
+// the backend last began to reconcile the NLB for (upstream's node sync
+// can hand the one from before an edit), it uses that version instead
+// (specMemory): the nodes are the node sync's news, the shape the last
+// Ensure's.
 func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
 	if managedElsewhere(svc) {
 		return cloudprovider.ImplementedElsewhere
@@ -38,6 +39,11 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName strin
 		return err
 	}
 	defer unlock()
+	if latest, newer := l.specs.latest(svc); newer {
+		klog.FromContext(ctx).V(2).Info("The node sync was handed another version of the Service than the load balancer was last reconciled for; updating it for that version",
+			"service", klog.KObj(svc))
+		svc = latest
+	}
 	n := namesFor(l.clusterID, svc)
 	// The Service's share of a repair pass serves the fallback too: the
 	// fast path changes nothing before it decides.
@@ -92,29 +98,14 @@ type groupTargets struct {
 // retarget is UpdateLoadBalancer's fast path: it changes only targets, or
 // nothing and says why the whole reconcile is needed. Every read comes
 // before the first change, so a fallback starts from what observe read:
-// d, what the Service asks for, and lb, its NLB.
-//
-// With another version of the Service than the NLB was last reconciled
-// for (specStale) a node sync changes only targets: upstream's node sync can hand the
-// Service as it was before an edit whose Ensure already changed the NLB,
-// and the whole reconcile with that version would undo the edit (put a
-// removed port back, delete an added one, move the targets back to an old
-// NodePort, reopen narrowed source ranges, switch the target type back:
-// TestReview64NodeSyncWithTheSpecBeforeAPortWasAdded,
-// TestReview65NodeSyncWithTheSpecBeforeAPortWasRemoved,
-// TestReview65NodeSyncWithTheSpecBeforeANodePortChanged,
-// TestReview65bStaleNodeSyncFallbackRevertsSourceRanges,
-// TestReview65bStaleNodeSyncTypeSwitchRevertsSourceRanges), so
-// retargetKeepingShape changes the targets as the NLB has them, and
-// nothing else.
-//
-// Otherwise, when d is the NLB's shape (fittingGroups) it
-// makes each group's targets d's (targets on another port than d's
-// NodePort go: an Ensure that failed half-way through a NodePort change),
-// or returns why the whole reconcile is needed: the shape drifted, the
-// node set switches the target type, or the instances' security-group
-// rules move with the targets (rulesMove). After a change it records the
-// Service's verified view (gen: from the drop before observe).
+// d, what the Service asks for, and lb, its NLB. When d is the NLB's
+// shape (fittingGroups) it makes each group's targets d's (targets on
+// another port than d's NodePort go: an Ensure that failed half-way
+// through a NodePort change), or returns why the whole reconcile is
+// needed: the shape drifted, the node set switches the target type, or
+// the instances' security-group rules move with the targets (rulesMove).
+// After a change it records the Service's verified view (gen: from the
+// drop before observe).
 func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, gen uint64) (string, error) {
 	ctx = withExisting(ctx, lb)
 	attached, err := l.attachedTo(ctx, lb)
@@ -123,9 +114,6 @@ func (l *LoadBalancer) retarget(ctx context.Context, d *desiredLB, lb *elbtypes.
 	}
 	if err := l.keepIPTargets(ctx, d, attached); err != nil {
 		return "", err
-	}
-	if d.specStale() {
-		return "", l.retargetKeepingShape(ctx, d, lb, attached)
 	}
 	groups, differs := fittingGroups(d, attached, l.settings.VPC)
 	if differs != "" {
@@ -194,22 +182,6 @@ func fittingGroups(d *desiredLB, attached map[string]elbtypes.TargetGroup, vpc s
 func groupFits(d *desiredLB, p desiredPort, tg elbtypes.TargetGroup, vpc string) bool {
 	return awssdk.ToString(tg.VpcId) == vpc && string(tg.Protocol) == p.protocol &&
 		string(tg.TargetType) == d.targetType && (tg.IpAddressType == elbtypes.TargetGroupIpAddressTypeEnumIpv6) == (d.family == familyIPv6)
-}
-
-// commonPort is the port most targets of have are registered on (the
-// lowest of a tie), false for none.
-func commonPort(have map[string]elbtypes.TargetDescription) (int32, bool) {
-	count := map[int32]int{}
-	for _, td := range have {
-		count[awssdk.ToInt32(td.Port)]++
-	}
-	best, most := int32(0), 0
-	for port, n := range count {
-		if n > most || (n == most && port < best) {
-			best, most = port, n
-		}
-	}
-	return best, most > 0
 }
 
 // rulesMove says why the instances' security-group rules

@@ -77,7 +77,7 @@ type LoadBalancer struct {
 	// verified are the Services' verified views (lb_verified.go).
 	verified verifiedViews
 	// specs are the versions of the Services the NLBs were last
-	// reconciled for (specStale).
+	// reconciled for (specMemory, UpdateLoadBalancer).
 	specs specMemory
 }
 
@@ -221,7 +221,7 @@ func (l *LoadBalancer) reconcileVerified(ctx context.Context, d *desiredLB, exis
 // for, existing its NLB (nil: none yet).
 func (l *LoadBalancer) reconcileObserved(ctx context.Context, d *desiredLB, existing *elbtypes.LoadBalancer) (*elbtypes.LoadBalancer, error) {
 	ctx = withExisting(ctx, existing)
-	l.specs.begin(ctx, d.names.service, d.spec)
+	l.specs.begin(ctx, d.spec, d.source)
 	// The target groups are read first: one that replaces the NLB leaves
 	// them unattached, and they are reused or deleted below; and IP
 	// targets they have are kept.
@@ -308,8 +308,7 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 		return nil, nil, err
 	}
 	existing, tags, err := l.findLB(ctx, d.names)
-	d.retagBackend = existing != nil && tags[tagBackend] != "" && tags[tagBackend] != l.backend
-	d.lbSpec = l.specs.get(d.names.service)
+	d.retagBackend = existing != nil && tags[tagBackend] != l.backend
 	switch {
 	case errors.Is(err, errOtherVPC):
 		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w: an NLB's name is unique per account and region, so a Service cannot have one in two VPCs of a region at once; "+
@@ -549,7 +548,7 @@ func (l *LoadBalancer) unlessOtherBackends(lb *elbtypes.LoadBalancer, tags map[s
 	if !l.liveOther(other) {
 		return lb, tags, nil
 	}
-	return nil, nil, fmt.Errorf("backend %q: load balancer %s (%s) %w %q, configured in the same AWS account and region",
+	return nil, nil, fmt.Errorf("backend %q: load balancer %s (%s) %w %q, live in this process in the same VPC (configured now, or removed by a reload moments ago)",
 		l.backend, awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.LoadBalancerArn), errOtherBackend, other)
 }
 

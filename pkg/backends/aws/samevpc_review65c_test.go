@@ -49,7 +49,8 @@ func review65cBackend(t *testing.T, name, url string) *Cloud {
 // in it: aws-2 adopts it too, and aws-1's delete at the drain's end
 // deletes the NLB aws-2 now serves the Service with. The operator expects
 // the move refused (LoadBalancerNameConflict) as for an NLB aws-1 made,
-// and in any case the Service left with its NLB.
+// and the NLB left with aws-1 when the refused move is undone (the router
+// retires aws-1 only once aws-2 served).
 func TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC(t *testing.T) {
 	e := newEnv(t)
 	other := review65cBackend(t, "aws-2", e.url)
@@ -67,14 +68,13 @@ func TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC(t *testin
 	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonNameConflict {
 		t.Errorf("aws-2's Ensure while aws-1 serves the Service from the NLB it adopted: %v, want a %s user error", err, reasonNameConflict)
 	}
-	// The drain's end: the router deletes the Service's load balancer from
-	// the backend it moved away from.
-	lbA, _ := e.cloud.LoadBalancer()
-	if err := lbA.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
-		t.Logf("aws-1's delete: %v", err)
+	// The router retires aws-1 only once aws-2 served; refused, the move
+	// is undone: aws-2's delete must leave aws-1's NLB.
+	if err := lbB.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Logf("aws-2's delete: %v", err)
 	}
-	if lbs := e.fake.LoadBalancers(); len(lbs) != 1 {
-		t.Errorf("after aws-2's Ensure (%v) and aws-1's delete at the drain's end, %d NLBs are left: the Service has no load balancer", err, len(lbs))
+	if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || lbs[0].DNSName != dns || lbs[0].Tags[tagBackend] != "aws-1" {
+		t.Errorf("after aws-2's Ensure (%v) and its delete (the move undone), NLBs %+v: want aws-1's adopted NLB kept, tagged as aws-1's", err, lbs)
 	}
 	runtime.KeepAlive(other)
 }
@@ -88,7 +88,8 @@ func TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC(t *testin
 // adopts and re-tags aws-1's NLB, and aws-1 then finds it tagged as a
 // backend it does not see either and deletes it at the drain's end. The
 // operator expects LoadBalancerNameConflict as in
-// TestReview65MoveBetweenTwoBackendsOfOneVPC, and the NLB kept.
+// TestReview65MoveBetweenTwoBackendsOfOneVPC, and the NLB kept when the
+// refused move is undone.
 func TestReview65cSameVPCBackendWithItsEndpointSpelledOtherwise(t *testing.T) {
 	e := newEnv(t)
 	if !strings.HasPrefix(e.url, "http://127.0.0.1:") {
@@ -106,12 +107,11 @@ func TestReview65cSameVPCBackendWithItsEndpointSpelledOtherwise(t *testing.T) {
 		t.Errorf("aws-2's Ensure (same VPC and region, endpoint spelled otherwise) while aws-1 holds the NLB: %v, want a %s user error; NLB's backend tag now %q",
 			err, reasonNameConflict, e.onlyLB(t).Tags[tagBackend])
 	}
-	lbA, _ := e.cloud.LoadBalancer()
-	if err := lbA.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
-		t.Logf("aws-1's delete: %v", err)
+	if err := lbB.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Logf("aws-2's delete: %v", err)
 	}
-	if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || lbs[0].ARN != nlb.ARN {
-		t.Errorf("after aws-2's Ensure and aws-1's delete at the drain's end, NLBs %+v, want %s kept", lbs, nlb.ARN)
+	if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || lbs[0].ARN != nlb.ARN || lbs[0].Tags[tagBackend] != "aws-1" {
+		t.Errorf("after aws-2's Ensure and its delete (the move undone), NLBs %+v, want %s kept, tagged as aws-1's", lbs, nlb.ARN)
 	}
 	runtime.KeepAlive(other)
 }
