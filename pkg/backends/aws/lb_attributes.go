@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // Target-group attributes the Service may set, and the values each takes.
@@ -327,24 +328,17 @@ func (l *LoadBalancer) syncLBAttributes(ctx context.Context, d *desiredLB, lb *e
 }
 
 // missingTags returns the Service's additional tags the NLB lacks (or has
-// with another value), and the backend's tag when the NLB names another
-// backend (d.retagBackend); nil when none. It costs a DescribeTags only
-// while the Service has additional tags; a new NLB was created with them.
+// with another value); nil when none. It costs a DescribeTags only while
+// the Service has additional tags; a new NLB was created with them.
 func (l *LoadBalancer) missingTags(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer, fresh bool) (map[string]string, error) {
-	add := map[string]string{}
-	if d.retagBackend && !fresh {
-		add[tagBackend] = l.backend
-	}
 	if fresh || len(d.extraTags) == 0 {
-		if len(add) == 0 {
-			return nil, nil
-		}
-		return add, nil
+		return nil, nil
 	}
 	have, err := l.lbTags(ctx, lb)
 	if err != nil {
 		return nil, err
 	}
+	add := map[string]string{}
 	for k, v := range d.extraTags {
 		if cur, ok := have[k]; !ok || cur != v {
 			add[k] = v
@@ -443,4 +437,21 @@ func (l *LoadBalancer) lbTags(ctx context.Context, lb *elbtypes.LoadBalancer) (m
 		return nil, fmt.Errorf("DescribeTags: %w", err)
 	}
 	return tagMaps(out)[awssdk.ToString(lb.LoadBalancerArn)], nil
+}
+
+// claim tags the existing NLB lb as this backend's when it names another
+// backend, one no longer live, or none (an NLB the upstream provider
+// made): before the reconcile changes anything, so that from then on no
+// other backend of the VPC takes it (liveOther), even if this reconcile
+// fails half-way. A plan writes nothing.
+func (l *LoadBalancer) claim(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) error {
+	if lb == nil || !d.retagBackend || backends.DryRun(ctx) {
+		return nil
+	}
+	if _, err := l.elb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)},
+		Tags: elbTags(map[string]string{tagBackend: l.backend})}); err != nil {
+		return fmt.Errorf("AddTags %s: %w", tagBackend, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Tagged the load balancer as this backend's", "tag", tagBackend)
+	return nil
 }

@@ -60,8 +60,8 @@ type desiredLB struct {
 	spec   string
 	// retagBackend: the Service's NLB is tagged as another backend's, one
 	// no longer live, or as none (adopted from the upstream provider)
-	// (observe, findLB); the reconcile tags it as this backend's, so that
-	// another backend of its VPC never takes it
+	// (observe, findLB); the reconcile first tags it as this backend's
+	// (claim), so that another backend of its VPC never takes it
 	// (TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC).
 	retagBackend bool
 	// byoSGs are the security groups the Service brings

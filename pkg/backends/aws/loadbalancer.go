@@ -222,6 +222,9 @@ func (l *LoadBalancer) reconcileVerified(ctx context.Context, d *desiredLB, exis
 func (l *LoadBalancer) reconcileObserved(ctx context.Context, d *desiredLB, existing *elbtypes.LoadBalancer) (*elbtypes.LoadBalancer, error) {
 	ctx = withExisting(ctx, existing)
 	l.specs.begin(ctx, d.spec, d.source)
+	if err := l.claim(ctx, d, existing); err != nil {
+		return nil, err
+	}
 	// The target groups are read first: one that replaces the NLB leaves
 	// them unattached, and they are reused or deleted below; and IP
 	// targets they have are kept.

@@ -130,8 +130,8 @@ func TestReview65NeverDeletesAnotherLiveBackendsNLB(t *testing.T) {
 
 // TestReview65AdoptsTheNLBOfABackendNotLive: an NLB tagged as a backend
 // that is not live (renamed, or removed from the config) is adopted as
-// before: the Ensure keeps it and changes nothing but the backend tag,
-// now its own on the NLB and its parts (see
+// before: the Ensure keeps it and changes nothing but the NLB's backend
+// tag, now its own (see
 // TestReview65bAdoptedNLBTurnsForeignWhenItsOldTagComesBack), and the
 // node sync and GetLoadBalancer take it as the Service's.
 func TestReview65AdoptsTheNLBOfABackendNotLive(t *testing.T) {
@@ -150,8 +150,8 @@ func TestReview65AdoptsTheNLBOfABackendNotLive(t *testing.T) {
 	if _, err := restarted.lb.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
 		t.Fatalf("Ensure of an NLB tagged as a backend not live: %v", err)
 	}
-	if got := e.fake.MutatingCalls(); !slices.Equal(got, []string{"AddTags", "CreateTags", "AddTags"}) {
-		t.Errorf("Ensure of an NLB tagged as a backend not live made mutating calls %v, want only the retagging (AddTags of the listeners and groups, CreateTags of the security group, AddTags of the NLB)", got)
+	if got := e.fake.MutatingCalls(); !slices.Equal(got, []string{"AddTags"}) {
+		t.Errorf("Ensure of an NLB tagged as a backend not live made mutating calls %v, want only the NLB's retagging (AddTags)", got)
 	}
 	if got := e.onlyLB(t).Tags[tagBackend]; got != restarted.name {
 		t.Errorf("the adopted NLB's backend tag is %q, want %q", got, restarted.name)
