@@ -115,6 +115,8 @@ type Controller struct {
 	nodes    corelisters.NodeLister
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[string]
+	// workers is Run's number of workers (passBacklog).
+	workers  atomic.Int32
 	recorder record.EventRecorder
 
 	mu sync.Mutex
@@ -245,6 +247,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSync(Name, stop, c.synced...) {
 		return
 	}
+	c.workers.Store(int32(max(workers, 1))) //nolint:gosec // --concurrent-service-syncs, a small count.
 	c.startStartupPass(ctx)
 	for range max(workers, 1) {
 		go wait.UntilWithContext(ctx, c.worker, time.Second)

@@ -35,6 +35,26 @@ type memberCloud struct {
 	ip      string
 	mu      sync.Mutex
 	members map[string][]string
+	// ensureDelay, when set, is how long each EnsureLoadBalancer takes (a
+	// cloud slowed by its budget); calls logs "ensure NAME" (as the call
+	// begins) and "update NAME" in order once logCalls is set.
+	ensureDelay time.Duration
+	logCalls    bool
+	calls       []string
+}
+
+// slow makes each EnsureLoadBalancer take d and starts the call log.
+func (c *memberCloud) slow(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ensureDelay, c.logCalls = d, true
+}
+
+// callLog returns the calls logged since slow.
+func (c *memberCloud) callLog() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls)
 }
 
 func registerMemberType() {
@@ -78,6 +98,13 @@ func (c *memberCloud) GetLoadBalancer(_ context.Context, _ string, svc *corev1.S
 
 func (c *memberCloud) EnsureLoadBalancer(_ context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	c.mu.Lock()
+	delay := c.ensureDelay
+	if c.logCalls {
+		c.calls = append(c.calls, "ensure "+svc.Name)
+	}
+	c.mu.Unlock()
+	time.Sleep(delay)
+	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.members[string(svc.UID)] = nodeNames(nodes)
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: c.ip}}}, nil
@@ -86,6 +113,9 @@ func (c *memberCloud) EnsureLoadBalancer(_ context.Context, _ string, svc *corev
 func (c *memberCloud) UpdateLoadBalancer(_ context.Context, _ string, svc *corev1.Service, nodes []*corev1.Node) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.logCalls {
+		c.calls = append(c.calls, "update "+svc.Name)
+	}
 	c.members[string(svc.UID)] = nodeNames(nodes)
 	return nil
 }

@@ -197,6 +197,15 @@ func (c *Controller) startPass(ctx context.Context, kind string, keys []string) 
 // pace queues the pass's Services evenly over spread (all at once for 0),
 // skipping those synced already (an edit's sync counts for the pass) and
 // stopping when another pass has begun or ctx ends.
+//
+// It queues the next only while the queue holds no more than the workers
+// take at once (passBacklog): a pass the cloud's budget slows (at 5,000
+// NLBs under AWS's read bucket a pass checks about 1,200 a period) would
+// otherwise pile thousands of its Services in the queue, and a node
+// change or an edit queued behind them (a Service the pass had checked
+// while its nodes changed, queued again) waited for the end of the pass's
+// period: in the AWS 5,000-NLB scale cells two target groups lacked the
+// churn's nodes for 565 s (TestChangeNotQueuedBehindThePass).
 func (c *Controller) pace(ctx context.Context, p *repairPass, spread time.Duration) {
 	interval := spread / time.Duration(len(p.keys))
 	var tick <-chan time.Time
@@ -213,6 +222,13 @@ func (c *Controller) pace(ctx context.Context, p *repairPass, spread time.Durati
 			case <-tick:
 			}
 		}
+		for c.queue.Len() > c.passBacklog() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(passBacklogPoll):
+			}
+		}
 		c.mu.Lock()
 		current, due := c.pass == p, p.pending.Has(k)
 		c.mu.Unlock()
@@ -223,6 +239,17 @@ func (c *Controller) pace(ctx context.Context, p *repairPass, spread time.Durati
 			c.queue.Add(k)
 		}
 	}
+}
+
+// passBacklogPoll is how often pace looks whether the queue has room for
+// the pass's next Service.
+const passBacklogPoll = 20 * time.Millisecond
+
+// passBacklog is how many queued Services pace lets the pass's next one
+// wait behind: the workers' number, so that a Service queued by a node
+// change or an edit waits for at most one round of the pass's syncs.
+func (c *Controller) passBacklog() int {
+	return max(int(c.workers.Load()), 1)
 }
 
 // finish ends a pass and logs its one summary line. c.mu is held.
