@@ -206,20 +206,24 @@ func (c *Controller) startPass(ctx context.Context, kind string, keys []string) 
 // while its nodes changed, queued again) waited for the end of the pass's
 // period: in the AWS 5,000-NLB scale cells two target groups lacked the
 // churn's nodes for 565 s (TestChangeNotQueuedBehindThePass).
+//
+// Each Service is due at its own time (the i-th at start + i*interval),
+// not a tick after the one before: time waited for room in the queue is
+// caught up once the queue drains (TestReview65dPassCatchesUpAfterABacklog).
 func (c *Controller) pace(ctx context.Context, p *repairPass, spread time.Duration) {
 	interval := spread / time.Duration(len(p.keys))
-	var tick <-chan time.Time
-	if interval >= time.Millisecond {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		tick = t.C
+	if interval < time.Millisecond {
+		interval = 0
 	}
+	start := time.Now()
 	for i, k := range p.keys {
-		if i > 0 && tick != nil {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
-			case <-tick:
+			case <-t.C:
 			}
 		}
 		for c.queue.Len() > c.passBacklog() {
