@@ -16,7 +16,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // Target-group attributes the Service may set, and the values each takes.
@@ -443,9 +442,10 @@ func (l *LoadBalancer) lbTags(ctx context.Context, lb *elbtypes.LoadBalancer) (m
 // backend, one no longer live, or none (an NLB the upstream provider
 // made): before the reconcile changes anything, so that from then on no
 // other backend of the VPC takes it (liveOther), even if this reconcile
-// fails half-way. A plan writes nothing.
+// fails half-way. A plan shows the AddTags (the dry-run client records
+// it), as the switch makes it (TestPlanMatchesSwitchAcrossClouds).
 func (l *LoadBalancer) claim(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) error {
-	if lb == nil || !d.retagBackend || backends.DryRun(ctx) {
+	if lb == nil || !d.retagBackend {
 		return nil
 	}
 	if _, err := l.elb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{awssdk.ToString(lb.LoadBalancerArn)},
