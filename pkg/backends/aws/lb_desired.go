@@ -59,10 +59,12 @@ type desiredLB struct {
 	source *corev1.Service
 	spec   string
 	// retagBackend: the Service's NLB is tagged as another backend's, one
-	// no longer live, or as none (adopted from the upstream provider)
-	// (observe, findLB); the reconcile first tags it as this backend's
-	// (claim), so that another backend of its VPC never takes it
-	// (TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC).
+	// no longer live (observe, findLB); the reconcile first tags it as
+	// this backend's (claim). An NLB of the upstream provider's, with no
+	// such tag, is adopted unchanged (a switch from upstream changes
+	// nothing): left open, another aws backend of the same VPC can adopt
+	// it too (TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC,
+	// on branch rv65c).
 	retagBackend bool
 	// byoSGs are the security groups the Service brings
 	// (AnnotationSecurityGroups), extraSGs those it adds

@@ -311,7 +311,7 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 		return nil, nil, err
 	}
 	existing, tags, err := l.findLB(ctx, d.names)
-	d.retagBackend = existing != nil && tags[tagBackend] != l.backend
+	d.retagBackend = existing != nil && tags[tagBackend] != "" && tags[tagBackend] != l.backend
 	switch {
 	case errors.Is(err, errOtherVPC):
 		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w: an NLB's name is unique per account and region, so a Service cannot have one in two VPCs of a region at once; "+
