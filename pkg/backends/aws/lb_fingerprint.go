@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
