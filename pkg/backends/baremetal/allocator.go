@@ -3,6 +3,7 @@ package baremetal
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -206,13 +207,14 @@ func (a *allocator) decide(req *request) ([]netip.Addr, error) {
 	return want, nil
 }
 
-// dryDecide is decide leaving the pools' cursors where they were, so that
-// a dry run changes no later allocation.
+// dryDecide is decide leaving the pools' cursors (and resting addresses)
+// where they were, so that a dry run changes no later allocation.
 func (a *allocator) dryDecide(req *request) ([]netip.Addr, error) {
 	type cursor struct {
 		rs       *rangeState
 		next     uint64
 		nextAddr netip.Addr
+		rest     map[netip.Addr]bool
 	}
 	var curs []cursor
 	var fams []struct {
@@ -227,7 +229,7 @@ func (a *allocator) dryDecide(req *request) ([]netip.Addr, error) {
 				cur int
 			}{fs, fs.cur})
 			for _, rs := range fs.ranges {
-				curs = append(curs, cursor{rs, rs.next, rs.nextAddr})
+				curs = append(curs, cursor{rs, rs.next, rs.nextAddr, maps.Clone(rs.rest)})
 			}
 		}
 	}
@@ -237,6 +239,7 @@ func (a *allocator) dryDecide(req *request) ([]netip.Addr, error) {
 		}
 		for _, c := range curs {
 			c.rs.next, c.rs.nextAddr = c.next, c.nextAddr
+			c.rs.unwake(c.rest)
 		}
 	}()
 	return a.decide(req)
@@ -369,8 +372,9 @@ func (a *allocator) taken(ip netip.Addr) bool {
 	return leased || len(a.reserved[ip]) > 0
 }
 
-// mark sets ip's bit in its pool's bitmap exactly while it is taken.
-func (a *allocator) mark(ip netip.Addr, ps *poolState) {
+// mark sets ip's bit in its pool's bitmap exactly while it is taken (or
+// rests: released is true when its lease was just dropped).
+func (a *allocator) mark(ip netip.Addr, ps *poolState, released bool) {
 	if ps == nil || !ps.usable(ip) {
 		return
 	}
@@ -378,7 +382,7 @@ func (a *allocator) mark(ip netip.Addr, ps *poolState) {
 	if want == a.marked[ip] {
 		return
 	}
-	ps.fams[familyIndex(familyOf(ip))].mark(ip, want)
+	ps.fams[familyIndex(familyOf(ip))].mark(ip, want, released)
 	if want {
 		a.marked[ip] = true
 	} else {
@@ -493,7 +497,7 @@ func (a *allocator) hold(h *holding, ip netip.Addr, ps *poolState) {
 		l = &lease{pool: ps, counted: ps != nil && ps.usable(ip), holders: map[string]*holding{}}
 		a.leases[ip] = l
 		a.changes++
-		a.mark(ip, ps)
+		a.mark(ip, ps, false)
 	}
 	l.holders[h.name] = h
 }
@@ -507,7 +511,7 @@ func (a *allocator) drop(h *holding, ip netip.Addr) {
 	}
 	delete(a.leases, ip)
 	a.changes++
-	a.mark(ip, l.pool)
+	a.mark(ip, l.pool, true)
 }
 
 // unreserve drops the requests of the deleted Service object uid, unless
@@ -543,7 +547,7 @@ func (a *allocator) reserve(name string, uid types.UID, ips []netip.Addr) bool {
 				a.reserved[ip] = map[string]bool{}
 			}
 			a.reserved[ip][name] = true
-			a.mark(ip, a.poolCovering(ip))
+			a.mark(ip, a.poolCovering(ip), false)
 		}
 	}
 	for _, ip := range old {
@@ -552,7 +556,7 @@ func (a *allocator) reserve(name string, uid types.UID, ips []netip.Addr) bool {
 			if len(a.reserved[ip]) == 0 {
 				delete(a.reserved, ip)
 			}
-			a.mark(ip, a.poolCovering(ip))
+			a.mark(ip, a.poolCovering(ip), false)
 		}
 	}
 	return true

@@ -19,7 +19,9 @@ const maxBitmapRange = 1 << 24
 // famState is the allocation state of one IP family of a pool. Allocation is
 // next-fit: it resumes where the previous one stopped, so it never rescans
 // the pool from its start, and a just-released address is handed out again
-// only after the cursor has gone round the whole range.
+// only after the cursor has gone round the whole range. An address released
+// ahead of the cursor (after a restart the cursor is at the range's start,
+// so every release is) rests: it is skipped until the cursor passes it.
 type famState struct {
 	ranges []*rangeState
 	// size is the number of usable addresses, saturated at 2^64-1.
@@ -59,8 +61,10 @@ func (fs *famState) find(ip netip.Addr) *rangeState {
 	return nil
 }
 
-// mark records ip, a usable address of this family, as leased or free.
-func (fs *famState) mark(ip netip.Addr, leased bool) {
+// mark records ip, a usable address of this family, as leased or free;
+// released is true when ip was leased until now (not only reserved), so
+// that it rests if it is ahead of the cursor.
+func (fs *famState) mark(ip netip.Addr, leased, released bool) {
 	rs := fs.find(ip)
 	if rs == nil {
 		return
@@ -73,7 +77,7 @@ func (fs *famState) mark(ip netip.Addr, leased bool) {
 	if fs.inUse != nil {
 		fs.inUse.Set(float64(fs.used))
 	}
-	rs.mark(ip, leased)
+	rs.mark(ip, leased, released)
 }
 
 // pick returns a free address, starting in the range the previous pick
@@ -109,6 +113,10 @@ type rangeState struct {
 	// next is the bitmap cursor (an offset), nextAddr the probing cursor.
 	next     uint64
 	nextAddr netip.Addr
+	// rest are the addresses released ahead of the cursor: free, but still
+	// set in the bitmap (and taken for probing) until the cursor passes
+	// them, or until nothing else in the range is free.
+	rest map[netip.Addr]bool
 }
 
 func newRangeState(r addrpool.Range) *rangeState {
@@ -148,14 +156,54 @@ func (rs *rangeState) at(off uint64) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
-func (rs *rangeState) mark(ip netip.Addr, leased bool) {
+func (rs *rangeState) mark(ip netip.Addr, leased, released bool) {
 	if leased {
 		rs.used++
+		if rs.rest[ip] {
+			// Requested while resting: its bit is already set.
+			delete(rs.rest, ip)
+			return
+		}
 	} else {
 		rs.used--
+		if released && rs.ahead(ip) {
+			if rs.rest == nil {
+				rs.rest = map[netip.Addr]bool{}
+			}
+			rs.rest[ip] = true
+			return
+		}
 	}
 	if rs.leased != nil {
 		rs.setBit(rs.offset(ip), leased)
+	}
+}
+
+// ahead reports whether the cursor reaches ip before it wraps round.
+func (rs *rangeState) ahead(ip netip.Addr) bool {
+	if rs.leased == nil {
+		return ip.Compare(rs.nextAddr) >= 0
+	}
+	return rs.offset(ip) >= rs.next
+}
+
+// wake frees the resting addresses passed by the cursor moving from
+// address from to the address picked, wrapping round the range's end when
+// picked lies before from; with all, every resting address.
+func (rs *rangeState) wake(from, picked netip.Addr, all bool) {
+	wrapped := picked.Less(from)
+	for ip := range rs.rest {
+		passed := ip.Compare(from) >= 0 && ip.Less(picked)
+		if wrapped {
+			passed = ip.Compare(from) >= 0 || ip.Less(picked)
+		}
+		if !all && !passed {
+			continue
+		}
+		delete(rs.rest, ip)
+		if rs.leased != nil {
+			rs.setBit(rs.offset(ip), false)
+		}
 	}
 }
 
@@ -173,11 +221,51 @@ func (rs *rangeState) setBit(off uint64, leased bool) {
 	}
 }
 
+// unwake puts back the resting addresses of rest a pick woke (decide
+// leases nothing, so none of them was leased since).
+func (rs *rangeState) unwake(rest map[netip.Addr]bool) {
+	for ip := range rest {
+		if rs.rest[ip] {
+			continue
+		}
+		if rs.rest == nil {
+			rs.rest = map[netip.Addr]bool{}
+		}
+		rs.rest[ip] = true
+		if rs.leased != nil {
+			rs.setBit(rs.offset(ip), true)
+		}
+	}
+}
+
 // pick returns a free address of a range that has one, from its cursor on,
-// wrapping to its start.
+// wrapping to its start. The resting addresses it passes are free from
+// then on; when only resting addresses are free, they all are.
 func (rs *rangeState) pick(taken func(netip.Addr) bool, probes *uint64) (netip.Addr, bool) {
+	from := rs.cursor()
+	ip, ok := rs.pickUnrested(taken, probes)
+	if !ok && len(rs.rest) > 0 {
+		rs.wake(from, from, true)
+		ip, ok = rs.pickUnrested(taken, probes)
+	}
+	if ok && len(rs.rest) > 0 {
+		rs.wake(from, ip, false)
+	}
+	return ip, ok
+}
+
+// cursor is the address the next pick starts from.
+func (rs *rangeState) cursor() netip.Addr {
 	if rs.leased == nil {
-		return rs.probe(taken, probes)
+		return rs.nextAddr
+	}
+	return rs.at(rs.next)
+}
+
+// pickUnrested is pick skipping the resting addresses.
+func (rs *rangeState) pickUnrested(taken func(netip.Addr) bool, probes *uint64) (netip.Addr, bool) {
+	if rs.leased == nil {
+		return rs.probe(func(ip netip.Addr) bool { return rs.rest[ip] || taken(ip) }, probes)
 	}
 	off, ok := rs.scan(rs.next, rs.size, probes)
 	if !ok {
@@ -214,10 +302,10 @@ func (rs *rangeState) scan(from, to uint64, probes *uint64) (uint64, bool) {
 }
 
 // probe walks a range too large for a bitmap from its cursor. Among any
-// used+1 consecutive addresses one is free, so it stops within used+1
-// probes.
+// used+resting+1 consecutive addresses one is free, so it stops within
+// that many probes.
 func (rs *rangeState) probe(taken func(netip.Addr) bool, probes *uint64) (netip.Addr, bool) {
-	for n := uint64(0); n <= rs.used; n++ {
+	for n := uint64(0); n <= rs.used+uint64(len(rs.rest)); n++ {
 		*probes++
 		ip := rs.nextAddr
 		if ip == rs.Last {

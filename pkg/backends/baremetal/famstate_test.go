@@ -28,7 +28,7 @@ func TestFamStatePickWraps(t *testing.T) {
 			t.Fatalf("pick failed with %d of %d used", fs.used, fs.size)
 		}
 		taken[ip] = true
-		fs.mark(ip, true)
+		fs.mark(ip, true, false)
 		got = append(got, ip.String())
 	}
 	if strings.Join(got, ",") != "10.0.0.1,10.0.0.2,10.0.1.1" {
@@ -39,7 +39,7 @@ func TestFamStatePickWraps(t *testing.T) {
 	}
 	freed := netip.MustParseAddr("10.0.0.2")
 	delete(taken, freed)
-	fs.mark(freed, false)
+	fs.mark(freed, false, true)
 	if ip, ok := pick(); !ok || ip != freed {
 		t.Errorf("after a release pick = %v, %v; want %s", ip, ok, freed)
 	}
@@ -66,7 +66,7 @@ func TestPickModel(t *testing.T) {
 					ip := held[i]
 					held = slices.Delete(held, i, i+1)
 					delete(taken, ip)
-					fs.mark(ip, false)
+					fs.mark(ip, false, true)
 					continue
 				}
 				ip, ok := fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes)
@@ -81,7 +81,7 @@ func TestPickModel(t *testing.T) {
 				}
 				taken[ip] = true
 				held = append(held, ip)
-				fs.mark(ip, true)
+				fs.mark(ip, true, false)
 			}
 		})
 	}

@@ -18,7 +18,8 @@ import (
 //   - an address handed out anew is in no other Service's status and
 //     requested by no other Service;
 //   - no two Services are assigned the same address (no sharing keys here);
-//   - the pool's bitmap and counters mark exactly the taken addresses.
+//   - the pool's bitmap and counters mark exactly the taken addresses (the
+//     bitmap also the resting ones: released ahead of the cursor).
 func TestAllocatorModel(t *testing.T) {
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -159,10 +160,11 @@ func (m *model) check() {
 		}
 		off := rs.offset(ip)
 		bit := rs.leased[off/64]&(1<<(off%64)) != 0
-		if a.taken(ip) != bit || a.marked[ip] != bit {
-			m.t.Fatalf("%s: taken=%v marked=%v bit=%v", ip, a.taken(ip), a.marked[ip], bit)
+		resting := rs.rest[ip]
+		if a.taken(ip) != (bit && !resting) || a.marked[ip] != a.taken(ip) || (resting && !bit) {
+			m.t.Fatalf("%s: taken=%v marked=%v bit=%v resting=%v", ip, a.taken(ip), a.marked[ip], bit, resting)
 		}
-		if bit {
+		if a.taken(ip) {
 			used++
 		}
 	}
