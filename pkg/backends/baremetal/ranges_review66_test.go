@@ -2,6 +2,7 @@ package baremetal
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,7 +62,7 @@ addressPools:
 					}
 				}
 			}
-			if !equalStrings(gave[true], gave[false]) {
+			if !slices.Equal(gave[true], gave[false]) {
 				t.Errorf("release first gave %v, release after gave %v; want the same (192.0.2.1 rests: the order of the move off metal must not decide)", gave[true], gave[false])
 			}
 		})
