@@ -11,8 +11,9 @@ import (
 // at the pool's start) a Service "up" holding 192.0.2.1 goes away while
 // b holds 192.0.2.2. An operator expects the next Service to get
 // 192.0.2.3 whether or not up had requested its address (with
-// load-balancer-ips or spec.loadBalancerIP): either way 192.0.2.1 was
-// just released ahead of the cursor and must rest, or the switch's
+// load-balancer-ips, spec.loadBalancerIP or kube-vip's annotation):
+// either way 192.0.2.1 was just released ahead of the cursor and must
+// rest, or the switch's
 // answer depends on the order of the release again (docs/baremetal.md,
 // "Allocation is next-fit"). A requested address's lease is dropped while
 // its reservation still holds it (mark sees it still taken), and the
@@ -37,6 +38,7 @@ func TestReview66RequestedAddressRestsWhenReleased(t *testing.T) {
 		{"unrequested, deleted", nil, true, false},
 		{"load-balancer-ips, deleted", []svcTweak{withIPs("192.0.2.1")}, true, false},
 		{"spec.loadBalancerIP, deleted", []svcTweak{func(s *corev1.Service) { s.Spec.LoadBalancerIP = "192.0.2.1" }}, true, false},
+		{"kube-vip.io/loadbalancerIPs (reserved), deleted", []svcTweak{withAnnotation(kubeVIPLoadBalancerIPs, "192.0.2.1")}, true, false},
 		{"unrequested, turned ClusterIP", nil, false, false},
 		{"load-balancer-ips, turned ClusterIP", []svcTweak{withIPs("192.0.2.1")}, false, false},
 		{"resting, requested by another Service for a while", nil, true, true},
