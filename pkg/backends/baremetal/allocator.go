@@ -3,7 +3,6 @@ package baremetal
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -126,6 +125,16 @@ type allocator struct {
 	// marked are the usable addresses set in their pool's bitmap: those
 	// leased or reserved.
 	marked map[netip.Addr]bool
+	// restShared are the resting addresses whose last holder had a sharing
+	// key, by key, and restKey the key of each: a Service with the key
+	// joins one as it would have joined it before its last holder left,
+	// whichever came first. An entry goes when its address is leased
+	// again, and is skipped once its address no longer rests.
+	restShared map[string]map[netip.Addr]bool
+	restKey    map[netip.Addr]string
+	// recent are the addresses kept taken by a reservation only, that
+	// were leased or resting when it began: they rest when freed.
+	recent map[netip.Addr]bool
 }
 
 func newAllocator(pools []*pool) *allocator {
@@ -138,6 +147,10 @@ func newAllocator(pools []*pool) *allocator {
 		reserved:  map[netip.Addr]map[string]bool{},
 		requester: map[string]types.UID{},
 		marked:    map[netip.Addr]bool{},
+
+		restShared: map[string]map[netip.Addr]bool{},
+		restKey:    map[netip.Addr]string{},
+		recent:     map[netip.Addr]bool{},
 	}
 	for _, p := range pools {
 		a.names = append(a.names, p.name)
@@ -214,22 +227,22 @@ func (a *allocator) dryDecide(req *request) ([]netip.Addr, error) {
 		rs       *rangeState
 		next     uint64
 		nextAddr netip.Addr
-		rest     map[netip.Addr]bool
+		woken    []netip.Addr
 	}
-	var curs []cursor
-	var fams []struct {
+	var curs []*cursor
+	type famCursor struct {
 		fs  *famState
 		cur int
 	}
+	var fams []famCursor
 	for _, ps := range a.pools {
 		for i := range ps.fams {
 			fs := &ps.fams[i]
-			fams = append(fams, struct {
-				fs  *famState
-				cur int
-			}{fs, fs.cur})
+			fams = append(fams, famCursor{fs, fs.cur})
 			for _, rs := range fs.ranges {
-				curs = append(curs, cursor{rs, rs.next, rs.nextAddr, maps.Clone(rs.rest)})
+				c := &cursor{rs: rs, next: rs.next, nextAddr: rs.nextAddr}
+				rs.woken = &c.woken
+				curs = append(curs, c)
 			}
 		}
 	}
@@ -238,8 +251,8 @@ func (a *allocator) dryDecide(req *request) ([]netip.Addr, error) {
 			f.fs.cur = f.cur
 		}
 		for _, c := range curs {
-			c.rs.next, c.rs.nextAddr = c.next, c.nextAddr
-			c.rs.unwake(c.rest)
+			c.rs.next, c.rs.nextAddr, c.rs.woken = c.next, c.nextAddr, nil
+			c.rs.unwake(c.woken)
 		}
 	}()
 	return a.decide(req)
@@ -318,39 +331,84 @@ func (a *allocator) keep(req *request, f corev1.IPFamily) (netip.Addr, bool) {
 }
 
 // joinShared returns the lowest address of family f held by Services with
-// the request's sharing key that the Service may share.
+// the request's sharing key that the Service may share, or resting after
+// its last such holder left.
 func (a *allocator) joinShared(req *request, f corev1.IPFamily) (netip.Addr, bool) {
 	if req.share.key == "" {
 		return netip.Addr{}, false
 	}
 	var best netip.Addr
+	better := func(ip netip.Addr) {
+		if !best.IsValid() || ip.Less(best) {
+			best = ip
+		}
+	}
 	for ip := range a.shared[req.share.key] {
 		l := a.leases[ip]
 		if familyOf(ip) != f || !l.counted || !a.eligible(req, l.pool) || a.compatible(req, ip) != nil {
 			continue
 		}
-		if !best.IsValid() || ip.Less(best) {
-			best = ip
+		better(ip)
+	}
+	for ip := range a.restShared[req.share.key] {
+		if ps := a.poolCovering(ip); familyOf(ip) == f && a.resting(ip, ps) && a.eligible(req, ps) {
+			better(ip)
 		}
 	}
 	return best, best.IsValid()
 }
 
+// resting reports whether ip, an address of pool ps, rests (is marked
+// resting: mark ends that when ip is taken).
+func (a *allocator) resting(ip netip.Addr, ps *poolState) bool {
+	if ps == nil {
+		return false
+	}
+	rs := ps.fams[familyIndex(familyOf(ip))].find(ip)
+	return rs != nil && rs.rest[ip]
+}
+
+// restShare records that resting ip was last held with sharing key key.
+func (a *allocator) restShare(ip netip.Addr, key string) {
+	m := a.restShared[key]
+	if m == nil {
+		m = map[netip.Addr]bool{}
+		a.restShared[key] = m
+	}
+	m[ip] = true
+	a.restKey[ip] = key
+}
+
+// unrestShare forgets ip's sharing key, now that it is leased again.
+func (a *allocator) unrestShare(ip netip.Addr) {
+	key, ok := a.restKey[ip]
+	if !ok {
+		return
+	}
+	delete(a.restKey, ip)
+	delete(a.restShared[key], ip)
+	if len(a.restShared[key]) == 0 {
+		delete(a.restShared, key)
+	}
+}
+
 // fresh allocates an unleased address of family f from the first eligible
-// pool with one free.
+// pool with one free; a resting address only when no eligible pool has
+// another.
 func (a *allocator) fresh(req *request, f corev1.IPFamily) (netip.Addr, error) {
 	var tried []string
-	var free uint64
-	for _, ps := range a.pools {
-		if !a.eligible(req, ps) || !ps.hasFamily(f) || (req.poolName == "" && !ps.autoAssign) {
-			continue
+	for _, wake := range []bool{false, true} {
+		tried = tried[:0]
+		for _, ps := range a.pools {
+			if !a.eligible(req, ps) || !ps.hasFamily(f) || (req.poolName == "" && !ps.autoAssign) {
+				continue
+			}
+			fs := &ps.fams[familyIndex(f)]
+			if ip, ok := fs.pick(a.taken, &a.probes, wake); ok {
+				return ip, nil
+			}
+			tried = append(tried, fmt.Sprintf("%s (%d of %d in use)", ps.name, fs.used, fs.size))
 		}
-		fs := &ps.fams[familyIndex(f)]
-		if ip, ok := fs.pick(a.taken, &a.probes); ok {
-			return ip, nil
-		}
-		tried = append(tried, fmt.Sprintf("%s (%d of %d in use)", ps.name, fs.used, fs.size))
-		free += fs.free()
 	}
 	if len(tried) == 0 {
 		return netip.Addr{}, backends.NewUserError(ReasonIPFamilyUnavailable, fmt.Errorf("%w: no %s address pool with autoAssign serves namespace %q%s; add one, request an address, or change the Service's ipFamilies/ipFamilyPolicy", errNoPool, f, req.namespace, a.poolHint(req)))
@@ -373,21 +431,33 @@ func (a *allocator) taken(ip netip.Addr) bool {
 }
 
 // mark sets ip's bit in its pool's bitmap exactly while it is taken (or
-// rests: released is true when its lease was just dropped).
+// rests). released is true when ip's lease was just dropped: freed, an
+// address that was leased rests if it lies ahead of its range's cursor,
+// also when a reservation kept it taken for a while after its lease or
+// while it rested (recent).
 func (a *allocator) mark(ip netip.Addr, ps *poolState, released bool) {
 	if ps == nil || !ps.usable(ip) {
 		return
 	}
 	want := a.taken(ip)
 	if want == a.marked[ip] {
+		if want && released {
+			a.recent[ip] = true
+		}
 		return
 	}
-	ps.fams[familyIndex(familyOf(ip))].mark(ip, want, released)
+	fs := &ps.fams[familyIndex(familyOf(ip))]
 	if want {
+		if a.resting(ip, ps) {
+			a.recent[ip] = true
+		}
+		fs.mark(ip, true, false)
 		a.marked[ip] = true
-	} else {
-		delete(a.marked, ip)
+		return
 	}
+	fs.mark(ip, false, released || a.recent[ip])
+	delete(a.recent, ip)
+	delete(a.marked, ip)
 }
 
 // poolCovering returns the pool whose entries include ip, or nil.
@@ -497,6 +567,8 @@ func (a *allocator) hold(h *holding, ip netip.Addr, ps *poolState) {
 		l = &lease{pool: ps, counted: ps != nil && ps.usable(ip), holders: map[string]*holding{}}
 		a.leases[ip] = l
 		a.changes++
+		a.unrestShare(ip)
+		delete(a.recent, ip)
 		a.mark(ip, ps, false)
 	}
 	l.holders[h.name] = h
@@ -512,6 +584,9 @@ func (a *allocator) drop(h *holding, ip netip.Addr) {
 	delete(a.leases, ip)
 	a.changes++
 	a.mark(ip, l.pool, true)
+	if h.share.key != "" && a.resting(ip, l.pool) {
+		a.restShare(ip, h.share.key)
+	}
 }
 
 // unreserve drops the requests of the deleted Service object uid, unless

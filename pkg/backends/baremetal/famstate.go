@@ -1,7 +1,9 @@
 package baremetal
 
 import (
+	"container/heap"
 	"encoding/binary"
+	"maps"
 	"math/bits"
 	"net/netip"
 	"slices"
@@ -19,9 +21,10 @@ const maxBitmapRange = 1 << 24
 // famState is the allocation state of one IP family of a pool. Allocation is
 // next-fit: it resumes where the previous one stopped, so it never rescans
 // the pool from its start, and a just-released address is handed out again
-// only after the cursor has gone round the whole range. An address released
-// ahead of the cursor (after a restart the cursor is at the range's start,
-// so every release is) rests: it is skipped until the cursor passes it.
+// only after the cursor has gone round the whole range. An address freed
+// ahead of the cursor (after a restart or a reload the cursor is at the
+// range's start, so every release is) rests: it is skipped until the
+// cursor passes it.
 type famState struct {
 	ranges []*rangeState
 	// size is the number of usable addresses, saturated at 2^64-1.
@@ -61,10 +64,10 @@ func (fs *famState) find(ip netip.Addr) *rangeState {
 	return nil
 }
 
-// mark records ip, a usable address of this family, as leased or free;
-// released is true when ip was leased until now (not only reserved), so
-// that it rests if it is ahead of the cursor.
-func (fs *famState) mark(ip netip.Addr, leased, released bool) {
+// mark records ip, a usable address of this family, as taken or free;
+// with rest, an address freed ahead of its range's cursor rests (one that
+// was leased: clients may still send to it).
+func (fs *famState) mark(ip netip.Addr, leased, rest bool) {
 	rs := fs.find(ip)
 	if rs == nil {
 		return
@@ -77,14 +80,15 @@ func (fs *famState) mark(ip netip.Addr, leased, released bool) {
 	if fs.inUse != nil {
 		fs.inUse.Set(float64(fs.used))
 	}
-	rs.mark(ip, leased, released)
+	rs.mark(ip, leased, rest)
 }
 
 // pick returns a free address, starting in the range the previous pick
 // ended in and moving on only when a range is full. taken is the
 // authoritative test for ranges without a bitmap; probes counts the words
-// or addresses looked at.
-func (fs *famState) pick(taken func(netip.Addr) bool, probes *uint64) (netip.Addr, bool) {
+// or addresses looked at; wake lets a range with only resting addresses
+// free wake them (the caller tries every pool without it first).
+func (fs *famState) pick(taken func(netip.Addr) bool, probes *uint64, wake bool) (netip.Addr, bool) {
 	if fs.used >= fs.size {
 		return netip.Addr{}, false
 	}
@@ -94,7 +98,7 @@ func (fs *famState) pick(taken func(netip.Addr) bool, probes *uint64) (netip.Add
 		if rs.used >= rs.size {
 			continue
 		}
-		if ip, ok := rs.pick(taken, probes); ok {
+		if ip, ok := rs.pick(taken, probes, wake); ok {
 			fs.cur = ri
 			return ip, true
 		}
@@ -113,10 +117,28 @@ type rangeState struct {
 	// next is the bitmap cursor (an offset), nextAddr the probing cursor.
 	next     uint64
 	nextAddr netip.Addr
-	// rest are the addresses released ahead of the cursor: free, but still
+	// rest are the addresses freed ahead of the cursor: free, but still
 	// set in the bitmap (and taken for probing) until the cursor passes
-	// them, or until nothing else in the range is free.
-	rest map[netip.Addr]bool
+	// them, or until no pool the Service may use has another free address;
+	// restq orders them (a min-heap; entries no longer resting are skipped).
+	rest  map[netip.Addr]bool
+	restq addrHeap
+	// woken, while a dry run runs, collects the addresses its picks woke.
+	woken *[]netip.Addr
+}
+
+// addrHeap is a min-heap of addresses.
+type addrHeap []netip.Addr
+
+func (h addrHeap) Len() int           { return len(h) }
+func (h addrHeap) Less(i, j int) bool { return h[i].Less(h[j]) }
+func (h addrHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *addrHeap) Push(x any)        { *h = append(*h, x.(netip.Addr)) }
+func (h *addrHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func newRangeState(r addrpool.Range) *rangeState {
@@ -156,7 +178,7 @@ func (rs *rangeState) at(off uint64) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
-func (rs *rangeState) mark(ip netip.Addr, leased, released bool) {
+func (rs *rangeState) mark(ip netip.Addr, leased, rest bool) {
 	if leased {
 		rs.used++
 		if rs.rest[ip] {
@@ -166,11 +188,8 @@ func (rs *rangeState) mark(ip netip.Addr, leased, released bool) {
 		}
 	} else {
 		rs.used--
-		if released && rs.ahead(ip) {
-			if rs.rest == nil {
-				rs.rest = map[netip.Addr]bool{}
-			}
-			rs.rest[ip] = true
+		if rest && rs.ahead(ip) {
+			rs.addRest(ip)
 			return
 		}
 	}
@@ -187,23 +206,51 @@ func (rs *rangeState) ahead(ip netip.Addr) bool {
 	return rs.offset(ip) >= rs.next
 }
 
-// wake frees the resting addresses passed by the cursor moving from
-// address from to the address picked, wrapping round the range's end when
-// picked lies before from; with all, every resting address.
+// addRest makes ip, free and ahead of the cursor (or behind it once
+// the cursor is put back by a dry run), rest; its bit stays set.
+func (rs *rangeState) addRest(ip netip.Addr) {
+	if rs.rest == nil {
+		rs.rest = map[netip.Addr]bool{}
+	}
+	rs.rest[ip] = true
+	heap.Push(&rs.restq, ip)
+	if len(rs.restq) > 2*len(rs.rest)+64 {
+		// Entries of addresses leased while resting pile up: rebuild.
+		rs.restq = slices.Collect(maps.Keys(rs.rest))
+		heap.Init(&rs.restq)
+	}
+	if rs.leased != nil {
+		rs.setBit(rs.offset(ip), true)
+	}
+}
+
+// wake frees the resting addresses the cursor passed moving from address
+// from to picked (every resting address lies ahead of the cursor, so
+// those below picked unless the pick wrapped round the range's end, and
+// then all of them); with all, every one.
 func (rs *rangeState) wake(from, picked netip.Addr, all bool) {
-	wrapped := picked.Less(from)
-	for ip := range rs.rest {
-		passed := ip.Compare(from) >= 0 && ip.Less(picked)
-		if wrapped {
-			passed = ip.Compare(from) >= 0 || ip.Less(picked)
+	if all || picked.Less(from) {
+		for ip := range rs.rest {
+			rs.free(ip)
 		}
-		if !all && !passed {
-			continue
+		rs.restq = nil
+		return
+	}
+	for len(rs.restq) > 0 && rs.restq[0].Less(picked) {
+		if ip := heap.Pop(&rs.restq).(netip.Addr); rs.rest[ip] {
+			rs.free(ip)
 		}
-		delete(rs.rest, ip)
-		if rs.leased != nil {
-			rs.setBit(rs.offset(ip), false)
-		}
+	}
+}
+
+// free ends ip's rest.
+func (rs *rangeState) free(ip netip.Addr) {
+	delete(rs.rest, ip)
+	if rs.leased != nil {
+		rs.setBit(rs.offset(ip), false)
+	}
+	if rs.woken != nil {
+		*rs.woken = append(*rs.woken, ip)
 	}
 }
 
@@ -221,30 +268,23 @@ func (rs *rangeState) setBit(off uint64, leased bool) {
 	}
 }
 
-// unwake puts back the resting addresses of rest a pick woke (decide
+// unwake puts back the resting addresses a dry run's picks woke (decide
 // leases nothing, so none of them was leased since).
-func (rs *rangeState) unwake(rest map[netip.Addr]bool) {
-	for ip := range rest {
-		if rs.rest[ip] {
-			continue
-		}
-		if rs.rest == nil {
-			rs.rest = map[netip.Addr]bool{}
-		}
-		rs.rest[ip] = true
-		if rs.leased != nil {
-			rs.setBit(rs.offset(ip), true)
+func (rs *rangeState) unwake(woken []netip.Addr) {
+	for _, ip := range woken {
+		if !rs.rest[ip] {
+			rs.addRest(ip)
 		}
 	}
 }
 
 // pick returns a free address of a range that has one, from its cursor on,
 // wrapping to its start. The resting addresses it passes are free from
-// then on; when only resting addresses are free, they all are.
-func (rs *rangeState) pick(taken func(netip.Addr) bool, probes *uint64) (netip.Addr, bool) {
+// then on; with wake, when only resting addresses are free, they all are.
+func (rs *rangeState) pick(taken func(netip.Addr) bool, probes *uint64, wake bool) (netip.Addr, bool) {
 	from := rs.cursor()
 	ip, ok := rs.pickUnrested(taken, probes)
-	if !ok && len(rs.rest) > 0 {
+	if !ok && wake && len(rs.rest) > 0 {
 		rs.wake(from, from, true)
 		ip, ok = rs.pickUnrested(taken, probes)
 	}

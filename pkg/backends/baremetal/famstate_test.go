@@ -19,7 +19,7 @@ func TestFamStatePickWraps(t *testing.T) {
 	taken := map[netip.Addr]bool{}
 	var probes uint64
 	pick := func() (netip.Addr, bool) {
-		return fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes)
+		return fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes, true)
 	}
 	var got []string
 	for range 3 {
@@ -69,7 +69,7 @@ func TestPickModel(t *testing.T) {
 					fs.mark(ip, false, true)
 					continue
 				}
-				ip, ok := fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes)
+				ip, ok := fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes, true)
 				if !ok {
 					if uint64(len(held)) != fs.size {
 						t.Fatalf("step %d: pick failed with %d of %d held", step, len(held), fs.size)

@@ -11,6 +11,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/addrpool"
 )
 
 // PrepareReconfigure takes new settings without a restart (see
@@ -89,7 +90,63 @@ func (a *allocator) withPools(pools []*pool) *allocator {
 	for _, name := range slices.Sorted(maps.Keys(a.requests)) {
 		na.reserve(name, a.requester[name], a.requests[name])
 	}
+	na.carryCursors(a)
 	return na
+}
+
+// carryCursors keeps across a reload where allocation resumes and which
+// addresses rest: a range kept as it was keeps its cursor, a pool family
+// whose ranges are all kept the range it resumes in, and an address that
+// rested rests again wherever a new range covers it ahead of its cursor
+// (a new range's cursor is at its start), free and usable; one a
+// reservation keeps taken after its lease rests when freed, as before.
+func (a *allocator) carryCursors(old *allocator) {
+	ranges := map[addrpool.Range]*rangeState{}
+	var resting []netip.Addr
+	for _, ps := range old.pools {
+		for i := range ps.fams {
+			for _, rs := range ps.fams[i].ranges {
+				ranges[rs.Range] = rs
+				resting = append(resting, slices.Collect(maps.Keys(rs.rest))...)
+			}
+		}
+	}
+	for _, ps := range a.pools {
+		ops := old.byName[ps.name]
+		for i := range ps.fams {
+			fs := &ps.fams[i]
+			kept := ops != nil && len(ops.fams[i].ranges) == len(fs.ranges)
+			for j, rs := range fs.ranges {
+				if o := ranges[rs.Range]; o != nil {
+					rs.next, rs.nextAddr = o.next, o.nextAddr
+				}
+				kept = kept && ops.fams[i].ranges[j].Range == rs.Range
+			}
+			if kept {
+				fs.cur = ops.fams[i].cur
+			}
+		}
+	}
+	for ip := range old.recent {
+		if a.taken(ip) {
+			a.recent[ip] = true
+		}
+	}
+	slices.SortFunc(resting, netip.Addr.Compare)
+	for _, ip := range resting {
+		ps := a.poolCovering(ip)
+		if ps == nil || !ps.usable(ip) || a.taken(ip) {
+			continue
+		}
+		rs := ps.fams[familyIndex(familyOf(ip))].find(ip)
+		if rs == nil || !rs.ahead(ip) {
+			continue
+		}
+		rs.addRest(ip)
+		if key := old.restKey[ip]; key != "" {
+			a.restShare(ip, key)
+		}
+	}
 }
 
 // covered returns the addresses some pool covers.

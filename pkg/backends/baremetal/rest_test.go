@@ -76,7 +76,7 @@ func TestRestingAddressWakes(t *testing.T) {
 		var probes uint64
 		pick := func() netip.Addr {
 			t.Helper()
-			ip, ok := fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes)
+			ip, ok := fs.pick(func(ip netip.Addr) bool { return taken[ip] }, &probes, true)
 			if !ok {
 				t.Fatalf("bitmap %v: pick failed", bitmap)
 			}
