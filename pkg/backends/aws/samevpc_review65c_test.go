@@ -37,6 +37,7 @@ func review65cBackend(t *testing.T, name, url string) *Cloud {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	unregisterWhenDone(t, c.(*Cloud))
 	return c.(*Cloud)
 }
 

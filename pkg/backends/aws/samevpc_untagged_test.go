@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -107,4 +108,18 @@ func TestUntaggedUpstreamNLBClaimPlannedAsMade(t *testing.T) {
 		t.Errorf("after aws-1's adoption with aws-2 live, the NLB's %s tag is %q, want aws-1", tagBackend, got)
 	}
 	runtime.KeepAlive(other)
+}
+
+// unregisterWhenDone takes c out of the live registry when the test ends:
+// a later test's backend, alone in the same (test) VPC, would otherwise
+// find it live (sharesVPC) until the garbage collector takes it, and tag
+// an upstream NLB it adopts. Only a weak pointer is kept, so that c can
+// still be collected during the test (TestReview65cRenamedBackendLetGoIsNotLive).
+func unregisterWhenDone(t testing.TB, c *Cloud) {
+	w := weak.Make(c.lb)
+	t.Cleanup(func() {
+		live.mu.Lock()
+		defer live.mu.Unlock()
+		live.lbs = slices.DeleteFunc(live.lbs, func(p weak.Pointer[LoadBalancer]) bool { return p == w })
+	})
 }
