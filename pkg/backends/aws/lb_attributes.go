@@ -438,12 +438,16 @@ func (l *LoadBalancer) lbTags(ctx context.Context, lb *elbtypes.LoadBalancer) (m
 	return tagMaps(out)[awssdk.ToString(lb.LoadBalancerArn)], nil
 }
 
-// claim tags the existing NLB lb as this backend's when it names another
-// backend, one no longer live, or none (an NLB the upstream provider
-// made): before the reconcile changes anything, so that from then on no
-// other backend of the VPC takes it (liveOther), even if this reconcile
-// fails half-way. A plan shows the AddTags (the dry-run client records
-// it), as the switch makes it (TestPlanMatchesSwitchAcrossClouds).
+// claim tags the existing NLB lb as this backend's when d.retagBackend
+// says so (observe): it names another backend, one no longer live, or
+// none (an NLB the upstream provider made) while another backend is live
+// in the same VPC and region. It comes before the reconcile or node sync
+// changes anything, so that from then on no other backend of the VPC
+// takes or deletes it (liveOther), even if this reconcile fails half-way.
+// A lone backend leaves the upstream provider's NLB untagged: a switch
+// from upstream changes nothing (test/upstream-aws). A plan shows the
+// AddTags (the dry-run client records it), as the switch makes it
+// (TestPlanMatchesSwitchAcrossClouds).
 func (l *LoadBalancer) claim(ctx context.Context, d *desiredLB, lb *elbtypes.LoadBalancer) error {
 	if lb == nil || !d.retagBackend {
 		return nil
@@ -452,6 +456,7 @@ func (l *LoadBalancer) claim(ctx context.Context, d *desiredLB, lb *elbtypes.Loa
 		Tags: elbTags(map[string]string{tagBackend: l.backend})}); err != nil {
 		return fmt.Errorf("AddTags %s: %w", tagBackend, err)
 	}
+	d.retagBackend = false
 	klog.FromContext(ctx).V(2).Info("Tagged the load balancer as this backend's", "tag", tagBackend)
 	return nil
 }

@@ -59,12 +59,13 @@ type desiredLB struct {
 	source *corev1.Service
 	spec   string
 	// retagBackend: the Service's NLB is tagged as another backend's, one
-	// no longer live (observe, findLB); the reconcile first tags it as
-	// this backend's (claim). An NLB of the upstream provider's, with no
-	// such tag, is adopted unchanged (a switch from upstream changes
-	// nothing): left open, another aws backend of the same VPC can adopt
-	// it too (TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC,
-	// on branch rv65c).
+	// no longer live, or as none (the upstream provider's) while another
+	// backend is live in the same VPC and region (observe, findLB); the
+	// reconcile or node sync first tags it as this backend's (claim), so
+	// that the other backend neither takes nor deletes it
+	// (TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC).
+	// A lone backend adopts the upstream provider's NLB unchanged (a
+	// switch from upstream changes nothing).
 	retagBackend bool
 	// byoSGs are the security groups the Service brings
 	// (AnnotationSecurityGroups), extraSGs those it adds

@@ -29,7 +29,9 @@ import (
 // the backend last began to reconcile the NLB for (upstream's node sync
 // can hand the one from before an edit), it uses that version instead
 // (specMemory): the nodes are the node sync's news, the shape the last
-// Ensure's.
+// Ensure's. An NLB the backend adopted untagged from the upstream
+// provider is tagged as its own first (claim) once another backend is
+// live in the same VPC and region.
 func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
 	if managedElsewhere(svc) {
 		return cloudprovider.ImplementedElsewhere
@@ -54,6 +56,9 @@ func (l *LoadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName strin
 	gen := l.dropVerified(n)
 	d, lb, err := l.observe(ctx, svc, nodes)
 	if err != nil || lb == nil {
+		return err
+	}
+	if err := l.claim(ctx, d, lb); err != nil {
 		return err
 	}
 	why, err := l.retarget(ctx, d, lb, gen)
@@ -82,6 +87,9 @@ func (l *LoadBalancer) updateVerified(ctx context.Context, svc *corev1.Service, 
 	d, err := l.desired(ctx, svc, nodes)
 	if err != nil || d.undecided() {
 		return false, nil
+	}
+	if l.untagged.has(d.names.service) && l.sharesVPC() {
+		return false, nil // the whole path tags it as this backend's (claim)
 	}
 	l.targetTypes.remember(svc, d.targetType, d.keepIP)
 	return l.retargetVerified(ctx, d)

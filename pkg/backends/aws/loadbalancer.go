@@ -38,13 +38,14 @@ var errNotOurs = errors.New("exists but is not tagged as this cluster's and Serv
 // deleted.
 var errOtherVPC = errors.New("is not in the backend's VPC")
 
-// errOtherBackend says the NLB with the Service's name is tagged
-// (tagBackend) as another aws backend's that is live in this process in
-// the same VPC and region (liveOther): the backend's name of a Service's NLB does
-// not depend on the backend, so two backends of one account, region and
-// VPC name it alike. Nothing of it, nor of its target groups and security
-// group (named alike too), is changed or deleted.
-var errOtherBackend = errors.New("is tagged as the load balancer of another backend")
+// errOtherBackend says the NLB with the Service's name is another aws
+// backend's that is live in this process in the same VPC and region:
+// tagged so (tagBackend, liveOther), or, untagged (the upstream
+// provider's), served by it (holderOf): the backend's name of a Service's
+// NLB does not depend on the backend, so two backends of one account,
+// region and VPC name it alike. Nothing of it, nor of its target groups
+// and security group (named alike too), is changed or deleted.
+var errOtherBackend = errors.New("is the load balancer of another backend")
 
 // notOurs reports whether err is findLB's for an NLB with the Service's
 // name that is not the backend's (errNotOurs, errOtherVPC,
@@ -79,6 +80,9 @@ type LoadBalancer struct {
 	// specs are the versions of the Services the NLBs were last
 	// reconciled for (specMemory, UpdateLoadBalancer).
 	specs specMemory
+	// untagged are the Services' NLBs found without a backend tag
+	// (heldUntagged): the upstream provider's, adopted unchanged.
+	untagged heldUntagged
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
@@ -311,7 +315,10 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 		return nil, nil, err
 	}
 	existing, tags, err := l.findLB(ctx, d.names)
-	d.retagBackend = existing != nil && tags[tagBackend] != "" && tags[tagBackend] != l.backend
+	if err == nil || notOurs(err) {
+		l.untagged.set(d.names.service, untaggedARN(existing, tags))
+	}
+	d.retagBackend = existing != nil && tags[tagBackend] != l.backend && (tags[tagBackend] != "" || l.sharesVPC())
 	switch {
 	case errors.Is(err, errOtherVPC):
 		return nil, nil, backends.NewUserError(reasonNameConflict, fmt.Errorf("%w: an NLB's name is unique per account and region, so a Service cannot have one in two VPCs of a region at once; "+
@@ -406,6 +413,9 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	}
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
+	if err == nil || notOurs(err) {
+		l.untagged.set(n.service, "")
+	}
 	if errors.Is(err, errOtherBackend) {
 		klog.FromContext(ctx).Info("Leaving the load balancer with this Service's name, its target groups and security group alone: they are another backend's", "reason", err.Error())
 		return nil
@@ -507,6 +517,15 @@ func (l *LoadBalancer) unprotectAndDelete(ctx context.Context, lb *elbtypes.Load
 	return err
 }
 
+// untaggedARN is the NLB lb's ARN when it has no backend tag (tags: its
+// own), else "".
+func untaggedARN(lb *elbtypes.LoadBalancer, tags map[string]string) string {
+	if lb == nil || tags[tagBackend] != "" {
+		return ""
+	}
+	return awssdk.ToString(lb.LoadBalancerArn)
+}
+
 // findLB returns the Service's NLB, nil if there is none, or errNotOurs
 // (with the load balancer) if one with its name is not tagged as ours.
 // Without one of our name, an NLB the upstream AWS provider made for the
@@ -524,7 +543,10 @@ func (l *LoadBalancer) unprotectAndDelete(ctx context.Context, lb *elbtypes.Load
 // that is not (renamed, or removed from the config) is adopted, and the
 // reconcile tags it as this backend's (from the tags it returns, the
 // NLB's), so that it is not another's when a backend of that name comes
-// back (TestReview65bAdoptedNLBTurnsForeignWhenItsOldTagComesBack).
+// back (TestReview65bAdoptedNLBTurnsForeignWhenItsOldTagComesBack). An
+// NLB with no backend tag (the upstream provider's) that another backend
+// live in the same VPC and region serves (holderOf) is errOtherBackend
+// too (TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC).
 func (l *LoadBalancer) findLB(ctx context.Context, n names) (*elbtypes.LoadBalancer, map[string]string, error) {
 	lb, tags, err := l.describeLB(ctx, n.lb)
 	switch {
@@ -545,14 +567,22 @@ func (l *LoadBalancer) findLB(ctx context.Context, n names) (*elbtypes.LoadBalan
 }
 
 // unlessOtherBackends returns the NLB lb, tagged tags, or errOtherBackend
-// (naming both backends) when it is another live backend's (liveOther).
+// (naming both backends) when it is another live backend's: tagged as
+// its (liveOther), or untagged and served by it (holderOf).
 func (l *LoadBalancer) unlessOtherBackends(lb *elbtypes.LoadBalancer, tags map[string]string) (*elbtypes.LoadBalancer, map[string]string, error) {
 	other := tags[tagBackend]
+	if other == "" {
+		if holder := l.holderOf(awssdk.ToString(lb.LoadBalancerArn)); holder != "" {
+			return nil, nil, fmt.Errorf("backend %q: load balancer %s (%s) %w %q, live in this process in the same VPC, which adopted it from the upstream provider and serves it (its next reconcile or node sync tags it %s=%s)",
+				l.backend, awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.LoadBalancerArn), errOtherBackend, holder, tagBackend, holder)
+		}
+		return lb, tags, nil
+	}
 	if !l.liveOther(other) {
 		return lb, tags, nil
 	}
-	return nil, nil, fmt.Errorf("backend %q: load balancer %s (%s) %w %q, live in this process in the same VPC (configured now, or removed by a reload moments ago)",
-		l.backend, awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.LoadBalancerArn), errOtherBackend, other)
+	return nil, nil, fmt.Errorf("backend %q: load balancer %s (%s) %w %q (tagged %s), live in this process in the same VPC (configured now, or removed by a reload moments ago)",
+		l.backend, awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.LoadBalancerArn), errOtherBackend, other, tagBackend)
 }
 
 // adopted reports whether lb is an NLB the upstream provider made.

@@ -36,6 +36,7 @@ func review65Backend(t *testing.T, e *env, name string) *Cloud {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	unregisterWhenDone(t, c.(*Cloud))
 	return c.(*Cloud)
 }
 

@@ -37,6 +37,7 @@ func review65bBackend(t *testing.T, e *env, name, keyVar, secretVar string) *Clo
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	unregisterWhenDone(t, c.(*Cloud))
 	return c.(*Cloud)
 }
 

@@ -37,7 +37,47 @@ func review65cBackend(t *testing.T, name, url string) *Cloud {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	unregisterWhenDone(t, c.(*Cloud))
 	return c.(*Cloud)
+}
+
+// TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC: the
+// move of TestReview65MoveBetweenTwoBackendsOfOneVPC for a Service whose
+// NLB aws-1 adopted from cloud-provider-aws (named "a"+UID, which does
+// not depend on the backend either). The adoption leaves the NLB without
+// a multicloud-ccm.io/backend tag (missingTags adds it only when another
+// backend's tag is there: d.retagBackend), so liveOther never sees aws-1
+// in it: aws-2 adopts it too, and aws-1's delete at the drain's end
+// deletes the NLB aws-2 now serves the Service with. The operator expects
+// the move refused (LoadBalancerNameConflict) as for an NLB aws-1 made,
+// and the NLB left with aws-1 when the refused move is undone (the router
+// retires aws-1 only once aws-2 served).
+func TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC(t *testing.T) {
+	e := newEnv(t)
+	other := review65cBackend(t, "aws-2", e.url)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	ctx := context.Background()
+	dns := upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
+	e.ensure(t, svc, nodes) // aws-1 adopts upstream's NLB
+	if got := e.onlyLB(t); got.DNSName != dns {
+		t.Fatalf("setup: aws-1 serves %s, want the adopted %s", got.DNSName, dns)
+	}
+	t.Logf("the adopted NLB's backend tag: %q", e.onlyLB(t).Tags[tagBackend])
+	lbB, _ := other.LoadBalancer()
+	_, err := lbB.EnsureLoadBalancer(ctx, testCluster, svc, nodes)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonNameConflict {
+		t.Errorf("aws-2's Ensure while aws-1 serves the Service from the NLB it adopted: %v, want a %s user error", err, reasonNameConflict)
+	}
+	// The router retires aws-1 only once aws-2 served; refused, the move
+	// is undone: aws-2's delete must leave aws-1's NLB.
+	if err := lbB.EnsureLoadBalancerDeleted(ctx, testCluster, svc); err != nil {
+		t.Logf("aws-2's delete: %v", err)
+	}
+	if lbs := e.fake.LoadBalancers(); len(lbs) != 1 || lbs[0].DNSName != dns || lbs[0].Tags[tagBackend] != "aws-1" {
+		t.Errorf("after aws-2's Ensure (%v) and its delete (the move undone), NLBs %+v: want aws-1's adopted NLB kept, tagged as aws-1's", err, lbs)
+	}
+	runtime.KeepAlive(other)
 }
 
 // TestReview65cSameVPCBackendWithItsEndpointSpelledOtherwise: two aws
