@@ -315,7 +315,9 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 		return nil, nil, err
 	}
 	existing, tags, err := l.findLB(ctx, d.names)
-	if err == nil || notOurs(err) {
+	if (err == nil || notOurs(err)) && !backends.DryRun(ctx) {
+		// A dry run (a plan, the router's look before a move) claims
+		// nothing: another backend would refuse the NLB for it.
 		l.untagged.set(d.names.service, untaggedARN(existing, tags))
 	}
 	d.retagBackend = existing != nil && tags[tagBackend] != l.backend && (tags[tagBackend] != "" || l.sharesVPC())
@@ -413,7 +415,7 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	}
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
-	if err == nil || notOurs(err) {
+	if (err == nil || notOurs(err)) && !backends.DryRun(ctx) {
 		l.untagged.set(n.service, "")
 	}
 	if errors.Is(err, errOtherBackend) {

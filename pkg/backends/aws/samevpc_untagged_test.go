@@ -123,3 +123,30 @@ func unregisterWhenDone(t testing.TB, c *Cloud) {
 		live.lbs = slices.DeleteFunc(live.lbs, func(p weak.Pointer[LoadBalancer]) bool { return p == w })
 	})
 }
+
+// TestDryRunOfASecondBackendClaimsNoUntaggedNLB: a dry run (a plan, or
+// the router's look at a backend before a move) of aws-2 that finds
+// upstream's untagged NLB before aws-1 has served it records nothing: aws-1
+// then adopts and serves it as before, and aws-2's own Ensure is the one
+// refused.
+func TestDryRunOfASecondBackendClaimsNoUntaggedNLB(t *testing.T) {
+	e := newEnv(t)
+	other := review65cBackend(t, "aws-2", e.url)
+	nodes := e.awsNodes(1, 2)
+	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	dns := upstreamNLB(t, e, svc, instanceID(1), instanceID(2))
+	lbB, _ := other.LoadBalancer()
+	dctx, _ := backends.WithDryRun(context.Background())
+	if _, err := lbB.EnsureLoadBalancer(dctx, testCluster, svc, nodes); err != nil {
+		t.Fatalf("aws-2's dry run, nobody serving the NLB yet: %v", err)
+	}
+	e.ensure(t, svc, nodes) // aws-1 adopts it: not refused for aws-2's dry run
+	if got := e.onlyLB(t); got.DNSName != dns || got.Tags[tagBackend] != "aws-1" {
+		t.Errorf("after aws-2's dry run and aws-1's Ensure: NLB %s tagged %s=%q, want %s tagged aws-1", got.DNSName, tagBackend, got.Tags[tagBackend], dns)
+	}
+	_, err := lbB.EnsureLoadBalancer(context.Background(), testCluster, svc, nodes)
+	if ue, ok := backends.AsUserError(err); !ok || ue.Reason != reasonNameConflict {
+		t.Errorf("aws-2's Ensure after aws-1 adopted the NLB: %v, want a %s user error", err, reasonNameConflict)
+	}
+	runtime.KeepAlive(other)
+}
