@@ -254,7 +254,7 @@ func TestReview66bRestartThenTheServingBackendsNodeSyncTagsFirst(t *testing.T) {
 	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
 	ctx := context.Background()
 	dns := upstreamNLB(t, e, svc, instanceID(1), instanceID(2)) // adopted unchanged by the earlier run's aws-1
-	other := review66bBackend(t, "aws-2", e.url)                  // the new run: aws-1 (e.cloud) and aws-2
+	other := review66bBackend(t, "aws-2", e.url)                // the new run: aws-1 (e.cloud) and aws-2
 	lbA, _ := e.cloud.LoadBalancer()
 	lbB, _ := other.LoadBalancer()
 	if err := lbA.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
