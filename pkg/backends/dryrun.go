@@ -56,6 +56,9 @@ type dryRunKey struct{}
 type dryRun struct {
 	mu      sync.Mutex
 	intents []Intent
+	// state is what the backends made up for the rest of the run
+	// (DryRunState).
+	state sync.Map
 }
 
 // WithDryRun returns a ctx under which a backend's EnsureLoadBalancer,
@@ -110,6 +113,16 @@ func DryRun(ctx context.Context) bool {
 func DryRunScope(ctx context.Context) any {
 	if d, ok := ctx.Value(dryRunKey{}).(*dryRun); ok {
 		return d
+	}
+	return nil
+}
+
+// DryRunState returns the store of ctx's dry run (nil outside one): what
+// a backend's read-only mode made up for later calls of the same run to
+// see, as the real run would have made it. It lives as long as the run.
+func DryRunState(ctx context.Context) *sync.Map {
+	if d, ok := ctx.Value(dryRunKey{}).(*dryRun); ok {
+		return &d.state
 	}
 	return nil
 }

@@ -71,6 +71,7 @@ func buildCloud(t testing.TB, url string, tweaks ...func(*Settings)) *Cloud {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	unregisterWhenDone(t, c.(*Cloud))
 	return c.(*Cloud)
 }
 

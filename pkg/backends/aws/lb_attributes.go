@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // Target-group attributes the Service may set, and the values each takes.
@@ -457,6 +458,14 @@ func (l *LoadBalancer) claim(ctx context.Context, d *desiredLB, lb *elbtypes.Loa
 		return fmt.Errorf("AddTags %s: %w", tagBackend, err)
 	}
 	d.retagBackend = false
+	if !backends.DryRun(ctx) {
+		// Tagged: nothing left to claim, so the node sync's fast path
+		// comes back at once (TestReview66bNodeSyncFastPathAfterTheClaim);
+		// still held until the next look finds the tag, for a backend
+		// that read it untagged a moment ago
+		// (TestReview66bConcurrentEnsuresOfTwoBackendsOfOneVPC).
+		l.untagged.markClaimed(d.names.service)
+	}
 	klog.FromContext(ctx).V(2).Info("Tagged the load balancer as this backend's", "tag", tagBackend)
 	return nil
 }

@@ -88,7 +88,7 @@ func (l *LoadBalancer) updateVerified(ctx context.Context, svc *corev1.Service, 
 	if err != nil || d.undecided() {
 		return false, nil
 	}
-	if l.untagged.has(d.names.service) && l.sharesVPC() {
+	if l.untagged.needsClaim(d.names.service) && l.sharesVPC() {
 		return false, nil // the whole path tags it as this backend's (claim)
 	}
 	l.targetTypes.remember(svc, d.targetType, d.keepIP)

@@ -1,8 +1,12 @@
 package aws
 
 import (
+	"context"
+	"maps"
 	"sync"
 	"weak"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
 // live are the load-balancer halves of every aws backend this process
@@ -16,10 +20,24 @@ var live struct {
 	lbs []weak.Pointer[LoadBalancer]
 }
 
-// register adds l to live.
+// register adds l to live. A backend a reload rebuilt (the same name,
+// cluster, VPC, region and ELBv2 endpoint, its predecessor still live)
+// takes over what its predecessor remembered per Service: the untagged
+// NLBs it serves (TestReview66bRebuiltBackendStillHoldsTheUntaggedNLB:
+// else another backend of the VPC takes them once the old object is
+// collected) and the versions its reconciles began with (specMemory). A
+// rebuild that also changes the endpoint starts afresh, as before.
 func register(l *LoadBalancer) *LoadBalancer {
 	live.mu.Lock()
 	defer live.mu.Unlock()
+	for _, p := range live.lbs {
+		if o := p.Value(); o != nil && o.backend == l.backend && o.clusterID == l.clusterID &&
+			o.settings.VPC == l.settings.VPC && o.settings.Region == l.settings.Region &&
+			o.settings.Endpoints.ELBv2 == l.settings.Endpoints.ELBv2 {
+			l.untagged.copyFrom(&o.untagged)
+			l.specs.copyFrom(&o.specs)
+		}
+	}
 	live.lbs = append(live.lbs, weak.Make(l))
 	return l
 }
@@ -67,8 +85,17 @@ func (l *LoadBalancer) sharesVPC() bool {
 
 // holderOf returns the other backend live in the same VPC and region
 // (liveOthers) that serves the untagged NLB arn (heldUntagged), "" if
-// none does.
-func (l *LoadBalancer) holderOf(arn string) string {
+// none does. In a dry run, what the run itself held or let go (hold)
+// comes first.
+func (l *LoadBalancer) holderOf(ctx context.Context, arn string) string {
+	if m := backends.DryRunState(ctx); m != nil {
+		if v, ok := m.Load(dryHoldKey{arn}); ok {
+			if name := v.(string); name != "" && name != l.backend && l.liveOther(name) {
+				return name
+			}
+			return ""
+		}
+	}
 	var holder string
 	l.liveOthers(func(o *LoadBalancer) bool {
 		if o.untagged.holds(arn) {
@@ -80,6 +107,41 @@ func (l *LoadBalancer) holderOf(arn string) string {
 	return holder
 }
 
+// hold records arn as the untagged NLB the backend found as the Service's
+// ("": none, or it let it go). A dry run's stays in the run
+// (backends.DryRunState): a later call of the same plan, another
+// backend's included, sees it as the switch would (a Service on two
+// backends of one VPC: TestReview66bPlanOfAServiceOnTwoBackendsOfOneVPC).
+func (l *LoadBalancer) hold(ctx context.Context, service, arn string) {
+	m := backends.DryRunState(ctx)
+	if m == nil {
+		l.untagged.set(service, arn)
+		return
+	}
+	key := dryServiceKey{l.backend, service}
+	if arn == "" {
+		if v, ok := m.Load(key); ok {
+			arn = v.(string)
+		} else {
+			arn = l.untagged.arnOf(service)
+		}
+		if arn != "" {
+			m.Store(dryHoldKey{arn}, "")
+		}
+		m.Delete(key)
+		return
+	}
+	m.Store(key, arn)
+	m.Store(dryHoldKey{arn}, l.backend)
+}
+
+// dryHoldKey keys, in a dry run's state, the backend holding an untagged
+// NLB ("" let go); dryServiceKey a backend's untagged NLB of a Service.
+type (
+	dryHoldKey    struct{ arn string }
+	dryServiceKey struct{ backend, service string }
+)
+
 // heldUntagged are the NLBs without a multicloud-ccm.io/backend tag (the
 // upstream provider's, adopted unchanged while the backend was alone in
 // its VPC) that the backend last found as a Service's (observe): another
@@ -90,6 +152,11 @@ type heldUntagged struct {
 	mu sync.Mutex
 	// arns are the NLBs by Service, services the Services by NLB.
 	arns, services map[string]string
+	// claimed are the Services whose NLB this backend has since tagged
+	// (claim): still held until the next look at it finds the tag, so that
+	// another backend that read it untagged a moment before still finds
+	// it this one's; no longer to be claimed (needsClaim).
+	claimed map[string]bool
 }
 
 // set records arn as the Service's untagged NLB ("": it has none).
@@ -100,20 +167,49 @@ func (h *heldUntagged) set(service, arn string) {
 		delete(h.services, old)
 		delete(h.arns, service)
 	}
+	delete(h.claimed, service)
 	if arn == "" {
 		return
 	}
 	if h.arns == nil {
-		h.arns, h.services = map[string]string{}, map[string]string{}
+		h.arns, h.services, h.claimed = map[string]string{}, map[string]string{}, map[string]bool{}
 	}
 	h.arns[service], h.services[arn] = arn, service
 }
 
-// has reports whether the Service's NLB was found untagged.
-func (h *heldUntagged) has(service string) bool {
+// markClaimed records that the Service's held NLB is tagged as this
+// backend's now.
+func (h *heldUntagged) markClaimed(service string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.arns[service] != ""
+	if h.arns[service] != "" {
+		h.claimed[service] = true
+	}
+}
+
+// copyFrom adds what o holds.
+func (h *heldUntagged) copyFrom(o *heldUntagged) {
+	o.mu.Lock()
+	held := maps.Clone(o.arns)
+	o.mu.Unlock()
+	for service, arn := range held {
+		h.set(service, arn)
+	}
+}
+
+// arnOf returns the Service's untagged NLB, "" if none.
+func (h *heldUntagged) arnOf(service string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.arns[service]
+}
+
+// needsClaim reports whether the Service's NLB was found untagged and
+// this backend has not tagged it since.
+func (h *heldUntagged) needsClaim(service string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.arns[service] != "" && !h.claimed[service]
 }
 
 // holds reports whether arn is one of the untagged NLBs held.

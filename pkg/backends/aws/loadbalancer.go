@@ -315,10 +315,10 @@ func (l *LoadBalancer) observe(ctx context.Context, svc *corev1.Service, nodes [
 		return nil, nil, err
 	}
 	existing, tags, err := l.findLB(ctx, d.names)
-	if (err == nil || notOurs(err)) && !backends.DryRun(ctx) {
-		// A dry run (a plan, the router's look before a move) claims
-		// nothing: another backend would refuse the NLB for it.
-		l.untagged.set(d.names.service, untaggedARN(existing, tags))
+	if err == nil || notOurs(err) {
+		// A dry run's (a plan, the router's look before a move) stays in
+		// the run: a backend live beside it would refuse the NLB for it.
+		l.hold(ctx, d.names.service, untaggedARN(existing, tags))
 	}
 	d.retagBackend = existing != nil && tags[tagBackend] != l.backend && (tags[tagBackend] != "" || l.sharesVPC())
 	switch {
@@ -415,8 +415,8 @@ func (l *LoadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterNam
 	}
 	ctx = l.withView(withService(withClusterName(ctx, clusterName), svc, n), n)
 	theirs, err := l.deleteLB(ctx, n, protected(svc))
-	if (err == nil || notOurs(err)) && !backends.DryRun(ctx) {
-		l.untagged.set(n.service, "")
+	if err == nil || notOurs(err) {
+		l.hold(ctx, n.service, "")
 	}
 	if errors.Is(err, errOtherBackend) {
 		klog.FromContext(ctx).Info("Leaving the load balancer with this Service's name, its target groups and security group alone: they are another backend's", "reason", err.Error())
@@ -560,21 +560,21 @@ func (l *LoadBalancer) findLB(ctx context.Context, n names) (*elbtypes.LoadBalan
 	case lb != nil && !l.ownedELB(tags, n):
 		return nil, nil, fmt.Errorf("load balancer %s %w", n.lb, errNotOurs)
 	case lb != nil:
-		return l.unlessOtherBackends(lb, tags)
+		return l.unlessOtherBackends(ctx, lb, tags)
 	}
 	if lb, tags, err = l.describeLB(ctx, n.upstream); err != nil || lb == nil || !l.ownedELB(tags, n) || awssdk.ToString(lb.VpcId) != l.settings.VPC {
 		return nil, nil, err
 	}
-	return l.unlessOtherBackends(lb, tags)
+	return l.unlessOtherBackends(ctx, lb, tags)
 }
 
 // unlessOtherBackends returns the NLB lb, tagged tags, or errOtherBackend
 // (naming both backends) when it is another live backend's: tagged as
 // its (liveOther), or untagged and served by it (holderOf).
-func (l *LoadBalancer) unlessOtherBackends(lb *elbtypes.LoadBalancer, tags map[string]string) (*elbtypes.LoadBalancer, map[string]string, error) {
+func (l *LoadBalancer) unlessOtherBackends(ctx context.Context, lb *elbtypes.LoadBalancer, tags map[string]string) (*elbtypes.LoadBalancer, map[string]string, error) {
 	other := tags[tagBackend]
 	if other == "" {
-		if holder := l.holderOf(awssdk.ToString(lb.LoadBalancerArn)); holder != "" {
+		if holder := l.holderOf(ctx, awssdk.ToString(lb.LoadBalancerArn)); holder != "" {
 			return nil, nil, fmt.Errorf("backend %q: load balancer %s (%s) %w %q, live in this process in the same VPC, which adopted it from the upstream provider and serves it (its next reconcile or node sync tags it %s=%s)",
 				l.backend, awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.LoadBalancerArn), errOtherBackend, holder, tagBackend, holder)
 		}

@@ -90,7 +90,7 @@ func review66bServedByOld(t *testing.T, e *env, name string, svc *corev1.Service
 // with aws-1.
 func TestReview66bRebuiltBackendStillHoldsTheUntaggedNLB(t *testing.T) {
 	e := newEnv(t)
-	review66bIsolate(t, e.cloud) // e.cloud: the new aws-1, built by the reload
+	review66bIsolate(t) // e.cloud is not in it: the reload builds the new aws-1 after the old one served
 	nodes := e.awsNodes(1, 2)
 	svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
 	ctx := context.Background()
@@ -99,6 +99,9 @@ func TestReview66bRebuiltBackendStillHoldsTheUntaggedNLB(t *testing.T) {
 	if got := e.onlyLB(t).Tags[tagBackend]; got != "" {
 		t.Fatalf("setup: the old aws-1, alone, tagged the adopted NLB %s=%q", tagBackend, got)
 	}
+	// The reload: a new aws-1 (same name, VPC and region) while the old
+	// object is still live, and aws-2 beside it.
+	rebuilt := review66bBackend(t, "aws-1", e.url)
 	other := review66bBackend(t, "aws-2", e.url)
 	lbB, _ := other.LoadBalancer()
 	if _, err := lbB.EnsureLoadBalancer(ctx, testCluster, svc, nodes); err == nil {
@@ -119,11 +122,12 @@ func TestReview66bRebuiltBackendStillHoldsTheUntaggedNLB(t *testing.T) {
 	if got := e.onlyLB(t).Tags[tagBackend]; got == "aws-2" {
 		t.Errorf("the NLB aws-1 serves the Service with is now tagged %s=aws-2", tagBackend)
 	}
-	lbA, _ := e.cloud.LoadBalancer()
+	lbA, _ := rebuilt.LoadBalancer()
 	if err := lbA.UpdateLoadBalancer(ctx, testCluster, svc, nodes); err != nil {
 		t.Errorf("the rebuilt aws-1's node sync (the reload's re-sync) of its own Service: %v", err)
 	}
 	runtime.KeepAlive(other)
+	runtime.KeepAlive(rebuilt)
 }
 
 // TestReview66bHoldsSurviveDryRunsAndAnotherServicesDelete: aws-1, alone,
