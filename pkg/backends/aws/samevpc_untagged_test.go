@@ -8,6 +8,8 @@ import (
 	"testing"
 	"weak"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
@@ -149,4 +151,30 @@ func TestDryRunOfASecondBackendClaimsNoUntaggedNLB(t *testing.T) {
 		t.Errorf("aws-2's Ensure after aws-1 adopted the NLB: %v, want a %s user error", err, reasonNameConflict)
 	}
 	runtime.KeepAlive(other)
+}
+
+// TestRebuiltBackendKeepsTheVersionsItsPredecessorBegan: a reload rebuilds
+// aws-1 (a new object of the same name, VPC, region and endpoints) right
+// after its Ensure removed port 443; upstream's node sync, listed before
+// the edit, hands the new object the Service from before it. The new
+// object uses the version its predecessor last began to reconcile (as the
+// old object would have: TestReview65NodeSyncWithTheSpecBeforeAPortWasRemoved),
+// so the listener stays removed.
+func TestRebuiltBackendKeepsTheVersionsItsPredecessorBegan(t *testing.T) {
+	e := newEnv(t)
+	nodes := e.awsNodes(1, 3)
+	after := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+	before := after.DeepCopy()
+	withPort("tls", corev1.ProtocolTCP, 443, 30443)(before)
+	e.ensure(t, before, nodes)
+	e.ensure(t, after, nodes)
+	rebuilt := review65cBackend(t, "aws-1", e.url)
+	lbi, _ := rebuilt.LoadBalancer()
+	if err := lbi.UpdateLoadBalancer(context.Background(), testCluster, before, nodes[:2]); err != nil {
+		t.Logf("the rebuilt backend's node sync with the old spec: %v", err)
+	}
+	if got := listenerTo(t, e, "443"); got != "" {
+		t.Errorf("the rebuilt backend's node sync with the spec from before port 443 was removed put its listener back (to %s)", got)
+	}
+	runtime.KeepAlive(e.cloud)
 }
