@@ -94,7 +94,9 @@ func TestReview66cPlanOfAMoveWithDrain(t *testing.T) {
 			_, err := lbB.EnsureLoadBalancer(ctx, testCluster, svc.DeepCopy(), nodes)
 			return err
 		}},
-		{"aws-1 delete", func(ctx context.Context) error { return lbA.EnsureLoadBalancerDeleted(ctx, testCluster, svc.DeepCopy()) }},
+		{"aws-1 delete", func(ctx context.Context) error {
+			return lbA.EnsureLoadBalancerDeleted(ctx, testCluster, svc.DeepCopy())
+		}},
 	}
 	dctx, intents := backends.WithDryRun(context.Background())
 	var planned [][]string

@@ -110,4 +110,3 @@ func TestReview66cNodeSyncAfterAFailedClaim(t *testing.T) {
 	}
 	runtime.KeepAlive(other)
 }
-
