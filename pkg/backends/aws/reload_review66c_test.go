@@ -3,10 +3,12 @@ package aws
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
 	"weak"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -108,5 +110,51 @@ func TestReview66cNodeSyncAfterAFailedClaim(t *testing.T) {
 	if got := e.onlyLB(t).Tags[tagBackend]; got != "aws-1" {
 		t.Errorf("after a failed claim and another node sync the NLB is tagged %s=%q, want aws-1", tagBackend, got)
 	}
+	runtime.KeepAlive(other)
+}
+
+// TestReview66cConcurrentCallsWhileAReloadRebuilds: aws-1 and aws-2 (one
+// VPC) ensure and node-sync Services whose NLBs are upstream's while a
+// reload builds a new aws-1 (register copies the old one's holds and
+// versions). The operator expects no data race (run with -race) and each
+// Service served by exactly one backend.
+func TestReview66cConcurrentCallsWhileAReloadRebuilds(t *testing.T) {
+	e := newEnv(t)
+	review66bIsolate(t, e.cloud)
+	other := review66bBackend(t, "aws-2", e.url)
+	nodes := e.awsNodes(1, 2)
+	lbA, _ := e.cloud.LoadBalancer()
+	lbB, _ := other.LoadBalancer()
+	ctx := context.Background()
+	var rebuilt []*Cloud
+	for i := range 4 {
+		svc := newService("web", withAnnotation(AnnotationTargetType, targetInstance))
+		svc.Name = "web" + string(rune('a'+i))
+		svc.UID += types.UID("-" + svc.Name[3:])
+		review66bUpstreamNLB(t, e, svc, "k8s-default-"+svc.Name+"-0a1b2c3d4e", instanceID(1), instanceID(2))
+		var wg sync.WaitGroup
+		var errA, errB error
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			if _, errA = lbA.EnsureLoadBalancer(ctx, testCluster, svc.DeepCopy(), nodes); errA == nil {
+				errA = lbA.UpdateLoadBalancer(ctx, testCluster, svc.DeepCopy(), nodes)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, errB = lbB.EnsureLoadBalancer(ctx, testCluster, svc.DeepCopy(), nodes); errB == nil {
+				errB = lbB.UpdateLoadBalancer(ctx, testCluster, svc.DeepCopy(), nodes)
+			}
+		}()
+		var c *Cloud
+		go func() { defer wg.Done(); c = review66bBackend(t, "aws-1", e.url) }()
+		wg.Wait()
+		rebuilt = append(rebuilt, c)
+		if (errA == nil) == (errB == nil) {
+			t.Errorf("%s: aws-1 %v; aws-2 %v; want exactly one to serve it", svc.Name, errA, errB)
+		}
+	}
+	runtime.KeepAlive(rebuilt)
 	runtime.KeepAlive(other)
 }
