@@ -57,8 +57,8 @@ type dryRun struct {
 	mu      sync.Mutex
 	intents []Intent
 	// state is what the backends made up for the rest of the run
-	// (DryRunState).
-	state sync.Map
+	// (DryRunState), shared with the dry runs nested in it.
+	state *sync.Map
 }
 
 // WithDryRun returns a ctx under which a backend's EnsureLoadBalancer,
@@ -73,7 +73,12 @@ type dryRun struct {
 // made under such a ctx (RefuseInDryRun): a mutation that slips past the
 // read-only mode fails loudly instead of changing the cloud.
 func WithDryRun(ctx context.Context) (context.Context, func() []Intent) {
-	d := &dryRun{}
+	d := &dryRun{state: &sync.Map{}}
+	if parent, ok := ctx.Value(dryRunKey{}).(*dryRun); ok {
+		// A step of an enclosing run (a plan's Service, then each backend
+		// call in it) sees what the run's earlier steps made up.
+		d.state = parent.state
+	}
 	return context.WithValue(ctx, dryRunKey{}, d), func() []Intent {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -107,22 +112,15 @@ func DryRun(ctx context.Context) bool {
 	return ok
 }
 
-// DryRunScope returns an opaque key of ctx's dry run (nil outside one): a
-// backend's read-only mode keys by it what one dry run made up or deleted,
-// so that a later call of the same run sees it as the real run would.
-func DryRunScope(ctx context.Context) any {
-	if d, ok := ctx.Value(dryRunKey{}).(*dryRun); ok {
-		return d
-	}
-	return nil
-}
-
 // DryRunState returns the store of ctx's dry run (nil outside one): what
 // a backend's read-only mode made up for later calls of the same run to
-// see, as the real run would have made it. It lives as long as the run.
+// see, as the real run would have made it. Dry runs nested in one (a
+// plan's per-Service run, the router's decision in it, each backend call)
+// share the outermost's. It lives as long as the outermost run; keep no
+// reference to the run in it.
 func DryRunState(ctx context.Context) *sync.Map {
 	if d, ok := ctx.Value(dryRunKey{}).(*dryRun); ok {
-		return &d.state
+		return d.state
 	}
 	return nil
 }

@@ -225,24 +225,18 @@ func (c dryRunELB) ModifyTargetGroup(ctx context.Context, in *elbv2.ModifyTarget
 	return c.ELBAPI.ModifyTargetGroup(ctx, in, opts...)
 }
 
-// dryRunDeleted are the target groups a dry run deleted, by
-// (backends.DryRunScope, ARN): the group is still there to read, and a
-// later step of the same reconcile (the unattached groups' cleanup after
-// an NLB replaced, say) would delete it again, where the real run finds it
-// gone. One entry per group a plan deletes; a plan is one process.
-var dryRunDeleted sync.Map
-
-type dryRunDeletedKey struct {
-	scope any
-	arn   string
-}
+// dryRunDeletedKey keys, in a dry run's state (backends.DryRunState),
+// a target group the run deleted: the group is still there to read, and a
+// later step of the same run (the unattached groups' cleanup after an NLB
+// replaced, say) would delete it again, where the real run finds it gone.
+type dryRunDeletedKey struct{ arn string }
 
 // DeleteTargetGroup under a dry run records the delete once per group (a
 // second delete of it in the same run is AWS's answer for a group gone:
 // nothing to do).
 func (c dryRunELB) DeleteTargetGroup(ctx context.Context, in *elbv2.DeleteTargetGroupInput, opts ...func(*elbv2.Options)) (*elbv2.DeleteTargetGroupOutput, error) {
-	if backends.DryRun(ctx) {
-		if _, again := dryRunDeleted.LoadOrStore(dryRunDeletedKey{backends.DryRunScope(ctx), awssdk.ToString(in.TargetGroupArn)}, true); again {
+	if m := backends.DryRunState(ctx); m != nil {
+		if _, again := m.LoadOrStore(dryRunDeletedKey{awssdk.ToString(in.TargetGroupArn)}, true); again {
 			return &elbv2.DeleteTargetGroupOutput{}, nil
 		}
 	}

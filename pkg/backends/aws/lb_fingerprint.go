@@ -59,24 +59,11 @@ func specFingerprint(svc *corev1.Service) string {
 // Service's shape is the last Ensure's. With none known (after a restart
 // or a takeover the controllers list the Services afresh and ensure each,
 // so the version handed is the current one) the version handed is used.
-// A reload that rebuilds the backend hands the new one what the old one
-// remembered (register).
+// A reload that rebuilds the backend has the new one share the old one's
+// (register).
 type specMemory struct {
 	mu sync.Mutex
 	m  map[string]versionBegun
-}
-
-// copyFrom adds the versions o remembers (a reload's predecessor: register).
-func (s *specMemory) copyFrom(o *specMemory) {
-	o.mu.Lock()
-	got := maps.Clone(o.m)
-	o.mu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]versionBegun{}
-	}
-	maps.Copy(s.m, got)
 }
 
 // versionBegun is a Service as a reconcile began with it: its identity,

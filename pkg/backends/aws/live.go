@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"maps"
 	"sync"
 	"weak"
 
@@ -22,11 +21,15 @@ var live struct {
 
 // register adds l to live. A backend a reload rebuilt (the same name,
 // cluster, VPC, region and ELBv2 endpoint, its predecessor still live)
-// takes over what its predecessor remembered per Service: the untagged
-// NLBs it serves (TestReview66bRebuiltBackendStillHoldsTheUntaggedNLB:
+// shares what its predecessor remembers per Service, from then on: the
+// untagged NLBs it serves (TestReview66bRebuiltBackendStillHoldsTheUntaggedNLB:
 // else another backend of the VPC takes them once the old object is
-// collected) and the versions its reconciles began with (specMemory). A
-// rebuild that also changes the endpoint starts afresh, as before.
+// collected) and the versions its reconciles began with (specMemory).
+// Shared, not copied: the old object's calls still in flight record in
+// the same memory (TestReview66cOldObjectsInFlightAdoptionAfterTheCopy),
+// and every generation of rebuilds has one
+// (TestReview66cTwoRebuildsAfterAnInFlightEnsure). A rebuild that also
+// changes the endpoint starts afresh.
 func register(l *LoadBalancer) *LoadBalancer {
 	live.mu.Lock()
 	defer live.mu.Unlock()
@@ -34,8 +37,8 @@ func register(l *LoadBalancer) *LoadBalancer {
 		if o := p.Value(); o != nil && o.backend == l.backend && o.clusterID == l.clusterID &&
 			o.settings.VPC == l.settings.VPC && o.settings.Region == l.settings.Region &&
 			o.settings.Endpoints.ELBv2 == l.settings.Endpoints.ELBv2 {
-			l.untagged.copyFrom(&o.untagged)
-			l.specs.copyFrom(&o.specs)
+			l.untagged, l.specs = o.untagged, o.specs
+			break
 		}
 	}
 	live.lbs = append(live.lbs, weak.Make(l))
@@ -184,16 +187,6 @@ func (h *heldUntagged) markClaimed(service string) {
 	defer h.mu.Unlock()
 	if h.arns[service] != "" {
 		h.claimed[service] = true
-	}
-}
-
-// copyFrom adds what o holds.
-func (h *heldUntagged) copyFrom(o *heldUntagged) {
-	o.mu.Lock()
-	held := maps.Clone(o.arns)
-	o.mu.Unlock()
-	for service, arn := range held {
-		h.set(service, arn)
 	}
 }
 

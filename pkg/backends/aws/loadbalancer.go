@@ -79,14 +79,15 @@ type LoadBalancer struct {
 	verified verifiedViews
 	// specs are the versions of the Services the NLBs were last
 	// reconciled for (specMemory, UpdateLoadBalancer).
-	specs specMemory
+	specs *specMemory
 	// untagged are the Services' NLBs found without a backend tag
 	// (heldUntagged): the upstream provider's, adopted unchanged.
-	untagged heldUntagged
+	untagged *heldUntagged
 }
 
 func newLoadBalancer(name, clusterID string, s *Settings, ec2c EC2API, elbc ELBAPI, inst *Instances) *LoadBalancer {
-	return register(&LoadBalancer{backend: name, clusterID: clusterID, settings: s, ec2: ec2c, elb: elbc, instances: inst, subnetTTL: subnetTTL})
+	return register(&LoadBalancer{backend: name, clusterID: clusterID, settings: s, ec2: ec2c, elb: elbc, instances: inst, subnetTTL: subnetTTL,
+		specs: &specMemory{}, untagged: &heldUntagged{}})
 }
 
 // withService puts the Service (and its NLB's name) into ctx's logger, and

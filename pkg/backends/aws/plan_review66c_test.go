@@ -156,7 +156,7 @@ func TestReview66cDryRunStateLivesAsLongAsTheRun(t *testing.T) {
 	lbA, _ := e.cloud.LoadBalancer()
 	type sentinel struct {
 		p *corev1.Service
-		b [64]byte
+		_ [64]byte
 	}
 	w := func() weak.Pointer[sentinel] {
 		dctx, intents := backends.WithDryRun(context.Background())

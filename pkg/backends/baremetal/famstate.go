@@ -52,9 +52,6 @@ func newFamState(ranges []addrpool.Range) famState {
 	return fs
 }
 
-// free returns how many usable addresses are not leased.
-func (fs *famState) free() uint64 { return fs.size - fs.used }
-
 // find returns the range holding ip, or nil.
 func (fs *famState) find(ip netip.Addr) *rangeState {
 	i := sort.Search(len(fs.ranges), func(i int) bool { return ip.Compare(fs.ranges[i].Last) <= 0 })
