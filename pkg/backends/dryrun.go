@@ -57,8 +57,9 @@ type dryRun struct {
 	mu      sync.Mutex
 	intents []Intent
 	// state is what the backends made up for the rest of the run
-	// (DryRunState), shared with the dry runs nested in it.
-	state *sync.Map
+	// (DryRunState), shared with the dry runs nested in it; own is this
+	// run's alone (DryRunOwnState).
+	state, own *sync.Map
 }
 
 // WithDryRun returns a ctx under which a backend's EnsureLoadBalancer,
@@ -73,7 +74,7 @@ type dryRun struct {
 // made under such a ctx (RefuseInDryRun): a mutation that slips past the
 // read-only mode fails loudly instead of changing the cloud.
 func WithDryRun(ctx context.Context) (context.Context, func() []Intent) {
-	d := &dryRun{state: &sync.Map{}}
+	d := &dryRun{state: &sync.Map{}, own: &sync.Map{}}
 	if parent, ok := ctx.Value(dryRunKey{}).(*dryRun); ok {
 		// A step of an enclosing run (a plan's Service, then each backend
 		// call in it) sees what the run's earlier steps made up.
@@ -121,6 +122,17 @@ func DryRun(ctx context.Context) bool {
 func DryRunState(ctx context.Context) *sync.Map {
 	if d, ok := ctx.Value(dryRunKey{}).(*dryRun); ok {
 		return d.state
+	}
+	return nil
+}
+
+// DryRunOwnState is DryRunState for the innermost dry run alone (nil
+// outside one): what one backend call made up for its own later steps (a
+// plan's per-call run), which the next call of the plan, as its real
+// counterpart, does not see.
+func DryRunOwnState(ctx context.Context) *sync.Map {
+	if d, ok := ctx.Value(dryRunKey{}).(*dryRun); ok {
+		return d.own
 	}
 	return nil
 }

@@ -225,17 +225,18 @@ func (c dryRunELB) ModifyTargetGroup(ctx context.Context, in *elbv2.ModifyTarget
 	return c.ELBAPI.ModifyTargetGroup(ctx, in, opts...)
 }
 
-// dryRunDeletedKey keys, in a dry run's state (backends.DryRunState),
-// a target group the run deleted: the group is still there to read, and a
-// later step of the same run (the unattached groups' cleanup after an NLB
-// replaced, say) would delete it again, where the real run finds it gone.
+// dryRunDeletedKey keys, in a dry run's own state
+// (backends.DryRunOwnState: one backend call's, as before), a target group
+// the run deleted: the group is still there to read, and a later step of
+// the same call (the unattached groups' cleanup after an NLB replaced,
+// say) would delete it again, where the real call finds it gone.
 type dryRunDeletedKey struct{ arn string }
 
 // DeleteTargetGroup under a dry run records the delete once per group (a
 // second delete of it in the same run is AWS's answer for a group gone:
 // nothing to do).
 func (c dryRunELB) DeleteTargetGroup(ctx context.Context, in *elbv2.DeleteTargetGroupInput, opts ...func(*elbv2.Options)) (*elbv2.DeleteTargetGroupOutput, error) {
-	if m := backends.DryRunState(ctx); m != nil {
+	if m := backends.DryRunOwnState(ctx); m != nil {
 		if _, again := m.LoadOrStore(dryRunDeletedKey{awssdk.ToString(in.TargetGroupArn)}, true); again {
 			return &elbv2.DeleteTargetGroupOutput{}, nil
 		}
