@@ -52,6 +52,14 @@ func newEnv(t testing.TB, tweaks ...func(*Settings)) *env {
 // the fast test budget (testBudget) unless a tweak sets rateLimits.
 func buildCloud(t testing.TB, url string, tweaks ...func(*Settings)) *Cloud {
 	t.Helper()
+	return namedCloud(t, "aws-1", url, tweaks...)
+}
+
+// namedCloud builds the aws backend name against the fake at url (the
+// test region and VPC, the fast test budget, then tweaks); it leaves the
+// live registry when the test ends.
+func namedCloud(t testing.TB, name, url string, tweaks ...func(*Settings)) *Cloud {
+	t.Helper()
 	t.Setenv("TEST_AWS_KEY", "AKIDFAKE")
 	t.Setenv("TEST_AWS_SECRET", "fake-secret")
 	raw := fmt.Sprintf(`{"region": %q, "vpc": %q, "endpoints": {"ec2": %q, "elbv2": %q, "sts": %q},
@@ -67,7 +75,7 @@ func buildCloud(t testing.TB, url string, tweaks ...func(*Settings)) *Cloud {
 	for _, tw := range tweaks {
 		tw(s)
 	}
-	c, err := New(context.Background(), backends.Options{Name: "aws-1", ClusterID: testCluster, Settings: s})
+	c, err := New(context.Background(), backends.Options{Name: name, ClusterID: testCluster, Settings: s})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"runtime"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -21,23 +19,7 @@ import (
 // env's fake, in the env's VPC (buildCloud always names it aws-1).
 func review65Backend(t *testing.T, e *env, name string) *Cloud {
 	t.Helper()
-	t.Setenv("TEST_AWS_KEY", "AKIDFAKE")
-	t.Setenv("TEST_AWS_SECRET", "fake-secret")
-	raw := fmt.Sprintf(`{"region": %q, "vpc": %q, "endpoints": {"ec2": %q, "elbv2": %q, "sts": %q},
-		"credentials": {"accessKeyID": {"env": "TEST_AWS_KEY"}, "secretAccessKey": {"env": "TEST_AWS_SECRET"}},
-		"retry": {"maxAttempts": 6, "maxBackoff": "5ms"}}`, testRegion, testVPC, e.url, e.url, e.url)
-	settings, errs := ParseSection([]byte(raw), field.NewPath("aws"), t.TempDir())
-	if len(errs) > 0 {
-		t.Fatalf("settings: %v", errs.ToAggregate())
-	}
-	s := settings.(*Settings)
-	testBudget(s)
-	c, err := New(context.Background(), backends.Options{Name: name, ClusterID: testCluster, Settings: s})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	unregisterWhenDone(t, c.(*Cloud))
-	return c.(*Cloud)
+	return namedCloud(t, name, e.url)
 }
 
 // TestReview65MoveBetweenTwoBackendsOfOneVPC: fff8ece makes a move

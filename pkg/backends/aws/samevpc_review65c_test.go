@@ -2,13 +2,11 @@ package aws
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -22,23 +20,7 @@ import (
 // spelled as given).
 func review65cBackend(t *testing.T, name, url string) *Cloud {
 	t.Helper()
-	t.Setenv("TEST_AWS_KEY", "AKIDFAKE")
-	t.Setenv("TEST_AWS_SECRET", "fake-secret")
-	raw := fmt.Sprintf(`{"region": %q, "vpc": %q, "endpoints": {"ec2": %q, "elbv2": %q, "sts": %q},
-		"credentials": {"accessKeyID": {"env": "TEST_AWS_KEY"}, "secretAccessKey": {"env": "TEST_AWS_SECRET"}},
-		"retry": {"maxAttempts": 6, "maxBackoff": "5ms"}}`, testRegion, testVPC, url, url, url)
-	settings, errs := ParseSection([]byte(raw), field.NewPath("aws"), t.TempDir())
-	if len(errs) > 0 {
-		t.Fatalf("settings: %v", errs.ToAggregate())
-	}
-	s := settings.(*Settings)
-	testBudget(s)
-	c, err := New(context.Background(), backends.Options{Name: name, ClusterID: testCluster, Settings: s})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	unregisterWhenDone(t, c.(*Cloud))
-	return c.(*Cloud)
+	return namedCloud(t, name, url)
 }
 
 // TestReview65cMoveOfAnAdoptedUpstreamNLBBetweenTwoBackendsOfOneVPC: the

@@ -2,13 +2,10 @@ package aws
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"slices"
 	"testing"
 	"weak"
-
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
@@ -22,26 +19,7 @@ import (
 // out of the live registry when the test ends (unregisterWhenDone).
 func review66bBackend(t *testing.T, name, url string, tweaks ...func(*Settings)) *Cloud {
 	t.Helper()
-	t.Setenv("TEST_AWS_KEY", "AKIDFAKE")
-	t.Setenv("TEST_AWS_SECRET", "fake-secret")
-	raw := fmt.Sprintf(`{"region": %q, "vpc": %q, "endpoints": {"ec2": %q, "elbv2": %q, "sts": %q},
-		"credentials": {"accessKeyID": {"env": "TEST_AWS_KEY"}, "secretAccessKey": {"env": "TEST_AWS_SECRET"}},
-		"retry": {"maxAttempts": 6, "maxBackoff": "5ms"}}`, testRegion, testVPC, url, url, url)
-	settings, errs := ParseSection([]byte(raw), field.NewPath("aws"), t.TempDir())
-	if len(errs) > 0 {
-		t.Fatalf("settings: %v", errs.ToAggregate())
-	}
-	s := settings.(*Settings)
-	testBudget(s)
-	for _, tw := range tweaks {
-		tw(s)
-	}
-	c, err := New(context.Background(), backends.Options{Name: name, ClusterID: testCluster, Settings: s})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	unregisterWhenDone(t, c.(*Cloud))
-	return c.(*Cloud)
+	return namedCloud(t, name, url, tweaks...)
 }
 
 // review66bIsolate empties the live registry but for keep for the rest of
