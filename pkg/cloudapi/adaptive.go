@@ -6,19 +6,18 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi/limits"
 )
 
-// Modes of a bucket (RateLimit.Mode).
+// Modes of a bucket (RateLimit.Mode): limits.ModeAdaptive and
+// limits.ModeFixed, which say what each does.
 const (
-	// ModeAdaptive: the configured rate is a ceiling. The bucket starts
-	// there, halves its rate when the cloud throttles a request anyway
-	// (the account's bucket is spent by someone else too), and climbs
-	// back by a tenth of the ceiling for each second without throttling.
-	// The default.
-	ModeAdaptive = "adaptive"
-	// ModeFixed: the configured rate, whatever the cloud answers; a
-	// throttled request is only retried.
-	ModeFixed = "fixed"
+	// ModeAdaptive: the configured rate is a ceiling, cut when the cloud
+	// throttles anyway. The default.
+	ModeAdaptive = limits.ModeAdaptive
+	// ModeFixed: the configured rate, whatever the cloud answers.
+	ModeFixed = limits.ModeFixed
 )
 
 // The adaptive mode's control law, additive increase and multiplicative
