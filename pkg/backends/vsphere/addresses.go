@@ -9,11 +9,11 @@ import (
 
 // nodeAddresses chooses a VM's node addresses by the rules: per IP family,
 // one InternalIP and one ExternalIP, then the guest's DNS name as Hostname.
-func (a *AddressRules) nodeAddresses(vm *vmInfo) []corev1.NodeAddress {
-	usable := a.usable(vm.IPs)
+func nodeAddresses(a *AddressRules, vm *vmInfo) []corev1.NodeAddress {
+	usable := usableIPs(a, vm.IPs)
 	var internal, external []corev1.NodeAddress
 	for _, family := range a.IPFamilies {
-		in, ex := a.pick(usable, family)
+		in, ex := pick(a, usable, family)
 		if in != "" {
 			internal = append(internal, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: in})
 		}
@@ -34,16 +34,16 @@ type usableIP struct {
 	network string
 }
 
-// usable drops addresses that are malformed, loopback, link-local,
+// usableIPs drops addresses that are malformed, loopback, link-local,
 // unspecified, multicast or excluded.
-func (a *AddressRules) usable(ips []guestIP) []usableIP {
+func usableIPs(a *AddressRules, ips []guestIP) []usableIP {
 	var out []usableIP
 	for _, g := range ips {
 		ip := net.ParseIP(g.IP)
 		if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
 			continue
 		}
-		if inAny(ip, a.exclude) {
+		if inAny(ip, a.ExcludeNets()) {
 			continue
 		}
 		out = append(out, usableIP{ip: ip, network: g.Network})
@@ -52,18 +52,18 @@ func (a *AddressRules) usable(ips []guestIP) []usableIP {
 }
 
 // pick returns the internal and external address of one family.
-func (a *AddressRules) pick(ips []usableIP, family string) (internal, external string) {
+func pick(a *AddressRules, ips []usableIP, family string) (internal, external string) {
 	var ofFamily []usableIP
 	for _, u := range ips {
 		if (u.ip.To4() != nil) == (family == FamilyIPv4) {
 			ofFamily = append(ofFamily, u)
 		}
 	}
-	internalRules := len(a.internal) > 0 || len(a.InternalNetworks) > 0
-	externalRules := len(a.external) > 0 || len(a.ExternalNetworks) > 0
+	internalRules := len(a.InternalNets()) > 0 || len(a.InternalNetworks) > 0
+	externalRules := len(a.ExternalNets()) > 0 || len(a.ExternalNetworks) > 0
 	for _, u := range ofFamily {
-		isIn := inAny(u.ip, a.internal) || slices.Contains(a.InternalNetworks, u.network)
-		isEx := inAny(u.ip, a.external) || slices.Contains(a.ExternalNetworks, u.network)
+		isIn := inAny(u.ip, a.InternalNets()) || slices.Contains(a.InternalNetworks, u.network)
+		isEx := inAny(u.ip, a.ExternalNets()) || slices.Contains(a.ExternalNetworks, u.network)
 		if internal == "" && (isIn || (!internalRules && !isEx)) {
 			internal = u.ip.String()
 		}

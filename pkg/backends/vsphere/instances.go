@@ -111,7 +111,7 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloud
 
 func (c *Cloud) metadata(m match) (*cloudprovider.InstanceMetadata, error) {
 	vm := m.vm
-	addrs := c.settings.Addresses.nodeAddresses(vm)
+	addrs := nodeAddresses(&c.settings.Addresses, vm)
 	if len(addrs) == 0 {
 		return nil, guestInfoMissing(vm, c.settings.Addresses.IPFamilies)
 	}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/internal/testutil"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/vsphere/vsconfig"
 
 	_ "github.com/vmware/govmomi/vapi/simulator" // the vAPI (tagging) endpoints of the simulator
 )
@@ -365,7 +366,7 @@ func parseSettings(t testing.TB, dir string, sj settingsJSON) *Settings {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, errs := parseSection(raw, field.NewPath("backends").Index(0).Child("vsphere"), dir)
+	v, errs := vsconfig.ParseSection(raw, field.NewPath("backends").Index(0).Child("vsphere"), dir)
 	if len(errs) > 0 {
 		t.Fatalf("parsing settings: %v", errs.ToAggregate())
 	}

@@ -34,7 +34,7 @@ func rules(t *testing.T, r AddressRules) *AddressRules {
 	if len(r.IPFamilies) == 0 {
 		r.IPFamilies = []string{FamilyIPv4}
 	}
-	if errs := r.validate(field.NewPath("addresses")); len(errs) > 0 {
+	if errs := r.Validate(field.NewPath("addresses")); len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
 	return &r
@@ -75,7 +75,7 @@ func TestNodeAddresses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := rules(t, tt.rules).nodeAddresses(&vmInfo{IPs: tt.ips, HostName: "node-1"})
+			got := nodeAddresses(rules(t, tt.rules), &vmInfo{IPs: tt.ips, HostName: "node-1"})
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("nodeAddresses = %v, want %v", got, tt.want)
 			}

@@ -172,7 +172,7 @@ func (v *vcenter) drop(conn *connection) {
 }
 
 func (v *vcenter) connect(ctx context.Context) (*connection, error) {
-	sc := soap.NewClient(v.cfg.url, v.cfg.Insecure)
+	sc := soap.NewClient(v.cfg.URL(), v.cfg.Insecure)
 	sc.UserAgent = userAgent
 	if v.cfg.CAFile != "" {
 		if err := sc.SetRootCAs(v.cfg.CAFile); err != nil {
@@ -180,7 +180,7 @@ func (v *vcenter) connect(ctx context.Context) (*connection, error) {
 		}
 	}
 	if v.cfg.Thumbprint != "" {
-		sc.SetThumbprint(v.cfg.url.Host, v.cfg.Thumbprint)
+		sc.SetThumbprint(v.cfg.URL().Host, v.cfg.Thumbprint)
 	}
 	vim, err := v.newClient(ctx, sc)
 	if err != nil {

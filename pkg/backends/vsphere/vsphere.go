@@ -27,19 +27,19 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	snapcache "github.com/multicloud-ccm/multicloud-ccm/internal/snapshot"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/vsphere/vsconfig"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/vsphere/vsid"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
 )
 
 const (
 	// Type is the backend type in the cloud-config file.
-	Type = "vsphere"
+	Type = vsconfig.Type
 	// Scheme is the providerID scheme of vSphere nodes (vsid.Scheme).
 	// Never change it.
 	Scheme = vsid.Scheme
@@ -49,7 +49,7 @@ const (
 )
 
 func init() {
-	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: parseSection, New: New, ClassifyError: ClassifyError})
+	backends.Register(backends.Registration{Type: Type, Scheme: Scheme, Parse: vsconfig.ParseSection, New: New, ClassifyError: ClassifyError})
 }
 
 // Cloud is a vSphere backend. It is a cloudprovider.Interface offering only
@@ -77,7 +77,7 @@ func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, erro
 	}
 	c := &Cloud{name: o.Name, settings: s}
 	log := klog.FromContext(ctx).WithValues("backend", o.Name)
-	tr := &tagReader{zoneCategory: s.ZoneCategory, regionCategory: s.RegionCategory, path: s.fieldPath().String()}
+	tr := &tagReader{zoneCategory: s.ZoneCategory, regionCategory: s.RegionCategory, path: s.FieldPath().String()}
 	var errs []error
 	for i := range s.VCenters {
 		vc, err := newVCenter(o.Name, s, i, tr)
@@ -98,8 +98,8 @@ func New(ctx context.Context, o backends.Options) (cloudprovider.Interface, erro
 
 func newVCenter(backend string, s *Settings, i int, tr *tagReader) (*vcenter, error) {
 	cfg := &s.VCenters[i]
-	p := s.fieldPath().Child("vcenters").Index(i)
-	if cfg.url == nil {
+	p := s.FieldPath().Child("vcenters").Index(i)
+	if cfg.URL() == nil {
 		return nil, fmt.Errorf("%s.server: settings were not validated", p)
 	}
 	user, err := cfg.Username.Resolve()
@@ -115,8 +115,8 @@ func newVCenter(backend string, s *Settings, i int, tr *tagReader) (*vcenter, er
 		dcRecords = append(dcRecords, datacenterRecord(dc))
 	}
 	v := &vcenter{
-		name: cfg.url.Host, backend: backend, cfg: cfg, path: p.String(),
-		record: serverRecord(cfg.url), dcRecords: dcRecords,
+		name: cfg.URL().Host, backend: backend, cfg: cfg, path: p.String(),
+		record: serverRecord(cfg.URL()), dcRecords: dcRecords,
 		user: user, password: password,
 		timeout: s.RequestTimeout.Duration, tags: tr,
 		budget: cloudapi.NewBudget(backend, s.RateLimits, cloudapi.VCenterDefaults),
@@ -125,7 +125,7 @@ func newVCenter(backend string, s *Settings, i int, tr *tagReader) (*vcenter, er
 	// and miss interval are the refresh interval, which keepFresh keeps.
 	v.inv = snapcache.New(snapcache.Config{
 		Backend:        backend,
-		Source:         cfg.url.Host,
+		Source:         cfg.URL().Host,
 		TTL:            s.RefreshInterval.Duration,
 		MissInterval:   s.RefreshInterval.Duration,
 		FailureBackoff: min(failureBackoff, s.RefreshInterval.Duration),
@@ -185,14 +185,6 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
 
 // ProviderName is the backend type, vsphere.
 func (c *Cloud) ProviderName() string { return Type }
-
-// fieldPath names the section in errors.
-func (s *Settings) fieldPath() *field.Path {
-	if s.path == nil {
-		return field.NewPath(Type)
-	}
-	return s.path
-}
 
 // newUserError is a user-fixable error with a formatted message.
 func newUserError(reason, format string, args ...any) error {

@@ -1,4 +1,4 @@
-package vsphere
+package vsconfig
 
 import (
 	"encoding/json"
@@ -33,7 +33,7 @@ func section(t *testing.T, tweak func(m map[string]any)) []byte {
 func vc0(m map[string]any) map[string]any { return m["vcenters"].([]any)[0].(map[string]any) }
 
 func TestParseSectionDefaults(t *testing.T) {
-	v, errs := parseSection(section(t, nil), field.NewPath("backends").Index(0).Child("vsphere"), "/etc/ccm")
+	v, errs := ParseSection(section(t, nil), field.NewPath("backends").Index(0).Child("vsphere"), "/etc/ccm")
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -53,7 +53,7 @@ func TestParseSectionDefaults(t *testing.T) {
 	if len(s.RateLimits) != 0 {
 		t.Errorf("rateLimits %v, want none (the budget's defaults apply)", s.RateLimits)
 	}
-	v, errs = parseSection(section(t, func(m map[string]any) {
+	v, errs = ParseSection(section(t, func(m map[string]any) {
 		m["rateLimits"] = map[string]any{"vcenter": map[string]any{"qps": -1, "qpsWrite": 50, "bucketWrite": 100}}
 	}), field.NewPath("vsphere"), "")
 	if len(errs) > 0 {
@@ -111,7 +111,7 @@ func TestParseSectionErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, errs := parseSection(section(t, tt.tweak), field.NewPath("backends").Index(0).Child("vsphere"), "/etc/ccm")
+			v, errs := ParseSection(section(t, tt.tweak), field.NewPath("backends").Index(0).Child("vsphere"), "/etc/ccm")
 			if len(errs) == 0 {
 				t.Fatalf("parsed %+v, want errors mentioning %q", v, tt.want)
 			}

@@ -1,4 +1,14 @@
-package vsphere
+// Package vsconfig reads the vsphere section of a backend in the
+// cloud-config file: the Settings type, its defaults and its validation
+// (ParseSection). Package vsphere registers ParseSection as the section
+// parser of its type and reads the Settings.
+//
+// It imports the standard library, apimachinery, pkg/config and
+// pkg/cloudapi/limits only, so that its fuzz target builds quickly:
+// hack/fuzz.sh compiles every dependency of a fuzz target's test binary
+// with the fuzzer's instrumentation, and package vsphere's test binary
+// depends on client-go, cloud-provider and govmomi.
+package vsconfig
 
 import (
 	"fmt"
@@ -11,11 +21,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/cloudapi/limits"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
 const (
+	// Type is the backend type in the cloud-config file, which names the
+	// section (vsphere.Type).
+	Type = "vsphere"
 	// DefaultRefreshInterval is how old the inventory cache may grow before a
 	// lookup refreshes it, and how often it is refreshed in the background.
 	DefaultRefreshInterval = time.Minute
@@ -54,10 +67,10 @@ type Settings struct {
 	// RateLimits is the client-side API budget of each vCenter session,
 	// under the one API vcenter (SOAP and the tagging service alike): qps
 	// and bucket for reads, qpsWrite and bucketWrite for the rest. On by
-	// default (cloudapi.VCenterDefaults); a field left out (or 0) takes
+	// default (limits.VCenterDefaults); a field left out (or 0) takes
 	// the default, qps or qpsWrite -1 turns that bucket off
 	// (docs/vsphere.md, "API budget").
-	RateLimits map[string]cloudapi.RateLimit `json:"rateLimits,omitempty"`
+	RateLimits map[string]limits.RateLimit `json:"rateLimits,omitempty"`
 
 	// path names the section in error messages, e.g.
 	// backends[0].vsphere.
@@ -117,8 +130,11 @@ type AddressRules struct {
 	internal, external, exclude []*net.IPNet
 }
 
-// parseSection is the config.SectionParser of the vsphere type.
-func parseSection(raw []byte, path *field.Path, dir string) (any, field.ErrorList) {
+// ParseSection is the config.SectionParser of the vsphere type: it decodes
+// the section at path (dir is the config file's folder, against which
+// relative file names resolve), sets the defaults and validates it. The
+// value it returns is a *Settings.
+func ParseSection(raw []byte, path *field.Path, dir string) (any, field.ErrorList) {
 	s := &Settings{}
 	errs := config.DecodeSection(raw, path, s)
 	s.path = path
@@ -128,6 +144,28 @@ func parseSection(raw []byte, path *field.Path, dir string) (any, field.ErrorLis
 	}
 	return s, nil
 }
+
+// FieldPath names the section in errors, e.g. backends[0].vsphere: the
+// path ParseSection was given, or vsphere for Settings built otherwise.
+func (s *Settings) FieldPath() *field.Path {
+	if s.path == nil {
+		return field.NewPath(Type)
+	}
+	return s.path
+}
+
+// URL is Server parsed into the vCenter's SDK URL (https, with the /sdk
+// path unless Server names one); nil until ParseSection validated it.
+func (vc *VCenter) URL() *url.URL { return vc.url }
+
+// InternalNets are InternalSubnets parsed; nil until Validate.
+func (a *AddressRules) InternalNets() []*net.IPNet { return a.internal }
+
+// ExternalNets are ExternalSubnets parsed; nil until Validate.
+func (a *AddressRules) ExternalNets() []*net.IPNet { return a.external }
+
+// ExcludeNets are ExcludeSubnets parsed; nil until Validate.
+func (a *AddressRules) ExcludeNets() []*net.IPNet { return a.exclude }
 
 func (s *Settings) setDefaults() {
 	if s.RefreshInterval.Duration == 0 {
@@ -144,7 +182,7 @@ func (s *Settings) setDefaults() {
 func (s *Settings) validate(path *field.Path, dir string) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, s.validateVCenters(path.Child("vcenters"), dir)...)
-	errs = append(errs, cloudapi.ValidateLimits(s.RateLimits, cloudapi.VCenterDefaults, path.Child("rateLimits"))...)
+	errs = append(errs, limits.ValidateLimits(s.RateLimits, limits.VCenterDefaults, path.Child("rateLimits"))...)
 	if s.RefreshInterval.Duration < minRefreshInterval {
 		errs = append(errs, field.Invalid(path.Child("refreshInterval"), s.RefreshInterval.String(), "must be at least 1s, e.g. 1m"))
 	}
@@ -154,7 +192,7 @@ func (s *Settings) validate(path *field.Path, dir string) field.ErrorList {
 	if s.ZoneCategory != "" && s.ZoneCategory == s.RegionCategory {
 		errs = append(errs, field.Invalid(path.Child("regionCategory"), s.RegionCategory, "must differ from zoneCategory"))
 	}
-	return append(errs, s.Addresses.validate(path.Child("addresses"))...)
+	return append(errs, s.Addresses.Validate(path.Child("addresses"))...)
 }
 
 func (s *Settings) validateVCenters(p *field.Path, dir string) field.ErrorList {
@@ -241,7 +279,10 @@ func parseServer(s string) (*url.URL, error) {
 	return u, nil
 }
 
-func (a *AddressRules) validate(p *field.Path) field.ErrorList {
+// Validate checks the rules (p is their place in the config, for the
+// errors) and parses their subnets. ParseSection calls it; rules built
+// otherwise must pass it before they choose addresses.
+func (a *AddressRules) Validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	a.internal, errs = parseCIDRs(p.Child("internalSubnets"), a.InternalSubnets, errs)
 	a.external, errs = parseCIDRs(p.Child("externalSubnets"), a.ExternalSubnets, errs)

@@ -1,4 +1,4 @@
-package vsphere
+package vsconfig
 
 import (
 	"testing"
@@ -18,7 +18,7 @@ func FuzzParseSection(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		v, errs := parseSection(raw, field.NewPath("backends").Index(0).Child("vsphere"), "/etc/ccm")
+		v, errs := ParseSection(raw, field.NewPath("backends").Index(0).Child("vsphere"), "/etc/ccm")
 		if len(errs) > 0 {
 			if v != nil {
 				t.Fatalf("errors %v with a value", errs)
