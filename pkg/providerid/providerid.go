@@ -1,42 +1,19 @@
 // Package providerid splits a Node's spec.providerID into its scheme and the
-// rest, and names a node's platform (KEP-5778). Each backend parses the rest
-// in its own format.
+// rest (in package scheme), and names a node's platform (KEP-5778). Each
+// backend parses the rest in its own format.
 package providerid
 
 import (
-	"fmt"
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/providerid/scheme"
 )
 
 // Scheme returns the scheme of a providerID ("aws" for "aws:///us-east-1a/i-1").
 // A providerID without "://" or with an empty or non-alphanumeric scheme is
-// an error that says what a providerID looks like.
+// an error that says what a providerID looks like (scheme.Of).
 func Scheme(providerID string) (string, error) {
-	scheme, rest, ok := strings.Cut(providerID, "://")
-	if !ok {
-		return "", fmt.Errorf("malformed providerID %q: want <scheme>://<id>, e.g. baremetal://bm-1", providerID)
-	}
-	if !validScheme(scheme) {
-		return "", fmt.Errorf("malformed providerID %q: scheme %q must be lower-case letters, digits and dashes", providerID, scheme)
-	}
-	if strings.Trim(rest, "/") == "" {
-		return "", fmt.Errorf("malformed providerID %q: nothing after %s://", providerID, scheme)
-	}
-	return scheme, nil
-}
-
-func validScheme(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
-			return false
-		}
-	}
-	return true
+	return scheme.Of(providerID)
 }
 
 // KEP-5778 ("Introduce explicit node ownership to allow multiple CCMs in a
