@@ -12,6 +12,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/bmconfig"
 )
 
 // Event reasons of the user-fixable load-balancer errors. They are stable.
@@ -103,7 +104,7 @@ type lease struct {
 // allocator hands out pool addresses to Services. It is not safe for
 // concurrent use; the load balancer serialises calls.
 type allocator struct {
-	// pools are in allocation order (poolOrder), names in config order.
+	// pools are in allocation order (bmconfig.ComparePools), names in config order.
 	pools    []*poolState
 	names    []string
 	byName   map[string]*poolState
@@ -137,7 +138,7 @@ type allocator struct {
 	recent map[netip.Addr]bool
 }
 
-func newAllocator(pools []*pool) *allocator {
+func newAllocator(pools []*bmconfig.Pool) *allocator {
 	a := &allocator{
 		byName:    map[string]*poolState{},
 		leases:    map[netip.Addr]*lease{},
@@ -153,14 +154,14 @@ func newAllocator(pools []*pool) *allocator {
 		recent:     map[netip.Addr]bool{},
 	}
 	for _, p := range pools {
-		a.names = append(a.names, p.name)
+		a.names = append(a.names, p.Name)
 	}
 	pools = slices.Clone(pools)
-	slices.SortStableFunc(pools, poolOrder)
+	slices.SortStableFunc(pools, bmconfig.ComparePools)
 	for _, p := range pools {
 		ps := newPoolState(p)
 		a.pools = append(a.pools, ps)
-		a.byName[p.name] = ps
+		a.byName[p.Name] = ps
 	}
 	return a
 }
@@ -171,7 +172,7 @@ type request struct {
 	uid       types.UID
 	namespace string
 	// target is what pools' service allocations look at.
-	target target
+	target bmconfig.Target
 	// families in the Service's order; the first is its primary family.
 	families []corev1.IPFamily
 	// requireAll is false for PreferDualStack: a family no pool serves is
@@ -263,8 +264,8 @@ func (a *allocator) checkNamedPool(req *request) error {
 	if !ok {
 		return backends.NewUserError(ReasonUnknownAddressPool, fmt.Errorf("annotation %s=%q names no address pool; use one of %v", AddressPoolAnnotation, req.poolName, a.poolNames()))
 	}
-	if !ps.allows(req.target) {
-		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("annotation %s=%q: the pool %s, not Service %s", AddressPoolAnnotation, req.poolName, ps.allocation(), req.name))
+	if !ps.Allows(req.target) {
+		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("annotation %s=%q: the pool %s, not Service %s", AddressPoolAnnotation, req.poolName, ps.Allocation(), req.name))
 	}
 	return nil
 }
@@ -292,9 +293,9 @@ func (a *allocator) choose(req *request, f corev1.IPFamily) (netip.Addr, error) 
 // having requested it.
 func (a *allocator) eligible(req *request, ps *poolState) bool {
 	if req.poolName != "" {
-		return ps.name == req.poolName
+		return ps.Name == req.poolName
 	}
-	return ps.allows(req.target)
+	return ps.Allows(req.target)
 }
 
 func (a *allocator) checkRequested(req *request, ip netip.Addr) error {
@@ -303,11 +304,11 @@ func (a *allocator) checkRequested(req *request, ip netip.Addr) error {
 	case ps == nil:
 		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is in none of the address pools %v; request an address from a pool, or remove the request", ip, a.poolNames()))
 	case !ps.usable(ip):
-		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is the network or broadcast address of a CIDR of pool %q, which is never handed out; request another address", ip, ps.name))
-	case req.poolName != "" && ps.name != req.poolName:
-		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is in pool %q, but annotation %s names pool %q; make them agree", ip, ps.name, AddressPoolAnnotation, req.poolName))
-	case !ps.allows(req.target):
-		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("requested address %s is in pool %q, which %s, not Service %s", ip, ps.name, ps.allocation(), req.name))
+		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is the network or broadcast address of a CIDR of pool %q, which is never handed out; request another address", ip, ps.Name))
+	case req.poolName != "" && ps.Name != req.poolName:
+		return backends.NewUserError(ReasonIPNotInPool, fmt.Errorf("requested address %s is in pool %q, but annotation %s names pool %q; make them agree", ip, ps.Name, AddressPoolAnnotation, req.poolName))
+	case !ps.Allows(req.target):
+		return backends.NewUserError(ReasonAddressPoolNotAllowed, fmt.Errorf("requested address %s is in pool %q, which %s, not Service %s", ip, ps.Name, ps.Allocation(), req.name))
 	}
 	if err := a.compatible(req, ip); err != nil {
 		return backends.NewUserError(ReasonIPInUse, fmt.Errorf("requested address %s: %w", ip, err))
@@ -400,14 +401,14 @@ func (a *allocator) fresh(req *request, f corev1.IPFamily) (netip.Addr, error) {
 	for _, wake := range []bool{false, true} {
 		tried = tried[:0]
 		for _, ps := range a.pools {
-			if !a.eligible(req, ps) || !ps.hasFamily(f) || (req.poolName == "" && !ps.autoAssign) {
+			if !a.eligible(req, ps) || !ps.hasFamily(f) || (req.poolName == "" && !ps.AutoAssign) {
 				continue
 			}
 			fs := &ps.fams[familyIndex(f)]
 			if ip, ok := fs.pick(a.taken, &a.probes, wake); ok {
 				return ip, nil
 			}
-			tried = append(tried, fmt.Sprintf("%s (%d of %d in use)", ps.name, fs.used, fs.size))
+			tried = append(tried, fmt.Sprintf("%s (%d of %d in use)", ps.Name, fs.used, fs.size))
 		}
 	}
 	if len(tried) == 0 {

@@ -29,11 +29,12 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/bmconfig"
 )
 
 const (
 	// Type is the backend type in the cloud-config file.
-	Type = "baremetal"
+	Type = bmconfig.Type
 	// Scheme is the providerID scheme of bare-metal nodes, as in
 	// baremetal://bm-1. It never changes: Nodes carry it.
 	Scheme = "baremetal"
@@ -41,7 +42,7 @@ const (
 
 func init() {
 	backends.Register(backends.Registration{
-		Type: Type, Scheme: Scheme, Parse: ParseSection, CrossValidate: checkPoolsAcross, New: New,
+		Type: Type, Scheme: Scheme, Parse: bmconfig.ParseSection, CrossValidate: bmconfig.CheckPoolsAcross, New: New,
 		ClassifyError: ClassifyError,
 	})
 }
@@ -67,18 +68,19 @@ func New(_ context.Context, o backends.Options) (cloudprovider.Interface, error)
 	if !ok || s == nil {
 		return nil, fmt.Errorf("settings are %T, want *baremetal.Settings", o.Settings)
 	}
-	if s.compiled == nil {
+	if s.Compiled() == nil {
 		if errs := s.Validate(field.NewPath(Type)); len(errs) > 0 {
 			return nil, errs.ToAggregate()
 		}
 	}
+	cs := s.Compiled()
 	c := &Cloud{name: o.Name}
-	if len(s.compiled.inventory) > 0 {
-		c.instances = &Instances{backend: o.Name, inventory: s.compiled.inventory}
+	if len(cs.Inventory) > 0 {
+		c.instances = &Instances{backend: o.Name, inventory: cs.Inventory}
 	}
-	if len(s.compiled.pools) > 0 {
-		c.lb = newLoadBalancer(o.Name, s.compiled.pools)
-		c.lb.kubeVIP.Store(s.compiled.kubeVIP)
+	if len(cs.Pools) > 0 {
+		c.lb = newLoadBalancer(o.Name, cs.Pools)
+		c.lb.kubeVIP.Store(cs.KubeVIP)
 	}
 	return c, nil
 }

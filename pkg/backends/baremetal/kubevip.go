@@ -18,10 +18,6 @@ import (
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 )
 
-// AnnounceKubeVIP is the announce value under which the backend writes its
-// addresses where kube-vip reads them.
-const AnnounceKubeVIP = "kube-vip"
-
 // kubeVIPValue is the kube-vip.io/loadbalancerIPs value for ips: the
 // addresses comma-separated, in the Service's family order, as
 // kube-vip-cloud-provider writes them.

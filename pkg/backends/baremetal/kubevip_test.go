@@ -2,7 +2,6 @@ package baremetal
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,17 +67,6 @@ func TestKubeVIPAnnounce(t *testing.T) {
 	waitService(t, client, "mine", func(s *corev1.Service) bool { return ingressIPs(&s.Status.LoadBalancer) == "" })
 	if s, _ := svcs.Get(ctx, "mine", metav1.GetOptions{}); s.Annotations[kubeVIPLoadBalancerIPs] != "10.0.0.5" {
 		t.Errorf("the user's kube-vip.io/loadbalancerIPs was changed to %q", s.Annotations[kubeVIPLoadBalancerIPs])
-	}
-}
-
-// TestAnnounceValidation: announce takes only kube-vip, and needs pools.
-func TestAnnounceValidation(t *testing.T) {
-	_, errs := parseYAML(t, "announce: bgp\ninventory: [{name: bm-1}]\n")
-	got := errs.ToAggregate().Error()
-	for _, want := range []string{`announce: Unsupported value: "bgp"`, "set addressPools too"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("errors %q lack %q", got, want)
-		}
 	}
 }
 

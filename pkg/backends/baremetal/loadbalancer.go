@@ -22,6 +22,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/bmconfig"
 )
 
 var (
@@ -76,7 +77,7 @@ type LoadBalancer struct {
 	kubeVIP atomic.Bool
 }
 
-func newLoadBalancer(backend string, pools []*pool) *LoadBalancer {
+func newLoadBalancer(backend string, pools []*bmconfig.Pool) *LoadBalancer {
 	lb := &LoadBalancer{backend: backend, alloc: newAllocator(pools)}
 	lb.alloc.publish(backend)
 	return lb
@@ -355,7 +356,7 @@ func (lb *LoadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, servic
 	if err := lb.ready(ctx); err != nil {
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
-	if req.target.nsLabels, err = lb.namespaceLabels(ctx, service.Namespace); err != nil {
+	if req.target.NamespaceLabels, err = lb.namespaceLabels(ctx, service.Namespace); err != nil {
 		return nil, lb.wrap("ensuring load balancer", service, err)
 	}
 	ips, before, err := lb.assign(ctx, req)
@@ -556,7 +557,7 @@ func newRequest(svc *corev1.Service, kubeVIP bool) (*request, error) {
 		name:      serviceKey(svc),
 		uid:       svc.UID,
 		namespace: svc.Namespace,
-		target:    target{namespace: svc.Namespace, labels: svc.Labels},
+		target:    bmconfig.Target{Namespace: svc.Namespace, Labels: svc.Labels},
 		share:     shareOf(svc, false),
 		requested: map[corev1.IPFamily]netip.Addr{},
 	}

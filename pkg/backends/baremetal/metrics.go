@@ -31,8 +31,8 @@ func (a *allocator) publish(backend string) {
 				continue
 			}
 			fam := string(families[i])
-			addressesTotal.WithLabelValues(backend, ps.name, fam).Set(float64(fs.size))
-			fs.inUse = addressesInUse.WithLabelValues(backend, ps.name, fam)
+			addressesTotal.WithLabelValues(backend, ps.Name, fam).Set(float64(fs.size))
+			fs.inUse = addressesInUse.WithLabelValues(backend, ps.Name, fam)
 			fs.inUse.Set(float64(fs.used))
 		}
 	}
@@ -41,10 +41,10 @@ func (a *allocator) publish(backend string) {
 // unpublish removes the metrics of pools of backend that keep is without.
 func unpublish(backend string, old, keep []*poolState) {
 	for _, ps := range old {
-		if !hasPool(keep, ps.name) {
+		if !hasPool(keep, ps.Name) {
 			for _, f := range families {
-				addressesInUse.DeleteLabelValues(backend, ps.name, string(f))
-				addressesTotal.DeleteLabelValues(backend, ps.name, string(f))
+				addressesInUse.DeleteLabelValues(backend, ps.Name, string(f))
+				addressesTotal.DeleteLabelValues(backend, ps.Name, string(f))
 			}
 		}
 	}
@@ -52,7 +52,7 @@ func unpublish(backend string, old, keep []*poolState) {
 
 func hasPool(pools []*poolState, name string) bool {
 	for _, ps := range pools {
-		if ps.name == name {
+		if ps.Name == name {
 			return true
 		}
 	}

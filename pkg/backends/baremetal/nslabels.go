@@ -24,7 +24,7 @@ func (lb *LoadBalancer) namespaceLabels(ctx context.Context, namespace string) (
 	lb.mu.Lock()
 	needed := false
 	for _, ps := range lb.alloc.pools {
-		needed = needed || len(ps.namespaceSelectors) > 0
+		needed = needed || len(ps.NamespaceSelectors) > 0
 	}
 	lb.mu.Unlock()
 	lb.srcMu.Lock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/addrpool"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/bmconfig"
 )
 
 // PrepareReconfigure takes new settings without a restart (see
@@ -35,35 +36,35 @@ func (c *Cloud) PrepareReconfigure(_ context.Context, o backends.Options) (cloud
 	if !ok || s == nil {
 		return nil, nil, fmt.Errorf("settings are %T, want *baremetal.Settings", o.Settings)
 	}
-	if s.compiled == nil {
+	if s.Compiled() == nil {
 		if errs := s.Validate(field.NewPath(Type)); len(errs) > 0 {
 			return nil, nil, errs.ToAggregate()
 		}
 	}
+	cs := s.Compiled()
 	next := &Cloud{name: c.name}
-	if len(s.compiled.inventory) > 0 {
-		next.instances = &Instances{backend: c.name, inventory: s.compiled.inventory}
+	if len(cs.Inventory) > 0 {
+		next.instances = &Instances{backend: c.name, inventory: cs.Inventory}
 	}
 	apply := func() {}
 	switch {
-	case len(s.compiled.pools) == 0:
+	case len(cs.Pools) == 0:
 	case c.lb != nil:
 		next.lb = c.lb
-		pools, kubeVIP := s.compiled.pools, s.compiled.kubeVIP
 		apply = func() {
-			c.lb.setPools(pools)
-			c.lb.kubeVIP.Store(kubeVIP)
+			c.lb.setPools(cs.Pools)
+			c.lb.kubeVIP.Store(cs.KubeVIP)
 		}
 	default:
-		next.lb = newLoadBalancer(c.name, s.compiled.pools)
-		next.lb.kubeVIP.Store(s.compiled.kubeVIP)
+		next.lb = newLoadBalancer(c.name, cs.Pools)
+		next.lb.kubeVIP.Store(cs.KubeVIP)
 	}
 	return next, apply, nil
 }
 
 // setPools replaces the allocator's pools, carrying every holding and
 // request over.
-func (lb *LoadBalancer) setPools(pools []*pool) {
+func (lb *LoadBalancer) setPools(pools []*bmconfig.Pool) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	na := lb.alloc.withPools(pools)
@@ -76,7 +77,7 @@ func (lb *LoadBalancer) setPools(pools []*pool) {
 // addresses assigned stay assigned (those outside every new pool are not
 // counted in any pool and are replaced on the Service's next Ensure), the
 // status addresses and requests are kept where a new pool covers them.
-func (a *allocator) withPools(pools []*pool) *allocator {
+func (a *allocator) withPools(pools []*bmconfig.Pool) *allocator {
 	na := newAllocator(pools)
 	na.probes, na.changes = a.probes, a.changes
 	for _, name := range slices.Sorted(maps.Keys(a.services)) {
@@ -112,7 +113,7 @@ func (a *allocator) carryCursors(old *allocator) {
 		}
 	}
 	for _, ps := range a.pools {
-		ops := old.byName[ps.name]
+		ops := old.byName[ps.Name]
 		for i := range ps.fams {
 			fs := &ps.fams[i]
 			kept := ops != nil && len(ops.fams[i].ranges) == len(fs.ranges)

@@ -2,7 +2,6 @@ package baremetal
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -105,24 +104,5 @@ func TestServiceAllocation(t *testing.T) {
 	}
 	if got, _ := testutil.GetGaugeMetricValue(addressesTotal.WithLabelValues("metal", "general", "IPv4")); got != 2 {
 		t.Errorf("pool general total = %v, want 2 (a /30 less network and broadcast)", got)
-	}
-}
-
-// TestServiceAllocationValidation: every bad selector and priority is
-// named by its path.
-func TestServiceAllocationValidation(t *testing.T) {
-	_, errs := parseYAML(t, `
-addressPools:
-- name: p
-  addresses: ["192.0.2.0/30"]
-  priority: -1
-  serviceSelectors: [{matchExpressions: [{key: tier, operator: Bogus}]}]
-  namespaceSelectors: [{matchLabels: {"bad key!": x}}]
-`)
-	got := fmt.Sprint(errs.ToAggregate())
-	for _, want := range []string{"addressPools[0].priority", "addressPools[0].serviceSelectors[0]", "addressPools[0].namespaceSelectors[0]"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("errors %q do not name %s", got, want)
-		}
 	}
 }

@@ -1,4 +1,14 @@
-package baremetal
+// Package bmconfig is the baremetal section of a backend in the
+// cloud-config file: its settings, their parser and validation, and the
+// address pools they compile to. Package baremetal registers ParseSection
+// and CheckPoolsAcross, and builds its backend from the compiled settings.
+//
+// It imports no client-go, cloud-provider or backend registry, so that the
+// fuzz target of pkg/config, which parses baremetal sections, builds
+// quickly: hack/fuzz.sh compiles every dependency of a fuzz target's test
+// binary with the fuzzer's instrumentation, and package baremetal depends
+// on client-go and cloud-provider.
+package bmconfig
 
 import (
 	"fmt"
@@ -12,9 +22,22 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/addrpool"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
+)
+
+const (
+	// Type is the backend type, and the key of its section, in the
+	// cloud-config file.
+	Type = "baremetal"
+	// AnnounceKubeVIP is the announce value under which the backend writes
+	// its addresses where kube-vip reads them.
+	AnnounceKubeVIP = "kube-vip"
+	// NodeBackendLabel is the Node label naming a Node's backend, exactly
+	// as annotation.NodeBackend (the docs are generated from that; a test
+	// in package baremetal keeps the two equal). An inventory entry may not
+	// set it.
+	NodeBackendLabel = "multicloud-ccm.io/backend"
 )
 
 // Settings is the baremetal section of a backend in the cloud-config file.
@@ -33,7 +56,7 @@ type Settings struct {
 	Announce string `json:"announce,omitempty"`
 
 	// compiled is set by Validate.
-	compiled *compiled
+	compiled *Compiled
 }
 
 // InventoryEntry is one machine. Its Node's providerID is
@@ -90,12 +113,20 @@ type AddressPool struct {
 	Priority int `json:"priority,omitempty"`
 }
 
-// compiled is the validated, parsed form of Settings.
-type compiled struct {
-	inventory map[string]*InventoryEntry
-	pools     []*pool
-	kubeVIP   bool
+// Compiled is the validated, parsed form of Settings, what the backend is
+// built from. It is not changed once made.
+type Compiled struct {
+	// Inventory holds the inventory entries by name.
+	Inventory map[string]*InventoryEntry
+	// Pools are the address pools, in config order.
+	Pools []*Pool
+	// KubeVIP is true when Announce is kube-vip.
+	KubeVIP bool
 }
+
+// Compiled returns the settings' compiled form, or nil when they were not
+// validated, or did not validate.
+func (s *Settings) Compiled() *Compiled { return s.compiled }
 
 // ParseSection is the config.SectionParser of the baremetal type.
 func ParseSection(raw []byte, path *field.Path, _ string) (any, field.ErrorList) {
@@ -135,7 +166,7 @@ func (s *Settings) Validate(path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("announce"), s.Announce, "announces load-balancer addresses: set addressPools too, or remove it"))
 	}
 	if len(errs) == 0 {
-		s.compiled = &compiled{inventory: inv, pools: pools, kubeVIP: s.Announce == AnnounceKubeVIP}
+		s.compiled = &Compiled{Inventory: inv, Pools: pools, KubeVIP: s.Announce == AnnounceKubeVIP}
 	}
 	return errs
 }
@@ -215,7 +246,7 @@ func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Key(k), k, msg))
 		}
 		if reservedLabel(k) {
-			errs = append(errs, field.Forbidden(p.Key(k), "labels under kubernetes.io and k8s.io are dropped by the node controller, and "+string(annotation.NodeBackend)+" is set by multicloud-ccm; use a prefix of your own, e.g. example.com/"))
+			errs = append(errs, field.Forbidden(p.Key(k), "labels under kubernetes.io and k8s.io are dropped by the node controller, and "+NodeBackendLabel+" is set by multicloud-ccm; use a prefix of your own, e.g. example.com/"))
 		}
 		errs = append(errs, validateLabelValue(p.Key(k), labels[k])...)
 	}
@@ -223,7 +254,7 @@ func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
 }
 
 func reservedLabel(key string) bool {
-	if key == string(annotation.NodeBackend) {
+	if key == NodeBackendLabel {
 		return true
 	}
 	prefix, _, ok := strings.Cut(key, "/")
@@ -247,9 +278,9 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-func validatePools(cfgs []AddressPool, p *field.Path) ([]*pool, field.ErrorList) {
+func validatePools(cfgs []AddressPool, p *field.Path) ([]*Pool, field.ErrorList) {
 	var errs field.ErrorList
-	pools := make([]*pool, 0, len(cfgs))
+	pools := make([]*Pool, 0, len(cfgs))
 	names := map[string]bool{}
 	for i := range cfgs {
 		pp := p.Index(i)
@@ -267,7 +298,7 @@ func validatePools(cfgs []AddressPool, p *field.Path) ([]*pool, field.ErrorList)
 	return pools, errs
 }
 
-func validatePool(c *AddressPool, p *field.Path) (*pool, field.ErrorList) {
+func validatePool(c *AddressPool, p *field.Path) (*Pool, field.ErrorList) {
 	var errs field.ErrorList
 	for _, msg := range validation.IsDNS1123Label(c.Name) {
 		errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
@@ -275,41 +306,41 @@ func validatePool(c *AddressPool, p *field.Path) (*pool, field.ErrorList) {
 	if len(c.Addresses) == 0 {
 		errs = append(errs, field.Required(p.Child("addresses"), "list at least one CIDR (192.0.2.0/28) or range (192.0.2.10-192.0.2.20)"))
 	}
-	pl := &pool{name: c.Name, autoAssign: c.AutoAssign == nil || *c.AutoAssign}
+	pl := &Pool{Name: c.Name, AutoAssign: c.AutoAssign == nil || *c.AutoAssign}
 	for j, a := range c.Addresses {
 		e, err := addrpool.ParseEntry(a)
 		if err != nil {
 			errs = append(errs, field.Invalid(p.Child("addresses").Index(j), a, err.Error()))
 			continue
 		}
-		pl.entries = append(pl.entries, e)
+		pl.Entries = append(pl.Entries, e)
 	}
 	errs = append(errs, validateNamespaces(c.Namespaces, p.Child("namespaces"), pl)...)
 	var serrs field.ErrorList
-	pl.namespaceSelectors, serrs = selectors(c.NamespaceSelectors, p.Child("namespaceSelectors"))
+	pl.NamespaceSelectors, serrs = selectors(c.NamespaceSelectors, p.Child("namespaceSelectors"))
 	errs = append(errs, serrs...)
-	pl.serviceSelectors, serrs = selectors(c.ServiceSelectors, p.Child("serviceSelectors"))
+	pl.ServiceSelectors, serrs = selectors(c.ServiceSelectors, p.Child("serviceSelectors"))
 	errs = append(errs, serrs...)
 	if c.Priority < 0 {
 		errs = append(errs, field.Invalid(p.Child("priority"), c.Priority, "must be 0 (no priority) or positive; lower is tried first"))
 	}
-	pl.priority = c.Priority
+	pl.Priority = c.Priority
 	return pl, errs
 }
 
-func validateNamespaces(nss []string, p *field.Path, pl *pool) field.ErrorList {
+func validateNamespaces(nss []string, p *field.Path, pl *Pool) field.ErrorList {
 	var errs field.ErrorList
 	for j, ns := range nss {
 		for _, msg := range validation.IsDNS1123Label(ns) {
 			errs = append(errs, field.Invalid(p.Index(j), ns, msg+" (it must be a namespace name)"))
 		}
-		if pl.namespaces == nil {
-			pl.namespaces = map[string]bool{}
+		if pl.Namespaces == nil {
+			pl.Namespaces = map[string]bool{}
 		}
-		if pl.namespaces[ns] {
+		if pl.Namespaces[ns] {
 			errs = append(errs, field.Duplicate(p.Index(j), ns))
 		}
-		pl.namespaces[ns] = true
+		pl.Namespaces[ns] = true
 	}
 	return errs
 }
@@ -318,7 +349,7 @@ func validateNamespaces(nss []string, p *field.Path, pl *pool) field.ErrorList {
 // and entries. Sorted by first address, two entries overlap when the later
 // one starts inside the earlier one; pools hold few entries, so the pairwise
 // loop is cheap.
-func checkOverlaps(pools []*pool, p *field.Path) field.ErrorList {
+func checkOverlaps(pools []*Pool, p *field.Path) field.ErrorList {
 	type item struct {
 		r          addrpool.Range
 		pool       int
@@ -326,7 +357,7 @@ func checkOverlaps(pools []*pool, p *field.Path) field.ErrorList {
 	}
 	var items []item
 	for pi, pl := range pools {
-		for ei, e := range pl.entries {
+		for ei, e := range pl.Entries {
 			items = append(items, item{r: e.Extent, pool: pi, entryIndex: ei})
 		}
 	}
@@ -340,52 +371,7 @@ func checkOverlaps(pools []*pool, p *field.Path) field.ErrorList {
 			}
 			errs = append(errs, field.Invalid(p.Index(b.pool).Child("addresses").Index(b.entryIndex), b.r.String(),
 				fmt.Sprintf("overlaps %s of pool %q (%s); pools and their entries must not overlap",
-					a.r, pools[a.pool].name, p.Index(a.pool).Child("addresses").Index(a.entryIndex))))
-		}
-	}
-	return errs
-}
-
-// poolEntryRef is one pool entry of one backend, for the cross-backend
-// overlap check.
-type poolEntryRef struct {
-	r       addrpool.Range
-	backend string
-	path    *field.Path
-}
-
-// checkPoolsAcross is the config.CrossValidator of the baremetal type: no
-// address may lie in the pools of two backends, or both would hand it out.
-// Each overlap is reported once, at the later entry, naming both paths.
-func checkPoolsAcross(sections []config.Section) field.ErrorList {
-	var seen []poolEntryRef
-	var errs field.ErrorList
-	for _, sec := range sections {
-		s, ok := sec.Settings.(*Settings)
-		if !ok || s.compiled == nil {
-			continue
-		}
-		var mine []poolEntryRef
-		for pi, pl := range s.compiled.pools {
-			for ei, e := range pl.entries {
-				ref := poolEntryRef{r: e.Extent, backend: sec.Backend, path: sec.Path.Child("addressPools").Index(pi).Child("addresses").Index(ei)}
-				errs = append(errs, overlapsWith(ref, seen)...)
-				mine = append(mine, ref)
-			}
-		}
-		seen = append(seen, mine...)
-	}
-	return errs
-}
-
-// overlapsWith reports ref's overlaps with the entries of earlier backends.
-func overlapsWith(ref poolEntryRef, earlier []poolEntryRef) field.ErrorList {
-	var errs field.ErrorList
-	for _, o := range earlier {
-		if o.r.Contains(ref.r.First) || ref.r.Contains(o.r.First) {
-			errs = append(errs, field.Invalid(ref.path, ref.r.String(), fmt.Sprintf(
-				"overlaps %s of backend %q (%s): two baremetal backends would hand out the same addresses; give each backend its own addresses",
-				o.r, o.backend, o.path)))
+					a.r, pools[a.pool].Name, p.Index(a.pool).Child("addresses").Index(a.entryIndex))))
 		}
 	}
 	return errs
