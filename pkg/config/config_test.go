@@ -6,12 +6,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal"
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/bmconfig"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/config"
 )
 
-// The real baremetal section parser is registered by importing its package,
-// so these tests decode the sections the way the binary does.
+// The real baremetal section parser and cross-section check are registered
+// as backends.Register registers them for package baremetal (whose test
+// TestRegistersBMConfig checks they are these), so these tests decode the
+// sections the way the binary does. The backend package itself stays out of
+// this test binary: it would bring client-go and cloud-provider into the
+// instrumented build of FuzzParse (docs/testing.md). Nothing else in the
+// binary registers baremetal; a second registration would panic.
+func init() {
+	config.RegisterSection(bmconfig.Type, bmconfig.ParseSection)
+	config.RegisterCrossValidator(bmconfig.Type, bmconfig.CheckPoolsAcross)
+}
 
 const header = `apiVersion: multicloud-ccm.io/v1alpha1
 kind: CloudConfig
@@ -50,9 +59,9 @@ func TestParseExample(t *testing.T) {
 	if len(cfg.Backends) != 1 || cfg.Backends[0].Name != "metal" || cfg.Backends[0].Type != "baremetal" {
 		t.Fatalf("backends = %+v", cfg.Backends)
 	}
-	s, ok := cfg.Backends[0].Settings.(*baremetal.Settings)
+	s, ok := cfg.Backends[0].Settings.(*bmconfig.Settings)
 	if !ok {
-		t.Fatalf("Settings is %T, want *baremetal.Settings", cfg.Backends[0].Settings)
+		t.Fatalf("Settings is %T, want *bmconfig.Settings", cfg.Backends[0].Settings)
 	}
 	if len(s.Inventory) != 1 || s.Inventory[0].Zone != "rack-a" || s.Inventory[0].Labels["example.com/tier"] != "gold" {
 		t.Errorf("inventory = %+v", s.Inventory)
@@ -73,7 +82,7 @@ func TestDefaults(t *testing.T) {
 	if cfg.LoadBalancer.DefaultBackend != "" {
 		t.Errorf("loadBalancer.defaultBackend defaults to %q, want empty (un-annotated Services left to others)", cfg.LoadBalancer.DefaultBackend)
 	}
-	s := cfg.Backends[0].Settings.(*baremetal.Settings)
+	s := cfg.Backends[0].Settings.(*bmconfig.Settings)
 	if a := s.AddressPools[0].AutoAssign; a == nil || !*a {
 		t.Errorf("addressPools[0].autoAssign defaults to %v, want true", a)
 	}
@@ -290,5 +299,5 @@ func TestRegisteredTypes(t *testing.T) {
 			t.Error("registering baremetal twice did not panic")
 		}
 	}()
-	config.RegisterSection("baremetal", baremetal.ParseSection)
+	config.RegisterSection("baremetal", bmconfig.ParseSection)
 }
