@@ -17,9 +17,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/_output/bin}
 WORK=${WORK:-$ROOT/_output/tools}
 KUBE_VERSION=v1.37.1
+# What this script builds from k8s.io/kubernetes, and hack/kubelet/build.sh
+# from the same scratch module.
+KUBE_CMDS=(kube-apiserver kubectl kubelet kube-scheduler kube-controller-manager)
 STAGING_VERSION=v0.37.2
 ETCD_VERSION=v3.6.16
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")"
 
 mkdir -p "$OUT" "$WORK"
 
@@ -39,14 +42,40 @@ build_etcd() {
   go build -trimpath -o "$OUT/etcd" go.etcd.io/etcd/server/v3
 }
 
+# align_with_project requires, in the scratch module (the current
+# directory), this project's version of every module whose packages both
+# builds compile and the scratch module does not replace. Go's build cache keys a
+# compiled package by its source and its dependencies' compiled output, so
+# a package of client-go, apiserver or api is compiled once for both builds
+# only when every module beneath it is at the same version: with
+# k8s.io/kubernetes's own requirements four modules (golang.org/x/crypto,
+# x/sync, x/text, sigs.k8s.io/json) were older than ours, and that kept
+# 664 of the 1,137 packages kube-apiserver, kubectl and the kubelet's
+# binaries share with this project from being shared. A requirement only
+# raises a version (Go takes the highest one required), so a module
+# Kubernetes needs newer stays as Kubernetes needs it.
+align_with_project() {
+  local ours theirs
+  ours=$(cd "$ROOT" && GOWORK=off go list -deps -test -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' ./... | sort -u)
+  theirs=$(go list -mod=mod -deps -f '{{with .Module}}{{if not .Replace}}{{.Path}} {{.Version}}{{end}}{{end}}' \
+    "${KUBE_CMDS[@]/#/k8s.io/kubernetes/cmd/}" | sort -u)
+  awk 'NR == FNR { if (NF == 2) ours[$1] = $2; next }
+       NF == 2 && ($1 in ours) && ours[$1] != $2 { print $1 "@" ours[$1] }' \
+    <(echo "$ours") <(echo "$theirs") | while read -r m; do
+    go mod edit -require "$m"
+  done
+}
+
 build_kube() {
   has_version "$OUT/kube-apiserver" "Kubernetes $KUBE_VERSION" &&
     [ -x "$OUT/kubectl" ] && "$OUT/kubectl" version --client 2>/dev/null | grep -F "Client Version: $KUBE_VERSION" >/dev/null && return
-  local dir=$WORK/kube
+  local dir=$WORK/kube stamp
   mkdir -p "$dir"
+  stamp=$(cksum < "$ROOT/go.mod")
   cd "$dir"
-  if [ ! -f go.mod ] || ! grep -qF "k8s.io/kubernetes $KUBE_VERSION" go.mod; then
-    rm -f go.mod go.sum
+  if [ ! -f go.mod ] || ! grep -qF "k8s.io/kubernetes $KUBE_VERSION" go.mod ||
+    [ "$(cat aligned 2>/dev/null)" != "$stamp" ]; then
+    rm -f go.mod go.sum aligned
     printf 'module kubebuild\n\ngo 1.26\n' > go.mod
     local modfile
     go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" > kubernetes.json
@@ -67,6 +96,8 @@ import (
 )
 GO
     go get "k8s.io/kubernetes@$KUBE_VERSION"
+    align_with_project
+    echo "$stamp" > aligned
   fi
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
   go build -mod=mod -trimpath -ldflags "$ldflags" -o "$OUT/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
