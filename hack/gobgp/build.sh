@@ -9,7 +9,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$ROOT/_output/gobgp}
 GOBGP_VERSION=${GOBGP_VERSION:-v3.37.0}
-export CGO_ENABLED=0 GOTOOLCHAIN=local
+export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")" GOTOOLCHAIN=local
 
 stamp="$OUT/.version"
 if [ -x "$OUT/gobgpd" ] && [ -x "$OUT/gobgp" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$GOBGP_VERSION" ]; then

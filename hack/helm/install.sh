@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TOOLS=${TOOLS:-$ROOT/_output/tools/bin}
 HELM_VERSION=v3.22.0
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")"
 
 mkdir -p "$TOOLS"
 if [ -x "$TOOLS/helm" ] && "$TOOLS/helm" version --template '{{.Version}}' 2>/dev/null | grep -qxF "$HELM_VERSION"; then

@@ -40,7 +40,7 @@ CRANE_VERSION=v0.22.1
 CA_CERTIFICATES_VERSION=20250419~deb12u2
 TZDATA_VERSION=2026f-0+deb12u1
 
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")"
 CRANE=$TOOLS/crane
 
 install_crane() {

@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$ROOT/_output/bin}
 WORK=${WORK:-$ROOT/_output/tools}
 KUBE_VERSION=v1.37.1
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")"
 
 dir=$WORK/kube
 if [ ! -f "$dir/go.mod" ] || ! grep -qF "k8s.io/kubernetes $KUBE_VERSION" "$dir/go.mod"; then

@@ -20,7 +20,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$ROOT/_output/metallb}
 METALLB_VERSION=${METALLB_VERSION:-v0.16.2}
 # MetalLB's go.mod names a newer patch toolchain; ours builds it.
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")" GOTOOLCHAIN=local
 
 stamp="$OUT/.version"
 if [ -x "$OUT/controller" ] && [ -x "$OUT/speaker" ] && [ -f "$OUT/crds/metallb.io_ipaddresspools.yaml" ] &&
