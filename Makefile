@@ -146,8 +146,10 @@ upstream-aws: build control-plane
 # target's instrumented test binary, kept in _output/fuzz-bin (hack/fuzz.sh
 # --build-only); upstream-aws-deps: go vet's and go test's compile of
 # test/upstream-aws (upstream's dependency tree) and upstream's CCM binary,
-# where the two-CCM test looks for it (_output/upstream-aws/VERSION/).
-later-deps: fuzz-deps upstream-aws-deps
+# where the two-CCM test looks for it (_output/upstream-aws/VERSION/);
+# and golangci-lint, which .ci/run's make lint otherwise builds after
+# every test has run.
+later-deps: fuzz-deps upstream-aws-deps $(TOOLS)/golangci-lint
 
 fuzz-deps:
 	bash hack/fuzz.sh --build-only

@@ -37,7 +37,8 @@
 #
 #  - When fuzz or upstream-aws is to come too, the background build goes
 #    on, after e2e-deps, with make later-deps (the fuzz targets'
-#    instrumented packages, upstream-aws's compile and upstream's CCM),
+#    instrumented packages, upstream-aws's compile and upstream's CCM,
+#    golangci-lint for make lint),
 #    log _output/later-deps.log; the first of those stages waits for it
 #    (recorded as later-deps (background) and STAGE (wait)). A failure
 #    there fails nothing: the stage builds again and shows why.
@@ -113,7 +114,7 @@ bg_start() {
   exec 8> "$bg2lock"
   flock 8
   echo "stage: e2e-deps: building e2e's prerequisites in the background (nice 10) while the unit tests run; log: $bglog"
-  [ -z "$later" ] || echo "stage: later-deps: then the fuzz and upstream-aws builds, in the background too; log: $bg2log"
+  [ -z "$later" ] || echo "stage: later-deps: then the fuzz, upstream-aws and golangci-lint builds, in the background too; log: $bg2log"
   # shellcheck disable=SC2016 # expanded by the inner bash
   setsid nice -n 10 bash -c '
     log=$1 status=$2 log2=$3 status2=$4 later=$5 make=$6
