@@ -41,6 +41,17 @@ type memberCloud struct {
 	ensureDelay time.Duration
 	logCalls    bool
 	calls       []string
+	// refuse, when set, is every EnsureLoadBalancer's and
+	// UpdateLoadBalancer's error (a cloud failing).
+	refuse error
+}
+
+// failWith makes every EnsureLoadBalancer and UpdateLoadBalancer fail
+// with err (nil: succeed again).
+func (c *memberCloud) failWith(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refuse = err
 }
 
 // slow makes each EnsureLoadBalancer take d and starts the call log.
@@ -106,6 +117,9 @@ func (c *memberCloud) EnsureLoadBalancer(_ context.Context, _ string, svc *corev
 	time.Sleep(delay)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.refuse != nil {
+		return nil, c.refuse
+	}
 	c.members[string(svc.UID)] = nodeNames(nodes)
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: c.ip}}}, nil
 }
@@ -115,6 +129,9 @@ func (c *memberCloud) UpdateLoadBalancer(_ context.Context, _ string, svc *corev
 	defer c.mu.Unlock()
 	if c.logCalls {
 		c.calls = append(c.calls, "update "+svc.Name)
+	}
+	if c.refuse != nil {
+		return c.refuse
 	}
 	c.members[string(svc.UID)] = nodeNames(nodes)
 	return nil
