@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends"
@@ -77,12 +78,12 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settl
 				sp.RefusedBy = append(sp.RefusedBy, s.Backend)
 			}
 		}
-		kept, err := p.whileRefused(ctx, svc, d, nodes)
+		kept, left, err := p.whileRefused(ctx, svc, d, nodes)
 		if err != nil {
 			sp.Error += "; updating the load balancers kept meanwhile: " + errText(err)
 		}
 		sp.Changes = append(sp.Changes, kept...)
-		sp.Targets = p.settledTargets(afterSync(svc, d), settledNodes, slices.Concat(d.HandedOver, sp.RefusedBy))
+		sp.Targets = p.settledTargets(afterSync(svc, d), settledNodes, slices.Concat(d.HandedOver, sp.RefusedBy, left))
 		return sp
 	}
 	if getErr != nil {
@@ -183,28 +184,35 @@ func whileDraining(calls []lbCall, b string) ([]backends.Intent, error) {
 // as they are (pkg/lbcontroller's retargetFailed: Router.UpdateLoadBalancer,
 // for a Service the router served before), as its targets get theirs from
 // the sync itself. That update under the dry run: the intents of the
-// backends that are not targets, named by backend.
-func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *router.Decision, nodes []*corev1.Node) ([]backends.Intent, error) {
+// backends that are not targets, named by backend, and those of them that
+// leave the Service to another controller (left: they answer
+// ImplementedElsewhere and change nothing, as the aws backend for
+// aws-load-balancer-type external, not even the NLB it made: its targets
+// stay as they are).
+func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *router.Decision, nodes []*corev1.Node) (out []backends.Intent, left []string, err error) {
 	if svc.Annotations[string(annotation.LoadBalancerServedBy)] == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	ctx, log := withCallLog(ctx)
 	ctx, _ = backends.WithDryRun(ctx)
 	_ = p.r.UpdateLoadBalancer(ctx, p.cluster, svc.DeepCopy(), nodes) // the backends' own failures are in the log
-	var out []backends.Intent
 	for _, c := range log.all() {
 		if c.op != "update" || slices.Contains(d.Targets, c.backend) {
 			continue
 		}
+		if c.err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
+			left = append(left, c.backend)
+			continue
+		}
 		if c.err != nil {
-			return out, c.err
+			return out, left, c.err
 		}
 		for _, in := range c.intents {
 			in.What = "in backend " + c.backend + ", kept while the sync fails: " + in.What
 			out = append(out, in)
 		}
 	}
-	return out, nil
+	return out, left, nil
 }
 
 // drainUpdate reports whether c is the update of a load balancer draining

@@ -126,6 +126,37 @@ func TestPlanKeptLoadBalancerUpdatedWhileRefused(t *testing.T) {
 	}
 }
 
+// TestPlanKeptLoadBalancerLeftWhileRefused: as
+// TestPlanKeptLoadBalancerUpdatedWhileRefused, the Service also edited to
+// aws-load-balancer-type external: the aws backend leaves it to another
+// controller and changes nothing in AWS, not even the NLB it made, so the
+// switch's update of the kept NLB (retargetFailed) changes nothing. The
+// plan predicted the NLB's targets following the nodes all the same, and
+// showed the backend's answer as an error ("updating the load balancers
+// kept meanwhile: implemented by alternate to cloud provider"):
+// TestPlanMatchesSwitchRandomWorldOnOpenStack, seed 1796541842655857086,
+// s3. It predicts no targets there, no change and no error of that update.
+func TestPlanKeptLoadBalancerLeftWhileRefused(t *testing.T) {
+	w := newWorld(t)
+	svc := lbService("kept", testutil.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "aws"))
+	w.ensureForReal(t, svc)
+	svc.Annotations["multicloud-ccm.io/load-balancer-backends"] = "aws"
+	svc.Annotations["multicloud-ccm.io/load-balancer-served-by"] = "aws"
+	delete(svc.Annotations, "multicloud-ccm.io/load-balancer-backend")
+	svc.Annotations["multicloud-ccm.io/load-balancer-ips"] = "0.0.0.0"
+	svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-type"] = "external"
+	w.nodes = w.nodes[:2]
+	_, got := w.planOf(t, nil, svc)
+	s := got["kept"]
+	if s.Outcome != plan.LBRefused || fmt.Sprint(s.RefusedBy) != "[metal]" {
+		t.Fatalf("kept: %s (%q), refused by %v; want REFUSED by metal", s.Outcome, s.Error, s.RefusedBy)
+	}
+	if _, ok := s.Targets["aws"]; ok || strings.Contains(s.Error, "kept meanwhile") || len(s.Changes) != 0 {
+		t.Errorf("kept: targets %v, error %q, changes %v; want no targets in aws (the NLB left as it is), no error of its update, no change",
+			s.Targets, s.Error, kinds(s.Changes))
+	}
+}
+
 // TestPlanHandedOverInSeveral: of a Service's backends, aws leaves it to
 // another controller (aws-load-balancer-type: external): it is served by
 // metal only, as the switch marks it. One served by aws and metal before

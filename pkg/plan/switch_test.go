@@ -130,6 +130,11 @@ func (w *world) runSwitch(t *testing.T, objs []runtime.Object) (map[string]switc
 		}
 		before := len(w.aws.MutatingCalls())
 		st, err := r.EnsureLoadBalancer(t.Context(), plan.ClusterName, cur, w.nodes)
+		if err != nil && err != cloudprovider.ImplementedElsewhere && svc.Annotations[string(annotation.LoadBalancerServedBy)] != "" { //nolint:errorlint // as upstream.
+			// The failing sync hands the nodes to the load balancers the
+			// Service keeps (pkg/lbcontroller's retargetFailed).
+			_ = r.UpdateLoadBalancer(router.RequeuesOnNodeChange(t.Context()), plan.ClusterName, cur, w.nodes)
+		}
 		s := switched{calls: slices.Sorted(slices.Values(w.aws.MutatingCalls()[before:])), err: err}
 		if err == nil {
 			s.address = addressesOf(st)
@@ -312,6 +317,12 @@ func TestPlanMatchesSwitch(t *testing.T) {
 			w.aws.RemoveInstance(w.seed.Instances[2].ID)
 			return []*corev1.Service{s}
 		},
+		"moved to metal, which refuses it, a node gone (the kept NLB retargeted)": func(t *testing.T, w *world) []*corev1.Service {
+			return []*corev1.Service{keptWhileRefused(t, w, nil)}
+		},
+		"moved to metal, which refuses it, a node gone, aws-load-balancer-type external (the kept NLB left to the other controller)": func(t *testing.T, w *world) []*corev1.Service {
+			return []*corev1.Service{keptWhileRefused(t, w, map[string]string{"service.beta.kubernetes.io/aws-load-balancer-type": "external"})}
+		},
 		"bad annotations (refused)": func(_ *testing.T, _ *world) []*corev1.Service {
 			return []*corev1.Service{
 				lbService("ghost", testutil.WithAnnotation("multicloud-ccm.io/load-balancer-backend", "ghost")),
@@ -325,6 +336,27 @@ func TestPlanMatchesSwitch(t *testing.T) {
 			w.compare(t, w.objects(svcs...), true)
 		})
 	}
+}
+
+// keptWhileRefused is a Service served by aws (the default then) whose
+// routing the switch moves to metal (the default now), which refuses it
+// (load-balancer-ips 0.0.0.0), edited with ann too; the third node is gone
+// since its NLB was made. The switch keeps the NLB while the sync fails
+// (make before break) and hands it the nodes (retargetFailed), unless aws
+// leaves the Service to another controller (aws-load-balancer-type
+// external: it changes nothing in AWS, not even an NLB it made).
+// TestPlanMatchesSwitchRandomWorldOnOpenStack (seed 1796541842655857086,
+// s3) found the plan predicting the NLB's targets updated all the same.
+func keptWhileRefused(t *testing.T, w *world, ann map[string]string) *corev1.Service {
+	t.Helper()
+	s := w.served(t, lbService("kept", toAWS))[0]
+	delete(s.Annotations, "multicloud-ccm.io/load-balancer-backend")
+	s.Annotations["multicloud-ccm.io/load-balancer-ips"] = "0.0.0.0"
+	for k, v := range ann {
+		s.Annotations[k] = v
+	}
+	w.nodes = w.nodes[:2]
+	return s
 }
 
 // TestPlanMatchesSwitchRandom: seeded random clusters: Services with a
