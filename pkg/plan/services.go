@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -200,7 +201,7 @@ func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *rout
 		if c.op != "update" || slices.Contains(d.Targets, c.backend) {
 			continue
 		}
-		if c.err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // backends return the sentinel unwrapped, as upstream compares it.
+		if errors.Is(c.err, cloudprovider.ImplementedElsewhere) {
 			left = append(left, c.backend)
 			continue
 		}
