@@ -18,7 +18,7 @@ GO      ?= go
 export CGO_ENABLED := 0
 # hack/goflags.sh: one list for every build (the compile cache is shared
 # only between builds with the same flags).
-export GOFLAGS := $(shell bash hack/goflags.sh)
+export GOFLAGS := $(shell bash $(dir $(abspath $(lastword $(MAKEFILE_LIST))))hack/goflags.sh)
 
 GOLANGCI_LINT_VERSION := v2.15.0
 LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(VERSION)

@@ -66,9 +66,11 @@ align_with_project() {
   done
 }
 
+# build_kube makes the scratch module (again when this module's go.mod
+# changed since it was aligned: hack/kubelet/build.sh builds from it too),
+# then builds kube-apiserver and kubectl unless they are there at the
+# pinned version.
 build_kube() {
-  has_version "$OUT/kube-apiserver" "Kubernetes $KUBE_VERSION" &&
-    [ -x "$OUT/kubectl" ] && "$OUT/kubectl" version --client 2>/dev/null | grep -F "Client Version: $KUBE_VERSION" >/dev/null && return
   local dir=$WORK/kube stamp
   mkdir -p "$dir"
   stamp=$(cksum < "$ROOT/go.mod")
@@ -99,6 +101,8 @@ GO
     align_with_project
     echo "$stamp" > aligned
   fi
+  has_version "$OUT/kube-apiserver" "Kubernetes $KUBE_VERSION" &&
+    [ -x "$OUT/kubectl" ] && "$OUT/kubectl" version --client 2>/dev/null | grep -F "Client Version: $KUBE_VERSION" >/dev/null && return
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
   go build -mod=mod -trimpath -ldflags "$ldflags" -o "$OUT/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
   go build -mod=mod -trimpath -ldflags "$ldflags" -o "$OUT/kubectl" k8s.io/kubernetes/cmd/kubectl

@@ -72,7 +72,15 @@ func TestReview67FuzzTargetsStayLight(t *testing.T) {
 // which never looks at the stamp, builds the kubelet, kube-scheduler and
 // kube-controller-manager from it. Nothing is built here: the binaries
 // are stand-ins that report the pinned versions.
+//
+// It runs the real script, which makes the scratch module from the module
+// cache (GOPROXY=off): run by hand with MCCM_SCRIPT_PROBES=1 once
+// k8s.io/kubernetes is in the module cache (make control-plane). In make
+// unit the cache is being filled by the background build beside it.
 func TestReview67ControlPlaneAlignsAnExistingScratchModule(t *testing.T) {
+	if os.Getenv("MCCM_SCRIPT_PROBES") == "" {
+		t.Skip("runs hack/build-control-plane.sh on the module cache: MCCM_SCRIPT_PROBES=1 to run it")
+	}
 	root := repoRoot(t)
 	tmp := t.TempDir()
 	out, work := filepath.Join(tmp, "bin"), filepath.Join(tmp, "tools")
@@ -120,13 +128,14 @@ func TestReview67ControlPlaneAlignsAnExistingScratchModule(t *testing.T) {
 // ones included. Its comment says a requirement only raises a version.
 // With a stand-in project that requires an older pflag than Kubernetes,
 // the version kubectl's build then selects must still be Kubernetes's.
-// Needs a scratch module (MCCM_KUBE_SCRATCH, or _output/tools/kube) and
-// the module cache warm for it; runs offline.
+// Needs a scratch module (MCCM_KUBE_SCRATCH=_output/tools/kube, not read
+// by default: in make unit the background build is writing it) and the
+// module cache warm for it; runs offline.
 func TestReview67AlignNeverLowersKube(t *testing.T) {
 	root := repoRoot(t)
 	src := os.Getenv("MCCM_KUBE_SCRATCH")
 	if src == "" {
-		src = filepath.Join(root, "_output/tools/kube")
+		t.Skip("needs a scratch module: MCCM_KUBE_SCRATCH=_output/tools/kube")
 	}
 	if _, err := os.Stat(filepath.Join(src, "go.mod")); err != nil {
 		t.Skipf("no scratch module at %s (set MCCM_KUBE_SCRATCH)", src)

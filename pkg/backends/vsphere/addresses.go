@@ -43,7 +43,7 @@ func usableIPs(a *AddressRules, ips []guestIP) []usableIP {
 		if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
 			continue
 		}
-		if inAny(ip, a.ExcludeNets()) {
+		if a.Excluded(ip) {
 			continue
 		}
 		out = append(out, usableIP{ip: ip, network: g.Network})
@@ -59,11 +59,11 @@ func pick(a *AddressRules, ips []usableIP, family string) (internal, external st
 			ofFamily = append(ofFamily, u)
 		}
 	}
-	internalRules := len(a.InternalNets()) > 0 || len(a.InternalNetworks) > 0
-	externalRules := len(a.ExternalNets()) > 0 || len(a.ExternalNetworks) > 0
+	internalRules := a.HasInternalSubnets() || len(a.InternalNetworks) > 0
+	externalRules := a.HasExternalSubnets() || len(a.ExternalNetworks) > 0
 	for _, u := range ofFamily {
-		isIn := inAny(u.ip, a.InternalNets()) || slices.Contains(a.InternalNetworks, u.network)
-		isEx := inAny(u.ip, a.ExternalNets()) || slices.Contains(a.ExternalNetworks, u.network)
+		isIn := a.InInternalSubnets(u.ip) || slices.Contains(a.InternalNetworks, u.network)
+		isEx := a.InExternalSubnets(u.ip) || slices.Contains(a.ExternalNetworks, u.network)
 		if internal == "" && (isIn || (!internalRules && !isEx)) {
 			internal = u.ip.String()
 		}
@@ -78,13 +78,4 @@ func pick(a *AddressRules, ips []usableIP, family string) (internal, external st
 		external = internal
 	}
 	return internal, external
-}
-
-func inAny(ip net.IP, nets []*net.IPNet) bool {
-	for _, n := range nets {
-		if n.Contains(ip) {
-			return true
-		}
-	}
-	return false
 }

@@ -12,6 +12,7 @@ package bmconfig
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -114,7 +115,8 @@ type AddressPool struct {
 }
 
 // Compiled is the validated, parsed form of Settings, what the backend is
-// built from. It is not changed once made.
+// built from. It is not changed once made: it holds copies, not the
+// Settings' own entries.
 type Compiled struct {
 	// Inventory holds the inventory entries by name.
 	Inventory map[string]*InventoryEntry
@@ -152,6 +154,7 @@ func (s *Settings) setDefaults() {
 // them for the backend.
 func (s *Settings) Validate(path *field.Path) field.ErrorList {
 	s.setDefaults()
+	s.compiled = nil
 	var errs field.ErrorList
 	if len(s.Inventory) == 0 && len(s.AddressPools) == 0 {
 		errs = append(errs, field.Required(path, "set inventory (the machines this backend owns), addressPools (load-balancer addresses) or both"))
@@ -182,7 +185,12 @@ func validateInventory(entries []InventoryEntry, p *field.Path) (map[string]*Inv
 		if _, dup := byName[e.Name]; dup {
 			errs = append(errs, field.Duplicate(ep.Child("name"), e.Name))
 		}
-		byName[e.Name] = e
+		// The compiled form keeps a copy: it is not changed once made,
+		// whatever happens to the Settings after.
+		c := *e
+		c.Addresses = slices.Clone(e.Addresses)
+		c.Labels = maps.Clone(e.Labels)
+		byName[e.Name] = &c
 	}
 	return byName, errs
 }

@@ -29,11 +29,22 @@ func TestReview67AccessorsDoNotExposeTheSettings(t *testing.T) {
 	if got := s.VCenters[0].URL().Host; got != "vc1.example.com" {
 		t.Errorf("a caller's edit of URL()'s value changed the vCenter's server to %q", got)
 	}
-	_, other, _ := net.ParseCIDR("192.0.2.0/24")
-	s.Addresses.InternalNets()[0] = other
-	s.Addresses.ExcludeNets()[0].IP = net.IPv4(172, 16, 0, 0).To4()
-	if got := fmt.Sprint(s.Addresses.InternalNets(), s.Addresses.ExcludeNets()); got != "[10.0.0.0/8] [10.9.0.0/16]" {
-		t.Errorf("a caller's edit of InternalNets()/ExcludeNets() changed the rules' subnets to %s (internalSubnets still say %v)", got, s.Addresses.InternalSubnets)
+	// The parsed subnets are asked about, not handed out (they were
+	// InternalNets()/ExcludeNets(), the Settings' own slices).
+	a := s.Addresses
+	for _, c := range []struct {
+		ip                      string
+		internal, ext, excluded bool
+	}{
+		{"10.1.2.3", true, false, false}, {"10.9.1.1", true, false, true}, {"192.0.2.1", false, false, false},
+	} {
+		ip := net.ParseIP(c.ip)
+		if got := [3]bool{a.InInternalSubnets(ip), a.InExternalSubnets(ip), a.Excluded(ip)}; got != [3]bool{c.internal, c.ext, c.excluded} {
+			t.Errorf("%s: internal, external, excluded = %v, want %v", c.ip, got, [3]bool{c.internal, c.ext, c.excluded})
+		}
+	}
+	if !a.HasInternalSubnets() || a.HasExternalSubnets() {
+		t.Errorf("HasInternalSubnets, HasExternalSubnets = %v, %v; want true, false", a.HasInternalSubnets(), a.HasExternalSubnets())
 	}
 }
 

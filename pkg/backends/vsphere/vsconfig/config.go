@@ -155,17 +155,42 @@ func (s *Settings) FieldPath() *field.Path {
 }
 
 // URL is Server parsed into the vCenter's SDK URL (https, with the /sdk
-// path unless Server names one); nil until ParseSection validated it.
-func (vc *VCenter) URL() *url.URL { return vc.url }
+// path unless Server names one): a copy, so the caller may change it; nil
+// until ParseSection validated it.
+func (vc *VCenter) URL() *url.URL {
+	if vc.url == nil {
+		return nil
+	}
+	u := *vc.url
+	return &u
+}
 
-// InternalNets are InternalSubnets parsed; nil until Validate.
-func (a *AddressRules) InternalNets() []*net.IPNet { return a.internal }
+// The subnets of the rules, as Validate parsed them, are asked about, not
+// handed out: the backend keeps the validated Settings for its lifetime.
 
-// ExternalNets are ExternalSubnets parsed; nil until Validate.
-func (a *AddressRules) ExternalNets() []*net.IPNet { return a.external }
+// Excluded reports whether ip is in one of ExcludeSubnets.
+func (a *AddressRules) Excluded(ip net.IP) bool { return inAny(ip, a.exclude) }
 
-// ExcludeNets are ExcludeSubnets parsed; nil until Validate.
-func (a *AddressRules) ExcludeNets() []*net.IPNet { return a.exclude }
+// InInternalSubnets reports whether ip is in one of InternalSubnets.
+func (a *AddressRules) InInternalSubnets(ip net.IP) bool { return inAny(ip, a.internal) }
+
+// InExternalSubnets reports whether ip is in one of ExternalSubnets.
+func (a *AddressRules) InExternalSubnets(ip net.IP) bool { return inAny(ip, a.external) }
+
+// HasInternalSubnets reports whether InternalSubnets names any subnet.
+func (a *AddressRules) HasInternalSubnets() bool { return len(a.internal) > 0 }
+
+// HasExternalSubnets reports whether ExternalSubnets names any subnet.
+func (a *AddressRules) HasExternalSubnets() bool { return len(a.external) > 0 }
+
+func inAny(ip net.IP, nets []*net.IPNet) bool {
+	for _, n := range nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
 
 func (s *Settings) setDefaults() {
 	if s.RefreshInterval.Duration == 0 {
