@@ -7,28 +7,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/multicloud-ccm/multicloud-ccm/pkg/backends/baremetal/bmconfig/bmconfigtest"
 )
 
-const validSection = `
-inventory:
-- name: bm-1
-  addresses: [{type: InternalIP, address: 10.0.0.11}, {type: Hostname, address: bm-1}]
-  zone: rack-a
-  region: dc-1
-  instanceType: r650
-  labels: {example.com/tier: gold}
-- name: bm-2
-  addresses: [{type: InternalIP, address: 10.0.0.12}, {type: InternalIP, address: "fd00::12"}]
-addressPools:
-- name: public
-  addresses: ["192.0.2.0/28", "198.51.100.10-198.51.100.20", "2001:db8::/120"]
-  namespaces: []
-  autoAssign: true
-- name: reserved
-  addresses: ["203.0.113.0/30"]
-  namespaces: [team-a]
-  autoAssign: false
-`
+const validSection = bmconfigtest.ValidSection
 
 func parseYAML(t testing.TB, section string) (*Settings, field.ErrorList) {
 	t.Helper()
