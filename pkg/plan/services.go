@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -75,7 +74,9 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settl
 			sp.NewAddress = sp.Address
 		}
 		for _, s := range d.Steps {
-			if s.Kind == router.StepEnsure && s.Err != nil {
+			// A target that hands the Service over (HandedOver) did
+			// not refuse it.
+			if s.Kind == router.StepEnsure && s.Err != nil && !slices.Contains(d.HandedOver, s.Backend) {
 				sp.RefusedBy = append(sp.RefusedBy, s.Backend)
 			}
 		}
@@ -201,19 +202,27 @@ func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *rout
 		if c.op != "update" || slices.Contains(d.Targets, c.backend) {
 			continue
 		}
-		if errors.Is(c.err, cloudprovider.ImplementedElsewhere) {
+		// The sentinel unwrapped, as the router compares it
+		// (lifecycle.Balancer.UpdateLoadBalancer): an answer the switch
+		// takes for an error is one here too.
+		if c.err == cloudprovider.ImplementedElsewhere { //nolint:errorlint // As the router compares it.
 			left = append(left, c.backend)
 			continue
 		}
+		// One backend failing does not keep the router from updating the
+		// others: their intents, and whether they leave the Service, count.
 		if c.err != nil {
-			return out, left, c.err
+			if err == nil {
+				err = c.err
+			}
+			continue
 		}
 		for _, in := range c.intents {
 			in.What = "in backend " + c.backend + ", kept while the sync fails: " + in.What
 			out = append(out, in)
 		}
 	}
-	return out, left, nil
+	return out, left, err
 }
 
 // drainUpdate reports whether c is the update of a load balancer draining
