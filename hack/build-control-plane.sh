@@ -42,29 +42,13 @@ build_etcd() {
   go build -trimpath -o "$OUT/etcd" go.etcd.io/etcd/server/v3
 }
 
-# align_with_project requires, in the scratch module (the current
-# directory), this project's version of every module whose packages both
-# builds compile and the scratch module does not replace. Go's build cache keys a
-# compiled package by its source and its dependencies' compiled output, so
-# a package of client-go, apiserver or api is compiled once for both builds
-# only when every module beneath it is at the same version: with
-# k8s.io/kubernetes's own requirements four modules (golang.org/x/crypto,
-# x/sync, x/text, sigs.k8s.io/json) were older than ours, and that kept
-# 664 of the 1,137 packages kube-apiserver, kubectl and the kubelet's
-# binaries share with this project from being shared. A requirement only
-# raises a version (Go takes the highest one required), so a module
-# Kubernetes needs newer stays as Kubernetes needs it.
-align_with_project() {
-  local ours theirs
-  ours=$(cd "$ROOT" && GOWORK=off go list -deps -test -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' ./... | sort -u)
-  theirs=$(go list -mod=mod -deps -f '{{with .Module}}{{if not .Replace}}{{.Path}} {{.Version}}{{end}}{{end}}' \
-    "${KUBE_CMDS[@]/#/k8s.io/kubernetes/cmd/}" | sort -u)
-  awk 'NR == FNR { if (NF == 2) ours[$1] = $2; next }
-       NF == 2 && ($1 in ours) && ours[$1] != $2 { print $1 "@" ours[$1] }' \
-    <(echo "$ours") <(echo "$theirs") | while read -r m; do
-    go mod edit -require "$m"
-  done
-}
+# align_with_project (hack/align.sh): with k8s.io/kubernetes's own
+# requirements four modules (golang.org/x/crypto, x/sync, x/text,
+# sigs.k8s.io/json) were older than ours, and that kept 664 of the 1,137
+# packages kube-apiserver, kubectl and the kubelet's binaries share with
+# this project from being shared.
+# shellcheck source=hack/align.sh
+source "$ROOT/hack/align.sh"
 
 # build_kube makes the scratch module (again when this module's go.mod
 # changed since it was aligned: hack/kubelet/build.sh builds from it too),
@@ -98,7 +82,7 @@ import (
 )
 GO
     go get "k8s.io/kubernetes@$KUBE_VERSION"
-    align_with_project
+    align_with_project "$ROOT" "${KUBE_CMDS[@]/#/k8s.io/kubernetes/cmd/}"
     echo "$stamp" > aligned
   fi
   has_version "$OUT/kube-apiserver" "Kubernetes $KUBE_VERSION" &&

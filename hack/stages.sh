@@ -35,7 +35,7 @@
 #    the later waits. The background build is stopped when make test
 #    stops before e2e (a failed stage, Ctrl-C).
 #
-#  - When fuzz or upstream-aws is to come too, the background build goes
+#  - When fuzz, upstream-aws or lint is to come too, the background build goes
 #    on, after e2e-deps, with make later-deps (the fuzz targets'
 #    instrumented packages, upstream-aws's compile and upstream's CCM,
 #    golangci-lint for make lint),
@@ -228,7 +228,7 @@ for group in "$@"; do
       if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]]; then
         echo "stage: e2e-deps: in the background (nice 10) while unit runs:"
         "$MAKE" --no-print-directory e2e-deps
-        if [[ $stages == *" fuzz "* || $stages == *" upstream-aws "* ]]; then
+        if [[ $stages == *" fuzz "* || $stages == *" upstream-aws "* || $stages == *" lint "* ]]; then
           echo "stage: later-deps: then, in the background too:"
           "$MAKE" --no-print-directory later-deps
         fi
@@ -244,7 +244,7 @@ for group in "$@"; do
     echo "stage: $stage: start ($(date -u +%H:%M:%S) UTC, $(( t0 - start )) s into make test)"
     if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]] && [ -z "$bgpid" ]; then
       later=
-      [[ $stages != *" fuzz "* && $stages != *" upstream-aws "* ]] || later=1
+      [[ $stages != *" fuzz "* && $stages != *" upstream-aws "* && $stages != *" lint "* ]] || later=1
       bg_start "$later"
     fi
   done

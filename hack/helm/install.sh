@@ -8,10 +8,16 @@
 # the client-go it was built with; `go install` alone leaves v1.20. We pass
 # the same -X flags, computed from helm's go.mod. Tests pass --kube-version
 # anyway.
+#
+# It is built in a scratch module that requires this project's version of
+# every module both builds compile (hack/align.sh: helm v3.22.0 asks for
+# client-go v0.37.0, this project v0.37.2), so the compiled Kubernetes
+# packages are shared with this project's builds instead of compiled twice.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TOOLS=${TOOLS:-$ROOT/_output/tools/bin}
+WORK=${WORK:-$ROOT/_output/tools}
 HELM_VERSION=v3.22.0
 export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")"
 
@@ -33,7 +39,18 @@ ldflags="-s -w -X $pkg/internal/version.version=$HELM_VERSION"
 ldflags+=" -X $pkg/pkg/lint/rules.k8sVersionMajor=$major -X $pkg/pkg/lint/rules.k8sVersionMinor=$minor"
 ldflags+=" -X $pkg/pkg/chartutil.k8sVersionMajor=$major -X $pkg/pkg/chartutil.k8sVersionMinor=$minor"
 
-GOBIN=$TOOLS go install -trimpath -ldflags "$ldflags" "$pkg/cmd/helm@$HELM_VERSION"
+# shellcheck source=hack/align.sh
+source "$ROOT/hack/align.sh"
+dir=$WORK/helm
+rm -rf "$dir"
+mkdir -p "$dir"
+cd "$dir"
+printf 'module helmbuild\n\ngo 1.26\n' > go.mod
+go get "$pkg@$HELM_VERSION"
+align_with_project "$ROOT" "$pkg/cmd/helm"
+go build -mod=mod -trimpath -ldflags "$ldflags" -o "$TOOLS/helm" "$pkg/cmd/helm"
+cd "$ROOT"
+rm -rf "$dir"
 "$TOOLS/helm" version --template '{{.Version}}{{"\n"}}' | grep -qxF "$HELM_VERSION" || {
   echo "hack/helm/install.sh: $TOOLS/helm does not report $HELM_VERSION" >&2
   exit 1

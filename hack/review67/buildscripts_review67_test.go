@@ -180,8 +180,8 @@ func TestReview67AlignNeverLowersKube(t *testing.T) {
 	script := `set -euo pipefail
 ROOT=$1
 KUBE_CMDS=(kube-apiserver kubectl kubelet kube-scheduler kube-controller-manager)
-eval "$(sed -n '/^align_with_project() {/,/^}/p' "$2/hack/build-control-plane.sh")"
-align_with_project`
+source "$2/hack/align.sh"
+align_with_project "$ROOT" "${KUBE_CMDS[@]/#/k8s.io/kubernetes/cmd/}"`
 	if o, err := run(t, scratch, env, "bash", "-c", script, "align", fake, root); err != nil {
 		t.Skipf("align_with_project offline: %v\n%s", err, o)
 	}
