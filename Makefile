@@ -149,9 +149,9 @@ upstream-aws: build control-plane
 # --build-only); upstream-aws-deps: go vet's and go test's compile of
 # test/upstream-aws (upstream's dependency tree) and upstream's CCM binary,
 # where the two-CCM test looks for it (_output/upstream-aws/VERSION/);
-# and golangci-lint, which .ci/run's make lint otherwise builds after
-# every test has run.
-later-deps: fuzz-deps upstream-aws-deps $(TOOLS)/golangci-lint
+# and golangci-lint, first: make test's lint stage, beside e2e, waits for
+# this build (hack/stages.sh) and would otherwise install it itself.
+later-deps: $(TOOLS)/golangci-lint fuzz-deps upstream-aws-deps
 
 fuzz-deps:
 	bash hack/fuzz.sh --build-only
@@ -203,8 +203,9 @@ E2E_PKGS = $(shell $(GO) list $(E2E_FIRST) ./test/e2e/...)
 # Four e2e packages at a time, not go test's default of one per core: each
 # package mostly waits (on its control plane, the clouds' fakes, Octavia,
 # the CCM's periods), so two at a time kept the 2-core machine 46% busy
-# for 489 s of a cold run; four at a time took 283 s, each package within
-# a few seconds of its time two at a time (docs/testing.md).
+# for 489 s of a cold run; four at a time, the same tests with their
+# binaries built, took 283 s, each package within a few seconds of its
+# time two at a time (docs/testing.md).
 E2E_P ?= 4
 
 e2e: e2e-deps
@@ -277,9 +278,9 @@ manifests-check: helm
 # both get here; the second waits and finds it installed.
 $(TOOLS)/golangci-lint:
 	@mkdir -p $(TOOLS)
-	$(call LOCK,golangci-lint) env GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	$(call LOCK,golangci-lint) env GOBIN=$(TOOLS) nice -n 10 $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
-# At nice 10: make test runs it beside e2e.
+# At nice 10 (its install too): make test runs it beside e2e.
 lint: $(TOOLS)/golangci-lint
 	nice -n 10 $(TOOLS)/golangci-lint run ./...
 

@@ -1,6 +1,6 @@
 # Sourced by the tool builds from the Go module proxy (the kube binaries in
-# hack/build-control-plane.sh, helm in hack/helm/install.sh, MetalLB in
-# hack/metallb/build.sh): align_with_project.
+# hack/build-control-plane.sh, helm in hack/helm/install.sh):
+# align_with_project.
 #
 # align_with_project ROOT PKG...: in the module of the current directory
 # (a scratch module or a copy of the tool's own), requires ROOT's version of

@@ -22,7 +22,8 @@ KUBE_VERSION=v1.37.1
 KUBE_CMDS=(kube-apiserver kubectl kubelet kube-scheduler kube-controller-manager)
 STAGING_VERSION=v0.37.2
 ETCD_VERSION=v3.6.16
-export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")"
+# The scratch modules are no workspace's (a go.work above, GOWORK).
+export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")" GOWORK=off
 
 mkdir -p "$OUT" "$WORK"
 

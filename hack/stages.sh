@@ -35,13 +35,17 @@
 #    the later waits. The background build is stopped when make test
 #    stops before e2e (a failed stage, Ctrl-C).
 #
-#  - When fuzz, upstream-aws or lint is to come too, the background build goes
+#  - When fuzz or upstream-aws is to come too, the background build goes
 #    on, after e2e-deps, with make later-deps (the fuzz targets'
 #    instrumented packages, upstream-aws's compile and upstream's CCM,
 #    golangci-lint for make lint),
 #    log _output/later-deps.log; the first of those stages waits for it
-#    (recorded as later-deps (background) and STAGE (wait)). A failure
-#    there fails nothing: the stage builds again and shows why.
+#    (recorded as later-deps (background) and STAGE (wait)), and so does
+#    lint when it runs as a side stage (below) before them: it waits in
+#    its own process, before its make, so the stage it runs beside does
+#    not wait (its log says how long; later-deps's row is recorded when
+#    the group has ended). A failure there fails nothing: the stage builds
+#    again and shows why.
 #
 #  - Each stage's line and its stages.tsv status give the share of the
 #    machine's CPU that was busy during it (/proc/stat): where it is low,
@@ -89,6 +93,8 @@ bg2lock=$OUT/.locks/later-deps-background
 bgpid=
 e2e_waited=
 later_waited=
+later_started=
+side_waited=
 start=$(date +%s)
 [ -n "$dry" ] || : > "$tsv"
 
@@ -228,7 +234,7 @@ for group in "$@"; do
       if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]]; then
         echo "stage: e2e-deps: in the background (nice 10) while unit runs:"
         "$MAKE" --no-print-directory e2e-deps
-        if [[ $stages == *" fuzz "* || $stages == *" upstream-aws "* || $stages == *" lint "* ]]; then
+        if [[ $stages == *" fuzz "* || $stages == *" upstream-aws "* ]]; then
           echo "stage: later-deps: then, in the background too:"
           "$MAKE" --no-print-directory later-deps
         fi
@@ -241,10 +247,13 @@ for group in "$@"; do
   t0=$(date +%s)
   [ ${#members[@]} -eq 1 ] || echo "stage: $group: ${members[0]} with ${members[*]:1} beside it ($(date -u +%H:%M:%S) UTC, $(( t0 - start )) s into make test); the others' output when they end"
   for stage in "${members[@]}"; do
-    echo "stage: $stage: start ($(date -u +%H:%M:%S) UTC, $(( t0 - start )) s into make test)"
+    beside=
+    [ "$stage" = "${members[0]}" ] || beside=" beside ${members[0]}"
+    echo "stage: $stage: start$beside ($(date -u +%H:%M:%S) UTC, $(( t0 - start )) s into make test)"
     if [ "$stage" = unit ] && [[ $stages == *" e2e "* ]] && [ -z "$bgpid" ]; then
       later=
-      [[ $stages != *" fuzz "* && $stages != *" upstream-aws "* && $stages != *" lint "* ]] || later=1
+      [[ $stages != *" fuzz "* && $stages != *" upstream-aws "* ]] || later=1
+      later_started=$later
       bg_start "$later"
     fi
   done
@@ -266,13 +275,25 @@ for group in "$@"; do
     for stage in "${members[@]:1}"; do
       : > "$OUT/stage-$stage.log"
       rm -f "$OUT/stage-$stage.status"
+      # A side stage that needs the background later-deps (golangci-lint
+      # for lint) waits for it in its own process.
+      waitlock=
+      if [ -n "$bgpid" ] && [ -n "$later_started" ] && [ -z "$later_waited" ] && [[ " fuzz upstream-aws lint " == *" $stage "* ]]; then
+        waitlock=$bg2lock
+        side_waited=1
+      fi
       # shellcheck disable=SC2016 # expanded by the inner bash
       setsid bash -c '
-        make=$1 stage=$2 log=$3 status=$4; shift 4
+        make=$1 stage=$2 log=$3 status=$4 waitlock=$5; shift 5
         rc=0
-        "$make" --no-print-directory "$stage" "$@" > "$log" 2>&1 < /dev/null || rc=$?
+        if [ -n "$waitlock" ]; then
+          w0=$(date +%s)
+          flock "$waitlock" true
+          echo "stage: $stage: waited $(( $(date +%s) - w0 )) s for the background build of the fuzz, upstream-aws and golangci-lint binaries" >> "$log"
+        fi
+        "$make" --no-print-directory "$stage" "$@" >> "$log" 2>&1 < /dev/null || rc=$?
         echo "$rc $(date +%s) $(awk '"'"'/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }'"'"' /proc/stat)" > "$status"
-      ' side "$MAKE" "$stage" "$OUT/stage-$stage.log" "$OUT/stage-$stage.status" "${args[@]}" &
+      ' side "$MAKE" "$stage" "$OUT/stage-$stage.log" "$OUT/stage-$stage.status" "$waitlock" "${args[@]}" &
       sidepids+=($!)
     done
     "$MAKE" --no-print-directory "${members[0]}" "${args[@]}" || { rc=$?; failed=${members[0]}; }
@@ -327,6 +348,15 @@ for group in "$@"; do
     echo "${lines[-1]}"
   done
   sidepids=()
+  # A side stage waited for the background later-deps: record it (as
+  # bg2_wait does) now that the group has ended.
+  if [ -n "$side_waited" ] && [ -z "$later_waited" ] && [ -s "$bg2status" ] && read -r lrc lsecs < "$bg2status"; then
+    wait "$bgpid" 2>/dev/null || true
+    bgpid=
+    later_waited=1
+    record "later-deps (background)" "$lsecs" "$([ "$lrc" = 0 ] && echo passed || echo failed)"
+    [ "$lrc" = 0 ] || echo "stage: later-deps: the background build FAILED (exit $lrc) after $lsecs s (log: $bg2log); the stages build again and show why"
+  fi
   if [ "$rc" != 0 ]; then
     # What failed, last (each FAILED line again when there were several stages).
     if [ ${#members[@]} -gt 1 ]; then

@@ -17,11 +17,13 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TOOLS=${TOOLS:-$ROOT/_output/tools/bin}
-WORK=${WORK:-$ROOT/_output/tools}
 HELM_VERSION=v3.22.0
-export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")"
+# The scratch module below is no workspace's (a go.work above, GOWORK).
+export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")" GOWORK=off
 
 mkdir -p "$TOOLS"
+# Absolute: the build below runs in the scratch module's folder.
+TOOLS=$(cd "$TOOLS" && pwd)
 if [ -x "$TOOLS/helm" ] && "$TOOLS/helm" version --template '{{.Version}}' 2>/dev/null | grep -qxF "$HELM_VERSION"; then
   exit 0
 fi
@@ -41,16 +43,17 @@ ldflags+=" -X $pkg/pkg/chartutil.k8sVersionMajor=$major -X $pkg/pkg/chartutil.k8
 
 # shellcheck source=hack/align.sh
 source "$ROOT/hack/align.sh"
-dir=$WORK/helm
-rm -rf "$dir"
-mkdir -p "$dir"
+# A folder of its own for each run (two runs at once share none), removed
+# however the run ends.
+mkdir -p "$ROOT/_output/tools"
+dir=$(mktemp -d "$ROOT/_output/tools/helm-build.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
 cd "$dir"
 printf 'module helmbuild\n\ngo 1.26\n' > go.mod
 go get "$pkg@$HELM_VERSION"
 align_with_project "$ROOT" "$pkg/cmd/helm"
 go build -mod=mod -trimpath -ldflags "$ldflags" -o "$TOOLS/helm" "$pkg/cmd/helm"
 cd "$ROOT"
-rm -rf "$dir"
 "$TOOLS/helm" version --template '{{.Version}}{{"\n"}}' | grep -qxF "$HELM_VERSION" || {
   echo "hack/helm/install.sh: $TOOLS/helm does not report $HELM_VERSION" >&2
   exit 1
