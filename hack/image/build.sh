@@ -104,7 +104,12 @@ layer() {
 # serve: a registry on loopback for the duration of the script; sets REG.
 serve() {
   local port log=$WORK/registry.log
-  PORT= "$CRANE" registry serve --address 127.0.0.1:0 > "$log" 2>&1 &
+  # The log exists before the registry starts: the background job opens
+  # it only once it runs, and sed below failing on a missing file ends the
+  # script (set -e, pipefail). A cold .ci/run lost its e2e stage to that,
+  # the machine loaded by the stages beside e2e.
+  : > "$log"
+  PORT= "$CRANE" registry serve --address 127.0.0.1:0 >> "$log" 2>&1 &
   REGISTRY_PID=$!
   for _ in $(seq 100); do
     port=$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$log" | head -n1)
