@@ -81,11 +81,15 @@ func runCmd(t *testing.T, dir string, environ []string, timeout time.Duration, n
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// The command's exit status is read from ProcessState below; Wait's
+	// error says the same.
 	select {
-	case <-done:
+	case err := <-done:
+		_ = err
 	case <-time.After(timeout):
 		_ = cmd.Process.Kill()
-		<-done
+		err := <-done
+		_ = err
 		t.Fatalf("%s %v: no end after %v; output:\n%s", name, args, timeout, out.String())
 	}
 	return result{out: out.String(), code: cmd.ProcessState.ExitCode(), dur: time.Since(start)}
