@@ -306,7 +306,14 @@ for group in "$@"; do
       ' side "$MAKE" "$stage" "$OUT/stage-$stage.log" "$OUT/stage-$stage.status" "$waitlock" "${args[@]}" &
       sidepids+=($!)
     done
-    "$MAKE" --no-print-directory "${members[0]}" "${args[@]}" || { rc=$?; failed=${members[0]}; }
+    # The foreground stage's output as it comes, and in its log too: .ci/run's
+    # summary of what failed ends with each failed stage's last lines (a vet
+    # finding, a failed build), whichever stage it was.
+    fg=${members[0]}
+    : > "$OUT/stage-$fg.log"
+    frc=0
+    "$MAKE" --no-print-directory "$fg" "${args[@]}" 2>&1 | tee -a "$OUT/stage-$fg.log" || frc=${PIPESTATUS[0]}
+    [ "$frc" = 0 ] || { rc=$frc; failed=$fg; }
   fi
   secs=$(( $(date +%s) - t0 ))
   read -r busy1 total1 < <(cpu_ticks)
