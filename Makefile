@@ -74,7 +74,7 @@ $(BIN)/multicloud-ccm: FORCE
 FORCE:
 
 control-plane:
-	$(call LOCK,kube) env OUT=$(BIN) bash hack/build-control-plane.sh
+	$(call LOCK,kube) env GOGC=$(BUILD_GOGC) OUT=$(BIN) bash hack/build-control-plane.sh
 
 # image: the container image, reproducibly, without a container engine
 # (hack/image/build.sh): an OCI layout and a docker-archive under
@@ -112,10 +112,18 @@ kubelet: control-plane image
 ## .ci/run ran them after every test) and promrules.
 TEST_STAGES := vet+openstack-up unit chaos-slice e2e+lint+promrules fuzz+upstream-aws
 test:
-	MAKE="$(MAKE)" OUT=$(OUT) bash hack/stages.sh $(TEST_STAGES)
+	MAKE="$(MAKE)" OUT=$(OUT) BUILD_GOGC=$(BUILD_GOGC) bash hack/stages.sh $(TEST_STAGES)
+
+# The Go garbage collector's target for the runs that only build (go vet,
+# the control plane, and the background builds of hack/stages.sh): the
+# compiler collects less often, at most five times its live heap. Building
+# the CCM binary cold took 340 CPU-seconds at 400 against 368 and 386 at
+# Go's default 100 (session 69), its largest compile 3.9 GB against 2.8.
+# Not the tests: their binaries run with Go's default.
+BUILD_GOGC ?= 400
 
 vet:
-	$(GO) vet ./...
+	GOGC=$(BUILD_GOGC) $(GO) vet ./...
 
 # Tests that need the real OpenStack stack read its environment from
 # $(OUT)/openstack.env (written by make openstack-up); without it they skip,

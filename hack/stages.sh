@@ -123,13 +123,15 @@ bg_start() {
   [ -z "$later" ] || echo "stage: later-deps: then the fuzz, upstream-aws and golangci-lint builds, in the background too; log: $bg2log"
   # shellcheck disable=SC2016 # expanded by the inner bash
   setsid nice -n 10 bash -c '
-    log=$1 status=$2 log2=$3 status2=$4 later=$5 make=$6
+    log=$1 status=$2 log2=$3 status2=$4 later=$5 make=$6 gogc=$7
     # setsid made a session of its own, and with the kernel'"'"'s autogroup
     # scheduling (sched_autogroup_enabled, on in CI'"'"'s kernel) a session
     # gets as much CPU as the foreground'"'"'s whatever its nice: the nice
     # of its autogroup is what yields (the write fails harmlessly where
     # there is none).
     echo 10 2>/dev/null > /proc/self/autogroup || true
+    # Builds only: the compiler at the Makefile'"'"'s BUILD_GOGC.
+    [ -z "$gogc" ] || export GOGC=$gogc
     t0=$(date +%s) rc=0
     "$make" --no-print-directory e2e-deps > "$log" 2>&1 < /dev/null 9>&- 8>&- || rc=$?
     echo "$rc $(( $(date +%s) - t0 ))" > "$status"
@@ -138,7 +140,7 @@ bg_start() {
       t0=$(date +%s) rc=0
       "$make" --no-print-directory later-deps > "$log2" 2>&1 < /dev/null 8>&- || rc=$?
       echo "$rc $(( $(date +%s) - t0 ))" > "$status2"
-    fi' bg "$bglog" "$bgstatus" "$bg2log" "$bg2status" "$later" "$MAKE" &
+    fi' bg "$bglog" "$bgstatus" "$bg2log" "$bg2status" "$later" "$MAKE" "${BUILD_GOGC:-}" &
   bgpid=$!
   exec 9>&- 8>&-
 }
