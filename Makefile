@@ -139,8 +139,10 @@ RACE_GOWORK = ws=$$(GO=$(GO) bash hack/race-workspace.sh $(OUT)) || exit; export
 
 # Both go tests run whatever the first's result: a failing admission test
 # hides no failure of the other packages; the recipe fails if either did.
+# Ctrl-C (or SIGTERM) ends the recipe: go test exits 1 on it, and the
+# -race run would otherwise start.
 unit:
-	rc=0; \
+	trap 'exit 130' INT; trap 'exit 143' TERM; rc=0; \
 	$(if $(filter $(NORACE_PKGS),$(UNIT_PKGS)),$(GO) test $(GOTESTVET) -count=1 -timeout 20m $(filter $(NORACE_PKGS),$(UNIT_PKGS)) || rc=$$?;) \
 	$(if $(filter-out $(NORACE_PKGS),$(UNIT_PKGS)),( $(WITH_OS_ENV) $(RACE_GOWORK) CGO_ENABLED=1 $(GO) test $(GOTESTVET) -race -count=1 -timeout 40m $(filter-out $(NORACE_PKGS),$(UNIT_PKGS)) ) || rc=$$?;) \
 	exit $$rc

@@ -97,6 +97,9 @@ later_started=
 side_waited=
 start=$(date +%s)
 [ -n "$dry" ] || : > "$tsv"
+# Each stage's log is this run's: a stage that never ran (e2e, when its
+# background build failed) leaves none for .ci/run's summary to show.
+[ -n "$dry" ] || rm -f "$OUT"/stage-*.log "$OUT"/stage-*.status
 
 record() { [ -n "$dry" ] || printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$tsv"; }
 
@@ -314,7 +317,10 @@ for group in "$@"; do
     fg=${members[0]}
     : > "$OUT/stage-$fg.log"
     frc=0
-    "$MAKE" --no-print-directory "$fg" "${args[@]}" 2>&1 | tee -a "$OUT/stage-$fg.log" || frc=${PIPESTATUS[0]}
+    # tee ignores Ctrl-C and SIGTERM (a group's signal): it stays to pass
+    # on what the stage prints as it stops (go's FAIL line, make's ***), and
+    # the stage is not killed by SIGPIPE before its exit handlers run.
+    "$MAKE" --no-print-directory "$fg" "${args[@]}" 2>&1 | (trap '' INT TERM; exec tee -a "$OUT/stage-$fg.log") || frc=${PIPESTATUS[0]}
     [ "$frc" = 0 ] || { rc=$frc; failed=$fg; }
   fi
   secs=$(( $(date +%s) - t0 ))
