@@ -62,7 +62,7 @@ wait $pid
 // dies so before its exit handlers (base.AtExit: the go-build work
 // directory with the test binaries is left in $TMPDIR).
 //
-// FAILED (session 69b, 3 of 3 runs; its control against 03df55f's
+// Failed before session 69's fix (session 69b, 3 of 3 runs; its control against 03df55f's
 // stages.sh passes): hack/stages.sh:317; the FAIL line and make's "***"
 // line are in neither the output nor stage-unit.log, and the stand-in
 // go's work directory is left behind. Exit 130 and the stop of the

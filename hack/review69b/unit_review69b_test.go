@@ -125,7 +125,7 @@ func TestReview69bUnitExitStatus(t *testing.T) {
 // the -race run of every other unit package (up to 40 minutes in CI)
 // starts after the Ctrl-C, and make unit (make test) waits for it.
 //
-// FAILED (session 69b, 3 of 3 runs; its control passes): the -race go
+// Failed before session 69's fix (session 69b, 3 of 3 runs; its control passes): the -race go
 // test starts after the interrupt;
 // make unit ends only when it has. Makefile, the unit recipe (lines
 // 143-146): `|| rc=$$?` swallows the interrupted go test's status and
