@@ -1,7 +1,6 @@
-package review69b
+package review69
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,83 +175,4 @@ func TestReview69bSummaryBinaryStageLog(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestReview69bTableAttribution: now that the foreground stage's stderr
-// goes through the tee with its stdout, hack/stages-table.sh (from
-// .ci/run's ci-test.log) must still give each go test "ok" line to its
-// stage: unit's packages (printed on stdout between warnings on stderr),
-// e2e's (lint and promrules beside it, their own ok lines in their
-// output after e2e's end), none of chaos-slice's. And a failed side stage
-// (lint) gets its own tail in the summary, the foreground's none.
-//
-// Passed (session 69b).
-func TestReview69bTableAttribution(t *testing.T) {
-	pk := func(prefix string, n int) string {
-		var b strings.Builder
-		for i := 0; i < n; i++ {
-			fmt.Fprintf(&b, "ok  \t%s/%s%d\t%d.5s\n", mod, prefix, i, 10+i)
-		}
-		return b.String()
-	}
-	r := runCI(t, ciCase{
-		stages: "unit chaos-slice e2e+lint+promrules",
-		files: map[string]string{
-			"out-unit":        pk("pkg/unit", 3),
-			"err-unit":        "warning: unit's stderr\n",
-			"out-chaos-slice": pk("test/chaos", 1),
-			"out-e2e":         pk("test/e2e/e", 3),
-			"err-e2e":         "e2e's stderr\n",
-			"sleep-e2e":       "1",
-			"out-promrules":   pk("test/promrules/p", 2),
-			"out-lint":        "pkg/x.go:1:1: a lint finding (errcheck)\n",
-			"rc-lint":         "1",
-		},
-	})
-	if r.code == 0 {
-		t.Fatalf(".ci/run passed:\n%s", r.out)
-	}
-	i := strings.Index(r.out, "slowest unit packages")
-	j := strings.Index(r.out, "slowest e2e packages")
-	if i < 0 || j < i {
-		t.Fatalf("no tables:\n%s", r.out)
-	}
-	unit, e2e := r.out[i:j], r.out[j:]
-	if k := strings.Index(e2e, "\n  "); k >= 0 {
-		// the e2e table: its lines up to the CPU report
-		end := strings.Index(e2e, "] ")
-		if end > 0 {
-			e2e = e2e[:end]
-		}
-	}
-	for _, p := range []string{"pkg/unit0", "pkg/unit1", "pkg/unit2"} {
-		if !strings.Contains(unit, p) || strings.Contains(e2e, p) {
-			t.Errorf("%s not in the unit table alone:\n%s%s", p, unit, e2e)
-		}
-	}
-	for _, p := range []string{"test/e2e/e0", "test/e2e/e1", "test/e2e/e2"} {
-		if !strings.Contains(e2e, p) || strings.Contains(unit, p) {
-			t.Errorf("%s not in the e2e table alone:\n%s%s", p, unit, e2e)
-		}
-	}
-	for _, p := range []string{"test/chaos0", "test/promrules/p0"} {
-		if strings.Contains(unit, p) || strings.Contains(e2e, p) {
-			t.Errorf("%s in a table:\n%s%s", p, unit, e2e)
-		}
-	}
-	s := summary(t, r)
-	if !strings.Contains(s, "the end of lint's output") || !strings.Contains(s, "a lint finding (errcheck)") {
-		t.Errorf("no tail of lint's output in the summary:\n%s", s)
-	}
-	if strings.Contains(s, "the end of e2e's output") {
-		t.Errorf("a tail of e2e's (passed) output in the summary:\n%s", s)
-	}
-}
-
-func okLines(n int) string {
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "ok  \t%s/pkg/p%d\t%d.%ds\n", mod, i, 3+i, i)
-	}
-	return b.String()
 }

@@ -1,4 +1,4 @@
-package review69b
+package review69
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package review69b
+package review69
 
 import (
 	"bytes"
@@ -72,20 +72,6 @@ wait $pid
 func TestReview69bForegroundCtrlC(t *testing.T) {
 	r, fake, out := runCtrlC(t, "")
 	checkCtrlC(t, r, fake, out)
-}
-
-// TestReview69bForegroundCtrlCBeforeTheChange is its control: the same
-// Ctrl-C against hack/stages.sh of 03df55f (make's output straight
-// through). Passed (session 69b), the stage log check left out (there
-// was none then): the regression is 6f9382c's.
-func TestReview69bForegroundCtrlCBeforeTheChange(t *testing.T) {
-	old, err := gitShow(repoRoot(t), "03df55f:hack/stages.sh")
-	if err != nil {
-		t.Skipf("no 03df55f: %v", err)
-	}
-	r, fake, out := runCtrlC(t, old)
-	checkCtrlC(t, r, fake, "")
-	_ = out
 }
 
 func runCtrlC(t *testing.T, script string) (result, string, string) {

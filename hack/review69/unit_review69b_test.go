@@ -1,14 +1,13 @@
-package review69b
+package review69
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// unitGo stands for go in the real Makefile's unit recipe and in the real
+// unitGoWorkspace stands for go in the real Makefile's unit recipe and in the real
 // hack/race-workspace.sh (RACE_GOWORK). go test logs "norace ARGS" or
 // "race GOWORK=... ARGS" to $FAKE_DIR/log, marks $FAKE_DIR/started-KIND,
 // waits $FAKE_DIR/sleep-KIND seconds and exits $FAKE_DIR/rc-KIND (0). As
@@ -17,7 +16,7 @@ import (
 // exit status 1 on SIGINT, not killed by it. go mod download fails when
 // $FAKE_DIR/ws-fail exists; go list -m names a copy of
 // k8s.io/cloud-provider that race-workspace.sh can patch.
-const unitGo = `#!/usr/bin/env bash
+const unitGoWorkspace = `#!/usr/bin/env bash
 case $1 in
 mod) [ ! -e "$FAKE_DIR/ws-fail" ] || { echo "go: k8s.io/cloud-provider: no network" >&2; exit 1; }; exit 0 ;;
 list) echo "$FAKE_DIR/cp v0.37.0"; exit 0 ;;
@@ -45,7 +44,7 @@ func newUnitRun(t *testing.T, files map[string]string) unitRun {
 	t.Helper()
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "fake")
-	writeExec(t, filepath.Join(fake, "go"), unitGo)
+	writeExec(t, filepath.Join(fake, "go"), unitGoWorkspace)
 	writeExec(t, filepath.Join(fake, "cp/controllers/service/controller.go"), "package service\nfunc f() {\n\tcachedService.state = service\n}\n")
 	for k, v := range files {
 		writeExec(t, filepath.Join(fake, k), v)
@@ -148,32 +147,5 @@ func TestReview69bUnitCtrlCStopsMakeUnit(t *testing.T) {
 	if exists(filepath.Join(u.fake, "started-race")) {
 		t.Errorf("after Ctrl-C during the non-race go test, make unit went on to the -race go test and waited %v for it to end; go test runs:\n%s\nmake's output:\n%s",
 			r.dur.Round(time.Second), readFile(t, filepath.Join(u.fake, "log")), r.out)
-	}
-}
-
-// TestReview69bUnitCtrlCBeforeTheChange is the control of
-// TestReview69bUnitCtrlCStopsMakeUnit: the same Ctrl-C against the
-// Makefile of 03df55f (two recipe lines) stops make unit without starting
-// the -race run. Passed (session 69b): the regression is 6f9382c's.
-func TestReview69bUnitCtrlCBeforeTheChange(t *testing.T) {
-	root := repoRoot(t)
-	old, err := gitShow(root, "03df55f:Makefile")
-	if err != nil {
-		t.Skipf("no 03df55f in this repository: %v", err)
-	}
-	mk := filepath.Join(t.TempDir(), "Makefile.03df55f")
-	if err := os.WriteFile(mk, []byte(old), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	u := newUnitRun(t, map[string]string{"sleep-norace": "20", "sleep-race": "4"})
-	p := startCmd(t, root, u.env(), "", "make", append([]string{"-f", mk}, u.args()...)...)
-	if !waitFile(t, filepath.Join(u.fake, "started-norace"), 20*time.Second) {
-		t.Fatalf("the non-race go test never started:\n%s", p.out.String())
-	}
-	time.Sleep(300 * time.Millisecond)
-	p.signalGroup(t, 2)
-	r := p.wait(t, 30*time.Second)
-	if exists(filepath.Join(u.fake, "started-race")) {
-		t.Errorf("the old two-line recipe also went on to the -race run after Ctrl-C:\n%s", r.out)
 	}
 }
