@@ -20,7 +20,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$ROOT/_output/metallb}
 METALLB_VERSION=${METALLB_VERSION:-v0.16.2}
 # MetalLB's go.mod names a newer patch toolchain; ours builds it.
-export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")" GOTOOLCHAIN=local
+export CGO_ENABLED=0 GOFLAGS="$(bash "$ROOT/hack/goflags.sh")" GOTOOLCHAIN=local GOWORK=off
 
 stamp="$OUT/.version"
 if [ -x "$OUT/controller" ] && [ -x "$OUT/speaker" ] && [ -f "$OUT/crds/metallb.io_ipaddresspools.yaml" ] &&
@@ -42,6 +42,14 @@ cp -r "$ROOT/hack/metallb/frr-k8s-api" "$src/frr-k8s"
 chmod -R u+w "$src"
 cd "$src/metallb"
 go mod edit -replace github.com/metallb/frr-k8s=../frr-k8s
+# This module's versions of every module both builds compile (client-go,
+# apimachinery, grpc, x/sys, ...: hack/align.sh), so that the compiles of
+# the packages MetalLB shares with this module are shared too: v0.16.2 asks
+# for k8s.io v0.37.1 and older x/net, x/sys and x/crypto, and with those
+# none of its Kubernetes packages was.
+# shellcheck source=hack/align.sh
+source "$ROOT/hack/align.sh"
+align_with_project "$ROOT" ./controller ./speaker
 go build -mod=mod -trimpath -ldflags "-s -w" -o "$OUT/controller" ./controller
 go build -mod=mod -trimpath -ldflags "-s -w" -o "$OUT/speaker" ./speaker
 echo "$METALLB_VERSION $(sha256sum "$ROOT/hack/metallb/frr-k8s-api/api/v1beta1/types.go" | cut -c1-16)" > "$stamp"
