@@ -118,6 +118,7 @@ func isRetry(err error) bool {
 func ensureConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, int) {
 	t.Helper()
 	deadline := time.Now().Add(180 * time.Second)
+	pause := newPauses(lb.retryDelay)
 	for calls := 1; ; calls++ {
 		st, err := lb.EnsureLoadBalancer(context.Background(), "kubernetes", svc, nodes)
 		if err == nil {
@@ -129,7 +130,21 @@ func ensureConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service, nodes 
 		if time.Now().After(deadline) {
 			t.Fatalf("EnsureLoadBalancer still asks to retry after %d calls: %v", calls, err)
 		}
-		time.Sleep(lb.retryDelay)
+		time.Sleep(pause())
+	}
+}
+
+// newPauses returns the pauses of a converge loop: first, then half again
+// as long each time, to at most eight times first or 2 s, whichever is
+// less. Octavia under load takes seconds to apply a change, and a call
+// every 300 ms from four tests side by side made a third of the Octavia
+// API's requests (and of its CPU) in the unit stage asking again.
+func newPauses(first time.Duration) func() time.Duration {
+	next, limit := first, min(8*first, 2*time.Second)
+	return func() time.Duration {
+		d := next
+		next = min(next*3/2, limit)
+		return d
 	}
 }
 
@@ -147,6 +162,7 @@ func eventuallyOn(t testing.TB, timeout time.Duration, what string, cond func() 
 func deleteConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service) {
 	t.Helper()
 	deadline := time.Now().Add(180 * time.Second)
+	pause := newPauses(lb.retryDelay)
 	for {
 		err := lb.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", svc)
 		if err == nil {
@@ -158,7 +174,7 @@ func deleteConverged(t testing.TB, lb *LoadBalancer, svc *corev1.Service) {
 		if time.Now().After(deadline) {
 			t.Fatalf("EnsureLoadBalancerDeleted still asks to retry: %v", err)
 		}
-		time.Sleep(lb.retryDelay)
+		time.Sleep(pause())
 	}
 }
 

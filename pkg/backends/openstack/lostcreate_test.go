@@ -134,7 +134,7 @@ func TestLostCreateThenDelete(t *testing.T) {
 	}
 	late.release(t)
 	calls := 0
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(c.cloud.lb.retryDelay) {
+	for deadline, pause := time.Now().Add(3*time.Minute), newPauses(c.cloud.lb.retryDelay); ; time.Sleep(pause()) {
 		calls++
 		err := c.cloud.lb.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc.DeepCopy())
 		if err == nil {
@@ -174,7 +174,7 @@ func TestLostCreateNoSecond(t *testing.T) {
 		t.Errorf("Ensure made %d mutating calls while the lost create may still land, want none (a second load balancer)", n)
 	}
 	late.release(t)
-	for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(c.cloud.lb.retryDelay) {
+	for deadline, pause := time.Now().Add(4*time.Minute), newPauses(c.cloud.lb.retryDelay); ; time.Sleep(pause()) {
 		_, err := c.cloud.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
 		if err == nil {
 			break
@@ -280,7 +280,7 @@ func TestMutationGateRealStack(t *testing.T) {
 		t.Errorf("EnsureLoadBalancerDeleted after a refused create: %v, want nothing to delete", err)
 	}
 	closed.Store(false)
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(c.cloud.lb.retryDelay) {
+	for deadline, pause := time.Now().Add(3*time.Minute), newPauses(c.cloud.lb.retryDelay); ; time.Sleep(pause()) {
 		_, err := c.cloud.lb.EnsureLoadBalancer(ctx, "kubernetes", svc.DeepCopy(), nodes)
 		if err == nil {
 			break
@@ -342,7 +342,7 @@ func TestLostCreateAcrossTakeover(t *testing.T) {
 		t.Errorf("the delete's retry does not say why: %v", err)
 	}
 	late.release(t)
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(c.cloud.lb.retryDelay) {
+	for deadline, pause := time.Now().Add(3*time.Minute), newPauses(c.cloud.lb.retryDelay); ; time.Sleep(pause()) {
 		err := c.cloud.lb.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc.DeepCopy())
 		if err == nil {
 			break
