@@ -135,7 +135,10 @@ type ServicePlan struct {
 	// with their providerID and addresses) that the router hands the
 	// backend in its node syncs, draining load balancers included. Changes
 	// list the first sync's calls, with the nodes as they are now; the
-	// node syncs after the nodes changed make the rest, and end here.
+	// node syncs after the nodes changed make the rest, and end here. A
+	// refused Service's load balancer kept outside its targets whose
+	// update fails too (Error's "kept meanwhile") keeps the targets it
+	// has: it is not listed.
 	Targets map[string][]string `json:"targets,omitempty"`
 	Error   string              `json:"error,omitempty"`
 }

@@ -80,12 +80,15 @@ func (p *planner) service(ctx context.Context, svc *corev1.Service, nodes, settl
 				sp.RefusedBy = append(sp.RefusedBy, s.Backend)
 			}
 		}
-		kept, left, err := p.whileRefused(ctx, svc, d, nodes)
+		kept, left, failed, err := p.whileRefused(ctx, svc, d, nodes)
 		if err != nil {
 			sp.Error += "; updating the load balancers kept meanwhile: " + errText(err)
 		}
 		sp.Changes = append(sp.Changes, kept...)
-		sp.Targets = p.settledTargets(afterSync(svc, d), settledNodes, slices.Concat(d.HandedOver, sp.RefusedBy, left))
+		// A kept load balancer whose update fails keeps the targets it
+		// has, whatever the nodes do, until the Service is fixed: no
+		// prediction for it.
+		sp.Targets = p.settledTargets(afterSync(svc, d), settledNodes, slices.Concat(d.HandedOver, sp.RefusedBy, left, failed))
 		return sp
 	}
 	if getErr != nil {
@@ -190,10 +193,11 @@ func whileDraining(calls []lbCall, b string) ([]backends.Intent, error) {
 // leave the Service to another controller (left: they answer
 // ImplementedElsewhere and change nothing, as the aws backend for
 // aws-load-balancer-type external, not even the NLB it made: its targets
-// stay as they are).
-func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *router.Decision, nodes []*corev1.Node) (out []backends.Intent, left []string, err error) {
+// stay as they are), and those whose update fails (failed: their load
+// balancers keep the targets they have, the first error in err).
+func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *router.Decision, nodes []*corev1.Node) (out []backends.Intent, left, failed []string, err error) {
 	if svc.Annotations[string(annotation.LoadBalancerServedBy)] == "" {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	ctx, log := withCallLog(ctx)
 	ctx, _ = backends.WithDryRun(ctx)
@@ -215,6 +219,7 @@ func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *rout
 			if err == nil {
 				err = c.err
 			}
+			failed = append(failed, c.backend)
 			continue
 		}
 		for _, in := range c.intents {
@@ -222,7 +227,7 @@ func (p *planner) whileRefused(ctx context.Context, svc *corev1.Service, d *rout
 			out = append(out, in)
 		}
 	}
-	return out, left, err
+	return out, left, failed, err
 }
 
 // drainUpdate reports whether c is the update of a load balancer draining
