@@ -92,15 +92,7 @@ func TestReview70KubeBuildAligned(t *testing.T) {
 		t.Errorf("the aligned kube build compiles cel-go %s, Kubernetes's own %s: the kube-apiserver's CEL is not the released one", got, released[1])
 	}
 	t.Logf("CEL modules: cel-go %s (released %s), cel.dev/expr %s (before alignment %s)", after["github.com/google/cel-go"], released[1], after["cel.dev/expr"], before["cel.dev/expr"])
-	o := ours(t, root)
-	for _, m := range mismatches(o, after) {
-		t.Errorf("%s: ours %s, the aligned kube build's %s: their packages over it are compiled twice", m, o[m], after[m])
-	}
-	for m, v := range before {
-		if w, ok := after[m]; ok && semverLess(w, v) {
-			t.Errorf("%s: align_with_project lowered it from %s to %s in the kube build", m, v, w)
-		}
-	}
+	checkAligned(t, "the kube build", ours(t, root), before, after)
 }
 
 // TestReview70MetalLBAligned: hack/metallb/build.sh's scratch copy of
@@ -149,14 +141,7 @@ func TestReview70MetalLBAligned(t *testing.T) {
 	align(t, root, mdir, env, pkgs...)
 	after := modules(t, mdir, env, append([]string{"-mod=mod"}, pkgs...)...)
 	o := ours(t, root)
-	for _, m := range mismatches(o, after) {
-		t.Errorf("%s: ours %s, aligned MetalLB's %s: its packages over it are compiled twice", m, o[m], after[m])
-	}
-	for m, v := range before {
-		if w, ok := after[m]; ok && semverLess(w, v) {
-			t.Errorf("%s: align_with_project lowered it from %s to %s for MetalLB", m, v, w)
-		}
-	}
+	checkAligned(t, "MetalLB", o, before, after)
 	n := 0
 	for m := range after {
 		if _, ok := o[m]; ok {
@@ -237,5 +222,20 @@ func writeModule(t *testing.T, proxy, path, v string, files map[string]string) {
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkAligned fails for every module a tool's aligned build (after)
+// compiles at another version than ours (its packages over it compiled
+// twice), and for every one align_with_project lowered from before.
+func checkAligned(t *testing.T, tool string, o, before, after map[string]string) {
+	t.Helper()
+	for _, m := range mismatches(o, after) {
+		t.Errorf("%s: ours %s, aligned %s's %s: its packages over it are compiled twice", m, o[m], tool, after[m])
+	}
+	for m, v := range before {
+		if w, ok := after[m]; ok && semverLess(w, v) {
+			t.Errorf("%s: align_with_project lowered it from %s to %s in %s", m, v, w, tool)
+		}
 	}
 }
