@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,5 +140,25 @@ func withAnnotations(m map[annotation.Name]string) svcTweak {
 func withPort(name string, proto corev1.Protocol, port, nodePort int32) svcTweak {
 	return func(s *corev1.Service) {
 		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: name, Protocol: proto, Port: port, NodePort: nodePort})
+	}
+}
+
+// collected reports whether w's object is garbage collected within a few
+// seconds. Another goroutine can hold a reference a moment after the call
+// that made it returned (net/http's transport finishing the exchange, an
+// earlier test's controller shutting down); only a reference kept beyond
+// that, by something that lives for the process, is the defect the
+// callers look for.
+func collected[T any](w weak.Pointer[T]) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		if w.Value() == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -168,10 +168,7 @@ func TestReview66cDryRunStateLivesAsLongAsTheRun(t *testing.T) {
 		t.Logf("planned %v", review66cCalls(intents()))
 		return weak.Make(s)
 	}()
-	for range 3 {
-		runtime.GC()
-	}
-	if w.Value() != nil {
+	if !collected(w) {
 		t.Errorf("the dry run's state (DryRunState) is still reachable after the run ended: something keeps the dry run alive")
 	}
 }

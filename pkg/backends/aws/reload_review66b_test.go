@@ -108,9 +108,7 @@ func TestReview66bRebuiltBackendStillHoldsTheUntaggedNLB(t *testing.T) {
 		t.Fatalf("setup: aws-2's Ensure while the old aws-1 object is live succeeded")
 	}
 	runtime.KeepAlive(old) // the reload's last call on it returns; from here on only the registry's weak pointer
-	runtime.GC()
-	runtime.GC()
-	if oldA.Value() != nil {
+	if !collected(oldA) {
 		t.Skip("the old aws-1 object was not collected")
 	}
 	e.fake.ResetCalls()

@@ -40,9 +40,7 @@ func TestReview66cOldObjectsInFlightAdoptionAfterTheCopy(t *testing.T) {
 	}()
 	other := review66bBackend(t, "aws-2", e.url)
 	lbB, _ := other.LoadBalancer()
-	runtime.GC()
-	runtime.GC()
-	if oldA.Value() != nil {
+	if !collected(oldA) {
 		t.Skip("the old aws-1 object was not collected")
 	}
 	e.fake.ResetCalls()
