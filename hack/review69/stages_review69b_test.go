@@ -269,6 +269,9 @@ func TestReview69bGOGCOnlyForBuilds(t *testing.T) {
 // build line only: not on any go test, hack/fuzz.sh, hack/chaos.sh,
 // golangci-lint or promrules line of the stages make test runs, nor on
 // make -n test's own. make test hands BUILD_GOGC to hack/stages.sh.
+// Since session 71 the unit tests' go test lines carry GOGC=400 too, each
+// with -exec "$tgogc" (the Makefile's TESTBIN_GOGC), which runs their
+// binaries with the caller's GOGC.
 //
 // Passed (session 69b).
 func TestReview69bGOGCInRecipes(t *testing.T) {
@@ -288,6 +291,10 @@ func TestReview69bGOGCInRecipes(t *testing.T) {
 			}
 			switch {
 			case strings.Contains(l, "GOGC=400 "+goStub+" vet ./..."):
+			// Session 71: the unit tests' compiles at BUILD_GOGC too, their
+			// binaries run through -exec with the caller's GOGC (TESTBIN_GOGC).
+			case strings.Contains(l, "GOGC=400 "+goStub+` test -exec "$tgogc" `):
+			case strings.Contains(l, `tgogc="env -u GOGC"; [ -z "${GOGC+x}" ] || tgogc="env GOGC=$GOGC";`):
 			case strings.Contains(l, "env GOGC=400 OUT=") && strings.HasSuffix(l, "bash hack/build-control-plane.sh"):
 			case target == "test" && strings.Contains(l, "BUILD_GOGC=400 bash hack/stages.sh"):
 			default:
