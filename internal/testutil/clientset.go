@@ -15,7 +15,7 @@ import (
 // finalizer-less objects marked for deletion, which upstream's service
 // controller would ensure again.
 func NewClientset(objs ...runtime.Object) *fake.Clientset {
-	client := fake.NewClientset(objs...)
+	client := ShareRESTMapper(fake.NewClientset(objs...))
 	tracker := client.Tracker()
 	apply := clienttesting.ObjectReaction(tracker)
 	client.PrependReactor("delete", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {

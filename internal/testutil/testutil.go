@@ -63,7 +63,7 @@ func GetNode(t testing.TB, client kubernetes.Interface, name string) (*corev1.No
 // stop when the test ends.
 func RunNodeControllers(t testing.TB, cloud cloudprovider.Interface, lifecyclePeriod time.Duration, nodes ...*corev1.Node) *fake.Clientset {
 	t.Helper()
-	client := fake.NewClientset()
+	client := ShareRESTMapper(fake.NewClientset())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	for _, n := range nodes {

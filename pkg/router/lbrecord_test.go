@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
@@ -218,12 +219,17 @@ func TestServiceChurnKeepsNoState(t *testing.T) {
 	c := startCluster(t, r)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The fake clientset's watch holds 100 events and panics when full:
+	// each Service's create and delete is written once the informer has
+	// taken the one before, as a real API server's watch would let it.
+	seen := informerPace(t, c.factory.Core().V1().Services().Informer())
 	c.factory.Start(ctx.Done())
 	c.factory.WaitForCacheSync(ctx.Done())
 	services := c.client.CoreV1().Services("default")
 	const total, live = 10000, 50
 	var names []string
 	for i := range total {
+		seen(i, i-len(names))
 		var tweaks []testutil.ServiceTweak
 		if i%10 == 0 {
 			tweaks = append(tweaks, withLBBackend("a"))
@@ -250,6 +256,48 @@ func TestServiceChurnKeepsNoState(t *testing.T) {
 	eventually(t, "no per-Service state left", func() bool { return serviceState(r) == 0 })
 	if a.heldCount() != 0 {
 		t.Errorf("%d load balancers left", a.heldCount())
+	}
+}
+
+// informerPace counts the Services informer's adds and deletes. It returns
+// a function that waits, up to a minute, until the informer has seen at
+// least adds of them and deletes of them.
+func informerPace(t *testing.T, informer cache.SharedIndexInformer) func(adds, deletes int) {
+	t.Helper()
+	var mu sync.Mutex
+	var added, deleted int
+	changed := make(chan struct{}, 1)
+	note := func(n *int) {
+		mu.Lock()
+		*n++
+		mu.Unlock()
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { note(&added) },
+		DeleteFunc: func(any) { note(&deleted) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return func(adds, deletes int) {
+		t.Helper()
+		timeout := time.After(time.Minute)
+		for {
+			mu.Lock()
+			a, d := added, deleted
+			mu.Unlock()
+			if a >= adds && d >= deletes {
+				return
+			}
+			select {
+			case <-changed:
+			case <-timeout:
+				t.Fatalf("the informer saw %d adds and %d deletes of Services; want %d and %d", a, d, adds, deletes)
+			}
+		}
 	}
 }
 
