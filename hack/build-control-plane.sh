@@ -58,7 +58,8 @@ source "$ROOT/hack/align.sh"
 build_kube() {
   local dir=$WORK/kube stamp
   mkdir -p "$dir"
-  stamp=$(cksum < "$ROOT/go.mod")
+  # (and again when this script changed: how it makes the module)
+  stamp="$(cksum < "$ROOT/go.mod") $(cksum < "$ROOT/hack/build-control-plane.sh")"
   cd "$dir"
   if [ ! -f go.mod ] || ! grep -qF "k8s.io/kubernetes $KUBE_VERSION" go.mod ||
     [ "$(cat aligned 2>/dev/null)" != "$stamp" ]; then
@@ -67,10 +68,17 @@ build_kube() {
     local modfile
     go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" > kubernetes.json
     modfile=$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' kubernetes.json)
-    # Every staging module k8s.io/kubernetes replaces with a ./staging path.
+    # Every staging module k8s.io/kubernetes replaces with a ./staging path:
+    # it requires them at v0.0.0, which is no release. Required here at
+    # their release, v0.0.0 replaced by it (for the go.mod files the module
+    # graph reads), so that the build selects the release itself: a
+    # compiled package's cache key holds its module's version, and with
+    # "m => m@release" (every version replaced) the build selected v0.0.0
+    # and compiled k8s.io/api, apimachinery, client-go, apiserver ... again,
+    # none shared with what go vet compiled for this module.
     grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$modfile" | awk '{print $1}' |
       grep -v '^k8s.io/sample-' | while read -r m; do
-        go mod edit -replace "$m=$m@$STAGING_VERSION"
+        go mod edit -replace "$m@v0.0.0=$m@$STAGING_VERSION" -require "$m@$STAGING_VERSION"
       done
     cat > tools.go <<'GO'
 //go:build tools

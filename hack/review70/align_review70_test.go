@@ -48,7 +48,7 @@ printf 'module kubebuild\n\ngo 1.26\n' > go.mod
 go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" > kubernetes.json || { echo SKIP; exit 0; }
 modfile=$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' kubernetes.json)
 grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$modfile" | awk '{print $1}' |
-  grep -v '^k8s.io/sample-' | while read -r m; do go mod edit -replace "$m=$m@$STAGING_VERSION"; done
+  grep -v '^k8s.io/sample-' | while read -r m; do go mod edit -replace "$m@v0.0.0=$m@$STAGING_VERSION" -require "$m@$STAGING_VERSION"; done
 printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' > tools.go
 go get "k8s.io/kubernetes@$KUBE_VERSION" >&2
 echo "$modfile"
