@@ -283,6 +283,14 @@ func TestReloadDuringDeleteInSteps(t *testing.T) {
 		cb := t.Name() + "/b"
 		c.apply(t, heldConfig(t, "defaultBackend: b", heldBackend{"b", cb, "198.51.100.2"}))
 		a.releaseOne()
+		// The reload itself warns (Rerouted), perhaps before the released
+		// step returns. Upstream's Warning of a failed sync is what shows
+		// that the step returned and the service controller's next call,
+		// on the configuration without a, was made: its worker for web was
+		// held in the step until then.
+		eventually(t, "the service controller's failed sync", func() bool {
+			return slices.Contains(c.events(t, "web"), "Warning/SyncLoadBalancerFailed")
+		})
 		eventually(t, "a Warning UnknownLoadBalancerBackend", func() bool {
 			return slices.Contains(c.events(t, "web"), "Warning/"+lifecycle.ReasonUnknownLBBackend)
 		})

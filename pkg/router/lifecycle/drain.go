@@ -319,7 +319,7 @@ func (r *Balancer) writeDraining(ctx context.Context, svc *corev1.Service, servi
 		return "", nil
 	}
 	var how string
-	err := r.patchAnnotations(ctx, svc, false, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
+	err := r.patchAnnotations(ctx, svc, nil, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
 		next := change(svcstate.ParseDraining(cur))
 		changes := map[annotation.Name]*string{}
 		svcstate.SetAnnotation(changes, cur, annotation.LoadBalancerDraining, next.Value())

@@ -147,7 +147,14 @@ func (r *Balancer) writeRecord(ctx context.Context, svc *corev1.Service, goneOK 
 		r.st.SetDrains(svc.UID, r.drainingOf(svc).KeepOnly(next.Names).Without(serving...))
 		return nil
 	}
-	return r.patchAnnotations(ctx, svc, goneOK, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
+	var gone func()
+	if goneOK {
+		// No object left to write to: what this process remembers of the
+		// record is all there is, and it follows the change (a delete that
+		// emptied it leaves nothing to keep; see svcstate.States.Forget).
+		gone = func() { r.remember(svc.UID, change(r.current(svc))) }
+	}
+	return r.patchAnnotations(ctx, svc, gone, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
 		old := r.baseline(cur)
 		next := change(old)
 		changes := map[annotation.Name]*string{}
@@ -206,7 +213,7 @@ func (r *Balancer) markServed(ctx context.Context, svc *corev1.Service, targets 
 	if deferServed(ctx, w) {
 		return nil
 	}
-	err := r.patchAnnotations(ctx, svc, true, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
+	err := r.patchAnnotations(ctx, svc, func() {}, func(cur *corev1.Service) (map[annotation.Name]*string, func()) {
 		changes := r.servedChanges(svc, cur, targets, answers)
 		return changes, func() {
 			if v, ok := changes[annotation.LoadBalancerDraining]; ok {
@@ -258,9 +265,10 @@ func (r *Balancer) writtenBack(changes map[annotation.Name]*string, seen, cur *c
 // desired, given the Service as the API server has it, returns the
 // annotation changes (nil removes one) and what to do once they are
 // written. The patch is guarded by the resourceVersion and retried on
-// conflict; nothing is sent when there is nothing to change. With goneOK, a
-// Service that is gone is forgotten instead of an error.
-func (r *Balancer) patchAnnotations(ctx context.Context, svc *corev1.Service, goneOK bool, desired func(*corev1.Service) (map[annotation.Name]*string, func())) error {
+// conflict; nothing is sent when there is nothing to change. With gone
+// non-nil, a Service that is gone is forgotten, and gone called, instead
+// of an error.
+func (r *Balancer) patchAnnotations(ctx context.Context, svc *corev1.Service, gone func(), desired func(*corev1.Service) (map[annotation.Name]*string, func())) error {
 	services := r.Client.CoreV1().Services(svc.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
@@ -268,8 +276,9 @@ func (r *Balancer) patchAnnotations(ctx context.Context, svc *corev1.Service, go
 			err = apierrors.NewNotFound(corev1.Resource("services"), svc.Name)
 		}
 		if err != nil {
-			if goneOK && apierrors.IsNotFound(err) {
+			if gone != nil && apierrors.IsNotFound(err) {
 				r.forget(svc.UID)
+				gone()
 				return nil
 			}
 			return err

@@ -46,10 +46,17 @@ type States struct {
 	deleted map[types.UID]time.Time
 	// locks serialises load-balancer calls per Service UID.
 	locks map[types.UID]*svcLock
-	// goneAt holds when a Service was seen deleted while its record here
-	// still named a backend: the record is kept deletedFor longer, for a
+	// goneAt holds when each Service forgotten in the last deletedFor was
+	// seen deleted, and gone the same entries oldest first, to expire
+	// them. A call still in flight for a gone Service (an Ensure begun
+	// before its finalizer was removed by hand) writes none of its state
+	// back: its drains, addresses and unreachable backends are dropped. A
+	// record naming a backend is kept until the entry expires, for a
 	// delete still to come with an older copy of the Service.
 	goneAt map[types.UID]time.Time
+	gone   []goneEntry
+	// now is the clock (time.Now; tests set another).
+	now func() time.Time
 	// drains holds, per Service UID, the draining record this process
 	// last wrote (see the router's drain.go); the Service's annotation is the truth
 	// across restarts.
@@ -85,7 +92,13 @@ func New() *States {
 		shown:    map[types.UID]map[string][]string{},
 
 		unreachable: map[types.UID][]string{},
+		now:         time.Now,
 	}
+}
+
+type goneEntry struct {
+	uid types.UID
+	at  time.Time
 }
 
 // Lock serialises the load-balancer calls for one Service, whatever
@@ -147,43 +160,57 @@ func (st *States) RecordedOf(uid types.UID) ([]string, bool) {
 }
 
 // Remember records what this process last wrote as the Service's record.
+// For a Service that is gone, an empty record is dropped and one naming a
+// backend kept until the Service's entry in goneAt expires.
 func (st *States) Remember(uid types.UID, names []string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if _, gone := st.goneAt[uid]; gone && len(names) == 0 {
 		delete(st.recorded, uid)
-		delete(st.goneAt, uid)
 		return
 	}
 	st.recorded[uid] = names
 }
 
-// Forget drops the record of a Service that is gone. A record still naming
-// a backend is kept deletedFor longer: the Service went without the
-// router's delete (its finalizer removed by hand, or no finalizer), and a
-// delete with a copy of the Service older than the record may still come;
-// it must reach every backend this process recorded.
+// Forget drops the per-Service state of a Service that is gone, and keeps
+// it gone for deletedFor: a call still in flight with an older copy of the
+// Service writes nothing back (see goneAt). A record still naming a
+// backend is kept that long: the Service went without the router's delete
+// (its finalizer removed by hand, or no finalizer), and a delete with a
+// copy of the Service older than the record may still come; it must reach
+// every backend this process recorded.
 func (st *States) Forget(uid types.UID) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	now := time.Now()
-	for u, at := range st.goneAt {
-		if now.Sub(at) > deletedFor {
-			delete(st.recorded, u)
-			delete(st.goneAt, u)
+	now := st.now()
+	expired := 0
+	for _, g := range st.gone {
+		if now.Sub(g.at) <= deletedFor {
+			break
 		}
+		delete(st.recorded, g.uid)
+		delete(st.goneAt, g.uid)
+		expired++
 	}
+	st.gone = slices.Delete(st.gone, 0, expired)
 	delete(st.drains, uid)
 	delete(st.shown, uid)
 	delete(st.unreachable, uid)
 	if len(st.recorded[uid]) == 0 {
 		delete(st.recorded, uid)
-		delete(st.goneAt, uid)
-		return
 	}
 	if _, ok := st.goneAt[uid]; !ok {
 		st.goneAt[uid] = now
+		st.gone = append(st.gone, goneEntry{uid: uid, at: now})
 	}
+}
+
+// Gone counts the Services forgotten in the last deletedFor, for tests of
+// their bound.
+func (st *States) Gone() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.goneAt)
 }
 
 // DrainsOf returns the draining record this process last wrote for the
@@ -196,11 +223,11 @@ func (st *States) DrainsOf(uid types.UID) (Draining, bool) {
 }
 
 // SetDrains remembers the draining record written for the Service; an
-// empty one is forgotten.
+// empty one, or one for a Service that is gone (Forget), is forgotten.
 func (st *States) SetDrains(uid types.UID, d Draining) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(d) == 0 {
+	if _, gone := st.goneAt[uid]; len(d) == 0 || gone {
 		delete(st.drains, uid)
 		return
 	}
@@ -230,10 +257,14 @@ func (st *States) ShownOf(uid types.UID) (map[string][]string, bool) {
 	return out, true
 }
 
-// SetShown remembers the addresses backend's answer gave the Service.
+// SetShown remembers the addresses backend's answer gave the Service,
+// unless the Service is gone (Forget).
 func (st *States) SetShown(uid types.UID, backend string, keys []string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if _, gone := st.goneAt[uid]; gone {
+		return
+	}
 	m, ok := st.shown[uid]
 	if !ok {
 		m = map[string][]string{}
@@ -264,7 +295,8 @@ func (st *States) Waiters(uid types.UID) int {
 // NewlyUnreachable remembers names as the Service's recorded backends that
 // are not configured, and returns those of them it did not name the last
 // time: each is warned about once, until it is configured again or leaves
-// the record (an episode), not at every sync.
+// the record (an episode), not at every sync. Nothing is remembered for a
+// Service that is gone (Forget).
 func (st *States) NewlyUnreachable(uid types.UID, names []string) []string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -274,7 +306,7 @@ func (st *States) NewlyUnreachable(uid types.UID, names []string) []string {
 			fresh = append(fresh, n)
 		}
 	}
-	if len(names) == 0 {
+	if _, gone := st.goneAt[uid]; len(names) == 0 || gone {
 		delete(st.unreachable, uid)
 	} else {
 		st.unreachable[uid] = slices.Clone(names)
