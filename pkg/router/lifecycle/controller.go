@@ -219,5 +219,11 @@ func (r *Balancer) markDeleted(service *corev1.Service) {
 	}
 }
 
-// wasDeleted reports whether markDeleted saw the Service's UID recently.
-func (r *Balancer) wasDeleted(uid types.UID) bool { return r.st.WasDeleted(uid) }
+// wasDeleted reports whether markDeleted saw the Service's UID recently,
+// or the Service is gone (svcstate.States.IsGone: deleted without the
+// router's delete, its finalizer removed by hand, or a delete with its
+// last copy already made): a call with an older copy must not create its
+// load balancer again, where nothing would ever delete it.
+func (r *Balancer) wasDeleted(uid types.UID) bool {
+	return r.st.WasDeleted(uid) || r.st.IsGone(uid)
+}

@@ -106,7 +106,7 @@ func (r *Balancer) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 		return nil, err
 	}
 	if r.wasDeleted(service.UID) {
-		return nil, fmt.Errorf("service %s/%s: its load balancer was deleted with the Service; not creating it again", service.Namespace, service.Name)
+		return nil, fmt.Errorf("service %s/%s: its load balancer was deleted with the Service, or the Service (uid %s) is gone; not creating it again", service.Namespace, service.Name, service.UID)
 	}
 	before := r.preparedFrom(ctx, service)
 	added, had := r.unrecorded(before, targets), len(r.current(before).Names) > 0
@@ -196,11 +196,15 @@ func (r *Balancer) notRecorded(service *corev1.Service, targets []*backend.Membe
 // moved the load balancer yet, the backends still serving it (see
 // updateTargets), so node changes reach the load balancers that exist;
 // draining ones too, as they still serve. One backend failing does not
-// keep the others from being updated.
+// keep the others from being updated. A Service that is deleted (see
+// wasDeleted) has nothing to update.
 func (r *Balancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
 	service = r.withClassDefaults(service)
 	defer r.lockService(service)()
 	r.st.ClusterName.Store(clusterName)
+	if r.wasDeleted(service.UID) {
+		return nil // nothing left to update, and nothing to create (wasDeleted)
+	}
 	bs, moving, err := r.updateTargets(service)
 	if err != nil {
 		return err

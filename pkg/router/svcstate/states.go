@@ -205,6 +205,17 @@ func (st *States) Forget(uid types.UID) {
 	}
 }
 
+// IsGone reports whether the Service with uid was forgotten (seen deleted)
+// in the last deletedFor. A UID never comes back: a call beginning after
+// that, with an older copy of the Service (a node sync, a repair), has
+// nothing to create or update.
+func (st *States) IsGone(uid types.UID) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	at, ok := st.goneAt[uid]
+	return ok && st.now().Sub(at) <= deletedFor
+}
+
 // Gone counts the Services forgotten in the last deletedFor, for tests of
 // their bound.
 func (st *States) Gone() int {
