@@ -37,8 +37,11 @@ import (
 type States struct {
 	mu sync.Mutex
 	// recorded holds, per Service UID, the load-balancer record this
-	// process last wrote (see pkg/router/lifecycle/record.go); Services with an empty record
-	// have no entry, and entries go when their Service does.
+	// process last wrote (see pkg/router/lifecycle/record.go), empty ones
+	// too: the router's written() trusts an empty entry over a stale
+	// copy's annotation. Entries go when their Service does (Forget); a
+	// gone Service's record naming a backend stays until its gone mark
+	// expires.
 	recorded map[types.UID][]string
 	// deleted holds, per Service UID, when the router finished deleting the
 	// load balancer of that Service while it was being deleted (see
