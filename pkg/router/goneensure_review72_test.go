@@ -1,7 +1,6 @@
 package router
 
 import (
-	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,11 +16,7 @@ import (
 // created for it again, where nothing would ever delete it.
 func TestEnsureWithOldCopyAfterGoneDeleteCreatesNothing_review72(t *testing.T) {
 	r, a, _ := twoClouds(t)
-	c := startCluster(t, r, newService("s", withLBBackend("a")))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c.factory.Start(ctx.Done())
-	c.factory.WaitForCacheSync(ctx.Done())
+	c, ctx := startWatchedCluster(t, r, newService("s", withLBBackend("a")))
 	if _, err := r.EnsureLoadBalancer(ctx, cluster, c.service(t, "s"), nil); err != nil {
 		t.Fatal(err)
 	}

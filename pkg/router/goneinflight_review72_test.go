@@ -1,37 +1,15 @@
 package router
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/multicloud-ccm/multicloud-ccm/pkg/annotation"
 )
-
-// blockOneLB is an lbCloud whose EnsureLoadBalancer, for the Service with
-// uid only, says it was entered and waits to be released.
-type blockOneLB struct {
-	*lbCloud
-	uid     types.UID
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (c *blockOneLB) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
-
-func (c *blockOneLB) EnsureLoadBalancer(ctx context.Context, cluster string, s *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	if s.UID == c.uid {
-		c.entered <- struct{}{}
-		<-c.release
-	}
-	return c.lbCloud.EnsureLoadBalancer(ctx, cluster, s, nodes)
-}
 
 // TestGoneServiceRecreatedUnderItsNameKeepsNewState_review72: a Service
 // deleted (its finalizer removed by hand) and created again under the same
@@ -41,13 +19,9 @@ func (c *blockOneLB) EnsureLoadBalancer(ctx context.Context, cluster string, s *
 // and a delete with the old copy removes the old load balancer only.
 func TestGoneServiceRecreatedUnderItsNameKeepsNewState_review72(t *testing.T) {
 	old := newService("s", withLBBackend("a"))
-	b := &blockOneLB{lbCloud: newLBCloud("a", "192.0.2.1"), uid: old.UID, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	b := newBlockingLB("a", "192.0.2.1", old.UID)
 	r := mustRouter(t, testConfig(), Backend{Name: "a", Type: "test", Scheme: "baremetal", Cloud: b})
-	c := startCluster(t, r, old)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c.factory.Start(ctx.Done())
-	c.factory.WaitForCacheSync(ctx.Done())
+	c, ctx := startWatchedCluster(t, r, old)
 	oldCopy := c.service(t, "s")
 
 	dctx, _ := DeferServedAnnotations(ctx)
@@ -131,11 +105,7 @@ func TestDeleteWithOldCopyAfterGoneKeepsFailedBackend_review72(t *testing.T) {
 	svc := newService("s", withLBBackend("a"), func(s *corev1.Service) {
 		s.Annotations[string(annotation.LoadBalancerBackends)] = "a"
 	})
-	c := startCluster(t, r, svc)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c.factory.Start(ctx.Done())
-	c.factory.WaitForCacheSync(ctx.Done())
+	c, ctx := startWatchedCluster(t, r, svc)
 	oldCopy := c.service(t, "s")
 	// Both hold a load balancer; this process recorded both.
 	for _, lb := range []*lbCloud{a, b} {
@@ -193,11 +163,7 @@ func TestDeleteWithOldCopyBeingDeletedAfterGone_review72(t *testing.T) {
 	svc := newService("s", withLBBackend("a"), func(s *corev1.Service) {
 		s.Annotations[string(annotation.LoadBalancerBackends)] = "a"
 	})
-	c := startCluster(t, r, svc)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c.factory.Start(ctx.Done())
-	c.factory.WaitForCacheSync(ctx.Done())
+	c, ctx := startWatchedCluster(t, r, svc)
 	oldCopy := c.service(t, "s")
 	if _, err := r.EnsureLoadBalancer(ctx, cluster, oldCopy, nil); err != nil {
 		t.Fatal(err)
