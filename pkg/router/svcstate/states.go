@@ -137,7 +137,7 @@ type svcLock struct {
 func (st *States) MarkDeleted(uid types.UID) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	now := time.Now()
+	now := st.now()
 	for u, at := range st.deleted {
 		if now.Sub(at) > deletedFor {
 			delete(st.deleted, u)
@@ -151,7 +151,7 @@ func (st *States) WasDeleted(uid types.UID) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	at, ok := st.deleted[uid]
-	return ok && time.Since(at) <= deletedFor
+	return ok && st.now().Sub(at) <= deletedFor
 }
 
 // RecordedOf returns what this process last wrote as the Service's record.
